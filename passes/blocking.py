@@ -1,0 +1,157 @@
+"""partition (local): choose a block size per index.
+
+Operands that share an index share its blocking, so a blocking is one block size per index
+name. The caller may force it through plan options:
+
+- ``grid={index: number_of_blocks}`` or ``block_shape={index: block_size}`` keyed by index
+  name (an einsum letter), or
+- a per-operand sequence, ``grid=[(4, 4, 4), (4, 1), (4, 1)]`` — one tuple per operand, one
+  entry per dimension — which must agree wherever operands share an index.
+
+Otherwise the heuristic splits only the outermost dimension (in memory) of the largest
+operand, so every block of it is a zero-copy contiguous view, into ``2 × workers`` blocks when
+that operand holds at least 64 MiB, ``workers`` blocks from 8 MiB, one block below that: small
+problems run as one task, large ones keep every core busy with a few big BLAS calls.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tensorc.errors import PlanError
+from tensorc.ir.nodes import Program, Scan, post_order
+from tensorc.passes.base import PassContext
+
+MIB = 1 << 20
+SPLIT_WIDE_BYTES = 64 * MIB
+SPLIT_BYTES = 8 * MIB
+
+
+@dataclass(frozen=True, slots=True)
+class Blocking:
+    """Block size per index; ``blocks(name)`` gives the half-open ranges of its blocks."""
+
+    sizes: tuple[tuple[str, int], ...]
+    block: tuple[tuple[str, int], ...]
+
+    def block_size(self, name: str) -> int:
+        return dict(self.block)[name]
+
+    def count(self, name: str) -> int:
+        size = dict(self.sizes)[name]
+        step = self.block_size(name)
+        return max(1, math.ceil(size / step)) if step else 1
+
+    def ranges(self, name: str) -> list[tuple[int, int]]:
+        size = dict(self.sizes)[name]
+        step = max(self.block_size(name), 1)
+        if size == 0:
+            return [(0, 0)]
+        return [(start, min(start + step, size)) for start in range(0, size, step)]
+
+    def counts(self) -> dict[str, int]:
+        return {name: self.count(name) for name, _ in self.sizes}
+
+    def describe(self) -> str:
+        parts = []
+        for name, size in self.sizes:
+            parts.append(f"{name}: {size}/{self.block_size(name)} -> {self.count(name)}")
+        return ", ".join(parts) if parts else "(scalar)"
+
+
+def _scan_indices(program: Program) -> dict[str, tuple[str, ...]]:
+    return {n.tensor: n.indices for n in post_order(program.output) if isinstance(n, Scan)}
+
+
+def _from_per_operand(
+    program: Program, option: Sequence[Sequence[int]], what: str
+) -> dict[str, int]:
+    scans = _scan_indices(program)
+    names = [decl.name for decl in program.inputs]
+    if len(option) != len(names):
+        raise PlanError(
+            f"{what} gives {len(option)} tuple(s) but the contraction has {len(names)} operand(s)"
+        )
+    chosen: dict[str, int] = {}
+    for position, (name, entry) in enumerate(zip(names, option, strict=True)):
+        indices = scans.get(name, ())
+        if len(entry) != len(indices):
+            raise PlanError(
+                f"{what}[{position}] has {len(entry)} entries for an operand of rank {len(indices)}"
+            )
+        for index, value in zip(indices, entry, strict=True):
+            if index in chosen and chosen[index] != value:
+                raise PlanError(
+                    f"{what} disagrees on index '{index}': {chosen[index]} and {value}; "
+                    "operands that share an index must share its blocking"
+                )
+            chosen[index] = value
+    return chosen
+
+
+def _normalise(program: Program, option: object, what: str) -> dict[str, int]:
+    if isinstance(option, Mapping):
+        chosen = dict(option)
+    elif isinstance(option, Sequence) and not isinstance(option, str):
+        chosen = _from_per_operand(program, option, what)
+    else:
+        raise PlanError(f"{what} must be a dict {{index: int}} or one tuple per operand")
+    sizes = program.size_of
+    for name, value in chosen.items():
+        if name not in sizes:
+            known = ", ".join(sorted(sizes)) or "none"
+            raise PlanError(f"{what} names index '{name}' which is not used (indices: {known})")
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise PlanError(f"{what}['{name}'] must be a positive integer, got {value!r}")
+    return {name: int(value) for name, value in chosen.items()}
+
+
+def choose_blocking(program: Program, ctx: PassContext) -> Blocking:
+    """The blocking of ``program``: forced by ``ctx.grid``/``ctx.block_shape`` or heuristic."""
+    sizes = program.size_of
+    block = {name: max(size, 1) for name, size in sizes.items()}
+    if ctx.grid is not None and ctx.block_shape is not None:
+        raise PlanError("give either grid= or block_shape=, not both")
+    if ctx.grid is not None:
+        for name, count in _normalise(program, ctx.grid, "grid").items():
+            block[name] = max(1, math.ceil(sizes[name] / count))
+    elif ctx.block_shape is not None:
+        for name, size in _normalise(program, ctx.block_shape, "block_shape").items():
+            block[name] = size
+    else:
+        block.update(_heuristic(program, ctx))
+    ordered = tuple(sorted(sizes.items()))
+    return Blocking(sizes=ordered, block=tuple((n, block[n]) for n, _ in ordered))
+
+
+def _heuristic(program: Program, ctx: PassContext) -> dict[str, int]:
+    scans = _scan_indices(program)
+    sizes = program.size_of
+    best = None
+    for decl in program.inputs:
+        nbytes = math.prod(decl.shape) * np.dtype(program.dtype).itemsize
+        if decl.shape and (best is None or nbytes > best[0]):
+            best = (nbytes, decl)
+    if best is None:
+        return {}
+    nbytes, decl = best
+    if nbytes >= SPLIT_WIDE_BYTES:
+        wanted = 2 * ctx.workers
+    elif nbytes >= SPLIT_BYTES:
+        wanted = ctx.workers
+    else:
+        return {}
+    indices = scans.get(decl.name, ())
+    if not indices:
+        return {}
+    order = list(indices)
+    if ctx.layouts.get(decl.name) == "F":
+        order.reverse()
+    for name in order:
+        if sizes[name] >= wanted:
+            return {name: math.ceil(sizes[name] / wanted)}
+    return {}

@@ -1,0 +1,45 @@
+"""The default pass pipeline and its driver, verifying the IR after every pass.
+
+Order and the invariant each pass leaves (see ``passes/README.md``)::
+
+    canonicalize → reduce-pushdown → contraction-path → fuse-maps
+
+``run_pipeline`` returns the final program and the text of the IR after each pass, which
+``Plan.explain()`` prints.
+"""
+
+from __future__ import annotations
+
+from tensorc.ir.nodes import Program
+from tensorc.ir.printer import format_program
+from tensorc.ir.verify import verify
+from tensorc.passes.base import Pass, PassContext
+from tensorc.passes.canonicalize import Canonicalize
+from tensorc.passes.contraction_path import ContractionPathPass
+from tensorc.passes.fuse_maps import FuseMaps
+from tensorc.passes.reduce_pushdown import ReducePushdown
+
+DEFAULT_PIPELINE: tuple[Pass, ...] = (
+    Canonicalize(),
+    ReducePushdown(),
+    ContractionPathPass(),
+    FuseMaps(),
+)
+
+
+def run_pipeline(
+    program: Program,
+    ctx: PassContext,
+    passes: tuple[Pass, ...] = DEFAULT_PIPELINE,
+    keep_text: bool = True,
+) -> tuple[Program, list[tuple[str, str]]]:
+    """Run ``passes`` in order, verifying after each; return the program and IR snapshots."""
+    verify(program)
+    stages: list[tuple[str, str]] = []
+    if keep_text:
+        stages.append(("input", format_program(program)))
+    for step in passes:
+        program = verify(step.run(program, ctx))
+        if keep_text:
+            stages.append((step.name, format_program(program)))
+    return program, stages

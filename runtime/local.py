@@ -1,0 +1,168 @@
+"""The local executor: runs a TaskGraph on a thread pool inside this process.
+
+Contract: ``LocalExecutor().run(graph, operands, out)`` fills ``out`` (an ndarray of the
+graph's output shape and dtype) with the graph's result and returns run statistics. It is
+the embedded default when no Ray cluster is connected.
+
+Policy:
+
+- tasks run in graph order (topological) as soon as their inputs exist; ``load`` tasks are
+  views and run inline in whichever thread readies them;
+- each intermediate block is dropped as soon as its last consumer has run, so peak memory
+  is the live frontier, not the whole graph;
+- a final block is computed straight into its slice of ``out`` (kernels take ``out=``);
+- BLAS threads are set deliberately: when the graph has at least two compute tasks that can
+  run at once, ``workers`` threads run tasks and each BLAS call gets
+  ``max(1, cores // workers)`` threads; otherwise tasks run in the calling thread and BLAS
+  keeps every core. The previous BLAS setting is restored afterwards;
+- a kernel that raises stops the run and surfaces as :class:`~tensorc.errors.ExecutionError`
+  naming the task.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import threading
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from tensorc.codegen.taskgraph import LOAD, TaskGraph
+from tensorc.errors import ExecutionError
+
+_CONTROLLER = None
+
+
+def _blas_controller():
+    global _CONTROLLER
+    if _CONTROLLER is None:
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+class _Run:
+    """The mutable state of one execution of one graph."""
+
+    def __init__(self, graph: TaskGraph, operands: Sequence[np.ndarray], out: np.ndarray):
+        self.graph = graph
+        self.operands = operands
+        self.out = out
+        self.values: list[np.ndarray | None] = [None] * len(graph.tasks)
+        self.remaining_inputs = [len(t.inputs) for t in graph.tasks]
+        self.remaining_uses = [len(c) for c in graph.consumers()]
+        self.destination: dict[int, tuple[slice, ...]] = dict(graph.outputs)
+
+    def execute(self, index: int) -> None:
+        graph = self.graph
+        task = graph.tasks[index]
+        kernel = graph.kernels[task.kernel]
+        target = self.destination.get(index)
+        out = self.out[target] if target is not None else None
+        try:
+            if task.kind == LOAD:
+                position, slices = task.source
+                value = kernel(self.operands[position], slices, out=out)
+            else:
+                value = kernel(*(self.values[s] for s in task.inputs), out=out)
+        except Exception as err:  # noqa: BLE001 - re-raised with the task named
+            raise ExecutionError(
+                f"task {task.key} ({task.kind}) failed: {type(err).__name__}: {err}"
+            ) from err
+        if target is None:
+            self.values[index] = value
+
+    def release_inputs(self, index: int) -> None:
+        """Drop every input whose last consumer was ``index``."""
+        for source in self.graph.tasks[index].inputs:
+            self.remaining_uses[source] -= 1
+            if self.remaining_uses[source] == 0:
+                self.values[source] = None
+
+
+class LocalExecutor:
+    """Thread-pool executor; see the module docstring for the policy."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers or available_cores()
+
+    def run(self, graph: TaskGraph, operands: Sequence[np.ndarray], out: np.ndarray) -> dict:
+        started = time.perf_counter()
+        state = _Run(graph, operands, out)
+        compute = len(graph.tasks) - graph.counts()[LOAD]
+        width = graph.max_width() if compute > 1 else compute
+        workers = max(1, min(self.workers, width))
+        if workers == 1:
+            self._run_serial(state)
+        else:
+            blas_threads = max(1, available_cores() // workers)
+            with _blas_controller().limit(limits=blas_threads, user_api="blas"):
+                self._run_parallel(state, workers)
+        return {
+            "run_seconds": time.perf_counter() - started,
+            "workers": workers,
+            "blas_threads": None if workers == 1 else max(1, available_cores() // workers),
+        }
+
+    @staticmethod
+    def _run_serial(state: _Run) -> None:
+        for index in range(len(state.graph.tasks)):
+            state.execute(index)
+            state.release_inputs(index)
+
+    @staticmethod
+    def _run_parallel(state: _Run, workers: int) -> None:
+        graph = state.graph
+        consumers = graph.consumers()
+        lock = threading.Condition()
+        ready: list[int] = [i for i, t in enumerate(graph.tasks) if not t.inputs]
+        heapq.heapify(ready)
+        pending = [len(graph.tasks)]
+        failure: list[BaseException] = []
+
+        def finish(index: int) -> None:
+            # called with the lock held
+            state.release_inputs(index)
+            for consumer in consumers[index]:
+                state.remaining_inputs[consumer] -= 1
+                if state.remaining_inputs[consumer] == 0:
+                    heapq.heappush(ready, consumer)
+            pending[0] -= 1
+            lock.notify_all()
+
+        def worker() -> None:
+            while True:
+                with lock:
+                    while not ready and pending[0] and not failure:
+                        lock.wait()
+                    if failure or not pending[0]:
+                        return
+                    index = heapq.heappop(ready)
+                try:
+                    state.execute(index)
+                except BaseException as err:  # noqa: BLE001 - handed to the caller
+                    with lock:
+                        failure.append(err)
+                        lock.notify_all()
+                    return
+                with lock:
+                    finish(index)
+
+        threads = [threading.Thread(target=worker, daemon=True) for _ in range(workers - 1)]
+        for thread in threads:
+            thread.start()
+        worker()
+        for thread in threads:
+            thread.join()
+        if failure:
+            raise failure[0]

@@ -1,0 +1,35 @@
+"""tensorc: a tensor-algebra compiler for einsum, tensordot and ``.tc`` programs.
+
+``import tensorc as tc`` gives the public API (see ``shared/docs/ARCHITECTURE.md``):
+``tc.einsum``, ``tc.tensordot``, ``tc.plan``, ``tc.last_stats`` and the error hierarchy.
+Heavy dependencies (Ray, z3) are imported only by the parts that need them.
+"""
+
+from tensorc.api import clear_plan_cache, einsum, last_stats, plan, tensordot
+from tensorc.errors import (
+    ExecutionError,
+    IRVerificationError,
+    ParseError,
+    PlanError,
+    ShapeError,
+    TensorcError,
+    TypeCheckError,
+)
+from tensorc.plan import Plan
+
+__all__ = [
+    "ExecutionError",
+    "IRVerificationError",
+    "ParseError",
+    "Plan",
+    "PlanError",
+    "ShapeError",
+    "TensorcError",
+    "TypeCheckError",
+    "clear_plan_cache",
+    "einsum",
+    "last_stats",
+    "plan",
+    "tensordot",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,321 @@
+"""The public API: ``einsum``, ``tensordot``, ``plan``, ``last_stats``.
+
+``einsum`` and ``tensordot`` take numpy arrays (or anything ``np.asarray`` accepts, Python
+scalars included) and return what ``numpy.einsum``/``numpy.tensordot`` return: same values
+up to floating-point rounding, same dtype, same shape, same keyword arguments with numpy's
+meaning. Between the call and the result sit the compiler (cached by subscripts, shapes,
+dtypes and options) and the local executor.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from tensorc.errors import ParseError, PlanError, ShapeError
+from tensorc.frontend.einsum import result_dtype
+from tensorc.frontend.subscripts import EinsumSpec, parse_einsum, sublist_to_subscripts
+from tensorc.passes.base import PassContext
+from tensorc.plan import Plan, PlanCache, build_plan
+from tensorc.runtime.local import LocalExecutor, available_cores
+
+PLAN_OPTIONS = ("grid", "block_shape", "workers")
+ORDERS = ("K", "A", "C", "F")
+CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
+
+_cache = PlanCache()
+_state = threading.local()
+
+
+def last_stats() -> dict:
+    """Statistics of the last call executed in this thread (``{}`` before any call)."""
+    return dict(getattr(_state, "stats", {}))
+
+
+def clear_plan_cache() -> None:
+    _cache.clear()
+
+
+@lru_cache(maxsize=4096)
+def _parse(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> EinsumSpec:
+    return parse_einsum(subscripts, shapes)
+
+
+def _freeze(option: object) -> object:
+    if option is None:
+        return None
+    if isinstance(option, dict):
+        return ("dict", tuple(sorted((str(k), _freeze(v)) for k, v in option.items())))
+    if isinstance(option, (list, tuple)):
+        return tuple(_freeze(v) for v in option)
+    return option
+
+
+def _layout(array: np.ndarray) -> str:
+    if array.flags.c_contiguous:
+        return "C"
+    return "F" if array.flags.f_contiguous else "other"
+
+
+def _check_options(plan_options: dict) -> None:
+    for name in plan_options:
+        if name not in PLAN_OPTIONS:
+            raise PlanError(
+                f"unknown plan option {name!r}; tensorc.einsum takes {', '.join(PLAN_OPTIONS)}"
+            )
+
+
+def _check_backend(backend: object) -> None:
+    if backend not in (None, "local"):
+        raise PlanError(
+            f"backend {backend!r} is not available; this build runs on the 'local' executor"
+        )
+
+
+def _context(plan_options: dict, optimize: object, layouts: tuple[str, ...]) -> PassContext:
+    workers = plan_options.get("workers") or available_cores()
+    return PassContext(
+        optimize=optimize,
+        workers=int(workers),
+        grid=plan_options.get("grid"),
+        block_shape=plan_options.get("block_shape"),
+        layouts={f"in{k}": layout for k, layout in enumerate(layouts)},
+    )
+
+
+def _get_plan(
+    subscripts: str,
+    shapes: tuple[tuple[int, ...], ...],
+    dtypes: tuple[str, ...],
+    layouts: tuple[str, ...],
+    compute_dtype: np.dtype,
+    optimize: object,
+    plan_options: dict,
+) -> tuple[Plan, bool]:
+    key = (
+        subscripts,
+        shapes,
+        dtypes,
+        layouts,
+        compute_dtype.str,
+        _freeze(optimize),
+        tuple((k, _freeze(plan_options.get(k))) for k in PLAN_OPTIONS),
+    )
+    plan = _cache.get(key)
+    if plan is not None:
+        return plan, True
+    spec = _parse(subscripts, shapes)
+    ctx = _context(plan_options, optimize, layouts)
+    plan = build_plan(subscripts, spec, shapes, dtypes, compute_dtype.str, ctx)
+    _cache.put(key, plan)
+    return plan, False
+
+
+def _allocate(shape, dtype, order: str, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    if order == "F" or (
+        order == "A" and arrays and all(a.flags.f_contiguous and a.ndim > 1 for a in arrays)
+    ):
+        return np.empty(shape, dtype=dtype, order="F")
+    return np.empty(shape, dtype=dtype)
+
+
+def einsum(
+    subscripts,
+    *operands,
+    out: np.ndarray | None = None,
+    optimize: object = "auto",
+    backend: str | None = None,
+    dtype: object = None,
+    order: str = "K",
+    casting: str = "safe",
+    **plan_options,
+):
+    """Evaluate an einsum like ``numpy.einsum``, compiled to a block task graph.
+
+    Args:
+        subscripts: numpy subscripts (``"ijk,if,jf->if"``), or the first operand of numpy's
+            interleaved form ``einsum(op0, sublist0, op1, sublist1, ..., [sublistout])``.
+        *operands: arrays or scalars.
+        out: array to write the result into (numpy's ``out=``).
+        optimize: numpy's meaning (``False``, ``True``, ``"greedy"``, ``"optimal"``, an
+            explicit path), or ``"auto"`` to let tensorc's cost model choose.
+        backend: ``None`` or ``"local"`` (the in-process executor).
+        dtype: compute and return in this dtype (numpy's ``dtype=``, checked by ``casting``).
+        order: memory layout of the result (``"K"``, ``"A"``, ``"C"``, ``"F"``).
+        casting: numpy's casting rule for ``dtype=`` and ``out=``.
+        **plan_options: ``grid`` / ``block_shape`` to force the blocking, ``workers``.
+
+    Returns:
+        The result as numpy would return it (a numpy scalar for a 0-d result unless ``out``).
+    """
+    started = time.perf_counter()
+    if not isinstance(subscripts, str):
+        subscripts, operand_list = sublist_to_subscripts((subscripts, *operands))
+        operands = tuple(operand_list)
+    if not operands:
+        raise ParseError("No input operands: einsum needs at least one operand")
+    _check_options(plan_options)
+    _check_backend(backend)
+    if order not in ORDERS:
+        raise ParseError(f"order must be one of 'K', 'A', 'C', 'F', got {order!r}")
+    if casting not in CASTINGS:
+        raise ParseError(f"casting must be one of {', '.join(CASTINGS)}, got {casting!r}")
+    arrays = [np.asarray(op) for op in operands]
+    shapes = tuple(a.shape for a in arrays)
+    spec = _parse(subscripts, shapes)
+    shape = spec.output_shape()
+    if out is not None:
+        if not isinstance(out, np.ndarray):
+            raise ParseError(f"out must be a numpy.ndarray, got {type(out).__name__}")
+        if out.shape != shape:
+            raise ShapeError(
+                f"out has shape {out.shape} but einsum {subscripts!r} produces shape {shape}"
+            )
+    result_type, compute = result_dtype(subscripts, arrays, dtype, casting, out, len(shape))
+    plan, cached = _get_plan(
+        subscripts,
+        shapes,
+        tuple(a.dtype.str for a in arrays),
+        tuple(_layout(a) for a in arrays),
+        compute,
+        optimize,
+        plan_options,
+    )
+    planned = time.perf_counter()
+    if out is not None and out.dtype == compute:
+        target = out
+    else:
+        target = _allocate(shape, compute, order, arrays)
+    run = LocalExecutor(plan_options.get("workers")).run(plan.graph, arrays, target)
+    if out is not None and target is not out:
+        np.copyto(out, target, casting="unsafe")
+        target = out
+    _state.stats = {
+        **plan.stats,
+        "backend": "local",
+        "scheduler": None,
+        "plan_cached": cached,
+        "plan_seconds": planned - started if cached else plan.stats["plan_seconds"],
+        "run_seconds": run["run_seconds"],
+        "workers": run["workers"],
+        "blas_threads": run["blas_threads"],
+        "measured_inter_node_bytes": None,
+        "max_node_recv_bytes": 0,
+    }
+    if out is not None:
+        return out
+    if target.dtype != result_type:
+        target = target.astype(result_type)
+    return target[()] if target.ndim == 0 else target
+
+
+def tensordot_subscripts(a_ndim: int, b_ndim: int, axes, a_shape, b_shape) -> tuple[str, list]:
+    """numpy.tensordot's ``axes`` as einsum subscripts; also the per-operand axis lists."""
+    if isinstance(axes, (int, np.integer)) and not isinstance(axes, bool):
+        count = int(axes)
+        if count < 0:
+            raise ShapeError(f"tensordot axes must be non-negative, got {count}")
+        if count > a_ndim or count > b_ndim:
+            raise ShapeError(
+                f"tensordot axes={count} but the operands have {a_ndim} and {b_ndim} dimensions"
+            )
+        axes_a = list(range(a_ndim - count, a_ndim))
+        axes_b = list(range(count))
+    else:
+        try:
+            axes_a, axes_b = axes
+        except (TypeError, ValueError) as err:
+            raise ShapeError(
+                f"tensordot axes must be an int or a pair of axis sequences, got {axes!r}"
+            ) from err
+        axes_a = [axes_a] if isinstance(axes_a, (int, np.integer)) else list(axes_a)
+        axes_b = [axes_b] if isinstance(axes_b, (int, np.integer)) else list(axes_b)
+        if len(axes_a) != len(axes_b):
+            raise ShapeError(
+                f"shape-mismatch for sum: {len(axes_a)} axes of a against {len(axes_b)} of b"
+            )
+    norm_a = [_normalise_axis(x, a_ndim, "a") for x in axes_a]
+    norm_b = [_normalise_axis(x, b_ndim, "b") for x in axes_b]
+    for axis_a, axis_b in zip(norm_a, norm_b, strict=True):
+        if a_shape[axis_a] != b_shape[axis_b]:
+            raise ShapeError(
+                f"shape-mismatch for sum: axis {axis_a} of a has size {a_shape[axis_a]} "
+                f"but axis {axis_b} of b has size {b_shape[axis_b]}"
+            )
+    if len(set(norm_a)) != len(norm_a) or len(set(norm_b)) != len(norm_b):
+        raise ShapeError("tensordot axes repeat an axis")
+    if a_ndim + b_ndim > 52:
+        raise ShapeError("tensordot supports at most 52 dimensions in all")
+    letters = [chr(ord("a") + k) if k < 26 else chr(ord("A") + k - 26) for k in range(52)]
+    a_sub = letters[:a_ndim]
+    b_sub = letters[a_ndim : a_ndim + b_ndim]
+    for axis_a, axis_b in zip(norm_a, norm_b, strict=True):
+        b_sub[axis_b] = a_sub[axis_a]
+    free_a = [a_sub[k] for k in range(a_ndim) if k not in norm_a]
+    free_b = [b_sub[k] for k in range(b_ndim) if k not in norm_b]
+    subscripts = "".join(a_sub) + "," + "".join(b_sub) + "->" + "".join(free_a + free_b)
+    return subscripts, [norm_a, norm_b]
+
+
+def _normalise_axis(axis, ndim: int, which: str) -> int:
+    value = int(axis)
+    if not -ndim <= value < ndim:
+        raise ShapeError(f"axis {value} is out of bounds for {which} of dimension {ndim}")
+    return value % ndim
+
+
+def tensordot(a, b, axes=2, backend: str | None = None, **plan_options):
+    """``numpy.tensordot`` compiled like :func:`einsum`.
+
+    ``plan_options`` as for :func:`einsum`; ``grid=(grid_of_a, grid_of_b)`` gives block
+    counts per dimension of each operand.
+    """
+    a_arr, b_arr = np.asarray(a), np.asarray(b)
+    subscripts, _ = tensordot_subscripts(a_arr.ndim, b_arr.ndim, axes, a_arr.shape, b_arr.shape)
+    result = einsum(subscripts, a_arr, b_arr, backend=backend, **plan_options)
+    return np.asarray(result)
+
+
+def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "auto",
+         optimize: object = "auto", dtype: object = "float64", **plan_options) -> Plan:
+    """Compile without running: ``shapes_or_arrays`` are shape tuples or arrays.
+
+    ``plan.explain()`` prints the IR after each pass, the blocking and the task counts;
+    ``plan.stats`` holds ``tasks`` and the other counts.
+    """
+    _check_options(plan_options)
+    if nodes != 1 or planner != "auto":
+        raise PlanError(
+            f"nodes={nodes}, planner={planner!r}: this build plans for one node "
+            "(nodes=1, planner='auto')"
+        )
+    shapes: list[tuple[int, ...]] = []
+    dtypes: list[np.dtype] = []
+    layouts: list[str] = []
+    for item in shapes_or_arrays:
+        if isinstance(item, (tuple, list)):
+            shapes.append(tuple(int(d) for d in item))
+            dtypes.append(np.dtype(dtype))
+            layouts.append("C")
+        else:
+            array = np.asarray(item)
+            shapes.append(array.shape)
+            dtypes.append(array.dtype)
+            layouts.append(_layout(array))
+    stand_ins = [np.zeros((1,) * len(s), dtype=d) for s, d in zip(shapes, dtypes, strict=True)]
+    _parse(subscripts, tuple(shapes))
+    _, compute = result_dtype(subscripts, stand_ins, None, "safe", None, 0)
+    built, _ = _get_plan(
+        subscripts,
+        tuple(shapes),
+        tuple(d.str for d in dtypes),
+        tuple(layouts),
+        compute,
+        optimize,
+        plan_options,
+    )
+    return built

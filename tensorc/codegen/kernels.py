@@ -1,0 +1,180 @@
+"""Block kernels: the callables task graph tasks run on numpy blocks.
+
+Every kernel is ``kernel(*blocks, out=None) -> ndarray``; when ``out`` is given the result is
+written into it (the executor passes the output array's slice for final blocks, so results
+land in place). Kernels are built from the IR, never from user text:
+
+- :class:`LoadBlock` — slice one block out of an operand (a zero-copy view), take its
+  diagonal when the scan repeats an index, cast to the compute dtype when needed;
+- :class:`EinsumBlock` — a product join with an optional sum: an opt_einsum contraction
+  expression (BLAS where it applies) cached per block-shape tuple, following a path chosen
+  once by the cost model; with ``optimize=False`` numpy's own single einsum loop;
+- :class:`ElementwiseBlock` — any other map expression, vectorised with numpy broadcasting,
+  then folded with the monoid's ufunc;
+- :class:`ReduceBlocks` — fold partial blocks with a monoid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import opt_einsum as oe
+
+from tensorc.ir.nodes import Arg, Call, Const, Expr
+
+MONOID_UFUNCS: dict[str, np.ufunc] = {
+    "+": np.add,
+    "*": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+    "or": np.logical_or,
+    "and": np.logical_and,
+}
+
+_CALL_UFUNCS: dict[str, np.ufunc] = {
+    "mul": np.multiply,
+    "add": np.add,
+    "sub": np.subtract,
+    "div": np.true_divide,
+}
+
+
+def _letters(keys: Sequence[Sequence[str]]) -> dict[str, str]:
+    alphabet: dict[str, str] = {}
+    for key in keys:
+        for name in key:
+            if name not in alphabet:
+                alphabet[name] = oe.get_symbol(len(alphabet))
+    return alphabet
+
+
+def equation(inputs: Sequence[Sequence[str]], output: Sequence[str]) -> str:
+    """An einsum equation over single characters for index-name keys."""
+    alphabet = _letters([*inputs, output])
+    lhs = ",".join("".join(alphabet[n] for n in key) for key in inputs)
+    return lhs + "->" + "".join(alphabet[n] for n in output)
+
+
+def _finish(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    if out is None:
+        return result
+    if result is not out:
+        np.copyto(out, result, casting="unsafe")
+    return out
+
+
+class LoadBlock:
+    """Read block ``slices`` of an operand; diagonal and cast as the scan requires."""
+
+    __slots__ = ("diagonal", "dtype")
+
+    def __init__(self, diagonal: str | None, dtype: np.dtype) -> None:
+        self.diagonal = diagonal
+        self.dtype = dtype
+
+    def __call__(self, operand: np.ndarray, slices: tuple[slice, ...], out=None) -> np.ndarray:
+        block = operand[slices]
+        if self.diagonal is not None:
+            block = np.einsum(self.diagonal, block)
+        if block.dtype != self.dtype:
+            block = block.astype(self.dtype)
+        return _finish(block, out)
+
+
+class EinsumBlock:
+    """``sum over dropped indices of the product of blocks``, via opt_einsum."""
+
+    __slots__ = ("equation", "path", "_expressions", "use_numpy_loop")
+
+    def __init__(self, equation_text: str, path: list[tuple[int, ...]] | None) -> None:
+        self.equation = equation_text
+        self.path = path
+        self.use_numpy_loop = path is None
+        self._expressions: dict[tuple, object] = {}
+
+    def __call__(self, *blocks: np.ndarray, out=None) -> np.ndarray:
+        if self.use_numpy_loop or len(blocks) == 1:
+            if out is not None and out.dtype == blocks[0].dtype:
+                return np.einsum(self.equation, *blocks, out=out)
+            return _finish(np.einsum(self.equation, *blocks), out)
+        shapes = tuple(b.shape for b in blocks)
+        expression = self._expressions.get(shapes)
+        if expression is None:
+            expression = oe.contract_expression(self.equation, *shapes, optimize=self.path)
+            self._expressions[shapes] = expression
+        if out is not None and out.flags.c_contiguous:
+            return expression(*blocks, out=out)
+        return _finish(expression(*blocks), out)
+
+    def __repr__(self) -> str:
+        return f"EinsumBlock({self.equation!r}, path={self.path})"
+
+
+class ElementwiseBlock:
+    """A map expression over broadcast blocks, optionally folded over dropped axes."""
+
+    __slots__ = ("fn", "inputs", "join_key", "output", "monoid", "dtype")
+
+    def __init__(self, fn: Expr, inputs, join_key, output, monoid: str | None, dtype) -> None:
+        self.fn = fn
+        self.inputs = tuple(tuple(k) for k in inputs)
+        self.join_key = tuple(join_key)
+        self.output = tuple(output)
+        self.monoid = monoid
+        self.dtype = np.dtype(dtype)
+
+    def _aligned(self, block: np.ndarray, key: tuple[str, ...]) -> np.ndarray:
+        order = [key.index(n) for n in self.join_key if n in key]
+        moved = np.transpose(block, order)
+        shape = []
+        sizes = iter(moved.shape)
+        for name in self.join_key:
+            shape.append(next(sizes) if name in key else 1)
+        return moved.reshape(shape)
+
+    def _eval(self, expr: Expr, values: list[np.ndarray]):
+        if isinstance(expr, Arg):
+            return values[expr.position]
+        if isinstance(expr, Const):
+            return np.asarray(expr.value, dtype=self.dtype)
+        if isinstance(expr, Call):
+            args = [self._eval(a, values) for a in expr.args]
+            if expr.op == "neg":
+                return np.negative(args[0])
+            result = args[0]
+            for arg in args[1:]:
+                result = _CALL_UFUNCS[expr.op](result, arg)
+            return result
+        raise TypeError(f"not an expression: {expr!r}")
+
+    def __call__(self, *blocks: np.ndarray, out=None) -> np.ndarray:
+        values = [self._aligned(b, k) for b, k in zip(blocks, self.inputs, strict=True)]
+        full_shape = np.broadcast_shapes(*(v.shape for v in values)) if values else ()
+        result = np.broadcast_to(np.asarray(self._eval(self.fn, values), self.dtype), full_shape)
+        dropped = tuple(k for k, n in enumerate(self.join_key) if n not in self.output)
+        if dropped and self.monoid is not None:
+            result = MONOID_UFUNCS[self.monoid].reduce(result, axis=dropped, dtype=self.dtype)
+        kept = [n for n in self.join_key if n in self.output]
+        result = np.transpose(result, [kept.index(n) for n in self.output])
+        return _finish(np.ascontiguousarray(result), out)
+
+
+class ReduceBlocks:
+    """Fold partial blocks with a monoid, in input order."""
+
+    __slots__ = ("ufunc", "dtype")
+
+    def __init__(self, monoid: str, dtype) -> None:
+        self.ufunc = MONOID_UFUNCS[monoid]
+        self.dtype = np.dtype(dtype)
+
+    def __call__(self, *blocks: np.ndarray, out=None) -> np.ndarray:
+        if out is None:
+            acc = self.ufunc(blocks[0], blocks[1], dtype=self.dtype)
+        else:
+            self.ufunc(blocks[0], blocks[1], out=out, dtype=self.dtype, casting="unsafe")
+            acc = out
+        for block in blocks[2:]:
+            self.ufunc(acc, block, out=acc, dtype=self.dtype, casting="unsafe")
+        return acc

@@ -1,0 +1,107 @@
+"""einsum and tensordot front end: numpy operands and options → a checked IR Program.
+
+Contract: ``einsum_program(spec, dtypes, compute_dtype)`` lowers a checked
+:class:`~tensorc.frontend.subscripts.EinsumSpec` into
+``ReduceByKey(+, Map(#0 * … * #n, Join(Scan(in0), …)), key=output)`` — the same IR a ``.tc``
+statement ``out[...] += in0[...] * …`` lowers to. Operands are named ``in0``, ``in1``, ….
+
+``result_dtype`` answers numpy's dtype question exactly by asking numpy itself on tiny
+stand-in operands (one element per dimension), so every dtype rule, ``dtype=``/``casting=``
+check and ``out=`` casting check is numpy's own; the stand-ins cost microseconds and the
+answer is cached per dtype signature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from tensorc.errors import TypeCheckError
+from tensorc.frontend.subscripts import EinsumSpec
+from tensorc.ir.nodes import Join, Map, Program, ReduceByKey, Scan, TensorDecl, mul_of_args
+
+
+def operand_name(position: int) -> str:
+    return f"in{position}"
+
+
+def einsum_program(
+    spec: EinsumSpec, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[str], compute_dtype: str
+) -> Program:
+    """The element-level IR of one einsum."""
+    decls = tuple(
+        TensorDecl(operand_name(k), tuple(shape), str(dtype))
+        for k, (shape, dtype) in enumerate(zip(shapes, dtypes, strict=True))
+    )
+    scans = tuple(Scan(d.name, names) for d, names in zip(decls, spec.inputs, strict=True))
+    if len(scans) == 1:
+        body = Map(mul_of_args(1), scans[0], tuple(dict.fromkeys(spec.inputs[0])))
+    else:
+        counts: dict[str, int] = {}
+        for names in spec.inputs:
+            for name in set(names):
+                counts[name] = counts.get(name, 0) + 1
+        on = tuple(sorted(n for n, c in counts.items() if c > 1))
+        join = Join(scans, on)
+        key = tuple(dict.fromkeys(n for names in spec.inputs for n in names))
+        body = Map(mul_of_args(len(scans)), join, key)
+    output = ReduceByKey("+", body, spec.output)
+    return Program(decls, spec.sizes, output, compute_dtype)
+
+
+@lru_cache(maxsize=1024)
+def _numpy_result_dtype(
+    subscripts: str,
+    stand_ins: tuple[tuple[int, str], ...],
+    dtype: str | None,
+    casting: str,
+    out_dtype: str | None,
+    out_ndim: int,
+) -> tuple[str, str]:
+    operands = [np.zeros((1,) * ndim, dtype=d) for ndim, d in stand_ins]
+    kwargs: dict = {"casting": casting}
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    result = np.einsum(subscripts, *operands, **kwargs)
+    if out_dtype is not None:
+        out = np.zeros((1,) * out_ndim, dtype=out_dtype)
+        np.einsum(subscripts, *operands, out=out, **kwargs)
+    compute = dtype if dtype is not None else str(result.dtype)
+    return str(result.dtype), compute
+
+
+def result_dtype(
+    subscripts: str,
+    arrays: Sequence[np.ndarray],
+    dtype: object,
+    casting: str,
+    out: np.ndarray | None,
+    out_ndim: int,
+) -> tuple[np.dtype, np.dtype]:
+    """``(result dtype, compute dtype)`` exactly as numpy.einsum decides them.
+
+    Raises:
+        TypeCheckError: numpy refuses the combination (``dtype=``/``casting=``/``out=``).
+    """
+    for position, array in enumerate(arrays):
+        if array.dtype.kind not in "biufc":
+            raise TypeCheckError(
+                f"operand {position} has dtype {array.dtype}; tensorc computes with numeric "
+                "dtypes (bool, integer, floating, complex)"
+            )
+    key_dtype = None if dtype is None else str(np.dtype(dtype))
+    stand_ins = tuple((a.ndim, a.dtype.str) for a in arrays)
+    try:
+        result, compute = _numpy_result_dtype(
+            subscripts,
+            stand_ins,
+            key_dtype,
+            casting,
+            None if out is None else out.dtype.str,
+            out_ndim,
+        )
+    except TypeError as err:
+        raise TypeCheckError(str(err)) from err
+    return np.dtype(result), np.dtype(compute)

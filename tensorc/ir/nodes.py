@@ -1,0 +1,181 @@
+"""The tensor-algebra IR: a closed set of frozen nodes over keyed collections.
+
+A value is a keyed collection: a tensor ``A[i,k]`` is the set of ``((i,k), a)``. Every node
+is a frozen, slotted dataclass with structural equality, so equal subtrees are equal values
+(CSE and plan caching come for free) and passes build new trees instead of editing.
+
+Nodes (the closed set; ``tensorc.ir.rules`` answers every question about each of them):
+
+- ``Scan(tensor, indices)`` — a declared input, one index name per dimension; a repeated
+  name reads the diagonal (``Scan("A", ("i", "i"))`` is ``A[i,i]``).
+- ``Join(inputs, on)`` — n-ary equi-join on the shared index names ``on``; its key is the
+  union of the inputs' keys in first-occurrence order; its value is the tuple of values.
+- ``Map(fn, x, key)`` — apply the expression ``fn`` to each value of ``x`` (``Arg(k)`` is the
+  k-th value of a joined tuple) and re-key it; ``key`` is a permutation of ``x``'s key.
+- ``ReduceByKey(monoid, x, key)`` — group ``x`` by ``key`` (a subset of ``x``'s key, in the
+  order given) and fold each group with ``monoid``.
+- ``Merge(old, new, monoid)`` — accumulate ``new`` into ``old`` (the ``op=`` update).
+
+Expressions inside ``Map`` are a second closed set: ``Arg``, ``Const`` and ``Call``.
+A :class:`Program` wraps the output node with the declared inputs and every index size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MONOIDS: dict[str, str] = {
+    "+": "0",
+    "*": "1",
+    "max": "-inf",
+    "min": "+inf",
+    "or": "false",
+    "and": "true",
+}
+"""Each monoid's name and the printed form of its identity."""
+
+CALL_OPS: frozenset[str] = frozenset({"mul", "add", "sub", "div", "neg"})
+"""Operators a ``Call`` may apply element-wise (the einsum front end uses ``mul``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Arg:
+    """The ``position``-th value of the tuple a ``Map`` receives."""
+
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    """A literal scalar."""
+
+    value: float | int | bool
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """An element-wise operator applied to sub-expressions."""
+
+    op: str
+    args: tuple[Expr, ...]
+
+
+Expr = Arg | Const | Call
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    tensor: str
+    indices: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    inputs: tuple[Node, ...]
+    on: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Map:
+    fn: Expr
+    x: Node
+    key: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReduceByKey:
+    monoid: str
+    x: Node
+    key: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Merge:
+    old: Node
+    new: Node
+    monoid: str
+
+
+Node = Scan | Join | Map | ReduceByKey | Merge
+NODE_TYPES: tuple[type, ...] = (Scan, Join, Map, ReduceByKey, Merge)
+
+
+@dataclass(frozen=True, slots=True)
+class TensorDecl:
+    """A declared input: its name, shape and dtype (a numpy dtype string, e.g. ``float64``)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """One statement's IR: declared inputs, the size of every index, the output node.
+
+    ``dtype`` is the dtype every block kernel computes in (numpy's result dtype, or the
+    ``dtype=`` the caller asked for).
+    """
+
+    inputs: tuple[TensorDecl, ...]
+    sizes: tuple[tuple[str, int], ...]
+    output: Node
+    dtype: str
+
+    @property
+    def size_of(self) -> dict[str, int]:
+        return dict(self.sizes)
+
+    def decl(self, name: str) -> TensorDecl:
+        for decl in self.inputs:
+            if decl.name == name:
+                return decl
+        raise KeyError(name)
+
+    def with_output(self, output: Node) -> Program:
+        return Program(self.inputs, self.sizes, output, self.dtype)
+
+
+def children(node: Node) -> tuple[Node, ...]:
+    """The direct inputs of ``node``, in order."""
+    if isinstance(node, Scan):
+        return ()
+    if isinstance(node, Join):
+        return node.inputs
+    if isinstance(node, (Map, ReduceByKey)):
+        return (node.x,)
+    if isinstance(node, Merge):
+        return (node.old, node.new)
+    raise TypeError(f"not an IR node: {node!r}")
+
+
+def post_order(root: Node) -> list[Node]:
+    """Every distinct node under ``root``, children before parents, deterministic."""
+    order: list[Node] = []
+    seen: set[Node] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            if node not in seen:
+                seen.add(node)
+                order.append(node)
+            continue
+        if node in seen:
+            continue
+        stack.append((node, True))
+        for child in reversed(children(node)):
+            stack.append((child, False))
+    return order
+
+
+def mul_of_args(count: int) -> Expr:
+    """``#0 * #1 * … `` — the product a ``count``-way einsum join maps with."""
+    if count == 1:
+        return Arg(0)
+    return Call("mul", tuple(Arg(k) for k in range(count)))
+
+
+def is_product_of_args(fn: Expr, count: int) -> bool:
+    """Whether ``fn`` is exactly the product of all ``count`` joined values, in order."""
+    return fn == mul_of_args(count)
