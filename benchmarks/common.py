@@ -16,12 +16,13 @@ Contract:
 * ``measure(fn, repeats, warmup)`` times calls with ``time.perf_counter`` and returns the
   wall times in seconds.
 * ``run_suite(name, cases, args)`` runs every selected system on the same data in one
-  process: one checked warm-up call per system, then ``args.repeats`` interleaved rounds
-  (each round calls every system once, rotating the order, so that drift on this noisy
-  shared machine hits all systems alike).  It prints a table per case (median and min ms,
-  ratio of the median to numpy.einsum(optimize=True), check) and, with ``--json PATH``,
-  writes the results.  A system that raises is reported as ``ERROR`` with the message; a
-  result that differs from numpy (np.allclose, rtol 1e-8 for float64) is marked ``WRONG``.
+  process, one system after the other: one warm-up call whose result is checked, then
+  ``args.repeats`` timed calls.  (Not interleaved: a numpy call right after a Dask call
+  can be several times slower, see README.md, and the warm-up absorbs that.)  It prints a
+  table per case (median and min ms, ratio of the median to numpy.einsum(optimize=True),
+  check) and, with ``--json PATH``, writes the results.  A system that raises is reported
+  as ``ERROR`` with the message; a result that differs from numpy (np.allclose, rtol 1e-8
+  for float64) is marked ``WRONG``.
 * BLAS threads are pinned for the whole run with
   ``threadpoolctl.threadpool_limits(limits=args.blas_threads, user_api="blas")``;
   the pin and the resulting thread pools are printed and recorded in the JSON.
@@ -432,30 +433,18 @@ def _run_case(case: Case, systems: Sequence[str], repeats: int) -> dict[str, Any
     operands = case.make_operands()
     reference = np.einsum(case.subscripts, *operands, optimize=True)
     results: dict[str, dict[str, Any]] = {}
-    runs: dict[str, Run] = {}
-
-    for name in systems:  # prepare + one checked warm-up call each
+    for name in systems:  # each system: prepare, one checked warm-up call, timed calls
         entry: dict[str, Any] = {"call": SYSTEMS[name].label, "times_ms": []}
         results[name] = entry
         try:
-            runs[name] = SYSTEMS[name].prepare(case.subscripts, operands)
-            mismatch = check(runs[name](), reference)
-        except Exception as exc:  # reported in the table, run continues
-            runs.pop(name, None)
+            run = SYSTEMS[name].prepare(case.subscripts, operands)
+            mismatch = check(run(), reference)
+            entry.update(status="WRONG" if mismatch else "ok", error=mismatch)
+            entry["times_ms"] = [t * 1e3 for t in measure(run, repeats, warmup=0)]
+        except Exception as exc:  # reported in the table, the run continues
             entry.update(status="ERROR", error=error_text(exc))
-            continue
-        entry.update(status="WRONG" if mismatch else "ok", error=mismatch)
-
-    for round_ in range(repeats):  # interleaved rounds, rotating the order
-        live = list(runs)
-        shift = round_ % len(live) if live else 0
-        for name in live[shift:] + live[:shift]:
-            try:
-                results[name]["times_ms"] += [t * 1e3 for t in measure(runs[name], 1, 0)]
-            except Exception as exc:
-                results[name].update(status="ERROR", error=error_text(exc))
-                del runs[name]
-    del runs, operands, reference
+        run = None  # drop the system's state (e.g. Dask graphs) before the next one
+    del operands, reference
 
     for entry in results.values():
         times = entry["times_ms"]
@@ -509,8 +498,8 @@ def run_suite(name: str, cases: Sequence[Case], args: argparse.Namespace) -> dic
     """Run ``cases`` on the selected systems, print the tables, optionally write JSON."""
     systems = available_systems(args.systems)
     print(
-        f"{name}: systems {', '.join(systems) or '(none)'}; {args.repeats} timed rounds after "
-        f"one checked warm-up; ratio = median / median of numpy.einsum(optimize=True)"
+        f"{name}: systems {', '.join(systems) or '(none)'}; each: one checked warm-up call, "
+        f"{args.repeats} timed calls; ratio = median / median of numpy.einsum(optimize=True)"
     )
     with pinned_blas(args.blas_threads) as blas:
         results = [_run_case(case, systems, args.repeats) for case in cases]

@@ -63,18 +63,21 @@ def fused_seconds(keys, output, path, sizes, counts, itemsize, workers) -> float
 def pairwise_seconds(keys, output, path, sizes, counts, itemsize, workers) -> float:
     blocks = _block_sizes(sizes, counts)
     total = 0.0
-    for step_inputs, step_output in path_steps(keys, output, path):
+    for step_inputs, step_output in path_steps(keys, output, path, sizes):
         tuples = _tuples(step_inputs, counts)
         work = tuples * step_seconds(step_inputs, step_output, blocks, itemsize)
         total += parallel_seconds(work, tuples, workers)
     return total
 
 
-def build_pairwise(inputs: tuple[Node, ...], output: tuple[str, ...], path: Path) -> Node:
+def build_pairwise(
+    inputs: tuple[Node, ...], output: tuple[str, ...], path: Path, sizes: dict[str, int]
+) -> Node:
     """Nested two-way product joins along ``path``; the last step is keyed by ``output``."""
     keys = [key_of(n) for n in inputs]
     live: list[Node] = list(inputs)
-    for (_, step_output), pair in zip(path_steps(keys, output, path), path, strict=True):
+    steps = path_steps(keys, output, path, sizes)
+    for (_, step_output), pair in zip(steps, path, strict=True):
         taken = [live[p] for p in sorted(pair)]
         for p in sorted(pair, reverse=True):
             live.pop(p)
@@ -121,6 +124,6 @@ class ContractionPathPass:
             )
             if fused <= pairwise:
                 return None
-            return build_pairwise(join.inputs, output, path)
+            return build_pairwise(join.inputs, output, path, sizes)
 
         return program.with_output(rewrite(program.output, rule))

@@ -79,10 +79,21 @@ def path_seconds(
 
 
 def path_steps(
-    inputs: Sequence[Key], output: Key, path: Sequence[tuple[int, ...]]
+    inputs: Sequence[Key],
+    output: Key,
+    path: Sequence[tuple[int, ...]],
+    sizes: dict[str, int],
 ) -> list[tuple[list[Key], Key]]:
-    """The (step inputs, step output) of each step of ``path``; the last step yields ``output``."""
-    remaining = [tuple(k) for k in inputs]
+    """The (step inputs, step output) of each step of ``path``; the last step yields ``output``.
+
+    Intermediates are keyed in the memory order of the largest input, then the output's
+    order, so the step that later meets the large operand can view both as matrices without
+    copying (opt_einsum's own choice, ``kfj`` for MTTKRP, forces a transpose of X).
+    """
+    keys = [tuple(k) for k in inputs]
+    largest = max(keys, key=lambda k: (volume(k, sizes), -keys.index(k)))
+    reference = {n: r for r, n in enumerate(dict.fromkeys([*largest, *output, *sizes]))}
+    remaining = list(keys)
     steps: list[tuple[list[Key], Key]] = []
     for count, pair in enumerate(path):
         taken = [remaining[p] for p in sorted(pair)]
@@ -92,12 +103,8 @@ def path_steps(
             result = tuple(output)
         else:
             needed = {n for key in remaining for n in key} | set(output)
-            seen: dict[str, None] = {}
-            for key in taken:
-                for name in key:
-                    if name in needed:
-                        seen[name] = None
-            result = tuple(seen)
+            union = {n for key in taken for n in key}
+            result = tuple(sorted((n for n in union if n in needed), key=reference.__getitem__))
         steps.append((taken, result))
         remaining.append(result)
     return steps
@@ -112,7 +119,7 @@ def path_steps_seconds(
 ) -> list[float]:
     return [
         step_seconds(step_inputs, step_output, sizes, itemsize)
-        for step_inputs, step_output in path_steps(inputs, output, path)
+        for step_inputs, step_output in path_steps(inputs, output, path, sizes)
     ]
 
 

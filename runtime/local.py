@@ -68,7 +68,10 @@ class _Run:
         task = graph.tasks[index]
         kernel = graph.kernels[task.kernel]
         target = self.destination.get(index)
-        out = self.out[target] if target is not None else None
+        if target is None:
+            out = None
+        else:
+            out = self.out[target] if target else self.out  # a 0-d result is the array itself
         try:
             if task.kind == LOAD:
                 position, slices = task.source

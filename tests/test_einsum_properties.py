@@ -126,7 +126,7 @@ def label_extents(subscripts, shapes):
     deadline=None,
     derandomize=True,
     database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    suppress_health_check=[HealthCheck.too_slow],
 )
 @given(problem=einsum_problems())
 def test_random_einsum_matches_numpy(problem):

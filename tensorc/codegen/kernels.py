@@ -22,6 +22,7 @@ import numpy as np
 import opt_einsum as oe
 
 from tensorc.ir.nodes import Arg, Call, Const, Expr
+from tensorc.passes.cost import path_steps
 
 MONOID_UFUNCS: dict[str, np.ufunc] = {
     "+": np.add,
@@ -83,29 +84,57 @@ class LoadBlock:
 
 
 class EinsumBlock:
-    """``sum over dropped indices of the product of blocks``, via opt_einsum."""
+    """``sum over dropped indices of the product of blocks``, one opt_einsum step at a time.
 
-    __slots__ = ("equation", "path", "_expressions", "use_numpy_loop")
+    Each step of the chosen path is its own cached opt_einsum expression (BLAS where
+    opt_einsum finds it), with intermediates ordered by :func:`order_intermediates`.
+    With ``path=None`` (numpy's ``optimize=False``) the whole product is one numpy einsum.
+    """
 
-    def __init__(self, equation_text: str, path: list[tuple[int, ...]] | None) -> None:
-        self.equation = equation_text
+    __slots__ = ("equation", "path", "steps", "_expressions")
+
+    def __init__(
+        self,
+        inputs: Sequence[Sequence[str]],
+        output: Sequence[str],
+        path: list[tuple[int, ...]] | None,
+        sizes: dict[str, int],
+    ) -> None:
+        self.equation = equation(inputs, output)
         self.path = path
-        self.use_numpy_loop = path is None
+        self.steps: list[tuple[list[int], str]] = []
+        if path is not None and len(inputs) > 1:
+            live = list(range(len(inputs)))
+            for pair, (taken_keys, result) in zip(
+                path, path_steps(inputs, output, path, sizes), strict=True
+            ):
+                taken = [live[p] for p in sorted(pair)]
+                for p in sorted(pair, reverse=True):
+                    live.pop(p)
+                live.append(len(inputs) + len(self.steps))
+                self.steps.append((taken, equation(taken_keys, result)))
         self._expressions: dict[tuple, object] = {}
 
+    def _step(self, text: str, blocks: tuple[np.ndarray, ...]) -> np.ndarray:
+        shapes = (text, *(b.shape for b in blocks))
+        expression = self._expressions.get(shapes)
+        if expression is None:
+            everything = [tuple(range(len(blocks)))]
+            expression = oe.contract_expression(text, *shapes[1:], optimize=everything)
+            self._expressions[shapes] = expression
+        return expression(*blocks)
+
     def __call__(self, *blocks: np.ndarray, out=None) -> np.ndarray:
-        if self.use_numpy_loop or len(blocks) == 1:
+        if not self.steps:
             if out is not None and out.dtype == blocks[0].dtype:
                 return np.einsum(self.equation, *blocks, out=out)
             return _finish(np.einsum(self.equation, *blocks), out)
-        shapes = tuple(b.shape for b in blocks)
-        expression = self._expressions.get(shapes)
-        if expression is None:
-            expression = oe.contract_expression(self.equation, *shapes, optimize=self.path)
-            self._expressions[shapes] = expression
-        if out is not None and out.flags.c_contiguous:
-            return expression(*blocks, out=out)
-        return _finish(expression(*blocks), out)
+        values = list(blocks)
+        for taken, text in self.steps:
+            values.append(self._step(text, tuple(values[t] for t in taken)))
+            for t in taken:
+                values[t] = None
+        return _finish(values[-1], out)
 
     def __repr__(self) -> str:
         return f"EinsumBlock({self.equation!r}, path={self.path})"
@@ -157,7 +186,7 @@ class ElementwiseBlock:
             result = MONOID_UFUNCS[self.monoid].reduce(result, axis=dropped, dtype=self.dtype)
         kept = [n for n in self.join_key if n in self.output]
         result = np.transpose(result, [kept.index(n) for n in self.output])
-        return _finish(np.ascontiguousarray(result), out)
+        return _finish(np.array(result, order="C"), out)
 
 
 class ReduceBlocks:
@@ -171,7 +200,7 @@ class ReduceBlocks:
 
     def __call__(self, *blocks: np.ndarray, out=None) -> np.ndarray:
         if out is None:
-            acc = self.ufunc(blocks[0], blocks[1], dtype=self.dtype)
+            acc = np.asarray(self.ufunc(blocks[0], blocks[1], dtype=self.dtype))
         else:
             self.ufunc(blocks[0], blocks[1], out=out, dtype=self.dtype, casting="unsafe")
             acc = out

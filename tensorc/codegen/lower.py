@@ -127,8 +127,11 @@ class _Builder:
         in_keys = [b.key for b in inputs]
         if is_product_of_args(fn, len(inputs)) and monoid in ("+", None):
             block_sizes = {n: max(1, self.blocking.block_size(n)) for n in all_key}
-            path = choose_path(in_keys, output, block_sizes, self.itemsize, self.optimize)
-            kernel_obj = EinsumBlock(equation(in_keys, output), path)
+            optimize = self.optimize
+            if isinstance(optimize, (list, tuple)) and not _path_fits(optimize, len(inputs)):
+                optimize = "auto"  # an explicit path names the fused join's operands only
+            path = choose_path(in_keys, output, block_sizes, self.itemsize, optimize)
+            kernel_obj = EinsumBlock(in_keys, output, path, block_sizes)
         else:
             kernel_obj = ElementwiseBlock(fn, in_keys, all_key, output, monoid, self.dtype)
         kernel = self.kernel(kernel_obj)
@@ -185,6 +188,13 @@ class _Builder:
                      shape, size * self.itemsize, size)
             )
         return _Blocked(old.key, result)
+
+
+def _path_fits(path: Sequence[object], count: int) -> bool:
+    steps = [s for s in path if s != "einsum_path"]
+    return count - sum(len(s) - 1 for s in steps) == 1 and all(
+        max(s) < count for s in steps
+    )
 
 
 def _stage_parts(node: Node) -> tuple[list[Node], object, tuple[str, ...], str | None]:

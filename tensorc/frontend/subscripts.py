@@ -188,7 +188,7 @@ def parse_einsum(subscripts: str, shapes: Sequence[tuple[int, ...]]) -> EinsumSp
     for position, (names, shape) in enumerate(zip(named, shapes, strict=True)):
         renamed = []
         for name, dim in zip(names, shape, strict=True):
-            if dim == 1 and sizes[name] != 1 and names.count(name) == 1:
+            if dim == 1 and sizes[name] != 1:
                 renamed.append(f"{name}~{position}")
             else:
                 renamed.append(name)

@@ -129,7 +129,7 @@ def _reduce(node: ReduceByKey, env: dict, ctx: _Context):
     full = np.broadcast_to(value, ctx.full_shape(have))
     reduced = ufunc.reduce(full, axis=dropped, dtype=ctx.dtype) if dropped else full
     kept = tuple(name for name in have if name in node.key)
-    return np.ascontiguousarray(_align(reduced, kept, node.key))
+    return np.array(_align(reduced, kept, node.key), order="C")
 
 
 def _merge(node: Merge, env: dict, ctx: _Context):
