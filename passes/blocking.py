@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from tensorc.passes.base import PassContext
 
 from tensorc.errors import PlanError
 from tensorc.ir.nodes import Program, Scan, post_order
-from tensorc.passes.base import PassContext
 
 MIB = 1 << 20
 SPLIT_WIDE_BYTES = 64 * MIB

@@ -15,16 +15,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from tensorc.passes.base import PassContext
+
 from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import Arg, Join, Map, Node, Program, ReduceByKey
 from tensorc.ir.rewrite import rewrite
-from tensorc.passes.base import PassContext
 
 
 def _canonical(node: Node) -> Node | None:
-    if isinstance(node, Map) and node.fn == Arg(0) and not isinstance(node.x, Join):
-        if node.key == key_of(node.x):
-            return node.x
+    identity_map = isinstance(node, Map) and node.fn == Arg(0) and not isinstance(node.x, Join)
+    if identity_map and node.key == key_of(node.x):
+        return node.x
     if isinstance(node, ReduceByKey):
         if node.key == key_of(node.x):
             return node.x

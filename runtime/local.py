@@ -68,9 +68,8 @@ class _Run:
         task = graph.tasks[index]
         kernel = graph.kernels[task.kernel]
         target = self.destination.get(index)
-        if target is None:
-            out = None
-        else:
+        out = None
+        if target is not None:
             out = self.out[target] if target else self.out  # a 0-d result is the array itself
         try:
             if task.kind == LOAD:

@@ -55,7 +55,9 @@ class Plan:
             f"  {len(self.graph.tasks)} tasks: "
             + ", ".join(f"{kind} {count}" for kind, count in counts.items())
         )
-        lines.append(f"  output blocks {len(self.graph.outputs)}, max width {self.stats['max_width']}")
+        lines.append(
+            f"  output blocks {len(self.graph.outputs)}, max width {self.stats['max_width']}"
+        )
         lines.append(f"  flops {self.stats['flops']}")
         return "\n".join(lines)
 
