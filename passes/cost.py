@@ -32,10 +32,12 @@ def volume(key: Sequence[str], sizes: dict[str, int]) -> int:
 
 
 def contraction_flops(inputs: Sequence[Key], output: Key, sizes: dict[str, int]) -> int:
-    """Multiply-adds of one einsum step, counted like opt_einsum (2 per term when summing)."""
+    """Floating-point operations of one einsum step: ``n - 1`` multiplies per element of the
+    joined index space plus one add when an index is summed (so a GEMM is 2·m·n·k and a
+    sum over one operand is its volume)."""
     union = {name for key in inputs for name in key}
     summed = union - set(output)
-    factor = max(len(inputs) - 1, 1) + (1 if summed else 0)
+    factor = (len(inputs) - 1) + (1 if summed else 0)
     return volume(sorted(union), sizes) * factor
 
 

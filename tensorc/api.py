@@ -20,6 +20,7 @@ from tensorc.errors import ParseError, PlanError, ShapeError
 from tensorc.frontend.einsum import result_dtype
 from tensorc.frontend.subscripts import EinsumSpec, parse_einsum, sublist_to_subscripts
 from tensorc.passes.base import PassContext
+from tensorc.passes.paths import check_path
 from tensorc.plan import Plan, PlanCache, build_plan
 from tensorc.runtime.local import LocalExecutor, available_cores
 
@@ -167,6 +168,8 @@ def einsum(
     arrays = [np.asarray(op) for op in operands]
     shapes = tuple(a.shape for a in arrays)
     spec = _parse(subscripts, shapes)
+    if isinstance(optimize, (list, tuple)):
+        check_path(optimize, len(arrays))
     shape = spec.output_shape()
     if out is not None:
         if not isinstance(out, np.ndarray):

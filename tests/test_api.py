@@ -1,0 +1,226 @@
+"""The public API: plans, explain golden files, task counts, caching, stats, error messages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorc as tc
+from tensorc.codegen.taskgraph import APPLY, LOAD, PAIR, REDUCE
+
+MISSION = {
+    "mttkrp_ijk_if_jf": ("ijk,if,jf->if", [(256, 256, 256), (256, 100), (256, 100)]),
+    "mttkrp_ijk_jf_kf": ("ijk,jf,kf->if", [(256, 256, 256), (256, 100), (256, 100)]),
+    "double_contraction": ("ijk,jkf->if", [(256, 256, 256), (256, 256, 100)]),
+    "matmul": ("ik,kj->ij", [(2048, 2048), (2048, 2048)]),
+    "xtx": ("ki,kj->ij", [(1_000_000, 64), (1_000_000, 64)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MISSION))
+def test_explain_of_the_benchmark_expressions_matches_golden(name, golden):
+    subscripts, shapes = MISSION[name]
+    plan = tc.plan(subscripts, *shapes, workers=2)
+    golden(f"explain_{name}", plan.explain())
+
+
+def _tasks_reading(graph, operand):
+    loads = {i for i, t in enumerate(graph.tasks) if t.kind == LOAD and t.source[0] == operand}
+    return loads, [t for t in graph.tasks if set(t.inputs) & loads]
+
+
+def test_reduce_pushdown_reads_x_once_in_mttkrp():
+    plan = tc.plan("ijk,if,jf->if", (256, 256, 256), (256, 100), (256, 100), workers=2)
+    loads, readers = _tasks_reading(plan.graph, 0)
+    # every block of X is read by exactly one task, and that task only sums k away
+    assert len(readers) == len(loads) == 4
+    assert {t.kind for t in readers} == {APPLY}
+    assert sum(t.flops for t in readers) == 256**3
+    assert sum(plan.graph.tasks[i].nbytes for i in loads) == 256**3 * 8
+
+
+def test_without_pushdown_the_join_would_read_x_with_b_and_c():
+    # ijk,jkf: no private index, so X goes straight into the pair tasks
+    plan = tc.plan("ijk,jkf->if", (64, 64, 64), (64, 64, 10), grid={"i": 2})
+    _, readers = _tasks_reading(plan.graph, 0)
+    assert {t.kind for t in readers} == {PAIR}
+
+
+def test_task_counts_follow_the_grid():
+    plan = tc.plan("ik,kj->ij", (40, 30), (30, 20), grid={"i": 4, "k": 3, "j": 2})
+    counts = plan.graph.counts()
+    assert counts[LOAD] == 4 * 3 + 3 * 2
+    assert counts[PAIR] == 4 * 3 * 2
+    assert counts[REDUCE] == 4 * 2
+    assert plan.stats["tasks"] == sum(counts.values())
+
+
+def test_plan_accepts_arrays_and_shapes_alike():
+    a, b = np.ones((8, 6)), np.ones((6, 4))
+    assert tc.plan("ik,kj->ij", a, b).explain() == tc.plan("ik,kj->ij", (8, 6), (6, 4)).explain()
+
+
+def test_repeated_calls_reuse_the_plan():
+    tc.clear_plan_cache()
+    a, b = np.ones((8, 6)), np.ones((6, 4))
+    tc.einsum("ik,kj->ij", a, b)
+    assert tc.last_stats()["plan_cached"] is False
+    tc.einsum("ik,kj->ij", a + 1, b)
+    stats = tc.last_stats()
+    assert stats["plan_cached"] is True
+    assert stats["tasks"] == 3
+
+
+def test_last_stats_reports_the_executed_call():
+    a = np.random.default_rng(0).random((64, 32))
+    result = tc.einsum("ki,kj->ij", a, a, grid={"k": 4})
+    np.testing.assert_allclose(result, a.T @ a)
+    stats = tc.last_stats()
+    assert stats["tasks"] == 2 * 4 + 4 + 1
+    assert stats["reduce_tasks"] == 1
+    assert stats["backend"] == "local"
+    assert stats["measured_inter_node_bytes"] is None
+    assert stats["run_seconds"] > 0
+
+
+ERRORS = [
+    (
+        ("ij,jk", (2, 3), (4, 5)),
+        tc.ShapeError,
+        "Size of label 'j' for operand 1 (4) does not match previous terms (3); operand shapes "
+        "are (2, 3), (4, 5)",
+    ),
+    (
+        ("ij,jk->ik", (2, 3)),
+        tc.ParseError,
+        "fewer operands provided to einstein sum function than specified in the subscripts "
+        "string: 2 term(s) in 'ij,jk->ik', 1 operand(s) given",
+    ),
+    (
+        ("ij", (2, 3), (3, 4)),
+        tc.ParseError,
+        "more operands provided to einstein sum function than specified in the subscripts "
+        "string: 1 term(s) in 'ij', 2 operand(s) given",
+    ),
+    (
+        ("ij->ik", (2, 3)),
+        tc.ParseError,
+        "einstein sum subscripts string included output subscript 'k' which never appeared in "
+        "an input: 'ij->ik'",
+    ),
+    (
+        ("ijk", (2, 3)),
+        tc.ParseError,
+        "einstein sum subscripts string contains too many subscripts for operand 0: 'ijk' names "
+        "3 dimension(s), the operand has shape (2, 3)",
+    ),
+    (
+        ("i", (2, 3)),
+        tc.ParseError,
+        "operand 0 has more dimensions than subscripts given in einstein sum: 'i' names 1 "
+        "dimension(s), the operand has shape (2, 3); use '...' to broadcast the extra dimensions",
+    ),
+    (
+        ("i%", (2, 3)),
+        tc.ParseError,
+        "invalid subscript '%' in einstein sum subscripts string, subscripts must be letters",
+    ),
+    (
+        ("ij->ii", (2, 3)),
+        tc.ParseError,
+        "einstein sum subscripts string includes output subscript 'i' multiple times: 'ij->ii'",
+    ),
+    (
+        ("ij->i->j", (2, 3)),
+        tc.ParseError,
+        "einstein sum subscripts string includes '->' more than once: 'ij->i->j'",
+    ),
+    (
+        ("ii->i", (2, 3)),
+        tc.ShapeError,
+        "dimensions in single operand for collapsing index 'i' don't match (2 != 3) in operand 0 "
+        "of shape (2, 3)",
+    ),
+    (
+        ("..i", (2, 3)),
+        tc.ParseError,
+        "einstein sum subscripts string contains a '.' that is not part of an ellipsis ('...') "
+        "in operand 0",
+    ),
+    (
+        ("...,...", (2, 3), (4, 4, 3)),
+        tc.ShapeError,
+        "Size of dimension 1 of the ellipsis ('...') for operand 1 (4) does not match previous "
+        "terms (2); operand shapes are (2, 3), (4, 4, 3)",
+    ),
+    (
+        ("...i->i", (2, 3)),
+        tc.ParseError,
+        "output has more dimensions than subscripts given in einstein sum, but no '...' ellipsis "
+        "provided to broadcast the extra dimensions: '...i->i'",
+    ),
+]
+
+
+@pytest.mark.parametrize("call,kind,message", ERRORS, ids=[e[0][0] for e in ERRORS])
+def test_einsum_error_messages(call, kind, message):
+    subscripts, *shapes = call
+    operands = [np.ones(s) for s in shapes]
+    with pytest.raises(kind) as info:
+        tc.einsum(subscripts, *operands)
+    assert str(info.value) == message
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, tc.TensorcError)
+
+
+OPTION_ERRORS = [
+    ({"grid": {"q": 2}}, "grid names index 'q' which is not used (indices: i, j, k)"),
+    ({"grid": {"i": 0}}, "grid['i'] must be a positive integer, got 0"),
+    ({"grid": [(2, 2), (3, 2)]}, "grid disagrees on index 'j': 2 and 3; operands that share an "
+     "index must share its blocking"),
+    ({"grid": [(2, 2)]}, "grid gives 1 tuple(s) but the contraction has 2 operand(s)"),
+    ({"grid": {"i": 2}, "block_shape": {"i": 2}}, "give either grid= or block_shape=, not both"),
+    ({"blocks": 3}, "unknown plan option 'blocks'; tensorc.einsum takes grid, block_shape, workers"),
+    ({"optimize": [(0, 5)]}, "path step (0, 5) names positions outside 0..1 (or repeats one)"),
+    ({"optimize": "fastest"}, "unknown optimize strategy 'fastest'"),
+    ({"backend": "spark"}, "backend 'spark' is not available; this build runs on the 'local' "
+     "executor"),
+]
+
+
+@pytest.mark.parametrize("options,message", OPTION_ERRORS, ids=[m[:20] for _, m in OPTION_ERRORS])
+def test_plan_option_errors(options, message):
+    with pytest.raises(tc.PlanError) as info:
+        tc.einsum("ij,jk", np.ones((2, 3)), np.ones((3, 4)), **options)
+    assert str(info.value) == message
+
+
+def test_dtype_refusals_are_type_errors_with_numpys_words():
+    with pytest.raises(tc.TypeCheckError) as info:
+        tc.einsum("i,i", np.ones(3), np.ones(3), dtype=np.int32)
+    assert isinstance(info.value, TypeError)
+    assert "according to the rule 'safe'" in str(info.value)
+    with pytest.raises(tc.TypeCheckError, match="operand 0 has dtype <U1"):
+        tc.einsum("i,i", np.array(["a"]), np.array(["b"]))
+
+
+def test_out_of_the_wrong_shape_is_refused():
+    with pytest.raises(tc.ShapeError, match=r"out has shape \(2,\) but einsum 'i,i' produces"):
+        tc.einsum("i,i", np.ones(3), np.ones(3), out=np.empty(2))
+
+
+TENSORDOT_ERRORS = [
+    (((2, 3), (4, 5), 1), "shape-mismatch for sum: axis 1 of a has size 3 but axis 0 of b has "
+     "size 4"),
+    (((2, 3), (3, 5), ([0], [0, 1])), "shape-mismatch for sum: 1 axes of a against 2 of b"),
+    (((2, 3), (3, 5), 3), "tensordot axes=3 but the operands have 2 and 2 dimensions"),
+    (((2, 3), (3, 5), ([5], [0])), "axis 5 is out of bounds for a of dimension 2"),
+]
+
+
+@pytest.mark.parametrize("call,message", TENSORDOT_ERRORS, ids=[m[:24] for _, m in TENSORDOT_ERRORS])
+def test_tensordot_error_messages(call, message):
+    a_shape, b_shape, axes = call
+    with pytest.raises(tc.ShapeError) as info:
+        tc.tensordot(np.ones(a_shape), np.ones(b_shape), axes=axes)
+    assert str(info.value) == message
