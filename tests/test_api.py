@@ -180,7 +180,10 @@ OPTION_ERRORS = [
      "index must share its blocking"),
     ({"grid": [(2, 2)]}, "grid gives 1 tuple(s) but the contraction has 2 operand(s)"),
     ({"grid": {"i": 2}, "block_shape": {"i": 2}}, "give either grid= or block_shape=, not both"),
-    ({"blocks": 3}, "unknown plan option 'blocks'; tensorc.einsum takes grid, block_shape, workers"),
+    (
+        {"blocks": 3},
+        "unknown plan option 'blocks'; tensorc.einsum takes grid, block_shape, workers",
+    ),
     ({"optimize": [(0, 5)]}, "path step (0, 5) names positions outside 0..1 (or repeats one)"),
     ({"optimize": "fastest"}, "unknown optimize strategy 'fastest'"),
     ({"backend": "spark"}, "backend 'spark' is not available; this build runs on the 'local' "
@@ -218,7 +221,9 @@ TENSORDOT_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("call,message", TENSORDOT_ERRORS, ids=[m[:24] for _, m in TENSORDOT_ERRORS])
+@pytest.mark.parametrize(
+    "call,message", TENSORDOT_ERRORS, ids=[m[:24] for _, m in TENSORDOT_ERRORS]
+)
 def test_tensordot_error_messages(call, message):
     a_shape, b_shape, axes = call
     with pytest.raises(tc.ShapeError) as info:
