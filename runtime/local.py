@@ -6,8 +6,8 @@ the embedded default when no Ray cluster is connected.
 
 Policy:
 
-- tasks run in graph order (topological) as soon as their inputs exist; ``load`` tasks are
-  views and run inline in whichever thread readies them;
+- tasks run in graph order (topological) as soon as their inputs exist, on the calling
+  thread plus helper threads from one process-wide pool (started once, reused by every run);
 - each intermediate block is dropped as soon as its last consumer has run, so peak memory
   is the live frontier, not the whole graph;
 - a final block is computed straight into its slice of ``out`` (kernels take ``out=``);
@@ -26,6 +26,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -33,6 +34,17 @@ from tensorc.codegen.taskgraph import LOAD, TaskGraph
 from tensorc.errors import ExecutionError
 
 _CONTROLLER = None
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _helper_pool(size: int) -> ThreadPoolExecutor:
+    """A process-wide pool of helper threads, started once and reused by every run."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL._max_workers < size:  # noqa: SLF001 - grow only
+            _POOL = ThreadPoolExecutor(max_workers=size, thread_name_prefix="tensorc-local")
+        return _POOL
 
 
 def _blas_controller():
@@ -160,11 +172,9 @@ class LocalExecutor:
                 with lock:
                     finish(index)
 
-        threads = [threading.Thread(target=worker, daemon=True) for _ in range(workers - 1)]
-        for thread in threads:
-            thread.start()
+        helpers = [_helper_pool(workers - 1).submit(worker) for _ in range(workers - 1)]
         worker()
-        for thread in threads:
-            thread.join()
+        for helper in helpers:
+            helper.result()
         if failure:
             raise failure[0]
