@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import datetime
 import importlib
+import importlib.metadata
 import json
 import os
 import platform
@@ -212,7 +213,6 @@ SYSTEMS: dict[str, System] = {
         f"dask {BLOCKS} blocks per dim, threads scheduler",
     ),
 }
-PEERS = ("numpy", "opt_einsum", "dask-auto", "dask-4")
 
 
 def require(package: str, attrs: Sequence[str] = ()) -> str | None:
@@ -295,16 +295,20 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def _version(module: str) -> str | None:
+def _version(distribution: str) -> str | None:
+    """Installed version of ``distribution`` (read from metadata, without importing it)."""
     try:
-        return getattr(load_module(module), "__version__", "unknown")
-    except Exception:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
         return None
 
 
 @contextlib.contextmanager
 def pinned_blas(threads: int) -> Iterator[dict[str, Any]]:
-    """Pin BLAS thread pools to ``threads``; print and yield the setting for the JSON."""
+    """Pin BLAS thread pools to ``threads``; print and yield the setting for the JSON.
+
+    threadpoolctl only sees libraries already loaded: import the systems first.
+    """
     with threadpool_limits(limits=threads, user_api="blas"):
         pools = [
             {k: p.get(k) for k in ("internal_api", "version", "threading_layer", "num_threads")}

@@ -91,20 +91,9 @@ def child(case: Case, system: str) -> dict[str, Any]:
 
 
 def _spawn(case: Case, system: str, args: argparse.Namespace) -> dict[str, Any]:
-    command = [
-        sys.executable,
-        __file__,
-        "--child",
-        case.name,
-        "--system",
-        system,
-        "--n",
-        str(args.n),
-        "--f",
-        str(args.f),
-        "--blas-threads",
-        str(args.blas_threads),
-    ]
+    flags = {"--child": case.name, "--system": system, "--n": args.n, "--f": args.f}
+    flags["--blas-threads"] = args.blas_threads
+    command = [sys.executable, __file__, *(str(x) for item in flags.items() for x in item)]
     proc = subprocess.run(command, capture_output=True, text=True)
     for line in proc.stdout.splitlines():
         if line.startswith(RESULT_TAG):
@@ -121,6 +110,7 @@ def main(argv: list[str] | None = None) -> dict:
     cases = mission_cases(args.n, args.f)
 
     if args.child:
+        unavailable(args.system)  # import the system's package before pinning its BLAS
         with pinned_blas(args.blas_threads):
             result = child(find_case(cases, args.child), args.system)
         print(RESULT_TAG + json.dumps(result), flush=True)

@@ -1,12 +1,13 @@
 """Planning-throughput benchmark: ``tensorc.plan`` for a blocked matmul of ~100,000 tasks.
 
 Times ``tc.plan("ij,jk->ik", (n, n), (n, n), grid={"i": g, "j": g, "k": g})`` (shapes
-only, no data).  ``g`` is calibrated for ``--tasks`` (default 100,000): plans at g = 4 and
-g = 8 are read for ``plan.stats["tasks"]``, a power law tasks = c * g^p is fitted and
-solved for the target; the task count actually planned is printed.  ``--grid`` fixes g.
+only, no data).  ``g`` is calibrated for ``--tasks`` (default 100,000):
+``plan.stats["tasks"]`` is read at g = 4 and g = 8, a power law tasks = c * g^p is
+fitted and solved for the target, and secant steps refine g until the plan is within 5 %
+of the target; the task count actually planned is printed.  ``--grid`` fixes g.
 
-Each call plans a different problem size (n, n + g, n + 2g, ... so every block size
-divides evenly and the task count is unchanged), so no plan cache can serve a repeat.
+Each call plans a different problem size (g * (n // g), then + g, + 2g, ...: every block
+size divides evenly and the task count is unchanged), so no plan cache can serve a repeat.
 One warm-up call, then the median of ``--repeats``.  With ``--scaling`` (default) the same
 is measured at about 1/4 and 1/2 of the target to show whether planning is linear in the
 number of tasks.  Targets (PERFORMANCE.md): under 2 s for ~100,000 tasks, at least
@@ -47,11 +48,25 @@ def _plan(g: int, n: int) -> Any:
 
 
 def grid_for(tasks: int, n: int) -> tuple[int, dict[str, Any]]:
-    """The grid size g whose plan has about ``tasks`` tasks, and the calibration data."""
-    t4, t8 = (_plan(g, n).stats["tasks"] for g in (4, 8))
-    power = math.log2(t8 / t4)
-    g = round(4 * (tasks / t4) ** (1 / power))
-    return max(1, min(g, n)), {"tasks_at_g4": t4, "tasks_at_g8": t8, "fitted_power": power}
+    """The grid size g whose plan has about ``tasks`` tasks, and the calibration data.
+
+    Secant steps on log(tasks) against log(g), starting from g = 4 and g = 8, until a plan
+    is within 5 % of ``tasks`` (at most 5 further plans); returns the closest g seen.
+    """
+    seen = {g: _plan(g, n).stats["tasks"] for g in (4, 8)}
+    last, power = [4, 8], 3.0
+    for _ in range(5):
+        (g0, g1), (t0, t1) = last, (seen[last[0]], seen[last[1]])
+        power = math.log(t1 / t0) / math.log(g1 / g0) if t1 != t0 else power
+        g = max(1, min(n, round(g1 * (tasks / t1) ** (1 / power))))
+        if g in seen:
+            break
+        seen[g] = _plan(g, n).stats["tasks"]
+        last = [g1, g]
+        if abs(seen[g] / tasks - 1) <= 0.05:
+            break
+    best = min(seen, key=lambda g: abs(seen[g] / tasks - 1))
+    return best, {"tasks_by_grid": seen, "fitted_power": power}
 
 
 def time_planning(g: int, n: int, repeats: int) -> dict[str, Any]:

@@ -9,9 +9,11 @@ name. The caller may force it through plan options:
   entry per dimension — which must agree wherever operands share an index.
 
 Otherwise the heuristic splits only the outermost dimension (in memory) of the largest
-operand, so every block of it is a zero-copy contiguous view, into ``2 × workers`` blocks when
-that operand holds at least 64 MiB, ``workers`` blocks from 8 MiB, one block below that: small
-problems run as one task, large ones keep every core busy with a few big BLAS calls.
+operand, so every block of it is a zero-copy contiguous view, into 1, ``workers`` or
+``2 × workers`` blocks — whichever :mod:`tensorc.passes.plan_cost` models fastest (operands
+under 8 MiB stay one block). Compute-bound plans (BLAS) split across the cores; plans bound
+by memory bandwidth (a reduction pushed into a large operand) stay one block, because the
+cores share one memory bus and splitting only adds dispatch.
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 from tensorc.passes.base import PassContext
+from tensorc.passes.plan_cost import subtree_seconds
 
 from tensorc.errors import PlanError
 from tensorc.ir.nodes import Program, Scan, post_order
 
 MIB = 1 << 20
-SPLIT_WIDE_BYTES = 64 * MIB
 SPLIT_BYTES = 8 * MIB
 
 
@@ -131,27 +133,29 @@ def choose_blocking(program: Program, ctx: PassContext) -> Blocking:
 def _heuristic(program: Program, ctx: PassContext) -> dict[str, int]:
     scans = _scan_indices(program)
     sizes = program.size_of
+    itemsize = np.dtype(program.dtype).itemsize
     best = None
     for decl in program.inputs:
-        nbytes = math.prod(decl.shape) * np.dtype(program.dtype).itemsize
+        nbytes = math.prod(decl.shape) * itemsize
         if decl.shape and (best is None or nbytes > best[0]):
             best = (nbytes, decl)
-    if best is None:
+    if best is None or best[0] < SPLIT_BYTES:
         return {}
-    nbytes, decl = best
-    if nbytes >= SPLIT_WIDE_BYTES:
-        wanted = 2 * ctx.workers
-    elif nbytes >= SPLIT_BYTES:
-        wanted = ctx.workers
-    else:
-        return {}
-    indices = scans.get(decl.name, ())
-    if not indices:
-        return {}
-    order = list(indices)
+    _, decl = best
+    order = list(dict.fromkeys(scans.get(decl.name, ())))
     if ctx.layouts.get(decl.name) == "F":
         order.reverse()
-    for name in order:
-        if sizes[name] >= wanted:
-            return {name: math.ceil(sizes[name] / wanted)}
-    return {}
+    split = next((name for name in order if sizes[name] >= ctx.workers), None)
+    if split is None:
+        return {}
+    candidates = sorted({1, ctx.workers, 2 * ctx.workers})
+    costs = []
+    for count in candidates:
+        if count > sizes[split]:
+            continue
+        seconds = subtree_seconds(
+            program.output, sizes, {split: count}, itemsize, ctx.workers, ctx.optimize
+        )
+        costs.append((seconds, count))
+    _, count = min(costs)
+    return {split: math.ceil(sizes[split] / count)} if count > 1 else {}

@@ -17,15 +17,15 @@ and both costs are in the pass notes.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 from tensorc.passes.base import PassContext
 from tensorc.passes.blocking import choose_blocking
-from tensorc.passes.cost import Key, parallel_seconds, path_seconds, path_steps, step_seconds
+from tensorc.passes.cost import path_steps
 from tensorc.passes.paths import Path, choose_path
+from tensorc.passes.plan_cost import block_extents, stage_seconds
 
 from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import Join, Map, Node, Program, ReduceByKey, is_product_of_args, mul_of_args
@@ -44,30 +44,19 @@ def product_join(node: Node) -> tuple[Join, tuple[str, ...]] | None:
     return mapped.x, node.key
 
 
-def _block_sizes(sizes: dict[str, int], counts: dict[str, int]) -> dict[str, int]:
-    return {n: max(1, math.ceil(s / counts.get(n, 1))) for n, s in sizes.items()}
-
-
-def _tuples(keys: list[Key], counts: dict[str, int]) -> int:
-    union = {n for k in keys for n in k}
-    return math.prod(counts.get(n, 1) for n in union)
-
-
 def fused_seconds(keys, output, path, sizes, counts, itemsize, workers) -> float:
-    blocks = _block_sizes(sizes, counts)
-    tuples = _tuples(keys, counts)
-    per_tuple = path_seconds(keys, output, path, blocks, itemsize) if path else 0.0
-    return parallel_seconds(tuples * per_tuple, tuples, workers)
+    """One stage: every block tuple runs the whole path."""
+    return stage_seconds(keys, output, path, sizes, counts, itemsize, workers)
 
 
 def pairwise_seconds(keys, output, path, sizes, counts, itemsize, workers) -> float:
-    blocks = _block_sizes(sizes, counts)
-    total = 0.0
-    for step_inputs, step_output in path_steps(keys, output, path, sizes):
-        tuples = _tuples(step_inputs, counts)
-        work = tuples * step_seconds(step_inputs, step_output, blocks, itemsize)
-        total += parallel_seconds(work, tuples, workers)
-    return total
+    """One stage per step of the path, intermediates materialised between them."""
+    blocks = block_extents(sizes, counts)
+    return sum(
+        stage_seconds(step_inputs, step_output, [tuple(range(len(step_inputs)))], sizes,
+                      counts, itemsize, workers)
+        for step_inputs, step_output in path_steps(keys, output, path, blocks)
+    )
 
 
 def build_pairwise(

@@ -7,20 +7,22 @@ model is deliberately simple and its constants come from ``shared/docs/PERFORMAN
 - a contraction of blocks costs ``flops / rate + bytes / bandwidth``, where ``rate`` is the
   BLAS rate when opt_einsum can hand the pair to BLAS (GEMM/TDOT/DOT) and numpy's einsum loop
   rate otherwise, and ``bytes`` are its inputs plus its output;
-- every task costs a fixed dispatch overhead;
-- work spreads over ``workers`` cores, the overhead does not.
+- BLAS work spreads over every core whether it runs as one call or several; numpy's own loops
+  use one core per task; memory traffic is shared by all cores; every task costs a fixed
+  dispatch overhead (:class:`Work`, :func:`parallel_seconds`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from opt_einsum.blas import can_blas
 
 BLAS_FLOPS_PER_CORE = 50e9
 EINSUM_FLOPS_PER_CORE = 2e9
-MEMORY_BYTES_PER_SECOND = 14e9
+MEMORY_BYTES_PER_SECOND = 28e9
 DISPATCH_SECONDS = 40e-6
 
 Key = tuple[str, ...]
@@ -61,12 +63,43 @@ def _chars(key: Sequence[str], union: set[str]) -> list[str]:
     return [alphabet[name] for name in key]
 
 
+@dataclass(frozen=True)
+class Work:
+    """Seconds of work by kind: BLAS compute (spreads over every core, inside one call or
+    across calls), scalar compute (numpy loops: one core per task) and memory traffic (no
+    number of cores shortens it: they share one memory bus)."""
+
+    blas: float = 0.0
+    scalar: float = 0.0
+    memory: float = 0.0
+
+    def __add__(self, other: Work) -> Work:
+        return Work(self.blas + other.blas, self.scalar + other.scalar, self.memory + other.memory)
+
+    def times(self, count: int) -> Work:
+        return Work(self.blas * count, self.scalar * count, self.memory * count)
+
+    @property
+    def serial_seconds(self) -> float:
+        return self.blas + self.scalar + self.memory
+
+
+def step_work(inputs: Sequence[Key], output: Key, sizes: dict[str, int], itemsize: int) -> Work:
+    """The :class:`Work` of one einsum step on one core; a one-operand step (a sum or a
+    transpose) is pure memory traffic."""
+    moved = itemsize * (sum(volume(k, sizes) for k in inputs) + volume(output, sizes))
+    memory = moved / MEMORY_BYTES_PER_SECOND
+    if len(inputs) == 1:
+        return Work(memory=memory)
+    flops = contraction_flops(inputs, output, sizes)
+    if uses_blas(inputs, output):
+        return Work(blas=flops / BLAS_FLOPS_PER_CORE, memory=memory)
+    return Work(scalar=flops / EINSUM_FLOPS_PER_CORE, memory=memory)
+
+
 def step_seconds(inputs: Sequence[Key], output: Key, sizes: dict[str, int], itemsize: int) -> float:
     """Modelled seconds of one einsum step on one core."""
-    flops = contraction_flops(inputs, output, sizes)
-    rate = BLAS_FLOPS_PER_CORE if uses_blas(inputs, output) else EINSUM_FLOPS_PER_CORE
-    moved = itemsize * (sum(volume(k, sizes) for k in inputs) + volume(output, sizes))
-    return flops / rate + moved / MEMORY_BYTES_PER_SECOND
+    return step_work(inputs, output, sizes, itemsize).serial_seconds
 
 
 def path_seconds(
@@ -125,7 +158,12 @@ def path_steps_seconds(
     ]
 
 
-def parallel_seconds(work_seconds: float, tasks: int, workers: int) -> float:
-    """Wall time of ``tasks`` tasks doing ``work_seconds`` in all on ``workers`` cores."""
+def parallel_seconds(work: Work, tasks: int, workers: int) -> float:
+    """Wall time of ``tasks`` tasks doing ``work`` in all with ``workers`` cores."""
     usable = max(1, min(workers, tasks))
-    return work_seconds / usable + tasks * DISPATCH_SECONDS
+    return (
+        work.blas / max(1, workers)
+        + work.scalar / usable
+        + work.memory
+        + tasks * DISPATCH_SECONDS
+    )

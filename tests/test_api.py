@@ -29,11 +29,14 @@ def _tasks_reading(graph, operand):
     return loads, [t for t in graph.tasks if set(t.inputs) & loads]
 
 
-def test_reduce_pushdown_reads_x_once_in_mttkrp():
-    plan = tc.plan("ijk,if,jf->if", (256, 256, 256), (256, 100), (256, 100), workers=2)
+@pytest.mark.parametrize("grid,blocks", [(None, 1), ({"i": 2, "j": 2}, 4), ({"k": 3}, 3)])
+def test_reduce_pushdown_reads_x_once_in_mttkrp(grid, blocks):
+    options = {} if grid is None else {"grid": grid}
+    shapes = (256, 256, 256), (256, 100), (256, 100)
+    plan = tc.plan("ijk,if,jf->if", *shapes, workers=2, **options)
     loads, readers = _tasks_reading(plan.graph, 0)
     # every block of X is read by exactly one task, and that task only sums k away
-    assert len(readers) == len(loads) == 4
+    assert len(readers) == len(loads) == blocks
     assert {t.kind for t in readers} == {APPLY}
     assert sum(t.flops for t in readers) == 256**3
     assert sum(plan.graph.tasks[i].nbytes for i in loads) == 256**3 * 8

@@ -83,12 +83,39 @@ class LoadBlock:
         return _finish(block, out)
 
 
-class EinsumBlock:
-    """``sum over dropped indices of the product of blocks``, one opt_einsum step at a time.
+def _aligned_view(block: np.ndarray, key: Sequence[str], target: Sequence[str]) -> np.ndarray:
+    """View ``block`` (axes ``key``) with the axes of ``target``, size 1 where it has none."""
+    order = [key.index(n) for n in target if n in key]
+    moved = block.transpose(order) if order != list(range(len(order))) else block
+    shape = []
+    extents = iter(moved.shape)
+    for name in target:
+        shape.append(next(extents) if name in key else 1)
+    return moved.reshape(shape)
 
-    Each step of the chosen path is its own cached opt_einsum expression (BLAS where
-    opt_einsum finds it), with intermediates ordered by :func:`order_intermediates`.
-    With ``path=None`` (numpy's ``optimize=False``) the whole product is one numpy einsum.
+
+class _Step:
+    """One step of a contraction path: operand positions, equation, and how it runs."""
+
+    __slots__ = ("taken", "text", "keys", "output", "is_product")
+
+    def __init__(self, taken: list[int], keys: list[tuple[str, ...]], output: tuple[str, ...]):
+        self.taken = taken
+        self.keys = keys
+        self.output = output
+        self.text = equation(keys, output)
+        union = {n for k in keys for n in k}
+        # a step that sums nothing is a broadcast product: numpy's multiply beats einsum
+        self.is_product = len(keys) > 1 and union == set(output)
+
+
+class EinsumBlock:
+    """``sum over dropped indices of the product of blocks``, one path step at a time.
+
+    Each step of the chosen path runs as a cached opt_einsum expression (BLAS where opt_einsum
+    finds it) or, when it sums nothing, as a broadcast multiply; intermediates are keyed as
+    :func:`tensorc.passes.cost.path_steps` orders them. With ``path=None`` (numpy's
+    ``optimize=False``) the whole product is one numpy einsum.
     """
 
     __slots__ = ("equation", "path", "steps", "_expressions")
@@ -102,7 +129,7 @@ class EinsumBlock:
     ) -> None:
         self.equation = equation(inputs, output)
         self.path = path
-        self.steps: list[tuple[list[int], str]] = []
+        self.steps: list[_Step] = []
         if path is not None and len(inputs) > 1:
             live = list(range(len(inputs)))
             for pair, (taken_keys, result) in zip(
@@ -112,15 +139,24 @@ class EinsumBlock:
                 for p in sorted(pair, reverse=True):
                     live.pop(p)
                 live.append(len(inputs) + len(self.steps))
-                self.steps.append((taken, equation(taken_keys, result)))
+                self.steps.append(_Step(taken, [tuple(k) for k in taken_keys], tuple(result)))
         self._expressions: dict[tuple, object] = {}
 
-    def _step(self, text: str, blocks: tuple[np.ndarray, ...]) -> np.ndarray:
-        shapes = (text, *(b.shape for b in blocks))
+    def _run_step(self, step: _Step, blocks: tuple[np.ndarray, ...]) -> np.ndarray:
+        if step.is_product:
+            views = [
+                _aligned_view(b, k, step.output)
+                for b, k in zip(blocks, step.keys, strict=True)
+            ]
+            result = np.multiply(views[0], views[1])
+            for view in views[2:]:
+                np.multiply(result, view, out=result)
+            return result
+        shapes = (step.text, *(b.shape for b in blocks))
         expression = self._expressions.get(shapes)
         if expression is None:
             everything = [tuple(range(len(blocks)))]
-            expression = oe.contract_expression(text, *shapes[1:], optimize=everything)
+            expression = oe.contract_expression(step.text, *shapes[1:], optimize=everything)
             self._expressions[shapes] = expression
         return expression(*blocks)
 
@@ -129,10 +165,10 @@ class EinsumBlock:
             if out is not None and out.dtype == blocks[0].dtype:
                 return np.einsum(self.equation, *blocks, out=out)
             return _finish(np.einsum(self.equation, *blocks), out)
-        values = list(blocks)
-        for taken, text in self.steps:
-            values.append(self._step(text, tuple(values[t] for t in taken)))
-            for t in taken:
+        values: list[np.ndarray | None] = list(blocks)
+        for step in self.steps:
+            values.append(self._run_step(step, tuple(values[t] for t in step.taken)))
+            for t in step.taken:
                 values[t] = None
         return _finish(values[-1], out)
 

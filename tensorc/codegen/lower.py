@@ -34,18 +34,17 @@ from tensorc.codegen.taskgraph import APPLY, LOAD, PAIR, REDUCE, Task, TaskGraph
 from tensorc.errors import PlanError
 from tensorc.ir.keys import key_of, unique
 from tensorc.ir.nodes import (
-    Arg,
     Join,
     Map,
     Merge,
     Node,
     Program,
-    ReduceByKey,
     Scan,
     is_product_of_args,
     post_order,
 )
 from tensorc.ir.printer import format_program
+from tensorc.ir.stages import folded_maps, stage_parts
 from tensorc.passes.blocking import Blocking
 from tensorc.passes.cost import contraction_flops
 from tensorc.passes.paths import choose_path
@@ -197,30 +196,11 @@ def _path_fits(path: Sequence[object], count: int) -> bool:
     )
 
 
-def _stage_parts(node: Node) -> tuple[list[Node], object, tuple[str, ...], str | None]:
-    """Decompose a stage root into (input nodes, map fn, output key, monoid)."""
-    monoid = None
-    output = node.key
-    inner = node
-    if isinstance(inner, ReduceByKey):
-        monoid = inner.monoid
-        inner = inner.x
-    fn = Arg(0)
-    if isinstance(inner, Map):
-        fn = inner.fn
-        inner = inner.x
-    inputs = list(inner.inputs) if isinstance(inner, Join) else [inner]
-    return inputs, fn, output, monoid
-
-
 def lower(program: Program, blocking: Blocking, optimize: object = "auto") -> TaskGraph:
     """Partially evaluate ``program`` over the block coordinates of ``blocking``."""
     builder = _Builder(program, blocking, optimize)
     values: dict[Node, _Blocked] = {}
-    folded: set[Node] = set()
-    for node in post_order(program.output):
-        if isinstance(node, ReduceByKey) and isinstance(node.x, Map):
-            folded.add(node.x)
+    folded = folded_maps(program.output)
     for number, node in enumerate(post_order(program.output)):
         label = f"{type(node).__name__.lower()}{number}"
         if isinstance(node, Scan):
@@ -232,7 +212,7 @@ def lower(program: Program, blocking: Blocking, optimize: object = "auto") -> Ta
         elif isinstance(node, Map) and node in folded:
             continue
         else:
-            inputs, fn, output, monoid = _stage_parts(node)
+            inputs, fn, output, monoid = stage_parts(node)
             blocked = [values[child] for child in inputs]
             values[node] = builder.stage(blocked, fn, output, monoid, label)
     final = values[program.output]
