@@ -66,13 +66,19 @@ def _finish(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
 
 
 class LoadBlock:
-    """Read block ``slices`` of an operand; diagonal and cast as the scan requires."""
+    """Read block ``slices`` of an operand; diagonal and cast as the scan requires.
 
-    __slots__ = ("diagonal", "dtype")
+    A block is a zero-copy view unless a cast is needed, or ``compact`` is set (the block is
+    read by several tasks) and the view is strided: then it is copied to C order once, here,
+    instead of once per consuming BLAS call.
+    """
 
-    def __init__(self, diagonal: str | None, dtype: np.dtype) -> None:
+    __slots__ = ("diagonal", "dtype", "compact")
+
+    def __init__(self, diagonal: str | None, dtype: np.dtype, compact: bool = False) -> None:
         self.diagonal = diagonal
         self.dtype = dtype
+        self.compact = compact
 
     def __call__(self, operand: np.ndarray, slices: tuple[slice, ...], out=None) -> np.ndarray:
         block = operand[slices]
@@ -80,6 +86,8 @@ class LoadBlock:
             block = np.einsum(self.diagonal, block)
         if block.dtype != self.dtype:
             block = block.astype(self.dtype)
+        elif self.compact and not block.flags.c_contiguous:
+            block = np.ascontiguousarray(block)
         return _finish(block, out)
 
 

@@ -196,6 +196,46 @@ def _path_fits(path: Sequence[object], count: int) -> bool:
     )
 
 
+def _compact_shared_loads(tasks: list[Task], kernels: list) -> None:
+    """Mark scans whose blocks feed several tasks: their strided blocks are copied once."""
+    uses = [0] * len(tasks)
+    for task in tasks:
+        for source in task.inputs:
+            uses[source] += 1
+    for index, task in enumerate(tasks):
+        if task.kind == LOAD and uses[index] > 1:
+            kernels[task.kernel].compact = True
+
+
+def _loads_before_first_use(
+    tasks: list[Task], outputs: list[tuple[int, tuple[slice, ...]]]
+) -> tuple[list[Task], list[tuple[int, tuple[slice, ...]]]]:
+    """Renumber tasks so each load sits just before its first consumer.
+
+    Executors take ready tasks in index order, so this keeps a copied (compacted or cast)
+    block alive only while its consumers run, instead of loading every block up front.
+    """
+    order: list[int] = []
+    placed = [False] * len(tasks)
+    for index, task in enumerate(tasks):
+        if task.kind == LOAD:
+            continue
+        for source in task.inputs:
+            if not placed[source] and tasks[source].kind == LOAD:
+                placed[source] = True
+                order.append(source)
+        placed[index] = True
+        order.append(index)
+    order.extend(i for i, t in enumerate(tasks) if not placed[i])  # loads that are outputs
+    renumber = {old: new for new, old in enumerate(order)}
+    reordered = []
+    for old in order:
+        task = tasks[old]
+        task.inputs = tuple(renumber[s] for s in task.inputs)
+        reordered.append(task)
+    return reordered, [(renumber[t], slices) for t, slices in outputs]
+
+
 def lower(program: Program, blocking: Blocking, optimize: object = "auto") -> TaskGraph:
     """Partially evaluate ``program`` over the block coordinates of ``blocking``."""
     builder = _Builder(program, blocking, optimize)
@@ -223,9 +263,11 @@ def lower(program: Program, blocking: Blocking, optimize: object = "auto") -> Ta
         )
         outputs.append((task, slices))
     sizes = program.size_of
+    _compact_shared_loads(builder.tasks, builder.kernels)
+    tasks, outputs = _loads_before_first_use(builder.tasks, outputs)
     graph = TaskGraph(
         name=builder.digest,
-        tasks=builder.tasks,
+        tasks=tasks,
         kernels=builder.kernels,
         outputs=outputs,
         output_shape=tuple(sizes[n] for n in final.key),
