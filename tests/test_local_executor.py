@@ -72,3 +72,29 @@ def test_final_blocks_are_written_into_out_in_place():
     result = tc.einsum("ik,kj->ij", a, b, out=out, grid={"i": 4, "k": 2})
     assert result is out
     np.testing.assert_allclose(out, a @ b)
+
+
+@pytest.mark.parametrize(
+    "subscripts,shapes",
+    [
+        ("ijk,if,jf->if", [(64, 64, 64), (64, 16), (64, 16)]),
+        ("ijk,jf,kf->if", [(64, 64, 64), (64, 16), (64, 16)]),
+        ("ijk,jkf->if", [(64, 64, 64), (64, 64, 16)]),
+    ],
+)
+def test_no_large_intermediate_is_materialised(subscripts, shapes):
+    import tracemalloc
+
+    rng = np.random.default_rng(6)
+    operands = [rng.random(s) for s in shapes]
+    tc.einsum(subscripts, *operands)  # plan and warm up outside the trace
+    inputs = sum(o.nbytes for o in operands)
+    tracemalloc.start()
+    try:
+        result = tc.einsum(subscripts, *operands)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_allclose(result, np.einsum(subscripts, *operands, optimize=True))
+    # the Khatri-Rao intermediate of ijk,jf,kf is J*K*F = F/I of X; nothing N^4-like
+    assert peak <= 0.5 * inputs, f"peak {peak} bytes for {inputs} bytes of inputs"

@@ -16,13 +16,14 @@ land in place). Kernels are built from the IR, never from user text:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import opt_einsum as oe
 
 from tensorc.ir.nodes import Arg, Call, Const, Expr
-from tensorc.passes.cost import path_steps
+from tensorc.passes.cost import path_steps, uses_blas
 
 MONOID_UFUNCS: dict[str, np.ufunc] = {
     "+": np.add,
@@ -102,10 +103,25 @@ def _aligned_view(block: np.ndarray, key: Sequence[str], target: Sequence[str]) 
     return moved.reshape(shape)
 
 
-class _Step:
-    """One step of a contraction path: operand positions, equation, and how it runs."""
+def _matrix_layout(key, contracted, free, contracted_first):
+    """How a block keyed ``key`` views as a matrix, or ``None`` when it needs a transpose."""
+    if key == (*contracted, *free):
+        return "rows" if contracted_first else "transposed"
+    if key == (*free, *contracted):
+        return "transposed" if contracted_first else "rows"
+    return None
 
-    __slots__ = ("taken", "text", "keys", "output", "is_product")
+
+class _Step:
+    """One step of a contraction path: operand positions, equation, and how it runs.
+
+    ``is_product``: the step sums nothing, so it is a broadcast multiply. ``gemm``: a pair
+    whose blocks are matrices already (contracted axes leading or trailing in one order,
+    output = free axes of the first then the second), so one ``matmul`` on reshaped views does
+    it without opt_einsum's transposes; other steps run as opt_einsum expressions.
+    """
+
+    __slots__ = ("taken", "text", "keys", "output", "is_product", "gemm")
 
     def __init__(self, taken: list[int], keys: list[tuple[str, ...]], output: tuple[str, ...]):
         self.taken = taken
@@ -113,8 +129,35 @@ class _Step:
         self.output = output
         self.text = equation(keys, output)
         union = {n for k in keys for n in k}
-        # a step that sums nothing is a broadcast product: numpy's multiply beats einsum
         self.is_product = len(keys) > 1 and union == set(output)
+        self.gemm = None
+        if len(keys) == 2 and not self.is_product and uses_blas(keys, output):
+            a, b = keys
+            contracted = tuple(n for n in a if n in b)
+            a_free = tuple(n for n in a if n not in contracted)
+            b_free = tuple(n for n in b if n not in contracted)
+            a_layout = _matrix_layout(a, contracted, a_free, contracted_first=False)
+            b_layout = _matrix_layout(b, contracted, b_free, contracted_first=True)
+            if a_layout and b_layout and output == (*a_free, *b_free):
+                self.gemm = (a_layout, b_layout, len(a_free), len(b_free))
+
+    def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None) -> np.ndarray | None:
+        """``a @ b`` on matrix views; ``None`` when a block is not contiguous."""
+        if not (a.flags.c_contiguous and b.flags.c_contiguous):
+            return None
+        a_layout, b_layout, a_free, b_free = self.gemm
+        a_split = a_free if a_layout == "rows" else a.ndim - a_free
+        b_split = b.ndim - b_free if b_layout == "rows" else b_free
+        a_free_shape = a.shape[:a_split] if a_layout == "rows" else a.shape[a_split:]
+        inner_shape = a.shape[a_split:] if a_layout == "rows" else a.shape[:a_split]
+        b_free_shape = b.shape[b_split:] if b_layout == "rows" else b.shape[:b_split]
+        rows, inner, cols = math.prod(a_free_shape), math.prod(inner_shape), math.prod(b_free_shape)
+        left = a.reshape(rows, inner) if a_layout == "rows" else a.reshape(inner, rows).T
+        right = b.reshape(inner, cols) if b_layout == "rows" else b.reshape(cols, inner).T
+        if out is not None and out.flags.c_contiguous and out.dtype == a.dtype:
+            np.matmul(left, right, out=out.reshape(rows, cols))
+            return out
+        return np.matmul(left, right).reshape((*a_free_shape, *b_free_shape))
 
 
 class EinsumBlock:
@@ -150,7 +193,11 @@ class EinsumBlock:
                 self.steps.append(_Step(taken, [tuple(k) for k in taken_keys], tuple(result)))
         self._expressions: dict[tuple, object] = {}
 
-    def _run_step(self, step: _Step, blocks: tuple[np.ndarray, ...]) -> np.ndarray:
+    def _run_step(self, step: _Step, blocks: tuple[np.ndarray, ...], out=None) -> np.ndarray:
+        if step.gemm is not None:
+            result = step.matmul(blocks[0], blocks[1], out)
+            if result is not None:
+                return result
         if step.is_product:
             views = [
                 _aligned_view(b, k, step.output)
@@ -174,8 +221,10 @@ class EinsumBlock:
                 return np.einsum(self.equation, *blocks, out=out)
             return _finish(np.einsum(self.equation, *blocks), out)
         values: list[np.ndarray | None] = list(blocks)
-        for step in self.steps:
-            values.append(self._run_step(step, tuple(values[t] for t in step.taken)))
+        last = len(self.steps) - 1
+        for number, step in enumerate(self.steps):
+            target = out if number == last else None
+            values.append(self._run_step(step, tuple(values[t] for t in step.taken), target))
             for t in step.taken:
                 values[t] = None
         return _finish(values[-1], out)
