@@ -21,6 +21,9 @@ class PassContext:
     grid: dict[str, int] | None = None
     block_shape: dict[str, int] | None = None
     layouts: dict[str, str] = field(default_factory=dict)
+    paths: dict[Any, Any] = field(default_factory=dict)
+    """The contraction path chosen for each fused product join (keyed by the ``Join`` node);
+    codegen runs exactly these, so ``explain`` shows what executes."""
     notes: list[str] = field(default_factory=list)
 
     def note(self, pass_name: str, text: str) -> None:

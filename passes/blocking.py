@@ -154,7 +154,7 @@ def _heuristic(program: Program, ctx: PassContext) -> dict[str, int]:
         if count > sizes[split]:
             continue
         seconds = subtree_seconds(
-            program.output, sizes, {split: count}, itemsize, ctx.workers, ctx.optimize
+            program.output, sizes, {split: count}, itemsize, ctx.workers, ctx.optimize, ctx.paths
         )
         costs.append((seconds, count))
     _, count = min(costs)

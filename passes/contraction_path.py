@@ -101,6 +101,7 @@ class ContractionPathPass:
             keys = [key_of(child) for child in join.inputs]
             path = choose_path(keys, output, sizes, itemsize, ctx.optimize)
             if path is None:
+                ctx.paths[join] = None
                 ctx.note(self.name, "optimize=False: one fused join, numpy's single einsum loop")
                 return None
             fused = fused_seconds(keys, output, path, sizes, counts, itemsize, ctx.workers)
@@ -112,6 +113,7 @@ class ContractionPathPass:
                 f"(modelled) -> {verdict}",
             )
             if fused <= pairwise:
+                ctx.paths[join] = path
                 return None
             return build_pairwise(join.inputs, output, path, sizes)
 

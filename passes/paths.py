@@ -132,3 +132,50 @@ def choose_path(
         f"optimize must be False, True, 'auto', an opt_einsum strategy name or a path; "
         f"got {optimize!r}"
     )
+
+
+def stage_path(
+    join: object,
+    inputs: Sequence[Key],
+    output: Key,
+    sizes: dict[str, int],
+    itemsize: int,
+    optimize: object,
+    recorded: dict,
+) -> Path | None:
+    """The path one stage runs: the one recorded for its join by the contraction-path pass,
+    else the only one a pair has, else (codegen without that pass) ``choose_path``."""
+    if len(inputs) == 1:
+        return None
+    if join is not None and join in recorded:
+        return recorded[join]
+    if optimize is False:
+        return None
+    if len(inputs) == 2:
+        return [(0, 1)]
+    return choose_path(inputs, output, sizes, itemsize, optimize)
+
+
+def normalise_optimize(optimize: object, count: int) -> object:
+    """Check ``optimize`` as numpy would take it and return its canonical form.
+
+    numpy's ``(strategy, memory_limit)`` pair becomes the strategy (tensorc's blocking, not a
+    path-search memory cap, bounds intermediates); an explicit path is checked against the
+    operand count; a strategy name must be one opt_einsum knows.
+    """
+    if optimize is False or optimize is True or optimize == "auto":
+        return optimize
+    if isinstance(optimize, str):
+        try:
+            oe.paths.get_path_fn(optimize)
+        except KeyError as err:
+            raise PlanError(f"unknown optimize strategy {optimize!r}") from err
+        return optimize
+    if isinstance(optimize, (list, tuple)):
+        if len(optimize) == 2 and isinstance(optimize[0], str) and optimize[0] != "einsum_path":
+            return normalise_optimize(optimize[0], count)
+        return ["einsum_path", *check_path(optimize, count)]
+    raise PlanError(
+        f"optimize must be False, True, 'auto', an opt_einsum strategy name or a path; "
+        f"got {optimize!r}"
+    )

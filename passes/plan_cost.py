@@ -21,11 +21,11 @@ from tensorc.passes.cost import (
     step_work,
     volume,
 )
-from tensorc.passes.paths import choose_path
+from tensorc.passes.paths import stage_path
 
 from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import Node, is_product_of_args
-from tensorc.ir.stages import stage_parts, stage_roots
+from tensorc.ir.stages import stage_join, stage_parts, stage_roots
 
 
 def block_extents(sizes: dict[str, int], counts: dict[str, int]) -> dict[str, int]:
@@ -69,16 +69,17 @@ def subtree_seconds(
     itemsize: int,
     workers: int,
     optimize: object = "auto",
+    recorded: dict | None = None,
 ) -> float:
-    """Modelled seconds of every stage under ``root`` with ``counts`` blocks per index."""
+    """Modelled seconds of every stage under ``root`` with ``counts`` blocks per index;
+    fused joins run the paths ``recorded`` by the contraction-path pass."""
     total = 0.0
-    blocks = block_extents(sizes, counts)
     for node in stage_roots(root):
         inputs, fn, output, monoid = stage_parts(node)
         keys = [key_of(child) for child in inputs]
         path = None
         if len(keys) > 1 and is_product_of_args(fn, len(keys)) and monoid in ("+", None):
-            stage_optimize = "auto" if isinstance(optimize, (list, tuple)) else optimize
-            path = choose_path(keys, output, blocks, itemsize, stage_optimize)
+            join = stage_join(node)
+            path = stage_path(join, keys, output, sizes, itemsize, optimize, recorded or {})
         total += stage_seconds(keys, output, path, sizes, counts, itemsize, workers)
     return total

@@ -56,6 +56,34 @@ def _blas_controller():
     return _CONTROLLER
 
 
+class _BlasLimit:
+    """Process-wide BLAS thread limit for overlapping parallel runs.
+
+    The first run to enter saves the BLAS setting and lowers it; the last to leave restores
+    it, so concurrent calls from several threads never restore each other's lowered value.
+    """
+
+    _lock = threading.Lock()
+    _active = 0
+    _saved = None
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+
+    def __enter__(self) -> None:
+        with _BlasLimit._lock:
+            if _BlasLimit._active == 0:
+                _BlasLimit._saved = _blas_controller().limit(limits=self.threads, user_api="blas")
+            _BlasLimit._active += 1
+
+    def __exit__(self, *exc) -> None:
+        with _BlasLimit._lock:
+            _BlasLimit._active -= 1
+            if _BlasLimit._active == 0 and _BlasLimit._saved is not None:
+                _BlasLimit._saved.restore_original_limits()
+                _BlasLimit._saved = None
+
+
 def available_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -120,7 +148,7 @@ class LocalExecutor:
             self._run_serial(state)
         else:
             blas_threads = max(1, available_cores() // workers)
-            with _blas_controller().limit(limits=blas_threads, user_api="blas"):
+            with _BlasLimit(blas_threads):
                 self._run_parallel(state, workers)
         return {
             "run_seconds": time.perf_counter() - started,

@@ -7,6 +7,7 @@ Heavy dependencies (Ray, z3) are imported only by the parts that need them.
 
 from tensorc.api import clear_plan_cache, einsum, last_stats, plan, tensordot
 from tensorc.errors import (
+    AxisError,
     ExecutionError,
     IRVerificationError,
     ParseError,
@@ -18,6 +19,7 @@ from tensorc.errors import (
 from tensorc.plan import Plan
 
 __all__ = [
+    "AxisError",
     "ExecutionError",
     "IRVerificationError",
     "ParseError",

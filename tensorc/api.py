@@ -16,11 +16,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from tensorc.errors import ParseError, PlanError, ShapeError
+from tensorc.errors import AxisError, ParseError, PlanError, ShapeError
 from tensorc.frontend.einsum import result_dtype
 from tensorc.frontend.subscripts import EinsumSpec, parse_einsum, sublist_to_subscripts
 from tensorc.passes.base import PassContext
-from tensorc.passes.paths import check_path
+from tensorc.passes.paths import normalise_optimize
 from tensorc.plan import Plan, PlanCache, build_plan
 from tensorc.runtime.local import LocalExecutor, available_cores
 
@@ -117,11 +117,20 @@ def _get_plan(
 
 
 def _allocate(shape, dtype, order: str, arrays: Sequence[np.ndarray]) -> np.ndarray:
-    if order == "F" or (
-        order == "A" and arrays and all(a.flags.f_contiguous and a.ndim > 1 for a in arrays)
-    ):
-        return np.empty(shape, dtype=dtype, order="F")
-    return np.empty(shape, dtype=dtype)
+    """The result array in numpy's layout for ``order``: ``F`` always Fortran; ``A`` Fortran
+    when every operand is Fortran-contiguous; ``K`` Fortran when the operands with two or more
+    dimensions are all Fortran- and not C-contiguous (numpy matches the inputs' layout)."""
+    matrices = [a for a in arrays if a.ndim > 1]
+    fortran = (
+        order == "F"
+        or (order == "A" and all(a.flags.f_contiguous for a in arrays))
+        or (
+            order == "K"
+            and matrices
+            and all(a.flags.f_contiguous and not a.flags.c_contiguous for a in matrices)
+        )
+    )
+    return np.empty(shape, dtype=dtype, order="F" if fortran else "C")
 
 
 def einsum(
@@ -168,8 +177,7 @@ def einsum(
     arrays = [np.asarray(op) for op in operands]
     shapes = tuple(a.shape for a in arrays)
     spec = _parse(subscripts, shapes)
-    if isinstance(optimize, (list, tuple)):
-        check_path(optimize, len(arrays))
+    optimize = normalise_optimize(optimize, len(arrays))
     shape = spec.output_shape()
     if out is not None:
         if not isinstance(out, np.ndarray):
@@ -189,8 +197,9 @@ def einsum(
         plan_options,
     )
     planned = time.perf_counter()
-    if out is not None and out.dtype == compute:
-        target = out
+    aliased = out is not None and any(np.may_share_memory(out, a) for a in arrays)
+    if out is not None and out.dtype == compute and not aliased:
+        target = out  # final blocks land in place; an out that overlaps an input does not
     else:
         target = _allocate(shape, compute, order, arrays)
     run = LocalExecutor(plan_options.get("workers")).run(plan.graph, arrays, target)
@@ -218,10 +227,8 @@ def einsum(
 
 def tensordot_subscripts(a_ndim: int, b_ndim: int, axes, a_shape, b_shape) -> tuple[str, list]:
     """numpy.tensordot's ``axes`` as einsum subscripts; also the per-operand axis lists."""
-    if isinstance(axes, (int, np.integer)) and not isinstance(axes, bool):
-        count = int(axes)
-        if count < 0:
-            raise ShapeError(f"tensordot axes must be non-negative, got {count}")
+    if isinstance(axes, (int, np.integer)):
+        count = max(int(axes), 0)  # numpy: a negative count contracts nothing (outer product)
         if count > a_ndim or count > b_ndim:
             raise ShapeError(
                 f"tensordot axes={count} but the operands have {a_ndim} and {b_ndim} dimensions"
@@ -267,7 +274,7 @@ def tensordot_subscripts(a_ndim: int, b_ndim: int, axes, a_shape, b_shape) -> tu
 def _normalise_axis(axis, ndim: int, which: str) -> int:
     value = int(axis)
     if not -ndim <= value < ndim:
-        raise ShapeError(f"axis {value} is out of bounds for {which} of dimension {ndim}")
+        raise AxisError(f"axis {value} is out of bounds for {which} of dimension {ndim}")
     return value % ndim
 
 
@@ -309,6 +316,7 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
             shapes.append(array.shape)
             dtypes.append(array.dtype)
             layouts.append(_layout(array))
+    optimize = normalise_optimize(optimize, len(shapes))
     stand_ins = [np.zeros((1,) * len(s), dtype=d) for s, d in zip(shapes, dtypes, strict=True)]
     _parse(subscripts, tuple(shapes))
     _, compute = result_dtype(subscripts, stand_ins, None, "safe", None, 0)

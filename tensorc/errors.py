@@ -21,6 +21,10 @@ class ShapeError(TensorcError, ValueError):
     """Operands whose shapes do not fit the subscripts or each other."""
 
 
+class AxisError(ShapeError, IndexError):
+    """An axis number outside an operand's dimensions (numpy raises ``IndexError`` there)."""
+
+
 class TypeCheckError(TensorcError, TypeError):
     """Operands or options whose dtypes cannot be combined as asked (casting rules)."""
 

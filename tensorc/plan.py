@@ -2,8 +2,8 @@
 
 A :class:`Plan` holds the element IR after each pass, the chosen blocking, the task graph and
 its statistics. ``build_plan`` is pure (shapes, dtypes and options in; plan out) and
-``cached_plan`` memoises it by ``(subscripts, shapes, dtypes, options)`` so a repeated call
-pays a dictionary lookup for planning.
+:class:`PlanCache` memoises it by ``(subscripts, shapes, dtypes, layouts, options)`` so a
+repeated call pays a dictionary lookup for planning.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def build_plan(
     program = einsum_program(spec, shapes, names, str(np.dtype(compute_dtype)))
     final, stages = run_pipeline(program, ctx)
     blocking = choose_blocking(final, ctx)
-    graph = lower(final, blocking, ctx.optimize)
+    graph = lower(final, blocking, ctx.optimize, ctx.paths)
     graph.verify()
     stats = {
         **graph.summary(),

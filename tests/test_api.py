@@ -232,3 +232,68 @@ def test_tensordot_error_messages(call, message):
     with pytest.raises(tc.ShapeError) as info:
         tc.tensordot(np.ones(a_shape), np.ones(b_shape), axes=axes)
     assert str(info.value) == message
+
+
+@pytest.mark.parametrize("grid", [None, {"i": 2, "k": 2}, {"i": 3}])
+def test_out_that_overlaps_an_input_gets_numpys_answer(grid):
+    rng = np.random.default_rng(8)
+    a, b = rng.random((6, 6)), rng.random((6, 6))
+    expected = a @ b
+    options = {} if grid is None else {"grid": grid}
+    result = tc.einsum("ij,jk->ik", a, b, out=a, workers=1, **options)
+    assert result is a
+    np.testing.assert_allclose(a, expected)
+    c = rng.random((6, 6))
+    transposed = c.T.copy()
+    tc.einsum("ij->ji", c, out=c, grid={"i": 2})
+    np.testing.assert_array_equal(c, transposed)
+
+
+def test_the_path_explain_shows_is_the_path_that_runs():
+    plan = tc.plan("ab,bc,cd->ad", (10, 500), (500, 400), (400, 8), grid={"c": 8})
+    note = next(n for n in plan.notes if n.startswith("contraction-path"))
+    kernels = [k for k in plan.graph.kernels if type(k).__name__ == "EinsumBlock"]
+    if "fused join" in note:
+        (kernel,) = [k for k in kernels if k.path is not None and len(k.path) == 2]
+        assert f"path {kernel.path}:" in note
+    else:
+        assert all(len(k.path) == 1 for k in kernels)
+
+
+def test_an_explicit_path_runs_as_given():
+    shapes = (10, 50), (50, 40), (40, 8)
+    plan = tc.plan("ab,bc,cd->ad", *shapes, optimize=["einsum_path", (0, 1), (0, 1)])
+    assert "path [(0, 1), (0, 1)]" in "\n".join(plan.notes)
+
+
+@pytest.mark.parametrize(
+    "optimize", [("greedy", 10**6), ["optimal", 1e6], "dp", ["einsum_path", (0, 1)]]
+)
+def test_numpy_optimize_forms_are_accepted(optimize):
+    a, b = np.ones((3, 4)), np.ones((4, 5))
+    np.testing.assert_allclose(tc.einsum("ij,jk", a, b, optimize=optimize), a @ b)
+
+
+@pytest.mark.parametrize("order", ["K", "A", "C", "F"])
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_result_layout_follows_numpy(order, layout):
+    rng = np.random.default_rng(9)
+    a = np.asarray(rng.random((5, 4)), order=layout)
+    b = np.asarray(rng.random((4, 3)), order=layout)
+    expected = np.einsum("ij,jk->ik", a, b, order=order)
+    result = tc.einsum("ij,jk->ik", a, b, order=order)
+    assert result.flags.f_contiguous == expected.flags.f_contiguous
+    assert result.flags.c_contiguous == expected.flags.c_contiguous
+
+
+@pytest.mark.parametrize("axes", [-1, True, 0, np.int64(1)])
+def test_tensordot_integer_axes_follow_numpy(axes):
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+    np.testing.assert_allclose(tc.tensordot(a, b, axes=axes), np.tensordot(a, b, axes=axes))
+
+
+def test_tensordot_axis_out_of_range_is_an_index_error_like_numpy():
+    with pytest.raises(IndexError):
+        np.tensordot(np.ones((2, 3)), np.ones((3, 5)), axes=([5], [0]))
+    with pytest.raises(IndexError):
+        tc.tensordot(np.ones((2, 3)), np.ones((3, 5)), axes=([5], [0]))

@@ -51,7 +51,7 @@ def test_a_failing_kernel_stops_the_run_and_names_the_task():
         with pytest.raises(tc.ExecutionError) as info:
             LocalExecutor(workers).run(bad, [a, b], np.empty((8, 6)))
         assert "failed: FloatingPointError: overflow in block" in str(info.value)
-        assert str(pair.key) in str(info.value) or "pair" in str(info.value)
+        assert f"task {pair.key} (pair) failed" in str(info.value)
 
 
 def test_blas_threads_are_restored_after_a_parallel_run():
@@ -98,3 +98,23 @@ def test_no_large_intermediate_is_materialised(subscripts, shapes):
     np.testing.assert_allclose(result, np.einsum(subscripts, *operands, optimize=True))
     # the Khatri-Rao intermediate of ijk,jf,kf is J*K*F = F/I of X; nothing N^4-like
     assert peak <= 0.5 * inputs, f"peak {peak} bytes for {inputs} bytes of inputs"
+
+
+def test_concurrent_parallel_runs_restore_blas_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_info
+
+    before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    a = np.random.default_rng(10).random((128, 64))
+
+    def call(_):
+        for _ in range(30):
+            np.testing.assert_allclose(
+                tc.einsum("ik,kj->ij", a, a.T, grid={"i": 4}, workers=2), a @ a.T
+            )
+
+    with ThreadPoolExecutor(3) as pool:
+        list(pool.map(call, range(3)))
+    after = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    assert before == after

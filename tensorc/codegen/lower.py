@@ -1,6 +1,6 @@
 """Codegen: partial evaluation of the IR over block coordinates into a TaskGraph.
 
-``lower(program, blocking, optimize)`` touches no data. Each IR node becomes a *blocked
+``lower(program, blocking, optimize, paths)`` touches no data. Each IR node becomes a *blocked
 value* — its key and a map from block coordinates to the task that produces that block:
 
 - ``Scan`` → one ``load`` task per block (repeated indices read diagonal blocks);
@@ -44,10 +44,10 @@ from tensorc.ir.nodes import (
     post_order,
 )
 from tensorc.ir.printer import format_program
-from tensorc.ir.stages import folded_maps, stage_parts
+from tensorc.ir.stages import folded_maps, stage_join, stage_parts
 from tensorc.passes.blocking import Blocking
 from tensorc.passes.cost import contraction_flops
-from tensorc.passes.paths import choose_path
+from tensorc.passes.paths import stage_path
 
 
 class _Blocked:
@@ -61,10 +61,13 @@ class _Blocked:
 
 
 class _Builder:
-    def __init__(self, program: Program, blocking: Blocking, optimize: object) -> None:
+    def __init__(
+        self, program: Program, blocking: Blocking, optimize: object, paths: dict
+    ) -> None:
         self.program = program
         self.blocking = blocking
         self.optimize = optimize
+        self.paths = paths
         self.dtype = np.dtype(program.dtype)
         self.itemsize = self.dtype.itemsize
         self.tasks: list[Task] = []
@@ -121,15 +124,15 @@ class _Builder:
         output: tuple[str, ...],
         monoid: str | None,
         label: str,
+        join: Join | None = None,
     ) -> _Blocked:
         all_key = unique([n for b in inputs for n in b.key])
         in_keys = [b.key for b in inputs]
         if is_product_of_args(fn, len(inputs)) and monoid in ("+", None):
             block_sizes = {n: max(1, self.blocking.block_size(n)) for n in all_key}
-            optimize = self.optimize
-            if isinstance(optimize, (list, tuple)) and not _path_fits(optimize, len(inputs)):
-                optimize = "auto"  # an explicit path names the fused join's operands only
-            path = choose_path(in_keys, output, block_sizes, self.itemsize, optimize)
+            path = stage_path(
+                join, in_keys, output, block_sizes, self.itemsize, self.optimize, self.paths
+            )
             kernel_obj = EinsumBlock(in_keys, output, path, block_sizes)
         else:
             kernel_obj = ElementwiseBlock(fn, in_keys, all_key, output, monoid, self.dtype)
@@ -189,13 +192,6 @@ class _Builder:
         return _Blocked(old.key, result)
 
 
-def _path_fits(path: Sequence[object], count: int) -> bool:
-    steps = [s for s in path if s != "einsum_path"]
-    return count - sum(len(s) - 1 for s in steps) == 1 and all(
-        max(s) < count for s in steps
-    )
-
-
 def _compact_shared_loads(tasks: list[Task], kernels: list) -> None:
     """Mark scans whose blocks feed several tasks: their strided blocks are copied once."""
     uses = [0] * len(tasks)
@@ -236,9 +232,18 @@ def _loads_before_first_use(
     return reordered, [(renumber[t], slices) for t, slices in outputs]
 
 
-def lower(program: Program, blocking: Blocking, optimize: object = "auto") -> TaskGraph:
-    """Partially evaluate ``program`` over the block coordinates of ``blocking``."""
-    builder = _Builder(program, blocking, optimize)
+def lower(
+    program: Program,
+    blocking: Blocking,
+    optimize: object = "auto",
+    paths: dict | None = None,
+) -> TaskGraph:
+    """Partially evaluate ``program`` over the block coordinates of ``blocking``.
+
+    ``paths`` maps each fused product join to the contraction path the contraction-path
+    pass chose for it; those stages run exactly that path.
+    """
+    builder = _Builder(program, blocking, optimize, paths or {})
     values: dict[Node, _Blocked] = {}
     folded = folded_maps(program.output)
     for number, node in enumerate(post_order(program.output)):
@@ -254,7 +259,7 @@ def lower(program: Program, blocking: Blocking, optimize: object = "auto") -> Ta
         else:
             inputs, fn, output, monoid = stage_parts(node)
             blocked = [values[child] for child in inputs]
-            values[node] = builder.stage(blocked, fn, output, monoid, label)
+            values[node] = builder.stage(blocked, fn, output, monoid, label, stage_join(node))
     final = values[program.output]
     outputs = []
     for coords, task in sorted(final.tasks.items()):

@@ -4,7 +4,8 @@ A value is a keyed collection: a tensor ``A[i,k]`` is the set of ``((i,k), a)``.
 is a frozen, slotted dataclass with structural equality, so equal subtrees are equal values
 (CSE and plan caching come for free) and passes build new trees instead of editing.
 
-Nodes (the closed set; ``tensorc.ir.rules`` answers every question about each of them):
+Nodes (the closed set; the rule tables in ``keys``, ``verify``, ``printer`` and ``interpret``
+answer every question about each of them):
 
 - ``Scan(tensor, indices)`` — a declared input, one index name per dimension; a repeated
   name reads the diagonal (``Scan("A", ("i", "i"))`` is ``A[i,i]``).

@@ -27,6 +27,14 @@ def stage_parts(node: Node) -> tuple[list[Node], Expr, tuple[str, ...], str | No
     return inputs, fn, output, monoid
 
 
+def stage_join(node: Node) -> Join | None:
+    """The join a stage root consumes (through its map), if any."""
+    inner = node.x if isinstance(node, ReduceByKey) else node
+    if isinstance(inner, Map):
+        inner = inner.x
+    return inner if isinstance(inner, Join) else None
+
+
 def folded_maps(root: Node) -> set[Node]:
     """Maps that belong to the ``ReduceByKey`` stage above them (not stages of their own)."""
     return {
