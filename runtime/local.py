@@ -1,8 +1,10 @@
 """The local executor: runs a TaskGraph on a thread pool inside this process.
 
-Contract: ``LocalExecutor().run(graph, operands, out)`` fills ``out`` (an ndarray of the
-graph's output shape and dtype) with the graph's result and returns run statistics. It is
-the embedded default when no Ray cluster is connected.
+Contract: ``LocalExecutor().run(graph, schedule, inputs, out=None)`` — the interface every
+executor shares — returns the graph's result as an ndarray, written into ``out`` when given
+(an ndarray of the graph's output shape and dtype). ``schedule`` is ``None`` here: one
+process is one node, and the order below is the schedule. Statistics of the run are in
+``executor.last_run``. It is the embedded default when no Ray cluster is connected.
 
 Policy:
 
@@ -137,10 +139,21 @@ class LocalExecutor:
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers or available_cores()
+        self.last_run: dict = {}
 
-    def run(self, graph: TaskGraph, operands: Sequence[np.ndarray], out: np.ndarray) -> dict:
+    def run(
+        self,
+        graph: TaskGraph,
+        schedule: object,
+        inputs: Sequence[np.ndarray],
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
         started = time.perf_counter()
-        state = _Run(graph, operands, out)
+        if schedule is not None:
+            raise TypeError("the local executor runs one node; it takes schedule=None")
+        if out is None:
+            out = np.empty(graph.output_shape, dtype=graph.dtype)
+        state = _Run(graph, inputs, out)
         compute = len(graph.tasks) - graph.counts()[LOAD]
         width = graph.max_width() if compute > 1 else compute
         workers = max(1, min(self.workers, width))
@@ -150,11 +163,12 @@ class LocalExecutor:
             blas_threads = max(1, available_cores() // workers)
             with _BlasLimit(blas_threads):
                 self._run_parallel(state, workers)
-        return {
+        self.last_run = {
             "run_seconds": time.perf_counter() - started,
             "workers": workers,
             "blas_threads": None if workers == 1 else max(1, available_cores() // workers),
         }
+        return out
 
     @staticmethod
     def _run_serial(state: _Run) -> None:

@@ -202,7 +202,9 @@ def einsum(
         target = out  # final blocks land in place; an out that overlaps an input does not
     else:
         target = _allocate(shape, compute, order, arrays)
-    run = LocalExecutor(plan_options.get("workers")).run(plan.graph, arrays, target)
+    executor = LocalExecutor(plan_options.get("workers"))
+    executor.run(plan.graph, None, arrays, target)
+    run = executor.last_run
     if out is not None and target is not out:
         np.copyto(out, target, casting="unsafe")
         target = out
