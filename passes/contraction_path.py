@@ -23,7 +23,7 @@ from typing import ClassVar
 import numpy as np
 from tensorc.passes.base import PassContext
 from tensorc.passes.blocking import choose_blocking
-from tensorc.passes.cost import path_steps
+from tensorc.passes.cost import path_operands, path_steps
 from tensorc.passes.paths import Path, choose_path
 from tensorc.passes.plan_cost import block_extents, stage_seconds
 
@@ -64,12 +64,10 @@ def build_pairwise(
 ) -> Node:
     """Nested two-way product joins along ``path``; the last step is keyed by ``output``."""
     keys = [key_of(n) for n in inputs]
-    live: list[Node] = list(inputs)
+    values: list[Node] = list(inputs)
     steps = path_steps(keys, output, path, sizes)
-    for (_, step_output), pair in zip(steps, path, strict=True):
-        taken = [live[p] for p in sorted(pair)]
-        for p in sorted(pair, reverse=True):
-            live.pop(p)
+    for (_, step_output), operands in zip(steps, path_operands(len(inputs), path), strict=True):
+        taken = [values[k] for k in operands]
         if len(taken) == 1:
             node: Node = ReduceByKey("+", taken[0], step_output)
         else:
@@ -80,8 +78,8 @@ def build_pairwise(
             on = tuple(sorted(n for n, c in counts.items() if c > 1))
             join = Join(tuple(taken), on)
             node = ReduceByKey("+", Map(mul_of_args(len(taken)), join, key_of(join)), step_output)
-        live.append(node)
-    return live[0]
+        values.append(node)
+    return values[-1]
 
 
 @dataclass(frozen=True)

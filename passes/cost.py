@@ -110,7 +110,24 @@ def path_seconds(
     itemsize: int,
 ) -> float:
     """Modelled seconds of a whole contraction path (opt_einsum's linear path format)."""
-    return sum(s for s in path_steps_seconds(inputs, output, path, sizes, itemsize))
+    return sum(
+        step_seconds(step_inputs, step_output, sizes, itemsize)
+        for step_inputs, step_output in path_steps(inputs, output, path, sizes)
+    )
+
+
+def path_operands(count: int, path: Sequence[tuple[int, ...]]) -> list[list[int]]:
+    """For each step of ``path`` (positions into the shrinking operand list), the operands it
+    takes as stable numbers: ``0..count-1`` are the inputs, ``count + s`` is step ``s``'s
+    result."""
+    live = list(range(count))
+    taken_per_step: list[list[int]] = []
+    for number, step in enumerate(path):
+        taken_per_step.append([live[p] for p in sorted(step)])
+        for p in sorted(step, reverse=True):
+            live.pop(p)
+        live.append(count + number)
+    return taken_per_step
 
 
 def path_steps(
@@ -143,19 +160,6 @@ def path_steps(
         steps.append((taken, result))
         remaining.append(result)
     return steps
-
-
-def path_steps_seconds(
-    inputs: Sequence[Key],
-    output: Key,
-    path: Sequence[tuple[int, ...]],
-    sizes: dict[str, int],
-    itemsize: int,
-) -> list[float]:
-    return [
-        step_seconds(step_inputs, step_output, sizes, itemsize)
-        for step_inputs, step_output in path_steps(inputs, output, path, sizes)
-    ]
 
 
 def parallel_seconds(work: Work, tasks: int, workers: int) -> float:

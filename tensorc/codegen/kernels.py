@@ -22,24 +22,9 @@ from collections.abc import Sequence
 import numpy as np
 import opt_einsum as oe
 
-from tensorc.ir.nodes import Arg, Call, Const, Expr
-from tensorc.passes.cost import path_steps, uses_blas
-
-MONOID_UFUNCS: dict[str, np.ufunc] = {
-    "+": np.add,
-    "*": np.multiply,
-    "max": np.maximum,
-    "min": np.minimum,
-    "or": np.logical_or,
-    "and": np.logical_and,
-}
-
-_CALL_UFUNCS: dict[str, np.ufunc] = {
-    "mul": np.multiply,
-    "add": np.add,
-    "sub": np.subtract,
-    "div": np.true_divide,
-}
+from tensorc.ir.nodes import Expr
+from tensorc.ir.semantics import MONOID_UFUNCS, align, evaluate
+from tensorc.passes.cost import path_operands, path_steps, uses_blas
 
 
 def _letters(keys: Sequence[Sequence[str]]) -> dict[str, str]:
@@ -90,17 +75,6 @@ class LoadBlock:
         elif self.compact and not block.flags.c_contiguous:
             block = np.ascontiguousarray(block)
         return _finish(block, out)
-
-
-def _aligned_view(block: np.ndarray, key: Sequence[str], target: Sequence[str]) -> np.ndarray:
-    """View ``block`` (axes ``key``) with the axes of ``target``, size 1 where it has none."""
-    order = [key.index(n) for n in target if n in key]
-    moved = block.transpose(order) if order != list(range(len(order))) else block
-    shape = []
-    extents = iter(moved.shape)
-    for name in target:
-        shape.append(next(extents) if name in key else 1)
-    return moved.reshape(shape)
 
 
 def _matrix_layout(key, contracted, free, contracted_first):
@@ -182,14 +156,10 @@ class EinsumBlock:
         self.path = path
         self.steps: list[_Step] = []
         if path is not None and len(inputs) > 1:
-            live = list(range(len(inputs)))
-            for pair, (taken_keys, result) in zip(
-                path, path_steps(inputs, output, path, sizes), strict=True
+            steps = path_steps(inputs, output, path, sizes)
+            for taken, (taken_keys, result) in zip(
+                path_operands(len(inputs), path), steps, strict=True
             ):
-                taken = [live[p] for p in sorted(pair)]
-                for p in sorted(pair, reverse=True):
-                    live.pop(p)
-                live.append(len(inputs) + len(self.steps))
                 self.steps.append(_Step(taken, [tuple(k) for k in taken_keys], tuple(result)))
         self._expressions: dict[tuple, object] = {}
 
@@ -200,7 +170,7 @@ class EinsumBlock:
                 return result
         if step.is_product:
             views = [
-                _aligned_view(b, k, step.output)
+                align(b, k, step.output)
                 for b, k in zip(blocks, step.keys, strict=True)
             ]
             result = np.multiply(views[0], views[1])
@@ -246,34 +216,13 @@ class ElementwiseBlock:
         self.monoid = monoid
         self.dtype = np.dtype(dtype)
 
-    def _aligned(self, block: np.ndarray, key: tuple[str, ...]) -> np.ndarray:
-        order = [key.index(n) for n in self.join_key if n in key]
-        moved = np.transpose(block, order)
-        shape = []
-        sizes = iter(moved.shape)
-        for name in self.join_key:
-            shape.append(next(sizes) if name in key else 1)
-        return moved.reshape(shape)
-
-    def _eval(self, expr: Expr, values: list[np.ndarray]):
-        if isinstance(expr, Arg):
-            return values[expr.position]
-        if isinstance(expr, Const):
-            return np.asarray(expr.value, dtype=self.dtype)
-        if isinstance(expr, Call):
-            args = [self._eval(a, values) for a in expr.args]
-            if expr.op == "neg":
-                return np.negative(args[0])
-            result = args[0]
-            for arg in args[1:]:
-                result = _CALL_UFUNCS[expr.op](result, arg)
-            return result
-        raise TypeError(f"not an expression: {expr!r}")
-
     def __call__(self, *blocks: np.ndarray, out=None) -> np.ndarray:
-        values = [self._aligned(b, k) for b, k in zip(blocks, self.inputs, strict=True)]
+        values = [
+            align(b, k, self.join_key) for b, k in zip(blocks, self.inputs, strict=True)
+        ]
         full_shape = np.broadcast_shapes(*(v.shape for v in values)) if values else ()
-        result = np.broadcast_to(np.asarray(self._eval(self.fn, values), self.dtype), full_shape)
+        value = np.asarray(evaluate(self.fn, values, self.dtype), self.dtype)
+        result = np.broadcast_to(value, full_shape)
         dropped = tuple(k for k, n in enumerate(self.join_key) if n not in self.output)
         if dropped and self.monoid is not None:
             result = MONOID_UFUNCS[self.monoid].reduce(result, axis=dropped, dtype=self.dtype)

@@ -14,10 +14,6 @@ import numpy as np
 
 from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import (
-    Arg,
-    Call,
-    Const,
-    Expr,
     Join,
     Map,
     Merge,
@@ -27,22 +23,7 @@ from tensorc.ir.nodes import (
     Scan,
     post_order,
 )
-
-MONOID_UFUNCS: dict[str, np.ufunc] = {
-    "+": np.add,
-    "*": np.multiply,
-    "max": np.maximum,
-    "min": np.minimum,
-    "or": np.logical_or,
-    "and": np.logical_and,
-}
-
-_CALL_UFUNCS: dict[str, Callable] = {
-    "mul": np.multiply,
-    "add": np.add,
-    "sub": np.subtract,
-    "div": np.true_divide,
-}
+from tensorc.ir.semantics import MONOID_UFUNCS, align, evaluate
 
 
 class _Context:
@@ -64,17 +45,6 @@ class _Joined:
         self.values = values
 
 
-def _align(value: np.ndarray, have: tuple[str, ...], want: tuple[str, ...]) -> np.ndarray:
-    """View ``value`` (axes ``have``) with axes ``want``, inserting size-1 axes."""
-    order = [have.index(name) for name in want if name in have]
-    moved = np.transpose(value, order) if order != list(range(len(order))) else value
-    shape = []
-    kept = iter(moved.shape)
-    for name in want:
-        shape.append(next(kept) if name in have else 1)
-    return moved.reshape(shape)
-
-
 def _scan(node: Scan, env: dict, ctx: _Context):
     array = np.asarray(ctx.arrays[node.tensor])
     letters = {}
@@ -90,33 +60,17 @@ def _join(node: Join, env: dict, ctx: _Context):
     for child in node.inputs:
         value = env[child]
         assert not isinstance(value, _Joined), "joins are flat"
-        values.append(_align(value, key_of(child), key))
+        values.append(align(value, key_of(child), key))
     return _Joined(values)
-
-
-def _eval_expr(expr: Expr, values: list[np.ndarray], dtype: np.dtype):
-    if isinstance(expr, Arg):
-        return values[expr.position]
-    if isinstance(expr, Const):
-        return np.asarray(expr.value, dtype=dtype)
-    if isinstance(expr, Call):
-        args = [_eval_expr(a, values, dtype) for a in expr.args]
-        if expr.op == "neg":
-            return np.negative(args[0])
-        result = args[0]
-        for arg in args[1:]:
-            result = _CALL_UFUNCS[expr.op](result, arg)
-        return result
-    raise TypeError(f"not an expression: {expr!r}")
 
 
 def _map(node: Map, env: dict, ctx: _Context):
     source = env[node.x]
     values = source.values if isinstance(source, _Joined) else [source]
     key = key_of(node.x)
-    result = np.asarray(_eval_expr(node.fn, values, ctx.dtype), dtype=ctx.dtype)
+    result = np.asarray(evaluate(node.fn, values, ctx.dtype), dtype=ctx.dtype)
     result = np.broadcast_to(result, ctx.full_shape(key))
-    return _align(result, key, node.key)
+    return align(result, key, node.key)
 
 
 def _reduce(node: ReduceByKey, env: dict, ctx: _Context):
@@ -129,12 +83,12 @@ def _reduce(node: ReduceByKey, env: dict, ctx: _Context):
     full = np.broadcast_to(value, ctx.full_shape(have))
     reduced = ufunc.reduce(full, axis=dropped, dtype=ctx.dtype) if dropped else full
     kept = tuple(name for name in have if name in node.key)
-    return np.array(_align(reduced, kept, node.key), order="C")
+    return np.array(align(reduced, kept, node.key), order="C")
 
 
 def _merge(node: Merge, env: dict, ctx: _Context):
     old, new = env[node.old], env[node.new]
-    aligned = _align(new, key_of(node.new), key_of(node.old))
+    aligned = align(new, key_of(node.new), key_of(node.old))
     return MONOID_UFUNCS[node.monoid](old, aligned, dtype=ctx.dtype)
 
 

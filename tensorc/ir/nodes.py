@@ -36,7 +36,7 @@ MONOIDS: dict[str, str] = {
 """Each monoid's name and the printed form of its identity."""
 
 CALL_OPS: frozenset[str] = frozenset({"mul", "add", "sub", "div", "neg"})
-"""Operators a ``Call`` may apply element-wise (the einsum front end uses ``mul``)."""
+"""Operators a ``Call`` may apply element-wise (``tensorc.ir.semantics`` defines each)."""
 
 
 @dataclass(frozen=True, slots=True)

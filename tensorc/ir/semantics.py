@@ -1,0 +1,63 @@
+"""The element-wise meaning of the IR, in numpy: shared by the reference interpreter and the
+block kernels so both compute with the same definitions.
+
+- :data:`MONOID_UFUNCS` — each monoid of ``ReduceByKey``/``Merge`` as a numpy ufunc;
+- :func:`evaluate` — a ``Map`` expression over broadcast numpy values;
+- :func:`align` — view an array keyed ``have`` with the axes of ``want`` (size-1 where it has
+  none), the one primitive both joins and element-wise kernels need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from tensorc.ir.nodes import Arg, Call, Const, Expr
+
+MONOID_UFUNCS: dict[str, np.ufunc] = {
+    "+": np.add,
+    "*": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+    "or": np.logical_or,
+    "and": np.logical_and,
+}
+
+CALL_UFUNCS: dict[str, np.ufunc] = {
+    "mul": np.multiply,
+    "add": np.add,
+    "sub": np.subtract,
+    "div": np.true_divide,
+    "neg": np.negative,
+}
+
+
+def evaluate(expr: Expr, values: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
+    """The value of ``expr`` with ``Arg(k)`` bound to ``values[k]`` (numpy broadcasting)."""
+    if isinstance(expr, Arg):
+        return values[expr.position]
+    if isinstance(expr, Const):
+        return np.asarray(expr.value, dtype=dtype)
+    if isinstance(expr, Call):
+        args = [evaluate(a, values, dtype) for a in expr.args]
+        ufunc = CALL_UFUNCS[expr.op]
+        if ufunc.nin == 1:
+            return ufunc(args[0])
+        result = args[0]
+        for arg in args[1:]:
+            result = ufunc(result, arg)
+        return result
+    raise TypeError(f"not an expression: {expr!r}")
+
+
+def align(value: np.ndarray, have: Sequence[str], want: Sequence[str]) -> np.ndarray:
+    """View ``value`` (axes named ``have``) with the axes ``want``, inserting size-1 axes."""
+    have = tuple(have)
+    order = [have.index(name) for name in want if name in have]
+    moved = value.transpose(order) if order != list(range(len(order))) else value
+    shape = []
+    extents = iter(moved.shape)
+    for name in want:
+        shape.append(next(extents) if name in have else 1)
+    return moved.reshape(shape)
