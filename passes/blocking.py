@@ -23,11 +23,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from tensorc.passes.base import PassContext
-from tensorc.passes.plan_cost import subtree_seconds
 
 from tensorc.errors import PlanError
 from tensorc.ir.nodes import Program, Scan, post_order
+from tensorc.passes.base import PassContext
+from tensorc.passes.plan_cost import subtree_seconds
 
 MIB = 1 << 20
 SPLIT_BYTES = 8 * MIB

@@ -15,11 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tensorc.passes.base import PassContext
-
 from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import Arg, Join, Map, Node, Program, ReduceByKey
 from tensorc.ir.rewrite import rewrite
+from tensorc.passes.base import PassContext
 
 
 def _canonical(node: Node) -> Node | None:

@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+
+from tensorc.ir.keys import key_of
+from tensorc.ir.nodes import Join, Map, Node, Program, ReduceByKey, is_product_of_args, mul_of_args
+from tensorc.ir.rewrite import rewrite
 from tensorc.passes.base import PassContext
 from tensorc.passes.blocking import choose_blocking
 from tensorc.passes.cost import path_operands, path_steps
 from tensorc.passes.paths import Path, choose_path
 from tensorc.passes.plan_cost import block_extents, stage_seconds
-
-from tensorc.ir.keys import key_of
-from tensorc.ir.nodes import Join, Map, Node, Program, ReduceByKey, is_product_of_args, mul_of_args
-from tensorc.ir.rewrite import rewrite
 
 
 def product_join(node: Node) -> tuple[Join, tuple[str, ...]] | None:

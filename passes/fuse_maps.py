@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tensorc.passes.base import PassContext
-
 from tensorc.ir.nodes import Arg, Call, Const, Expr, Map, Node, Program
 from tensorc.ir.rewrite import rewrite
+from tensorc.passes.base import PassContext
 
 
 def substitute(expr: Expr, replacement: Expr) -> Expr:

@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import opt_einsum as oe
-from tensorc.passes.cost import Key, path_seconds, volume
 
 from tensorc.errors import PlanError
+from tensorc.passes.cost import Key, path_seconds, volume
 
 Path = list[tuple[int, ...]]
 

@@ -10,15 +10,14 @@ Order and the invariant each pass leaves (see ``passes/README.md``)::
 
 from __future__ import annotations
 
+from tensorc.ir.nodes import Program
+from tensorc.ir.printer import format_program
+from tensorc.ir.verify import verify
 from tensorc.passes.base import Pass, PassContext
 from tensorc.passes.canonicalize import Canonicalize
 from tensorc.passes.contraction_path import ContractionPathPass
 from tensorc.passes.fuse_maps import FuseMaps
 from tensorc.passes.reduce_pushdown import ReducePushdown
-
-from tensorc.ir.nodes import Program
-from tensorc.ir.printer import format_program
-from tensorc.ir.verify import verify
 
 DEFAULT_PIPELINE: tuple[Pass, ...] = (
     Canonicalize(),

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import math
 
+from tensorc.ir.keys import key_of
+from tensorc.ir.nodes import Node, is_product_of_args
+from tensorc.ir.stages import stage_join, stage_parts, stage_roots
 from tensorc.passes.cost import (
     MEMORY_BYTES_PER_SECOND,
     Work,
@@ -22,10 +25,6 @@ from tensorc.passes.cost import (
     volume,
 )
 from tensorc.passes.paths import stage_path
-
-from tensorc.ir.keys import key_of
-from tensorc.ir.nodes import Node, is_product_of_args
-from tensorc.ir.stages import stage_join, stage_parts, stage_roots
 
 
 def block_extents(sizes: dict[str, int], counts: dict[str, int]) -> dict[str, int]:

@@ -14,11 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tensorc.passes.base import PassContext
-
 from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import Join, Map, Node, Program, ReduceByKey, is_product_of_args
 from tensorc.ir.rewrite import rewrite
+from tensorc.passes.base import PassContext
 
 DISTRIBUTES: frozenset[tuple[str, str]] = frozenset({("+", "mul")})
 

@@ -6,10 +6,10 @@ import dataclasses
 
 import numpy as np
 import pytest
-from tensorc.runtime.local import LocalExecutor, _Run
 
 import tensorc as tc
 from tensorc.codegen.taskgraph import PAIR
+from tensorc.runtime.local import LocalExecutor, _Run
 
 
 def _graph(subscripts, *shapes, **options):

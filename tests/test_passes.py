@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from tensorc.frontend.einsum import einsum_program
+from tensorc.frontend.subscripts import parse_einsum
+from tensorc.ir.interpret import interpret
+from tensorc.ir.nodes import Join, ReduceByKey, Scan, post_order
+from tensorc.ir.verify import verify
 from tensorc.passes.base import PassContext
 from tensorc.passes.canonicalize import Canonicalize
 from tensorc.passes.contraction_path import ContractionPathPass
@@ -11,12 +17,6 @@ from tensorc.passes.fuse_maps import FuseMaps
 from tensorc.passes.paths import check_path, choose_path, small_first_path
 from tensorc.passes.pipeline import DEFAULT_PIPELINE, run_pipeline
 from tensorc.passes.reduce_pushdown import ReducePushdown
-
-from tensorc.frontend.einsum import einsum_program
-from tensorc.frontend.subscripts import parse_einsum
-from tensorc.ir.interpret import interpret
-from tensorc.ir.nodes import Join, ReduceByKey, Scan, post_order
-from tensorc.ir.verify import verify
 
 EXPRESSIONS = [
     ("ijk,if,jf->if", [(4, 5, 6), (4, 3), (5, 3)]),
