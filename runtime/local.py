@@ -93,6 +93,27 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+class _BufferPool:
+    """Block buffers of one run, handed back when their block dies and reused by the next
+    copied block of the same shape: a graph that copies thousands of strided blocks touches
+    fresh memory (page faults) for only the few alive at once."""
+
+    def __init__(self) -> None:
+        self._free: dict[tuple, list[np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        with self._lock:
+            stack = self._free.get((shape, dtype))
+            if stack:
+                return stack.pop()
+        return np.empty(shape, dtype=dtype)
+
+    def give(self, buffer: np.ndarray) -> None:
+        with self._lock:
+            self._free.setdefault((buffer.shape, buffer.dtype), []).append(buffer)
+
+
 class _Run:
     """The mutable state of one execution of one graph."""
 
@@ -104,6 +125,8 @@ class _Run:
         self.remaining_inputs = [len(t.inputs) for t in graph.tasks]
         self.remaining_uses = [len(c) for c in graph.consumers()]
         self.destination: dict[int, tuple[slice, ...]] = dict(graph.outputs)
+        self.buffers = _BufferPool()
+        self.pooled: set[int] = set()  # tasks whose value is a pool buffer
 
     def execute(self, index: int) -> None:
         graph = self.graph
@@ -116,7 +139,11 @@ class _Run:
         try:
             if task.kind == LOAD:
                 position, slices = task.source
-                value = kernel(self.operands[position], slices, out=out)
+                operand = self.operands[position]
+                if out is None and getattr(kernel, "compact", False):
+                    value = self._compacted_load(index, kernel, operand, slices)
+                else:
+                    value = kernel(operand, slices, out=out)
             else:
                 value = kernel(*(self.values[s] for s in task.inputs), out=out)
         except Exception as err:  # noqa: BLE001 - re-raised with the task named
@@ -126,11 +153,23 @@ class _Run:
         if target is None:
             self.values[index] = value
 
+    def _compacted_load(self, index: int, kernel, operand, slices) -> np.ndarray:
+        """A load whose strided block several tasks read: copied into a pooled buffer."""
+        view = operand[slices]
+        if view.flags.c_contiguous:
+            return kernel(operand, slices)
+        task = self.graph.tasks[index]
+        buffer = self.buffers.take(task.shape, self.graph.dtype)
+        self.pooled.add(index)
+        return kernel(operand, slices, out=buffer)
+
     def release_inputs(self, index: int) -> None:
-        """Drop every input whose last consumer was ``index``."""
+        """Drop every input whose last consumer was ``index`` (pool buffers go back)."""
         for source in self.graph.tasks[index].inputs:
             self.remaining_uses[source] -= 1
             if self.remaining_uses[source] == 0:
+                if source in self.pooled:
+                    self.buffers.give(self.values[source])
                 self.values[source] = None
 
 
