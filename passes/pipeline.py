@@ -10,6 +10,9 @@ Order and the invariant each pass leaves (see ``passes/README.md``)::
 
 from __future__ import annotations
 
+import time
+
+from tensorc import debug
 from tensorc.ir.nodes import Program
 from tensorc.ir.printer import format_program
 from tensorc.ir.verify import verify
@@ -39,7 +42,13 @@ def run_pipeline(
     if keep_text:
         stages.append(("input", format_program(program)))
     for step in passes:
+        started = time.perf_counter()
+        notes_before = len(ctx.notes)
         program = verify(step.run(program, ctx))
+        debug.log(1, f"pass {step.name}: {(time.perf_counter() - started) * 1e3:.3f} ms")
+        for note in ctx.notes[notes_before:]:
+            debug.log(3, note)
         if keep_text:
             stages.append((step.name, format_program(program)))
+            debug.log(2, f"IR after {step.name}:\n{stages[-1][1]}")
     return program, stages

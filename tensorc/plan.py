@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tensorc import debug
 from tensorc.codegen.lower import lower
 from tensorc.codegen.taskgraph import TaskGraph
 from tensorc.frontend.einsum import einsum_program
@@ -87,7 +88,11 @@ def build_plan(
         "max_node_memory_bytes": None,
         "lower_bound_bytes": 0,
     }
-    return Plan(subscripts, spec, final, stages, list(ctx.notes), blocking, graph, stats)
+    plan = Plan(subscripts, spec, final, stages, list(ctx.notes), blocking, graph, stats)
+    debug.log(1, f"planned {subscripts!r}: {stats['tasks']} tasks, "
+                 f"{stats['plan_seconds'] * 1e3:.2f} ms, blocking {stats['blocking']}")
+    debug.dump(f"plan-{graph.name}.txt", plan.explain())
+    return plan
 
 
 class PlanCache:

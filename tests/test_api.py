@@ -297,3 +297,16 @@ def test_tensordot_axis_out_of_range_is_an_index_error_like_numpy():
         np.tensordot(np.ones((2, 3)), np.ones((3, 5)), axes=([5], [0]))
     with pytest.raises(IndexError):
         tc.tensordot(np.ones((2, 3)), np.ones((3, 5)), axes=([5], [0]))
+
+
+def test_debug_hook_logs_passes_and_dumps_the_plan(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("TENSORC_DEBUG", "3")
+    monkeypatch.setenv("TENSORC_DUMP_DIR", str(tmp_path))
+    tc.clear_plan_cache()
+    plan = tc.plan("ijk,if,jf->if", (4, 5, 6), (4, 3), (5, 3))
+    err = capsys.readouterr().err
+    assert "[tensorc] pass reduce-pushdown:" in err
+    assert "[tensorc] IR after fuse-maps:" in err
+    assert "[tensorc] reduce-pushdown: summed private indices" in err
+    dumped = tmp_path / f"plan-{plan.graph.name}.txt"
+    assert dumped.read_text() == plan.explain() + "\n"
