@@ -173,7 +173,9 @@ class EinsumBlock:
                 align(b, k, step.output)
                 for b, k in zip(blocks, step.keys, strict=True)
             ]
-            result = np.multiply(views[0], views[1])
+            shape = np.broadcast_shapes(*(v.shape for v in views))
+            direct = out is not None and out.shape == shape and out.dtype == views[0].dtype
+            result = np.multiply(views[0], views[1], out=out if direct else None)
             for view in views[2:]:
                 np.multiply(result, view, out=result)
             return result
