@@ -54,7 +54,8 @@ def demo(n: int, f: int, repeats: int) -> int:
     print(f"numpy.einsum   median {np_ms:8.2f} ms  (optimize=True)")
     print(f"ratio tensorc / numpy: {tc_ms / np_ms:.2f}")
     print()
-    print("== decisions ==" + tc.plan("ijk,if,jf->if", x, b, c).explain().split("== decisions ==")[1])
+    explained = tc.plan("ijk,if,jf->if", x, b, c).explain()
+    print("== decisions ==" + explained.split("== decisions ==")[1])
     return 0 if ok else 1
 
 
