@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from numpy_reference import assert_matches, bound, label_extents, random_array
 
 import tensorc as tc
 
@@ -20,18 +21,7 @@ LABELS = "abcdeAB"
 # label that occurs in only one operand in that operand's own dtype (bool: logical or; int8:
 # wrapping), so its answer depends on the path it picks. float16 is left out for tolerance.
 DTYPES = [np.float64, np.float32, np.complex128, np.complex64, np.int64, np.int32]
-_RTOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
 PY_SCALARS = [2, -1, 0, 3.5, -0.25]
-
-
-def random_array(rng, shape, dtype):
-    dtype = np.dtype(dtype)
-    if dtype.kind == "i":
-        return rng.integers(-3, 4, size=shape).astype(dtype)
-    values = np.asarray(rng.standard_normal(shape))
-    if dtype.kind == "c":
-        values = values + 1j * np.asarray(rng.standard_normal(shape))
-    return values.astype(dtype)
 
 
 @st.composite
@@ -105,22 +95,6 @@ def einsum_problems(draw):
     return subscripts, operands, options
 
 
-def label_extents(subscripts, shapes):
-    """{label: extent} (all sizes here are >= 1, so the max over the operands)."""
-    terms = subscripts.split("->")[0].split(",")
-    extents = {}
-    for term, shape in zip(terms, shapes, strict=True):
-        if "..." in term:
-            head, tail = term.split("...")
-            pairs = list(zip(head, shape[: len(head)], strict=True))
-            pairs += list(zip(tail, shape[len(shape) - len(tail) :], strict=True))
-        else:
-            pairs = list(zip(term, shape, strict=True))
-        for label, size in pairs:
-            extents[label] = max(extents.get(label, 1), size)
-    return extents
-
-
 @settings(
     max_examples=150,
     deadline=None,
@@ -136,21 +110,7 @@ def test_random_einsum_matches_numpy(problem):
     expected = np.asarray(np.einsum(subscripts, *operands, optimize=True))
     actual = tc.einsum(subscripts, *operands, **options)
 
-    assert isinstance(actual, (np.ndarray, np.generic))
-    got = np.asarray(actual)
-    assert got.dtype == expected.dtype, (note, got.dtype, expected.dtype)
-    assert got.shape == expected.shape, (note, got.shape, expected.shape)
-    if expected.dtype.kind in "fc":
-        inexact = [np.dtype(expected.dtype)] + [
-            np.asarray(op).dtype for op in operands if np.asarray(op).dtype.kind in "fc"
-        ]
-        rtol = max(_RTOL[np.finfo(d).dtype] for d in inexact)
-        bound = np.asarray(
-            np.einsum(subscripts, *[np.abs(np.asarray(op)).astype(np.float64) for op in operands])
-        )
-        scale = float(bound.max()) if bound.size else 0.0
-        np.testing.assert_allclose(
-            got, expected, rtol=rtol, atol=rtol * max(scale, 1e-30), err_msg=note
-        )
-    else:
-        np.testing.assert_array_equal(got, expected, err_msg=note)
+    input_dtypes = [np.asarray(op).dtype for op in operands]
+    absolute = [np.abs(np.asarray(op)).astype(np.float64) for op in operands]
+    scale = bound(np.einsum(subscripts, *absolute))
+    assert_matches(actual, expected, scale, input_dtypes, err_msg=note)

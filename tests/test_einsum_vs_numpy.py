@@ -15,6 +15,7 @@ import itertools
 
 import numpy as np
 import pytest
+from numpy_reference import assert_matches, bound, label_extents, random_array
 
 import tensorc as tc
 
@@ -34,10 +35,6 @@ ALL_DTYPES = [
     np.complex64,
     np.complex128,
 ]
-
-# Relative tolerance per floating precision; the absolute tolerance is the same number times the
-# largest value of the einsum over |operands| (a bound on the size of the summed terms).
-_RTOL = {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
 
 # name -> (plan option, blocks or block size per label); None means no plan options.
 PLANS = {
@@ -61,45 +58,6 @@ def rng():
     return np.random.default_rng(20240521)
 
 
-def random_array(rng, shape, dtype=np.float64):
-    """Small values that keep every dtype (incl. float16) well away from overflow."""
-    dtype = np.dtype(dtype)
-    if dtype.kind == "b":
-        return rng.integers(0, 2, size=shape).astype(bool)
-    if dtype.kind == "u":
-        return rng.integers(0, 4, size=shape).astype(dtype)
-    if dtype.kind == "i":
-        return rng.integers(-3, 4, size=shape).astype(dtype)
-    if dtype.kind == "f":
-        return np.asarray(rng.standard_normal(shape)).astype(dtype)
-    real = np.asarray(rng.standard_normal(shape))
-    imag = np.asarray(rng.standard_normal(shape))
-    return (real + 1j * imag).astype(dtype)
-
-
-def label_extents(subscripts, operands):
-    """{label: extent} from the input side of a subscripts string (size-1 broadcasting aware)."""
-    terms = subscripts.replace(" ", "").split("->")[0].split(",")
-    extents = {}
-    for term, operand in zip(terms, operands, strict=True):
-        shape = np.shape(operand)
-        if "..." in term:
-            head, tail = term.split("...")
-            pairs = list(zip(head, shape[: len(head)], strict=True))
-            pairs += list(zip(tail, shape[len(shape) - len(tail) :], strict=True))
-        else:
-            pairs = list(zip(term, shape, strict=True))
-        for label, size in pairs:
-            previous = extents.get(label)
-            if previous is None:
-                extents[label] = size
-            elif previous == 0 or size == 0:
-                extents[label] = 0
-            else:
-                extents[label] = max(previous, size)
-    return extents
-
-
 def plan_options(plan, subscripts, operands):
     """Plan keyword arguments forcing ``n`` blocks (or block size ``n``) on every label.
 
@@ -108,7 +66,7 @@ def plan_options(plan, subscripts, operands):
     if plan is None:
         return {}
     option, n = plan
-    extents = label_extents(subscripts, operands)
+    extents = label_extents(subscripts, [np.shape(op) for op in operands])
     mapping = {label: min(n, size) for label, size in extents.items() if size > 0}
     return {option: mapping} if mapping else {}
 
@@ -126,31 +84,7 @@ def magnitude(args):
     args = list(args)
     for i in _split_args(args):
         args[i] = np.abs(np.asarray(args[i])).astype(np.float64)
-    bound = np.asarray(np.einsum(*args))
-    return float(bound.max()) if bound.size else 0.0
-
-
-def tolerance(*dtypes):
-    """rtol of the least precise floating/complex dtype among ``dtypes``.
-
-    Input precision counts too: e.g. numpy's own optimized path reduces a complex64 operand
-    in complex64 before promoting to complex128, so the result is only good to ~1e-7.
-    """
-    inexact = [np.dtype(d) for d in dtypes if np.dtype(d).kind in "fc"]
-    return max(_RTOL[np.finfo(d).dtype] for d in inexact)
-
-
-def assert_matches(actual, expected, scale=1.0, input_dtypes=()):
-    assert isinstance(actual, (np.ndarray, np.generic)), f"got a {type(actual).__name__}"
-    expected = np.asarray(expected)
-    got = np.asarray(actual)
-    assert got.dtype == expected.dtype, f"dtype {got.dtype}, numpy gives {expected.dtype}"
-    assert got.shape == expected.shape, f"shape {got.shape}, numpy gives {expected.shape}"
-    if expected.dtype.kind in "fc":
-        rtol = tolerance(expected.dtype, *input_dtypes)
-        np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol * max(scale, 1e-30))
-    else:
-        np.testing.assert_array_equal(got, expected)
+    return bound(np.einsum(*args))
 
 
 def check(*args, plan=None, **kwargs):

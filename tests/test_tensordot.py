@@ -11,24 +11,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from numpy_reference import assert_matches, bound, random_array
 
 import tensorc as tc
-
-_RTOL = {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
-
-
-def random_array(rng, shape, dtype=np.float64):
-    dtype = np.dtype(dtype)
-    if dtype.kind == "b":
-        return rng.integers(0, 2, size=shape).astype(bool)
-    if dtype.kind == "u":
-        return rng.integers(0, 4, size=shape).astype(dtype)
-    if dtype.kind == "i":
-        return rng.integers(-3, 4, size=shape).astype(dtype)
-    values = np.asarray(rng.standard_normal(shape))
-    if dtype.kind == "c":
-        values = values + 1j * np.asarray(rng.standard_normal(shape))
-    return values.astype(dtype)
 
 
 def normalize_axes(a_ndim, b_ndim, axes):
@@ -58,19 +43,9 @@ def assert_tensordot_matches(a, b, axes, **options):
     else:
         expected = np.asarray(np.tensordot(a, b, axes=axes))
         actual = tc.tensordot(a, b, axes=axes, **options)
-    assert isinstance(actual, (np.ndarray, np.generic)), f"got a {type(actual).__name__}"
-    got = np.asarray(actual)
-    assert got.dtype == expected.dtype, f"dtype {got.dtype}, numpy gives {expected.dtype}"
-    assert got.shape == expected.shape, f"shape {got.shape}, numpy gives {expected.shape}"
-    if expected.dtype.kind in "fc":
-        inexact = [expected.dtype] + [x.dtype for x in (a, b) if x.dtype.kind in "fc"]
-        rtol = max(_RTOL[np.finfo(d).dtype] for d in inexact)
-        abs_a, abs_b = np.abs(a).astype(np.float64), np.abs(b).astype(np.float64)
-        bound = np.asarray(np.tensordot(abs_a, abs_b, axes=2 if axes is None else axes))
-        scale = float(bound.max()) if bound.size else 0.0
-        np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol * max(scale, 1e-30))
-    else:
-        np.testing.assert_array_equal(got, expected)
+    abs_a, abs_b = np.abs(a).astype(np.float64), np.abs(b).astype(np.float64)
+    scale = bound(np.tensordot(abs_a, abs_b, axes=2 if axes is None else axes))
+    assert_matches(actual, expected, scale, (a.dtype, b.dtype))
 
 
 @pytest.fixture
