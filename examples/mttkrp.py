@@ -26,6 +26,7 @@ def main(n: int = 64, f: int = 16) -> int:
         assert np.allclose(result, expected), subscripts
         stats = tc.last_stats()
         print(f"{subscripts}: matches numpy, {stats['tasks']} tasks ({stats['blocking']})")
+    print("all results match numpy")
     return 0
 
 

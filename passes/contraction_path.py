@@ -22,7 +22,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from tensorc.ir.keys import key_of
+from tensorc.ir.keys import join_of, key_of
 from tensorc.ir.nodes import Join, Map, Node, Program, ReduceByKey, is_product_of_args, mul_of_args
 from tensorc.ir.rewrite import rewrite
 from tensorc.passes.base import PassContext
@@ -42,11 +42,6 @@ def product_join(node: Node) -> tuple[Join, tuple[str, ...]] | None:
     if not is_product_of_args(mapped.fn, len(mapped.x.inputs)):
         return None
     return mapped.x, node.key
-
-
-def fused_seconds(keys, output, path, sizes, counts, itemsize, workers) -> float:
-    """One stage: every block tuple runs the whole path."""
-    return stage_seconds(keys, output, path, sizes, counts, itemsize, workers)
 
 
 def pairwise_seconds(keys, output, path, sizes, counts, itemsize, workers) -> float:
@@ -71,12 +66,7 @@ def build_pairwise(
         if len(taken) == 1:
             node: Node = ReduceByKey("+", taken[0], step_output)
         else:
-            counts: dict[str, int] = {}
-            for child in taken:
-                for name in key_of(child):
-                    counts[name] = counts.get(name, 0) + 1
-            on = tuple(sorted(n for n, c in counts.items() if c > 1))
-            join = Join(tuple(taken), on)
+            join = join_of(taken)
             node = ReduceByKey("+", Map(mul_of_args(len(taken)), join, key_of(join)), step_output)
         values.append(node)
     return values[-1]
@@ -102,7 +92,8 @@ class ContractionPathPass:
                 ctx.paths[join] = None
                 ctx.note(self.name, "optimize=False: one fused join, numpy's single einsum loop")
                 return None
-            fused = fused_seconds(keys, output, path, sizes, counts, itemsize, ctx.workers)
+            # fused: one stage, every block tuple runs the whole path
+            fused = stage_seconds(keys, output, path, sizes, counts, itemsize, ctx.workers)
             pairwise = pairwise_seconds(keys, output, path, sizes, counts, itemsize, ctx.workers)
             verdict = "fused join" if fused <= pairwise else "pairwise stages"
             ctx.note(

@@ -18,6 +18,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from opt_einsum import get_symbol
 from opt_einsum.blas import can_blas
 
 BLAS_FLOPS_PER_CORE = 50e9
@@ -33,34 +34,35 @@ def volume(key: Sequence[str], sizes: dict[str, int]) -> int:
     return math.prod(sizes[name] for name in key)
 
 
-def contraction_flops(inputs: Sequence[Key], output: Key, sizes: dict[str, int]) -> int:
-    """Floating-point operations of one einsum step: ``n - 1`` multiplies per element of the
-    joined index space plus one add when an index is summed (so a GEMM is 2·m·n·k and a
-    sum over one operand is its volume)."""
+def flops_per_element(inputs: Sequence[Key], output: Key) -> int:
+    """Operations per element of the joined index space of one einsum step: ``n - 1``
+    multiplies plus one add when an index is summed (so a GEMM is 2·m·n·k in all and a sum
+    over one operand is its volume)."""
     union = {name for key in inputs for name in key}
-    summed = union - set(output)
-    factor = (len(inputs) - 1) + (1 if summed else 0)
-    return volume(sorted(union), sizes) * factor
+    return (len(inputs) - 1) + (1 if union - set(output) else 0)
+
+
+def contraction_flops(inputs: Sequence[Key], output: Key, sizes: dict[str, int]) -> int:
+    """Floating-point operations of one einsum step (see :func:`flops_per_element`)."""
+    union = {name for key in inputs for name in key}
+    return volume(sorted(union), sizes) * flops_per_element(inputs, output)
 
 
 def uses_blas(inputs: Sequence[Key], output: Key) -> bool:
     """Whether opt_einsum hands this pairwise step to BLAS."""
     if len(inputs) != 2:
         return False
-    union = {name for key in inputs for name in key}
-    removed = frozenset(union - set(output))
+    union = sorted({name for key in inputs for name in key})
+    removed = set(union) - set(output)
     if not removed:
         return False
-    kind = can_blas(["".join(_chars(inputs[0], union)), "".join(_chars(inputs[1], union))],
-                    "".join(_chars(output, union)), frozenset(_chars(sorted(removed), union)))
+    symbol = {name: get_symbol(k) for k, name in enumerate(union)}
+
+    def text(key: Sequence[str]) -> str:
+        return "".join(symbol[name] for name in key)
+
+    kind = can_blas([text(inputs[0]), text(inputs[1])], text(output), frozenset(text(removed)))
     return kind in ("GEMM", "DOT", "TDOT")
-
-
-def _chars(key: Sequence[str], union: set[str]) -> list[str]:
-    from opt_einsum import get_symbol
-
-    alphabet = {name: get_symbol(k) for k, name in enumerate(sorted(union))}
-    return [alphabet[name] for name in key]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tensorc.ir.keys import key_of
+from tensorc.ir.keys import index_counts, key_of
 from tensorc.ir.nodes import Join, Map, Node, Program, ReduceByKey, is_product_of_args
 from tensorc.ir.rewrite import rewrite
 from tensorc.passes.base import PassContext
@@ -31,10 +31,7 @@ def _pushdown(node: Node) -> Node | None:
         return None
     if not is_product_of_args(mapped.fn, len(join.inputs)):
         return None
-    counts: dict[str, int] = {}
-    for child in join.inputs:
-        for name in key_of(child):
-            counts[name] = counts.get(name, 0) + 1
+    counts = index_counts(join.inputs)
     new_inputs = []
     changed = False
     for child in join.inputs:

@@ -140,10 +140,10 @@ class _Run:
             if task.kind == LOAD:
                 position, slices = task.source
                 operand = self.operands[position]
-                if out is None and getattr(kernel, "compact", False):
-                    value = self._compacted_load(index, kernel, operand, slices)
-                else:
-                    value = kernel(operand, slices, out=out)
+                if out is None and kernel.copies(operand, slices):
+                    out = self.buffers.take(task.shape, graph.dtype)
+                    self.pooled.add(index)
+                value = kernel(operand, slices, out=out)
             else:
                 value = kernel(*(self.values[s] for s in task.inputs), out=out)
         except Exception as err:  # noqa: BLE001 - re-raised with the task named
@@ -152,16 +152,6 @@ class _Run:
             ) from err
         if target is None:
             self.values[index] = value
-
-    def _compacted_load(self, index: int, kernel, operand, slices) -> np.ndarray:
-        """A load whose strided block several tasks read: copied into a pooled buffer."""
-        view = operand[slices]
-        if view.flags.c_contiguous:
-            return kernel(operand, slices)
-        task = self.graph.tasks[index]
-        buffer = self.buffers.take(task.shape, self.graph.dtype)
-        self.pooled.add(index)
-        return kernel(operand, slices, out=buffer)
 
     def release_inputs(self, index: int) -> None:
         """Drop every input whose last consumer was ``index`` (pool buffers go back)."""
@@ -193,9 +183,8 @@ class LocalExecutor:
         if out is None:
             out = np.empty(graph.output_shape, dtype=graph.dtype)
         state = _Run(graph, inputs, out)
-        compute = len(graph.tasks) - graph.counts()[LOAD]
-        width = graph.max_width() if compute > 1 else compute
-        workers = max(1, min(self.workers, width))
+        workers = max(1, min(self.workers, graph.max_width()))
+        blas_threads = None
         if workers == 1:
             self._run_serial(state)
         else:
@@ -205,7 +194,7 @@ class LocalExecutor:
         self.last_run = {
             "run_seconds": time.perf_counter() - started,
             "workers": workers,
-            "blas_threads": None if workers == 1 else max(1, available_cores() // workers),
+            "blas_threads": blas_threads,
         }
         return out
 

@@ -90,6 +90,7 @@ def _context(plan_options: dict, optimize: object, layouts: tuple[str, ...]) -> 
 
 def _get_plan(
     subscripts: str,
+    spec: EinsumSpec,
     shapes: tuple[tuple[int, ...], ...],
     dtypes: tuple[str, ...],
     layouts: tuple[str, ...],
@@ -109,7 +110,6 @@ def _get_plan(
     plan = _cache.get(key)
     if plan is not None:
         return plan, True
-    spec = _parse(subscripts, shapes)
     ctx = _context(plan_options, optimize, layouts)
     plan = build_plan(subscripts, spec, shapes, dtypes, compute_dtype.str, ctx)
     _cache.put(key, plan)
@@ -189,6 +189,7 @@ def einsum(
     result_type, compute = result_dtype(subscripts, arrays, dtype, casting, out, len(shape))
     plan, cached = _get_plan(
         subscripts,
+        spec,
         shapes,
         tuple(a.dtype.str for a in arrays),
         tuple(_layout(a) for a in arrays),
@@ -227,8 +228,8 @@ def einsum(
     return target[()] if target.ndim == 0 else target
 
 
-def tensordot_subscripts(a_ndim: int, b_ndim: int, axes, a_shape, b_shape) -> tuple[str, list]:
-    """numpy.tensordot's ``axes`` as einsum subscripts; also the per-operand axis lists."""
+def tensordot_subscripts(a_ndim: int, b_ndim: int, axes, a_shape, b_shape) -> str:
+    """numpy.tensordot's ``axes`` as einsum subscripts."""
     if isinstance(axes, (int, np.integer)):
         count = max(int(axes), 0)  # numpy: a negative count contracts nothing (outer product)
         if count > a_ndim or count > b_ndim:
@@ -269,8 +270,7 @@ def tensordot_subscripts(a_ndim: int, b_ndim: int, axes, a_shape, b_shape) -> tu
         b_sub[axis_b] = a_sub[axis_a]
     free_a = [a_sub[k] for k in range(a_ndim) if k not in norm_a]
     free_b = [b_sub[k] for k in range(b_ndim) if k not in norm_b]
-    subscripts = "".join(a_sub) + "," + "".join(b_sub) + "->" + "".join(free_a + free_b)
-    return subscripts, [norm_a, norm_b]
+    return "".join(a_sub) + "," + "".join(b_sub) + "->" + "".join(free_a + free_b)
 
 
 def _normalise_axis(axis, ndim: int, which: str) -> int:
@@ -287,7 +287,7 @@ def tensordot(a, b, axes=2, backend: str | None = None, **plan_options):
     counts per dimension of each operand.
     """
     a_arr, b_arr = np.asarray(a), np.asarray(b)
-    subscripts, _ = tensordot_subscripts(a_arr.ndim, b_arr.ndim, axes, a_arr.shape, b_arr.shape)
+    subscripts = tensordot_subscripts(a_arr.ndim, b_arr.ndim, axes, a_arr.shape, b_arr.shape)
     result = einsum(subscripts, a_arr, b_arr, backend=backend, **plan_options)
     return np.asarray(result)
 
@@ -320,10 +320,11 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
             layouts.append(_layout(array))
     optimize = normalise_optimize(optimize, len(shapes))
     stand_ins = [np.zeros((1,) * len(s), dtype=d) for s, d in zip(shapes, dtypes, strict=True)]
-    _parse(subscripts, tuple(shapes))
+    spec = _parse(subscripts, tuple(shapes))
     _, compute = result_dtype(subscripts, stand_ins, None, "safe", None, 0)
     built, _ = _get_plan(
         subscripts,
+        spec,
         tuple(shapes),
         tuple(d.str for d in dtypes),
         tuple(layouts),

@@ -26,7 +26,9 @@ from tensorc.ir.verify import VERIFY_RULES, verify
 
 
 @pytest.mark.parametrize(
-    "table", [KEY_RULES, VERIFY_RULES, PRINT_RULES, INTERPRET_RULES], ids=lambda t: str(len(t))
+    "table",
+    [KEY_RULES, VERIFY_RULES, PRINT_RULES, INTERPRET_RULES],
+    ids=["keys", "verify", "print", "interpret"],
 )
 def test_every_node_type_has_a_rule_in_every_table(table):
     assert set(table) == set(NODE_TYPES)

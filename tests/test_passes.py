@@ -8,7 +8,18 @@ import pytest
 from tensorc.frontend.einsum import einsum_program
 from tensorc.frontend.subscripts import parse_einsum
 from tensorc.ir.interpret import interpret
-from tensorc.ir.nodes import Join, ReduceByKey, Scan, post_order
+from tensorc.ir.nodes import (
+    Arg,
+    Call,
+    Const,
+    Join,
+    Map,
+    Program,
+    ReduceByKey,
+    Scan,
+    TensorDecl,
+    post_order,
+)
 from tensorc.ir.verify import verify
 from tensorc.passes.base import PassContext
 from tensorc.passes.canonicalize import Canonicalize
@@ -95,16 +106,11 @@ def test_pairwise_stages_win_for_a_long_chain_over_many_blocks():
 
 
 def test_fuse_maps_collapses_a_map_of_a_map():
-    from tensorc.ir.nodes import Arg, Call, Const, Map
-
     scan = Scan("A", ("i",))
     inner = Map(Call("mul", (Arg(0), Const(2.0))), scan, ("i",))
     outer = Map(Call("add", (Arg(0), Const(1.0))), inner, ("i",))
-    program = _program("i->i", [(3,)]).with_output(outer)
-    program = type(program)(
-        (type(program.inputs[0])("A", (3,), "float64"),), (("i", 3),), outer, "float64"
-    )
-    fused = FuseMaps().run(program, PassContext())
+    program = verify(Program((TensorDecl("A", (3,), "float64"),), (("i", 3),), outer, "float64"))
+    fused = verify(FuseMaps().run(program, PassContext()))
     assert fused.output == Map(
         Call("add", (Call("mul", (Arg(0), Const(2.0))), Const(1.0))), scan, ("i",)
     )

@@ -66,15 +66,25 @@ class LoadBlock:
         self.dtype = dtype
         self.compact = compact
 
-    def __call__(self, operand: np.ndarray, slices: tuple[slice, ...], out=None) -> np.ndarray:
+    def _view(self, operand: np.ndarray, slices: tuple[slice, ...]) -> np.ndarray:
         block = operand[slices]
-        if self.diagonal is not None:
-            block = np.einsum(self.diagonal, block)
-        if block.dtype != self.dtype:
-            block = block.astype(self.dtype)
-        elif self.compact and not block.flags.c_contiguous:
-            block = np.ascontiguousarray(block)
-        return _finish(block, out)
+        return block if self.diagonal is None else np.einsum(self.diagonal, block)
+
+    def _must_copy(self, view: np.ndarray) -> bool:
+        return view.dtype != self.dtype or (self.compact and not view.flags.c_contiguous)
+
+    def copies(self, operand: np.ndarray, slices: tuple[slice, ...]) -> bool:
+        """Whether this block is a copy (cast or compacted) rather than a view: the executor
+        then offers a recycled buffer as ``out``."""
+        return self._must_copy(self._view(operand, slices))
+
+    def __call__(self, operand: np.ndarray, slices: tuple[slice, ...], out=None) -> np.ndarray:
+        view = self._view(operand, slices)
+        if out is not None:
+            return _finish(view, out)
+        if self._must_copy(view):
+            return np.array(view, dtype=self.dtype, order="C")
+        return view
 
 
 def _matrix_layout(key, contracted, free, contracted_first):
@@ -208,15 +218,17 @@ class EinsumBlock:
 class ElementwiseBlock:
     """A map expression over broadcast blocks, optionally folded over dropped axes."""
 
-    __slots__ = ("fn", "inputs", "join_key", "output", "monoid", "dtype")
+    __slots__ = ("fn", "inputs", "join_key", "monoid", "dtype", "dropped", "order")
 
     def __init__(self, fn: Expr, inputs, join_key, output, monoid: str | None, dtype) -> None:
         self.fn = fn
         self.inputs = tuple(tuple(k) for k in inputs)
         self.join_key = tuple(join_key)
-        self.output = tuple(output)
         self.monoid = monoid
         self.dtype = np.dtype(dtype)
+        self.dropped = tuple(k for k, n in enumerate(self.join_key) if n not in output)
+        kept = [n for n in self.join_key if n in output]
+        self.order = [kept.index(n) for n in output]
 
     def __call__(self, *blocks: np.ndarray, out=None) -> np.ndarray:
         values = [
@@ -225,12 +237,13 @@ class ElementwiseBlock:
         full_shape = np.broadcast_shapes(*(v.shape for v in values)) if values else ()
         value = np.asarray(evaluate(self.fn, values, self.dtype), self.dtype)
         result = np.broadcast_to(value, full_shape)
-        dropped = tuple(k for k, n in enumerate(self.join_key) if n not in self.output)
-        if dropped and self.monoid is not None:
-            result = MONOID_UFUNCS[self.monoid].reduce(result, axis=dropped, dtype=self.dtype)
-        kept = [n for n in self.join_key if n in self.output]
-        result = np.transpose(result, [kept.index(n) for n in self.output])
-        return _finish(np.array(result, order="C"), out)
+        if self.dropped and self.monoid is not None:
+            ufunc = MONOID_UFUNCS[self.monoid]
+            result = ufunc.reduce(result, axis=self.dropped, dtype=self.dtype)
+        result = np.transpose(result, self.order)
+        if out is not None:
+            return _finish(result, out)
+        return np.array(result, order="C")
 
 
 class ReduceBlocks:

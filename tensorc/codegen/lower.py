@@ -46,7 +46,7 @@ from tensorc.ir.nodes import (
 from tensorc.ir.printer import format_program
 from tensorc.ir.stages import folded_maps, stage_join, stage_parts
 from tensorc.passes.blocking import Blocking
-from tensorc.passes.cost import contraction_flops
+from tensorc.passes.cost import flops_per_element
 from tensorc.passes.paths import stage_path
 
 
@@ -137,7 +137,7 @@ class _Builder:
         else:
             kernel_obj = ElementwiseBlock(fn, in_keys, all_key, output, monoid, self.dtype)
         kernel = self.kernel(kernel_obj)
-        reduce_kernel = self.kernel(ReduceBlocks(monoid or "+", self.dtype))
+        per_element = flops_per_element(in_keys, output)
         kind = PAIR if len(inputs) > 1 else APPLY
         stage = f"{label}-{self.digest}"
         position = {n: k for k, n in enumerate(all_key)}
@@ -151,20 +151,23 @@ class _Builder:
                 for b, pos in zip(inputs, in_positions, strict=True)
             )
             out_coords = tuple(coords[p] for p in out_positions)
-            sizes = {n: self.extent[n][c] for n, c in zip(all_key, coords, strict=True)}
-            shape = tuple(sizes[n] for n in output)
+            extents = [self.extent[n][c] for n, c in zip(all_key, coords, strict=True)]
+            shape = tuple(extents[p] for p in out_positions)
             task = Task(
                 (stage, *coords), kind, kernel, sources, shape,
                 math.prod(shape) * self.itemsize,
-                contraction_flops(in_keys, output, sizes),
+                math.prod(extents) * per_element,
             )
             partials.setdefault(out_coords, []).append(self.add(task))
         result: dict[tuple[int, ...], int] = {}
         reduce_stage = f"{label}.reduce-{self.digest}"
+        reduce_kernel = None
         for out_coords, parts in partials.items():
             if len(parts) == 1:
                 result[out_coords] = parts[0]
                 continue
+            if reduce_kernel is None:
+                reduce_kernel = self.kernel(ReduceBlocks(monoid or "+", self.dtype))
             shape = self.tasks[parts[0]].shape
             size = math.prod(shape)
             result[out_coords] = self.add(

@@ -10,6 +10,10 @@ Task kinds (TensorPlanner's workflow):
 - ``pair``   — an n-ary block kernel over one tuple of joined blocks (the contraction);
 - ``reduce`` — fold the partial blocks of one output block with the statement's monoid.
 
+Kernels are called ``kernel(*input_blocks, out=None)``; a load's kernel is called
+``kernel(operand, slices, out=None)`` and also answers ``copies(operand, slices)`` (whether
+its block is a fresh copy, so an executor may hand it a recycled buffer as ``out``).
+
 Every task carries its deterministic key ``(stage, *block_coordinates)``, its block shape,
 output bytes and flops, so counts and bytes can be asserted without running anything.
 """
@@ -70,6 +74,7 @@ class TaskGraph:
     dtype: np.dtype
     operand_names: tuple[str, ...]
     _consumers: list[list[int]] | None = field(default=None, repr=False)
+    _max_width: int | None = field(default=None, repr=False)
 
     def consumers(self) -> list[list[int]]:
         """For every task, the tasks that read its result (computed once)."""
@@ -99,7 +104,13 @@ class TaskGraph:
         }
 
     def max_width(self) -> int:
-        """Most compute tasks that could run at once (tasks per dependency level)."""
+        """Most compute tasks that could run at once (tasks per dependency level); computed
+        once per graph, since executors ask on every run."""
+        if self._max_width is None:
+            self._max_width = self._widest_level()
+        return self._max_width
+
+    def _widest_level(self) -> int:
         level = [0] * len(self.tasks)
         widths: Counter[int] = Counter()
         for index, task in enumerate(self.tasks):

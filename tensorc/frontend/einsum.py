@@ -20,7 +20,8 @@ import numpy as np
 
 from tensorc.errors import TypeCheckError
 from tensorc.frontend.subscripts import EinsumSpec
-from tensorc.ir.nodes import Join, Map, Program, ReduceByKey, Scan, TensorDecl, mul_of_args
+from tensorc.ir.keys import join_of, key_of
+from tensorc.ir.nodes import Map, Program, ReduceByKey, Scan, TensorDecl, mul_of_args
 
 
 def operand_name(position: int) -> str:
@@ -39,14 +40,8 @@ def einsum_program(
     if len(scans) == 1:
         body = Map(mul_of_args(1), scans[0], tuple(dict.fromkeys(spec.inputs[0])))
     else:
-        counts: dict[str, int] = {}
-        for names in spec.inputs:
-            for name in set(names):
-                counts[name] = counts.get(name, 0) + 1
-        on = tuple(sorted(n for n, c in counts.items() if c > 1))
-        join = Join(scans, on)
-        key = tuple(dict.fromkeys(n for names in spec.inputs for n in names))
-        body = Map(mul_of_args(len(scans)), join, key)
+        join = join_of(scans)
+        body = Map(mul_of_args(len(scans)), join, key_of(join))
     output = ReduceByKey("+", body, spec.output)
     return Program(decls, spec.sizes, output, compute_dtype)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from tensorc.ir.nodes import Join, Map, Merge, Node, ReduceByKey, Scan
@@ -34,6 +34,21 @@ def _reduce_key(node: ReduceByKey) -> tuple[str, ...]:
 
 def _merge_key(node: Merge) -> tuple[str, ...]:
     return key_of(node.old)
+
+
+def index_counts(nodes: Sequence[Node]) -> dict[str, int]:
+    """In how many of ``nodes`` each index name occurs."""
+    counts: dict[str, int] = {}
+    for node in nodes:
+        for name in key_of(node):
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def join_of(inputs: Sequence[Node]) -> Join:
+    """The join of ``inputs`` on every index two or more of them share (the only legal ``on``)."""
+    counts = index_counts(inputs)
+    return Join(tuple(inputs), tuple(sorted(n for n, c in counts.items() if c > 1)))
 
 
 KEY_RULES: dict[type, Callable] = {

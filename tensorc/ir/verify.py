@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tensorc.errors import IRVerificationError
-from tensorc.ir.keys import key_of
+from tensorc.ir.keys import join_of, key_of
 from tensorc.ir.nodes import (
     CALL_OPS,
     MONOIDS,
@@ -49,11 +49,7 @@ def _verify_scan(node: Scan, program: Program) -> None:
 def _verify_join(node: Join, program: Program) -> None:
     if len(node.inputs) < 2:
         _fail(node, "a join needs at least two inputs")
-    counts: dict[str, int] = {}
-    for child in node.inputs:
-        for name in key_of(child):
-            counts[name] = counts.get(name, 0) + 1
-    shared = tuple(sorted(name for name, count in counts.items() if count > 1))
+    shared = join_of(node.inputs).on
     if tuple(sorted(node.on)) != shared:
         _fail(node, f"joins on {node.on} but the inputs share {shared}")
 
