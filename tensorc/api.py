@@ -203,9 +203,7 @@ def einsum(
         target = out  # final blocks land in place; an out that overlaps an input does not
     else:
         target = _allocate(shape, compute, order, arrays)
-    executor = LocalExecutor(plan_options.get("workers"))
-    executor.run(plan.graph, None, arrays, target)
-    run = executor.last_run
+    run = execute_plan(plan, arrays, target, workers=plan_options.get("workers"))
     if out is not None and target is not out:
         np.copyto(out, target, casting="unsafe")
         target = out
@@ -226,6 +224,23 @@ def einsum(
     if target.dtype != result_type:
         target = target.astype(result_type)
     return target[()] if target.ndim == 0 else target
+
+
+def execute_plan(
+    plan: Plan,
+    arrays: Sequence[np.ndarray],
+    out: np.ndarray,
+    *,
+    workers: int | None = None,
+) -> dict:
+    """Run ``plan``'s task graph on ``arrays``, writing the result into ``out``.
+
+    The one place a compiled graph meets an executor (einsum, tensordot and ``.tc`` programs
+    all come through here). Returns the executor's run statistics.
+    """
+    executor = LocalExecutor(workers)
+    executor.run(plan.graph, None, arrays, out)
+    return executor.last_run
 
 
 def tensordot_subscripts(a_ndim: int, b_ndim: int, axes, a_shape, b_shape) -> str:
