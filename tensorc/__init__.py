@@ -1,11 +1,14 @@
 """tensorc: a tensor-algebra compiler for einsum, tensordot and ``.tc`` programs.
 
 ``import tensorc as tc`` gives the public API (see ``shared/docs/ARCHITECTURE.md``):
-``tc.einsum``, ``tc.tensordot``, ``tc.plan``, ``tc.last_stats`` and the error hierarchy.
+``tc.einsum``, ``tc.tensordot``, ``tc.plan``, ``tc.last_stats``, the Ray session
+(``tc.init``, ``tc.shutdown``), distributed arrays (``tc.Array``, ``tc.random``, ``tc.zeros``,
+``tc.ones``, ``tc.asarray``) and the error hierarchy.
 Heavy dependencies (Ray, z3) are imported only by the parts that need them.
 """
 
 from tensorc.api import clear_plan_cache, einsum, last_stats, plan, tensordot
+from tensorc.array import Array, asarray, ones, random, zeros
 from tensorc.errors import (
     AxisError,
     ExecutionError,
@@ -17,8 +20,16 @@ from tensorc.errors import (
     TypeCheckError,
 )
 from tensorc.plan import Plan
+from tensorc.session import init, shutdown
 
 __all__ = [
+    "Array",
+    "asarray",
+    "init",
+    "ones",
+    "random",
+    "shutdown",
+    "zeros",
     "AxisError",
     "ExecutionError",
     "IRVerificationError",

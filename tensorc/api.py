@@ -16,6 +16,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from tensorc import session
+from tensorc.array import Array
 from tensorc.errors import AxisError, ParseError, PlanError, ShapeError
 from tensorc.frontend.einsum import result_dtype
 from tensorc.frontend.subscripts import EinsumSpec, parse_einsum, sublist_to_subscripts
@@ -23,6 +25,7 @@ from tensorc.passes.base import PassContext
 from tensorc.passes.paths import normalise_optimize
 from tensorc.plan import Plan, PlanCache, build_plan
 from tensorc.runtime.local import LocalExecutor, available_cores
+from tensorc.session import BACKENDS
 
 PLAN_OPTIONS = ("grid", "block_shape", "workers")
 ORDERS = ("K", "A", "C", "F")
@@ -71,10 +74,32 @@ def _check_options(plan_options: dict) -> None:
 
 
 def _check_backend(backend: object) -> None:
-    if backend not in (None, "local"):
+    if backend not in (None, *BACKENDS):
         raise PlanError(
-            f"backend {backend!r} is not available; this build runs on the 'local' executor"
+            f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)} (or None: the "
+            "session's, see tc.init)"
         )
+
+
+def _wants_ray(backend: object, operands: Sequence[object]) -> bool:
+    if backend == "local":
+        if any(isinstance(op, Array) for op in operands):
+            raise PlanError("backend='local' cannot take tc.Array operands; call .numpy() "
+                            "first or use backend='ray'")
+        return False
+    return (
+        backend == "ray"
+        or any(isinstance(op, Array) for op in operands)
+        or (backend is None and session.current().backend == "ray")
+    )
+
+
+def _stand_in(operand: object) -> np.ndarray:
+    """The operand itself, or for a tc.Array a 1-element array of its rank and dtype (shape
+    and dtype are all the front end needs; the data stays on the cluster)."""
+    if isinstance(operand, Array):
+        return np.zeros((1,) * operand.ndim, dtype=operand.dtype)
+    return np.asarray(operand)
 
 
 def _context(plan_options: dict, optimize: object, layouts: tuple[str, ...]) -> PassContext:
@@ -163,6 +188,9 @@ def einsum(
         The result as numpy would return it (a numpy scalar for a 0-d result unless ``out``).
     """
     started = time.perf_counter()
+    scheduler = session.check_scheduler(
+        plan_options.pop("scheduler", None) or session.current().scheduler
+    )
     if not isinstance(subscripts, str):
         subscripts, operand_list = sublist_to_subscripts((subscripts, *operands))
         operands = tuple(operand_list)
@@ -174,8 +202,10 @@ def einsum(
         raise ParseError(f"order must be one of 'K', 'A', 'C', 'F', got {order!r}")
     if casting not in CASTINGS:
         raise ParseError(f"casting must be one of {', '.join(CASTINGS)}, got {casting!r}")
-    arrays = [np.asarray(op) for op in operands]
-    shapes = tuple(a.shape for a in arrays)
+    on_ray = _wants_ray(backend, operands)
+    arrays = [_stand_in(op) for op in operands]
+    shapes = tuple(op.shape if isinstance(op, Array) else a.shape
+                   for op, a in zip(operands, arrays, strict=True))
     spec = _parse(subscripts, shapes)
     optimize = normalise_optimize(optimize, len(arrays))
     shape = spec.output_shape()
@@ -187,6 +217,14 @@ def einsum(
                 f"out has shape {out.shape} but einsum {subscripts!r} produces shape {shape}"
             )
     result_type, compute = result_dtype(subscripts, arrays, dtype, casting, out, len(shape))
+    if on_ray:
+        from tensorc.distributed import RayCall
+
+        return _einsum_on_ray(
+            RayCall(subscripts, spec, list(operands), np.dtype(result_type), scheduler,
+                    plan_options),
+            shapes, arrays, compute, optimize, out, started,
+        )
     plan, cached = _get_plan(
         subscripts,
         spec,
@@ -224,6 +262,39 @@ def einsum(
     if target.dtype != result_type:
         target = target.astype(result_type)
     return target[()] if target.ndim == 0 else target
+
+
+def _einsum_on_ray(call, shapes, arrays, compute, optimize, out, started):
+    if out is not None and any(isinstance(op, Array) for op in call.operands):
+        raise PlanError("out= takes a numpy array, but a tc.Array operand gives a tc.Array "
+                        "result on the cluster; drop out= (or pass numpy operands)")
+
+    def get_plan(options: dict, workers: int):
+        return _get_plan(
+            call.subscripts, call.spec, shapes, tuple(a.dtype.str for a in arrays),
+            ("C",) * len(arrays), compute, optimize, {"workers": workers, **options},
+        )
+
+    from tensorc.distributed import run_on_ray
+
+    result, stats = run_on_ray(call, get_plan)
+    stats["scheduler"] = call.scheduler
+    stats["lower_bound_bytes"] = lower_bound(call.spec, compute.itemsize, stats["nodes"])
+    stats["call_seconds"] = time.perf_counter() - started
+    _state.stats = stats
+    if out is not None:
+        np.copyto(out, result, casting="unsafe")
+        return out
+    if isinstance(result, np.ndarray) and result.ndim == 0:
+        return result[()]
+    return result
+
+
+def lower_bound(spec: EinsumSpec, itemsize: int, nodes: int) -> int:
+    """Bytes the busiest of ``nodes`` must receive for this contraction (0 on one node)."""
+    from tensorc.passes.lower_bound import communication_lower_bound
+
+    return communication_lower_bound(spec.inputs, spec.output, spec.size_of, nodes, itemsize)
 
 
 def execute_plan(
@@ -301,10 +372,11 @@ def tensordot(a, b, axes=2, backend: str | None = None, **plan_options):
     ``plan_options`` as for :func:`einsum`; ``grid=(grid_of_a, grid_of_b)`` gives block
     counts per dimension of each operand.
     """
-    a_arr, b_arr = np.asarray(a), np.asarray(b)
+    a_arr = a if isinstance(a, Array) else np.asarray(a)
+    b_arr = b if isinstance(b, Array) else np.asarray(b)
     subscripts = tensordot_subscripts(a_arr.ndim, b_arr.ndim, axes, a_arr.shape, b_arr.shape)
     result = einsum(subscripts, a_arr, b_arr, backend=backend, **plan_options)
-    return np.asarray(result)
+    return result if isinstance(result, Array) else np.asarray(result)
 
 
 def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "auto",

@@ -189,8 +189,10 @@ OPTION_ERRORS = [
     ),
     ({"optimize": [(0, 5)]}, "path step (0, 5) names positions outside 0..1 (or repeats one)"),
     ({"optimize": "fastest"}, "unknown optimize strategy 'fastest'"),
-    ({"backend": "spark"}, "backend 'spark' is not available; this build runs on the 'local' "
-     "executor"),
+    ({"backend": "spark"}, "unknown backend 'spark'; choose one of local, ray (or None: the "
+     "session's, see tc.init)"),
+    ({"scheduler": "fifo"}, "unknown scheduler 'fifo'; choose one of lshs, round_robin, "
+     "ray_default"),
 ]
 
 

@@ -73,6 +73,11 @@ class LoadBlock:
     def _must_copy(self, view: np.ndarray) -> bool:
         return view.dtype != self.dtype or (self.compact and not view.flags.c_contiguous)
 
+    def identity(self, dtype) -> bool:
+        """Whether a whole stored block of ``dtype`` is this load's block unchanged (no
+        diagonal, no cast): a distributed executor then passes the stored block itself."""
+        return self.diagonal is None and np.dtype(dtype) == self.dtype
+
     def copies(self, operand: np.ndarray, slices: tuple[slice, ...]) -> bool:
         """Whether this block is a copy (cast or compacted) rather than a view: the executor
         then offers a recycled buffer as ``out``."""

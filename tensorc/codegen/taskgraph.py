@@ -12,7 +12,8 @@ Task kinds (TensorPlanner's workflow):
 
 Kernels are called ``kernel(*input_blocks, out=None)``; a load's kernel is called
 ``kernel(operand, slices, out=None)`` and also answers ``copies(operand, slices)`` (whether
-its block is a fresh copy, so an executor may hand it a recycled buffer as ``out``).
+its block is a fresh copy, so an executor may hand it a recycled buffer as ``out``) and
+``identity(dtype)`` (whether a stored block of that dtype is the load's block unchanged).
 
 Every task carries its deterministic key ``(stage, *block_coordinates)``, its block shape,
 output bytes and flops, so counts and bytes can be asserted without running anything.

@@ -1,0 +1,163 @@
+"""Connecting to Ray: which cluster, which nodes, in which order.
+
+Contract:
+
+- ``connect(address, num_nodes)`` returns a :class:`RayCluster`.
+  ``address=None`` starts a private Ray on this machine — one node, or a
+  ``ray.cluster_utils.Cluster`` of ``num_nodes`` nodes with one CPU each (the demo and the
+  tests); ``"auto"`` attaches to the cluster ``ray start`` left running here; any other string
+  is a Ray address (``host:port`` or ``ray://…``). A private Ray never attaches to a stray
+  cluster (``address="local"``).
+- A ``host:port`` address is probed with a plain TCP connect first, so a dead address fails in
+  about a second with an :class:`~tensorc.errors.ExecutionError` naming it, instead of Ray's
+  long connection retries.
+- Nodes are numbered in a stable order — the driver's node first, then the others by
+  address and port — and ``RayCluster.refresh()`` drops nodes that died. Node indices are
+  what the schedulers and the layouts speak; node ids (hex) are what Ray speaks.
+- ``RAY_AUTH_MODE`` defaults to ``disabled`` for a private cluster (nothing listens outside
+  this machine's loopback users); an explicit setting in the environment wins.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+
+from tensorc.errors import ExecutionError
+
+LOCAL_NODE_MEMORY = 512 * 1024 * 1024
+"""Object store per node of a private multi-node cluster (bytes)."""
+
+PROBE_SECONDS = 2.0
+
+
+@dataclass
+class RayCluster:
+    """The Ray cluster this process is connected to, and its live nodes in a stable order."""
+
+    address: str | None
+    node_ids: list[str]
+    cpus: list[float]
+    driver_node: str
+    local_cluster: object | None = None  # a ray.cluster_utils.Cluster we started
+    owns_ray: bool = True
+    _dead: list[str] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> int:
+        return len(self.node_ids)
+
+    @property
+    def total_cpus(self) -> int:
+        return max(1, int(sum(self.cpus)))
+
+    def index_of(self, node_id: str) -> int | None:
+        try:
+            return self.node_ids.index(node_id)
+        except ValueError:
+            return None
+
+    def refresh(self) -> list[str]:
+        """Re-read the live nodes; returns the ids of nodes that died since the last look."""
+        node_ids, cpus = _live_nodes(self.driver_node)
+        dead = [n for n in self.node_ids if n not in node_ids]
+        self._dead.extend(dead)
+        self.node_ids, self.cpus = node_ids, cpus
+        return dead
+
+    @property
+    def dead_nodes(self) -> list[str]:
+        return list(self._dead)
+
+    def describe(self) -> str:
+        kind = "private" if self.owns_ray else f"at {self.address}"
+        return f"Ray cluster ({kind}): {self.nodes} node(s), {self.total_cpus} CPU(s)"
+
+
+def _live_nodes(driver_node: str) -> tuple[list[str], list[float]]:
+    import ray
+
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    alive.sort(
+        key=lambda n: (
+            n["NodeID"] != driver_node,
+            n.get("NodeManagerAddress", ""),
+            n.get("NodeManagerPort", 0),
+            n["NodeID"],
+        )
+    )
+    return [n["NodeID"] for n in alive], [float(n["Resources"].get("CPU", 0)) for n in alive]
+
+
+def _probe(address: str) -> None:
+    """Fail fast when ``host:port`` does not accept connections."""
+    target = address[len("ray://"):] if address.startswith("ray://") else address
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ExecutionError(
+            f"Ray address {address!r} is not 'host:port', 'ray://host:port' or 'auto'"
+        )
+    try:
+        with socket.create_connection((host, int(port)), timeout=PROBE_SECONDS):
+            pass
+    except OSError as err:
+        raise ExecutionError(
+            f"cannot reach a Ray cluster at {address!r}: {err.strerror or err}; start one with "
+            "'ray start --head' or pass address=None for a private cluster"
+        ) from err
+
+
+def connect(address: str | None = None, num_nodes: int | None = None) -> RayCluster:
+    """Connect this process to Ray (see the module docstring for what each address means)."""
+    import ray
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if ray.is_initialized():
+        ray.shutdown()
+    local_cluster = None
+    try:
+        if address is None and num_nodes and num_nodes > 1:
+            from ray.cluster_utils import Cluster
+
+            local_cluster = Cluster(
+                initialize_head=True,
+                head_node_args={"num_cpus": 1, "object_store_memory": LOCAL_NODE_MEMORY},
+            )
+            for _ in range(num_nodes - 1):
+                local_cluster.add_node(num_cpus=1, object_store_memory=LOCAL_NODE_MEMORY)
+            ray.init(address=local_cluster.address, log_to_driver=False)
+            local_cluster.wait_for_nodes()
+        elif address is None:
+            ray.init(address="local", log_to_driver=False, include_dashboard=False)
+        else:
+            if address != "auto":
+                _probe(address)
+            ray.init(address=address, log_to_driver=False)
+    except ExecutionError:
+        raise
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        if local_cluster is not None:
+            local_cluster.shutdown()
+        raise ExecutionError(f"cannot connect to Ray at {address or 'a private cluster'!r}: "
+                             f"{err}") from err
+    driver = ray.get_runtime_context().get_node_id()
+    node_ids, cpus = _live_nodes(driver)
+    return RayCluster(
+        address=address,
+        node_ids=node_ids,
+        cpus=cpus,
+        driver_node=driver,
+        local_cluster=local_cluster,
+        owns_ray=address is None,
+    )
+
+
+def disconnect(cluster: RayCluster | None) -> None:
+    """Disconnect from Ray and stop the private cluster, if this process started one."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    if cluster is not None and cluster.local_cluster is not None:
+        cluster.local_cluster.shutdown()

@@ -1,0 +1,303 @@
+"""The Ray executor: one remote call per task, placed where the schedule says.
+
+Contract: ``RayExecutor(cluster).run(graph, schedule, inputs)`` takes a task graph, its
+:class:`~tensorc.runtime.schedule.Schedule` and one :class:`DistributedBlocks` per operand,
+submits the whole graph without waiting between levels, waits for it, and returns the result
+as :class:`DistributedBlocks` (the blocks stay on the nodes that computed them). Statistics
+are in ``executor.last_run``.
+
+Policy:
+
+- a load whose block is exactly one stored block, unchanged (no diagonal, no cast), is that
+  block's ObjectRef — no task; any other load is a task on the node holding its first piece
+  that stitches the pieces and applies the load kernel;
+- every other task is ``run(kernel, *input_refs)`` with
+  ``NodeAffinitySchedulingStrategy(node, soft=True)`` when the schedule is pinned (no
+  strategy for ``ray_default``); inputs are ObjectRefs, so Ray moves blocks between nodes and
+  frees them; the executor keeps no block in the driver;
+- a reduce task with local groups first folds each group on its node, then folds the group
+  results (and any lone inputs) on the task's node;
+- the executor waits in short polls, re-reading the live nodes; a Ray failure, or no progress
+  for ``TENSORC_RAY_TIMEOUT`` seconds (default 600), raises
+  :class:`~tensorc.errors.ExecutionError` naming the task and any node that died. Soft
+  affinity lets Ray run a task elsewhere when its node is gone, and lineage reconstruction
+  (task retries are on) recomputes blocks lost with a node;
+- measured transfers: after the run, ``ray.experimental.get_object_locations`` tells where
+  every block of the call now has a copy; a copy on a node other than the one that produced
+  the block (the node its worker reported) was moved there by Ray. Copies of input blocks
+  that existed before the call are not counted. Objects below Ray's inline threshold
+  (100 KiB) travel inside task messages, have no store location and are not measured.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tensorc.codegen.taskgraph import LOAD, REDUCE, TaskGraph
+from tensorc.errors import ExecutionError
+from tensorc.runtime import ray_tasks
+from tensorc.runtime.ray_cluster import RayCluster
+
+POLL_SECONDS = 1.0
+
+
+@dataclass
+class DistributedBlocks:
+    """A blocked array on Ray: block boundaries per dimension, one ObjectRef per block, the
+    node each block was made on (hex node id) and, for blocks computed by a task, the ref of
+    the node id its worker reported."""
+
+    shape: tuple[int, ...]
+    dtype: object
+    bounds: tuple[tuple[int, ...], ...]  # per dimension: 0, end of block 0, ..., shape[d]
+    refs: dict[tuple[int, ...], object]
+    nodes: dict[tuple[int, ...], str] = field(default_factory=dict)
+    reported: dict[tuple[int, ...], object] = field(default_factory=dict)
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return tuple(len(b) - 1 for b in self.bounds)
+
+    def block_slices(self, coords: tuple[int, ...]) -> tuple[slice, ...]:
+        return tuple(slice(b[c], b[c + 1]) for b, c in zip(self.bounds, coords, strict=True))
+
+    def node_ids(self) -> dict[tuple[int, ...], str]:
+        """Where each block was produced, resolving reported node ids once."""
+        if self.reported:
+            import ray
+
+            keys = list(self.reported)
+            for key, node in zip(keys, ray.get([self.reported[k] for k in keys]), strict=True):
+                self.nodes[key] = node
+            self.reported.clear()
+        return self.nodes
+
+    def pieces(self, slices: tuple[slice, ...]) -> list[tuple[tuple[int, ...], tuple[slice, ...]]]:
+        """The stored blocks overlapping ``slices``: (block coordinates, the part of the
+        region that block fills, relative to the region's start)."""
+        ranges = []
+        for bounds, s in zip(self.bounds, slices, strict=True):
+            if s.stop <= s.start:
+                ranges.append([(0, slice(0, 0), slice(0, 0))])
+                continue
+            first = bisect.bisect_right(bounds, s.start) - 1
+            last = bisect.bisect_left(bounds, s.stop) - 1
+            parts = []
+            for c in range(first, last + 1):
+                lo, hi = max(bounds[c], s.start), min(bounds[c + 1], s.stop)
+                parts.append((c, slice(lo - s.start, hi - s.start)))
+            ranges.append(parts)
+        out = [((), ())]
+        for parts in ranges:
+            out = [(co + (p[0],), sl + (p[1],)) for co, sl in out for p in parts]
+        return out
+
+
+def _strategy(cluster: RayCluster, node: int | None):
+    if node is None:
+        return "DEFAULT"
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(cluster.node_ids[node], soft=True)
+
+
+class RayExecutor:
+    """Submit a scheduled task graph to Ray; see the module docstring."""
+
+    def __init__(self, cluster: RayCluster) -> None:
+        self.cluster = cluster
+        self.last_run: dict = {}
+
+    def load_nodes(self, graph: TaskGraph, inputs: Sequence[DistributedBlocks]) -> dict[int, int]:
+        """For every load task, the node index holding (the first piece of) its data."""
+        placed: dict[int, int] = {}
+        for index, task in enumerate(graph.tasks):
+            if task.kind != LOAD:
+                continue
+            operand, slices = task.source
+            blocks = inputs[operand]
+            coords = blocks.pieces(slices)[0][0]
+            node = self.cluster.index_of(blocks.node_ids().get(coords, ""))
+            placed[index] = 0 if node is None else node
+        return placed
+
+    def run(
+        self, graph: TaskGraph, schedule, inputs: Sequence[DistributedBlocks]
+    ) -> DistributedBlocks:
+        import ray
+
+        started = time.perf_counter()
+        dead_before = set(self.cluster.dead_nodes)
+        existing = self._input_copies(inputs)
+        refs: list = [None] * len(graph.tasks)
+        reported: dict[int, object] = {}
+        producer_of: dict[object, object] = {}  # block ref -> node-id ref or hex id
+        extra: list = []  # group-fold refs, measured too
+        pinned = getattr(schedule, "pinned", True)
+        groups = getattr(schedule, "reduce_groups", {}) or {}
+
+        def node_for(index: int) -> int | None:
+            return schedule.node_of[index] if pinned else None
+
+        for index, task in enumerate(graph.tasks):
+            kernel = graph.kernels[task.kernel]
+            if task.kind == LOAD:
+                refs[index] = self._load(index, task, kernel, inputs, node_for, reported)
+                if index not in reported:
+                    operand, slices = task.source
+                    coords = inputs[operand].pieces(slices)[0][0]
+                    producer_of[refs[index]] = inputs[operand].node_ids().get(coords)
+                continue
+            sources = [refs[s] for s in task.inputs]
+            if task.kind == REDUCE and index in groups:
+                folded, lone = [], set(task.inputs)
+                for node, members in groups[index]:
+                    block, where = ray_tasks.remote("run").options(
+                        scheduling_strategy=_strategy(self.cluster, node if pinned else None)
+                    ).remote(kernel, *[refs[m] for m in members])
+                    folded.append(block)
+                    producer_of[block] = where
+                    extra.append(block)
+                    lone -= set(members)
+                sources = folded + [refs[s] for s in task.inputs if s in lone]
+                if len(sources) == 1:  # one group held every partial
+                    refs[index] = sources[0]
+                    reported[index] = producer_of[sources[0]]
+                    continue
+            block, where = ray_tasks.remote("run").options(
+                scheduling_strategy=_strategy(self.cluster, node_for(index))
+            ).remote(kernel, *sources)
+            refs[index] = block
+            reported[index] = where
+            producer_of[block] = where
+        submitted = time.perf_counter()
+        outputs = [refs[task] for task, _ in graph.outputs]
+        task_of = {ref: i for i, ref in enumerate(refs) if ref is not None}
+        task_of.update({ref: i for i, ref in reported.items()})
+        self._wait(graph, task_of, outputs + list(reported.values()), dead_before)
+        finished = time.perf_counter()
+        ran_on = dict(zip(reported, ray.get(list(reported.values())), strict=True))
+        measured, per_node = self._measure(refs, extra, producer_of, existing)
+        self.last_run = {
+            "run_seconds": finished - started,
+            "submit_seconds": submitted - started,
+            "ran_on": {i: self.cluster.index_of(n) for i, n in ran_on.items()},
+            "measured_inter_node_bytes": measured,
+            "measured_node_recv_bytes": per_node,
+            "remote_calls": len(reported) + len(extra),
+        }
+        return self._result(graph, refs, reported)
+
+    def _load(self, index, task, kernel, inputs, node_for, reported):
+        operand, slices = task.source
+        blocks = inputs[operand]
+        pieces = blocks.pieces(slices)
+        if (
+            len(pieces) == 1
+            and blocks.block_slices(pieces[0][0]) == tuple(slices)
+            and kernel.identity(blocks.dtype)
+        ):
+            return blocks.refs[pieces[0][0]]
+        shape = tuple(s.stop - s.start for s in slices)
+        layout = tuple(where for _, where in pieces)
+        full = tuple(slice(0, n) for n in shape)
+        block, where = ray_tasks.remote("load").options(
+            scheduling_strategy=_strategy(self.cluster, node_for(index))
+        ).remote(kernel, full, shape, layout, *[blocks.refs[c] for c, _ in pieces])
+        reported[index] = where
+        return block
+
+    def _wait(self, graph, task_of, pending, dead_before) -> None:
+        import ray
+
+        limit = float(os.environ.get("TENSORC_RAY_TIMEOUT", "600"))
+        waiting = list(pending)
+        last_progress = time.monotonic()
+        while waiting:
+            ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=POLL_SECONDS)
+            if ready:
+                last_progress = time.monotonic()
+                try:
+                    ray.get(ready)
+                except ray.exceptions.RayError as err:
+                    raise self._failure(graph, task_of, ready, err, dead_before) from err
+            self.cluster.refresh()
+            if waiting and time.monotonic() - last_progress > limit:
+                died = self._died(dead_before)
+                raise ExecutionError(
+                    f"Ray made no progress for {limit:.0f} s with {len(waiting)} task(s) "
+                    f"outstanding{died}; set TENSORC_RAY_TIMEOUT to wait longer"
+                )
+
+    def _died(self, dead_before) -> str:
+        dead = [n for n in self.cluster.dead_nodes if n not in dead_before]
+        return f"; node(s) died during the run: {', '.join(dead)}" if dead else ""
+
+    def _failure(self, graph, task_of, ready, err, dead_before) -> ExecutionError:
+        import ray
+
+        where = "a task"
+        for ref in ready:
+            try:
+                ray.get(ref, timeout=0)
+            except ray.exceptions.RayError:
+                if ref in task_of:
+                    task = graph.tasks[task_of[ref]]
+                    where = f"task {task.key} ({task.kind})"
+                break
+        self.cluster.refresh()
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return ExecutionError(
+            f"Ray failed running {where}: {type(err).__name__}: {first_line}"
+            f"{self._died(dead_before)}"
+        )
+
+    def _input_copies(self, inputs) -> dict:
+        from ray.experimental import get_object_locations
+
+        refs = [ref for blocks in inputs for ref in blocks.refs.values()]
+        if not refs:
+            return {}
+        locations = get_object_locations(refs)
+        return {ref: set(info.get("node_ids") or ()) for ref, info in locations.items()}
+
+    def _measure(self, refs, extra, producer_of, existing) -> tuple[int, list[int]]:
+        import ray
+        from ray.experimental import get_object_locations
+
+        unique = list(dict.fromkeys(r for r in list(refs) + extra if r is not None))
+        locations = get_object_locations(unique)
+        pending = {r: p for r, p in producer_of.items() if isinstance(p, ray.ObjectRef)}
+        resolved = dict(zip(pending, ray.get(list(pending.values())), strict=True))
+        per_node = [0] * self.cluster.nodes
+        total = 0
+        for ref in unique:
+            info = locations.get(ref) or {}
+            holders = set(info.get("node_ids") or ())
+            producer = resolved.get(ref, producer_of.get(ref))
+            copies = holders - {producer} - existing.get(ref, set())
+            size = int(info.get("object_size") or 0)
+            for node in copies:
+                index = self.cluster.index_of(node)
+                if index is not None:
+                    per_node[index] += size
+                total += size
+        return total, per_node
+
+    def _result(self, graph: TaskGraph, refs, reported) -> DistributedBlocks:
+        starts = [sorted({slices[d].start for _, slices in graph.outputs})
+                  for d in range(len(graph.output_shape))]
+        bounds = tuple(
+            tuple(starts[d]) + (graph.output_shape[d],) for d in range(len(graph.output_shape))
+        )
+        blocks = DistributedBlocks(graph.output_shape, graph.dtype, bounds, {})
+        for task, slices in graph.outputs:
+            coords = tuple(starts[d].index(s.start) for d, s in enumerate(slices))
+            blocks.refs[coords] = refs[task]
+            if task in reported:
+                blocks.reported[coords] = reported[task]
+        return blocks

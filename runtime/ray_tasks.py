@@ -1,0 +1,88 @@
+"""The remote functions every Ray task of tensorc runs.
+
+Each returns two objects: the block and the id of the node the worker ran on, so the
+executor can check placement and attribute copies to the producing node. Blocks are plain
+numpy arrays; Ray stores them in the node's shared-memory object store and moves them when a
+task on another node reads them.
+
+- ``generate(kind, shape, dtype, seed)`` — a block of ``tc.random``/``zeros``/``ones``, made on
+  the node (``seed`` is a tuple of ints; the generator is numpy's PCG64 seeded with it);
+- ``place(block)`` — a driver block copied to the node the task runs on (``tc.asarray``);
+- ``run(kernel, *blocks)`` — a block kernel of the task graph;
+- ``load(kernel, slices, layout, *pieces)`` — a load whose block spans several stored blocks
+  (or needs a diagonal or a cast): the pieces are stitched, then the load kernel applied.
+
+Workers limit BLAS to ``TENSORC_WORKER_BLAS_THREADS`` threads (default 1: Ray runs one task
+per CPU, so one BLAS thread per task fills the node without oversubscribing it). Task
+retries are on (``max_retries``), so Ray's lineage reconstruction can recompute a lost block.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+MAX_RETRIES = 3
+
+_REMOTES: dict[str, object] = {}
+_BLAS_SET = False
+
+
+def _worker_setup() -> str:
+    global _BLAS_SET
+    import ray
+
+    if not _BLAS_SET:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(int(os.environ.get("TENSORC_WORKER_BLAS_THREADS", "1")), "blas")
+        _BLAS_SET = True
+    return ray.get_runtime_context().get_node_id()
+
+
+def _generate(kind: str, shape: tuple[int, ...], dtype: str, seed: tuple[int, ...]):
+    node = _worker_setup()
+    if kind == "zeros":
+        return np.zeros(shape, dtype=dtype), node
+    if kind == "ones":
+        return np.ones(shape, dtype=dtype), node
+    rng = np.random.default_rng(list(seed))
+    return rng.random(shape, dtype=np.dtype(dtype)), node
+
+
+def _place(block: np.ndarray):
+    return np.array(block), _worker_setup()
+
+
+def _run(kernel, *blocks: np.ndarray):
+    node = _worker_setup()
+    return kernel(*blocks), node
+
+
+def stitch(shape: tuple[int, ...], layout: tuple, pieces) -> np.ndarray:
+    """One array of ``shape`` from pieces; ``layout[k]`` is the slices piece ``k`` fills."""
+    if len(pieces) == 1 and tuple(pieces[0].shape) == tuple(shape):
+        return pieces[0]
+    region = np.empty(shape, dtype=pieces[0].dtype)
+    for where, piece in zip(layout, pieces, strict=True):
+        region[where] = piece
+    return region
+
+
+def _load(kernel, slices, shape, layout, *pieces):
+    node = _worker_setup()
+    region = stitch(shape, layout, pieces)
+    return kernel(region, slices), node
+
+
+def remote(name: str):
+    """The Ray remote function ``name`` (defined once per process, after ``ray`` is up)."""
+    fn = _REMOTES.get(name)
+    if fn is None:
+        import ray
+
+        body = {"generate": _generate, "place": _place, "run": _run, "load": _load}[name]
+        fn = ray.remote(num_returns=2, max_retries=MAX_RETRIES, num_cpus=1)(body)
+        _REMOTES[name] = fn
+    return fn

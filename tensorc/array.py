@@ -1,0 +1,245 @@
+"""Distributed arrays: ``tc.Array`` and its creation functions.
+
+An :class:`Array` is a grid of blocks, each a Ray ObjectRef, laid out hierarchically and
+cyclically over a node grid (NumS): with node grid ``(C0, C1, …)``, block ``(g0, g1, …)`` is
+made on node ``ravel(g0 % C0, g1 % C1, …)`` of the cluster's node order. Contract:
+
+- ``tc.random``, ``tc.zeros``, ``tc.ones`` make every block *on its node* (one remote task per
+  block; nothing passes through the driver). ``tc.random`` seeds block ``g`` with
+  ``(seed, *g)``, so its values depend on the seed and the blocking, not on the cluster;
+- ``tc.asarray(ndarray)`` cuts a driver array into blocks and places each on its node;
+- ``block_shape=`` or ``grid=`` (blocks per dimension) choose the blocking; by default the
+  cluster's CPUs are factored over the dimensions, largest extent first, so every CPU gets a
+  block; the node grid factors the node count the same way over the block grid;
+- ``arr.numpy()`` / ``np.asarray(arr)`` gather the blocks into one driver array.
+
+Arrays need a Ray session (``tc.init(backend="ray")`` or an address).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from tensorc.errors import PlanError, ShapeError, TypeCheckError
+from tensorc.runtime.ray_executor import DistributedBlocks
+from tensorc.session import ray_cluster
+
+RANDOM_DTYPES = ("float32", "float64")
+
+
+def _prime_factors(n: int) -> list[int]:
+    factors, p = [], 2
+    while n > 1:
+        while n % p == 0:
+            factors.append(p)
+            n //= p
+        p += 1
+    return sorted(factors, reverse=True)
+
+
+def factor_over(count: int, extents: Sequence[int]) -> tuple[int, ...]:
+    """Spread ``count`` over dimensions: each prime factor (largest first) goes to the
+    dimension with the most extent per part left, ties to the outer dimension."""
+    parts = [1] * len(extents)
+    if not extents:
+        return ()
+    for p in _prime_factors(count):
+        best = max(range(len(extents)), key=lambda d: (extents[d] / parts[d], -d))
+        parts[best] *= p
+    return tuple(parts)
+
+
+def block_node(coords: Sequence[int], node_grid: Sequence[int]) -> int:
+    """The node index of block ``coords`` under the block-cyclic layout over ``node_grid``."""
+    index = 0
+    for c, n in zip(coords, node_grid, strict=True):
+        index = index * n + (c % n)
+    return index
+
+
+def _bounds(shape: Sequence[int], block: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    out = []
+    for n, b in zip(shape, block, strict=True):
+        b = max(1, int(b))
+        starts = list(range(0, n, b)) or [0]
+        out.append(tuple(starts) + (n,))
+    return tuple(out)
+
+
+def _blocking(shape, block_shape, grid, cpus: int) -> tuple[int, ...]:
+    if block_shape is not None and grid is not None:
+        raise PlanError("give either block_shape= or grid=, not both")
+    if block_shape is not None:
+        block = tuple(int(b) for b in block_shape)
+        what = "block_shape"
+    elif grid is not None:
+        counts = tuple(int(g) for g in grid)
+        if len(counts) != len(shape) or any(g < 1 for g in counts):
+            raise PlanError(f"grid {tuple(grid)} does not fit shape {shape}: one positive "
+                            "count per dimension")
+        block = tuple(max(1, math.ceil(n / g)) for n, g in zip(shape, counts, strict=True))
+        what = "grid"
+    else:
+        counts = factor_over(cpus, shape)
+        block = tuple(max(1, math.ceil(n / g)) for n, g in zip(shape, counts, strict=True))
+        what = "block_shape"
+    if len(block) != len(shape) or any(b < 1 for b in block):
+        raise PlanError(f"{what} {block} does not fit shape {shape}: one positive size per "
+                        "dimension")
+    return block
+
+
+class Array:
+    """A distributed array: blocks as Ray ObjectRefs on the nodes of the cluster."""
+
+    def __init__(self, blocks: DistributedBlocks, node_grid: tuple[int, ...]) -> None:
+        self._blocks = blocks
+        self.node_grid = node_grid
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._blocks.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self._blocks.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """Blocks per dimension."""
+        return self._blocks.grid
+
+    @property
+    def block_shape(self) -> tuple[int, ...]:
+        """The shape of block (0, 0, …) (edge blocks may be smaller)."""
+        return tuple(b[1] - b[0] if len(b) > 1 else 0 for b in self._blocks.bounds)
+
+    @property
+    def blocks(self) -> DistributedBlocks:
+        return self._blocks
+
+    def block_nodes(self) -> dict[tuple[int, ...], int | None]:
+        """Node index (in the session's node order) holding each block's primary copy."""
+        cluster = ray_cluster()
+        return {c: cluster.index_of(n) for c, n in sorted(self._blocks.node_ids().items())}
+
+    def numpy(self) -> np.ndarray:
+        """Gather every block into one driver ndarray."""
+        import ray
+
+        keys = sorted(self._blocks.refs)
+        values = ray.get([self._blocks.refs[k] for k in keys])
+        out = np.empty(self.shape, dtype=self.dtype)
+        for key, value in zip(keys, values, strict=True):
+            out[self._blocks.block_slices(key)] = value
+        return out
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        result = self.numpy()
+        return result if dtype is None else result.astype(dtype, copy=False)
+
+    def __repr__(self) -> str:
+        return (f"tc.Array(shape={self.shape}, dtype={self.dtype}, grid={self.grid}, "
+                f"node_grid={self.node_grid})")
+
+
+def _node_grid(grid: Sequence[int], nodes: int) -> tuple[int, ...]:
+    return factor_over(nodes, grid) if grid else ()
+
+
+def _make(kind: str, shape, block_shape, grid, seed: int, dtype) -> Array:
+    from tensorc.runtime import ray_tasks
+    from tensorc.runtime.ray_executor import _strategy
+
+    cluster = ray_cluster()
+    cluster.refresh()
+    shape = _shape(shape)
+    dtype = np.dtype(dtype)
+    if kind == "random" and dtype.name not in RANDOM_DTYPES:
+        raise TypeCheckError(f"tc.random makes {' or '.join(RANDOM_DTYPES)}, not {dtype}")
+    bounds = _bounds(shape, _blocking(shape, block_shape, grid, cluster.total_cpus))
+    blocks = DistributedBlocks(shape, dtype, bounds, {})
+    node_grid = _node_grid(blocks.grid, cluster.nodes)
+    make = ray_tasks.remote("generate")
+    for coords in np.ndindex(*blocks.grid):
+        block_shape_here = tuple(s.stop - s.start for s in blocks.block_slices(coords))
+        node = block_node(coords, node_grid)
+        ref, where = make.options(scheduling_strategy=_strategy(cluster, node)).remote(
+            kind, block_shape_here, dtype.str, (int(seed), *coords)
+        )
+        blocks.refs[coords] = ref
+        blocks.reported[coords] = where
+    return Array(blocks, node_grid)
+
+
+def _shape(shape) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        out = tuple(int(n) for n in shape)
+    except TypeError as err:
+        raise ShapeError(f"shape must be an int or a sequence of ints, got {shape!r}") from err
+    if any(n < 0 for n in out):
+        raise ShapeError(f"negative dimensions are not allowed: {out}")
+    return out
+
+
+def random(shape, *, block_shape=None, grid=None, seed: int = 0, dtype="float64") -> Array:
+    """Uniform [0, 1) values, each block generated on its node."""
+    return _make("random", shape, block_shape, grid, seed, dtype)
+
+
+def zeros(shape, *, block_shape=None, grid=None, dtype="float64") -> Array:
+    return _make("zeros", shape, block_shape, grid, 0, dtype)
+
+
+def ones(shape, *, block_shape=None, grid=None, dtype="float64") -> Array:
+    return _make("ones", shape, block_shape, grid, 0, dtype)
+
+
+def asarray(array, *, block_shape=None, grid=None) -> Array:
+    """Distribute a driver array: cut into blocks, each placed on its layout node."""
+    if isinstance(array, Array):
+        if block_shape is None and grid is None:
+            return array
+        array = array.numpy()
+    data = np.asarray(array)
+    if data.dtype.hasobject:
+        raise TypeCheckError(f"cannot distribute an array of dtype {data.dtype}")
+    cluster = ray_cluster()
+    cluster.refresh()
+    bounds = _bounds(data.shape, _blocking(data.shape, block_shape, grid, cluster.total_cpus))
+    return distribute(data, bounds)
+
+
+def distribute(data: np.ndarray, bounds: tuple[tuple[int, ...], ...]) -> Array:
+    """Place ``data`` cut at ``bounds`` on the nodes of the block-cyclic layout."""
+    from tensorc.runtime import ray_tasks
+    from tensorc.runtime.ray_executor import _strategy
+
+    cluster = ray_cluster()
+    blocks = DistributedBlocks(data.shape, data.dtype, bounds, {})
+    node_grid = _node_grid(blocks.grid, cluster.nodes)
+    place = ray_tasks.remote("place")
+    for coords in np.ndindex(*blocks.grid):
+        node = block_node(coords, node_grid)
+        piece = np.ascontiguousarray(data[blocks.block_slices(coords)])
+        ref, where = place.options(scheduling_strategy=_strategy(cluster, node)).remote(piece)
+        blocks.refs[coords] = ref
+        blocks.reported[coords] = where
+    return Array(blocks, node_grid)
