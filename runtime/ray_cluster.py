@@ -4,9 +4,10 @@ Contract:
 
 - ``connect(address, num_nodes)`` returns a :class:`RayCluster`.
   ``address=None`` starts a private Ray on this machine — one node, or a
-  ``ray.cluster_utils.Cluster`` of ``num_nodes`` nodes with one CPU each (the demo and the
-  tests); ``"auto"`` attaches to the cluster ``ray start`` left running here; any other string
-  is a Ray address (``host:port`` or ``ray://…``). A private Ray never attaches to a stray
+  ``ray.cluster_utils.Cluster`` of ``num_nodes`` nodes with one CPU each and blocks above
+  1 KiB kept in the object store (the demo and the tests); ``"auto"`` attaches to the
+  cluster ``ray start`` left running here; any other string is a Ray address (``host:port``
+  or ``ray://…``). A private Ray never attaches to a stray
   cluster (``address="local"``).
 - A ``host:port`` address is probed with a plain TCP connect first, so a dead address fails in
   about a second with an :class:`~tensorc.errors.ExecutionError` naming it, instead of Ray's
@@ -28,6 +29,10 @@ from tensorc.errors import ExecutionError
 
 LOCAL_NODE_MEMORY = 512 * 1024 * 1024
 """Object store per node of a private multi-node cluster (bytes)."""
+
+INLINE_BYTES = 1024
+"""Ray inlines smaller objects into task messages (default 100 KiB); a private multi-node
+cluster keeps every block above 1 KiB in the object store, where transfers are measurable."""
 
 PROBE_SECONDS = 2.0
 
@@ -90,7 +95,7 @@ def _live_nodes(driver_node: str) -> tuple[list[str], list[float]]:
     return [n["NodeID"] for n in alive], [float(n["Resources"].get("CPU", 0)) for n in alive]
 
 
-def _probe(address: str) -> None:
+def probe(address: str) -> None:
     """Fail fast when ``host:port`` does not accept connections."""
     target = address[len("ray://"):] if address.startswith("ray://") else address
     host, sep, port = target.rpartition(":")
@@ -122,7 +127,11 @@ def connect(address: str | None = None, num_nodes: int | None = None) -> RayClus
 
             local_cluster = Cluster(
                 initialize_head=True,
-                head_node_args={"num_cpus": 1, "object_store_memory": LOCAL_NODE_MEMORY},
+                head_node_args={
+                    "num_cpus": 1,
+                    "object_store_memory": LOCAL_NODE_MEMORY,
+                    "_system_config": {"max_direct_call_object_size": INLINE_BYTES},
+                },
             )
             for _ in range(num_nodes - 1):
                 local_cluster.add_node(num_cpus=1, object_store_memory=LOCAL_NODE_MEMORY)
@@ -132,7 +141,7 @@ def connect(address: str | None = None, num_nodes: int | None = None) -> RayClus
             ray.init(address="local", log_to_driver=False, include_dashboard=False)
         else:
             if address != "auto":
-                _probe(address)
+                probe(address)
             ray.init(address=address, log_to_driver=False)
     except ExecutionError:
         raise

@@ -62,6 +62,10 @@ def init(
         raise PlanError(f"num_nodes must be a positive integer, got {num_nodes!r}")
     if backend == "local" and (address is not None or num_nodes not in (None, 1)):
         raise PlanError("backend='local' runs in this process; address and num_nodes need 'ray'")
+    if backend == "ray" and address not in (None, "auto"):
+        from tensorc.runtime.ray_cluster import probe
+
+        probe(address)  # a dead address fails here, before the current session is touched
     with _lock:
         shutdown()
         if backend == "local":

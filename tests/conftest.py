@@ -34,3 +34,26 @@ def golden(request: pytest.FixtureRequest):
         assert text == expected, f"{path.name} differs; rerun with --update-golden if intended"
 
     return check
+
+
+RAY_NODES = 4
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``last`` (they kill Ray nodes) run after every other test."""
+    items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "last: run after every other test (stops shared Ray)")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One 4-node local Ray cluster (``ray.cluster_utils.Cluster``, one CPU and a small object
+    store per node) shared by every Ray test; compiler-only tests never start it."""
+    import tensorc as tc
+
+    session = tc.init(num_nodes=RAY_NODES)
+    yield session.cluster
+    tc.shutdown()

@@ -23,10 +23,23 @@ def test_example_runs(script, monkeypatch, capsys):
 def test_demo_command_checks_against_numpy(capsys):
     from tensorc.cli import main
 
-    assert main(["demo", "--n", "32", "--f", "8", "--repeats", "1"]) == 0
+    assert main(["demo", "--local", "--n", "32", "--f", "8", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "result check vs numpy.einsum: OK" in out
     assert "ratio tensorc / numpy" in out
+
+
+@pytest.mark.last
+def test_ray_demo_runs_lshs_and_round_robin_on_four_nodes(capsys):
+    from tensorc.cli import main
+
+    code = main(["demo", "--n", "32", "--f", "8", "--repeats", "1", "--blocks", "2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "4 node(s)" in out
+    for scheduler in ("lshs", "round_robin"):
+        assert f"== scheduler {scheduler}: result OK vs numpy" in out
+    assert out.count("measured") >= 4
 
 
 def test_cli_reports_an_unknown_benchmark_as_a_user_error(capsys):
