@@ -8,12 +8,14 @@ receive, whatever the plan, for the einsum ``operands -> output`` over index ext
    touch is at least ``min Σ_A ∏_{i∈A} b_i`` over box extents ``b`` with
    ``∏_i b_i ≥ ∏_i N_i / P`` and ``1 ≤ b_i ≤ N_i`` (``A`` ranges over the operands and the
    output, each as its set of distinct indices);
-2. it owns at most an even share ``Σ_A |A| / P`` of that data;
+2. it owns at most an even share ``Σ_A |A| / P`` of that data (the bound assumes every
+   array is spread evenly, so it is loose when ``P`` exceeds the iteration count);
 3. the bound is the difference, clamped at 0, times ``itemsize``. ``P = 1`` gives 0.
 
 The program is convex in ``x = log b``: minimise ``Σ_A exp(Σ_{i∈A} x_i)`` subject to
 ``Σ_i x_i ≥ log(∏N / P)`` and ``0 ≤ x_i ≤ log N_i``. It is solved here with a log-barrier
-Newton method (numpy only, deterministic, a few dozen Newton steps); the value returned is
+Newton method (numpy only, deterministic, about a hundred small Newton steps, a few
+milliseconds); the value returned is
 the barrier solution's objective minus its duality-gap certificate ``m / t``, so the result
 never exceeds the true optimum by more than rounding. For a matmul this reproduces the
 known three-case bound; for MTTKRP with a large tensor ``N·R·(I/P)^(1/N) − R·Σ_k I_k/P``
@@ -94,35 +96,37 @@ def _min_accessed(
 
 
 def _barrier_minimum(incidence: np.ndarray, upper: np.ndarray, need: float) -> float:
-    """Minimise ``Σ_r exp(incidence[r] · x)`` s.t. ``Σ x ≥ need``, ``0 ≤ x ≤ upper``."""
+    """Minimise ``Σ_r exp(incidence[r] · x)`` s.t. ``Σ x ≥ need``, ``0 ≤ x ≤ upper``.
+
+    The objective grows in every ``x_i``, so the volume constraint is tight at the optimum
+    (or ``x = 0`` is optimal when ``need ≤ 0``): Newton steps keep ``Σ x = need`` exactly
+    (a KKT solve) and only the box is a barrier, which keeps the systems well conditioned.
+    """
     n = len(upper)
-    total = float(upper.sum())
-    theta = (max(need, 0.0) / total + 1.0) / 2.0  # strictly inside: need < θ·Σu < Σu
-    x = theta * upper
+    if need <= 0:
+        return float(len(incidence))
+    x = (need / float(upper.sum())) * upper  # on the constraint, strictly inside the box
     scale = float(np.exp(incidence @ x).sum())  # objective units of the start point
-    constraints = 2 * n + 1
+    constraints = 2 * n
+    kkt = np.zeros((n + 1, n + 1))
+    kkt[:n, n] = kkt[n, :n] = 1.0
+    rhs = np.zeros(n + 1)
 
     def phi(x: np.ndarray, t: float) -> float:
-        slack = x.sum() - need
-        if slack <= 0 or np.any(x <= 0) or np.any(x >= upper):
+        if np.any(x <= 0) or np.any(x >= upper):
             return math.inf
         value = np.exp(incidence @ x).sum() / scale
-        return t * value - math.log(slack) - np.log(upper - x).sum() - np.log(x).sum()
+        return t * value - np.log(upper - x).sum() - np.log(x).sum()
 
     t = float(constraints)
     while True:
         for _ in range(50):  # Newton steps on the barrier problem at this t
             terms = np.exp(incidence @ x) / scale
-            slack = x.sum() - need
-            grad = (
-                t * (incidence.T @ terms) - 1.0 / slack + 1.0 / (upper - x) - 1.0 / x
-            )
-            hess = (
-                t * (incidence.T * terms) @ incidence
-                + np.full((n, n), 1.0 / slack**2)
-                + np.diag(1.0 / (upper - x) ** 2 + 1.0 / x**2)
-            )
-            step = -np.linalg.solve(hess, grad)
+            grad = t * (incidence.T @ terms) + 1.0 / (upper - x) - 1.0 / x
+            kkt[:n, :n] = t * (incidence.T * terms) @ incidence
+            kkt[:n, :n] += np.diag(1.0 / (upper - x) ** 2 + 1.0 / x**2)
+            rhs[:n] = -grad
+            step = np.linalg.solve(kkt, rhs)[:n]
             decrement = float(-grad @ step)
             if decrement / 2.0 <= 1e-8:  # centred up to float noise
                 break

@@ -65,6 +65,8 @@ class Schedule:
         memory_bytes: modelled peak live bytes per node.
         net_in_bytes: modelled bytes received per node.
         net_out_bytes: modelled bytes sent per node.
+        final_memory_bytes: live bytes per node after the last task (the retained blocks:
+            user inputs on their nodes and the final output blocks).
         transfers: every modelled copy; ``block`` is a task index, or ``len(tasks) + g`` for
             the ``g``-th local fold in ``reduce_groups`` order (by reduce task, then group).
     """
@@ -77,6 +79,7 @@ class Schedule:
     memory_bytes: list[int]
     net_in_bytes: list[int]
     net_out_bytes: list[int]
+    final_memory_bytes: list[int] = field(default_factory=list)
     transfers: list[Transfer] = field(default_factory=list, repr=False)
 
     @property
@@ -160,9 +163,7 @@ def schedule(
         PlanError: unknown scheduler, ``nodes < 1``, or a load task without a valid node.
     """
     if scheduler not in SCHEDULERS:
-        raise PlanError(
-            f"unknown scheduler {scheduler!r}; choose one of {', '.join(SCHEDULERS)}"
-        )
+        raise PlanError(f"unknown scheduler {scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
     if nodes < 1:
         raise PlanError(f"a schedule needs at least one node, got nodes={nodes}")
     tasks = graph.tasks
@@ -190,6 +191,7 @@ def schedule(
         memory_bytes=list(state.peak),
         net_in_bytes=list(state.net_in),
         net_out_bytes=list(state.net_out),
+        final_memory_bytes=list(state.mem),
         transfers=state.transfers,
     )
 
@@ -231,9 +233,7 @@ def _place_loads(
         state.run(index, (), node)
 
 
-def _best_node(
-    state: ClusterState, inputs: Sequence[int], nbytes: int, options: int
-) -> int:
+def _best_node(state: ClusterState, inputs: Sequence[int], nbytes: int, options: int) -> int:
     """The option (a node mask) minimising the objective; ties: most input bytes held,
     then the lowest id."""
     if not options & (options - 1):
