@@ -1,0 +1,82 @@
+"""Block-cyclic layouts: which node holds which block of a distributed array (NumS).
+
+Contract: a node grid ``(C0, C1, …)`` over an array's first dimensions places block
+``(g0, g1, …)`` on the node whose row-major flat index in the grid is
+``(g0 % C0, g1 % C1, …)``; dimensions beyond the grid's length are not split over nodes.
+:func:`block_cyclic_node` is that rule; the other helpers apply it to the load tasks and
+output blocks of a task graph, whose block coordinates they read from the block slices
+(the rank of a block's start among the starts of its dimension), so they hold for any
+uniform or ragged blocking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tensorc.codegen.taskgraph import LOAD, TaskGraph
+
+
+def block_cyclic_node(coords: Sequence[int], node_grid: Sequence[int]) -> int:
+    """The node of block ``coords`` under the block-cyclic layout over ``node_grid``.
+
+    Args:
+        coords: block coordinates ``(g0, g1, …)`` (at least as many as the grid has axes,
+            missing trailing ones count as 0).
+        node_grid: node counts per split dimension ``(C0, C1, …)``; their product is the
+            number of nodes the array spans.
+
+    Returns:
+        The row-major flat index of ``(g0 % C0, g1 % C1, …)`` in the grid.
+    """
+    node = 0
+    for axis, count in enumerate(node_grid):
+        if count < 1:
+            raise ValueError(f"node grid {tuple(node_grid)} has an axis of {count} nodes")
+        coord = coords[axis] if axis < len(coords) else 0
+        node = node * count + coord % count
+    return node
+
+
+def _ranks(slices_list: Sequence[tuple[slice, ...]]) -> list[tuple[int, ...]]:
+    """Block coordinates of each slice tuple: the rank of its start in its dimension."""
+    if not slices_list:
+        return []
+    dims = len(slices_list[0])
+    starts = [sorted({s[d].start or 0 for s in slices_list}) for d in range(dims)]
+    rank = [{start: r for r, start in enumerate(column)} for column in starts]
+    return [tuple(rank[d][s[d].start or 0] for d in range(dims)) for s in slices_list]
+
+
+def load_block_coords(graph: TaskGraph) -> dict[int, tuple[int, tuple[int, ...]]]:
+    """For every load task: (operand position, block coordinates within that operand)."""
+    by_operand: dict[int, list[int]] = {}
+    for index, task in enumerate(graph.tasks):
+        if task.kind == LOAD:
+            by_operand.setdefault(task.source[0], []).append(index)
+    coords: dict[int, tuple[int, tuple[int, ...]]] = {}
+    for position, indices in by_operand.items():
+        ranks = _ranks([graph.tasks[i].source[1] for i in indices])
+        for index, block in zip(indices, ranks, strict=True):
+            coords[index] = (position, block)
+    return coords
+
+
+def output_block_coords(graph: TaskGraph) -> list[tuple[int, ...]]:
+    """Block coordinates of each entry of ``graph.outputs``, in that order."""
+    return _ranks([slices for _, slices in graph.outputs])
+
+
+def block_cyclic_load_nodes(
+    graph: TaskGraph, node_grids: Sequence[Sequence[int]]
+) -> dict[int, int]:
+    """``load_nodes`` for :func:`tensorc.runtime.schedule.schedule`: operand ``p`` laid out
+    block-cyclically over ``node_grids[p]``."""
+    return {
+        index: block_cyclic_node(coords, node_grids[position])
+        for index, (position, coords) in load_block_coords(graph).items()
+    }
+
+
+def block_cyclic_output_nodes(graph: TaskGraph, node_grid: Sequence[int]) -> list[int]:
+    """``output_nodes``: the result laid out block-cyclically over ``node_grid``."""
+    return [block_cyclic_node(coords, node_grid) for coords in output_block_coords(graph)]

@@ -1,0 +1,328 @@
+"""Placement of a task graph on the nodes of a cluster: LSHS, round-robin, Ray's default.
+
+Contract: ``schedule(graph, nodes, scheduler, load_nodes=..., output_nodes=...)`` returns a
+:class:`Schedule` — plain data: the node of every task, the local folds of reductions and
+the modelled per-node memory and network bytes. It simulates (:mod:`cluster_state`), it
+never runs data, and it is deterministic for a given graph and layout.
+
+Common to every scheduler:
+
+- load task ``i`` runs on ``load_nodes[i]`` (where the distributed array already keeps that
+  block): no transfer, and its bytes count as memory there from the start. All loads are
+  placed before any other task, since user data exists before the call;
+- user inputs (loads) and final output blocks are *retained*: they stay on their node after
+  their last consumer; every other block is freed from all its holders once every consumer
+  has run. A task's inputs that are not on its node are copied there from the holder that
+  has sent the fewest bytes so far (ties: lowest node id) and stay cached there;
+- the other tasks are taken in graph order (the graph is topologically ordered, so this is
+  a deterministic frontier order).
+
+Policies:
+
+- ``lshs`` (NumS's load-simulated hierarchical scheduling): the options for a task are the
+  nodes holding any of its inputs, plus ``output_nodes[j]`` when the task produces output
+  block ``j`` (all nodes if that leaves none). The task goes to the option minimising
+  ``max(peak mem) + max(net_in) + max(net_out)`` over nodes after simulating it there (all
+  three are high-water marks, so the terms are commensurate); ties go to
+  the option holding the most input bytes, then the lowest id. A ``reduce`` task whose
+  inputs were produced on two or more nodes folds locally first: for each node that
+  produced two or more of its inputs, those inputs are folded on that node (no network, one
+  block out; listed in ``Schedule.reduce_groups``); the final fold, over the group results
+  and the remaining inputs, is then placed by the same rule. A reduce whose inputs all come
+  from one node is placed like any task.
+- ``round_robin``: the c-th non-load task in graph order runs on node ``c % nodes``; no
+  local folds. The ablation baseline.
+- ``ray_default``: a model of Ray's locality-aware default, which gets no affinity from
+  the executor (``pinned=False``): each task runs on the node holding the most bytes of its
+  inputs (ties: lowest id; a task without inputs on node 0, the driver's); no local folds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tensorc.codegen.taskgraph import LOAD, REDUCE, TaskGraph
+from tensorc.errors import PlanError
+from tensorc.runtime.cluster_state import ClusterState, Transfer, mask_nodes
+
+SCHEDULERS = ("lshs", "round_robin", "ray_default")
+
+
+@dataclass
+class Schedule:
+    """Where every task of one graph runs, and the modelled loads per node.
+
+    Attributes:
+        scheduler: the policy that made it (one of :data:`SCHEDULERS`).
+        nodes: number of nodes.
+        node_of: the planned (``pinned``) or modelled node of every task, by task index.
+        pinned: whether the executor should pin tasks to ``node_of`` (soft affinity);
+            ``False`` for ``ray_default``, where ``node_of`` is only the model's guess.
+        reduce_groups: reduce task index → ``[(node, input task indices)]``: each group is
+            folded on that node first (only groups of two or more); the reduce task itself
+            then folds the group results and its other inputs on ``node_of[task]``.
+        memory_bytes: modelled peak live bytes per node.
+        net_in_bytes: modelled bytes received per node.
+        net_out_bytes: modelled bytes sent per node.
+        final_memory_bytes: live bytes per node after the last task (the retained blocks:
+            user inputs on their nodes and the final output blocks).
+        transfers: every modelled copy; ``block`` is a task index, or ``len(tasks) + g`` for
+            the ``g``-th local fold in ``reduce_groups`` order (by reduce task, then group).
+    """
+
+    scheduler: str
+    nodes: int
+    node_of: list[int]
+    pinned: bool
+    reduce_groups: dict[int, list[tuple[int, tuple[int, ...]]]]
+    memory_bytes: list[int]
+    net_in_bytes: list[int]
+    net_out_bytes: list[int]
+    final_memory_bytes: list[int] = field(default_factory=list)
+    transfers: list[Transfer] = field(default_factory=list, repr=False)
+
+    @property
+    def inter_node_bytes(self) -> int:
+        """Bytes copied between nodes in all."""
+        return sum(self.net_in_bytes)
+
+    @property
+    def max_node_recv_bytes(self) -> int:
+        """Bytes received by the busiest receiver."""
+        return max(self.net_in_bytes)
+
+    @property
+    def max_node_memory_bytes(self) -> int:
+        """Peak live bytes of the fullest node."""
+        return max(self.memory_bytes)
+
+    def summary(self) -> dict:
+        """The headline numbers, keyed as the attributes are named."""
+        return {
+            "scheduler": self.scheduler,
+            "nodes": self.nodes,
+            "inter_node_bytes": self.inter_node_bytes,
+            "max_node_recv_bytes": self.max_node_recv_bytes,
+            "max_node_memory_bytes": self.max_node_memory_bytes,
+            "memory_bytes": list(self.memory_bytes),
+            "net_in_bytes": list(self.net_in_bytes),
+            "net_out_bytes": list(self.net_out_bytes),
+        }
+
+    def format(self, limit: int | None = None) -> str:
+        """Deterministic text: one line per node, then ``t<i> -> node n`` per task (at most
+        ``limit`` task lines)."""
+        counts = [0] * self.nodes
+        for node in self.node_of:
+            counts[node] += 1
+        lines = [
+            f"schedule {self.scheduler} on {self.nodes} nodes"
+            f" ({'pinned' if self.pinned else 'modelled, not pinned'}):"
+            f" inter-node {self.inter_node_bytes} B"
+        ]
+        for node in range(self.nodes):
+            lines.append(
+                f"  node {node}: tasks={counts[node]} memory={self.memory_bytes[node]}"
+                f" in={self.net_in_bytes[node]} out={self.net_out_bytes[node]}"
+            )
+        shown = self.node_of if limit is None else self.node_of[:limit]
+        for index, node in enumerate(shown):
+            line = f"t{index} -> node {node}"
+            groups = self.reduce_groups.get(index)
+            if groups:
+                folds = " ".join(
+                    f"node{g}[{','.join(str(i) for i in inputs)}]" for g, inputs in groups
+                )
+                line += f" after local folds {folds}"
+            lines.append(line)
+        if limit is not None and len(self.node_of) > limit:
+            lines.append(f"... {len(self.node_of) - limit} more tasks")
+        return "\n".join(lines)
+
+
+def schedule(
+    graph: TaskGraph,
+    nodes: int,
+    scheduler: str = "lshs",
+    *,
+    load_nodes: Mapping[int, int],
+    output_nodes: Sequence[int] | None = None,
+) -> Schedule:
+    """Place every task of ``graph`` on one of ``nodes`` nodes (policy: module docstring).
+
+    Args:
+        graph: the task graph (topologically ordered).
+        nodes: number of nodes, at least 1.
+        scheduler: one of :data:`SCHEDULERS`.
+        load_nodes: load task index → node holding that block of its operand.
+        output_nodes: for each entry of ``graph.outputs``, the node its block's layout puts
+            it on (an extra option for LSHS); ``None`` for no preference.
+
+    Raises:
+        PlanError: unknown scheduler, ``nodes < 1``, or a load task without a valid node.
+    """
+    if scheduler not in SCHEDULERS:
+        raise PlanError(f"unknown scheduler {scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
+    if nodes < 1:
+        raise PlanError(f"a schedule needs at least one node, got nodes={nodes}")
+    tasks = graph.tasks
+    layout = _output_layout(graph, nodes, output_nodes)
+    retained = [i for i, t in enumerate(tasks) if t.kind == LOAD]
+    retained.extend(index for index, _ in graph.outputs)
+    state = ClusterState(
+        nodes, [t.nbytes for t in tasks], [len(c) for c in graph.consumers()], retained
+    )
+    node_of = [0] * len(tasks)
+    _place_loads(graph, nodes, load_nodes, state, node_of)
+    groups: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
+    if scheduler == "lshs":
+        _lshs(graph, state, node_of, layout, groups)
+    elif scheduler == "round_robin":
+        _round_robin(graph, state, node_of)
+    else:
+        _ray_default(graph, state, node_of)
+    return Schedule(
+        scheduler=scheduler,
+        nodes=nodes,
+        node_of=node_of,
+        pinned=scheduler != "ray_default",
+        reduce_groups=groups,
+        memory_bytes=list(state.peak),
+        net_in_bytes=list(state.net_in),
+        net_out_bytes=list(state.net_out),
+        final_memory_bytes=list(state.mem),
+        transfers=state.transfers,
+    )
+
+
+def _output_layout(
+    graph: TaskGraph, nodes: int, output_nodes: Sequence[int] | None
+) -> dict[int, int]:
+    """Task index → layout node of the output block it produces."""
+    if output_nodes is None:
+        return {}
+    if len(output_nodes) != len(graph.outputs):
+        raise PlanError(
+            f"output_nodes has {len(output_nodes)} entries for {len(graph.outputs)} output blocks"
+        )
+    layout = {}
+    for (index, _), node in zip(graph.outputs, output_nodes, strict=True):
+        if not 0 <= node < nodes:
+            raise PlanError(f"output block of task t{index} laid out on node {node} of {nodes}")
+        layout[index] = node
+    return layout
+
+
+def _place_loads(
+    graph: TaskGraph,
+    nodes: int,
+    load_nodes: Mapping[int, int],
+    state: ClusterState,
+    node_of: list[int],
+) -> None:
+    for index, task in enumerate(graph.tasks):
+        if task.kind != LOAD:
+            continue
+        node = load_nodes.get(index)
+        if node is None:
+            raise PlanError(f"no node given for load task t{index} {task.key}")
+        if not 0 <= node < nodes:
+            raise PlanError(f"load task t{index} {task.key} placed on node {node} of {nodes}")
+        node_of[index] = node
+        state.run(index, (), node)
+
+
+def _best_node(state: ClusterState, inputs: Sequence[int], nbytes: int, options: int) -> int:
+    """The option (a node mask) minimising the objective; ties: most input bytes held,
+    then the lowest id."""
+    if not options & (options - 1):
+        return options.bit_length() - 1
+    best_key: tuple[int, int, int] | None = None
+    for node in mask_nodes(options):
+        key = (state.cost(inputs, nbytes, node), -state.held_bytes(inputs, node), node)
+        if best_key is None or key < best_key:
+            best_key = key
+    return best_key[2]
+
+
+def _lshs(
+    graph: TaskGraph,
+    state: ClusterState,
+    node_of: list[int],
+    layout: dict[int, int],
+    groups: dict[int, list[tuple[int, tuple[int, ...]]]],
+) -> None:
+    every_node = (1 << state.nodes) - 1
+    holders = state.holders
+    for index, task in enumerate(graph.tasks):
+        if task.kind == LOAD:
+            continue
+        inputs = task.inputs
+        if task.kind == REDUCE and len(inputs) > 1:
+            inputs = _fold_locally(index, inputs, state, node_of, groups)
+        options = 0
+        for block in inputs:
+            options |= holders[block]
+        lay = layout.get(index)
+        if lay is not None:
+            options |= 1 << lay
+        if not options:
+            options = every_node
+        node = _best_node(state, inputs, task.nbytes, options)
+        node_of[index] = node
+        state.run(index, inputs, node)
+
+
+def _fold_locally(
+    index: int,
+    inputs: tuple[int, ...],
+    state: ClusterState,
+    node_of: list[int],
+    groups: dict[int, list[tuple[int, tuple[int, ...]]]],
+) -> tuple[int, ...]:
+    """Fold the inputs of reduce task ``index`` per producing node; return the final fold's
+    inputs (group results and ungrouped inputs)."""
+    by_node: dict[int, list[int]] = {}
+    for block in inputs:
+        by_node.setdefault(node_of[block], []).append(block)
+    if len(by_node) == 1:
+        return inputs
+    nbytes = state.size[index]
+    final: list[int] = []
+    for node in sorted(by_node):
+        members = by_node[node]
+        if len(members) == 1:
+            final.append(members[0])
+            continue
+        fold = state.add_block(nbytes, uses=1)
+        state.run(fold, members, node, task=index)
+        groups.setdefault(index, []).append((node, tuple(members)))
+        final.append(fold)
+    return tuple(final)
+
+
+def _round_robin(graph: TaskGraph, state: ClusterState, node_of: list[int]) -> None:
+    count = 0
+    for index, task in enumerate(graph.tasks):
+        if task.kind == LOAD:
+            continue
+        node = count % state.nodes
+        count += 1
+        node_of[index] = node
+        state.run(index, task.inputs, node)
+
+
+def _ray_default(graph: TaskGraph, state: ClusterState, node_of: list[int]) -> None:
+    holders = state.holders
+    size = state.size
+    for index, task in enumerate(graph.tasks):
+        if task.kind == LOAD:
+            continue
+        held = [0] * state.nodes
+        for block in set(task.inputs):
+            for holder in mask_nodes(holders[block]):
+                held[holder] += size[block]
+        node = held.index(max(held))
+        node_of[index] = node
+        state.run(index, task.inputs, node)
