@@ -76,24 +76,26 @@ class DistributedBlocks:
             self.reported.clear()
         return self.nodes
 
-    def pieces(self, slices: tuple[slice, ...]) -> list[tuple[tuple[int, ...], tuple[slice, ...]]]:
+    def pieces(self, slices: tuple[slice, ...]) -> list[tuple[tuple[int, ...], tuple, tuple]]:
         """The stored blocks overlapping ``slices``: (block coordinates, the part of the
-        region that block fills, relative to the region's start)."""
-        ranges = []
+        region it fills (relative to the region's start), the part of the block it gives)."""
+        per_dim = []
         for bounds, s in zip(self.bounds, slices, strict=True):
             if s.stop <= s.start:
-                ranges.append([(0, slice(0, 0), slice(0, 0))])
+                per_dim.append([(0, slice(0, 0), slice(0, 0))])
                 continue
             first = bisect.bisect_right(bounds, s.start) - 1
             last = bisect.bisect_left(bounds, s.stop) - 1
             parts = []
             for c in range(first, last + 1):
                 lo, hi = max(bounds[c], s.start), min(bounds[c + 1], s.stop)
-                parts.append((c, slice(lo - s.start, hi - s.start)))
-            ranges.append(parts)
-        out = [((), ())]
-        for parts in ranges:
-            out = [(co + (p[0],), sl + (p[1],)) for co, sl in out for p in parts]
+                parts.append((c, slice(lo - s.start, hi - s.start),
+                              slice(lo - bounds[c], hi - bounds[c])))
+            per_dim.append(parts)
+        out: list[tuple[tuple[int, ...], tuple, tuple]] = [((), (), ())]
+        for parts in per_dim:
+            out = [(co + (c,), dst + (d,), src + (r,))
+                   for co, dst, src in out for c, d, r in parts]
         return out
 
 
@@ -203,11 +205,11 @@ class RayExecutor:
         ):
             return blocks.refs[pieces[0][0]]
         shape = tuple(s.stop - s.start for s in slices)
-        layout = tuple(where for _, where in pieces)
+        layout = tuple((dst, src) for _, dst, src in pieces)
         full = tuple(slice(0, n) for n in shape)
         block, where = ray_tasks.remote("load").options(
             scheduling_strategy=_strategy(self.cluster, node_for(index))
-        ).remote(kernel, full, shape, layout, *[blocks.refs[c] for c, _ in pieces])
+        ).remote(kernel, full, shape, layout, *[blocks.refs[c] for c, _, _ in pieces])
         reported[index] = where
         return block
 

@@ -61,12 +61,13 @@ def _run(kernel, *blocks: np.ndarray):
 
 
 def stitch(shape: tuple[int, ...], layout: tuple, pieces) -> np.ndarray:
-    """One array of ``shape`` from pieces; ``layout[k]`` is the slices piece ``k`` fills."""
-    if len(pieces) == 1 and tuple(pieces[0].shape) == tuple(shape):
-        return pieces[0]
+    """One array of ``shape`` from stored blocks; ``layout[k] = (into, out_of)``: the region
+    slices block ``k`` fills and the slices of block ``k`` that fill them."""
+    if len(pieces) == 1 and tuple(pieces[0][layout[0][1]].shape) == tuple(shape):
+        return pieces[0][layout[0][1]]
     region = np.empty(shape, dtype=pieces[0].dtype)
-    for where, piece in zip(layout, pieces, strict=True):
-        region[where] = piece
+    for (into, out_of), piece in zip(layout, pieces, strict=True):
+        region[into] = piece[out_of]
     return region
 
 

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tensorc.errors import PlanError, ShapeError, TypeCheckError
+from tensorc.runtime.layout import block_cyclic_node
 from tensorc.runtime.ray_executor import DistributedBlocks
 from tensorc.session import ray_cluster
 
@@ -42,22 +43,14 @@ def _prime_factors(n: int) -> list[int]:
 
 def factor_over(count: int, extents: Sequence[int]) -> tuple[int, ...]:
     """Spread ``count`` over dimensions: each prime factor (largest first) goes to the
-    dimension with the most extent per part left, ties to the outer dimension."""
+    dimension with the most extent per part left; ties to the less split, then outer one."""
     parts = [1] * len(extents)
     if not extents:
         return ()
     for p in _prime_factors(count):
-        best = max(range(len(extents)), key=lambda d: (extents[d] / parts[d], -d))
+        best = max(range(len(extents)), key=lambda d: (extents[d] / parts[d], -parts[d], -d))
         parts[best] *= p
     return tuple(parts)
-
-
-def block_node(coords: Sequence[int], node_grid: Sequence[int]) -> int:
-    """The node index of block ``coords`` under the block-cyclic layout over ``node_grid``."""
-    index = 0
-    for c, n in zip(coords, node_grid, strict=True):
-        index = index * n + (c % n)
-    return index
 
 
 def _bounds(shape: Sequence[int], block: Sequence[int]) -> tuple[tuple[int, ...], ...]:
@@ -178,7 +171,7 @@ def _make(kind: str, shape, block_shape, grid, seed: int, dtype) -> Array:
     make = ray_tasks.remote("generate")
     for coords in np.ndindex(*blocks.grid):
         block_shape_here = tuple(s.stop - s.start for s in blocks.block_slices(coords))
-        node = block_node(coords, node_grid)
+        node = block_cyclic_node(coords, node_grid)
         ref, where = make.options(scheduling_strategy=_strategy(cluster, node)).remote(
             kind, block_shape_here, dtype.str, (int(seed), *coords)
         )
@@ -237,7 +230,7 @@ def distribute(data: np.ndarray, bounds: tuple[tuple[int, ...], ...]) -> Array:
     node_grid = _node_grid(blocks.grid, cluster.nodes)
     place = ray_tasks.remote("place")
     for coords in np.ndindex(*blocks.grid):
-        node = block_node(coords, node_grid)
+        node = block_cyclic_node(coords, node_grid)
         piece = np.ascontiguousarray(data[blocks.block_slices(coords)])
         ref, where = place.options(scheduling_strategy=_strategy(cluster, node)).remote(piece)
         blocks.refs[coords] = ref

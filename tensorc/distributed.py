@@ -25,11 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tensorc.array import Array, block_node, distribute, factor_over
-from tensorc.errors import PlanError
+from tensorc.array import Array, distribute, factor_over
 from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.plan import Plan
 from tensorc.runtime import ray_tasks
+from tensorc.runtime.layout import block_cyclic_output_nodes
 from tensorc.runtime.ray_executor import DistributedBlocks, RayExecutor, _strategy
 from tensorc.runtime.schedule import schedule
 from tensorc.session import ray_cluster
@@ -101,10 +101,9 @@ def run_on_ray(call: RayCall, get_plan) -> tuple[object, dict]:
             inputs.append(distribute(np.asarray(operand), operand_bounds(plan, labels)).blocks)
     executor = RayExecutor(cluster)
     graph = plan.graph
-    coords = _output_coords(graph)
-    out_grid = tuple(max(c[d] for c in coords) + 1 for d in range(len(graph.output_shape)))
+    out_grid = _output_grid(graph)
     out_node_grid = factor_over(cluster.nodes, out_grid)
-    output_nodes = [block_node(c, out_node_grid) for c in coords]
+    output_nodes = block_cyclic_output_nodes(graph, out_node_grid)
     placed = schedule(
         graph, cluster.nodes, call.scheduler,
         load_nodes=executor.load_nodes(graph, inputs), output_nodes=output_nodes,
@@ -116,7 +115,13 @@ def run_on_ray(call: RayCall, get_plan) -> tuple[object, dict]:
     run = executor.last_run
     stats = {
         **plan.stats,
-        **placed.summary(),
+        "scheduler": placed.scheduler,
+        "inter_node_bytes": placed.inter_node_bytes,
+        "max_node_recv_bytes": placed.max_node_recv_bytes,
+        "max_node_memory_bytes": placed.max_node_memory_bytes,
+        "node_memory_bytes": list(placed.memory_bytes),
+        "node_recv_bytes": list(placed.net_in_bytes),
+        "node_send_bytes": list(placed.net_out_bytes),
         "backend": "ray",
         "nodes": cluster.nodes,
         "plan_cached": cached,
@@ -135,16 +140,7 @@ def run_on_ray(call: RayCall, get_plan) -> tuple[object, dict]:
     return result.numpy(), stats
 
 
-def _output_coords(graph) -> list[tuple[int, ...]]:
-    """Block coordinates of every output block, in ``graph.outputs`` order."""
+def _output_grid(graph) -> tuple[int, ...]:
+    """Blocks per dimension of the graph's output."""
     ndim = len(graph.output_shape)
-    starts = [sorted({sl[d].start for _, sl in graph.outputs}) for d in range(ndim)]
-    rank = [{start: k for k, start in enumerate(row)} for row in starts]
-    return [tuple(rank[d][s.start] for d, s in enumerate(slices)) for _, slices in graph.outputs]
-
-
-def check_out(out) -> None:
-    if out is not None:
-        raise PlanError("out= takes a numpy array; a tc.Array result is new blocks on the "
-                        "cluster (call .numpy() and copy, or drop out=)")
-
+    return tuple(len({slices[d].start for _, slices in graph.outputs}) for d in range(ndim))

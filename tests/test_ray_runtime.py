@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tensorc as tc
-from tensorc.array import block_node
+from tensorc.runtime.layout import block_cyclic_node
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
@@ -98,7 +98,7 @@ def test_creation_places_blocks_on_their_layout_nodes(ray_cluster):
     assert x.grid == (4, 2, 1) and x.block_shape == (4, 6, 8)
     assert x.node_grid == (2, 2, 1)  # 4 nodes factored over the block grid, largest first
     nodes = x.block_nodes()
-    assert nodes == {c: block_node(c, x.node_grid) for c in np.ndindex(4, 2, 1)}
+    assert nodes == {c: block_cyclic_node(c, x.node_grid) for c in np.ndindex(4, 2, 1)}
     zeros, ones = tc.zeros((5, 3), grid=(2, 1)), tc.ones((5, 3), grid=(1, 3))
     np.testing.assert_array_equal(np.asarray(zeros), np.zeros((5, 3)))
     np.testing.assert_array_equal(np.asarray(ones), np.ones((5, 3)))
@@ -110,7 +110,8 @@ def test_creation_places_blocks_on_their_layout_nodes(ray_cluster):
 
 def test_default_blocking_gives_every_cpu_a_block():
     x = tc.random((64, 32))
-    assert x.grid == (4, 1)  # four one-CPU nodes, the longer dimension split
+    assert x.grid == (2, 2)  # four one-CPU nodes: 2 x 2 blocks of 32 x 16
+    assert sorted(x.block_nodes().values()) == [0, 1, 2, 3]
 
 
 @pytest.mark.parametrize("scheduler", ["lshs", "round_robin"])
