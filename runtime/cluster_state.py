@@ -211,6 +211,19 @@ class ClusterState:
         if uses[block] == 0:
             self._free(block)
 
+    def add_copy(self, block: int, node: int) -> None:
+        """Record a copy of ``block`` that already sits on ``node`` (Ray cached it there
+        before this graph ran): no transfer, but it occupies the node's memory."""
+        bit = 1 << node
+        if self.holders[block] & bit:
+            return
+        self.holders[block] |= bit
+        self.mem[node] += self.size[block]
+        if self.mem[node] > self.peak[node]:
+            self.peak[node] = self.mem[node]
+            if self.mem[node] > self.max_peak:
+                self.max_peak = self.mem[node]
+
     def _free(self, block: int) -> None:
         """Drop ``block`` from its holders (a retained block keeps its home copy)."""
         mask = self.holders[block]

@@ -99,6 +99,25 @@ class DistributedBlocks:
         return out
 
 
+def _settled_locations(refs: list, settle_seconds: float = 2.0) -> dict:
+    """Object locations once they stop changing: raylets report new copies to the owner
+    asynchronously, so a look right after the run can miss the last few."""
+    from ray.experimental import get_object_locations
+
+    def copies(found: dict) -> int:
+        return sum(len(info.get("node_ids") or ()) for info in found.values())
+
+    locations = get_object_locations(refs)
+    deadline = time.monotonic() + settle_seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        again = get_object_locations(refs)
+        if copies(again) == copies(locations):
+            return again
+        locations = again
+    return locations
+
+
 def _strategy(cluster: RayCluster, node: int | None):
     if node is None:
         return "DEFAULT"
@@ -113,10 +132,16 @@ class RayExecutor:
     def __init__(self, cluster: RayCluster) -> None:
         self.cluster = cluster
         self.last_run: dict = {}
+        self._existing: dict | None = None  # input copies seen by locate_loads
 
-    def load_nodes(self, graph: TaskGraph, inputs: Sequence[DistributedBlocks]) -> dict[int, int]:
-        """For every load task, the node index holding (the first piece of) its data."""
+    def locate_loads(
+        self, graph: TaskGraph, inputs: Sequence[DistributedBlocks]
+    ) -> tuple[dict[int, int], dict[int, list[int]]]:
+        """For every load task, the node index holding (the first piece of) its data, and
+        the other nodes that already hold a cached copy of it (read from Ray)."""
+        self._existing = self._input_copies(inputs)
         placed: dict[int, int] = {}
+        cached: dict[int, list[int]] = {}
         for index, task in enumerate(graph.tasks):
             if task.kind != LOAD:
                 continue
@@ -125,7 +150,12 @@ class RayExecutor:
             coords = blocks.pieces(slices)[0][0]
             node = self.cluster.index_of(blocks.node_ids().get(coords, ""))
             placed[index] = 0 if node is None else node
-        return placed
+            copies = self._existing.get(blocks.refs[coords], set())
+            others = sorted(i for i in map(self.cluster.index_of, copies)
+                            if i is not None and i != placed[index])
+            if others:
+                cached[index] = others
+        return placed, cached
 
     def run(
         self, graph: TaskGraph, schedule, inputs: Sequence[DistributedBlocks]
@@ -134,7 +164,8 @@ class RayExecutor:
 
         started = time.perf_counter()
         dead_before = set(self.cluster.dead_nodes)
-        existing = self._input_copies(inputs)
+        existing = self._existing if self._existing is not None else self._input_copies(inputs)
+        self._existing = None
         refs: list = [None] * len(graph.tasks)
         reported: dict[int, object] = {}
         producer_of: dict[object, object] = {}  # block ref -> node-id ref or hex id
@@ -177,10 +208,8 @@ class RayExecutor:
             reported[index] = where
             producer_of[block] = where
         submitted = time.perf_counter()
-        outputs = [refs[task] for task, _ in graph.outputs]
-        task_of = {ref: i for i, ref in enumerate(refs) if ref is not None}
-        task_of.update({ref: i for i, ref in reported.items()})
-        self._wait(graph, task_of, outputs + list(reported.values()), dead_before)
+        task_of = {ref: i for i, ref in reported.items()}
+        self._wait(graph, task_of, list(reported.values()), dead_before)
         finished = time.perf_counter()
         ran_on = dict(zip(reported, ray.get(list(reported.values())), strict=True))
         measured, per_node = self._measure(refs, extra, producer_of, existing)
@@ -220,7 +249,9 @@ class RayExecutor:
         waiting = list(pending)
         last_progress = time.monotonic()
         while waiting:
-            ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=POLL_SECONDS)
+            ready, waiting = ray.wait(
+                waiting, num_returns=len(waiting), timeout=POLL_SECONDS, fetch_local=False
+            )
             if ready:
                 last_progress = time.monotonic()
                 try:
@@ -269,10 +300,9 @@ class RayExecutor:
 
     def _measure(self, refs, extra, producer_of, existing) -> tuple[int, list[int]]:
         import ray
-        from ray.experimental import get_object_locations
 
         unique = list(dict.fromkeys(r for r in list(refs) + extra if r is not None))
-        locations = get_object_locations(unique)
+        locations = _settled_locations(unique)
         pending = {r: p for r, p in producer_of.items() if isinstance(p, ray.ObjectRef)}
         resolved = dict(zip(pending, ray.get(list(pending.values())), strict=True))
         per_node = [0] * self.cluster.nodes

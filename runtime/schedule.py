@@ -39,7 +39,7 @@ Policies:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tensorc.codegen.taskgraph import LOAD, REDUCE, TaskGraph
@@ -148,6 +148,7 @@ def schedule(
     *,
     load_nodes: Mapping[int, int],
     output_nodes: Sequence[int] | None = None,
+    cached_copies: Mapping[int, Iterable[int]] | None = None,
 ) -> Schedule:
     """Place every task of ``graph`` on one of ``nodes`` nodes (policy: module docstring).
 
@@ -158,6 +159,8 @@ def schedule(
         load_nodes: load task index → node holding that block of its operand.
         output_nodes: for each entry of ``graph.outputs``, the node its block's layout puts
             it on (an extra option for LSHS); ``None`` for no preference.
+        cached_copies: load task index → other nodes that already hold a copy of its block
+            (Ray caches blocks a node once read); reading there moves nothing.
 
     Raises:
         PlanError: unknown scheduler, ``nodes < 1``, or a load task without a valid node.
@@ -175,6 +178,10 @@ def schedule(
     )
     node_of = [0] * len(tasks)
     _place_loads(graph, nodes, load_nodes, state, node_of)
+    for index, copies in (cached_copies or {}).items():
+        for node in copies:
+            if 0 <= node < nodes:
+                state.add_copy(index, node)
     groups: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
     if scheduler == "lshs":
         _lshs(graph, state, node_of, layout, groups)

@@ -104,9 +104,10 @@ def run_on_ray(call: RayCall, get_plan) -> tuple[object, dict]:
     out_grid = _output_grid(graph)
     out_node_grid = factor_over(cluster.nodes, out_grid)
     output_nodes = block_cyclic_output_nodes(graph, out_node_grid)
+    load_nodes, cached = executor.locate_loads(graph, inputs)
     placed = schedule(
         graph, cluster.nodes, call.scheduler,
-        load_nodes=executor.load_nodes(graph, inputs), output_nodes=output_nodes,
+        load_nodes=load_nodes, output_nodes=output_nodes, cached_copies=cached,
     )
     planned = time.perf_counter()
     blocks = executor.run(graph, placed, inputs)
