@@ -63,8 +63,10 @@ def _run(kernel, *blocks: np.ndarray):
 def stitch(shape: tuple[int, ...], layout: tuple, pieces) -> np.ndarray:
     """One array of ``shape`` from stored blocks; ``layout[k] = (into, out_of)``: the region
     slices block ``k`` fills and the slices of block ``k`` that fill them."""
-    if len(pieces) == 1 and tuple(pieces[0][layout[0][1]].shape) == tuple(shape):
-        return pieces[0][layout[0][1]]
+    if len(pieces) == 1:
+        part = np.asarray(pieces[0][layout[0][1]])  # a 0-d block indexed by () is a scalar
+        if part.shape == tuple(shape):
+            return part
     region = np.empty(shape, dtype=pieces[0].dtype)
     for (into, out_of), piece in zip(layout, pieces, strict=True):
         region[into] = piece[out_of]

@@ -231,7 +231,7 @@ def distribute(data: np.ndarray, bounds: tuple[tuple[int, ...], ...]) -> Array:
     place = ray_tasks.remote("place")
     for coords in np.ndindex(*blocks.grid):
         node = block_cyclic_node(coords, node_grid)
-        piece = np.ascontiguousarray(data[blocks.block_slices(coords)])
+        piece = np.array(data[blocks.block_slices(coords)], order="C")  # 0-d stays 0-d
         ref, where = place.options(scheduling_strategy=_strategy(cluster, node)).remote(piece)
         blocks.refs[coords] = ref
         blocks.reported[coords] = where

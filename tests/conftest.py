@@ -40,8 +40,15 @@ RAY_NODES = 4
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``last`` (they kill Ray nodes) run after every other test."""
-    items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+    """Compiler-only tests first (they run on the local session and never see Ray), then the
+    tests on the shared Ray cluster, then those marked ``last`` (they stop it)."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("last") is not None:
+            return 2
+        return 1 if "ray_cluster" in getattr(item, "fixturenames", ()) else 0
+
+    items.sort(key=rank)
 
 
 def pytest_configure(config: pytest.Config) -> None:
