@@ -1,7 +1,8 @@
 """tensorc: a tensor-algebra compiler for einsum, tensordot and ``.tc`` programs.
 
 ``import tensorc as tc`` gives the public API (see ``shared/docs/ARCHITECTURE.md``):
-``tc.einsum``, ``tc.tensordot``, ``tc.plan``, ``tc.last_stats`` and the error hierarchy.
+``tc.einsum``, ``tc.tensordot``, ``tc.plan``, ``tc.last_stats``, ``tc.compile`` (``.tc``
+programs) and the error hierarchy.
 Heavy dependencies (Ray, z3) are imported only by the parts that need them.
 """
 
@@ -13,10 +14,15 @@ from tensorc.errors import (
     ParseError,
     PlanError,
     ShapeError,
+    TcError,
+    TcParseError,
+    TcShapeError,
+    TcTypeError,
     TensorcError,
     TypeCheckError,
 )
 from tensorc.plan import Plan
+from tensorc.program import Program, compile
 
 __all__ = [
     "AxisError",
@@ -25,10 +31,16 @@ __all__ = [
     "ParseError",
     "Plan",
     "PlanError",
+    "Program",
     "ShapeError",
+    "TcError",
+    "TcParseError",
+    "TcShapeError",
+    "TcTypeError",
     "TensorcError",
     "TypeCheckError",
     "clear_plan_cache",
+    "compile",
     "einsum",
     "last_stats",
     "plan",
