@@ -244,7 +244,9 @@ class _Statement:
             self.use(binding.name.name, symbol, binding.hi.span,
                      f"the range of '{binding.name.name}'")
         self.collect_index_names(stmt.rhs)
+        errors_before = len(self.c.diags.items)
         kind, free = self.expr(stmt.rhs)
+        rhs_ok = len(self.c.diags.items) == errors_before
         if decl is not None and kind is not None:
             target_kind = kind_of_dtype(decl.dtype)
             if stmt.op != "=" and MONOID_KIND.get(stmt.op) != target_kind:
@@ -255,7 +257,8 @@ class _Statement:
                 self.err("E-type", f"the right side is {_kind_word(kind)} but '{stmt.target}' "
                          f"is {decl.dtype}", stmt.rhs.span,
                          "compare with a number, or use '? :' to choose values")
-        self.reduction_rule(free)
+        if rhs_ok:
+            self.reduction_rule(free)
         accumulate = stmt.op != "=" and stmt.target in self.assigned
         return replace(stmt, accumulate=accumulate)
 
@@ -281,6 +284,8 @@ class _Statement:
                      f"declared {_declared(decl)}")
             return decl
         for position, (sub, dim) in enumerate(zip(stmt.subs, decl.dims, strict=True)):
+            if stmt.loop is not None and not isinstance(sub, ast.Name):
+                continue  # the loop rules already reported it
             name = self.subscript(sub, "on the left")
             if name is None:
                 continue

@@ -60,9 +60,9 @@ def expected_words(names: set[str] | frozenset[str]) -> str:
     return ", ".join(words)
 
 
-def _token_word(token: Token) -> str:
+def _token_word(token: Token, in_chunk: bool = False) -> str:
     if token.type == "$END":
-        return "end of file"
+        return "end of the statement" if in_chunk else "end of file"
     if token.type == "NAME":
         return f"identifier '{token.value}'"
     if token.type == "NUMBER":
@@ -269,7 +269,7 @@ class _ToAst(Transformer):
         return ast.Tuple(tuple(_present(items)), _span(meta))
 
 
-def _message(err: UnexpectedInput) -> tuple[str, Span, str]:
+def _message(err: UnexpectedInput, in_chunk: bool) -> tuple[str, Span, str]:
     if isinstance(err, UnexpectedCharacters):
         char = err.char if hasattr(err, "char") else "?"
         span = Span(err.line, err.column, err.line, err.column + 1)
@@ -278,7 +278,7 @@ def _message(err: UnexpectedInput) -> tuple[str, Span, str]:
     if isinstance(err, UnexpectedToken):
         token = err.token
         expected = expected_words(err.accepts or err.expected)
-        return f"unexpected {_token_word(token)}", _tspan(token), f"expected {expected}"
+        return f"unexpected {_token_word(token, in_chunk)}", _tspan(token), f"expected {expected}"
     if isinstance(err, UnexpectedEOF):
         line = max(1, getattr(err, "line", 1) or 1)
         expected = expected_words(set(err.expected))
@@ -287,8 +287,8 @@ def _message(err: UnexpectedInput) -> tuple[str, Span, str]:
     return str(err).splitlines()[0], span, ""
 
 
-def _report(diags: Diagnostics, err: UnexpectedInput) -> None:
-    message, span, hint = _message(err)
+def _report(diags: Diagnostics, err: UnexpectedInput, in_chunk: bool = False) -> None:
+    message, span, hint = _message(err, in_chunk)
     diags.error("E-parse", message, span, hint)
 
 
@@ -332,7 +332,7 @@ def parse(source: Source) -> ast.Module:
             try:
                 parser().parse("\n" * (line - 1) + chunk)
             except UnexpectedInput as err:
-                _report(diags, err)
+                _report(diags, err, in_chunk=line + chunk.count("\n") < source.text.count("\n"))
         if not diags:
             _report(diags, first)
         diags.raise_if_any()
