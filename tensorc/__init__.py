@@ -1,9 +1,9 @@
 """tensorc: a tensor-algebra compiler for einsum, tensordot and ``.tc`` programs.
 
 ``import tensorc as tc`` gives the public API (see ``shared/docs/ARCHITECTURE.md``):
-``tc.einsum``, ``tc.tensordot``, ``tc.plan``, ``tc.last_stats``, the Ray session
-(``tc.init``, ``tc.shutdown``), distributed arrays (``tc.Array``, ``tc.random``, ``tc.zeros``,
-``tc.ones``, ``tc.asarray``) and the error hierarchy.
+``tc.einsum``, ``tc.tensordot``, ``tc.plan``, ``tc.last_stats``, ``tc.compile`` (``.tc``
+programs), the Ray session (``tc.init``, ``tc.shutdown``), distributed arrays (``tc.Array``,
+``tc.random``, ``tc.zeros``, ``tc.ones``, ``tc.asarray``) and the error hierarchy.
 Heavy dependencies (Ray, z3) are imported only by the parts that need them.
 """
 
@@ -16,10 +16,15 @@ from tensorc.errors import (
     ParseError,
     PlanError,
     ShapeError,
+    TcError,
+    TcParseError,
+    TcShapeError,
+    TcTypeError,
     TensorcError,
     TypeCheckError,
 )
 from tensorc.plan import Plan
+from tensorc.program import Program, compile
 from tensorc.session import init, shutdown
 
 __all__ = [
@@ -36,10 +41,16 @@ __all__ = [
     "ParseError",
     "Plan",
     "PlanError",
+    "Program",
     "ShapeError",
+    "TcError",
+    "TcParseError",
+    "TcShapeError",
+    "TcTypeError",
     "TensorcError",
     "TypeCheckError",
     "clear_plan_cache",
+    "compile",
     "einsum",
     "last_stats",
     "plan",

@@ -7,6 +7,11 @@ Subcommands:
   against numpy, with per-node modelled and measured loads (``--local``: the in-process
   executor against numpy).
 - ``tensorc bench NAME [args...]`` — run ``benchmarks/NAME.py`` from a source checkout.
+- ``tensorc run FILE.tc [--input NAME=file.npy ...] [--set NAME=VALUE ...] [--random]
+  [--output out.npz]`` — run a ``.tc`` program; ``--random`` fills missing inputs with seeded
+  random data of their declared shapes; prints every output (and saves them with ``--output``).
+- ``tensorc explain FILE.tc --emit ast|ir|plan|tasks|schedule|dot [--set NAME=VALUE ...]``.
+- ``tensorc check FILE.tc`` — parse and check; prints every diagnostic.
 
 Exit codes: 0 success, 1 user error (message on stderr), 2 internal error.
 """
@@ -18,7 +23,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tensorc.errors import TensorcError
+import numpy as np
+
+from tensorc.errors import TcError, TensorcError
 
 
 def demo(options: argparse.Namespace) -> int:
@@ -40,6 +47,90 @@ def bench(name: str, args: list[str]) -> int:
     return subprocess.call([sys.executable, str(script), *args])
 
 
+def _assignments(items: list[str], what: str) -> dict[str, str]:
+    result = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"{what} takes NAME=VALUE, got {item!r}")
+        result[name] = value
+    return result
+
+
+class UsageError(Exception):
+    """A command line that cannot be carried out (exit code 1)."""
+
+
+def _scalar(text: str):
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            continue
+    if text in ("true", "false"):
+        return text == "true"
+    raise UsageError(f"--set values are numbers or true/false, got {text!r}")
+
+
+def _load_inputs(items: list[str]) -> dict[str, np.ndarray]:
+    arrays = {}
+    for name, path in _assignments(items, "--input").items():
+        try:
+            arrays[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise UsageError(f"cannot load --input {name}={path}: {err}") from err
+    return arrays
+
+
+def run_tc(options) -> int:
+    import tensorc as tc
+
+    program = tc.compile(options.file)
+    values: dict = {k: _scalar(v) for k, v in _assignments(options.set, "--set").items()}
+    values.update(_load_inputs(options.input))
+    if options.random:
+        _, sizes, _ = program.bind(values, need_inputs=False)
+        rng = np.random.default_rng(options.seed)
+        for name in program.input_names:
+            if name not in values:
+                dtype = program.checked.tensors[name].dtype
+                shape = program.declared_shape(name, sizes)
+                values[name] = _random(rng, shape, dtype)
+    outputs = program.run(**values)
+    for name, value in outputs.items():
+        print(f"{name} : {value.dtype}{list(value.shape)}")
+        print(np.array2string(np.asarray(value), precision=6, threshold=200))
+    if options.output:
+        np.savez(options.output, **{k: np.asarray(v) for k, v in outputs.items()})
+    return 0
+
+
+def _random(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    if dtype in ("i32", "i64"):
+        return rng.integers(0, 10, size=shape).astype("int32" if dtype == "i32" else "int64")
+    return rng.random(shape).astype("float32" if dtype == "f32" else "float64")
+
+
+def explain_tc(options) -> int:
+    import tensorc as tc
+
+    program = tc.compile(options.file)
+    values = {k: _scalar(v) for k, v in _assignments(options.set, "--set").items()}
+    print(program.explain(options.emit, **values))
+    return 0
+
+
+def check_tc(options) -> int:
+    import tensorc as tc
+
+    program = tc.compile(options.file)
+    print(f"{options.file}: ok ({len(program.input_names)} input(s), "
+          f"{len(program.output_names)} output(s))")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tensorc", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -55,12 +146,34 @@ def main(argv: list[str] | None = None) -> int:
     bench_parser = commands.add_parser("bench", help="run benchmarks/NAME.py")
     bench_parser.add_argument("name")
     bench_parser.add_argument("args", nargs=argparse.REMAINDER)
+    run_parser = commands.add_parser("run", help="run a .tc program")
+    run_parser.add_argument("file")
+    run_parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    run_parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                            help="a param or size value")
+    run_parser.add_argument("--random", action="store_true",
+                            help="random data for every input not given")
+    run_parser.add_argument("--seed", type=int, default=0)
+    run_parser.add_argument("--output", help="save the outputs to this .npz file")
+    explain_parser = commands.add_parser("explain", help="print a compilation stage")
+    explain_parser.add_argument("file")
+    explain_parser.add_argument("--emit", default="plan",
+                                choices=("ast", "ir", "plan", "tasks", "schedule", "dot"))
+    explain_parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    check_parser = commands.add_parser("check", help="parse and check a .tc program")
+    check_parser.add_argument("file")
     options = parser.parse_args(argv)
+    commands_by_name = {"run": run_tc, "explain": explain_tc, "check": check_tc}
     try:
+        if options.command in commands_by_name:
+            return commands_by_name[options.command](options)
         if options.command == "demo":
             return demo(options)
         return bench(options.name, options.args)
-    except TensorcError as err:
+    except TcError as err:
+        print(err, file=sys.stderr)
+        return 1
+    except (TensorcError, UsageError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except Exception as err:  # noqa: BLE001 - an internal error, reported as such

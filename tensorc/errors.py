@@ -39,3 +39,38 @@ class ExecutionError(TensorcError, RuntimeError):
 
 class IRVerificationError(TensorcError, AssertionError):
     """An IR or task graph that breaks an invariant; always a bug in a pass, never user error."""
+
+
+class TcError(TensorcError):
+    """A ``.tc`` program error carrying one or more diagnostics (code, file:line:col, caret,
+    hint); ``str()`` holds every one of them, ``diagnostics`` the structured list."""
+
+    def __init__(self, message: str, diagnostics: list | None = None) -> None:
+        super().__init__(message)
+        self.diagnostics = list(diagnostics or [])
+
+    @property
+    def codes(self) -> list[str]:
+        return [d.code for d in self.diagnostics]
+
+
+class TcParseError(TcError, ParseError):
+    """``.tc`` errors in the program text: syntax, names, indices, reductions, loops."""
+
+
+class TcShapeError(TcError, ShapeError):
+    """``.tc`` errors about ranks and sizes (declared, or bound from run-time inputs)."""
+
+
+class TcTypeError(TcError, TypeCheckError):
+    """``.tc`` dtype errors (in the program, or a run-time input of the wrong dtype)."""
+
+
+def tc_error_class(code: str, message: str) -> type[TcError]:
+    """The exception class for a diagnostic: shapes and sizes are ``ShapeError``s, dtypes are
+    ``TypeCheckError``s, everything else about the text is a ``ParseError``."""
+    if code == "E-type" or (code == "E-input" and "dtype" in message):
+        return TcTypeError
+    if code in ("E-rank", "E-size", "E-input"):
+        return TcShapeError
+    return TcParseError

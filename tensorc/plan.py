@@ -32,7 +32,7 @@ class Plan:
     """A compiled contraction: IR after every pass, blocking, task graph, statistics."""
 
     subscripts: str
-    spec: EinsumSpec
+    spec: EinsumSpec | None
     program: Program
     stages: list[tuple[str, str]]
     notes: list[str]
@@ -42,7 +42,8 @@ class Plan:
 
     def explain(self) -> str:
         """IR after each pass, the pass decisions, the blocking and the task counts."""
-        lines = [f"plan for einsum {self.subscripts!r}"]
+        title = f"einsum {self.subscripts!r}" if self.spec is not None else self.subscripts
+        lines = [f"plan for {title}"]
         for name, text in self.stages:
             lines.append(f"== after {name} ==")
             lines.append(text)
@@ -72,9 +73,20 @@ def build_plan(
     ctx: PassContext,
 ) -> Plan:
     """Run the pipeline, choose the blocking, lower to a task graph."""
-    started = time.perf_counter()
     names = tuple(str(np.dtype(d)) for d in dtypes)
     program = einsum_program(spec, shapes, names, str(np.dtype(compute_dtype)))
+    return plan_program(subscripts, program, ctx, spec)
+
+
+def plan_program(
+    name: str, program: Program, ctx: PassContext, spec: EinsumSpec | None = None
+) -> Plan:
+    """Plan any element-level IR ``program`` (an einsum's, or one ``.tc`` statement's):
+    run the pipeline, choose the blocking, lower to a task graph. ``name`` titles
+    ``explain()``; ``spec`` is the einsum's, or ``None`` for other front ends."""
+    started = time.perf_counter()
+    compute_dtype = program.dtype
+    subscripts = name
     final, stages = run_pipeline(program, ctx)
     blocking = choose_blocking(final, ctx)
     graph = lower(final, blocking, ctx.optimize, ctx.paths)

@@ -35,7 +35,36 @@ MONOIDS: dict[str, str] = {
 }
 """Each monoid's name and the printed form of its identity."""
 
-CALL_OPS: frozenset[str] = frozenset({"mul", "add", "sub", "div", "neg"})
+CALL_ARITY: dict[str, int | None] = {
+    "mul": None,
+    "add": None,
+    "sub": 2,
+    "div": 2,
+    "neg": 1,
+    "exp": 1,
+    "log": 1,
+    "sqrt": 1,
+    "abs": 1,
+    "tanh": 1,
+    "sigmoid": 1,
+    "relu": 1,
+    "pow": 2,
+    "max": 2,
+    "min": 2,
+    "lt": 2,
+    "le": 2,
+    "gt": 2,
+    "ge": 2,
+    "eq": 2,
+    "ne": 2,
+    "and": None,
+    "or": None,
+    "not": 1,
+    "select": 3,
+}
+"""Each ``Call`` operator and its number of arguments (``None``: two or more, folded left)."""
+
+CALL_OPS: frozenset[str] = frozenset(CALL_ARITY)
 """Operators a ``Call`` may apply element-wise (``tensorc.ir.semantics`` defines each)."""
 
 

@@ -12,7 +12,20 @@ from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import Arg, Call, Const, Expr, Join, Map, Merge, Program, ReduceByKey, Scan
 from tensorc.ir.nodes import post_order as _post_order
 
-_INFIX = {"mul": "*", "add": "+", "sub": "-", "div": "/"}
+_INFIX = {
+    "mul": "*",
+    "add": "+",
+    "sub": "-",
+    "div": "/",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+    "eq": "==",
+    "ne": "!=",
+    "and": "and",
+    "or": "or",
+}
 
 
 def format_expr(expr: Expr) -> str:

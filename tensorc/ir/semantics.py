@@ -2,6 +2,7 @@
 block kernels so both compute with the same definitions.
 
 - :data:`MONOID_UFUNCS` — each monoid of ``ReduceByKey``/``Merge`` as a numpy ufunc;
+- :data:`CALL_FUNCS` — each ``Call`` operator as a vectorised numpy function;
 - :func:`evaluate` — a ``Map`` expression over broadcast numpy values;
 - :func:`align` — view an array keyed ``have`` with the axes of ``want`` (size-1 where it has
   none), the one primitive both joins and element-wise kernels need.
@@ -9,11 +10,11 @@ block kernels so both compute with the same definitions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tensorc.ir.nodes import Arg, Call, Const, Expr
+from tensorc.ir.nodes import CALL_ARITY, Arg, Call, Const, Expr
 
 MONOID_UFUNCS: dict[str, np.ufunc] = {
     "+": np.add,
@@ -24,13 +25,44 @@ MONOID_UFUNCS: dict[str, np.ufunc] = {
     "and": np.logical_and,
 }
 
-CALL_UFUNCS: dict[str, np.ufunc] = {
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (np.tanh(0.5 * np.asarray(x)) + 1.0)  # stable for large |x|
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0)
+
+
+CALL_FUNCS: dict[str, Callable[..., np.ndarray]] = {
     "mul": np.multiply,
     "add": np.add,
     "sub": np.subtract,
     "div": np.true_divide,
     "neg": np.negative,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "abs": np.abs,
+    "tanh": np.tanh,
+    "sigmoid": _sigmoid,
+    "relu": _relu,
+    "pow": np.power,
+    "max": np.maximum,
+    "min": np.minimum,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "and": np.logical_and,
+    "or": np.logical_or,
+    "not": np.logical_not,
+    "select": np.where,
 }
+"""The numpy meaning of every ``Call`` operator (vectorised; variadic ones fold left)."""
 
 
 def evaluate(expr: Expr, values: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
@@ -41,12 +73,12 @@ def evaluate(expr: Expr, values: Sequence[np.ndarray], dtype: np.dtype) -> np.nd
         return np.asarray(expr.value, dtype=dtype)
     if isinstance(expr, Call):
         args = [evaluate(a, values, dtype) for a in expr.args]
-        ufunc = CALL_UFUNCS[expr.op]
-        if ufunc.nin == 1:
-            return ufunc(args[0])
+        fn = CALL_FUNCS[expr.op]
+        if CALL_ARITY[expr.op] is not None:
+            return fn(*args)
         result = args[0]
         for arg in args[1:]:
-            result = ufunc(result, arg)
+            result = fn(result, arg)
         return result
     raise TypeError(f"not an expression: {expr!r}")
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from tensorc.errors import IRVerificationError
 from tensorc.ir.keys import join_of, key_of
 from tensorc.ir.nodes import (
+    CALL_ARITY,
     CALL_OPS,
     MONOIDS,
     Arg,
@@ -65,6 +66,10 @@ def _verify_expr(expr: Expr, arity: int, node: Map) -> None:
     elif isinstance(expr, Call):
         if expr.op not in CALL_OPS:
             _fail(node, f"unknown operator {expr.op!r}")
+        takes = CALL_ARITY[expr.op]
+        if (len(expr.args) < 2) if takes is None else (len(expr.args) != takes):
+            _fail(node, f"{expr.op!r} takes {takes or 'two or more'} argument(s), "
+                        f"got {len(expr.args)}")
         for arg in expr.args:
             _verify_expr(arg, arity, node)
     elif not isinstance(expr, Const):

@@ -1,0 +1,400 @@
+"""``tc.compile`` and the :class:`Program` it returns: a checked ``.tc`` program you can run.
+
+Contract:
+
+- ``compile(path_or_source, *, grid=None, block_shape=None, workers=None, optimize="auto")``
+  parses and checks the program (every error in one :class:`~tensorc.errors.TcError`) and
+  returns a :class:`Program`. Plan options are keyed by index name and apply to every
+  statement that uses the index; they override the ``@block``/``@grid`` hints.
+- ``Program.run(**inputs)`` binds inputs (numpy arrays, cast to their declared dtype), params
+  (overriding declared values) and sizes (from input shapes, declared values or keywords),
+  unrolls and lowers the program for those values (cached), plans each statement (cached),
+  and runs the statements' task graphs in SSA order through :func:`tensorc.api.execute_plan`,
+  each result feeding later statements. Returns ``{output name: ndarray}``.
+- ``Program.explain(stage=None, **sizes_and_params)`` prints one stage: ``ast``, ``ir``,
+  ``plan`` (the default), ``tasks``, ``schedule`` or ``dot`` (Graphviz text of the task graphs).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tensorc.errors import TcParseError
+from tensorc.frontend import tc_ast as ast
+from tensorc.frontend.diagnostics import Diagnostics, Source, Span, did_you_mean
+from tensorc.frontend.tc_check import DTYPES, Checked, check
+from tensorc.frontend.tc_lower import Statement, Unrolled, lower_program
+from tensorc.ir.printer import format_program
+from tensorc.passes.base import PassContext
+from tensorc.plan import Plan, plan_program
+
+STAGES = ("ast", "ir", "plan", "tasks", "schedule", "dot")
+TASK_LINES = 400
+
+
+@dataclass(frozen=True)
+class Options:
+    """Plan options of a compiled program (see :func:`compile`)."""
+
+    grid: tuple[tuple[str, int], ...] = ()
+    block_shape: tuple[tuple[str, int], ...] = ()
+    workers: int | None = None
+    optimize: object = "auto"
+
+
+def _read(path_or_source: str | os.PathLike) -> Source:
+    if isinstance(path_or_source, os.PathLike) or (
+        isinstance(path_or_source, str)
+        and "\n" not in path_or_source
+        and path_or_source.endswith(".tc")
+    ):
+        path = Path(path_or_source)
+        try:
+            return Source(str(path_or_source), path.read_text())
+        except OSError as err:
+            raise TcParseError(f"error: cannot read {path}: {err.strerror}") from err
+    if not isinstance(path_or_source, str):
+        raise TcParseError(f"tc.compile takes a path or source text, got {type(path_or_source)}")
+    return Source("<source>", path_or_source)
+
+
+def compile(  # noqa: A001 - the public name is tc.compile
+    path_or_source: str | os.PathLike,
+    *,
+    grid: dict[str, int] | None = None,
+    block_shape: dict[str, int] | None = None,
+    workers: int | None = None,
+    optimize: object = "auto",
+) -> Program:
+    """Parse and check a ``.tc`` program (a path ending in ``.tc``, or the source text)."""
+    checked = check(_read(path_or_source))
+    options = Options(
+        tuple(sorted((grid or {}).items())),
+        tuple(sorted((block_shape or {}).items())),
+        workers,
+        optimize,
+    )
+    return Program(checked, options)
+
+
+class Program:
+    """A compiled ``.tc`` program; see the module docstring."""
+
+    def __init__(self, checked: Checked, options: Options = Options()) -> None:
+        self.checked = checked
+        self.options = options
+        self._unrolled: dict[tuple, Unrolled] = {}
+        self._plans: dict[tuple, Plan] = {}
+
+    @property
+    def source(self) -> Source:
+        return self.checked.source
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(n for n, d in self.checked.tensors.items() if d.kind == "input")
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(n for n, d in self.checked.tensors.items() if d.kind == "output")
+
+    def declared_shape(self, name: str, sizes: dict[str, int]) -> tuple[int, ...]:
+        dims = self.checked.tensors[name].dims
+        return tuple(d.value if isinstance(d, ast.Num) else sizes[d.name] for d in dims)
+
+    # -- binding -------------------------------------------------------------------------
+    def bind(self, values: dict, need_inputs: bool = True):
+        """``(arrays, sizes, params)`` for ``values``; every problem reported at once."""
+        checked = self.checked
+        diags = Diagnostics(checked.source)
+        first = checked.module.decls[0].span if checked.module.decls else Span(1, 1, 1, 2)
+        known = set(checked.tensors) | set(checked.params) | set(checked.sizes)
+        for name in values:
+            if name not in known or (name in checked.tensors and name not in self.input_names):
+                hint = did_you_mean(name, self.input_names + tuple(checked.params)
+                                    + tuple(checked.sizes)) or (
+                    "inputs: " + ", ".join(self.input_names))
+                diags.error("E-input", f"no input, param or size named '{name}'", first, hint)
+        sizes: dict[str, int] = {}
+        origin: dict[str, str] = {}
+        for name, decl in checked.sizes.items():
+            if name in values:
+                value = values[name]
+                if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                    diags.error("E-input", f"size {name} must be a non-negative integer, got "
+                                f"{value!r}", decl.span)
+                    continue
+                if decl.value is not None and decl.value != value:
+                    diags.error("E-input", f"size {name} is declared {decl.value} but {value} "
+                                "was passed", decl.span, "sizes with a value are fixed")
+                sizes[name], origin[name] = int(value), f"the argument {name}={value}"
+            elif decl.value is not None:
+                sizes[name], origin[name] = decl.value, "its declaration"
+        arrays = {}
+        for name in self.input_names:
+            decl = checked.tensors[name]
+            if name not in values:
+                if need_inputs:
+                    diags.error("E-input", f"missing input '{name}'", decl.span,
+                                f"pass {name}=<array> to run")
+                continue
+            array = self._array(name, values[name], decl, diags)
+            if array is None:
+                continue
+            if len(array.shape) != len(decl.dims):
+                diags.error("E-input", f"input '{name}' has shape {tuple(array.shape)} but is "
+                            f"declared with rank {len(decl.dims)}", decl.span)
+                continue
+            for axis, (dim, extent) in enumerate(zip(decl.dims, array.shape, strict=True)):
+                self._bind_dim(name, axis, dim, int(extent), decl, sizes, origin, diags)
+            arrays[name] = array
+        for name, decl in checked.sizes.items():
+            if name not in sizes:
+                diags.error("E-input", f"size {name} has no value", decl.span,
+                            f"give it a value (size {name} = ...), pass {name}=..., or bind "
+                            "it with an input's shape")
+        params = {}
+        for name, decl in checked.params.items():
+            value = values.get(name, decl.value)
+            if value is None:
+                diags.error("E-input", f"param '{name}' has no value", decl.span,
+                            f"pass {name}=... to run")
+                continue
+            params[name] = self._param(name, value, decl, diags)
+        diags.raise_if_any()
+        return arrays, sizes, params
+
+    @staticmethod
+    def _array(name: str, value, decl: ast.TensorDecl, diags: Diagnostics):
+        distributed = not isinstance(value, np.ndarray) and hasattr(value, "shape") and hasattr(
+            value, "dtype") and hasattr(value, "block_shape")
+        if not distributed:
+            try:
+                value = np.asarray(value)
+            except Exception:  # noqa: BLE001 - reported as a user error
+                diags.error("E-input", f"input '{name}' is not an array", decl.span)
+                return None
+        want = np.dtype(DTYPES[decl.dtype])
+        have = np.dtype(value.dtype)
+        if not np.can_cast(have, want, "same_kind" if want.kind == have.kind else "safe"):
+            diags.error("E-input", f"input '{name}' has dtype {have} but is declared "
+                        f"{decl.dtype} ({want})", decl.span,
+                        f"pass an array that casts safely to {want}")
+            return None
+        if distributed or have == want:
+            return value
+        return value.astype(want)
+
+    @staticmethod
+    def _bind_dim(name, axis, dim, extent, decl, sizes, origin, diags) -> None:
+        where = f"dimension {axis} of input '{name}'"
+        if isinstance(dim, ast.Num):
+            if dim.value != extent:
+                diags.error("E-input", f"input '{name}' has {extent} at dimension {axis} but "
+                            f"is declared {dim.value}", decl.span)
+            return
+        symbol = dim.name
+        if symbol not in sizes:
+            sizes[symbol], origin[symbol] = extent, where
+            return
+        if sizes[symbol] == extent:
+            return
+        code = "E-input" if origin[symbol] in ("its declaration",) else "E-size"
+        diags.error(code, f"size {symbol} is {sizes[symbol]} from {origin[symbol]} but "
+                    f"{extent} from {where}", decl.span,
+                    "every use of one size symbol must have the same extent")
+
+    @staticmethod
+    def _param(name: str, value, decl: ast.ParamDecl, diags: Diagnostics):
+        array = np.asarray(value)
+        if array.ndim != 0 or array.dtype.kind not in "biuf":
+            diags.error("E-input", f"param '{name}' must be a scalar number, got {value!r}",
+                        decl.span)
+            return 0
+        if decl.dtype == "bool":
+            return bool(array)
+        if decl.dtype in ("i32", "i64"):
+            if array.dtype.kind == "f" and float(array) != int(array):
+                diags.error("E-input", f"param '{name}' is {decl.dtype} but got {value!r}",
+                            decl.span)
+            return int(array)
+        return float(array)
+
+    # -- compilation for bound values ----------------------------------------------------
+    def unrolled(self, sizes: dict[str, int], params: dict[str, object]) -> Unrolled:
+        key = (tuple(sorted(sizes.items())), tuple(sorted(params.items())))
+        result = self._unrolled.get(key)
+        if result is None:
+            result = lower_program(self.checked, sizes, params)
+            self._unrolled[key] = result
+        return result
+
+    def _context(self, statement: Statement) -> PassContext:
+        from tensorc.runtime.local import available_cores
+
+        sizes = statement.program.size_of
+        block = dict(statement.block)
+        for name, count in self.options.grid:
+            if name in sizes:
+                block[name] = max(1, math.ceil(sizes[name] / count))
+        for name, size in self.options.block_shape:
+            if name in sizes:
+                block[name] = size
+        layouts = {d.name: "C" for d in statement.program.inputs}
+        return PassContext(
+            optimize=self.options.optimize,
+            workers=int(self.options.workers or available_cores()),
+            block_shape=block or None,
+            layouts=layouts,
+        )
+
+    def plan(self, statement: Statement) -> Plan:
+        """The (cached) plan of one statement's IR."""
+        ctx = self._context(statement)
+        key = (statement.program, tuple(sorted((ctx.block_shape or {}).items())))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = plan_program(f"{statement.label}: {statement.text}", statement.program, ctx)
+            self._plans[key] = plan
+        return plan
+
+    # -- running -------------------------------------------------------------------------
+    def run(self, **inputs) -> dict[str, np.ndarray]:
+        """Run the program on ``inputs`` (arrays, params, sizes by name); outputs by name."""
+        from tensorc.api import execute_plan
+
+        arrays, sizes, params = self.bind(inputs)
+        unrolled = self.unrolled(sizes, params)
+        env: dict[str, object] = dict(arrays)
+        for statement in unrolled.statements:
+            if statement.program is None:
+                env[statement.label] = np.full(statement.shape, statement.fill, statement.dtype)
+                continue
+            plan = self.plan(statement)
+            operands = [env[label] for label in statement.operands]
+            out = np.empty(statement.shape, dtype=plan.graph.dtype)
+            execute_plan(plan, operands, out, workers=self.options.workers)
+            env[statement.label] = out if out.dtype == statement.dtype else out.astype(
+                statement.dtype)
+        return {name: env[label] for name, label in unrolled.outputs}
+
+    # -- explaining ----------------------------------------------------------------------
+    def explain(self, stage: str | None = None, **sizes_and_params) -> str:
+        """Deterministic text of one compilation stage (default ``plan``)."""
+        stage = stage or "plan"
+        if stage not in STAGES:
+            raise TcParseError(f"unknown stage {stage!r}; stages are {', '.join(STAGES)}")
+        if stage == "ast":
+            return ast.format_ast(self.checked.module)
+        _, sizes, params = self.bind(sizes_and_params, need_inputs=False)
+        unrolled = self.unrolled(sizes, params)
+        return _EXPLAIN[stage](self, unrolled)
+
+
+def _header(unrolled: Unrolled) -> list[str]:
+    outputs = ", ".join(f"{name} = {label}" for name, label in unrolled.outputs)
+    return [f"{len(unrolled.statements)} statement(s) in SSA order; outputs: {outputs}"]
+
+
+def _title(statement: Statement) -> str:
+    return f"== {statement.label} (line {statement.line}): {statement.text}"
+
+
+def _explain_ir(program: Program, unrolled: Unrolled) -> str:
+    lines = _header(unrolled)
+    for statement in unrolled.statements:
+        lines.append(_title(statement))
+        if statement.program is None:
+            shape = ",".join(str(d) for d in statement.shape)
+            lines.append(f"  fill {statement.fill!r} : {statement.dtype}[{shape}]")
+            continue
+        bound = ", ".join(f"in{k} = {label}" for k, label in enumerate(statement.operands))
+        lines.append(f"  operands {bound}")
+        lines.append(format_program(statement.program))
+    return "\n".join(lines)
+
+
+def _explain_plan(program: Program, unrolled: Unrolled) -> str:
+    lines = _header(unrolled)
+    for statement in unrolled.statements:
+        if statement.program is None:
+            lines.append(_title(statement))
+            lines.append(f"  fill {statement.fill!r} (no tasks)")
+            continue
+        lines.append(program.plan(statement).explain())
+    return "\n".join(lines)
+
+
+def _explain_tasks(program: Program, unrolled: Unrolled) -> str:
+    lines = _header(unrolled)
+    for statement in unrolled.statements:
+        lines.append(_title(statement))
+        if statement.program is None:
+            lines.append(f"  fill {statement.fill!r} (no tasks)")
+            continue
+        lines.append(program.plan(statement).graph.format(limit=TASK_LINES))
+    return "\n".join(lines)
+
+
+def _explain_schedule(program: Program, unrolled: Unrolled) -> str:
+    lines = ["local executor: tasks run in graph order", *_header(unrolled)]
+    for statement in unrolled.statements:
+        if statement.program is None:
+            lines.append(f"  {statement.label}: fill on the host, no tasks")
+            continue
+        graph = program.plan(statement).graph
+        counts = ", ".join(f"{k} {v}" for k, v in graph.counts().items())
+        last = len(graph.tasks) - 1
+        lines.append(f"  {statement.label}: t0..t{last} in order ({counts})")
+    return "\n".join(lines)
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _explain_dot(program: Program, unrolled: Unrolled) -> str:
+    lines = ["digraph tensorc {", "  rankdir=LR;", "  node [shape=box, fontsize=10];"]
+    for name in program.input_names:
+        lines.append(f"  {_quote(name)} [shape=ellipse];")
+    for number, statement in enumerate(unrolled.statements):
+        label = statement.label
+        lines.append(f"  {_quote(label)} [shape=ellipse];")
+        if statement.program is None:
+            fill = _quote(f"fill {label}")
+            lines.append(f"  {fill} [label={_quote(f'fill {statement.fill!r}')}];")
+            lines.append(f"  {fill} -> {_quote(label)};")
+            continue
+        graph = program.plan(statement).graph
+        lines.append(f"  subgraph cluster_{number} {{")
+        lines.append(f"    label={_quote(f'{label}: {statement.text}')};")
+        for index, task in enumerate(graph.tasks):
+            stage = str(task.key[0]).rsplit("-", 1)[0]
+            coords = ",".join(str(c) for c in task.key[1:])
+            lines.append(f"    {_quote(f'{label}/t{index}')} "
+                         f"[label={_quote(f't{index} {task.kind} {stage} ({coords})')}];")
+        lines.append("  }")
+        for index, task in enumerate(graph.tasks):
+            node = _quote(f"{label}/t{index}")
+            for source in task.inputs:
+                lines.append(f"  {_quote(f'{label}/t{source}')} -> {node};")
+            if task.source is not None:
+                lines.append(f"  {_quote(statement.operands[task.source[0]])} -> {node};")
+        for task_index, _ in graph.outputs:
+            lines.append(f"  {_quote(f'{label}/t{task_index}')} -> {_quote(label)};")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+_EXPLAIN = {
+    "ir": _explain_ir,
+    "plan": _explain_plan,
+    "tasks": _explain_tasks,
+    "schedule": _explain_schedule,
+    "dot": _explain_dot,
+}
