@@ -5,8 +5,9 @@ executor can check placement and attribute copies to the producing node. Blocks 
 numpy arrays; Ray stores them in the node's shared-memory object store and moves them when a
 task on another node reads them.
 
-- ``generate(kind, shape, dtype, seed)`` — a block of ``tc.random``/``zeros``/``ones``, made on
-  the node (``seed`` is a tuple of ints; the generator is numpy's PCG64 seeded with it);
+- ``generate(kind, shape, dtype, seed, value)`` — a block of ``tc.random`` (``seed`` is a
+  tuple of ints; the generator is numpy's PCG64 seeded with it) or of a constant ``value``
+  (``tc.zeros``, ``tc.ones``, ``.tc`` fills), made on the node;
 - ``place(block)`` — a driver block copied to the node the task runs on (``tc.asarray``);
 - ``run(kernel, *blocks)`` — a block kernel of the task graph;
 - ``load(kernel, slices, layout, *pieces)`` — a load whose block spans several stored blocks
@@ -41,12 +42,10 @@ def _worker_setup() -> str:
     return ray.get_runtime_context().get_node_id()
 
 
-def _generate(kind: str, shape: tuple[int, ...], dtype: str, seed: tuple[int, ...]):
+def _generate(kind: str, shape: tuple[int, ...], dtype: str, seed: tuple[int, ...], value=0):
     node = _worker_setup()
-    if kind == "zeros":
-        return np.zeros(shape, dtype=dtype), node
-    if kind == "ones":
-        return np.ones(shape, dtype=dtype), node
+    if kind == "full":
+        return np.full(shape, value, dtype=dtype), node
     rng = np.random.default_rng(list(seed))
     return rng.random(shape, dtype=np.dtype(dtype)), node
 

@@ -314,6 +314,21 @@ def execute_plan(
     return executor.last_run
 
 
+def execute_plan_on_ray(plan: Plan, operands: Sequence[object], *, scheduler=None) -> Array:
+    """Run ``plan`` on the Ray session: numpy operands are distributed as the plan cuts them,
+    ``tc.Array`` operands read where they live; the result stays distributed."""
+    from tensorc.distributed import execute_on_ray
+
+    scheduler = session.check_scheduler(scheduler or session.current().scheduler)
+    result, stats = execute_on_ray(plan, list(operands), scheduler)
+    stats["lower_bound_bytes"] = (
+        lower_bound(plan.spec, np.dtype(plan.graph.dtype).itemsize, stats["nodes"])
+        if plan.spec is not None else None
+    )
+    _state.stats = stats
+    return result
+
+
 def tensordot_subscripts(a_ndim: int, b_ndim: int, axes, a_shape, b_shape) -> str:
     """numpy.tensordot's ``axes`` as einsum subscripts."""
     if isinstance(axes, (int, np.integer)):

@@ -155,7 +155,7 @@ def _node_grid(grid: Sequence[int], nodes: int) -> tuple[int, ...]:
     return factor_over(nodes, grid) if grid else ()
 
 
-def _make(kind: str, shape, block_shape, grid, seed: int, dtype) -> Array:
+def _make(kind: str, shape, block_shape, grid, seed: int, dtype, value=0) -> Array:
     from tensorc.runtime import ray_tasks
     from tensorc.runtime.ray_executor import _strategy
 
@@ -173,7 +173,7 @@ def _make(kind: str, shape, block_shape, grid, seed: int, dtype) -> Array:
         block_shape_here = tuple(s.stop - s.start for s in blocks.block_slices(coords))
         node = block_cyclic_node(coords, node_grid)
         ref, where = make.options(scheduling_strategy=_strategy(cluster, node)).remote(
-            kind, block_shape_here, dtype.str, (int(seed), *coords)
+            kind, block_shape_here, dtype.str, (int(seed), *coords), value
         )
         blocks.refs[coords] = ref
         blocks.reported[coords] = where
@@ -198,11 +198,16 @@ def random(shape, *, block_shape=None, grid=None, seed: int = 0, dtype="float64"
 
 
 def zeros(shape, *, block_shape=None, grid=None, dtype="float64") -> Array:
-    return _make("zeros", shape, block_shape, grid, 0, dtype)
+    return _make("full", shape, block_shape, grid, 0, dtype, 0)
 
 
 def ones(shape, *, block_shape=None, grid=None, dtype="float64") -> Array:
-    return _make("ones", shape, block_shape, grid, 0, dtype)
+    return _make("full", shape, block_shape, grid, 0, dtype, 1)
+
+
+def full(shape, value, *, block_shape=None, grid=None, dtype="float64") -> Array:
+    """Every element ``value``, each block made on its node."""
+    return _make("full", shape, block_shape, grid, 0, dtype, value)
 
 
 def asarray(array, *, block_shape=None, grid=None) -> Array:

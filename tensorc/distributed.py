@@ -58,15 +58,18 @@ def forced_block_shape(spec: EinsumSpec, operands) -> dict[str, int] | None:
     return chosen or None
 
 
-def operand_bounds(plan: Plan, labels: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
-    bounds = []
-    for label in labels:
-        ranges = plan.blocking.ranges(label)
-        bounds.append(tuple(start for start, _ in ranges) + (ranges[-1][1],))
-    return tuple(bounds)
+def load_bounds(graph, position: int, shape: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    """Block boundaries of operand ``position`` as the graph's load tasks cut it."""
+    starts: list[set[int]] = [{0} for _ in shape]
+    for task in graph.tasks:
+        if task.source is not None and task.source[0] == position:
+            for d, piece in enumerate(task.source[1]):
+                starts[d].add(piece.start)
+    return tuple(tuple(sorted(s for s in found if s < n or n == 0)) + (n,)
+                 for found, n in zip(starts, shape, strict=True))
 
 
-def _cast(blocks: DistributedBlocks, dtype: np.dtype, cluster) -> DistributedBlocks:
+def cast(blocks: DistributedBlocks, dtype: np.dtype, cluster) -> DistributedBlocks:
     cast = functools.partial(np.asarray, dtype=dtype)
     run = ray_tasks.remote("run")
     nodes = blocks.node_ids()
@@ -92,30 +95,46 @@ def run_on_ray(call: RayCall, get_plan) -> tuple[object, dict]:
         forced = forced_block_shape(call.spec, call.operands)
         if forced is not None:
             options["block_shape"] = forced
-    plan, cached = get_plan(options, cluster.total_cpus)
+    plan, plan_cached = get_plan(options, cluster.total_cpus)
+    planned = time.perf_counter()
+    result, stats = execute_on_ray(plan, call.operands, call.scheduler, call.result_type)
+    stats["plan_cached"] = plan_cached
+    stats["plan_seconds"] += planned - started
+    if any(isinstance(op, Array) for op in call.operands):
+        return result, stats
+    return result.numpy(), stats
+
+
+def execute_on_ray(plan: Plan, operands, scheduler: str, result_type=None) -> tuple[Array, dict]:
+    """Run a compiled plan on Ray: numpy operands are distributed as the plan cuts them,
+    ``tc.Array`` operands are read where they are; returns the result as a ``tc.Array``."""
+    cluster = ray_cluster()
+    graph = plan.graph
     inputs = []
-    for labels, operand in zip(call.spec.inputs, call.operands, strict=True):
+    for position, operand in enumerate(operands):
         if isinstance(operand, Array):
             inputs.append(operand.blocks)
         else:
-            inputs.append(distribute(np.asarray(operand), operand_bounds(plan, labels)).blocks)
+            data = np.asarray(operand)
+            inputs.append(distribute(data, load_bounds(graph, position, data.shape)).blocks)
+    started = time.perf_counter()  # scheduling counts as planning; distributing does not
     executor = RayExecutor(cluster)
-    graph = plan.graph
-    out_grid = _output_grid(graph)
-    out_node_grid = factor_over(cluster.nodes, out_grid)
+    out_node_grid = factor_over(cluster.nodes, _output_grid(graph))
     output_nodes = block_cyclic_output_nodes(graph, out_node_grid)
-    load_nodes, cached = executor.locate_loads(graph, inputs)
+    load_nodes, cached_copies = executor.locate_loads(graph, inputs)
     placed = schedule(
-        graph, cluster.nodes, call.scheduler,
-        load_nodes=load_nodes, output_nodes=output_nodes, cached_copies=cached,
+        graph, cluster.nodes, scheduler,
+        load_nodes=load_nodes, output_nodes=output_nodes, cached_copies=cached_copies,
     )
     planned = time.perf_counter()
     blocks = executor.run(graph, placed, inputs)
-    if np.dtype(blocks.dtype) != call.result_type:
-        blocks = _cast(blocks, call.result_type, cluster)
+    if result_type is not None and np.dtype(blocks.dtype) != np.dtype(result_type):
+        blocks = cast(blocks, np.dtype(result_type), cluster)
     run = executor.last_run
     stats = {
         **plan.stats,
+        "backend": "ray",
+        "nodes": cluster.nodes,
         "scheduler": placed.scheduler,
         "inter_node_bytes": placed.inter_node_bytes,
         "max_node_recv_bytes": placed.max_node_recv_bytes,
@@ -123,9 +142,6 @@ def run_on_ray(call: RayCall, get_plan) -> tuple[object, dict]:
         "node_memory_bytes": list(placed.memory_bytes),
         "node_recv_bytes": list(placed.net_in_bytes),
         "node_send_bytes": list(placed.net_out_bytes),
-        "backend": "ray",
-        "nodes": cluster.nodes,
-        "plan_cached": cached,
         "plan_seconds": planned - started,
         "run_seconds": run["run_seconds"],
         "measured_inter_node_bytes": run["measured_inter_node_bytes"],
@@ -135,10 +151,7 @@ def run_on_ray(call: RayCall, get_plan) -> tuple[object, dict]:
         "ran_on": run["ran_on"],
         "node_of": list(placed.node_of),
     }
-    result = Array(blocks, out_node_grid)
-    if any(isinstance(op, Array) for op in call.operands):
-        return result, stats
-    return result.numpy(), stats
+    return Array(blocks, out_node_grid), stats
 
 
 def _output_grid(graph) -> tuple[int, ...]:

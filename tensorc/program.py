@@ -270,6 +270,8 @@ class Program:
 
         arrays, sizes, params = self.bind(inputs)
         unrolled = self.unrolled(sizes, params)
+        if _distributed(arrays):
+            return self._run_on_ray(arrays, unrolled)
         env: dict[str, object] = dict(arrays)
         for statement in unrolled.statements:
             if statement.program is None:
@@ -282,6 +284,31 @@ class Program:
             env[statement.label] = out if out.dtype == statement.dtype else out.astype(
                 statement.dtype)
         return {name: env[label] for name, label in unrolled.outputs}
+
+    def _run_on_ray(self, arrays: dict, unrolled: Unrolled) -> dict:
+        """The statements on the Ray session: every intermediate stays on the cluster (Ray
+        chains the graphs through ObjectRefs); results are ``tc.Array``s when an input was
+        one, numpy (gathered) when every input was numpy."""
+        from tensorc.api import execute_plan_on_ray
+        from tensorc.array import Array, full
+        from tensorc.distributed import cast
+        from tensorc.session import ray_cluster
+
+        env: dict[str, object] = dict(arrays)
+        for statement in unrolled.statements:
+            if statement.program is None:
+                env[statement.label] = full(statement.shape, statement.fill,
+                                            dtype=statement.dtype)
+                continue
+            plan = self.plan(statement)
+            result = execute_plan_on_ray(plan, [env[label] for label in statement.operands])
+            if result.dtype != np.dtype(statement.dtype):
+                result = Array(cast(result.blocks, np.dtype(statement.dtype), ray_cluster()),
+                               result.node_grid)
+            env[statement.label] = result
+        keep = any(isinstance(value, Array) for value in arrays.values())
+        return {name: env[label] if keep else env[label].numpy()
+                for name, label in unrolled.outputs}
 
     # -- explaining ----------------------------------------------------------------------
     def explain(self, stage: str | None = None, **sizes_and_params) -> str:
@@ -398,3 +425,11 @@ _EXPLAIN = {
     "schedule": _explain_schedule,
     "dot": _explain_dot,
 }
+
+
+def _distributed(arrays: dict) -> bool:
+    """Whether to run on Ray: a ``tc.Array`` input, or a Ray session."""
+    from tensorc.array import Array
+    from tensorc.session import current
+
+    return current().backend == "ray" or any(isinstance(v, Array) for v in arrays.values())

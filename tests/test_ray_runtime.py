@@ -7,6 +7,7 @@ measured transfers against the modelled ones, LSHS against round-robin and Ray's
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -205,3 +206,35 @@ def test_dead_address_fails_fast_and_keeps_the_session():
     assert time.perf_counter() - started < 5
     x = tc.random((4, 4), grid=(2, 2))  # the running session is untouched
     assert float(np.asarray(tc.einsum("ij->", x))) == pytest.approx(x.numpy().sum())
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_tc_program_with_distributed_inputs_keeps_results_distributed():
+    rng = np.random.default_rng(7)
+    a = rng.random((8, 8))
+    a = a + a.T
+    x0 = rng.random(8)
+    x, nrm = x0, None
+    for _ in range(4):
+        y = a @ x
+        nrm = y @ y
+        x = y / np.sqrt(nrm)
+    program = tc.compile(EXAMPLES / "power_iteration.tc")
+    out = program.run(A=tc.asarray(a, grid=(2, 2)), x0=tc.asarray(x0, grid=(2,)))
+    assert isinstance(out["x"], tc.Array) and isinstance(out["nrm"], tc.Array)
+    np.testing.assert_allclose(out["x"].numpy(), x, rtol=1e-12)
+    np.testing.assert_allclose(out["nrm"].numpy(), nrm, rtol=1e-12)
+    assert tc.last_stats()["backend"] == "ray"
+
+
+def test_tc_min_plus_on_ray_matches_numpy():
+    rng = np.random.default_rng(4)
+    w = rng.integers(1, 10, size=(6, 6)).astype(float)
+    w[rng.random((6, 6)) < 0.5] = np.inf
+    np.fill_diagonal(w, 0.0)
+    program = tc.compile(EXAMPLES / "shortest_path.tc", grid={"k": 3})
+    out = program.run(W=tc.asarray(w, grid=(2, 3)))
+    expected = np.min(w[:, :, None] + w[None, :, :], axis=1)
+    np.testing.assert_array_equal(out["step"].numpy(), expected)
