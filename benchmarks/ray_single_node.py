@@ -18,9 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 
 import numpy as np
+from common import measure
 
 import tensorc as tc
 
@@ -32,13 +32,7 @@ BENCHMARKS = {
 
 
 def median_ms(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1e3
+    return statistics.median(measure(fn, repeats)) * 1e3
 
 
 def inputs(names, n, f, blocks):

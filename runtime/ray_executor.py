@@ -99,7 +99,7 @@ class DistributedBlocks:
         return out
 
 
-def _settled_locations(refs: list, settle_seconds: float = 2.0) -> dict:
+def _settled_locations(refs: list, settle_seconds: float = 1.0) -> dict:
     """Object locations once they stop changing: raylets report new copies to the owner
     asynchronously, so a look right after the run can miss the last few."""
     from ray.experimental import get_object_locations
@@ -110,7 +110,7 @@ def _settled_locations(refs: list, settle_seconds: float = 2.0) -> dict:
     locations = get_object_locations(refs)
     deadline = time.monotonic() + settle_seconds
     while time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(0.01)
         again = get_object_locations(refs)
         if copies(again) == copies(locations):
             return again
@@ -212,7 +212,10 @@ class RayExecutor:
         self._wait(graph, task_of, list(reported.values()), dead_before)
         finished = time.perf_counter()
         ran_on = dict(zip(reported, ray.get(list(reported.values())), strict=True))
-        measured, per_node = self._measure(refs, extra, producer_of, existing)
+        if self.cluster.nodes > 1:
+            measured, per_node = self._measure(refs, extra, producer_of, existing)
+        else:  # one node: nothing can move between nodes, nothing to look up
+            measured, per_node = 0, [0]
         self.last_run = {
             "run_seconds": finished - started,
             "submit_seconds": submitted - started,
@@ -293,7 +296,7 @@ class RayExecutor:
         from ray.experimental import get_object_locations
 
         refs = [ref for blocks in inputs for ref in blocks.refs.values()]
-        if not refs:
+        if not refs or self.cluster.nodes == 1:
             return {}
         locations = get_object_locations(refs)
         return {ref: set(info.get("node_ids") or ()) for ref, info in locations.items()}

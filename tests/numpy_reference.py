@@ -82,3 +82,17 @@ def assert_matches(actual, expected, scale=1.0, input_dtypes=(), err_msg=""):
         )
     else:
         np.testing.assert_array_equal(got, expected, err_msg=err_msg)
+
+
+def power_iteration_case(seed: int = 7, n: int = 8, steps: int = 4):
+    """Inputs of ``examples/power_iteration.tc`` and numpy's answer: ``(A, x0, x, nrm)``."""
+    rng = np.random.default_rng(seed)
+    a = rng.random((n, n))
+    a = a + a.T
+    x0 = rng.random(n)
+    x, nrm = x0, None
+    for _ in range(steps):
+        y = a @ x
+        nrm = y @ y
+        x = y / np.sqrt(nrm)
+    return a, x0, x, nrm
