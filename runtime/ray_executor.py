@@ -11,6 +11,8 @@ Policy:
 - a load whose block is exactly one stored block, unchanged (no diagonal, no cast), is that
   block's ObjectRef — no task; any other load is a task on the node holding its first piece
   that stitches the pieces and applies the load kernel;
+- a compute task whose only consumer is on the same node (and folds no local groups) runs
+  inside that consumer's call: no bytes change, Ray's per-call overhead is saved;
 - every other task is ``run(kernel, *input_refs)`` with
   ``NodeAffinitySchedulingStrategy(node, soft=True)`` when the schedule is pinned (no
   strategy for ``ray_default``); inputs are ObjectRefs, so Ray moves blocks between nodes and
@@ -99,6 +101,46 @@ class DistributedBlocks:
         return out
 
 
+def _fusable(graph: TaskGraph, node_of: Sequence[int], groups) -> dict[int, int]:
+    """Tasks that run inside their consumer's remote call: a compute task whose only consumer
+    is a compute task on the same node, which is not an output block and whose consumer does
+    not fold locally first (``groups``). Nothing crosses a node there, so the schedule's
+    bytes are unchanged; what is saved is Ray's per-call overhead (about a millisecond)."""
+    consumers = graph.consumers()
+    outputs = {task for task, _ in graph.outputs}
+    fused: dict[int, int] = {}
+    for index, task in enumerate(graph.tasks):
+        if task.kind == LOAD or index in outputs or index in groups:
+            continue
+        if len(consumers[index]) != 1:
+            continue
+        consumer = consumers[index][0]
+        if consumer not in groups and node_of[consumer] == node_of[index]:
+            fused[index] = consumer
+    return fused
+
+
+def _fused_program(graph: TaskGraph, root: int, refs: list, fused_into: dict[int, int]):
+    """The steps of ``root``'s call (its fused producers first), the block arguments, and
+    the fused tasks it covers."""
+    steps: list = []
+    args: list = []
+    members: list[int] = []
+
+    def visit(task: int, parent: int) -> tuple[str, int]:
+        if fused_into.get(task) == parent:
+            inputs = tuple(visit(source, task) for source in graph.tasks[task].inputs)
+            steps.append((graph.kernels[graph.tasks[task].kernel], inputs))
+            members.append(task)
+            return ("t", len(steps) - 1)
+        args.append(refs[task])
+        return ("x", len(args) - 1)
+
+    inputs = tuple(visit(source, root) for source in graph.tasks[root].inputs)
+    steps.append((graph.kernels[graph.tasks[root].kernel], inputs))
+    return tuple(steps), args, members
+
+
 def _settled_locations(refs: list, settle_seconds: float = 1.0) -> dict:
     """Object locations once they stop changing: raylets report new copies to the owner
     asynchronously, so a look right after the run can miss the last few."""
@@ -176,8 +218,11 @@ class RayExecutor:
         def node_for(index: int) -> int | None:
             return schedule.node_of[index] if pinned else None
 
+        fused_into = _fusable(graph, schedule.node_of, groups) if pinned else {}
         for index, task in enumerate(graph.tasks):
             kernel = graph.kernels[task.kernel]
+            if index in fused_into:
+                continue  # runs inside its consumer's call
             if task.kind == LOAD:
                 refs[index] = self._load(index, task, kernel, inputs, node_for, reported)
                 if index not in reported:
@@ -201,15 +246,24 @@ class RayExecutor:
                     refs[index] = sources[0]
                     reported[index] = producer_of[sources[0]]
                     continue
-            block, where = ray_tasks.remote("run").options(
-                scheduling_strategy=_strategy(self.cluster, node_for(index))
-            ).remote(kernel, *sources)
+            steps, args, members = _fused_program(graph, index, refs, fused_into)
+            if len(steps) > 1:
+                block, where = ray_tasks.remote("fused").options(
+                    scheduling_strategy=_strategy(self.cluster, node_for(index))
+                ).remote(steps, *args)
+                for member in members:
+                    reported[member] = where
+            else:
+                block, where = ray_tasks.remote("run").options(
+                    scheduling_strategy=_strategy(self.cluster, node_for(index))
+                ).remote(kernel, *sources)
             refs[index] = block
             reported[index] = where
             producer_of[block] = where
         submitted = time.perf_counter()
+        calls = len(set(reported.values())) + len(extra)
         task_of = {ref: i for i, ref in reported.items()}
-        self._wait(graph, task_of, list(reported.values()), dead_before)
+        self._wait(graph, task_of, list(dict.fromkeys(reported.values())), dead_before)
         finished = time.perf_counter()
         ran_on = dict(zip(reported, ray.get(list(reported.values())), strict=True))
         if self.cluster.nodes > 1:
@@ -222,7 +276,7 @@ class RayExecutor:
             "ran_on": {i: self.cluster.index_of(n) for i, n in ran_on.items()},
             "measured_inter_node_bytes": measured,
             "measured_node_recv_bytes": per_node,
-            "remote_calls": len(reported) + len(extra),
+            "remote_calls": calls,
         }
         return self._result(graph, refs, reported)
 

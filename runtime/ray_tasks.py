@@ -10,6 +10,8 @@ task on another node reads them.
   (``tc.zeros``, ``tc.ones``, ``.tc`` fills), made on the node;
 - ``place(block)`` — a driver block copied to the node the task runs on (``tc.asarray``);
 - ``run(kernel, *blocks)`` — a block kernel of the task graph;
+- ``fused(steps, *blocks)`` — a chain of block kernels the schedule put on one node, whose
+  intermediates have a single consumer: one call instead of several;
 - ``load(kernel, slices, layout, *pieces)`` — a load whose block spans several stored blocks
   (or needs a diagonal or a cast): the pieces are stitched, then the load kernel applied.
 
@@ -59,6 +61,16 @@ def _run(kernel, *blocks: np.ndarray):
     return kernel(*blocks), node
 
 
+def _fused(steps: tuple, *blocks: np.ndarray):
+    """Several kernels in one call: ``steps[k] = (kernel, inputs)`` where each input is
+    ``("x", i)`` (the i-th block argument) or ``("t", j)`` (step j's result)."""
+    node = _worker_setup()
+    results: list = []
+    for kernel, inputs in steps:
+        results.append(kernel(*[blocks[k] if kind == "x" else results[k] for kind, k in inputs]))
+    return results[-1], node
+
+
 def stitch(shape: tuple[int, ...], layout: tuple, pieces) -> np.ndarray:
     """One array of ``shape`` from stored blocks; ``layout[k] = (into, out_of)``: the region
     slices block ``k`` fills and the slices of block ``k`` that fill them."""
@@ -84,7 +96,8 @@ def remote(name: str):
     if fn is None:
         import ray
 
-        body = {"generate": _generate, "place": _place, "run": _run, "load": _load}[name]
+        body = {"generate": _generate, "place": _place, "run": _run, "load": _load,
+                "fused": _fused}[name]
         fn = ray.remote(num_returns=2, max_retries=MAX_RETRIES, num_cpus=1)(body)
         _REMOTES[name] = fn
     return fn
