@@ -39,12 +39,18 @@ def ray_demo(n: int, f: int, repeats: int, nodes: int, blocks: int) -> int:
     session = tc.init(num_nodes=nodes)
     print(f"started {session.cluster.describe()} in {time.perf_counter() - started:.1f} s")
     try:
-        x = tc.random((n, n, n), grid=(blocks,) * 3, seed=0)
-        b = tc.random((n, f), grid=(blocks, 1), seed=1)
-        c = tc.random((n, f), grid=(blocks, 1), seed=2)
+        def inputs():
+            return (tc.random((n, n, n), grid=(blocks,) * 3, seed=0),
+                    tc.random((n, f), grid=(blocks, 1), seed=1),
+                    tc.random((n, f), grid=(blocks, 1), seed=2))
+
+        # equal seeds and blocks give equal values: gather one set for numpy and keep the
+        # other only on the nodes that made it (a gathered block is cached on the driver's
+        # node, which would make every placement look free)
+        expected = np.einsum(SUBSCRIPTS, *[a.numpy() for a in inputs()], optimize=True)
+        x, b, c = inputs()
         print(f"inputs made on the nodes: X {x.shape} in {x.grid} blocks "
               f"(node grid {x.node_grid}), B and C {b.shape} in {b.grid} blocks")
-        expected = np.einsum(SUBSCRIPTS, x.numpy(), b.numpy(), c.numpy(), optimize=True)
         ok = True
         for scheduler in ("lshs", "round_robin"):
             result = tc.einsum(SUBSCRIPTS, x, b, c, scheduler=scheduler)
