@@ -16,6 +16,10 @@ from tensorc.frontend.diagnostics import Span
 # ---- expressions -------------------------------------------------------------------------
 
 
+REDUCERS = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "or", "all": "and"}
+"""The explicit reductions (``sum[k](...)`` …) and the monoid each folds with."""
+
+
 @dataclass(frozen=True)
 class Num:
     value: int | float | bool

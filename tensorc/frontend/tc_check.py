@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from tensorc.frontend import tc_ast as ast
 from tensorc.frontend.diagnostics import Diagnostics, Source, Span, did_you_mean
+from tensorc.frontend.tc_ast import REDUCERS
 from tensorc.frontend.tc_desugar import accesses, desugar, is_affine
 from tensorc.frontend.tc_parse import parse
 
@@ -25,7 +26,6 @@ BUILTINS = {
     "exp": 1, "log": 1, "sqrt": 1, "abs": 1, "tanh": 1, "sigmoid": 1, "relu": 1,
     "pow": 2, "max": 2, "min": 2,
 }
-REDUCERS = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "or", "all": "and"}
 MONOID_KIND = {"+": "num", "*": "num", "max": "num", "min": "num", "or": "bool", "and": "bool"}
 ARITH = {"add", "sub", "mul", "div"}
 COMPARE = {"lt", "le", "gt", "ge", "eq", "ne"}

@@ -25,6 +25,8 @@ from dataclasses import replace
 
 from tensorc.frontend import tc_ast as ast
 from tensorc.frontend.diagnostics import Diagnostics
+from tensorc.frontend.tc_ast import REDUCERS
+from tensorc.ir.semantics import MONOID_IDENTITY
 
 AGGREGATE_REDUCER = {
     "+": "sum",
@@ -35,8 +37,6 @@ AGGREGATE_REDUCER = {
     "or": "any",
     "count": "sum",
 }
-IDENTITY = {"sum": 0, "prod": 1, "max": float("-inf"), "min": float("inf"), "all": True,
-            "any": False}
 
 
 def desugar(module: ast.Module, diags: Diagnostics) -> tuple[ast.Stmt, ...]:
@@ -311,7 +311,7 @@ class _Comp:
                     same = ast.Binary("eq", expr.body, expr.body, expr.span)
                     body = ast.Cond(same, one, one, expr.span)
                 if condition is not None:
-                    identity = 0 if expr.op == "count" else IDENTITY[reducer]
+                    identity = 0 if expr.op == "count" else MONOID_IDENTITY[REDUCERS[reducer]]
                     body = ast.Cond(condition, body, ast.Num(identity, expr.span), expr.span)
                 if not reduced:
                     return body

@@ -28,7 +28,8 @@ import numpy as np
 
 from tensorc.errors import IRVerificationError
 from tensorc.frontend import tc_ast as ast
-from tensorc.frontend.tc_check import DTYPES, REDUCERS, Checked
+from tensorc.frontend.tc_ast import REDUCERS
+from tensorc.frontend.tc_check import DTYPES, Checked
 from tensorc.ir.keys import join_of, key_of
 from tensorc.ir.nodes import (
     Arg,
@@ -43,9 +44,8 @@ from tensorc.ir.nodes import (
     Scan,
     TensorDecl,
 )
-from tensorc.ir.semantics import evaluate
+from tensorc.ir.semantics import MONOID_IDENTITY, evaluate
 
-IDENTITY = {"+": 0, "*": 1, "max": -math.inf, "min": math.inf, "or": False, "and": True}
 MONOID_CALL = {"+": "add", "*": "mul", "max": "max", "min": "min", "or": "or", "and": "and"}
 FOLDED = {"add", "mul", "and", "or"}
 
@@ -152,7 +152,7 @@ class _Lowering:
         leaves: list[Node] = []
         fn = self.expr(body, leaves, ops)
         old = self.versions.get(target) if stmt.accumulate else None
-        if old is not None and self.fills.get(old, None) == IDENTITY[stmt.op] and (
+        if old is not None and self.fills.get(old, None) == MONOID_IDENTITY[stmt.op] and (
             type(self.fills[old]) is bool) == (stmt.op in ("or", "and")):
             old = None  # an identity fill followed by op=: start from the identity
         dtype = self.dtype(target)

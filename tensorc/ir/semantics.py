@@ -25,6 +25,16 @@ MONOID_UFUNCS: dict[str, np.ufunc] = {
     "and": np.logical_and,
 }
 
+MONOID_IDENTITY: dict[str, float | bool] = {
+    "+": 0,
+    "*": 1,
+    "max": -np.inf,
+    "min": np.inf,
+    "or": False,
+    "and": True,
+}
+"""Each monoid's identity as a value (``MONOIDS`` in ``ir.nodes`` holds its printed form)."""
+
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
