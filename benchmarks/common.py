@@ -518,3 +518,25 @@ def run_suite(name: str, cases: Sequence[Case], args: argparse.Namespace) -> dic
     if args.json:
         write_json(args.json, payload)
     return payload
+
+
+# --------------------------------------------------------------------------- Ray inputs
+
+#: Operands of the mission benchmarks on Ray, by name: X (N×N×N), B and C (N×F), Y (N×N×F).
+RAY_BENCHMARKS = {
+    "mttkrp ijk,if,jf->if": ("ijk,if,jf->if", ["X", "B", "C"]),
+    "mttkrp ijk,jf,kf->if": ("ijk,jf,kf->if", ["X", "B", "C"]),
+    "double contraction ijk,jkf->if": ("ijk,jkf->if", ["X", "Y"]),
+}
+
+
+def ray_inputs(names: Sequence[str], n: int, f: int, blocks: int | None) -> list:
+    """``tc.random`` operands made on the nodes (seed = position): ``blocks`` per split
+    dimension (F is never split), or tensorc's default blocking when ``None``."""
+    import tensorc as tc
+
+    shapes = {"X": (n, n, n), "B": (n, f), "C": (n, f), "Y": (n, n, f)}
+    if blocks is None:
+        return [tc.random(shapes[k], seed=i) for i, k in enumerate(names)]
+    grids = {"X": (blocks,) * 3, "B": (blocks, 1), "C": (blocks, 1), "Y": (blocks, blocks, 1)}
+    return [tc.random(shapes[k], grid=grids[k], seed=i) for i, k in enumerate(names)]

@@ -24,21 +24,11 @@ import statistics
 import time
 
 import numpy as np
+from common import RAY_BENCHMARKS, ray_inputs
 
 import tensorc as tc
 
-BENCHMARKS = {
-    "mttkrp ijk,if,jf->if": ("ijk,if,jf->if", ["X", "B", "C"]),
-    "mttkrp ijk,jf,kf->if": ("ijk,jf,kf->if", ["X", "B", "C"]),
-    "double contraction ijk,jkf->if": ("ijk,jkf->if", ["X", "Y"]),
-}
 SCHEDULERS = ("lshs", "round_robin", "ray_default")
-
-
-def make_inputs(names, n, f, blocks):
-    shapes = {"X": (n, n, n), "B": (n, f), "C": (n, f), "Y": (n, n, f)}
-    grids = {"X": (blocks,) * 3, "B": (blocks, 1), "C": (blocks, 1), "Y": (blocks, blocks, 1)}
-    return [tc.random(shapes[k], grid=grids[k], seed=i) for i, k in enumerate(names)]
 
 
 def main(argv=None) -> int:
@@ -54,16 +44,16 @@ def main(argv=None) -> int:
     print(f"{session.cluster.describe()}; N={args.n}, F={args.f}, {args.blocks} blocks per dim")
     rows, verdicts = [], []
     try:
-        for name, (subscripts, names) in BENCHMARKS.items():
+        for name, (subscripts, names) in RAY_BENCHMARKS.items():
             # equal seeds give equal values: gather one set for numpy, and give every
             # scheduler a fresh set whose blocks sit only on their layout nodes (a gathered or
             # already-read block is cached by Ray where it was read, and costs nothing there)
-            reference = make_inputs(names, args.n, args.f, args.blocks)
+            reference = ray_inputs(names, args.n, args.f, args.blocks)
             expected = np.einsum(subscripts, *[a.numpy() for a in reference], optimize=True)
             del reference
             got = {}
             for scheduler in SCHEDULERS:
-                inputs = make_inputs(names, args.n, args.f, args.blocks)
+                inputs = ray_inputs(names, args.n, args.f, args.blocks)
                 result = tc.einsum(subscripts, *inputs, scheduler=scheduler)
                 ok = np.allclose(result.numpy(), expected, rtol=1e-10)
                 stats = tc.last_stats()

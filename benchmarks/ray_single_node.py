@@ -20,27 +20,13 @@ import json
 import statistics
 
 import numpy as np
-from common import measure
+from common import RAY_BENCHMARKS, measure, ray_inputs
 
 import tensorc as tc
-
-BENCHMARKS = {
-    "mttkrp ijk,if,jf->if": ("ijk,if,jf->if", ["X", "B", "C"]),
-    "mttkrp ijk,jf,kf->if": ("ijk,jf,kf->if", ["X", "B", "C"]),
-    "double contraction ijk,jkf->if": ("ijk,jkf->if", ["X", "Y"]),
-}
 
 
 def median_ms(fn, repeats: int) -> float:
     return statistics.median(measure(fn, repeats)) * 1e3
-
-
-def inputs(names, n, f, blocks):
-    shapes = {"X": (n, n, n), "B": (n, f), "C": (n, f), "Y": (n, n, f)}
-    if blocks is None:
-        return [tc.random(shapes[k], seed=i) for i, k in enumerate(names)]
-    grids = {"X": (blocks,) * 3, "B": (blocks, 1), "C": (blocks, 1), "Y": (blocks, blocks, 1)}
-    return [tc.random(shapes[k], grid=grids[k], seed=i) for i, k in enumerate(names)]
 
 
 def main(argv=None) -> int:
@@ -59,8 +45,8 @@ def main(argv=None) -> int:
     print(f"{session.cluster.describe()}")
     rows, verdicts, ok = [], [], True
     try:
-        for name, (subscripts, names) in BENCHMARKS.items():
-            arrays = inputs(names, args.n, args.f, args.blocks)
+        for name, (subscripts, names) in RAY_BENCHMARKS.items():
+            arrays = ray_inputs(names, args.n, args.f, args.blocks)
             gathered = [a.numpy() for a in arrays]
             expected = np.einsum(subscripts, *gathered, optimize=True)
             ok &= np.allclose(tc.einsum(subscripts, *arrays).numpy(), expected, rtol=1e-8)
@@ -80,7 +66,7 @@ def main(argv=None) -> int:
             verdicts.append((f"N={args.n} {name}: >= 5x faster than Dask (same chunks)",
                              dask_ms / tc_ms >= 5))
             del arrays, gathered, chunks
-            big = inputs(names, args.big_n, args.f, None)
+            big = ray_inputs(names, args.big_n, args.f, None)
             big_gathered = [a.numpy() for a in big]
             expected = np.einsum(subscripts, *big_gathered, optimize=True)
             ok &= np.allclose(tc.einsum(subscripts, *big).numpy(), expected, rtol=1e-8)

@@ -160,12 +160,16 @@ def _settled_locations(refs: list, settle_seconds: float = 1.0) -> dict:
     return locations
 
 
-def _strategy(cluster: RayCluster, node: int | None):
+def submit(cluster: RayCluster, name: str, node: int | None, *args):
+    """Call remote function ``name`` on node index ``node`` (soft affinity; ``None``: Ray
+    decides); returns its two refs, the block and the reporting node id."""
     if node is None:
-        return "DEFAULT"
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        strategy = "DEFAULT"
+    else:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    return NodeAffinitySchedulingStrategy(cluster.node_ids[node], soft=True)
+        strategy = NodeAffinitySchedulingStrategy(cluster.node_ids[node], soft=True)
+    return ray_tasks.remote(name).options(scheduling_strategy=strategy).remote(*args)
 
 
 class RayExecutor:
@@ -212,8 +216,8 @@ class RayExecutor:
         reported: dict[int, object] = {}
         producer_of: dict[object, object] = {}  # block ref -> node-id ref or hex id
         extra: list = []  # group-fold refs, measured too
-        pinned = getattr(schedule, "pinned", True)
-        groups = getattr(schedule, "reduce_groups", {}) or {}
+        pinned = schedule.pinned
+        groups = schedule.reduce_groups
 
         def node_for(index: int) -> int | None:
             return schedule.node_of[index] if pinned else None
@@ -224,19 +228,17 @@ class RayExecutor:
             if index in fused_into:
                 continue  # runs inside its consumer's call
             if task.kind == LOAD:
-                refs[index] = self._load(index, task, kernel, inputs, node_for, reported)
-                if index not in reported:
-                    operand, slices = task.source
-                    coords = inputs[operand].pieces(slices)[0][0]
-                    producer_of[refs[index]] = inputs[operand].node_ids().get(coords)
+                block, where, stitched = self._load(task, kernel, inputs, node_for(index))
+                refs[index], producer_of[block] = block, where
+                if stitched:
+                    reported[index] = where
                 continue
             sources = [refs[s] for s in task.inputs]
             if task.kind == REDUCE and index in groups:
                 folded, lone = [], set(task.inputs)
                 for node, members in groups[index]:
-                    block, where = ray_tasks.remote("run").options(
-                        scheduling_strategy=_strategy(self.cluster, node if pinned else None)
-                    ).remote(kernel, *[refs[m] for m in members])
+                    block, where = submit(self.cluster, "run", node if pinned else None,
+                                          kernel, *[refs[m] for m in members])
                     folded.append(block)
                     producer_of[block] = where
                     extra.append(block)
@@ -248,15 +250,11 @@ class RayExecutor:
                     continue
             steps, args, members = _fused_program(graph, index, refs, fused_into)
             if len(steps) > 1:
-                block, where = ray_tasks.remote("fused").options(
-                    scheduling_strategy=_strategy(self.cluster, node_for(index))
-                ).remote(steps, *args)
+                block, where = submit(self.cluster, "fused", node_for(index), steps, *args)
                 for member in members:
                     reported[member] = where
             else:
-                block, where = ray_tasks.remote("run").options(
-                    scheduling_strategy=_strategy(self.cluster, node_for(index))
-                ).remote(kernel, *sources)
+                block, where = submit(self.cluster, "run", node_for(index), kernel, *sources)
             refs[index] = block
             reported[index] = where
             producer_of[block] = where
@@ -280,24 +278,26 @@ class RayExecutor:
         }
         return self._result(graph, refs, reported)
 
-    def _load(self, index, task, kernel, inputs, node_for, reported):
+    def _load(self, task, kernel, inputs, node: int | None):
+        """A load's block ref, its producer and whether a task makes it: the stored block
+        itself and the node id it was made on, or a stitching task and the ref of the node id
+        that task reports."""
         operand, slices = task.source
         blocks = inputs[operand]
         pieces = blocks.pieces(slices)
+        first = pieces[0][0]
         if (
             len(pieces) == 1
-            and blocks.block_slices(pieces[0][0]) == tuple(slices)
+            and blocks.block_slices(first) == tuple(slices)
             and kernel.identity(blocks.dtype)
         ):
-            return blocks.refs[pieces[0][0]]
+            return blocks.refs[first], blocks.node_ids().get(first), False
         shape = tuple(s.stop - s.start for s in slices)
         layout = tuple((dst, src) for _, dst, src in pieces)
         full = tuple(slice(0, n) for n in shape)
-        block, where = ray_tasks.remote("load").options(
-            scheduling_strategy=_strategy(self.cluster, node_for(index))
-        ).remote(kernel, full, shape, layout, *[blocks.refs[c] for c, _, _ in pieces])
-        reported[index] = where
-        return block
+        block, where = submit(self.cluster, "load", node, kernel, full, shape, layout,
+                              *[blocks.refs[c] for c, _, _ in pieces])
+        return block, where, True
 
     def _wait(self, graph, task_of, pending, dead_before) -> None:
         import ray

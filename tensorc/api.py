@@ -278,7 +278,6 @@ def _einsum_on_ray(call, shapes, arrays, compute, optimize, out, started):
     from tensorc.distributed import run_on_ray
 
     result, stats = run_on_ray(call, get_plan)
-    stats["scheduler"] = call.scheduler
     stats["lower_bound_bytes"] = lower_bound(call.spec, compute.itemsize, stats["nodes"])
     stats["call_seconds"] = time.perf_counter() - started
     _state.stats = stats

@@ -25,7 +25,7 @@ import numpy as np
 
 from tensorc.errors import PlanError, ShapeError, TypeCheckError
 from tensorc.runtime.layout import block_cyclic_node
-from tensorc.runtime.ray_executor import DistributedBlocks
+from tensorc.runtime.ray_executor import DistributedBlocks, submit
 from tensorc.session import ray_cluster
 
 RANDOM_DTYPES = ("float32", "float64")
@@ -155,10 +155,21 @@ def _node_grid(grid: Sequence[int], nodes: int) -> tuple[int, ...]:
     return factor_over(nodes, grid) if grid else ()
 
 
-def _make(kind: str, shape, block_shape, grid, seed: int, dtype, value=0) -> Array:
-    from tensorc.runtime import ray_tasks
-    from tensorc.runtime.ray_executor import _strategy
+def _spread(shape, dtype, bounds, name: str, args_of) -> Array:
+    """One remote ``name`` task per block, pinned to the block's layout node; ``args_of``
+    gives each block's arguments from its coordinates and slices."""
+    cluster = ray_cluster()
+    blocks = DistributedBlocks(shape, dtype, bounds, {})
+    node_grid = _node_grid(blocks.grid, cluster.nodes)
+    for coords in np.ndindex(*blocks.grid):
+        node = block_cyclic_node(coords, node_grid)
+        blocks.refs[coords], blocks.reported[coords] = submit(
+            cluster, name, node, *args_of(coords, blocks.block_slices(coords))
+        )
+    return Array(blocks, node_grid)
 
+
+def _make(kind: str, shape, block_shape, grid, seed: int, dtype, value=0) -> Array:
     cluster = ray_cluster()
     cluster.refresh()
     shape = _shape(shape)
@@ -166,18 +177,12 @@ def _make(kind: str, shape, block_shape, grid, seed: int, dtype, value=0) -> Arr
     if kind == "random" and dtype.name not in RANDOM_DTYPES:
         raise TypeCheckError(f"tc.random makes {' or '.join(RANDOM_DTYPES)}, not {dtype}")
     bounds = _bounds(shape, _blocking(shape, block_shape, grid, cluster.total_cpus))
-    blocks = DistributedBlocks(shape, dtype, bounds, {})
-    node_grid = _node_grid(blocks.grid, cluster.nodes)
-    make = ray_tasks.remote("generate")
-    for coords in np.ndindex(*blocks.grid):
-        block_shape_here = tuple(s.stop - s.start for s in blocks.block_slices(coords))
-        node = block_cyclic_node(coords, node_grid)
-        ref, where = make.options(scheduling_strategy=_strategy(cluster, node)).remote(
-            kind, block_shape_here, dtype.str, (int(seed), *coords), value
-        )
-        blocks.refs[coords] = ref
-        blocks.reported[coords] = where
-    return Array(blocks, node_grid)
+
+    def args_of(coords, slices):
+        extent = tuple(s.stop - s.start for s in slices)
+        return kind, extent, dtype.str, (int(seed), *coords), value
+
+    return _spread(shape, dtype, bounds, "generate", args_of)
 
 
 def _shape(shape) -> tuple[int, ...]:
@@ -227,17 +232,8 @@ def asarray(array, *, block_shape=None, grid=None) -> Array:
 
 def distribute(data: np.ndarray, bounds: tuple[tuple[int, ...], ...]) -> Array:
     """Place ``data`` cut at ``bounds`` on the nodes of the block-cyclic layout."""
-    from tensorc.runtime import ray_tasks
-    from tensorc.runtime.ray_executor import _strategy
 
-    cluster = ray_cluster()
-    blocks = DistributedBlocks(data.shape, data.dtype, bounds, {})
-    node_grid = _node_grid(blocks.grid, cluster.nodes)
-    place = ray_tasks.remote("place")
-    for coords in np.ndindex(*blocks.grid):
-        node = block_cyclic_node(coords, node_grid)
-        piece = np.array(data[blocks.block_slices(coords)], order="C")  # 0-d stays 0-d
-        ref, where = place.options(scheduling_strategy=_strategy(cluster, node)).remote(piece)
-        blocks.refs[coords] = ref
-        blocks.reported[coords] = where
-    return Array(blocks, node_grid)
+    def args_of(coords, slices):
+        return (np.array(data[slices], order="C"),)  # np.array keeps a 0-d block 0-d
+
+    return _spread(data.shape, data.dtype, bounds, "place", args_of)

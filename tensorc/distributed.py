@@ -28,9 +28,8 @@ import numpy as np
 from tensorc.array import Array, distribute, factor_over
 from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.plan import Plan
-from tensorc.runtime import ray_tasks
 from tensorc.runtime.layout import block_cyclic_output_nodes
-from tensorc.runtime.ray_executor import DistributedBlocks, RayExecutor, _strategy
+from tensorc.runtime.ray_executor import DistributedBlocks, RayExecutor, submit
 from tensorc.runtime.schedule import schedule
 from tensorc.session import ray_cluster
 
@@ -70,15 +69,12 @@ def load_bounds(graph, position: int, shape: tuple[int, ...]) -> tuple[tuple[int
 
 
 def cast(blocks: DistributedBlocks, dtype: np.dtype, cluster) -> DistributedBlocks:
-    cast = functools.partial(np.asarray, dtype=dtype)
-    run = ray_tasks.remote("run")
+    convert = functools.partial(np.asarray, dtype=dtype)
     nodes = blocks.node_ids()
     out = DistributedBlocks(blocks.shape, dtype, blocks.bounds, {})
     for coords, ref in blocks.refs.items():
         node = cluster.index_of(nodes.get(coords, ""))
-        out.refs[coords], out.reported[coords] = run.options(
-            scheduling_strategy=_strategy(cluster, node)
-        ).remote(cast, ref)
+        out.refs[coords], out.reported[coords] = submit(cluster, "run", node, convert, ref)
     return out
 
 
