@@ -173,3 +173,79 @@ def parallel_seconds(work: Work, tasks: int, workers: int) -> float:
         + work.memory
         + tasks * DISPATCH_SECONDS
     )
+
+
+# -- distributed plans ---------------------------------------------------------------------
+
+NETWORK_BYTES_PER_SECOND = 125e6  # 1 Gbit/s into a node (a commodity cluster link)
+RAY_TASK_SECONDS = 0.5e-3  # a remote call on its node (PERFORMANCE.md: ~0.5 ms each)
+RAY_SUBMIT_SECONDS = 20e-6  # the driver submitting one remote call (Ray pipelines these)
+CORES_PER_NODE = 8  # a cluster node runs this many tasks at once
+SPILL_PENALTY = 10.0  # seconds per network-second of bytes over a node's memory budget
+
+
+@dataclass(frozen=True)
+class CostReport:
+    """The modelled price of one distributed plan (from the LSHS simulation).
+
+    ``cost`` is seconds: the busiest receiver's bytes over the network bandwidth, plus the
+    busiest node's compute (its flops at the BLAS rate and one remote call per task, over
+    the node's :data:`CORES_PER_NODE` cores),
+    plus the driver's submission of every task, plus a steep penalty per byte a node would
+    hold over its memory budget.
+    """
+
+    cost: float
+    inter_node_bytes: int
+    max_node_recv_bytes: int
+    max_node_memory_bytes: int
+    node_recv_bytes: tuple[int, ...]
+    node_memory_bytes: tuple[int, ...]
+    node_flops: tuple[int, ...]
+    node_tasks: tuple[int, ...]
+    tasks: int
+    fits: bool
+
+    def as_stats(self) -> dict:
+        return {
+            "cost": self.cost,
+            "inter_node_bytes": self.inter_node_bytes,
+            "max_node_recv_bytes": self.max_node_recv_bytes,
+            "max_node_memory_bytes": self.max_node_memory_bytes,
+            "node_recv_bytes": list(self.node_recv_bytes),
+            "node_memory_bytes": list(self.node_memory_bytes),
+        }
+
+
+def distributed_cost(graph, placed, memory_budget: int) -> CostReport:
+    """Price a task graph placed by a simulated schedule (``tensorc.runtime.schedule``)."""
+    nodes = placed.nodes
+    flops = [0] * nodes
+    tasks = [0] * nodes
+    for task, node in zip(graph.tasks, placed.node_of, strict=True):
+        if task.kind != "load":
+            flops[node] += task.flops
+            tasks[node] += 1
+    compute = max(
+        f / BLAS_FLOPS_PER_CORE + t * RAY_TASK_SECONDS for f, t in zip(flops, tasks, strict=True)
+    ) / CORES_PER_NODE
+    submitted = sum(tasks)
+    over = sum(max(0, m - memory_budget) for m in placed.memory_bytes)
+    cost = (
+        placed.max_node_recv_bytes / NETWORK_BYTES_PER_SECOND
+        + compute
+        + submitted * RAY_SUBMIT_SECONDS
+        + SPILL_PENALTY * over / NETWORK_BYTES_PER_SECOND
+    )
+    return CostReport(
+        cost=cost,
+        inter_node_bytes=placed.inter_node_bytes,
+        max_node_recv_bytes=placed.max_node_recv_bytes,
+        max_node_memory_bytes=placed.max_node_memory_bytes,
+        node_recv_bytes=tuple(placed.net_in_bytes),
+        node_memory_bytes=tuple(placed.memory_bytes),
+        node_flops=tuple(flops),
+        node_tasks=tuple(tasks),
+        tasks=submitted,
+        fits=over == 0,
+    )

@@ -80,3 +80,36 @@ def block_cyclic_load_nodes(
 def block_cyclic_output_nodes(graph: TaskGraph, node_grid: Sequence[int]) -> list[int]:
     """``output_nodes``: the result laid out block-cyclically over ``node_grid``."""
     return [block_cyclic_node(coords, node_grid) for coords in output_block_coords(graph)]
+
+
+def grid_node(
+    dims: Sequence[str], coords: Sequence[int], grid: Sequence[tuple[str, int]]
+) -> int:
+    """The node of a block under a plan's *index grid* (``tensorc.passes.distribution``).
+
+    ``grid`` gives ``(index, nodes along it)`` per axis; the product is the node count.
+    A block of an array (or a task's iteration block) with index names ``dims`` at block
+    coordinates ``coords`` sits at grid coordinate ``coords[i] % p`` along each axis whose
+    index it has. Along the axes it lacks, its *within-cell rank* (the sum over its
+    dimensions of ``coords[i] // p_i``) is spread in mixed radix, so an array with more
+    blocks than grid cells still covers every node evenly. Returns the row-major flat index.
+    """
+    where = dict(zip(dims, coords, strict=True))
+    sizes = dict(grid)
+    within = sum(c // sizes.get(d, 1) for d, c in where.items())
+    missing = [p for index, p in grid if index not in where]
+    spread: list[int] = []
+    for p in reversed(missing):
+        spread.append(within % p)
+        within //= p
+    spread.reverse()
+    node = 0
+    position = 0
+    for index, p in grid:
+        if index in where:
+            coord = where[index] % p
+        else:
+            coord = spread[position]
+            position += 1
+        node = node * p + coord
+    return node

@@ -21,7 +21,8 @@ Policies:
 
 - ``lshs`` (NumS's load-simulated hierarchical scheduling): the options for a task are the
   nodes holding any of its inputs, plus ``output_nodes[j]`` when the task produces output
-  block ``j`` (all nodes if that leaves none). The task goes to the option minimising
+  block ``j`` and ``task_hints[i]`` when the plan's index grid names a node for task ``i``
+  (all nodes if that leaves none). The task goes to the option minimising
   ``max(peak mem) + max(net_in) + max(net_out)`` over nodes after simulating it there (all
   three are high-water marks, so the terms are commensurate); ties go to
   the option holding the most input bytes, then the lowest id. A ``reduce`` task whose
@@ -149,6 +150,7 @@ def schedule(
     load_nodes: Mapping[int, int],
     output_nodes: Sequence[int] | None = None,
     cached_copies: Mapping[int, Iterable[int]] | None = None,
+    task_hints: Mapping[int, int] | None = None,
 ) -> Schedule:
     """Place every task of ``graph`` on one of ``nodes`` nodes (policy: module docstring).
 
@@ -161,6 +163,8 @@ def schedule(
             it on (an extra option for LSHS); ``None`` for no preference.
         cached_copies: load task index → other nodes that already hold a copy of its block
             (Ray caches blocks a node once read); reading there moves nothing.
+        task_hints: compute task index → the node a plan's index grid gives its block (an
+            extra LSHS option; other schedulers ignore it).
 
     Raises:
         PlanError: unknown scheduler, ``nodes < 1``, or a load task without a valid node.
@@ -184,7 +188,7 @@ def schedule(
                 state.add_copy(index, node)
     groups: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
     if scheduler == "lshs":
-        _lshs(graph, state, node_of, layout, groups)
+        _lshs(graph, state, node_of, layout, groups, task_hints or {})
     elif scheduler == "round_robin":
         _round_robin(graph, state, node_of)
     else:
@@ -259,6 +263,7 @@ def _lshs(
     node_of: list[int],
     layout: dict[int, int],
     groups: dict[int, list[tuple[int, tuple[int, ...]]]],
+    hints: Mapping[int, int],
 ) -> None:
     every_node = (1 << state.nodes) - 1
     holders = state.holders
@@ -274,6 +279,9 @@ def _lshs(
         lay = layout.get(index)
         if lay is not None:
             options |= 1 << lay
+        hint = hints.get(index)
+        if hint is not None:
+            options |= 1 << hint
         if not options:
             options = every_node
         node = _best_node(state, inputs, task.nbytes, options)

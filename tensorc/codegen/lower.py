@@ -81,6 +81,7 @@ class _Builder:
             name: [stop - start for start, stop in rs] for name, rs in self.ranges.items()
         }
         self.operand_position = {d.name: k for k, d in enumerate(program.inputs)}
+        self.stage_dims: dict[str, tuple[str, ...]] = {}
 
     def kernel(self, kernel) -> int:
         self.kernels.append(kernel)
@@ -106,6 +107,7 @@ class _Builder:
         cast_cost = 0 if np.dtype(decl.dtype) == self.dtype else 1
         tasks: dict[tuple[int, ...], int] = {}
         stage = f"{label}-{self.digest}"
+        self.stage_dims[stage] = tuple(key)
         for coords in itertools.product(*(range(len(self.ranges[n])) for n in key)):
             where = dict(zip(key, coords, strict=True))
             slices = tuple(slice(*self.ranges[n][where[n]]) for n in node.indices)
@@ -140,6 +142,7 @@ class _Builder:
         per_element = flops_per_element(in_keys, output)
         kind = PAIR if len(inputs) > 1 else APPLY
         stage = f"{label}-{self.digest}"
+        self.stage_dims[stage] = tuple(all_key)
         position = {n: k for k, n in enumerate(all_key)}
         in_positions = [tuple(position[n] for n in k) for k in in_keys]
         out_positions = tuple(position[n] for n in output)
@@ -161,6 +164,7 @@ class _Builder:
             partials.setdefault(out_coords, []).append(self.add(task))
         result: dict[tuple[int, ...], int] = {}
         reduce_stage = f"{label}.reduce-{self.digest}"
+        self.stage_dims[reduce_stage] = tuple(output)
         reduce_kernel = None
         for out_coords, parts in partials.items():
             if len(parts) == 1:
@@ -184,6 +188,7 @@ class _Builder:
             )
         merge_kernel = self.kernel(ReduceBlocks(node.monoid, self.dtype))
         stage = f"{label}-{self.digest}"
+        self.stage_dims[stage] = tuple(old.key)
         result = {}
         for coords, source in old.tasks.items():
             shape = self.tasks[source].shape
@@ -281,5 +286,6 @@ def lower(
         output_shape=tuple(sizes[n] for n in final.key),
         dtype=builder.dtype,
         operand_names=tuple(d.name for d in program.inputs),
+        stage_dims=builder.stage_dims,
     )
     return graph

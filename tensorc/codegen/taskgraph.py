@@ -74,6 +74,9 @@ class TaskGraph:
     output_shape: tuple[int, ...]
     dtype: np.dtype
     operand_names: tuple[str, ...]
+    stage_dims: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Index names of the block coordinates in the keys of each stage (``key[0]``): a
+    load's array indices, a compute task's iteration indices, a reduce's output indices."""
     _consumers: list[list[int]] | None = field(default=None, repr=False)
     _max_width: int | None = field(default=None, repr=False)
 
@@ -103,6 +106,11 @@ class TaskGraph:
             ),
             "max_width": self.max_width(),
         }
+
+    def task_dims(self, index: int) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """``(index names, block coordinates)`` of task ``index``'s block."""
+        key = self.tasks[index].key
+        return self.stage_dims[key[0]], key[1:]
 
     def max_width(self) -> int:
         """Most compute tasks that could run at once (tasks per dependency level); computed
