@@ -25,6 +25,15 @@ class PassContext:
     """The contraction path chosen for each fused product join (keyed by the ``Join`` node);
     codegen runs exactly these, so ``explain`` shows what executes."""
     notes: list[str] = field(default_factory=list)
+    nodes: int = 1
+    """Nodes to plan for; more than one plans a distribution (``tensorc.passes.search``)."""
+    planner: str = "auto"
+    """The distribution search: ``auto``, ``heuristic``, ``greedy``, ``smt``, ``exhaustive``."""
+    node_memory: int | None = None
+    """Per-node memory budget in bytes (``None``: the planner's default)."""
+    placed: dict[int, Any] | None = None
+    """Operand position → ``(block bounds, node of each block)`` for operands already on the
+    cluster; the planner weighs computing in that layout against repartitioning them."""
 
     def note(self, pass_name: str, text: str) -> None:
         self.notes.append(f"{pass_name}: {text}")

@@ -217,9 +217,11 @@ class CostReport:
         }
 
 
-def distributed_cost(graph, placed, memory_budget: int) -> CostReport:
-    """Price a task graph placed by a simulated schedule (``tensorc.runtime.schedule``)."""
+def distributed_cost(graph, placed, memory_budget: int, moved=None) -> CostReport:
+    """Price a task graph placed by a simulated schedule (``tensorc.runtime.schedule``);
+    ``moved`` adds bytes each node receives before the graph runs (a repartition)."""
     nodes = placed.nodes
+    received = [a + b for a, b in zip(placed.net_in_bytes, moved or [0] * nodes, strict=True)]
     flops = [0] * nodes
     tasks = [0] * nodes
     for task, node in zip(graph.tasks, placed.node_of, strict=True):
@@ -232,17 +234,17 @@ def distributed_cost(graph, placed, memory_budget: int) -> CostReport:
     submitted = sum(tasks)
     over = sum(max(0, m - memory_budget) for m in placed.memory_bytes)
     cost = (
-        placed.max_node_recv_bytes / NETWORK_BYTES_PER_SECOND
+        max(received) / NETWORK_BYTES_PER_SECOND
         + compute
         + submitted * RAY_SUBMIT_SECONDS
         + SPILL_PENALTY * over / NETWORK_BYTES_PER_SECOND
     )
     return CostReport(
         cost=cost,
-        inter_node_bytes=placed.inter_node_bytes,
-        max_node_recv_bytes=placed.max_node_recv_bytes,
+        inter_node_bytes=sum(received),
+        max_node_recv_bytes=max(received),
         max_node_memory_bytes=placed.max_node_memory_bytes,
-        node_recv_bytes=tuple(placed.net_in_bytes),
+        node_recv_bytes=tuple(received),
         node_memory_bytes=tuple(placed.memory_bytes),
         node_flops=tuple(flops),
         node_tasks=tuple(tasks),

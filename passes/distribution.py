@@ -22,6 +22,8 @@ Contract:
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -77,6 +79,49 @@ class Array:
     elements: int
 
 
+@dataclass(frozen=True)
+class Source:
+    """Where an operand already on the cluster lives: its block boundaries per dimension
+    (``(0, …, n)``) and the node of each block."""
+
+    bounds: tuple[tuple[int, ...], ...]
+    nodes: Mapping[tuple[int, ...], int]
+
+    def node_at(self, starts: tuple[int, ...]) -> int:
+        """The node of the block holding the element at ``starts``."""
+        coords = tuple(
+            max(0, bisect.bisect_right(b, s) - 1) if len(b) > 1 else 0
+            for b, s in zip(self.bounds, starts, strict=True)
+        )
+        return self.nodes[coords]
+
+    def pieces(self, slices: tuple[slice, ...]) -> list[tuple[int, int]]:
+        """``(node, elements)`` of every stored block overlapping ``slices``."""
+        ranges = []
+        for b, piece in zip(self.bounds, slices, strict=True):
+            row = []
+            for k in range(max(len(b) - 1, 1)):
+                lo, hi = (b[k], b[k + 1]) if len(b) > 1 else (0, 0)
+                overlap = min(hi, piece.stop) - max(lo, piece.start)
+                if overlap > 0 or (hi == lo == piece.start == piece.stop):
+                    row.append((k, max(overlap, 0)))
+            ranges.append(row)
+        out = []
+        for combo in itertools.product(*ranges):
+            coords = tuple(k for k, _ in combo)
+            out.append((self.nodes[coords], math.prod(n for _, n in combo)))
+        return out
+
+    def block_sizes(self, dims: tuple[str, ...]) -> dict[str, int]:
+        """Block size per index, when every block but the last is the same size."""
+        out = {}
+        for index, b in zip(dims, self.bounds, strict=True):
+            steps = {b[k + 1] - b[k] for k in range(len(b) - 2)}
+            if len(b) > 1 and len(steps) <= 1:
+                out[index] = steps.pop() if steps else max(b[-1] - b[0], 1)
+        return out
+
+
 @dataclass
 class Problem:
     """One contraction to distribute over ``nodes`` nodes (see the module contract)."""
@@ -87,10 +132,16 @@ class Problem:
     optimize: object
     nodes: int
     memory_bytes: int = DEFAULT_NODE_MEMORY
-    placed: Mapping[int, Mapping[tuple[int, ...], int]] | None = None
-    """Operand position → node of each of its blocks, for operands already on the cluster;
-    their blocking is fixed by ``placed_counts``."""
+    placed: Mapping[int, Source] | None = None
+    """Operand position → where it lives, for operands already on the cluster."""
     placed_counts: Mapping[str, int] | None = None
+    """Blocks along an index fixed in advance (an operand computed in its layout, or a
+    forced blocking)."""
+    placed_blocks: Mapping[str, int] | None = None
+    """Block sizes of the indices in ``placed_counts`` (their blocks are the operand's)."""
+    repartition: frozenset[int] = frozenset()
+    """Positions in ``placed`` that the plan re-lays out: their blocks are cut and placed
+    as the grid says, paying for the pieces that are elsewhere."""
     _graphs: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -136,7 +187,10 @@ class Problem:
         graph = self._graphs.get(counts)
         if graph is None:
             sizes = self.sizes
-            block = tuple((i, max(1, math.ceil(sizes[i] / c))) for i, c in counts)
+            fixed = self.placed_blocks or {}
+            block = tuple(
+                (i, fixed.get(i) or max(1, math.ceil(sizes[i] / c))) for i, c in counts
+            )
             blocking = Blocking(sizes=tuple(sorted(sizes.items())), block=block)
             graph = lower(self.program, blocking, self.optimize, self.paths)
             self._graphs[counts] = graph
@@ -196,7 +250,7 @@ def check(problem: Problem, candidate: Candidate) -> None:
             raise PlanError(
                 f"index '{index}': {count} blocks but the extent is {sizes[index]}"
             )
-        if not achievable(sizes[index], count):
+        if index not in (problem.placed_blocks or {}) and not achievable(sizes[index], count):
             raise PlanError(
                 f"index '{index}': extent {sizes[index]} cannot be cut into {count} "
                 "blocks of one size"
@@ -222,17 +276,27 @@ class Modelled:
 
 
 def layout(problem: Problem, candidate: Candidate, graph: TaskGraph):
-    """Load nodes, output nodes and compute-task hints of ``graph`` under the grid."""
+    """Load nodes, output nodes and compute-task hints of ``graph`` under the grid, and the
+    bytes each node receives to repartition operands (``problem.repartition``).
+
+    Loads of an operand computed in its layout sit where its data is (the node of the
+    block holding the load's first element, as the Ray executor stitches there); every
+    other load sits on its grid node."""
     grid = candidate.grid
     placed = problem.placed or {}
     load_nodes = {}
+    moved = [0] * problem.nodes
     for index, (position, coords) in load_block_coords(graph).items():
-        fixed = placed.get(position)
-        if fixed is not None:
-            load_nodes[index] = fixed[coords]
-        else:
-            dims, _ = graph.task_dims(index)
-            load_nodes[index] = grid_node(dims, coords, grid)
+        source = placed.get(position)
+        slices = graph.tasks[index].source[1]
+        if source is not None and position not in problem.repartition:
+            load_nodes[index] = source.node_at(tuple(s.start for s in slices))
+            continue
+        dims, _ = graph.task_dims(index)
+        node = grid_node(dims, coords, grid)
+        load_nodes[index] = node
+        if source is not None:
+            moved[node] += sum(n for holder, n in source.pieces(slices) if holder != node)
     final_dims = tuple(key_of(problem.program.output))
     output_nodes = [grid_node(final_dims, c, grid) for c in output_block_coords(graph)]
     hints = {
@@ -240,21 +304,22 @@ def layout(problem: Problem, candidate: Candidate, graph: TaskGraph):
         for index, task in enumerate(graph.tasks)
         if task.kind != LOAD
     }
-    return load_nodes, output_nodes, hints
+    itemsize = problem.itemsize
+    return load_nodes, output_nodes, hints, [m * itemsize for m in moved]
 
 
 def model(problem: Problem, candidate: Candidate) -> Modelled:
     """Price ``candidate`` by simulating LSHS on its task graph (module contract)."""
     check(problem, candidate)
     graph = problem.graph(candidate.counts)
-    load_nodes, output_nodes, hints = layout(problem, candidate, graph)
+    load_nodes, output_nodes, hints, moved = layout(problem, candidate, graph)
     if graph.outputs and graph.tasks[graph.outputs[0][0]].kind == LOAD:
         output_nodes = [load_nodes[t] for t, _ in graph.outputs]
     placed = schedule(
         graph, problem.nodes, "lshs",
         load_nodes=load_nodes, output_nodes=output_nodes, task_hints=hints,
     )
-    report = distributed_cost(graph, placed, problem.memory_bytes)
+    report = distributed_cost(graph, placed, problem.memory_bytes, moved)
     return Modelled(candidate, graph, placed, report, load_nodes, output_nodes)
 
 

@@ -23,11 +23,12 @@ from tensorc.frontend.einsum import result_dtype
 from tensorc.frontend.subscripts import EinsumSpec, parse_einsum, sublist_to_subscripts
 from tensorc.passes.base import PassContext
 from tensorc.passes.paths import normalise_optimize
+from tensorc.passes.search import PLANNERS
 from tensorc.plan import Plan, PlanCache, build_plan
 from tensorc.runtime.local import LocalExecutor, available_cores
 from tensorc.session import BACKENDS
 
-PLAN_OPTIONS = ("grid", "block_shape", "workers")
+PLAN_OPTIONS = ("grid", "block_shape", "workers", "nodes", "planner", "node_memory")
 ORDERS = ("K", "A", "C", "F")
 CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
 
@@ -71,6 +72,17 @@ def _check_options(plan_options: dict) -> None:
             raise PlanError(
                 f"unknown plan option {name!r}; tensorc.einsum takes {', '.join(PLAN_OPTIONS)}"
             )
+    nodes = plan_options.get("nodes")
+    if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer))
+                              or nodes < 1):
+        raise PlanError(f"nodes must be a positive integer, got {nodes!r}")
+    planner = plan_options.get("planner")
+    if planner is not None and planner not in PLANNERS:
+        raise PlanError(f"unknown planner {planner!r}; choose one of {', '.join(PLANNERS)}")
+    memory = plan_options.get("node_memory")
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, np.integer))
+                               or memory < 1):
+        raise PlanError(f"node_memory must be a positive number of bytes, got {memory!r}")
 
 
 def _check_backend(backend: object) -> None:
@@ -102,7 +114,8 @@ def _stand_in(operand: object) -> np.ndarray:
     return np.asarray(operand)
 
 
-def _context(plan_options: dict, optimize: object, layouts: tuple[str, ...]) -> PassContext:
+def _context(plan_options: dict, optimize: object, layouts: tuple[str, ...],
+             placed: dict | None = None) -> PassContext:
     workers = plan_options.get("workers") or available_cores()
     return PassContext(
         optimize=optimize,
@@ -110,6 +123,10 @@ def _context(plan_options: dict, optimize: object, layouts: tuple[str, ...]) -> 
         grid=plan_options.get("grid"),
         block_shape=plan_options.get("block_shape"),
         layouts={f"in{k}": layout for k, layout in enumerate(layouts)},
+        nodes=int(plan_options.get("nodes") or 1),
+        planner=plan_options.get("planner") or "auto",
+        node_memory=plan_options.get("node_memory"),
+        placed=placed,
     )
 
 
@@ -122,7 +139,10 @@ def _get_plan(
     compute_dtype: np.dtype,
     optimize: object,
     plan_options: dict,
+    placed: dict | None = None,
 ) -> tuple[Plan, bool]:
+    """The plan for these operands, from the cache when it has one. ``placed`` maps operand
+    positions to :class:`~tensorc.passes.distribution.Source` for operands on the cluster."""
     key = (
         subscripts,
         shapes,
@@ -131,11 +151,14 @@ def _get_plan(
         compute_dtype.str,
         _freeze(optimize),
         tuple((k, _freeze(plan_options.get(k))) for k in PLAN_OPTIONS),
+        None if not placed else tuple(
+            (p, s.bounds, tuple(sorted(s.nodes.items()))) for p, s in sorted(placed.items())
+        ),
     )
     plan = _cache.get(key)
     if plan is not None:
         return plan, True
-    ctx = _context(plan_options, optimize, layouts)
+    ctx = _context(plan_options, optimize, layouts, placed)
     plan = build_plan(subscripts, spec, shapes, dtypes, compute_dtype.str, ctx)
     _cache.put(key, plan)
     return plan, False
@@ -255,7 +278,6 @@ def einsum(
         "workers": run["workers"],
         "blas_threads": run["blas_threads"],
         "measured_inter_node_bytes": None,
-        "max_node_recv_bytes": 0,
     }
     if out is not None:
         return out
@@ -397,15 +419,17 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
          optimize: object = "auto", dtype: object = "float64", **plan_options) -> Plan:
     """Compile without running: ``shapes_or_arrays`` are shape tuples or arrays.
 
-    ``plan.explain()`` prints the IR after each pass, the blocking and the task counts;
-    ``plan.stats`` holds ``tasks`` and the other counts.
+    With ``nodes > 1`` the ``planner`` (``auto``, ``heuristic``, ``greedy``, ``smt``,
+    ``exhaustive``) chooses the index grid and block counts under the shared cost model.
+    ``plan.explain()`` prints the IR after each pass, the blocking, the task counts and,
+    for several nodes, the grid, the modelled loads per node, the lower bound and the
+    ratio; ``plan.stats`` holds ``tasks``, ``cost``, ``inter_node_bytes``,
+    ``max_node_recv_bytes``, ``max_node_memory_bytes``, ``lower_bound_bytes``, ``planner``
+    and ``optimal`` (``True`` proved under the model, ``False`` out of budget, ``None``
+    no claim).
     """
+    plan_options = {**plan_options, "nodes": nodes, "planner": planner}
     _check_options(plan_options)
-    if nodes != 1 or planner != "auto":
-        raise PlanError(
-            f"nodes={nodes}, planner={planner!r}: this build plans for one node "
-            "(nodes=1, planner='auto')"
-        )
     shapes: list[tuple[int, ...]] = []
     dtypes: list[np.dtype] = []
     layouts: list[str] = []

@@ -8,6 +8,7 @@ repeated call pays a dictionary lookup for planning.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -17,12 +18,16 @@ import numpy as np
 from tensorc import debug
 from tensorc.codegen.lower import lower
 from tensorc.codegen.taskgraph import TaskGraph
+from tensorc.errors import PlanError
 from tensorc.frontend.einsum import einsum_program
 from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.ir.nodes import Program
 from tensorc.passes.base import PassContext
 from tensorc.passes.blocking import Blocking, choose_blocking
+from tensorc.passes.distribution import DEFAULT_NODE_MEMORY, Problem
 from tensorc.passes.pipeline import run_pipeline
+from tensorc.passes.plan_cost import subtree_seconds
+from tensorc.passes.search import PLANNERS, DistributedPlan, search
 
 PLAN_CACHE_SIZE = 256
 
@@ -39,6 +44,9 @@ class Plan:
     blocking: Blocking
     graph: TaskGraph
     stats: dict = field(default_factory=dict)
+    distribution: DistributedPlan | None = None
+    """The distributed plan (nodes > 1): grid, modelled schedule, bound, search outcome."""
+    problem: Problem | None = None
 
     def explain(self) -> str:
         """IR after each pass, the pass decisions, the blocking and the task counts."""
@@ -61,7 +69,39 @@ class Plan:
             f"  output blocks {len(self.graph.outputs)}, max width {self.stats['max_width']}"
         )
         lines.append(f"  flops {self.stats['flops']}")
+        if self.distribution is not None:
+            lines.append("== distribution ==")
+            lines.extend(f"  {line}" for line in describe_distribution(self.distribution))
         return "\n".join(lines)
+
+
+def describe_distribution(dist: DistributedPlan) -> list[str]:
+    """The grid, the modelled loads per node, the lower bound and the ratio."""
+    report = dist.modelled.report
+    placed = dist.modelled.schedule
+    proof = {True: "proved optimal under the model", False: "not proved optimal",
+             None: "no optimality claim"}[dist.optimal]
+    lines = [
+        f"planner {dist.planner}: {proof}; {dist.evaluated} candidate(s) modelled in "
+        f"{dist.seconds * 1e3:.1f} ms",
+        f"{dist.candidate.describe()}",
+        f"modelled cost {report.cost * 1e3:.3f} ms; {report.tasks} compute tasks; "
+        f"inter-node {report.inter_node_bytes} B",
+    ]
+    for node in range(placed.nodes):
+        lines.append(
+            f"node {node}: recv {report.node_recv_bytes[node]} B, "
+            f"send {placed.net_out_bytes[node]} B, "
+            f"peak memory {report.node_memory_bytes[node]} B, tasks {report.node_tasks[node]}"
+        )
+    ratio = dist.ratio
+    lines.append(
+        f"busiest node receives {report.max_node_recv_bytes} B; lower bound "
+        f"{dist.lower_bound_bytes} B; ratio "
+        + (f"{ratio:.3f}" if ratio is not None else "n/a (bound 0, nothing received)")
+    )
+    lines.extend(dist.notes)
+    return lines
 
 
 def build_plan(
@@ -88,23 +128,125 @@ def plan_program(
     compute_dtype = program.dtype
     subscripts = name
     final, stages = run_pipeline(program, ctx)
-    blocking = choose_blocking(final, ctx)
-    graph = lower(final, blocking, ctx.optimize, ctx.paths)
+    if ctx.planner not in PLANNERS:
+        raise PlanError(f"unknown planner {ctx.planner!r}; choose one of {', '.join(PLANNERS)}")
+    distribution = problem = None
+    if ctx.nodes > 1:
+        problem, distribution = distribute(subscripts, final, ctx)
+        counts = distribution.candidate.counts
+        blocking = Blocking(
+            sizes=tuple(sorted(final.size_of.items())),
+            block=tuple(
+                (i, (problem.placed_blocks or {}).get(i)
+                 or max(1, math.ceil(final.size_of[i] / c)))
+                for i, c in counts
+            ),
+        )
+        graph = distribution.modelled.graph
+    else:
+        blocking = choose_blocking(final, ctx)
+        graph = lower(final, blocking, ctx.optimize, ctx.paths)
     graph.verify()
     stats = {
         **graph.summary(),
         "plan_seconds": time.perf_counter() - started,
         "blocking": blocking.describe(),
         "dtype": str(np.dtype(compute_dtype)),
-        "inter_node_bytes": 0,
-        "max_node_memory_bytes": None,
-        "lower_bound_bytes": 0,
+        **_distribution_stats(final, blocking, ctx, distribution),
     }
-    plan = Plan(subscripts, spec, final, stages, list(ctx.notes), blocking, graph, stats)
+    plan = Plan(subscripts, spec, final, stages, list(ctx.notes), blocking, graph, stats,
+                distribution, problem)
     debug.log(1, f"planned {subscripts!r}: {stats['tasks']} tasks, "
                  f"{stats['plan_seconds'] * 1e3:.2f} ms, blocking {stats['blocking']}")
     debug.dump(f"plan-{graph.name}.txt", plan.explain())
     return plan
+
+
+def distribute(name: str, final: Program, ctx: PassContext) -> tuple[Problem, DistributedPlan]:
+    """Search a distribution of ``final`` over ``ctx.nodes`` nodes. A forced blocking
+    (``grid=``/``block_shape=``) fixes the block counts; the search then picks the grid.
+    Operands already on the cluster (``ctx.placed``) are weighed both ways: computed in
+    their layout, and repartitioned to the plan's; the cheaper plan under the model wins."""
+    fixed_counts = fixed_blocks = None
+    if ctx.grid is not None or ctx.block_shape is not None:
+        forced = choose_blocking(final, ctx)
+        fixed_counts = forced.counts()
+        fixed_blocks = dict(forced.block)
+    memory = ctx.node_memory or DEFAULT_NODE_MEMORY
+
+    def attempt(repartition: frozenset[int]) -> tuple[Problem, DistributedPlan]:
+        counts, blocks = dict(fixed_counts or {}), dict(fixed_blocks or {})
+        if ctx.placed and fixed_counts is None:
+            for position, source in ctx.placed.items():
+                if position in repartition:
+                    continue
+                dims = _operand_dims(final, position)
+                for index, size in source.block_sizes(dims).items():
+                    if index not in blocks:
+                        blocks[index] = size
+                        counts[index] = max(1, math.ceil(final.size_of[index] / size))
+        problem = Problem(
+            name, final, ctx.paths, ctx.optimize, ctx.nodes, memory_bytes=memory,
+            placed=ctx.placed, placed_counts=counts or None, placed_blocks=blocks or None,
+            repartition=repartition,
+        )
+        return problem, search(problem, ctx.planner)
+
+    problem, best = attempt(frozenset())
+    if ctx.placed:
+        moved_problem, moved = attempt(frozenset(ctx.placed))
+        kept, other = best.modelled.report.cost, moved.modelled.report.cost
+        if other < kept:
+            ctx.note("distribution", f"repartition operand(s) {sorted(ctx.placed)}: modelled "
+                                     f"{other * 1e3:.3f} ms against {kept * 1e3:.3f} ms in "
+                                     "their layout")
+            problem, best = moved_problem, moved
+        else:
+            ctx.note("distribution", f"compute in the layout of operand(s) "
+                                     f"{sorted(ctx.placed)}: modelled {kept * 1e3:.3f} ms "
+                                     f"against {other * 1e3:.3f} ms repartitioned")
+    ctx.note("distribution", f"{best.planner}: {best.candidate.describe()}")
+    return problem, best
+
+
+def _operand_dims(program: Program, position: int) -> tuple[str, ...]:
+    from tensorc.ir.nodes import Scan, post_order
+
+    name = program.inputs[position].name
+    for node in post_order(program.output):
+        if isinstance(node, Scan) and node.tensor == name:
+            return tuple(node.indices)
+    return ()
+
+
+def _distribution_stats(final: Program, blocking: Blocking, ctx: PassContext,
+                        distribution: DistributedPlan | None) -> dict:
+    if distribution is None:
+        itemsize = np.dtype(final.dtype).itemsize
+        seconds = subtree_seconds(final.output, final.size_of, blocking.counts(), itemsize,
+                                  ctx.workers, ctx.optimize, ctx.paths)
+        return {
+            "nodes": 1, "planner": ctx.planner, "optimal": None, "cost": seconds,
+            "inter_node_bytes": 0, "max_node_recv_bytes": 0, "max_node_memory_bytes": None,
+            "lower_bound_bytes": 0, "lower_bound_ratio": None,
+        }
+    report = distribution.modelled.report
+    return {
+        "nodes": ctx.nodes,
+        "planner": distribution.planner,
+        "optimal": distribution.optimal,
+        "cost": report.cost,
+        "inter_node_bytes": report.inter_node_bytes,
+        "max_node_recv_bytes": report.max_node_recv_bytes,
+        "max_node_memory_bytes": report.max_node_memory_bytes,
+        "node_recv_bytes": list(report.node_recv_bytes),
+        "node_memory_bytes": list(report.node_memory_bytes),
+        "lower_bound_bytes": distribution.lower_bound_bytes,
+        "lower_bound_ratio": distribution.ratio,
+        "grid": distribution.candidate.describe(),
+        "planned_candidates": distribution.evaluated,
+        "planner_seconds": distribution.seconds,
+    }
 
 
 class PlanCache:
