@@ -39,7 +39,7 @@ from tensorc.ir.stages import stage_parts, stage_roots
 from tensorc.passes.blocking import Blocking
 from tensorc.passes.cost import CostReport, distributed_cost
 from tensorc.passes.lower_bound import communication_lower_bound
-from tensorc.runtime.layout import grid_node, load_block_coords, output_block_coords
+from tensorc.runtime.layout import grid_node, output_block_coords
 from tensorc.runtime.schedule import Schedule, schedule
 
 DEFAULT_NODE_MEMORY = 8 << 30  # bytes per node when the caller gives no budget
@@ -177,6 +177,23 @@ class Problem:
         inputs, output = stages[-1]
         return [a.dims for a in inputs], output.dims
 
+    def even_split(self) -> bool:
+        """Whether some grid splits every index into a multiple of its nodes (else the
+        problem is too small for ``nodes`` and some nodes get no blocks along an index)."""
+        if "_even" not in self.__dict__:
+            fixed = self.placed_counts or {}
+            reachable = {1}
+            for index in self.indices:
+                size = max(self.sizes[index], 1)
+                usable = [
+                    p for p in range(1, self.nodes + 1)
+                    if self.nodes % p == 0 and (index in fixed or any(
+                        achievable(self.sizes[index], p * m) for m in range(1, size // p + 1)))
+                ]
+                reachable = {r * p for r in reachable for p in usable if self.nodes % (r * p) == 0}
+            self.__dict__["_even"] = self.nodes in reachable
+        return self.__dict__["_even"]
+
     def lower_bound_bytes(self) -> int:
         """The communication lower bound of the contraction as planned (bytes)."""
         operands, output = self.contraction()
@@ -223,6 +240,8 @@ def check(problem: Problem, candidate: Candidate) -> None:
             node count; a count that is not a positive multiple of the grid along its
             index, that exceeds the extent or that the extent cannot be cut into evenly;
             a count that differs from the blocking of an operand already on the cluster.
+            (A problem too small for an even split, :meth:`Problem.even_split`, may leave
+            counts that are not multiples of the grid.)
     """
     sizes = problem.sizes
     for what, items in (("grid", candidate.grid), ("counts", candidate.counts)):
@@ -238,11 +257,14 @@ def check(problem: Problem, candidate: Candidate) -> None:
             f"grid {candidate.describe()} spans {product} nodes, not {problem.nodes}"
         )
     grid = dict(candidate.grid)
+    fixed = problem.placed_counts or {}
     for index, count in candidate.counts:
         p = grid[index]
         if p < 1 or count < 1:
             raise PlanError(f"index '{index}': grid {p} and count {count} must be positive")
-        if count % p:
+        if index in fixed:
+            continue  # checked below: the operand's own blocking, whatever the grid
+        if count % p and problem.even_split():
             raise PlanError(
                 f"index '{index}': {count} blocks do not divide over {p} nodes along it"
             )
@@ -255,7 +277,7 @@ def check(problem: Problem, candidate: Candidate) -> None:
                 f"index '{index}': extent {sizes[index]} cannot be cut into {count} "
                 "blocks of one size"
             )
-    for index, count in (problem.placed_counts or {}).items():
+    for index, count in fixed.items():
         if dict(candidate.counts)[index] != count:
             raise PlanError(
                 f"index '{index}': an operand on the cluster has {count} blocks along it, "
@@ -286,14 +308,15 @@ def layout(problem: Problem, candidate: Candidate, graph: TaskGraph):
     placed = problem.placed or {}
     load_nodes = {}
     moved = [0] * problem.nodes
-    for index, (position, coords) in load_block_coords(graph).items():
+    for index, task in enumerate(graph.tasks):
+        if task.kind != LOAD:
+            continue
+        position, slices = task.source
         source = placed.get(position)
-        slices = graph.tasks[index].source[1]
         if source is not None and position not in problem.repartition:
             load_nodes[index] = source.node_at(tuple(s.start for s in slices))
             continue
-        dims, _ = graph.task_dims(index)
-        node = grid_node(dims, coords, grid)
+        node = grid_node(*graph.task_dims(index), grid)
         load_nodes[index] = node
         if source is not None:
             moved[node] += sum(n for holder, n in source.pieces(slices) if holder != node)
@@ -340,6 +363,6 @@ def estimate(problem: Problem, candidate: Candidate) -> float:
 def array_estimate(array: Array, grid, counts, nodes: int) -> float:
     """One array's term of :func:`estimate`."""
     across = math.prod(grid[i] for i in set(array.dims))
-    per_cell = math.prod(counts[i] // grid[i] for i in set(array.dims))
+    per_cell = math.prod(counts[i] / grid[i] for i in set(array.dims))
     owned = array.elements / nodes if per_cell * across >= nodes else 0.0
     return max(0.0, array.elements / across - owned)

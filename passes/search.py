@@ -82,7 +82,7 @@ def grids(problem: Problem) -> list[tuple[tuple[str, int], ...]]:
     """Every legal index grid: ``∏ p_i = P`` with ``p_i`` at most the extent, in a fixed order."""
     indices = problem.indices
     sizes = problem.sizes
-    fixed = problem.placed_counts or {}
+    even = problem.even_split()
     out: list[tuple[tuple[str, int], ...]] = []
 
     def extend(position: int, left: int, chosen: list[int]) -> None:
@@ -92,9 +92,7 @@ def grids(problem: Problem) -> list[tuple[tuple[str, int], ...]]:
             return
         index = indices[position]
         for p in range(1, left + 1):
-            if left % p or p > max(sizes[index], 1):
-                continue
-            if index in fixed and fixed[index] % p:
+            if left % p or (even and p > max(sizes[index], 1)):
                 continue
             extend(position + 1, left // p, [*chosen, p])
 
@@ -103,12 +101,16 @@ def grids(problem: Problem) -> list[tuple[tuple[str, int], ...]]:
 
 
 def multipliers(problem: Problem, index: str, p: int) -> list[int]:
-    """Legal counts along ``index`` for grid ``p``: ``p × 2^k`` up to ``p × P`` (or the
-    operand's fixed blocking)."""
+    """Legal counts along ``index`` for grid ``p``: ``p × 2^k`` up to ``p × P``, or the
+    fixed blocking of an operand computed in its layout (then any grid is legal: the grid
+    places work, the operand's blocks stay where they are)."""
     fixed = (problem.placed_counts or {}).get(index)
     if fixed is not None:
-        return [fixed] if fixed % p == 0 else []
+        return [fixed]
     size = problem.sizes[index]
+    if not problem.even_split():
+        powers = {1 << k for k in range(max(size, 1).bit_length())} | {max(size, 1)}
+        return sorted(c for c in powers if c <= max(size, 1) and achievable(size, c))
     counts = []
     m = 1
     while p * m <= max(size, 1) and m <= problem.nodes:
@@ -176,8 +178,7 @@ def heuristic(problem: Problem) -> tuple[Modelled, bool | None, int, list[str]]:
         if not room:
             room = [d for d in problem.indices if grid[d] * factor <= max(sizes[d], 1)]
         if not room:
-            raise PlanError(f"{problem.nodes} nodes cannot split an iteration space of "
-                            f"{math.prod(sizes.values())} points")
+            return _first_legal(problem)
         best = max(room, key=lambda d: (weights[dims.index(d)] / grid[d] if d in dims else 0,
                                         -grid[d], d))
         grid[best] *= factor

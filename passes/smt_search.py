@@ -252,7 +252,7 @@ def _estimate_expr(problem: Problem, choices, var):
             # across = ∏_{i∈A} p_i (a divisor of P) and per_cell = ∏_{i∈A} c_i / p_i, in logs
             across_log = z3.Sum([_table(var[i], [math.log(p) for p, _ in choices[i]], 0.0)
                                  for i in sorted(dims)] or [z3.RealVal(0)])
-            cell_log = z3.Sum([_table(var[i], [math.log(c // p) for p, c in choices[i]], 0.0)
+            cell_log = z3.Sum([_table(var[i], [math.log(c / p) for p, c in choices[i]], 0.0)
                                for i in sorted(dims)] or [z3.RealVal(0)])
             share = z3.RealVal(0)
             for value in (d for d in range(1, nodes + 1) if nodes % d == 0):

@@ -291,16 +291,17 @@ def _einsum_on_ray(call, shapes, arrays, compute, optimize, out, started):
         raise PlanError("out= takes a numpy array, but a tc.Array operand gives a tc.Array "
                         "result on the cluster; drop out= (or pass numpy operands)")
 
-    def get_plan(options: dict, workers: int):
+    def get_plan(options: dict, workers: int, placed: dict | None = None):
         return _get_plan(
             call.subscripts, call.spec, shapes, tuple(a.dtype.str for a in arrays),
-            ("C",) * len(arrays), compute, optimize, {"workers": workers, **options},
+            ("C",) * len(arrays), compute, optimize, {"workers": workers, **options}, placed,
         )
 
     from tensorc.distributed import run_on_ray
 
     result, stats = run_on_ray(call, get_plan)
-    stats["lower_bound_bytes"] = lower_bound(call.spec, compute.itemsize, stats["nodes"])
+    if "grid" not in stats:  # not planned for the cluster: the bound of the einsum as written
+        stats["lower_bound_bytes"] = lower_bound(call.spec, compute.itemsize, stats["nodes"])
     stats["call_seconds"] = time.perf_counter() - started
     _state.stats = stats
     if out is not None:
@@ -342,10 +343,11 @@ def execute_plan_on_ray(plan: Plan, operands: Sequence[object], *, scheduler=Non
 
     scheduler = session.check_scheduler(scheduler or session.current().scheduler)
     result, stats = execute_on_ray(plan, list(operands), scheduler)
-    stats["lower_bound_bytes"] = (
-        lower_bound(plan.spec, np.dtype(plan.graph.dtype).itemsize, stats["nodes"])
-        if plan.spec is not None else None
-    )
+    if plan.distribution is None:
+        stats["lower_bound_bytes"] = (
+            lower_bound(plan.spec, np.dtype(plan.graph.dtype).itemsize, stats["nodes"])
+            if plan.spec is not None else None
+        )
     _state.stats = stats
     return result
 

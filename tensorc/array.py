@@ -155,14 +155,17 @@ def _node_grid(grid: Sequence[int], nodes: int) -> tuple[int, ...]:
     return factor_over(nodes, grid) if grid else ()
 
 
-def _spread(shape, dtype, bounds, name: str, args_of) -> Array:
-    """One remote ``name`` task per block, pinned to the block's layout node; ``args_of``
-    gives each block's arguments from its coordinates and slices."""
+def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> Array:
+    """One remote ``name`` task per block, pinned to the block's layout node (block-cyclic,
+    or ``node_of[coords]`` when a plan gives the nodes); ``args_of`` gives each block's
+    arguments from its coordinates and slices."""
     cluster = ray_cluster()
     blocks = DistributedBlocks(shape, dtype, bounds, {})
     node_grid = _node_grid(blocks.grid, cluster.nodes)
     for coords in np.ndindex(*blocks.grid):
-        node = block_cyclic_node(coords, node_grid)
+        node = (node_of or {}).get(coords)
+        if node is None:
+            node = block_cyclic_node(coords, node_grid)
         blocks.refs[coords], blocks.reported[coords] = submit(
             cluster, name, node, *args_of(coords, blocks.block_slices(coords))
         )
@@ -230,10 +233,11 @@ def asarray(array, *, block_shape=None, grid=None) -> Array:
     return distribute(data, bounds)
 
 
-def distribute(data: np.ndarray, bounds: tuple[tuple[int, ...], ...]) -> Array:
-    """Place ``data`` cut at ``bounds`` on the nodes of the block-cyclic layout."""
+def distribute(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> Array:
+    """Place ``data`` cut at ``bounds`` on the nodes of the block-cyclic layout, or on
+    ``node_of[block coordinates]`` when given (a plan's layout)."""
 
     def args_of(coords, slices):
         return (np.array(data[slices], order="C"),)  # np.array keeps a 0-d block 0-d
 
-    return _spread(data.shape, data.dtype, bounds, "place", args_of)
+    return _spread(data.shape, data.dtype, bounds, "place", args_of, node_of)

@@ -26,7 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from tensorc.array import Array, distribute, factor_over
+from tensorc.codegen.kernels import LoadBlock
+from tensorc.errors import PlanError
 from tensorc.frontend.subscripts import EinsumSpec
+from tensorc.passes.distribution import Source, layout
 from tensorc.plan import Plan
 from tensorc.runtime.layout import block_cyclic_output_nodes
 from tensorc.runtime.ray_executor import DistributedBlocks, RayExecutor, submit
@@ -78,20 +81,51 @@ def cast(blocks: DistributedBlocks, dtype: np.dtype, cluster) -> DistributedBloc
     return out
 
 
+def uses_planner(plan_options: dict, scheduler: str) -> bool:
+    """Whether a Ray call is planned by the distribution planner: always under LSHS (the
+    scheduler the planner's model simulates), and under the baseline schedulers only when
+    ``nodes=`` or ``planner=`` asks for it."""
+    return scheduler == "lshs" or bool(plan_options.get("nodes") or plan_options.get("planner"))
+
+
+def sources(operands, cluster) -> dict[int, Source]:
+    """Where each ``tc.Array`` operand lives, for the planner."""
+    out = {}
+    for position, operand in enumerate(operands):
+        if isinstance(operand, Array):
+            nodes = {
+                coords: cluster.index_of(node) or 0
+                for coords, node in operand.blocks.node_ids().items()
+            }
+            out[position] = Source(operand.blocks.bounds, nodes)
+    return out
+
+
 def run_on_ray(call: RayCall, get_plan) -> tuple[object, dict]:
     """Plan, schedule and run ``call``; returns the result and the call's statistics.
 
-    ``get_plan(plan_options, workers)`` returns ``(plan, cached)`` for the call's operands.
+    ``get_plan(plan_options, workers, placed)`` returns ``(plan, cached)`` for the call's
+    operands (``placed``: where its ``tc.Array`` operands live).
     """
     started = time.perf_counter()
     cluster = ray_cluster()
     cluster.refresh()
     options = dict(call.plan_options)
-    if options.get("grid") is None and options.get("block_shape") is None:
+    placed = None
+    if uses_planner(options, call.scheduler):
+        nodes = options.get("nodes") or cluster.nodes
+        if nodes != cluster.nodes:
+            raise PlanError(
+                f"nodes={nodes} but the Ray session has {cluster.nodes} node(s); plan for "
+                f"{cluster.nodes} or use tc.plan(..., nodes={nodes}) to plan without running"
+            )
+        options["nodes"] = nodes
+        placed = sources(call.operands, cluster) or None
+    elif options.get("grid") is None and options.get("block_shape") is None:
         forced = forced_block_shape(call.spec, call.operands)
         if forced is not None:
             options["block_shape"] = forced
-    plan, plan_cached = get_plan(options, cluster.total_cpus)
+    plan, plan_cached = get_plan(options, cluster.total_cpus, placed)
     planned = time.perf_counter()
     result, stats = execute_on_ray(plan, call.operands, call.scheduler, call.result_type)
     stats["plan_cached"] = plan_cached
@@ -106,21 +140,37 @@ def execute_on_ray(plan: Plan, operands, scheduler: str, result_type=None) -> tu
     ``tc.Array`` operands are read where they are; returns the result as a ``tc.Array``."""
     cluster = ray_cluster()
     graph = plan.graph
+    dist = plan.distribution
+    if dist is not None and dist.modelled.schedule.nodes != cluster.nodes:
+        raise PlanError(f"the plan is for {dist.modelled.schedule.nodes} nodes but the Ray "
+                        f"session has {cluster.nodes}")
+    planned_nodes = _planned_load_nodes(plan) if dist is not None else {}
     inputs = []
+    moved = plan.problem.repartition if plan.problem is not None else frozenset()
     for position, operand in enumerate(operands):
-        if isinstance(operand, Array):
-            inputs.append(operand.blocks)
-        else:
+        if not isinstance(operand, Array):
             data = np.asarray(operand)
-            inputs.append(distribute(data, load_bounds(graph, position, data.shape)).blocks)
+            bounds = load_bounds(graph, position, data.shape)
+            inputs.append(distribute(data, bounds, planned_nodes.get(position)).blocks)
+        elif position in moved:
+            bounds = load_bounds(graph, position, operand.shape)
+            inputs.append(repartition(operand.blocks, bounds, planned_nodes[position], cluster))
+        else:
+            inputs.append(operand.blocks)
     started = time.perf_counter()  # scheduling counts as planning; distributing does not
     executor = RayExecutor(cluster)
     out_node_grid = factor_over(cluster.nodes, _output_grid(graph))
-    output_nodes = block_cyclic_output_nodes(graph, out_node_grid)
+    hints = None
+    if dist is not None:
+        output_nodes = dist.modelled.output_nodes
+        hints = layout(plan.problem, dist.candidate, graph)[2]
+    else:
+        output_nodes = block_cyclic_output_nodes(graph, out_node_grid)
     load_nodes, cached_copies = executor.locate_loads(graph, inputs)
     placed = schedule(
         graph, cluster.nodes, scheduler,
         load_nodes=load_nodes, output_nodes=output_nodes, cached_copies=cached_copies,
+        task_hints=hints,
     )
     planned = time.perf_counter()
     blocks = executor.run(graph, placed, inputs)
@@ -147,7 +197,50 @@ def execute_on_ray(plan: Plan, operands, scheduler: str, result_type=None) -> tu
         "ran_on": run["ran_on"],
         "node_of": list(placed.node_of),
     }
+    if dist is not None:
+        bound = dist.lower_bound_bytes
+        stats["lower_bound_ratio"] = stats["max_node_recv_bytes"] / bound if bound else None
     return Array(blocks, out_node_grid), stats
+
+
+def _planned_load_nodes(plan: Plan) -> dict[int, dict[tuple[int, ...], int]]:
+    """Operand position → node of each of its loaded blocks under the plan's layout, keyed
+    by block coordinates over all the operand's dimensions (a diagonal read repeats one)."""
+    graph = plan.graph
+    load_nodes = plan.distribution.modelled.load_nodes
+    starts: dict[int, list[set[int]]] = {}
+    loads = [(i, t) for i, t in enumerate(graph.tasks) if t.source is not None]
+    for _, task in loads:
+        position, slices = task.source
+        column = starts.setdefault(position, [set() for _ in slices])
+        for d, piece in enumerate(slices):
+            column[d].add(piece.start)
+    rank = {p: [{v: r for r, v in enumerate(sorted(c))} for c in cols]
+            for p, cols in starts.items()}
+    out: dict[int, dict[tuple[int, ...], int]] = {}
+    for index, task in loads:
+        position, slices = task.source
+        coords = tuple(rank[position][d][piece.start] for d, piece in enumerate(slices))
+        out.setdefault(position, {})[coords] = load_nodes[index]
+    return out
+
+
+def repartition(blocks: DistributedBlocks, bounds, node_of, cluster) -> DistributedBlocks:
+    """``blocks`` cut at ``bounds``, each new block stitched on ``node_of[coords]`` from the
+    stored pieces it overlaps (Ray moves only the pieces held elsewhere)."""
+    out = DistributedBlocks(blocks.shape, blocks.dtype, bounds, {})
+    identity = LoadBlock(None, np.dtype(blocks.dtype))
+    for coords in np.ndindex(*out.grid):
+        slices = out.block_slices(coords)
+        pieces = blocks.pieces(slices)
+        shape = tuple(s.stop - s.start for s in slices)
+        full = tuple(slice(0, n) for n in shape)
+        piece_layout = tuple((dst, src) for _, dst, src in pieces)
+        out.refs[coords], out.reported[coords] = submit(
+            cluster, "load", node_of.get(coords, 0), identity, full, shape, piece_layout,
+            *[blocks.refs[c] for c, _, _ in pieces],
+        )
+    return out
 
 
 def _output_grid(graph) -> tuple[int, ...]:

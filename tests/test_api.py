@@ -185,7 +185,8 @@ OPTION_ERRORS = [
     ({"grid": {"i": 2}, "block_shape": {"i": 2}}, "give either grid= or block_shape=, not both"),
     (
         {"blocks": 3},
-        "unknown plan option 'blocks'; tensorc.einsum takes grid, block_shape, workers, nodes, planner, node_memory",
+        "unknown plan option 'blocks'; tensorc.einsum takes grid, block_shape, workers, "
+        "nodes, planner, node_memory",
     ),
     ({"optimize": [(0, 5)]}, "path step (0, 5) names positions outside 0..1 (or repeats one)"),
     ({"optimize": "fastest"}, "unknown optimize strategy 'fastest'"),
