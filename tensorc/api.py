@@ -336,13 +336,16 @@ def execute_plan(
     return executor.last_run
 
 
-def execute_plan_on_ray(plan: Plan, operands: Sequence[object], *, scheduler=None) -> Array:
+def execute_plan_on_ray(plan: Plan, operands: Sequence[object], *, scheduler=None,
+                        inputs_used: dict | None = None) -> Array:
     """Run ``plan`` on the Ray session: numpy operands are distributed as the plan cuts them,
-    ``tc.Array`` operands read where they live; the result stays distributed."""
+    ``tc.Array`` operands read where they live (or re-laid out, as the plan says); the
+    result stays distributed. ``inputs_used`` receives, per position, the ``tc.Array`` the
+    run made of an operand (numpy distributed, or an Array re-laid out)."""
     from tensorc.distributed import execute_on_ray
 
     scheduler = session.check_scheduler(scheduler or session.current().scheduler)
-    result, stats = execute_on_ray(plan, list(operands), scheduler)
+    result, stats = execute_on_ray(plan, list(operands), scheduler, inputs_used=inputs_used)
     if plan.distribution is None:
         stats["lower_bound_bytes"] = (
             lower_bound(plan.spec, np.dtype(plan.graph.dtype).itemsize, stats["nodes"])

@@ -135,9 +135,12 @@ def run_on_ray(call: RayCall, get_plan) -> tuple[object, dict]:
     return result.numpy(), stats
 
 
-def execute_on_ray(plan: Plan, operands, scheduler: str, result_type=None) -> tuple[Array, dict]:
+def execute_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
+                   inputs_used: dict | None = None) -> tuple[Array, dict]:
     """Run a compiled plan on Ray: numpy operands are distributed as the plan cuts them,
-    ``tc.Array`` operands are read where they are; returns the result as a ``tc.Array``."""
+    ``tc.Array`` operands are read where they are, or repartitioned first when the plan
+    says so; returns the result as a ``tc.Array``. ``inputs_used`` receives the Arrays
+    made of operands (distributed or repartitioned), by position."""
     cluster = ray_cluster()
     graph = plan.graph
     dist = plan.distribution
@@ -151,10 +154,16 @@ def execute_on_ray(plan: Plan, operands, scheduler: str, result_type=None) -> tu
         if not isinstance(operand, Array):
             data = np.asarray(operand)
             bounds = load_bounds(graph, position, data.shape)
-            inputs.append(distribute(data, bounds, planned_nodes.get(position)).blocks)
+            made = distribute(data, bounds, planned_nodes.get(position))
+            inputs.append(made.blocks)
+            if inputs_used is not None:
+                inputs_used[position] = made
         elif position in moved:
             bounds = load_bounds(graph, position, operand.shape)
-            inputs.append(repartition(operand.blocks, bounds, planned_nodes[position], cluster))
+            blocks = repartition(operand.blocks, bounds, planned_nodes[position], cluster)
+            inputs.append(blocks)
+            if inputs_used is not None:
+                inputs_used[position] = Array(blocks, operand.node_grid)
         else:
             inputs.append(operand.blocks)
     started = time.perf_counter()  # scheduling counts as planning; distributing does not

@@ -32,6 +32,7 @@ from tensorc.frontend.tc_lower import Statement, Unrolled, lower_program
 from tensorc.ir.printer import format_program
 from tensorc.passes.base import PassContext
 from tensorc.plan import Plan, plan_program
+from tensorc.program_plan import ProgramPlan, plan_program_layouts
 
 STAGES = ("ast", "ir", "plan", "tasks", "schedule", "dot")
 TASK_LINES = 400
@@ -45,6 +46,8 @@ class Options:
     block_shape: tuple[tuple[str, int], ...] = ()
     workers: int | None = None
     optimize: object = "auto"
+    nodes: int | None = None
+    planner: str = "auto"
 
 
 def _read(path_or_source: str | os.PathLike) -> Source:
@@ -70,14 +73,24 @@ def compile(  # noqa: A001 - the public name is tc.compile
     block_shape: dict[str, int] | None = None,
     workers: int | None = None,
     optimize: object = "auto",
+    nodes: int | None = None,
+    planner: str = "auto",
 ) -> Program:
-    """Parse and check a ``.tc`` program (a path ending in ``.tc``, or the source text)."""
+    """Parse and check a ``.tc`` program (a path ending in ``.tc``, or the source text).
+
+    ``nodes`` plans the whole program for that many nodes (on Ray it defaults to the
+    session's node count) with ``planner`` (see :func:`tensorc.plan`)."""
+    from tensorc.api import _check_options
+
+    _check_options({"nodes": nodes, "planner": planner})
     checked = check(_read(path_or_source))
     options = Options(
         tuple(sorted((grid or {}).items())),
         tuple(sorted((block_shape or {}).items())),
         workers,
         optimize,
+        nodes,
+        planner,
     )
     return Program(checked, options)
 
@@ -90,6 +103,7 @@ class Program:
         self.options = options
         self._unrolled: dict[tuple, Unrolled] = {}
         self._plans: dict[tuple, Plan] = {}
+        self._layouts: dict[tuple, ProgramPlan] = {}
 
     @property
     def source(self) -> Source:
@@ -234,7 +248,7 @@ class Program:
             self._unrolled[key] = result
         return result
 
-    def _context(self, statement: Statement) -> PassContext:
+    def _context(self, statement: Statement, nodes: int = 1, placed=None) -> PassContext:
         from tensorc.runtime.local import available_cores
 
         sizes = statement.program.size_of
@@ -251,17 +265,40 @@ class Program:
             workers=int(self.options.workers or available_cores()),
             block_shape=block or None,
             layouts=layouts,
+            nodes=nodes,
+            planner=self.options.planner,
+            placed=placed,
         )
 
-    def plan(self, statement: Statement) -> Plan:
-        """The (cached) plan of one statement's IR."""
-        ctx = self._context(statement)
-        key = (statement.program, tuple(sorted((ctx.block_shape or {}).items())))
+    def plan(self, statement: Statement, nodes: int = 1, placed=None) -> Plan:
+        """The (cached) plan of one statement's IR for ``nodes`` nodes, its operands at
+        positions in ``placed`` already laid out there."""
+        ctx = self._context(statement, nodes, placed)
+        key = (statement.program, tuple(sorted((ctx.block_shape or {}).items())), nodes,
+               None if not placed else tuple(
+                   (p, s.bounds, tuple(sorted(s.nodes.items())))
+                   for p, s in sorted(placed.items())))
         plan = self._plans.get(key)
         if plan is None:
             plan = plan_program(f"{statement.label}: {statement.text}", statement.program, ctx)
             self._plans[key] = plan
         return plan
+
+    def plan_layouts(self, unrolled: Unrolled, nodes: int, initial=None) -> ProgramPlan:
+        """The whole-program plan for ``nodes`` nodes (cached): layouts flow between the
+        statements (:mod:`tensorc.program_plan`); ``initial`` gives the layouts of inputs
+        already on the cluster."""
+        key = (id(unrolled), nodes, None if not initial else tuple(
+            (label, s.bounds, tuple(sorted(s.nodes.items())))
+            for label, s in sorted(initial.items())))
+        result = self._layouts.get(key)
+        if result is None:
+            result = plan_program_layouts(
+                unrolled.statements, lambda st, placed: self.plan(st, nodes, placed), nodes,
+                initial,
+            )
+            self._layouts[key] = result
+        return result
 
     # -- running -------------------------------------------------------------------------
     def run(self, **inputs) -> dict[str, np.ndarray]:
@@ -272,12 +309,14 @@ class Program:
         unrolled = self.unrolled(sizes, params)
         if _distributed(arrays):
             return self._run_on_ray(arrays, unrolled)
+        nodes = self.options.nodes or 1
+        layouts = self.plan_layouts(unrolled, nodes) if nodes > 1 else None
         env: dict[str, object] = dict(arrays)
         for statement in unrolled.statements:
             if statement.program is None:
                 env[statement.label] = np.full(statement.shape, statement.fill, statement.dtype)
                 continue
-            plan = self.plan(statement)
+            plan = layouts.plans[statement.label] if layouts else self.plan(statement)
             operands = [env[label] for label in statement.operands]
             out = np.empty(statement.shape, dtype=plan.graph.dtype)
             execute_plan(plan, operands, out, workers=self.options.workers)
@@ -286,29 +325,51 @@ class Program:
         return {name: env[label] for name, label in unrolled.outputs}
 
     def _run_on_ray(self, arrays: dict, unrolled: Unrolled) -> dict:
-        """The statements on the Ray session: every intermediate stays on the cluster (Ray
-        chains the graphs through ObjectRefs); results are ``tc.Array``s when an input was
-        one, numpy (gathered) when every input was numpy."""
+        """The statements on the Ray session, planned as one program for its nodes: every
+        intermediate stays on the cluster (Ray chains the graphs through ObjectRefs), each
+        statement reads its operands in the layout (or replica) its plan chose, and a numpy
+        input is distributed once, by the first statement that reads it. Results are
+        ``tc.Array``s when an input was one, numpy (gathered) when every input was numpy."""
         from tensorc.api import execute_plan_on_ray
         from tensorc.array import Array, full
-        from tensorc.distributed import cast
+        from tensorc.distributed import cast, sources
         from tensorc.session import ray_cluster
 
-        env: dict[str, object] = dict(arrays)
+        cluster = ray_cluster()
+        cluster.refresh()
+        nodes = self.options.nodes or cluster.nodes
+        given = [label for label, value in arrays.items() if isinstance(value, Array)]
+        initial = sources([arrays[label] for label in given], cluster)
+        layouts = self.plan_layouts(
+            unrolled, nodes, {given[k]: source for k, source in initial.items()})
+        replicas: dict[str, list[tuple[object, object]]] = {
+            label: [(None, value)] for label, value in arrays.items()}
         for statement in unrolled.statements:
             if statement.program is None:
-                env[statement.label] = full(statement.shape, statement.fill,
-                                            dtype=statement.dtype)
+                replicas[statement.label] = [(None, full(statement.shape, statement.fill,
+                                                         dtype=statement.dtype))]
                 continue
-            plan = self.plan(statement)
-            result = execute_plan_on_ray(plan, [env[label] for label in statement.operands])
+            plan = layouts.plans[statement.label]
+            placed = (plan.problem.placed or {}) if plan.problem is not None else {}
+            operands = [_replica(replicas[label], placed.get(position))
+                        for position, label in enumerate(statement.operands)]
+            used: dict[int, object] = {}
+            result = execute_plan_on_ray(plan, operands, inputs_used=used)
+            for position, label in enumerate(statement.operands):
+                if position in used:  # distributed here (numpy) or re-laid out (a replica)
+                    read = layouts.reads[statement.label][position]
+                    kept = [(s, v) for s, v in replicas[label] if isinstance(v, Array)]
+                    replicas[label] = [*kept, (read, used[position])]
             if result.dtype != np.dtype(statement.dtype):
                 result = Array(cast(result.blocks, np.dtype(statement.dtype), ray_cluster()),
                                result.node_grid)
-            env[statement.label] = result
+            replicas[statement.label] = [(None, result)]
         keep = any(isinstance(value, Array) for value in arrays.values())
-        return {name: env[label] if keep else env[label].numpy()
-                for name, label in unrolled.outputs}
+        out = {}
+        for name, label in unrolled.outputs:
+            value = replicas[label][0][1]
+            out[name] = value if keep or not isinstance(value, Array) else value.numpy()
+        return out
 
     # -- explaining ----------------------------------------------------------------------
     def explain(self, stage: str | None = None, **sizes_and_params) -> str:
@@ -416,6 +477,16 @@ def _explain_dot(program: Program, unrolled: Unrolled) -> str:
             lines.append(f"  {_quote(f'{label}/t{task_index}')} -> {_quote(label)};")
     lines.append("}")
     return "\n".join(lines)
+
+
+def _replica(options: list, wanted) -> object:
+    """The copy of a tensor laid out as ``wanted`` (a Source), else its first copy."""
+    if wanted is not None:
+        for source, value in options:
+            if source is not None and source.bounds == wanted.bounds and dict(
+                    source.nodes) == dict(wanted.nodes):
+                return value
+    return options[0][1]
 
 
 _EXPLAIN = {
