@@ -438,8 +438,18 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
     shapes: list[tuple[int, ...]] = []
     dtypes: list[np.dtype] = []
     layouts: list[str] = []
+    placed = None
+    if any(isinstance(item, Array) for item in shapes_or_arrays):
+        from tensorc.distributed import sources
+        from tensorc.session import ray_cluster
+
+        placed = sources(shapes_or_arrays, ray_cluster()) or None
     for item in shapes_or_arrays:
-        if isinstance(item, (tuple, list)):
+        if isinstance(item, Array):
+            shapes.append(item.shape)
+            dtypes.append(item.dtype)
+            layouts.append("C")
+        elif isinstance(item, (tuple, list)):
             shapes.append(tuple(int(d) for d in item))
             dtypes.append(np.dtype(dtype))
             layouts.append("C")
@@ -461,5 +471,6 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
         compute,
         optimize,
         plan_options,
+        placed,
     )
     return built

@@ -10,7 +10,8 @@ Subcommands:
 - ``tensorc run FILE.tc [--input NAME=file.npy ...] [--set NAME=VALUE ...] [--random]
   [--output out.npz]`` — run a ``.tc`` program; ``--random`` fills missing inputs with seeded
   random data of their declared shapes; prints every output (and saves them with ``--output``).
-- ``tensorc explain FILE.tc --emit ast|ir|plan|tasks|schedule|dot [--set NAME=VALUE ...]``.
+- ``tensorc explain FILE.tc --emit ast|ir|plan|tasks|schedule|dot [--set NAME=VALUE ...]
+  [--nodes P] [--planner NAME]`` (``--nodes`` plans the whole program for P nodes).
 - ``tensorc check FILE.tc`` — parse and check; prints every diagnostic.
 
 Exit codes: 0 success, 1 user error (message on stderr), 2 internal error.
@@ -116,7 +117,7 @@ def _random(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
 def explain_tc(options) -> int:
     import tensorc as tc
 
-    program = tc.compile(options.file)
+    program = tc.compile(options.file, nodes=options.nodes, planner=options.planner)
     values = {k: _scalar(v) for k, v in _assignments(options.set, "--set").items()}
     print(program.explain(options.emit, **values))
     return 0
@@ -160,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     explain_parser.add_argument("--emit", default="plan",
                                 choices=("ast", "ir", "plan", "tasks", "schedule", "dot"))
     explain_parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    explain_parser.add_argument("--nodes", type=int, default=None,
+                                help="plan the whole program for this many nodes")
+    explain_parser.add_argument("--planner", default="auto",
+                                choices=("auto", "heuristic", "greedy", "smt", "exhaustive"))
     check_parser = commands.add_parser("check", help="parse and check a .tc program")
     check_parser.add_argument("file")
     options = parser.parse_args(argv)

@@ -409,12 +409,17 @@ def _explain_ir(program: Program, unrolled: Unrolled) -> str:
 
 def _explain_plan(program: Program, unrolled: Unrolled) -> str:
     lines = _header(unrolled)
+    nodes = program.options.nodes or 1
+    layouts = program.plan_layouts(unrolled, nodes) if nodes > 1 else None
+    if layouts is not None:
+        lines.extend(layouts.describe())
     for statement in unrolled.statements:
         if statement.program is None:
             lines.append(_title(statement))
             lines.append(f"  fill {statement.fill!r} (no tasks)")
             continue
-        lines.append(program.plan(statement).explain())
+        plan = layouts.plans[statement.label] if layouts else program.plan(statement)
+        lines.append(plan.explain())
     return "\n".join(lines)
 
 
