@@ -23,7 +23,6 @@ Contract:
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from tensorc.ir.stages import stage_parts, stage_roots
 from tensorc.passes.blocking import Blocking
 from tensorc.passes.cost import CostReport, distributed_cost
 from tensorc.passes.lower_bound import communication_lower_bound
-from tensorc.runtime.layout import grid_node, output_block_coords
+from tensorc.runtime.layout import block_pieces, grid_node, output_block_coords
 from tensorc.runtime.schedule import Schedule, schedule
 
 DEFAULT_NODE_MEMORY = 8 << 30  # bytes per node when the caller gives no budget
@@ -97,20 +96,10 @@ class Source:
 
     def pieces(self, slices: tuple[slice, ...]) -> list[tuple[int, int]]:
         """``(node, elements)`` of every stored block overlapping ``slices``."""
-        ranges = []
-        for b, piece in zip(self.bounds, slices, strict=True):
-            row = []
-            for k in range(max(len(b) - 1, 1)):
-                lo, hi = (b[k], b[k + 1]) if len(b) > 1 else (0, 0)
-                overlap = min(hi, piece.stop) - max(lo, piece.start)
-                if overlap > 0 or (hi == lo == piece.start == piece.stop):
-                    row.append((k, max(overlap, 0)))
-            ranges.append(row)
-        out = []
-        for combo in itertools.product(*ranges):
-            coords = tuple(k for k, _ in combo)
-            out.append((self.nodes[coords], math.prod(n for _, n in combo)))
-        return out
+        return [
+            (self.nodes[coords], math.prod(s.stop - s.start for s in part))
+            for coords, part, _ in block_pieces(self.bounds, slices)
+        ]
 
     def block_sizes(self, dims: tuple[str, ...]) -> dict[str, int]:
         """Block size per index, when every block but the last is the same size."""

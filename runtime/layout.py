@@ -11,6 +11,7 @@ uniform or ragged blocking.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 from tensorc.codegen.taskgraph import LOAD, TaskGraph
@@ -113,3 +114,29 @@ def grid_node(
             position += 1
         node = node * p + coord
     return node
+
+
+def block_pieces(
+    bounds: Sequence[Sequence[int]], slices: Sequence[slice]
+) -> list[tuple[tuple[int, ...], tuple[slice, ...], tuple[slice, ...]]]:
+    """The stored blocks of an array cut at ``bounds`` (``(0, …, n)`` per dimension) that
+    overlap region ``slices``: ``(block coordinates, the part of the region it fills
+    (relative to the region's start), the part of the block it gives)``."""
+    per_dim = []
+    for edges, s in zip(bounds, slices, strict=True):
+        if s.stop <= s.start:
+            per_dim.append([(0, slice(0, 0), slice(0, 0))])
+            continue
+        first = bisect.bisect_right(edges, s.start) - 1
+        last = bisect.bisect_left(edges, s.stop) - 1
+        parts = []
+        for c in range(first, last + 1):
+            lo, hi = max(edges[c], s.start), min(edges[c + 1], s.stop)
+            parts.append(
+                (c, slice(lo - s.start, hi - s.start), slice(lo - edges[c], hi - edges[c]))
+            )
+        per_dim.append(parts)
+    out: list[tuple[tuple[int, ...], tuple, tuple]] = [((), (), ())]
+    for parts in per_dim:
+        out = [(co + (c,), dst + (d,), src + (r,)) for co, dst, src in out for c, d, r in parts]
+    return out

@@ -33,7 +33,6 @@ Policy:
 
 from __future__ import annotations
 
-import bisect
 import os
 import time
 from collections.abc import Sequence
@@ -42,6 +41,7 @@ from dataclasses import dataclass, field
 from tensorc.codegen.taskgraph import LOAD, REDUCE, TaskGraph
 from tensorc.errors import ExecutionError
 from tensorc.runtime import ray_tasks
+from tensorc.runtime.layout import block_pieces
 from tensorc.runtime.ray_cluster import RayCluster
 
 POLL_SECONDS = 1.0
@@ -81,24 +81,7 @@ class DistributedBlocks:
     def pieces(self, slices: tuple[slice, ...]) -> list[tuple[tuple[int, ...], tuple, tuple]]:
         """The stored blocks overlapping ``slices``: (block coordinates, the part of the
         region it fills (relative to the region's start), the part of the block it gives)."""
-        per_dim = []
-        for bounds, s in zip(self.bounds, slices, strict=True):
-            if s.stop <= s.start:
-                per_dim.append([(0, slice(0, 0), slice(0, 0))])
-                continue
-            first = bisect.bisect_right(bounds, s.start) - 1
-            last = bisect.bisect_left(bounds, s.stop) - 1
-            parts = []
-            for c in range(first, last + 1):
-                lo, hi = max(bounds[c], s.start), min(bounds[c + 1], s.stop)
-                parts.append((c, slice(lo - s.start, hi - s.start),
-                              slice(lo - bounds[c], hi - bounds[c])))
-            per_dim.append(parts)
-        out: list[tuple[tuple[int, ...], tuple, tuple]] = [((), (), ())]
-        for parts in per_dim:
-            out = [(co + (c,), dst + (d,), src + (r,))
-                   for co, dst, src in out for c, d, r in parts]
-        return out
+        return block_pieces(self.bounds, slices)
 
 
 def _fusable(graph: TaskGraph, node_of: Sequence[int], groups) -> dict[int, int]:
