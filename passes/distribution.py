@@ -181,7 +181,7 @@ def check(problem: Problem, candidate: Candidate) -> None:
     product = math.prod(p for _, p in candidate.grid)
     if product != problem.nodes:
         raise PlanError(
-            f"grid {candidate.describe()} spans {product} nodes, not {problem.nodes}"
+            f"{candidate.describe()}: the grid spans {product} nodes, not {problem.nodes}"
         )
     grid = dict(candidate.grid)
     for index, count in candidate.counts:
@@ -231,8 +231,9 @@ def layout(problem: Problem, candidate: Candidate, graph: TaskGraph):
         if fixed is not None:
             load_nodes[index] = fixed[coords]
         else:
-            dims, _ = graph.task_dims(index)
-            load_nodes[index] = grid_node(dims, coords, grid)
+            # the load's own block (a diagonal view such as ``ii`` loads blocks (b, b)
+            # of its operand but is keyed by the one index it reads)
+            load_nodes[index] = grid_node(*graph.task_dims(index), grid)
     final_dims = tuple(key_of(problem.program.output))
     output_nodes = [grid_node(final_dims, c, grid) for c in output_block_coords(graph)]
     hints = {
