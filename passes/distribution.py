@@ -243,7 +243,7 @@ def check(problem: Problem, candidate: Candidate) -> None:
     product = math.prod(p for _, p in candidate.grid)
     if product != problem.nodes:
         raise PlanError(
-            f"grid {candidate.describe()} spans {product} nodes, not {problem.nodes}"
+            f"{candidate.describe()}: the grid spans {product} nodes, not {problem.nodes}"
         )
     grid = dict(candidate.grid)
     fixed = problem.placed_counts or {}

@@ -9,7 +9,11 @@ receive, whatever the plan, for the einsum ``operands -> output`` over index ext
    ``∏_i b_i ≥ ∏_i N_i / P`` and ``1 ≤ b_i ≤ N_i`` (``A`` ranges over the operands and the
    output, each as its set of distinct indices);
 2. it owns at most an even share ``Σ_A |A| / P`` of that data (the bound assumes every
-   array is spread evenly, so it is loose when ``P`` exceeds the iteration count);
+   array is spread evenly, so it is loose when ``P`` exceeds the iteration count). A
+   block-granular layout can put more than ``1/P`` of an array on one node (a scalar, or
+   an array of fewer blocks than nodes, lives whole on one node); ``owned`` then gives,
+   per array, the largest fraction of it any one node holds, and the owned term becomes
+   ``Σ_A owned_A · |A|`` — the bound *for that layout*, never above the even one;
 3. the bound is the difference, clamped at 0, times ``itemsize``. ``P = 1`` gives 0.
 
 The program is convex in ``x = log b``: minimise ``Σ_A exp(Σ_{i∈A} x_i)`` subject to
@@ -41,6 +45,7 @@ def communication_lower_bound(
     sizes: Mapping[str, int],
     nodes: int,
     itemsize: int,
+    owned: Sequence[float] | None = None,
 ) -> int:
     """Bytes the busiest of ``nodes`` nodes must receive to compute the contraction.
 
@@ -50,12 +55,18 @@ def communication_lower_bound(
         sizes: extent of every index.
         nodes: number of nodes P (at least 1).
         itemsize: bytes per element.
+        owned: per array (the operands in order, then the output), the largest fraction
+            of it that any one node holds, between ``1/nodes`` (spread evenly: the
+            default) and 1 (held whole by one node). A layout-specific bound: a plan whose
+            layout puts more than ``1/P`` of an array on one node can receive less than
+            the even-share bound, never less than this one.
 
     Returns:
         The bound in bytes (an int, at least 0).
 
     Raises:
-        PlanError: ``nodes < 1`` or an index without an extent.
+        PlanError: ``nodes < 1``, an index without an extent, or ``owned`` not one
+            fraction in ``[1/nodes, 1]`` per array.
     """
     if nodes < 1:
         raise PlanError(f"the lower bound needs at least one node, got nodes={nodes}")
@@ -64,11 +75,22 @@ def communication_lower_bound(
     missing = [i for i in indices if i not in sizes]
     if missing:
         raise PlanError(f"no extent for index {', '.join(missing)}")
+    if owned is not None and (
+        len(owned) != len(arrays) or not all(1 / nodes - 1e-12 <= f <= 1 + 1e-12 for f in owned)
+    ):
+        raise PlanError(
+            f"owned needs one fraction in [1/{nodes}, 1] per array ({len(arrays)}), "
+            f"got {list(owned)}"
+        )
     if nodes == 1 or any(sizes[i] == 0 for i in indices):
         return 0
-    owned = sum(math.prod(sizes[i] for i in a) for a in arrays) / nodes
+    volumes = [math.prod(sizes[i] for i in a) for a in arrays]
+    if owned is None:
+        held = sum(volumes) / nodes
+    else:
+        held = sum(f * v for f, v in zip(owned, volumes, strict=True))
     accessed = _min_accessed(arrays, indices, sizes, nodes)
-    words = accessed - owned
+    words = accessed - held
     return max(0, math.floor(words * itemsize * (1 + 1e-9)))  # 1e-9: float noise only
 
 

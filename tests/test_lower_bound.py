@@ -86,3 +86,28 @@ def test_refusals():
         bound(*MATMUL, {"i": 4, "j": 4, "k": 4}, 0, 8)
     with pytest.raises(PlanError, match="no extent for index k"):
         bound(*MATMUL, {"i": 4, "j": 4}, 2, 8)
+
+
+def test_owned_fractions_give_the_bound_for_an_uneven_layout():
+    sizes = {"i": 64, "j": 64, "k": 64}
+    even = bound(*MATMUL, sizes, 4, 8)
+    assert bound(*MATMUL, sizes, 4, 8, owned=[1 / 4] * 3) == even
+    # holding more of an array on the busiest node can only lower the bound
+    one_more = bound(*MATMUL, sizes, 4, 8, owned=[1 / 2, 1 / 4, 1 / 4])
+    assert one_more == pytest.approx(even - 8 * 64 * 64 / 4, abs=8)
+    assert bound(*MATMUL, sizes, 4, 8, owned=[1, 1, 1]) == 0
+    # a scalar * scalar -> scalar on 2 nodes: the even share says 3/2 of the 3 scalars are
+    # owned; each scalar is one block on one node, so the computing node may own all 3
+    assert bound([(), ()], (), {}, 2, 8) == 12
+    assert bound([(), ()], (), {}, 2, 8, owned=[1, 1, 1]) == 0
+    assert bound(*MATMUL, sizes, 1, 8, owned=[1, 1, 1]) == 0
+
+
+def test_owned_refusals():
+    sizes = {"i": 4, "j": 4, "k": 4}
+    with pytest.raises(PlanError, match=r"one fraction in \[1/4, 1\] per array \(3\)"):
+        bound(*MATMUL, sizes, 4, 8, owned=[1 / 4, 1 / 4])
+    with pytest.raises(PlanError, match="per array"):
+        bound(*MATMUL, sizes, 4, 8, owned=[1 / 8, 1 / 4, 1 / 4])  # below the even share
+    with pytest.raises(PlanError, match="per array"):
+        bound(*MATMUL, sizes, 4, 8, owned=[1.5, 1 / 4, 1 / 4])
