@@ -7,10 +7,11 @@ Contract:
   cluster, the node of each of their blocks;
 - a :class:`Candidate` is a plan's free choices: the *index grid* ``p`` (nodes along each
   index; ``∏ p_i = P``) and the *block counts* ``c`` (blocks along each index, a multiple
-  of ``p_i``). Every array — inputs, intermediates, output — is laid out by the grid
-  (:func:`tensorc.runtime.layout.grid_node`), and every compute task gets its iteration
-  block's grid node as a placement option. Replication of a small operand is what the grid
-  does when it splits an index the operand lacks: each node along that axis receives it;
+  of ``p_i``). The operands the plan lays out are placed by the grid
+  (:func:`tensorc.runtime.layout.grid_node`); every compute task and every output block is
+  *offered* its grid node as a placement option, and LSHS decides (it may keep a block
+  where its inputs are). Replication of a small operand is what the grid does when it
+  splits an index the operand lacks: each node along that axis receives it;
 - :func:`check` refuses an illegal candidate with the reason (a :class:`PlanError`);
 - :func:`model` is the one cost model every search uses (:mod:`tensorc.passes.cost`): it
   lowers the candidate's task graph (cached per block counts), lays the loads out, runs
