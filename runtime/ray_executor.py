@@ -143,6 +143,43 @@ def _settled_locations(refs: list, settle_seconds: float = 1.0) -> dict:
     return locations
 
 
+def object_copies(cluster: RayCluster, refs: Sequence) -> dict:
+    """The hex ids of the nodes holding a copy of each of ``refs`` now (empty on one node)."""
+    from ray.experimental import get_object_locations
+
+    if not refs or cluster.nodes == 1:
+        return {}
+    locations = get_object_locations(list(refs))
+    return {ref: set(info.get("node_ids") or ()) for ref, info in locations.items()}
+
+
+def measure_copies(cluster: RayCluster, refs: Sequence, producer_of: dict,
+                   existing: dict) -> tuple[int, list[int]]:
+    """Bytes Ray copied between nodes for ``refs``, in all and per receiving node: every
+    copy on a node other than the block's producer (``producer_of[ref]``, a hex node id or
+    the ref of one) that ``existing`` (:func:`object_copies` before) did not list."""
+    import ray
+
+    unique = list(dict.fromkeys(refs))
+    locations = _settled_locations(unique)
+    pending = {r: p for r, p in producer_of.items() if isinstance(p, ray.ObjectRef)}
+    resolved = dict(zip(pending, ray.get(list(pending.values())), strict=True))
+    per_node = [0] * cluster.nodes
+    total = 0
+    for ref in unique:
+        info = locations.get(ref) or {}
+        holders = set(info.get("node_ids") or ())
+        producer = resolved.get(ref, producer_of.get(ref))
+        copies = holders - {producer} - existing.get(ref, set())
+        size = int(info.get("object_size") or 0)
+        for node in copies:
+            index = cluster.index_of(node)
+            if index is not None:
+                per_node[index] += size
+            total += size
+    return total, per_node
+
+
 def submit(cluster: RayCluster, name: str, node: int | None, *args):
     """Call remote function ``name`` on node index ``node`` (soft affinity; ``None``: Ray
     decides); returns its two refs, the block and the reporting node id."""
@@ -330,35 +367,12 @@ class RayExecutor:
         )
 
     def _input_copies(self, inputs) -> dict:
-        from ray.experimental import get_object_locations
-
         refs = [ref for blocks in inputs for ref in blocks.refs.values()]
-        if not refs or self.cluster.nodes == 1:
-            return {}
-        locations = get_object_locations(refs)
-        return {ref: set(info.get("node_ids") or ()) for ref, info in locations.items()}
+        return object_copies(self.cluster, refs)
 
     def _measure(self, refs, extra, producer_of, existing) -> tuple[int, list[int]]:
-        import ray
-
-        unique = list(dict.fromkeys(r for r in list(refs) + extra if r is not None))
-        locations = _settled_locations(unique)
-        pending = {r: p for r, p in producer_of.items() if isinstance(p, ray.ObjectRef)}
-        resolved = dict(zip(pending, ray.get(list(pending.values())), strict=True))
-        per_node = [0] * self.cluster.nodes
-        total = 0
-        for ref in unique:
-            info = locations.get(ref) or {}
-            holders = set(info.get("node_ids") or ())
-            producer = resolved.get(ref, producer_of.get(ref))
-            copies = holders - {producer} - existing.get(ref, set())
-            size = int(info.get("object_size") or 0)
-            for node in copies:
-                index = self.cluster.index_of(node)
-                if index is not None:
-                    per_node[index] += size
-                total += size
-        return total, per_node
+        unique = [r for r in list(refs) + extra if r is not None]
+        return measure_copies(self.cluster, unique, producer_of, existing)
 
     def _result(self, graph: TaskGraph, refs, reported) -> DistributedBlocks:
         starts = [sorted({slices[d].start for _, slices in graph.outputs})

@@ -32,7 +32,13 @@ from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.passes.distribution import Source, layout
 from tensorc.plan import Plan
 from tensorc.runtime.layout import block_cyclic_output_nodes
-from tensorc.runtime.ray_executor import DistributedBlocks, RayExecutor, submit
+from tensorc.runtime.ray_executor import (
+    DistributedBlocks,
+    RayExecutor,
+    measure_copies,
+    object_copies,
+    submit,
+)
 from tensorc.runtime.schedule import schedule
 from tensorc.session import ray_cluster
 
@@ -150,6 +156,8 @@ def execute_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     planned_nodes = _planned_load_nodes(plan) if dist is not None else {}
     inputs = []
     moved = plan.problem.repartition if plan.problem is not None else frozenset()
+    crossing: dict = {}  # refs a repartition stitch reads from another node -> producer
+    before: dict = {}  # copies of repartitioned operands' blocks before the call
     for position, operand in enumerate(operands):
         if not isinstance(operand, Array):
             data = np.asarray(operand)
@@ -160,7 +168,9 @@ def execute_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
                 inputs_used[position] = made
         elif position in moved:
             bounds = load_bounds(graph, position, operand.shape)
-            blocks = repartition(operand.blocks, bounds, planned_nodes[position], cluster)
+            before.update(object_copies(cluster, list(operand.blocks.refs.values())))
+            blocks = repartition(operand.blocks, bounds, planned_nodes[position], cluster,
+                                 crossing)
             inputs.append(blocks)
             if inputs_used is not None:
                 inputs_used[position] = Array(blocks, operand.node_grid)
@@ -170,9 +180,10 @@ def execute_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     executor = RayExecutor(cluster)
     out_node_grid = factor_over(cluster.nodes, _output_grid(graph))
     hints = None
+    relaid = [0] * cluster.nodes  # modelled bytes each node receives to repartition
     if dist is not None:
         output_nodes = dist.modelled.output_nodes
-        hints = layout(plan.problem, dist.candidate, graph)[2]
+        _, _, hints, relaid = layout(plan.problem, dist.candidate, graph)
     else:
         output_nodes = block_cyclic_output_nodes(graph, out_node_grid)
     load_nodes, cached_copies = executor.locate_loads(graph, inputs)
@@ -186,22 +197,33 @@ def execute_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     if result_type is not None and np.dtype(blocks.dtype) != np.dtype(result_type):
         blocks = cast(blocks, np.dtype(result_type), cluster)
     run = executor.last_run
+    measured_relaid, measured_relaid_nodes = (
+        measure_copies(cluster, list(crossing), crossing, before) if crossing
+        else (0, [0] * cluster.nodes))
+    recv = [a + b for a, b in zip(placed.net_in_bytes, relaid, strict=True)]
+    measured_recv = [a + b for a, b in zip(run["measured_node_recv_bytes"],
+                                           measured_relaid_nodes, strict=False)]
     stats = {
         **plan.stats,
         "backend": "ray",
         "nodes": cluster.nodes,
         "scheduler": placed.scheduler,
-        "inter_node_bytes": placed.inter_node_bytes,
-        "max_node_recv_bytes": placed.max_node_recv_bytes,
+        "inter_node_bytes": placed.inter_node_bytes + sum(relaid),
+        "max_node_recv_bytes": max(recv),
         "max_node_memory_bytes": placed.max_node_memory_bytes,
         "node_memory_bytes": list(placed.memory_bytes),
-        "node_recv_bytes": list(placed.net_in_bytes),
+        "node_recv_bytes": recv,
         "node_send_bytes": list(placed.net_out_bytes),
+        "repartitioned": sorted(moved),
+        "repartition_bytes": sum(relaid),
+        "node_repartition_bytes": list(relaid),
+        "measured_repartition_bytes": measured_relaid,
+        "measured_node_repartition_bytes": list(measured_relaid_nodes),
         "plan_seconds": planned - started,
         "run_seconds": run["run_seconds"],
-        "measured_inter_node_bytes": run["measured_inter_node_bytes"],
-        "measured_node_recv_bytes": run["measured_node_recv_bytes"],
-        "measured_max_node_recv_bytes": max(run["measured_node_recv_bytes"], default=0),
+        "measured_inter_node_bytes": run["measured_inter_node_bytes"] + measured_relaid,
+        "measured_node_recv_bytes": measured_recv,
+        "measured_max_node_recv_bytes": max(measured_recv, default=0),
         "remote_calls": run["remote_calls"],
         "ran_on": run["ran_on"],
         "node_of": list(placed.node_of),
@@ -234,20 +256,42 @@ def _planned_load_nodes(plan: Plan) -> dict[int, dict[tuple[int, ...], int]]:
     return out
 
 
-def repartition(blocks: DistributedBlocks, bounds, node_of, cluster) -> DistributedBlocks:
+def repartition(blocks: DistributedBlocks, bounds, node_of, cluster,
+                crossing: dict | None = None) -> DistributedBlocks:
     """``blocks`` cut at ``bounds``, each new block stitched on ``node_of[coords]`` from the
-    stored pieces it overlaps (Ray moves only the pieces held elsewhere)."""
+    stored pieces it overlaps. A piece held on another node is first cut out of its block
+    on that node, so only the elements the new block needs cross the network (a whole
+    stored block crosses only when the new block needs all of it). ``crossing`` receives
+    every ref a stitch reads from another node, with its producer (for measuring)."""
     out = DistributedBlocks(blocks.shape, blocks.dtype, bounds, {})
     identity = LoadBlock(None, np.dtype(blocks.dtype))
+    cut = LoadBlock(None, np.dtype(blocks.dtype), compact=True)
+    holders = blocks.node_ids()
     for coords in np.ndindex(*out.grid):
+        node = node_of.get(coords, 0)
         slices = out.block_slices(coords)
-        pieces = blocks.pieces(slices)
         shape = tuple(s.stop - s.start for s in slices)
         full = tuple(slice(0, n) for n in shape)
-        piece_layout = tuple((dst, src) for _, dst, src in pieces)
+        refs, piece_layout = [], []
+        for source, dst, src in blocks.pieces(slices):
+            ref = blocks.refs[source]
+            holder = cluster.index_of(holders.get(source, ""))
+            if holder is not None and holder != node:
+                whole = tuple(slice(0, s.stop - s.start) for s in blocks.block_slices(source))
+                if tuple(src) == whole:
+                    producer = holders[source]
+                else:
+                    extent = tuple(s.stop - s.start for s in src)
+                    piece = tuple(slice(0, n) for n in extent)
+                    ref, producer = submit(cluster, "load", holder, cut, piece, extent,
+                                           ((piece, src),), ref)
+                    src = piece
+                if crossing is not None:
+                    crossing[ref] = producer
+            refs.append(ref)
+            piece_layout.append((dst, src))
         out.refs[coords], out.reported[coords] = submit(
-            cluster, "load", node_of.get(coords, 0), identity, full, shape, piece_layout,
-            *[blocks.refs[c] for c, _, _ in pieces],
+            cluster, "load", node, identity, full, shape, tuple(piece_layout), *refs,
         )
     return out
 

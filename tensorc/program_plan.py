@@ -93,6 +93,20 @@ def input_source(plan: Plan, position: int, shape: Sequence[int]) -> Source:
     return Source(bounds, nodes)
 
 
+def _moved(plan: Plan) -> frozenset[int]:
+    return plan.problem.repartition if plan.problem is not None else frozenset()
+
+
+def _preferred(plan: Plan, best: Plan) -> bool:
+    """Whether ``plan`` beats ``best``: cheaper under the model, or as cheap (within a
+    relative 1e-9) with fewer operands re-laid out — so a statement reads a replica an
+    earlier one made instead of making the same layout again."""
+    cost, other = plan.stats["cost"], best.stats["cost"]
+    if abs(cost - other) <= 1e-9 * max(abs(cost), abs(other)):
+        return len(_moved(plan)) < len(_moved(best))
+    return cost < other
+
+
 def plan_program_layouts(
     statements: Sequence,
     plan_statement: Callable[[object, dict[int, Source] | None], Plan],
@@ -130,11 +144,11 @@ def plan_program_layouts(
             placed = {position: source for (position, _), source in
                       zip(known, combination, strict=True)} or None
             plan = plan_statement(statement, placed)
-            if best is None or plan.stats["cost"] < best[0].stats["cost"]:
+            if best is None or _preferred(plan, best[0]):
                 best = (plan, placed or {})
         plan, placed = best
         result.plans[statement.label] = plan
-        moved = plan.problem.repartition if plan.problem is not None else frozenset()
+        moved = _moved(plan)
         reads = {}
         for position, label in enumerate(statement.operands):
             if position in placed and position not in moved:

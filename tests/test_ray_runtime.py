@@ -159,8 +159,12 @@ def test_lshs_moves_at_most_half_of_round_robin(name):
         fresh = _operands(names, n, f, blocks)  # no cached copies from an earlier call
         tc.einsum(subscripts, *fresh, scheduler=scheduler)
         stats = tc.last_stats()
-        moved[scheduler] = (stats["measured_inter_node_bytes"],
-                            stats["measured_max_node_recv_bytes"])
+        # placement only: under LSHS the planner may re-lay inputs out first (a planning
+        # decision, priced and measured in test_ray_planning.py); the bytes compared here
+        # are those the task graph's placement moved
+        placed = [a - b for a, b in zip(stats["measured_node_recv_bytes"],
+                                        stats["measured_node_repartition_bytes"], strict=True)]
+        moved[scheduler] = (sum(placed), max(placed))
         if scheduler != "ray_default":  # the only unpinned one: its model is a guess
             modelled, measured = stats["inter_node_bytes"], stats["measured_inter_node_bytes"]
             assert abs(measured - modelled) <= 0.2 * max(modelled, 1), (scheduler, stats)

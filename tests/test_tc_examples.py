@@ -132,3 +132,11 @@ def test_explain_matches_golden(name, stage, golden):
 
 def test_explain_is_deterministic():
     assert _compile("mttkrp").explain("tasks") == _compile("mttkrp").explain("tasks")
+
+
+def test_als_half_sweeps():
+    rng = np.random.default_rng(8)
+    r, u = rng.random((512, 512)), rng.random((512, 16))
+    out = _compile("als").run(R=r, U=u)
+    np.testing.assert_allclose(out["V"], r.T @ u, rtol=1e-12)
+    np.testing.assert_allclose(out["W"], r @ (r.T @ u), rtol=1e-12)
