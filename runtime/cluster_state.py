@@ -170,6 +170,42 @@ class ClusterState:
             + max_out
         )
 
+    def evaluate(self, distinct: Sequence[int], nbytes: int, node: int) -> tuple[int, int]:
+        """``(objective, bytes copied)`` of computing an ``nbytes`` block from the
+        *distinct* input blocks ``distinct`` on ``node`` — :meth:`cost` and the bytes it
+        would copy there (the inputs' bytes minus :meth:`held_bytes`) in one pass."""
+        bit = 1 << node
+        holders = self.holders
+        size = self.size
+        net_out = self.net_out
+        moved = 0
+        max_out = self.max_out
+        extra: dict[int, int] | None = None
+        for block in distinct:
+            mask = holders[block]
+            if mask & bit:
+                continue
+            nbytes_in = size[block]
+            src = self._source(mask, extra)
+            if extra is None:
+                extra = {src: nbytes_in}
+                sent = nbytes_in
+            else:
+                sent = extra.get(src, 0) + nbytes_in
+                extra[src] = sent
+            sent += net_out[src]
+            if sent > max_out:
+                max_out = sent
+            moved += nbytes_in
+        mem = self.mem[node] + moved + nbytes
+        received = self.net_in[node] + moved
+        peak = self.max_peak
+        top_in = self.max_in
+        return (
+            (mem if mem > peak else peak) + (received if received > top_in else top_in) + max_out,
+            moved,
+        )
+
     # -- the transition -------------------------------------------------------------------
 
     def run(self, block: int, inputs: Sequence[int], node: int, task: int = -1) -> None:
