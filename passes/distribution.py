@@ -112,6 +112,9 @@ class Problem:
 
     def stage_arrays(self) -> list[tuple[list[Array], Array]]:
         """Per stage (children first): its input arrays and its output array."""
+        return self.memo("stage_arrays", self._stage_arrays)
+
+    def _stage_arrays(self) -> list[tuple[list[Array], Array]]:
         sizes = self.sizes
         stages = []
         for root in stage_roots(self.program.output):
@@ -364,9 +367,11 @@ def estimate(problem: Problem, candidate: Candidate) -> float:
     Per stage: each input array ``A`` costs ``|A| / ∏_{i∈A} p_i`` (what one node's box
     needs) minus ``|A| / P`` when ``A`` has at least as many blocks per grid cell as the
     grid has nodes along the axes it lacks (so each node owns its share), else minus
-    nothing. The stage's output costs the reduction of its partial blocks: with ``R > 1``
-    nodes along its summed indices, each output block's reducer receives ``R - 1``
-    partials, and a cell's ``m`` output blocks are reduced by ``min(m, R)`` of those nodes
+    nothing; an array with exactly the stage's indices costs nothing (the grid lays its
+    blocks out where the stage's tasks run). The stage's output costs the reduction of its
+    partial blocks: with ``R > 1`` nodes along its summed indices, each output block's
+    reducer receives ``R - 1`` partials, and a cell's ``m`` output blocks are reduced by
+    ``min(m, R)`` of those nodes
     (``(R - 1) |O| / (∏_{i∈O} p_i · min(m, R))``; a reduce-scatter when ``m ≥ R``).
     Computed by :func:`tensorc.passes.prediction.estimates` on one candidate.
     """

@@ -42,7 +42,10 @@ def estimates(problem, p: np.ndarray, c: np.ndarray) -> np.ndarray:
     per_cell = c // p
     total = np.zeros(len(p), dtype=np.float64)
     for arrays, output in problem.stage_arrays():
+        iteration = {i for a in arrays for i in a.dims} | set(output.dims)
         for array in arrays:
+            if set(array.dims) == iteration:
+                continue  # laid out as the stage's tasks are: each task's block is local
             columns = _columns(problem, array.dims)
             across = _product(p, columns)
             spread = _product(per_cell, columns) * across >= nodes

@@ -30,8 +30,9 @@ Search:
    every grid for those counts is modelled, lowest prediction first (one lowering serves
    them all), and the counts are excluded. ``unsat`` proves that no candidate is cheaper.
 
-Budgets: :data:`RLIMIT` z3 resource units over the whole search and :data:`WORK_BUDGET`
-units of modelling (a task simulated is one unit, a task lowered :data:`LOWER_WEIGHT`).
+Budgets: :data:`RLIMIT` z3 resource units and :data:`MAX_CHECKS` z3 calls over the whole
+search, and :data:`WORK_BUDGET` units of modelling (a task simulated is one unit, a task
+lowered :data:`LOWER_WEIGHT`).
 Running out of either ends the search without the proof (``optimal=False``, said in the
 notes). They are sized so one contraction plans in well under a second; small problems (a
 few nodes, extents of tens) finish with the proof.
@@ -56,11 +57,13 @@ from tensorc.passes.distribution import (
 )
 from tensorc.passes.search import candidate_table, grids, multipliers
 
-RLIMIT = 6_000_000  # z3 resource units for the whole search (deterministic)
-WORK_BUDGET = 150_000  # modelling units: tasks simulated, plus LOWER_WEIGHT per task lowered
+RLIMIT = 2_000_000  # z3 resource units for the whole search (deterministic)
+MAX_CHECKS = 120  # z3 calls for the whole search (each costs a millisecond or more)
+WORK_BUDGET = 80_000  # modelling units: tasks simulated, plus LOWER_WEIGHT per task lowered
 LOWER_WEIGHT = 3  # lowering a task costs about three times simulating it
 RANKED_MODELS = 8  # candidates of lowest predicted cost modelled before branch and bound
 SLACK = 1e-9  # relative slack on cost comparisons (float rounding; never prunes a tie)
+LOG_SCALE = 1000  # logs enter the integer encoding as floor(LOG_SCALE · log v)
 
 
 def _exponent(n: int, q: int) -> int:
@@ -110,7 +113,7 @@ class _Encoding:
         self.problem = problem
         self.choices = options(problem)
         self.indices = problem.indices
-        self.solver = z3.Solver()
+        self.solver = z3.SolverFor("QF_LIA")
         self.var = {i: z3.Int(f"choice_{i}") for i in self.indices}
         counts = {c for i in self.indices for _, c in self.choices[i]}
         self.primes = sorted(set(_primes(problem.nodes)) | {q for c in counts for q in _primes(c)})
@@ -135,11 +138,14 @@ class _Encoding:
             }
         return self._exps[key]
 
-    def count_product(self, dims) -> z3.ArithRef:
-        """``∏_{i∈dims} c_i`` as a table over the sums of the counts' prime exponents."""
+    def count_product(self, dims, cap: float | None = None) -> z3.ArithRef:
+        """``∏_{i∈dims} c_i`` as a table over the sums of the counts' prime exponents;
+        with ``cap``, every product above it reads as ``floor(cap) + 1`` (the table only
+        needs the values a constraint ``≤ cap`` can still accept)."""
         dims = tuple(sorted(set(dims)))
-        if dims in self._products:
-            return self._products[dims]
+        key = (dims, cap)
+        if key in self._products:
+            return self._products[key]
         if not dims:
             return z3.IntVal(1)
         sums, tops = [], []
@@ -148,42 +154,69 @@ class _Encoding:
             tops.append(sum(max(_exponent(c, q) for _, c in self.choices[i]) for i in dims))
         combos: list[list[int]] = [[]]
         for top in tops:
-            combos = [[*combo, e] for combo in combos for e in range(top + 1)]
-        expr = z3.IntVal(0)
+            combos = [
+                [*combo, e] for combo in combos for e in range(top + 1)
+                if cap is None or math.prod(
+                    p**x for p, x in zip(self.primes, [*combo, e], strict=False)) <= cap
+            ]
+        expr = z3.IntVal(0 if cap is None else math.floor(cap) + 1)
         for combo in combos:
             value = math.prod(q**e for q, e in zip(self.primes, combo, strict=True))
             expr = z3.If(z3.And([t == e for t, e in zip(sums, combo, strict=True)]), value, expr)
-        self._products[dims] = expr
+        self._products[key] = expr
         return expr
 
+    def scaled_logs(self, index: str, values) -> z3.ArithRef:
+        """``floor(LOG_SCALE · log v)`` of the chosen option's value ``v`` (an integer
+        table: sums of these never exceed the scaled log of the product, so a bound on
+        them only relaxes the constraint it stands for)."""
+        return _table(self.var[index], [math.floor(LOG_SCALE * math.log(v)) for v in values], 0)
+
     def _memory_rule(self) -> None:
+        """Arrays whose block could break the memory rule get ``Σ log ceil(N_i / c_i) ≤
+        log(limit)`` in scaled integer logs (a relaxation: a candidate it lets through but
+        the rule refuses is skipped before modelling); the others need no constraint."""
         problem = self.problem
         sizes = problem.sizes
         limit = problem.memory_bytes // BLOCK_MEMORY_SHARE
-        allowed = math.log(max(limit, 1) / problem.itemsize) + 1e-9
+        allowed = max(limit, 1) / problem.itemsize
         for arrays, output in problem.stage_arrays():
             for array in [*arrays, output]:
                 dims = sorted(set(array.dims))
-                logs = [
-                    _table(self.var[i], [
-                        z3.RealVal(math.log(max(1, math.ceil(sizes[i] / c))))
-                        for _, c in self.choices[i]
-                    ], z3.RealVal(0))
-                    for i in dims
-                ]
-                if logs:
-                    self.solver.add(z3.Sum(logs) <= allowed)
+                blocks = {i: [max(1, math.ceil(sizes[i] / c)) for _, c in self.choices[i]]
+                          for i in dims}
+                if math.prod(max(b) for b in blocks.values()) <= allowed:
+                    continue
+                self.solver.add(
+                    z3.Sum([self.scaled_logs(i, blocks[i]) for i in dims])
+                    <= math.floor(LOG_SCALE * math.log(allowed))
+                )
 
-    def tasks(self) -> z3.ArithRef:
-        """The exact number of compute tasks ``T(c)`` (:func:`model_bound.task_counts`)."""
+    def tasks(self, cap: float | None = None) -> z3.ArithRef:
+        """The number of compute tasks ``T(c)`` (:func:`model_bound.task_counts`), exact up
+        to ``cap`` (above it, only known to exceed ``cap``)."""
         total = []
         for shape in model_bound.stage_shapes(self.problem):
-            total.append(self.count_product(shape.dims))
+            total.append(self.count_product(shape.dims, cap))
             summed = [i for i in shape.dims if i not in shape.output]
             if summed:
                 several = z3.Sum([self.exps(i, 1)[q] for i in summed for q in self.primes]) > 0
-                total.append(z3.If(several, self.count_product(shape.output), 0))
+                total.append(z3.If(several, self.count_product(shape.output, cap), 0))
         return z3.Sum(total)
+
+    def stage_task_logs(self, allowed: float) -> list[z3.BoolRef]:
+        """Every stage's iteration blocks are at most ``allowed``, as ``Σ_{i∈stage}
+        e_q(c_i) ≤ log_q(allowed)`` for each prime ``q``: implied by ``T(c) ≤ allowed``,
+        linear, and over the same exponent terms as ``T``, so z3 prunes with it cheaply."""
+        out = []
+        if allowed < 1:
+            return [z3.BoolVal(False)]
+        for shape in model_bound.stage_shapes(self.problem):
+            for q in self.primes:
+                terms = [self.exps(i, 1)[q] for i in shape.dims]
+                if terms:
+                    out.append(z3.Sum(terms) <= math.floor(math.log(allowed, q) + 1e-9))
+        return out
 
     def candidate(self, found) -> Candidate:
         picked = {
@@ -198,14 +231,17 @@ class _Encoding:
     def legal(self, index: str, p: int, c: int) -> bool:
         return (p, c) in self.choices[index]
 
+    def other_count(self, index: str, count: int) -> z3.BoolRef:
+        """``c_i != count`` (cached per index and count)."""
+        key = ("other", index, count)
+        if key not in self._products:
+            positions = [k for k, (_, c) in enumerate(self.choices[index]) if c == count]
+            self._products[key] = z3.And([self.var[index] != k for k in positions])
+        return self._products[key]
+
     def exclude_counts(self, counts: dict[str, int]) -> None:
         """No more candidates with these block counts (whatever the grid)."""
-        clause = []
-        for index in self.indices:
-            positions = [k for k, (_, c) in enumerate(self.choices[index])
-                         if c == counts[index]]
-            clause.append(z3.And([self.var[index] != k for k in positions]))
-        self.solver.add(z3.Or(clause))
+        self.solver.add(z3.Or([self.other_count(i, counts[i]) for i in self.indices]))
 
 
 def _rlimit_count(solver: z3.Solver) -> int:
@@ -227,6 +263,7 @@ class _Search:
         self.evaluated = 0
         self.work = 0
         self.rlimit_used = 0
+        self.rlimit_seen = _rlimit_count(self.enc.solver)
         self.checks = 0
         self.notes: list[str] = []
         if seed is not None:
@@ -235,12 +272,13 @@ class _Search:
     def check(self) -> z3.CheckSatResult:
         solver = self.enc.solver
         remaining = RLIMIT - self.rlimit_used
-        if remaining <= 0:
+        if remaining <= 0 or self.checks >= MAX_CHECKS:
             return z3.unknown
-        before = _rlimit_count(solver)
         solver.set("rlimit", remaining)
         verdict = solver.check()
-        self.rlimit_used += _rlimit_count(solver) - before
+        count = _rlimit_count(solver)
+        self.rlimit_used += count - self.rlimit_seen
+        self.rlimit_seen = count
         self.checks += 1
         return verdict
 
@@ -292,7 +330,7 @@ class _Search:
         constant += model_bound.compute_flops(problem) / (
             price.BLAS_FLOPS_PER_CORE * nodes * price.CORES_PER_NODE
         )
-        tasks = enc.tasks()
+        tasks = None
         bounded = None
         while True:
             if self.out_of_work():
@@ -300,12 +338,17 @@ class _Search:
                 return False
             if self.best is not None and self.best.report.cost != bounded:
                 bounded = self.best.report.cost
-                enc.solver.add(tasks <= (bounded * (1 + SLACK) - constant) / per_task)
+                allowed = (bounded * (1 + SLACK) - constant) / per_task
+                if tasks is None:
+                    tasks = enc.tasks(cap=max(allowed, 1.0))
+                enc.solver.add(tasks <= allowed)
+                enc.solver.add(*enc.stage_task_logs(allowed))
             verdict = self.check()
             if verdict == z3.unsat:
                 return True
             if verdict == z3.unknown:
-                self._stopped("z3", f"its rlimit of {RLIMIT}")
+                self._stopped("z3", f"rlimit {self.rlimit_used} of {RLIMIT}, "
+                              f"{self.checks} of {MAX_CHECKS} checks")
                 return False
             found = enc.candidate(enc.solver.model())
             counts = dict(found.counts)

@@ -216,35 +216,41 @@ class ClusterState:
         bit = 1 << node
         holders = self.holders
         size = self.size
-        mem = self.mem
+        net_out = self.net_out
+        moved = 0
         for source_block in inputs:
             mask = holders[source_block]
             if mask & bit:
                 continue
             nbytes = size[source_block]
             src = self._source(mask)
-            self.net_out[src] += nbytes
-            self.net_in[node] += nbytes
-            mem[node] += nbytes
+            sent = net_out[src] + nbytes
+            net_out[src] = sent
+            if sent > self.max_out:
+                self.max_out = sent
+            moved += nbytes
             holders[source_block] = mask | bit
             self.transfers.append(Transfer(task, source_block, src, node, nbytes))
-            if self.net_out[src] > self.max_out:
-                self.max_out = self.net_out[src]
-        if self.net_in[node] > self.max_in:
-            self.max_in = self.net_in[node]
-        mem[node] += size[block]
+        if moved:
+            received = self.net_in[node] + moved
+            self.net_in[node] = received
+            if received > self.max_in:
+                self.max_in = received
+        live = self.mem[node] + moved + size[block]
+        self.mem[node] = live
         holders[block] |= bit
         self.home[block] = node
-        if mem[node] > self.peak[node]:
-            self.peak[node] = mem[node]
-            if mem[node] > self.max_peak:
-                self.max_peak = mem[node]
+        if live > self.peak[node]:
+            self.peak[node] = live
+            if live > self.max_peak:
+                self.max_peak = live
         uses = self.uses
         for source_block in inputs:
-            uses[source_block] -= 1
-            if uses[source_block] == 0:
+            left = uses[source_block] - 1
+            uses[source_block] = left
+            if not left:
                 self._free(source_block)
-        if uses[block] == 0:
+        if not uses[block]:
             self._free(block)
 
     def add_copy(self, block: int, node: int) -> None:

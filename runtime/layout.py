@@ -97,11 +97,13 @@ def grid_node(
     A block of an array (or a task's iteration block) with index names ``dims`` at block
     coordinates ``coords`` sits at grid coordinate ``coords[i] % p_i`` along each axis whose
     index it has. Along the axes it lacks, its *within-cell rank* — the row-major rank of
-    ``(coords[i] // p_i)`` over its dimensions in ``dims`` order, with radix ``counts[i] //
+    ``(coords[i] // p_i)`` over its index names in sorted order, with radix ``counts[i] //
     p_i`` — is spread in mixed radix (last missing axis fastest), so an array with at least
     as many blocks per grid cell as the missing axes have nodes covers them evenly (a
-    reduce-scatter of an output over the nodes of a split contraction index). Returns the
-    row-major flat index.
+    reduce-scatter of an output over the nodes of a split contraction index), and blocks
+    of the same indices at the same coordinates share a node whatever the order of their
+    dimensions (an operand and the tasks that iterate over exactly its indices). Returns
+    the row-major flat index.
     """
     coords_array = np.asarray([coords], dtype=np.int64).reshape(1, len(dims))
     return int(grid_nodes(dims, coords_array, grid, counts)[0])
@@ -118,7 +120,7 @@ def grid_nodes(
     sizes = dict(grid)
     column = {name: k for k, name in enumerate(dims)}
     within = np.zeros(len(coords), dtype=np.int64)
-    for name in dims:
+    for name in sorted(column):
         p = sizes.get(name, 1)
         radix = max(1, counts.get(name, 1) // p)
         within = within * radix + coords[:, column[name]] // p
