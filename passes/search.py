@@ -3,21 +3,32 @@
 Contract: ``search(problem, planner)`` returns a :class:`DistributedPlan` — the chosen
 :class:`~tensorc.passes.distribution.Candidate`, its modelled schedule and price, the
 communication lower bound, and whether the search proved the plan optimal (``True``),
-ran out of budget (``False``) or does not try (``None``). Every planner is deterministic.
+ran out of budget (``False``, with a note) or does not try (``None``). Every planner is
+deterministic, and every comparison uses one order (:func:`better`): lower modelled cost,
+then the smaller candidate.
+
+The candidate space (shared by every planner): a grid ``p`` with ``∏ p_i = P`` and
+``p_i`` at most the extent (:func:`grids`); per index a block count ``c_i = p_i · m`` for
+``m`` among the divisors of ``P`` and the powers of two up to ``P`` that the extent can be
+cut into evenly (:func:`multipliers`) — enough blocks per grid cell for an output to be
+reduce-scattered over the nodes of a split summed index, evenly when ``P`` has an odd
+factor; and the memory rule of :func:`~tensorc.passes.distribution.check`.
 
 - ``heuristic`` (NumS): factor the nodes over the indices of the largest operand by a
   softmax of their log-extents (each prime factor, largest first, goes to the index with
-  the most weight per node); block counts from :func:`spread_counts`. One model call.
+  the most weight per node); block counts from :func:`spread_counts` (closed form, no
+  model call). One model call.
 - ``greedy`` (Spartan): whole-graph descent from the heuristic grid; moves of one prime
   factor between indices are tried with indices ordered by connectivity (how many arrays
-  of the whole graph share them, then extent) and the best improving move is taken until
-  none improves; then each index's block count is doubled while the model improves. A few
-  dozen model calls, no proof.
-- ``exhaustive``: every legal grid with every block-count multiplier up to ``P`` (powers
-  of two); proves optimality under the model. For small cases and tests.
-- ``smt``: z3 (:mod:`tensorc.passes.smt_search`).
-- ``auto``: one node needs no search; else ``smt``, falling back to ``greedy`` when z3 runs
-  out of budget without a plan.
+  of the whole graph share them, then extent), counts re-spread, and the best move is
+  taken while it improves the model; then each index's block count moves one legal step
+  up or down while the model improves. A few dozen model calls, no proof.
+- ``exhaustive``: models every candidate (grouped by block counts, so each task graph is
+  lowered once); proves optimality under the model. For small cases and tests (refuses
+  beyond :data:`EXHAUSTIVE_LIMIT` candidates).
+- ``smt``: greedy's plan seeds z3's branch and bound (:mod:`tensorc.passes.smt_search`), so
+  it is never worse than greedy; with the proof it equals exhaustive.
+- ``auto``: one node needs no search; else ``smt``.
 """
 
 from __future__ import annotations
@@ -400,7 +411,9 @@ def search(problem: Problem, planner: str = "auto") -> DistributedPlan:
     else:
         from tensorc.passes.smt_search import smt
 
-        found = smt(problem, seed=greedy(problem)[0])
+        seed, _, seeded, _ = greedy(problem)
+        best, optimal, evaluated, notes = smt(problem, seed=seed)
+        found = (best, optimal, seeded + evaluated, notes)
         used = "smt"
     modelled, optimal, evaluated, notes = found
     return DistributedPlan(

@@ -113,8 +113,9 @@ class _Encoding:
         self.problem = problem
         self.choices = options(problem)
         self.indices = problem.indices
-        self.solver = z3.SolverFor("QF_LIA")
-        self.var = {i: z3.Int(f"choice_{i}") for i in self.indices}
+        self.ctx = z3.Context()  # a context per search: z3 behaves the same on every run
+        self.solver = z3.SolverFor("QF_LIA", ctx=self.ctx)
+        self.var = {i: z3.Int(f"choice_{i}", ctx=self.ctx) for i in self.indices}
         counts = {c for i in self.indices for _, c in self.choices[i]}
         self.primes = sorted(set(_primes(problem.nodes)) | {q for c in counts for q in _primes(c)})
         self._exps: dict = {}
@@ -147,7 +148,7 @@ class _Encoding:
         if key in self._products:
             return self._products[key]
         if not dims:
-            return z3.IntVal(1)
+            return z3.IntVal(1, ctx=self.ctx)
         sums, tops = [], []
         for q in self.primes:
             sums.append(z3.Sum([self.exps(i, 1)[q] for i in dims]))
@@ -159,7 +160,7 @@ class _Encoding:
                 if cap is None or math.prod(
                     p**x for p, x in zip(self.primes, [*combo, e], strict=False)) <= cap
             ]
-        expr = z3.IntVal(0 if cap is None else math.floor(cap) + 1)
+        expr = z3.IntVal(0 if cap is None else math.floor(cap) + 1, ctx=self.ctx)
         for combo in combos:
             value = math.prod(q**e for q, e in zip(self.primes, combo, strict=True))
             expr = z3.If(z3.And([t == e for t, e in zip(sums, combo, strict=True)]), value, expr)
@@ -210,7 +211,7 @@ class _Encoding:
         linear, and over the same exponent terms as ``T``, so z3 prunes with it cheaply."""
         out = []
         if allowed < 1:
-            return [z3.BoolVal(False)]
+            return [z3.BoolVal(False, ctx=self.ctx)]
         for shape in model_bound.stage_shapes(self.problem):
             for q in self.primes:
                 terms = [self.exps(i, 1)[q] for i in shape.dims]
@@ -260,6 +261,7 @@ class _Search:
         self.enc = _Encoding(problem)
         self.best = seed
         self.priced: set[Candidate] = set()
+        self.lowered: set = set()
         self.evaluated = 0
         self.work = 0
         self.rlimit_used = 0
@@ -290,7 +292,8 @@ class _Search:
         if candidate in self.priced:
             return
         self.priced.add(candidate)
-        fresh = not self.problem.is_lowered(candidate.counts)
+        fresh = candidate.counts not in self.lowered  # charged once per search, cache or not
+        self.lowered.add(candidate.counts)
         trial = model(self.problem, candidate)
         self.work += len(trial.graph.tasks) * (1 + (LOWER_WEIGHT if fresh else 0))
         self.evaluated += 1
