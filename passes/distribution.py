@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -36,13 +37,20 @@ from tensorc.errors import PlanError
 from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import Program, Scan, post_order
 from tensorc.ir.stages import stage_parts, stage_roots
+from tensorc.passes import prediction
 from tensorc.passes.blocking import Blocking
 from tensorc.passes.cost import CostReport, distributed_cost
 from tensorc.passes.lower_bound import communication_lower_bound
-from tensorc.runtime.layout import block_pieces, grid_node, output_block_coords
+from tensorc.runtime.layout import (
+    block_pieces,
+    grid_nodes,
+    output_block_coords,
+)
 from tensorc.runtime.schedule import Schedule, schedule
 
 DEFAULT_NODE_MEMORY = 8 << 30  # bytes per node when the caller gives no budget
+BLOCK_MEMORY_SHARE = 4  # an array's largest block may take at most 1/4 of a node's budget
+GRAPH_CACHE_TASKS = 2_000_000  # lowered tasks a problem keeps cached (least recent go first)
 
 Grid = tuple[tuple[str, int], ...]
 
@@ -132,7 +140,8 @@ class Problem:
     repartition: frozenset[int] = frozenset()
     """Positions in ``placed`` that the plan re-lays out: their blocks are cut and placed
     as the grid says, paying for the pieces that are elsewhere."""
-    _graphs: dict = field(default_factory=dict, repr=False)
+    _graphs: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _memo: dict = field(default_factory=dict, repr=False)
 
     @property
     def sizes(self) -> dict[str, int]:
@@ -148,6 +157,9 @@ class Problem:
 
     def stage_arrays(self) -> list[tuple[list[Array], Array]]:
         """Per stage (children first): its input arrays and its output array."""
+        return self.memo("stage_arrays", self._stage_arrays)
+
+    def _stage_arrays(self) -> list[tuple[list[Array], Array]]:
         sizes = self.sizes
         stages = []
         for root in stage_roots(self.program.output):
@@ -186,22 +198,90 @@ class Problem:
 
     def lower_bound_bytes(self) -> int:
         """The communication lower bound of the contraction as planned (bytes)."""
+        return self.memo("lower_bound", self._lower_bound)
+
+    def _lower_bound(self) -> int:
         operands, output = self.contraction()
         return communication_lower_bound(operands, output, self.sizes, self.nodes, self.itemsize)
 
+    def memo(self, key, compute):
+        """``compute()`` once per problem under ``key`` (derived facts the searches share)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
     def graph(self, counts: Grid) -> TaskGraph:
         """The task graph for block counts ``counts`` (lowered once per counts)."""
-        graph = self._graphs.get(counts)
-        if graph is None:
-            sizes = self.sizes
-            fixed = self.placed_blocks or {}
-            block = tuple(
-                (i, fixed.get(i) or max(1, math.ceil(sizes[i] / c))) for i, c in counts
-            )
-            blocking = Blocking(sizes=tuple(sorted(sizes.items())), block=block)
-            graph = lower(self.program, blocking, self.optimize, self.paths)
-            self._graphs[counts] = graph
-        return graph
+        return self.lowered(counts).graph
+
+    def is_lowered(self, counts: Grid) -> bool:
+        """Whether the task graph for ``counts`` is in the cache."""
+        return counts in self._graphs
+
+    def lowered(self, counts: Grid) -> Lowered:
+        """The task graph for ``counts`` with its block coordinates grouped per stage,
+        cached (up to :data:`GRAPH_CACHE_TASKS` tasks, least recently used dropped first)."""
+        cache: OrderedDict = self._graphs  # type: ignore[assignment]
+        found = cache.get(counts)
+        if found is not None:
+            cache.move_to_end(counts)
+            return found
+        sizes = self.sizes
+        fixed = self.placed_blocks or {}
+        block = tuple(
+            (i, fixed.get(i) or max(1, math.ceil(sizes[i] / c))) for i, c in counts
+        )
+        blocking = Blocking(sizes=tuple(sorted(sizes.items())), block=block)
+        graph = lower(self.program, blocking, self.optimize, self.paths)
+        found = Lowered.of(graph, tuple(key_of(self.program.output)))
+        cache[counts] = found
+        total = sum(len(entry.graph.tasks) for entry in cache.values())
+        while total > GRAPH_CACHE_TASKS and len(cache) > 1:
+            _, dropped = cache.popitem(last=False)
+            total -= len(dropped.graph.tasks)
+        return found
+
+
+@dataclass
+class Lowered:
+    """A lowered task graph with the block coordinates the layout needs, per stage.
+
+    ``stages`` holds ``(is_load, dims, task indices, coordinates)`` per stage of the graph
+    (coordinates an integer array, one row per task); ``outputs`` the output blocks'
+    coordinates in the final array's dims.
+    """
+
+    graph: TaskGraph
+    stages: list[tuple[bool, tuple[str, ...], np.ndarray, np.ndarray]]
+    output_dims: tuple[str, ...]
+    outputs: np.ndarray
+    compute_tasks: int
+    compute_flops: int
+
+    @classmethod
+    def of(cls, graph: TaskGraph, output_dims: tuple[str, ...]) -> Lowered:
+        rows: dict[str, tuple[list[int], list[tuple]]] = {}
+        flops = 0
+        compute = 0
+        for index, task in enumerate(graph.tasks):
+            key = task.key
+            entry = rows.get(key[0])
+            if entry is None:
+                entry = rows[key[0]] = ([], [])
+            entry[0].append(index)
+            entry[1].append(key[1:])
+            if task.kind != LOAD:
+                compute += 1
+                flops += task.flops
+        stages = []
+        for stage, (indices, coords) in rows.items():
+            dims = graph.stage_dims[stage]
+            is_load = graph.tasks[indices[0]].kind == LOAD
+            array = np.asarray(coords, dtype=np.int64).reshape(len(indices), len(dims))
+            stages.append((is_load, dims, np.asarray(indices, dtype=np.int64), array))
+        out = output_block_coords(graph)
+        outputs = np.asarray(out, dtype=np.int64).reshape(len(out), len(output_dims))
+        return cls(graph, stages, output_dims, outputs, compute, flops)
 
 
 def _elements(dims, sizes) -> int:
@@ -229,9 +309,10 @@ def check(problem: Problem, candidate: Candidate) -> None:
         PlanError: an index the problem lacks or misses; a grid whose product is not the
             node count; a count that is not a positive multiple of the grid along its
             index, that exceeds the extent or that the extent cannot be cut into evenly;
-            a count that differs from the blocking of an operand already on the cluster.
-            (A problem too small for an even split, :meth:`Problem.even_split`, may leave
-            counts that are not multiples of the grid.)
+            a count that differs from the blocking of an operand already on the cluster;
+            counts that leave an array's block over ``1 / BLOCK_MEMORY_SHARE`` of a node's
+            memory budget. (A problem too small for an even split,
+            :meth:`Problem.even_split`, may leave counts that are not multiples of the grid.)
     """
     sizes = problem.sizes
     for what, items in (("grid", candidate.grid), ("counts", candidate.counts)):
@@ -267,12 +348,33 @@ def check(problem: Problem, candidate: Candidate) -> None:
                 f"index '{index}': extent {sizes[index]} cannot be cut into {count} "
                 "blocks of one size"
             )
+    too_big = oversized_block(problem, dict(candidate.counts))
+    if too_big is not None:
+        raise PlanError(too_big)
     for index, count in fixed.items():
         if dict(candidate.counts)[index] != count:
             raise PlanError(
                 f"index '{index}': an operand on the cluster has {count} blocks along it, "
                 f"the candidate {dict(candidate.counts)[index]} (repartition it first)"
             )
+
+
+def oversized_block(problem: Problem, counts: Mapping[str, int]) -> str | None:
+    """Why ``counts`` break the memory rule (an array's largest block over
+    ``1 / BLOCK_MEMORY_SHARE`` of a node's budget), or None when they keep it."""
+    sizes = problem.sizes
+    limit = problem.memory_bytes // BLOCK_MEMORY_SHARE
+    for arrays, output in problem.stage_arrays():
+        for array in [*arrays, output]:
+            block = math.prod(math.ceil(sizes[i] / counts[i]) for i in set(array.dims))
+            nbytes = block * problem.itemsize
+            if nbytes > limit:
+                return (
+                    f"a block of {array.name}[{''.join(array.dims)}] takes {nbytes} bytes, "
+                    f"over 1/{BLOCK_MEMORY_SHARE} of the node's {problem.memory_bytes}-byte "
+                    "memory budget"
+                )
+    return None
 
 
 @dataclass
@@ -287,36 +389,40 @@ class Modelled:
     output_nodes: list[int]
 
 
-def layout(problem: Problem, candidate: Candidate, graph: TaskGraph):
-    """Load nodes, output nodes and compute-task hints of ``graph`` under the grid, and the
-    bytes each node receives to repartition operands (``problem.repartition``).
+def layout(problem: Problem, candidate: Candidate, graph: TaskGraph | None = None):
+    """Load nodes, output nodes and compute-task hints of the candidate's task graph under
+    its grid (``graph`` defaults to the candidate's; :func:`tensorc.runtime.layout.grid_nodes`
+    places every block), and the bytes each node receives to repartition operands
+    (``problem.repartition``).
 
     Loads of an operand computed in its layout sit where its data is (the node of the
     block holding the load's first element, as the Ray executor stitches there); every
     other load sits on its grid node."""
+    lowered = problem.lowered(candidate.counts)
+    if graph is not None and graph is not lowered.graph:
+        lowered = Lowered.of(graph, tuple(key_of(problem.program.output)))
+    graph = lowered.graph
     grid = candidate.grid
-    placed = problem.placed or {}
-    load_nodes = {}
+    counts = dict(candidate.counts)
+    load_nodes: dict[int, int] = {}
+    hints: dict[int, int] = {}
+    for is_load, dims, indices, coords in lowered.stages:
+        nodes = grid_nodes(dims, coords, grid, counts)
+        target = load_nodes if is_load else hints
+        target.update(zip(indices.tolist(), nodes.tolist(), strict=True))
     moved = [0] * problem.nodes
+    placed = problem.placed or {}
     for index, task in enumerate(graph.tasks):
-        if task.kind != LOAD:
+        if task.kind != LOAD or task.source[0] not in placed:
             continue
         position, slices = task.source
-        source = placed.get(position)
-        if source is not None and position not in problem.repartition:
+        source = placed[position]
+        if position not in problem.repartition:
             load_nodes[index] = source.node_at(tuple(s.start for s in slices))
             continue
-        node = grid_node(*graph.task_dims(index), grid)
-        load_nodes[index] = node
-        if source is not None:
-            moved[node] += sum(n for holder, n in source.pieces(slices) if holder != node)
-    final_dims = tuple(key_of(problem.program.output))
-    output_nodes = [grid_node(final_dims, c, grid) for c in output_block_coords(graph)]
-    hints = {
-        index: grid_node(*graph.task_dims(index), grid)
-        for index, task in enumerate(graph.tasks)
-        if task.kind != LOAD
-    }
+        node = load_nodes[index]
+        moved[node] += sum(n for holder, n in source.pieces(slices) if holder != node)
+    output_nodes = grid_nodes(lowered.output_dims, lowered.outputs, grid, counts).tolist()
     itemsize = problem.itemsize
     return load_nodes, output_nodes, hints, [m * itemsize for m in moved]
 
@@ -325,7 +431,7 @@ def model(problem: Problem, candidate: Candidate) -> Modelled:
     """Price ``candidate`` by simulating LSHS on its task graph (module contract)."""
     check(problem, candidate)
     graph = problem.graph(candidate.counts)
-    load_nodes, output_nodes, hints, moved = layout(problem, candidate, graph)
+    load_nodes, output_nodes, hints, moved = layout(problem, candidate)
     if graph.outputs and graph.tasks[graph.outputs[0][0]].kind == LOAD:
         output_nodes = [load_nodes[t] for t, _ in graph.outputs]
     placed = schedule(
@@ -337,22 +443,35 @@ def model(problem: Problem, candidate: Candidate) -> Modelled:
 
 
 def estimate(problem: Problem, candidate: Candidate) -> float:
-    """Closed-form elements the busiest node receives if every stage ran on its grid box:
-    per array of every stage, ``|A| / ∏_{i∈A} p_i`` (what one node's box needs) minus
-    ``|A| / P`` when the array has at least as many blocks per grid cell as the grid has
-    nodes along the axes it lacks (so each node owns its share), else minus nothing."""
-    grid = dict(candidate.grid)
-    counts = dict(candidate.counts)
-    total = 0.0
-    for arrays, output in problem.stage_arrays():
-        for array in [*arrays, output]:
-            total += array_estimate(array, grid, counts, problem.nodes)
-    return total
+    """Closed-form elements the busiest node receives if every stage ran on its grid box.
+
+    Per stage: each input array ``A`` costs ``|A| / ∏_{i∈A} p_i`` (what one node's box
+    needs) minus ``|A| / P`` when ``A`` has at least as many blocks per grid cell as the
+    grid has nodes along the axes it lacks (so each node owns its share), else minus
+    nothing; an array with exactly the stage's indices costs nothing (the grid lays its
+    blocks out where the stage's tasks run). The stage's output costs the reduction of its
+    partial blocks: with ``R > 1`` nodes along its summed indices, each output block's
+    reducer receives ``R - 1`` partials, and a cell's ``m`` output blocks are reduced by
+    ``min(m, R)`` of those nodes
+    (``(R - 1) |O| / (∏_{i∈O} p_i · min(m, R))``; a reduce-scatter when ``m ≥ R``).
+    Computed by :func:`tensorc.passes.prediction.estimates` on one candidate.
+    """
+    p, c = candidate_arrays(problem, [candidate])
+    return float(prediction.estimates(problem, p, c)[0])
 
 
-def array_estimate(array: Array, grid, counts, nodes: int) -> float:
-    """One array's term of :func:`estimate`."""
-    across = math.prod(grid[i] for i in set(array.dims))
-    per_cell = math.prod(counts[i] / grid[i] for i in set(array.dims))
-    owned = array.elements / nodes if per_cell * across >= nodes else 0.0
-    return max(0.0, array.elements / across - owned)
+def predicted_cost(problem: Problem, candidate: Candidate) -> float:
+    """The model's cost predicted in closed form, without lowering or simulating: the
+    :func:`estimate` over the network, the average node's compute and the driver's
+    submission of every task (:func:`tensorc.passes.prediction.predicted_costs`)."""
+    p, c = candidate_arrays(problem, [candidate])
+    return float(prediction.predicted_costs(problem, p, c)[0])
+
+
+def candidate_arrays(problem: Problem, candidates) -> tuple[np.ndarray, np.ndarray]:
+    """Grid sizes and block counts of ``candidates`` as ``(candidates, indices)`` arrays,
+    columns in ``problem.indices`` order."""
+    indices = problem.indices
+    p = np.array([[dict(c.grid)[i] for i in indices] for c in candidates], dtype=np.int64)
+    c = np.array([[dict(c.counts)[i] for i in indices] for c in candidates], dtype=np.int64)
+    return p.reshape(len(candidates), len(indices)), c.reshape(len(candidates), len(indices))

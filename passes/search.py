@@ -3,21 +3,32 @@
 Contract: ``search(problem, planner)`` returns a :class:`DistributedPlan` — the chosen
 :class:`~tensorc.passes.distribution.Candidate`, its modelled schedule and price, the
 communication lower bound, and whether the search proved the plan optimal (``True``),
-ran out of budget (``False``) or does not try (``None``). Every planner is deterministic.
+ran out of budget (``False``, with a note) or does not try (``None``). Every planner is
+deterministic, and every comparison uses one order (:func:`better`): lower modelled cost,
+then the smaller candidate.
+
+The candidate space (shared by every planner): a grid ``p`` with ``∏ p_i = P`` and
+``p_i`` at most the extent (:func:`grids`); per index a block count ``c_i = p_i · m`` for
+``m`` among the divisors of ``P`` and the powers of two up to ``P`` that the extent can be
+cut into evenly (:func:`multipliers`) — enough blocks per grid cell for an output to be
+reduce-scattered over the nodes of a split summed index, evenly when ``P`` has an odd
+factor; and the memory rule of :func:`~tensorc.passes.distribution.check`.
 
 - ``heuristic`` (NumS): factor the nodes over the indices of the largest operand by a
   softmax of their log-extents (each prime factor, largest first, goes to the index with
-  the most weight per node); block counts from :func:`spread_counts`. One model call.
+  the most weight per node); block counts from :func:`spread_counts` (closed form, no
+  model call). One model call.
 - ``greedy`` (Spartan): whole-graph descent from the heuristic grid; moves of one prime
   factor between indices are tried with indices ordered by connectivity (how many arrays
-  of the whole graph share them, then extent) and the best improving move is taken until
-  none improves; then each index's block count is doubled while the model improves. A few
-  dozen model calls, no proof.
-- ``exhaustive``: every legal grid with every block-count multiplier up to ``P`` (powers
-  of two); proves optimality under the model. For small cases and tests.
-- ``smt``: z3 (:mod:`tensorc.passes.smt_search`).
-- ``auto``: one node needs no search; else ``smt``, falling back to ``greedy`` when z3 runs
-  out of budget without a plan.
+  of the whole graph share them, then extent), counts re-spread, and the best move is
+  taken while it improves the model; then each index's block count moves one legal step
+  up or down while the model improves. A few dozen model calls, no proof.
+- ``exhaustive``: models every candidate (grouped by block counts, so each task graph is
+  lowered once); proves optimality under the model. For small cases and tests (refuses
+  beyond :data:`EXHAUSTIVE_LIMIT` candidates).
+- ``smt``: greedy's plan seeds z3's branch and bound (:mod:`tensorc.passes.smt_search`), so
+  it is never worse than greedy; with the proof it equals exhaustive.
+- ``auto``: one node needs no search; else ``smt``.
 """
 
 from __future__ import annotations
@@ -27,18 +38,23 @@ import math
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from tensorc.errors import PlanError
+from tensorc.passes import prediction
 from tensorc.passes.distribution import (
+    BLOCK_MEMORY_SHARE,
     Candidate,
     Modelled,
     Problem,
     achievable,
     model,
+    oversized_block,
+    predicted_cost,
 )
 
 PLANNERS = ("auto", "heuristic", "greedy", "smt", "exhaustive")
 EXHAUSTIVE_LIMIT = 20_000  # candidates; beyond this exhaustive refuses (use smt)
-TASKS_PER_NODE = 16  # block-count spreading stops at this many iteration blocks per node
 
 
 @dataclass
@@ -100,10 +116,23 @@ def grids(problem: Problem) -> list[tuple[tuple[str, int], ...]]:
     return out
 
 
+def multiplier_values(nodes: int) -> list[int]:
+    """Blocks per grid cell an index may take: the divisors of ``P`` and the powers of two
+    up to ``P`` (so an output can be reduce-scattered over the nodes of a split summed
+    index — ``m ≥ R`` — and, when ``P`` has an odd factor, evenly)."""
+    values = {d for d in range(1, nodes + 1) if nodes % d == 0}
+    power = 1
+    while power <= nodes:
+        values.add(power)
+        power *= 2
+    return sorted(values)
+
+
 def multipliers(problem: Problem, index: str, p: int) -> list[int]:
-    """Legal counts along ``index`` for grid ``p``: ``p × 2^k`` up to ``p × P``, or the
-    fixed blocking of an operand computed in its layout (then any grid is legal: the grid
-    places work, the operand's blocks stay where they are)."""
+    """Legal counts along ``index`` for grid ``p``: ``p × m`` for ``m`` in
+    :func:`multiplier_values` that the extent can be cut into evenly, or the fixed blocking
+    of an operand computed in its layout (then any grid is legal: the grid places work,
+    the operand's blocks stay where they are)."""
     fixed = (problem.placed_counts or {}).get(index)
     if fixed is not None:
         return [fixed]
@@ -111,52 +140,59 @@ def multipliers(problem: Problem, index: str, p: int) -> list[int]:
     if not problem.even_split():
         powers = {1 << k for k in range(max(size, 1).bit_length())} | {max(size, 1)}
         return sorted(c for c in powers if c <= max(size, 1) and achievable(size, c))
-    counts = []
-    m = 1
-    while p * m <= max(size, 1) and m <= problem.nodes:
-        if achievable(size, p * m):
-            counts.append(p * m)
-        m *= 2
-    return counts
+    return [
+        p * m
+        for m in multiplier_values(problem.nodes)
+        if p * m <= max(size, 1) and achievable(size, p * m)
+    ]
 
 
 def spread_counts(problem: Problem, grid) -> tuple[tuple[str, int], ...] | None:
-    """Block counts for ``grid``: each index starts at its grid size; then the output and
-    the operands, largest first, that have fewer blocks per grid cell than the grid has
-    nodes along the indices they lack double their roomiest index, so each node holds a
-    share of them — as long as the iteration space keeps at most :data:`TASKS_PER_NODE`
-    blocks per node."""
-    sizes = problem.sizes
+    """Block counts for ``grid`` chosen in closed form, without modelling.
+
+    Each index starts at its grid size (its smallest legal count). While an array's block
+    breaks the memory rule, the index with the largest blocks among those that can grow
+    steps up to its next legal count. Then, while it helps, the one step up that lowers
+    :func:`~tensorc.passes.distribution.predicted_cost` most is taken (ties: index name) —
+    more blocks let an array be owned evenly and an output be reduce-scattered, at the price
+    of more tasks. None when an index has no legal count for the grid."""
     p = dict(grid)
-    counts: dict[str, int] = {}
-    for index in problem.indices:
-        options = multipliers(problem, index, p[index])
-        if not options:
+    options = {i: multipliers(problem, i, p[i]) for i in problem.indices}
+    if any(not o for o in options.values()):
+        return None
+    step = {i: 0 for i in problem.indices}
+    sizes = problem.sizes
+
+    def counts() -> tuple[tuple[str, int], ...]:
+        return tuple((i, options[i][step[i]]) for i in problem.indices)
+
+    while oversized_block(problem, dict(counts())) is not None:
+        room = [i for i in problem.indices if step[i] + 1 < len(options[i])]
+        if not room:
             return None
-        counts[index] = options[0]
-    fixed = problem.placed_counts or {}
-    stages = problem.stage_arrays()
-    arrays = sorted(
-        {a for stage in stages for a in stage[0]}, key=lambda a: (-a.elements, a.dims)
-    )
-    if stages:
-        arrays.insert(0, stages[-1][1])
-    cap = TASKS_PER_NODE * problem.nodes
-    for array in arrays:
-        dims = sorted(set(array.dims))
-        lacking = math.prod(p[i] for i in problem.indices if i not in dims)
-        while math.prod(counts[i] // p[i] for i in dims) < lacking:
-            room = [
-                i for i in dims
-                if i not in fixed and achievable(sizes[i], counts[i] * 2)
-                and counts[i] * 2 <= sizes[i]
-                and math.prod(counts.values()) * 2 <= cap
-            ]
-            if not room:
-                break
-            roomiest = max(room, key=lambda i: (sizes[i] / counts[i], i))
-            counts[roomiest] *= 2
-    return tuple(sorted(counts.items()))
+        widest = max(room, key=lambda i: (sizes[i] / options[i][step[i]], i))
+        step[widest] += 1
+    grid_key = tuple(sorted(grid))
+    best = predicted_cost(problem, Candidate(grid_key, counts()))
+    while True:
+        moves = []
+        for index in problem.indices:
+            if step[index] + 1 >= len(options[index]):
+                continue
+            step[index] += 1
+            trial = counts()
+            step[index] -= 1
+            if oversized_block(problem, dict(trial)) is not None:
+                continue
+            moves.append((predicted_cost(problem, Candidate(grid_key, trial)), index))
+        if not moves:
+            break
+        value, index = min(moves)
+        if value >= best * (1 - 1e-12):
+            break
+        best = value
+        step[index] += 1
+    return counts()
 
 
 def _candidate(problem: Problem, grid) -> Candidate | None:
@@ -214,11 +250,18 @@ def connectivity_order(problem: Problem) -> list[str]:
     return sorted(problem.indices, key=lambda i: (-shared[i], -sizes[i], i))
 
 
+def better(trial: Modelled, best: Modelled | None) -> bool:
+    """The order every search shares: lower modelled cost, then the smaller candidate."""
+    if best is None:
+        return True
+    return (trial.report.cost, trial.candidate) < (best.report.cost, best.candidate)
+
+
 def greedy(problem: Problem) -> tuple[Modelled, bool | None, int, list[str]]:
     """Spartan-style descent over the whole graph: start from the heuristic grid, then take
-    the best improving move — one prime factor of the grid moved from one index to another
-    (block counts re-spread) — trying indices by connectivity, until no move helps; then
-    refine block counts one doubling at a time while the model improves."""
+    the best move — one prime factor of the grid moved from one index to another, trying
+    indices by connectivity (block counts re-spread) — while it improves the model; then
+    move each index's block count one legal step up or down while the model improves."""
     order = connectivity_order(problem)
     best, _, evaluated, _ = heuristic(problem)
     seen = {best.candidate.grid}
@@ -247,45 +290,92 @@ def greedy(problem: Problem) -> tuple[Modelled, bool | None, int, list[str]]:
         for candidate in moves:
             trial = model(problem, candidate)
             evaluated += 1
-            if trial.report.cost < best.report.cost:
+            if better(trial, best):
                 best, improved = trial, True
     best, refined = _refine_counts(problem, best, order)
     return best, None, evaluated + refined, []
 
 
 def _refine_counts(problem: Problem, best: Modelled, order: list[str]) -> tuple[Modelled, int]:
+    """Move one index's count one legal step up or down while the model improves."""
     evaluated = 0
+    seen = {best.candidate}
     improved = True
     while improved:
         improved = False
         for index in order:
             counts = dict(best.candidate.counts)
-            p = best.candidate.grid_of(index)
-            doubled = counts[index] * 2
-            if doubled not in multipliers(problem, index, p):
-                continue
-            counts[index] = doubled
-            trial = model(problem, Candidate(best.candidate.grid, tuple(sorted(counts.items()))))
-            evaluated += 1
-            if trial.report.cost < best.report.cost:
-                best, improved = trial, True
+            options = multipliers(problem, index, best.candidate.grid_of(index))
+            at = options.index(counts[index])
+            for step in (at + 1, at - 1):
+                if not 0 <= step < len(options):
+                    continue
+                counts[index] = options[step]
+                candidate = Candidate(best.candidate.grid, tuple(sorted(counts.items())))
+                if candidate in seen or oversized_block(problem, counts) is not None:
+                    continue
+                seen.add(candidate)
+                trial = model(problem, candidate)
+                evaluated += 1
+                if better(trial, best):
+                    best, improved = trial, True
+                    break
     return best, evaluated
 
 
-def all_candidates(problem: Problem) -> list[Candidate]:
-    """Every legal candidate: each grid with every combination of counts."""
+def count_vectors(problem: Problem, grid) -> list[tuple[tuple[str, int], ...]]:
+    """Every legal combination of block counts for ``grid`` (memory rule kept)."""
+    options = [multipliers(problem, i, p) for i, p in grid]
     out = []
+    for counts in itertools.product(*options):
+        vector = tuple(zip(problem.indices, counts, strict=True))
+        if oversized_block(problem, dict(vector)) is None:
+            out.append(vector)
+    return out
+
+
+def candidate_table(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """Every legal candidate as arrays (grid sizes, block counts; one row per candidate,
+    columns in ``problem.indices`` order, rows in :class:`Candidate` sort order), built with
+    numpy so even tens of thousands of candidates cost milliseconds (cached per problem)."""
+    return problem.memo("candidate_table", lambda: _candidate_table(problem))
+
+
+def _candidate_table(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    width = len(problem.indices)
+    ps, cs = [], []
     for grid in grids(problem):
         options = [multipliers(problem, i, p) for i, p in grid]
         if any(not o for o in options):
             continue
-        for counts in itertools.product(*options):
-            out.append(Candidate(grid, tuple(zip(problem.indices, counts, strict=True))))
-    return out
+        mesh = np.meshgrid(*[np.asarray(o, dtype=np.int64) for o in options], indexing="ij")
+        counts = np.stack([m.reshape(-1) for m in mesh], axis=1).reshape(-1, width)
+        ps.append(np.tile(np.asarray([p for _, p in grid], dtype=np.int64), (len(counts), 1)))
+        cs.append(counts)
+    if not ps:
+        empty = np.zeros((0, width), dtype=np.int64)
+        return empty, empty
+    p = np.concatenate(ps)
+    c = np.concatenate(cs)
+    keep = prediction.fits_memory(problem, c, problem.memory_bytes // BLOCK_MEMORY_SHARE)
+    p, c = p[keep], c[keep]
+    keys = [c[:, k] for k in reversed(range(width))] + [p[:, k] for k in reversed(range(width))]
+    order = np.lexsort(keys) if keys else np.arange(len(p))
+    return p[order], c[order]
+
+
+def all_candidates(problem: Problem) -> list[Candidate]:
+    """Every legal candidate, in sort order: each grid with every combination of counts."""
+    return sorted(
+        Candidate(grid, counts)
+        for grid in grids(problem)
+        for counts in count_vectors(problem, grid)
+    )
 
 
 def exhaustive(problem: Problem) -> tuple[Modelled, bool | None, int, list[str]]:
-    """Model every legal candidate; the cheapest (then the first in order) wins."""
+    """Model every legal candidate; the cheapest (then the smallest candidate) wins. Visits
+    candidates grouped by block counts, so each task graph is lowered once."""
     candidates = all_candidates(problem)
     if len(candidates) > EXHAUSTIVE_LIMIT:
         raise PlanError(
@@ -295,9 +385,9 @@ def exhaustive(problem: Problem) -> tuple[Modelled, bool | None, int, list[str]]
     if not candidates:
         raise PlanError(f"no legal grid puts {problem.indices} on {problem.nodes} nodes")
     best = None
-    for candidate in candidates:
+    for candidate in sorted(candidates, key=lambda c: (c.counts, c.grid)):
         trial = model(problem, candidate)
-        if best is None or trial.report.cost < best.report.cost:
+        if better(trial, best):
             best = trial
     return best, True, len(candidates), []
 
@@ -322,7 +412,9 @@ def search(problem: Problem, planner: str = "auto") -> DistributedPlan:
     else:
         from tensorc.passes.smt_search import smt
 
-        found = smt(problem, seed=greedy(problem)[0])
+        seed, _, seeded, _ = greedy(problem)
+        best, optimal, evaluated, notes = smt(problem, seed=seed)
+        found = (best, optimal, seeded + evaluated, notes)
         used = "smt"
     modelled, optimal, evaluated, notes = found
     return DistributedPlan(

@@ -1,39 +1,69 @@
 """The SMT planner: z3 enumerates legal candidates, the shared model prices them.
 
 Contract: ``smt(problem, seed)`` returns ``(modelled, optimal, evaluated, notes)`` like the
-other searches in :mod:`tensorc.passes.search`.
+other searches in :mod:`tensorc.passes.search`: the cheapest candidate it modelled under the
+shared order (lower :func:`~tensorc.passes.distribution.model` cost, then the smaller
+:class:`~tensorc.passes.distribution.Candidate`), never worse than ``seed``; ``optimal`` is
+True only when z3 proved that no legal candidate is cheaper — then the plan is the one
+:func:`~tensorc.passes.search.exhaustive` returns. Deterministic: every budget counts
+resources (z3's ``rlimit``, tasks lowered and simulated), never wall time.
 
 Encoding (a plain ``z3.Solver``, never ``z3.Optimize``): one integer per index chooses its
-``(grid size p_i, block count c_i)`` from the legal options (``p_i`` divides ``P`` and is
-at most the extent, ``c_i = p_i · 2^k`` can be cut evenly — the divisibility rules). The
-product of the grid sizes is ``P``, written linearly over the prime exponents of ``P``.
-The per-node memory rule bounds every array's block: ``|A| / ∏_{i∈A} c_i`` elements at
-most a quarter of the node's budget. Block counts give the exact number of compute tasks
-``T(c)`` (pair/apply tasks per stage plus the reduce tasks), tabulated over exponent sums.
+``(grid size p_i, block count c_i)`` among the legal pairs
+(:func:`tensorc.passes.search.multipliers`). The product of the grid sizes is ``P``,
+written linearly over the prime exponents of ``P``; the memory rule (no array's block over
+a share of the node's budget) is linear in ``log c_i``; the number of compute tasks
+``T(c)`` (per stage the product of its indices' counts, plus its reduces) is a table over
+sums of prime exponents. Everything is linear integer arithmetic plus tables.
 
-Search: branch and bound on ``cost``. ``bound(c) = L / bandwidth + (flops / rate + T(c) ·
-task) / (P · cores) + T(c) · submit`` never exceeds the model's cost of any candidate with
-those counts (``L`` is the communication lower bound; the busiest node does at least the
-average). Starting from the best of the seed and the estimate-guided candidates, the
-loop asks z3 for a candidate with ``bound < best`` that it has not priced, prices it with
-the shared model (:func:`tensorc.passes.distribution.model`), tightens ``best``, and
-excludes it. ``unsat`` proves that no candidate is cheaper under the model (``optimal``);
-running out of the deterministic ``rlimit`` budget or of :data:`MAX_MODELS` model calls
-ends the search without the proof (``optimal=False``, said in the notes).
+Search:
+
+1. *ranked incumbents*: the seed (greedy's plan) and the :data:`RANKED_MODELS` candidates
+   of lowest closed-form predicted cost (:func:`tensorc.passes.prediction.predicted_costs`,
+   numpy over the whole legal space) are modelled first, so the bound below starts tight
+   and the budget, if it ends, ends with a good plan;
+2. *branch and bound*: z3 is asked for block counts whose valid lower bound of the model's
+   cost (:mod:`tensorc.passes.model_bound`: the network lower bound, the average compute
+   and ``T(c)`` times the per-task price) does not exceed the best cost so far — the
+   constraint only tightens, so it is added to the one solver as the best improves. The
+   exact Python bound (which also counts each stage's busiest node) is checked next; then
+   every grid for those counts is modelled, lowest prediction first (one lowering serves
+   them all), and the counts are excluded. ``unsat`` proves that no candidate is cheaper.
+
+Budgets: :data:`RLIMIT` z3 resource units and :data:`MAX_CHECKS` z3 calls over the whole
+search, and :data:`WORK_BUDGET` units of modelling (a task simulated is one unit, a task
+lowered :data:`LOWER_WEIGHT`).
+Running out of either ends the search without the proof (``optimal=False``, said in the
+notes). They are sized so one contraction plans in well under a second; small problems (a
+few nodes, extents of tens) finish with the proof.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
+import numpy as np
 import z3
 
 from tensorc.passes import cost as price
-from tensorc.passes.distribution import Candidate, Modelled, Problem, estimate, model
+from tensorc.passes import model_bound, prediction
+from tensorc.passes.distribution import (
+    BLOCK_MEMORY_SHARE,
+    Candidate,
+    Modelled,
+    Problem,
+    model,
+    oversized_block,
+)
+from tensorc.passes.search import candidate_table, grids, multipliers
 
-RLIMIT = 20_000_000  # z3 resource units for the whole search (deterministic)
-MAX_MODELS = 48  # shared-model calls before the search stops without a proof
+RLIMIT = 2_000_000  # z3 resource units for the whole search (deterministic)
+MAX_CHECKS = 120  # z3 calls for the whole search (each costs a millisecond or more)
+WORK_BUDGET = 80_000  # modelling units: tasks simulated, plus LOWER_WEIGHT per task lowered
+LOWER_WEIGHT = 3  # lowering a task costs about three times simulating it
+RANKED_MODELS = 8  # candidates of lowest predicted cost modelled before branch and bound
+SLACK = 1e-9  # relative slack on cost comparisons (float rounding; never prunes a tie)
+LOG_SCALE = 1000  # logs enter the integer encoding as floor(LOG_SCALE · log v)
 
 
 def _exponent(n: int, q: int) -> int:
@@ -57,8 +87,6 @@ def _primes(n: int) -> list[int]:
 
 def options(problem: Problem) -> dict[str, list[tuple[int, int]]]:
     """Legal ``(p_i, c_i)`` per index."""
-    from tensorc.passes.search import multipliers
-
     sizes = problem.sizes
     out = {}
     for index in problem.indices:
@@ -71,196 +99,309 @@ def options(problem: Problem) -> dict[str, list[tuple[int, int]]]:
     return out
 
 
-def compute_tasks(problem: Problem, counts: dict[str, int]) -> int:
-    """Compute tasks of the candidate's task graph: per stage one per iteration block,
-    plus one reduce per output block when the stage's summed indices have several blocks."""
-    total = 0
-    for arrays, output in problem.stage_arrays():
-        dims = {i for a in arrays for i in a.dims} | set(output.dims)
-        total += math.prod(counts[i] for i in dims)
-        summed = dims - set(output.dims)
-        if math.prod(counts[i] for i in summed) > 1:
-            total += math.prod(counts[i] for i in set(output.dims))
-    return total
-
-
-def lower_cost(problem: Problem, tasks: int, bound_bytes: int, flops: int) -> float:
-    """The valid lower bound of the model's cost for a candidate with ``tasks`` tasks."""
-    nodes = problem.nodes
-    return (
-        bound_bytes / price.NETWORK_BYTES_PER_SECOND
-        + (flops / price.BLAS_FLOPS_PER_CORE + tasks * price.RAY_TASK_SECONDS)
-        / (nodes * price.CORES_PER_NODE)
-        + tasks * price.RAY_SUBMIT_SECONDS
-    )
-
-
-def _table(var, values: Sequence, default):
+def _table(var, values, default):
     expr = default
     for position in range(len(values) - 1, -1, -1):
         expr = z3.If(var == position, values[position], expr)
     return expr
 
 
-def smt(problem: Problem, seed: Modelled | None = None):
-    """Branch and bound over the legal candidates (module contract)."""
-    choices = options(problem)
-    indices = problem.indices
-    solver = z3.Solver()
-    solver.set("rlimit", RLIMIT)
-    var = {i: z3.Int(f"choice_{i}") for i in indices}
-    for index in indices:
-        solver.add(var[index] >= 0, var[index] < len(choices[index]))
-    for q in _primes(problem.nodes):
-        exps = [
-            _table(var[i], [_exponent(p, q) for p, _ in choices[i]], 0) for i in indices
-        ]
-        solver.add(z3.Sum(exps) == _exponent(problem.nodes, q))
-    budget = problem.memory_bytes // 4
-    itemsize = problem.itemsize
-    count_exps = {}
-    primes = sorted(set(_primes(problem.nodes)) | {2})
-    for index in indices:
-        count_exps[index] = {
-            q: _table(var[index], [_exponent(c, q) for _, c in choices[index]], 0)
-            for q in primes
+class _Encoding:
+    """The solver, one choice variable per index and the tables built over them."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.choices = options(problem)
+        self.indices = problem.indices
+        self.ctx = z3.Context()  # a context per search: z3 behaves the same on every run
+        self.solver = z3.SolverFor("QF_LIA", ctx=self.ctx)
+        self.var = {i: z3.Int(f"choice_{i}", ctx=self.ctx) for i in self.indices}
+        counts = {c for i in self.indices for _, c in self.choices[i]}
+        self.primes = sorted(set(_primes(problem.nodes)) | {q for c in counts for q in _primes(c)})
+        self._exps: dict = {}
+        self._products: dict = {}
+        solver = self.solver
+        for index in self.indices:
+            solver.add(self.var[index] >= 0, self.var[index] < len(self.choices[index]))
+        for q in _primes(problem.nodes):
+            solver.add(z3.Sum([self.exps(i, 0)[q] for i in self.indices])
+                       == _exponent(problem.nodes, q))
+        self._memory_rule()
+
+    def exps(self, index: str, which: int) -> dict[int, z3.ArithRef]:
+        """Prime exponents of ``p_i`` (``which=0``) or ``c_i`` (``which=1``) as terms."""
+        key = (index, which)
+        if key not in self._exps:
+            values = [option[which] for option in self.choices[index]]
+            self._exps[key] = {
+                q: _table(self.var[index], [_exponent(v, q) for v in values], 0)
+                for q in self.primes
+            }
+        return self._exps[key]
+
+    def count_product(self, dims, cap: float | None = None) -> z3.ArithRef:
+        """``∏_{i∈dims} c_i`` as a table over the sums of the counts' prime exponents;
+        with ``cap``, every product above it reads as ``floor(cap) + 1`` (the table only
+        needs the values a constraint ``≤ cap`` can still accept)."""
+        dims = tuple(sorted(set(dims)))
+        key = (dims, cap)
+        if key in self._products:
+            return self._products[key]
+        if not dims:
+            return z3.IntVal(1, ctx=self.ctx)
+        sums, tops = [], []
+        for q in self.primes:
+            sums.append(z3.Sum([self.exps(i, 1)[q] for i in dims]))
+            tops.append(sum(max(_exponent(c, q) for _, c in self.choices[i]) for i in dims))
+        combos: list[list[int]] = [[]]
+        for top in tops:
+            combos = [
+                [*combo, e] for combo in combos for e in range(top + 1)
+                if cap is None or math.prod(
+                    p**x for p, x in zip(self.primes, [*combo, e], strict=False)) <= cap
+            ]
+        expr = z3.IntVal(0 if cap is None else math.floor(cap) + 1, ctx=self.ctx)
+        for combo in combos:
+            value = math.prod(q**e for q, e in zip(self.primes, combo, strict=True))
+            expr = z3.If(z3.And([t == e for t, e in zip(sums, combo, strict=True)]), value, expr)
+        self._products[key] = expr
+        return expr
+
+    def scaled_logs(self, index: str, values) -> z3.ArithRef:
+        """``floor(LOG_SCALE · log v)`` of the chosen option's value ``v`` (an integer
+        table: sums of these never exceed the scaled log of the product, so a bound on
+        them only relaxes the constraint it stands for)."""
+        return _table(self.var[index], [math.floor(LOG_SCALE * math.log(v)) for v in values], 0)
+
+    def _memory_rule(self) -> None:
+        """Arrays whose block could break the memory rule get ``Σ log ceil(N_i / c_i) ≤
+        log(limit)`` in scaled integer logs (a relaxation: a candidate it lets through but
+        the rule refuses is skipped before modelling); the others need no constraint."""
+        problem = self.problem
+        sizes = problem.sizes
+        limit = problem.memory_bytes // BLOCK_MEMORY_SHARE
+        allowed = max(limit, 1) / problem.itemsize
+        for arrays, output in problem.stage_arrays():
+            for array in [*arrays, output]:
+                dims = sorted(set(array.dims))
+                blocks = {i: [max(1, math.ceil(sizes[i] / c)) for _, c in self.choices[i]]
+                          for i in dims}
+                if math.prod(max(b) for b in blocks.values()) <= allowed:
+                    continue
+                self.solver.add(
+                    z3.Sum([self.scaled_logs(i, blocks[i]) for i in dims])
+                    <= math.floor(LOG_SCALE * math.log(allowed))
+                )
+
+    def tasks(self, cap: float | None = None) -> z3.ArithRef:
+        """The number of compute tasks ``T(c)`` (:func:`model_bound.task_counts`), exact up
+        to ``cap`` (above it, only known to exceed ``cap``)."""
+        total = []
+        for shape in model_bound.stage_shapes(self.problem):
+            total.append(self.count_product(shape.dims, cap))
+            summed = [i for i in shape.dims if i not in shape.output]
+            if summed:
+                several = z3.Sum([self.exps(i, 1)[q] for i in summed for q in self.primes]) > 0
+                total.append(z3.If(several, self.count_product(shape.output, cap), 0))
+        return z3.Sum(total)
+
+    def stage_task_logs(self, allowed: float) -> list[z3.BoolRef]:
+        """Every stage's iteration blocks are at most ``allowed``, as ``Σ_{i∈stage}
+        e_q(c_i) ≤ log_q(allowed)`` for each prime ``q``: implied by ``T(c) ≤ allowed``,
+        linear, and over the same exponent terms as ``T``, so z3 prunes with it cheaply."""
+        out = []
+        if allowed < 1:
+            return [z3.BoolVal(False, ctx=self.ctx)]
+        for shape in model_bound.stage_shapes(self.problem):
+            for q in self.primes:
+                terms = [self.exps(i, 1)[q] for i in shape.dims]
+                if terms:
+                    out.append(z3.Sum(terms) <= math.floor(math.log(allowed, q) + 1e-9))
+        return out
+
+    def candidate(self, found) -> Candidate:
+        picked = {
+            i: self.choices[i][found.eval(self.var[i], model_completion=True).as_long()]
+            for i in self.indices
         }
-    for arrays, output in problem.stage_arrays():
-        for array in [*arrays, output]:
-            dims = sorted(set(array.dims))
-            # |A| / ∏ c_i ≤ budget / itemsize  ⇔  Σ log c_i ≥ log(|A| · itemsize / budget)
-            need = math.log(max(array.elements * itemsize / budget, 1.0))
-            if need > 0 and dims:
-                logs = [
-                    z3.ToReal(count_exps[i][q]) * math.log(q) for i in dims for q in primes
-                ]
-                solver.add(z3.Sum(logs) >= need)
-    tasks_expr = _tasks_expr(problem, choices, var, count_exps, primes)
-    bound = problem.lower_bound_bytes()
-    flops = sum(t.flops for t in problem.graph(_smallest(problem, choices)).tasks
-                if t.kind != "load")
-    cost_of_tasks = lower_cost(problem, 0, bound, flops)
-    per_task = (
-        price.RAY_TASK_SECONDS / (problem.nodes * price.CORES_PER_NODE)
-        + price.RAY_SUBMIT_SECONDS
-    )
-    best = seed
-    priced: dict[Candidate, Modelled] = {}
-    if seed is not None:
-        priced[seed.candidate] = seed
-    notes: list[str] = []
-    evaluated = 0
-
-    def exclude(candidate: Candidate) -> None:
-        grid = dict(candidate.grid)
-        counts = dict(candidate.counts)
-        solver.add(z3.Or([
-            var[i] != choices[i].index((grid[i], counts[i])) for i in indices
-        ]))
-
-    def candidate_of(m) -> Candidate:
-        picked = {i: choices[i][m.eval(var[i], model_completion=True).as_long()] for i in indices}
         return Candidate(
-            tuple((i, picked[i][0]) for i in indices), tuple((i, picked[i][1]) for i in indices)
+            tuple((i, picked[i][0]) for i in self.indices),
+            tuple((i, picked[i][1]) for i in self.indices),
         )
 
-    if seed is not None:
-        exclude(seed.candidate)
-    # phase 1: descend the closed-form estimate to find a good incumbent fast
-    guide = z3.Solver()
-    guide.set("rlimit", RLIMIT // 4)
-    guide.add(solver.assertions())
-    est_expr = _estimate_expr(problem, choices, var)
-    best_est = None
-    while evaluated < MAX_MODELS // 2:
-        if best_est is not None:
-            guide.add(est_expr < best_est)
-        if guide.check() != z3.sat:
-            break
-        candidate = candidate_of(guide.model())
-        best_est = estimate(problem, candidate)
-        trial = model(problem, candidate)
-        evaluated += 1
-        priced[candidate] = trial
-        exclude(candidate)
-        if best is None or trial.report.cost < best.report.cost:
-            best = trial
-    # phase 2: branch and bound on the valid lower bound of the model's cost
-    optimal = False
-    while True:
-        if best is not None:
-            solver.add(cost_of_tasks + tasks_expr * per_task < best.report.cost)
-        if evaluated >= MAX_MODELS:
-            notes.append(f"smt: stopped after {evaluated} model calls without a proof")
-            break
+    def legal(self, index: str, p: int, c: int) -> bool:
+        return (p, c) in self.choices[index]
+
+    def other_count(self, index: str, count: int) -> z3.BoolRef:
+        """``c_i != count`` (cached per index and count)."""
+        key = ("other", index, count)
+        if key not in self._products:
+            positions = [k for k, (_, c) in enumerate(self.choices[index]) if c == count]
+            self._products[key] = z3.And([self.var[index] != k for k in positions])
+        return self._products[key]
+
+    def exclude_counts(self, counts: dict[str, int]) -> None:
+        """No more candidates with these block counts (whatever the grid)."""
+        self.solver.add(z3.Or([self.other_count(i, counts[i]) for i in self.indices]))
+
+
+def _rlimit_count(solver: z3.Solver) -> int:
+    """z3's resource counter (it runs on across the solvers of one context)."""
+    try:
+        return solver.statistics().get_key_value("rlimit count")
+    except z3.Z3Exception:
+        return 0
+
+
+class _Search:
+    """The state of one SMT search: the encoding, the incumbent and the budgets."""
+
+    def __init__(self, problem: Problem, seed: Modelled | None) -> None:
+        self.problem = problem
+        self.enc = _Encoding(problem)
+        self.best = seed
+        self.priced: set[Candidate] = set()
+        self.lowered: set = set()
+        self.evaluated = 0
+        self.work = 0
+        self.rlimit_used = 0
+        self.rlimit_seen = _rlimit_count(self.enc.solver)
+        self.checks = 0
+        self.notes: list[str] = []
+        if seed is not None:
+            self.priced.add(seed.candidate)
+
+    def check(self) -> z3.CheckSatResult:
+        solver = self.enc.solver
+        remaining = RLIMIT - self.rlimit_used
+        if remaining <= 0 or self.checks >= MAX_CHECKS:
+            return z3.unknown
+        solver.set("rlimit", remaining)
         verdict = solver.check()
-        if verdict == z3.unsat:
-            optimal = True
-            break
-        if verdict == z3.unknown:
-            notes.append(f"smt: z3 ran out of its rlimit budget ({RLIMIT}) without a proof")
-            break
-        candidate = candidate_of(solver.model())
-        exclude(candidate)
-        trial = model(problem, candidate)
-        evaluated += 1
-        if best is None or trial.report.cost < best.report.cost:
-            best = trial
-    return best, optimal, evaluated, notes
+        count = _rlimit_count(solver)
+        self.rlimit_used += count - self.rlimit_seen
+        self.rlimit_seen = count
+        self.checks += 1
+        return verdict
+
+    def out_of_work(self) -> bool:
+        return self.work >= WORK_BUDGET
+
+    def price(self, candidate: Candidate) -> None:
+        """Model ``candidate`` (once), charging the budget; keep it if it is better."""
+        if candidate in self.priced:
+            return
+        self.priced.add(candidate)
+        fresh = candidate.counts not in self.lowered  # charged once per search, cache or not
+        self.lowered.add(candidate.counts)
+        trial = model(self.problem, candidate)
+        self.work += len(trial.graph.tasks) * (1 + (LOWER_WEIGHT if fresh else 0))
+        self.evaluated += 1
+        best = self.best
+        if best is None or (trial.report.cost, trial.candidate) < (
+            best.report.cost, best.candidate
+        ):
+            self.best = trial
+
+    def rank(self) -> None:
+        """Model the candidates of lowest predicted cost (phase 1)."""
+        problem = self.problem
+        p, c = candidate_table(problem)
+        if not len(p):
+            return
+        predicted = prediction.predicted_costs(problem, p, c)
+        order = np.lexsort((np.arange(len(p)), predicted))
+        indices = problem.indices
+        for row in order[:RANKED_MODELS]:
+            if self.out_of_work():
+                return
+            self.price(Candidate(
+                tuple(zip(indices, p[row].tolist(), strict=True)),
+                tuple(zip(indices, c[row].tolist(), strict=True)),
+            ))
+
+    def branch_and_bound(self) -> bool:
+        """Price every block-count vector whose bound does not exceed the best cost (phase
+        2); True when z3 answered ``unsat`` (a proof)."""
+        problem = self.problem
+        enc = self.enc
+        nodes = problem.nodes
+        per_task = (
+            price.RAY_TASK_SECONDS / (nodes * price.CORES_PER_NODE) + price.RAY_SUBMIT_SECONDS
+        )
+        constant = model_bound.network_bound_bytes(problem) / price.NETWORK_BYTES_PER_SECOND
+        constant += model_bound.compute_flops(problem) / (
+            price.BLAS_FLOPS_PER_CORE * nodes * price.CORES_PER_NODE
+        )
+        tasks = None
+        bounded = None
+        while True:
+            if self.out_of_work():
+                self._stopped("model work", f"{self.work} units of {WORK_BUDGET}")
+                return False
+            if self.best is not None and self.best.report.cost != bounded:
+                bounded = self.best.report.cost
+                allowed = (bounded * (1 + SLACK) - constant) / per_task
+                if tasks is None:
+                    tasks = enc.tasks(cap=max(allowed, 1.0))
+                enc.solver.add(tasks <= allowed)
+                enc.solver.add(*enc.stage_task_logs(allowed))
+            verdict = self.check()
+            if verdict == z3.unsat:
+                return True
+            if verdict == z3.unknown:
+                self._stopped("z3", f"rlimit {self.rlimit_used} of {RLIMIT}, "
+                              f"{self.checks} of {MAX_CHECKS} checks")
+                return False
+            found = enc.candidate(enc.solver.model())
+            counts = dict(found.counts)
+            enc.exclude_counts(counts)
+            if not self._price_counts(counts):
+                self._stopped("model work", f"{self.work} units of {WORK_BUDGET}")
+                return False
+
+    def _stopped(self, what: str, detail: str) -> None:
+        self.notes.append(
+            f"smt: {what} budget spent ({detail}) after {self.evaluated} model calls and "
+            f"{self.checks} z3 checks; no proof that the plan is optimal"
+        )
+
+    def _price_counts(self, counts: dict[str, int]) -> bool:
+        """Model every grid for ``counts`` unless the exact bound rules them out; False
+        when the budget ran out before all were priced."""
+        problem = self.problem
+        best = self.best
+        if best is not None and model_bound.cost_bound(problem, counts) > best.report.cost * (
+            1 + SLACK
+        ):
+            return True
+        if oversized_block(problem, counts) is not None:
+            return True
+        vector = tuple(sorted(counts.items()))
+        group = [
+            Candidate(grid, vector)
+            for grid in problem.memo("grids", lambda: grids(problem))
+            if all(self.enc.legal(i, p, counts[i]) for i, p in grid)
+        ]
+        if not group:
+            return True
+        from tensorc.passes.distribution import candidate_arrays
+
+        p, c = candidate_arrays(problem, group)
+        predicted = prediction.predicted_costs(problem, p, c).tolist()
+        for _, candidate in sorted(zip(predicted, group, strict=True)):
+            if self.out_of_work():
+                return False
+            self.price(candidate)
+        return True
 
 
-def _smallest(problem: Problem, choices) -> tuple[tuple[str, int], ...]:
-    return tuple((i, min(c for _, c in choices[i])) for i in problem.indices)
-
-
-def _power_table(total_exps: dict[int, z3.ArithRef], limits: dict[int, int]):
-    """``∏ q^{e_q}`` as a real expression over bounded integer exponent sums."""
-    expr = z3.RealVal(1)
-    for q, e in total_exps.items():
-        values = [z3.RealVal(q ** k) for k in range(limits[q] + 1)]
-        expr = expr * _table(e, values, z3.RealVal(q ** limits[q]))
-    return expr
-
-
-def _tasks_expr(problem, choices, var, count_exps, primes):
-    limits = {
-        q: max(_exponent(c, q) for i in problem.indices for _, c in choices[i]) * len(
-            problem.indices) for q in primes
-    }
-    total = z3.RealVal(0)
-    for arrays, output in problem.stage_arrays():
-        dims = sorted({i for a in arrays for i in a.dims} | set(output.dims))
-        out = sorted(set(output.dims))
-        summed = [i for i in dims if i not in out]
-        total = total + _power_table({q: z3.Sum([count_exps[i][q] for i in dims] or [
-            z3.IntVal(0)]) for q in primes}, limits)
-        if summed:
-            several = z3.Sum([count_exps[i][q] for i in summed for q in primes]) > 0
-            total = total + z3.If(several, _power_table({q: z3.Sum(
-                [count_exps[i][q] for i in out] or [z3.IntVal(0)]) for q in primes}, limits),
-                z3.RealVal(0))
-    return total
-
-
-def _estimate_expr(problem: Problem, choices, var):
-    """:func:`tensorc.passes.distribution.estimate` as a z3 expression."""
-    nodes = problem.nodes
-    total = z3.RealVal(0)
-    for arrays, output in problem.stage_arrays():
-        for array in [*arrays, output]:
-            dims = set(array.dims)
-            # across = ∏_{i∈A} p_i (a divisor of P) and per_cell = ∏_{i∈A} c_i / p_i, in logs
-            across_log = z3.Sum([_table(var[i], [math.log(p) for p, _ in choices[i]], 0.0)
-                                 for i in sorted(dims)] or [z3.RealVal(0)])
-            cell_log = z3.Sum([_table(var[i], [math.log(c / p) for p, c in choices[i]], 0.0)
-                               for i in sorted(dims)] or [z3.RealVal(0)])
-            share = z3.RealVal(0)
-            for value in (d for d in range(1, nodes + 1) if nodes % d == 0):
-                near = z3.And(across_log > math.log(value) - 1e-9,
-                              across_log < math.log(value) + 1e-9)
-                share = z3.If(near, z3.RealVal(array.elements / value), share)
-            owned = z3.If(across_log + cell_log >= math.log(nodes) - 1e-9,
-                          z3.RealVal(array.elements / nodes), z3.RealVal(0))
-            term = share - owned
-            total = total + z3.If(term > 0, term, z3.RealVal(0))
-    return total
+def smt(problem: Problem, seed: Modelled | None = None):
+    """Ranked incumbents, then branch and bound over the legal candidates (module
+    contract)."""
+    search = _Search(problem, seed)
+    search.rank()
+    optimal = search.branch_and_bound()
+    if search.best is None:
+        search.notes.append("smt: no legal candidate")
+    return search.best, optimal, search.evaluated, search.notes

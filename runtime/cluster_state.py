@@ -170,6 +170,42 @@ class ClusterState:
             + max_out
         )
 
+    def evaluate(self, distinct: Sequence[int], nbytes: int, node: int) -> tuple[int, int]:
+        """``(objective, bytes copied)`` of computing an ``nbytes`` block from the
+        *distinct* input blocks ``distinct`` on ``node`` — :meth:`cost` and the bytes it
+        would copy there (the inputs' bytes minus :meth:`held_bytes`) in one pass."""
+        bit = 1 << node
+        holders = self.holders
+        size = self.size
+        net_out = self.net_out
+        moved = 0
+        max_out = self.max_out
+        extra: dict[int, int] | None = None
+        for block in distinct:
+            mask = holders[block]
+            if mask & bit:
+                continue
+            nbytes_in = size[block]
+            src = self._source(mask, extra)
+            if extra is None:
+                extra = {src: nbytes_in}
+                sent = nbytes_in
+            else:
+                sent = extra.get(src, 0) + nbytes_in
+                extra[src] = sent
+            sent += net_out[src]
+            if sent > max_out:
+                max_out = sent
+            moved += nbytes_in
+        mem = self.mem[node] + moved + nbytes
+        received = self.net_in[node] + moved
+        peak = self.max_peak
+        top_in = self.max_in
+        return (
+            (mem if mem > peak else peak) + (received if received > top_in else top_in) + max_out,
+            moved,
+        )
+
     # -- the transition -------------------------------------------------------------------
 
     def run(self, block: int, inputs: Sequence[int], node: int, task: int = -1) -> None:
@@ -180,35 +216,41 @@ class ClusterState:
         bit = 1 << node
         holders = self.holders
         size = self.size
-        mem = self.mem
+        net_out = self.net_out
+        moved = 0
         for source_block in inputs:
             mask = holders[source_block]
             if mask & bit:
                 continue
             nbytes = size[source_block]
             src = self._source(mask)
-            self.net_out[src] += nbytes
-            self.net_in[node] += nbytes
-            mem[node] += nbytes
+            sent = net_out[src] + nbytes
+            net_out[src] = sent
+            if sent > self.max_out:
+                self.max_out = sent
+            moved += nbytes
             holders[source_block] = mask | bit
             self.transfers.append(Transfer(task, source_block, src, node, nbytes))
-            if self.net_out[src] > self.max_out:
-                self.max_out = self.net_out[src]
-        if self.net_in[node] > self.max_in:
-            self.max_in = self.net_in[node]
-        mem[node] += size[block]
+        if moved:
+            received = self.net_in[node] + moved
+            self.net_in[node] = received
+            if received > self.max_in:
+                self.max_in = received
+        live = self.mem[node] + moved + size[block]
+        self.mem[node] = live
         holders[block] |= bit
         self.home[block] = node
-        if mem[node] > self.peak[node]:
-            self.peak[node] = mem[node]
-            if mem[node] > self.max_peak:
-                self.max_peak = mem[node]
+        if live > self.peak[node]:
+            self.peak[node] = live
+            if live > self.max_peak:
+                self.max_peak = live
         uses = self.uses
         for source_block in inputs:
-            uses[source_block] -= 1
-            if uses[source_block] == 0:
+            left = uses[source_block] - 1
+            uses[source_block] = left
+            if not left:
                 self._free(source_block)
-        if uses[block] == 0:
+        if not uses[block]:
             self._free(block)
 
     def add_copy(self, block: int, node: int) -> None:

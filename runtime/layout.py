@@ -12,7 +12,9 @@ uniform or ragged blocking.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from tensorc.codegen.taskgraph import LOAD, TaskGraph
 
@@ -84,34 +86,53 @@ def block_cyclic_output_nodes(graph: TaskGraph, node_grid: Sequence[int]) -> lis
 
 
 def grid_node(
-    dims: Sequence[str], coords: Sequence[int], grid: Sequence[tuple[str, int]]
+    dims: Sequence[str],
+    coords: Sequence[int],
+    grid: Sequence[tuple[str, int]],
+    counts: Mapping[str, int],
 ) -> int:
     """The node of a block under a plan's *index grid* (``tensorc.passes.distribution``).
 
-    ``grid`` gives ``(index, nodes along it)`` per axis; the product is the node count.
+    ``grid`` gives ``(index, nodes along it)`` per axis; the product is the node count;
+    ``counts`` gives the number of blocks along each index (a multiple of its grid size).
     A block of an array (or a task's iteration block) with index names ``dims`` at block
-    coordinates ``coords`` sits at grid coordinate ``coords[i] % p`` along each axis whose
-    index it has. Along the axes it lacks, its *within-cell rank* (the sum over its
-    dimensions of ``coords[i] // p_i``) is spread in mixed radix, so an array with more
-    blocks than grid cells still covers every node evenly. Returns the row-major flat index.
+    coordinates ``coords`` sits at grid coordinate ``coords[i] % p_i`` along each axis whose
+    index it has. Along the axes it lacks, its *within-cell rank* — the row-major rank of
+    ``(coords[i] // p_i)`` over its index names in sorted order, with radix ``counts[i] //
+    p_i`` — is spread in mixed radix (last missing axis fastest), so an array with at least
+    as many blocks per grid cell as the missing axes have nodes covers them evenly (a
+    reduce-scatter of an output over the nodes of a split contraction index), and blocks
+    of the same indices at the same coordinates share a node whatever the order of their
+    dimensions (an operand and the tasks that iterate over exactly its indices). Returns
+    the row-major flat index.
     """
-    where = dict(zip(dims, coords, strict=True))
+    coords_array = np.asarray([coords], dtype=np.int64).reshape(1, len(dims))
+    return int(grid_nodes(dims, coords_array, grid, counts)[0])
+
+
+def grid_nodes(
+    dims: Sequence[str],
+    coords: np.ndarray,
+    grid: Sequence[tuple[str, int]],
+    counts: Mapping[str, int],
+) -> np.ndarray:
+    """:func:`grid_node` for many blocks of one array at once: ``coords`` is an integer
+    array of shape ``(blocks, len(dims))``; returns the node of each block."""
     sizes = dict(grid)
-    within = sum(c // sizes.get(d, 1) for d, c in where.items())
-    missing = [p for index, p in grid if index not in where]
-    spread: list[int] = []
-    for p in reversed(missing):
-        spread.append(within % p)
-        within //= p
-    spread.reverse()
-    node = 0
-    position = 0
-    for index, p in grid:
-        if index in where:
-            coord = where[index] % p
-        else:
-            coord = spread[position]
-            position += 1
+    column = {name: k for k, name in enumerate(dims)}
+    within = np.zeros(len(coords), dtype=np.int64)
+    for name in sorted(column):
+        p = sizes.get(name, 1)
+        radix = max(1, counts.get(name, 1) // p)
+        within = within * radix + coords[:, column[name]] // p
+    node = np.zeros(len(coords), dtype=np.int64)
+    spread: dict[str, np.ndarray] = {}
+    for name, p in reversed(grid):
+        if name not in column:
+            spread[name] = within % p
+            within = within // p
+    for name, p in grid:
+        coord = coords[:, column[name]] % p if name in column else spread[name]
         node = node * p + coord
     return node
 

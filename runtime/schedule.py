@@ -21,8 +21,11 @@ Policies:
 
 - ``lshs`` (NumS's load-simulated hierarchical scheduling): the options for a task are the
   nodes holding any of its inputs, plus ``output_nodes[j]`` when the task produces output
-  block ``j`` and ``task_hints[i]`` when the plan's index grid names a node for task ``i``
-  (all nodes if that leaves none). The task goes to the option minimising
+  block ``j`` (all nodes if that leaves none). When the plan's index grid names a node for
+  task ``i`` (``task_hints[i]``), the options are that node and the nodes already holding
+  every input of the task (no transfer at all) — the plan, not the greedy rule, decides
+  where its blocks are computed, so a grid that balances traffic over the whole graph is
+  not undone one task at a time. The task goes to the option minimising
   ``max(peak mem) + max(net_in) + max(net_out)`` over nodes after simulating it there (all
   three are high-water marks, so the terms are commensurate); ties go to
   the option holding the most input bytes, then the lowest id. A ``reduce`` task whose
@@ -163,8 +166,9 @@ def schedule(
             it on (an extra option for LSHS); ``None`` for no preference.
         cached_copies: load task index → other nodes that already hold a copy of its block
             (Ray caches blocks a node once read); reading there moves nothing.
-        task_hints: compute task index → the node a plan's index grid gives its block (an
-            extra LSHS option; other schedulers ignore it).
+        task_hints: compute task index → the node a plan's index grid gives its block (LSHS
+            runs the task there unless a node holds all its inputs; other schedulers
+            ignore it).
 
     Raises:
         PlanError: unknown scheduler, ``nodes < 1``, or a load task without a valid node.
@@ -245,16 +249,22 @@ def _place_loads(
 
 
 def _best_node(state: ClusterState, inputs: Sequence[int], nbytes: int, options: int) -> int:
-    """The option (a node mask) minimising the objective; ties: most input bytes held,
-    then the lowest id."""
+    """The option (a node mask) minimising the objective; ties: most input bytes held
+    (fewest copied), then the lowest id."""
     if not options & (options - 1):
         return options.bit_length() - 1
-    best_key: tuple[int, int, int] | None = None
-    for node in mask_nodes(options):
-        key = (state.cost(inputs, nbytes, node), -state.held_bytes(inputs, node), node)
-        if best_key is None or key < best_key:
-            best_key = key
-    return best_key[2]
+    distinct = inputs if len(set(inputs)) == len(inputs) else tuple(dict.fromkeys(inputs))
+    evaluate = state.evaluate
+    best_node = -1
+    best_cost = best_moved = 0
+    while options:
+        low = options & -options
+        node = low.bit_length() - 1
+        options ^= low
+        cost, moved = evaluate(distinct, nbytes, node)
+        if best_node < 0 or cost < best_cost or (cost == best_cost and moved < best_moved):
+            best_node, best_cost, best_moved = node, cost, moved
+    return best_node
 
 
 def _lshs(
@@ -273,15 +283,20 @@ def _lshs(
         inputs = task.inputs
         if task.kind == REDUCE and len(inputs) > 1:
             inputs = _fold_locally(index, inputs, state, node_of, groups)
-        options = 0
-        for block in inputs:
-            options |= holders[block]
-        lay = layout.get(index)
-        if lay is not None:
-            options |= 1 << lay
         hint = hints.get(index)
         if hint is not None:
-            options |= 1 << hint
+            options = 1 << hint
+            common = every_node
+            for block in inputs:
+                common &= holders[block]
+            options |= common
+        else:
+            options = 0
+            for block in inputs:
+                options |= holders[block]
+            lay = layout.get(index)
+            if lay is not None:
+                options |= 1 << lay
         if not options:
             options = every_node
         node = _best_node(state, inputs, task.nbytes, options)

@@ -20,7 +20,7 @@ from tensorc.codegen.taskgraph import LOAD, REDUCE
 from tensorc.errors import PlanError
 from tensorc.frontend.einsum import einsum_program
 from tensorc.frontend.subscripts import parse_einsum
-from tensorc.passes import smt_search
+from tensorc.passes import model_bound
 from tensorc.passes.base import PassContext
 from tensorc.passes.distribution import Candidate, Modelled, Problem, check, model
 from tensorc.passes.lower_bound import communication_lower_bound
@@ -389,16 +389,14 @@ CONSISTENCY_CASES = [
 @pytest.mark.parametrize(("subscripts", "shapes", "nodes"), CONSISTENCY_CASES)
 def test_smt_tasks_and_cost_bound_agree_with_the_model(subscripts, shapes, nodes):
     plan = problem(subscripts, shapes, nodes)
-    bound = plan.lower_bound_bytes()
     candidates = all_candidates(plan)
     assert candidates
     for each in candidates:
         graph = plan.graph(each.counts)
         computed = [t for t in graph.tasks if t.kind != LOAD]
-        tasks = smt_search.compute_tasks(plan, dict(each.counts))
+        tasks = sum(t + r for t, r in model_bound.task_counts(plan, dict(each.counts)))
         assert tasks == len(computed), each.describe()
-        flops = sum(t.flops for t in computed)
-        floor = smt_search.lower_cost(plan, tasks, bound, flops)
+        floor = model_bound.cost_bound(plan, dict(each.counts))
         cost = model(plan, each).report.cost
         assert floor <= cost * (1 + SAME_COST), (
             f"{each.describe()}: lower_cost {floor} above the model's {cost}"
