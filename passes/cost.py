@@ -182,6 +182,8 @@ RAY_TASK_SECONDS = 0.5e-3  # a remote call on its node (PERFORMANCE.md: ~0.5 ms 
 RAY_SUBMIT_SECONDS = 20e-6  # the driver submitting one remote call (Ray pipelines these)
 CORES_PER_NODE = 8  # a cluster node runs this many tasks at once
 SPILL_PENALTY = 10.0  # seconds per network-second of bytes over a node's memory budget
+COMMUNICATION_SLACK = 1.1  # the busiest receiver's budget, as a multiple of the lower bound
+OVER_BUDGET_PENALTY = 100.0  # seconds per network-second of bytes received over that budget
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,8 @@ class CostReport:
 
     ``cost`` is seconds: the busiest receiver's bytes over the network bandwidth, plus the
     busiest node's compute (its flops at the BLAS rate and one remote call per task, over
-    the node's :data:`CORES_PER_NODE` cores),
+    the node's :data:`CORES_PER_NODE` cores), plus a steep price for every byte the busiest
+    receiver gets beyond :data:`COMMUNICATION_SLACK` × the lower bound,
     plus the driver's submission of every task, plus a steep penalty per byte a node would
     hold over its memory budget.
     """
@@ -217,9 +220,21 @@ class CostReport:
         }
 
 
-def distributed_cost(graph, placed, memory_budget: int, moved=None) -> CostReport:
+def over_budget_seconds(received: float, bound_bytes: int) -> float:
+    """The penalty for a busiest receiver over :data:`COMMUNICATION_SLACK` × the lower
+    bound: the network is the resource a cluster shares and scales worst, so a plan may
+    trade compute or dispatch for bytes only within that slack."""
+    if bound_bytes <= 0:
+        return 0.0
+    over = received - COMMUNICATION_SLACK * bound_bytes
+    return OVER_BUDGET_PENALTY * max(0.0, over) / NETWORK_BYTES_PER_SECOND
+
+
+def distributed_cost(graph, placed, memory_budget: int, moved=None,
+                     bound_bytes: int = 0) -> CostReport:
     """Price a task graph placed by a simulated schedule (``tensorc.runtime.schedule``);
-    ``moved`` adds bytes each node receives before the graph runs (a repartition)."""
+    ``moved`` adds bytes each node receives before the graph runs (a repartition);
+    ``bound_bytes`` is the communication lower bound (:func:`over_budget_seconds`)."""
     nodes = placed.nodes
     received = [a + b for a, b in zip(placed.net_in_bytes, moved or [0] * nodes, strict=True)]
     flops = [0] * nodes
@@ -238,6 +253,7 @@ def distributed_cost(graph, placed, memory_budget: int, moved=None) -> CostRepor
         + compute
         + submitted * RAY_SUBMIT_SECONDS
         + SPILL_PENALTY * over / NETWORK_BYTES_PER_SECOND
+        + over_budget_seconds(max(received), bound_bytes)
     )
     return CostReport(
         cost=cost,

@@ -438,7 +438,8 @@ def model(problem: Problem, candidate: Candidate) -> Modelled:
         graph, problem.nodes, "lshs",
         load_nodes=load_nodes, output_nodes=output_nodes, task_hints=hints,
     )
-    report = distributed_cost(graph, placed, problem.memory_bytes, moved)
+    bound = problem.memo("lower_bound", problem.lower_bound_bytes)
+    report = distributed_cost(graph, placed, problem.memory_bytes, moved, bound)
     return Modelled(candidate, graph, placed, report, load_nodes, output_nodes)
 
 

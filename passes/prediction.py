@@ -88,7 +88,12 @@ def predicted_costs(problem, p: np.ndarray, c: np.ndarray) -> np.ndarray:
     """The model's cost predicted in closed form, per candidate (module contract)."""
     nodes = problem.nodes
     tasks = task_totals(problem, c)
-    network = estimates(problem, p, c) * problem.itemsize / price.NETWORK_BYTES_PER_SECOND
+    received = estimates(problem, p, c) * problem.itemsize
+    network = received / price.NETWORK_BYTES_PER_SECOND
+    bound = problem.memo("lower_bound", problem.lower_bound_bytes)
+    if bound > 0:
+        over = np.maximum(0.0, received - price.COMMUNICATION_SLACK * bound)
+        network = network + price.OVER_BUDGET_PENALTY * over / price.NETWORK_BYTES_PER_SECOND
     compute = (
         compute_flops(problem) / price.BLAS_FLOPS_PER_CORE + tasks * price.RAY_TASK_SECONDS
     ) / (nodes * price.CORES_PER_NODE)
