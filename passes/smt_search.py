@@ -40,6 +40,7 @@ few nodes, extents of tens) finish with the proof.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -58,7 +59,7 @@ from tensorc.passes.distribution import (
 from tensorc.passes.search import candidate_table, grids, multipliers
 
 RLIMIT = 2_000_000  # z3 resource units for the whole search (deterministic)
-MAX_CHECKS = 120  # z3 calls for the whole search (each costs a millisecond or more)
+MAX_CHECKS = 160  # z3 calls for the whole search (each costs a millisecond or more)
 WORK_BUDGET = 80_000  # modelling units: tasks simulated, plus LOWER_WEIGHT per task lowered
 LOWER_WEIGHT = 3  # lowering a task costs about three times simulating it
 RANKED_MODELS = 8  # candidates of lowest predicted cost modelled before branch and bound
@@ -329,10 +330,10 @@ class _Search:
         per_task = (
             price.RAY_TASK_SECONDS / (nodes * price.CORES_PER_NODE) + price.RAY_SUBMIT_SECONDS
         )
-        constant = model_bound.network_bound_bytes(problem) / price.NETWORK_BYTES_PER_SECOND
-        constant += model_bound.compute_flops(problem) / (
+        compute = model_bound.compute_flops(problem) / (
             price.BLAS_FLOPS_PER_CORE * nodes * price.CORES_PER_NODE
         )
+        floors = self._network_floors()
         tasks = None
         bounded = None
         while True:
@@ -341,11 +342,14 @@ class _Search:
                 return False
             if self.best is not None and self.best.report.cost != bounded:
                 bounded = self.best.report.cost
-                allowed = (bounded * (1 + SLACK) - constant) / per_task
+                allowed = (bounded * (1 + SLACK) - compute) / per_task
                 if tasks is None:
                     tasks = enc.tasks(cap=max(allowed, 1.0))
                 enc.solver.add(tasks <= allowed)
                 enc.solver.add(*enc.stage_task_logs(allowed))
+                for condition, network in floors:
+                    tighter = allowed - network / price.NETWORK_BYTES_PER_SECOND / per_task
+                    enc.solver.add(z3.Implies(condition, tasks <= tighter))
             verdict = self.check()
             if verdict == z3.unsat:
                 return True
@@ -359,6 +363,39 @@ class _Search:
             if not self._price_counts(counts):
                 self._stopped("model work", f"{self.work} units of {WORK_BUDGET}")
                 return False
+
+    def _network_floors(self) -> list[tuple[z3.BoolRef, float]]:
+        """What z3 may add to the bound, and when (:func:`model_bound.network_bounds`):
+        for each stage and each set ``K`` of its countable arrays, a condition implying
+        that every array of ``K`` has at least ``P`` blocks (scaled integer logs, rounded
+        down on the counts' side) and the smallest bound from ``K`` over the legal
+        candidates where they do."""
+        problem = self.problem
+        stages = model_bound.bounded_arrays(problem)
+        if stages is None or problem.nodes == 1:
+            return []
+        _, c = candidate_table(problem)
+        need = math.ceil(LOG_SCALE * math.log(problem.nodes))
+        floors = []
+        for arrays in stages:
+            dims_list = sorted({dims for dims, _ in arrays})
+            for size in range(1, len(dims_list) + 1):
+                for kept in itertools.combinations(dims_list, size):
+                    rows = np.ones(len(c), dtype=bool)
+                    for dims in kept:
+                        rows &= model_bound.block_counts(problem, dims, c) >= problem.nodes
+                    if not rows.any():
+                        continue
+                    floor = float(model_bound.subset_bounds(problem, kept, c[rows]).min())
+                    if floor <= 0:
+                        continue
+                    condition = z3.And([
+                        z3.Sum([self.enc.scaled_logs(i, [v for _, v in self.enc.choices[i]])
+                                for i in dims] or [z3.IntVal(0, ctx=self.enc.ctx)]) >= need
+                        for dims in kept
+                    ])
+                    floors.append((condition, floor))
+        return floors
 
     def _stopped(self, what: str, detail: str) -> None:
         self.notes.append(
