@@ -8,16 +8,23 @@ Contract:
 - a :class:`Candidate` is a plan's free choices: the *index grid* ``p`` (nodes along each
   index; ``∏ p_i = P``) and the *block counts* ``c`` (blocks along each index, a multiple
   of ``p_i``). Every array — inputs, intermediates, output — is laid out by the grid
-  (:func:`tensorc.runtime.layout.grid_node`), and every compute task gets its iteration
-  block's grid node as a placement option. Replication of a small operand is what the grid
+  (:func:`tensorc.runtime.layout.grid_nodes`), and every compute task runs on its
+  iteration block's grid node unless a node already holds all its inputs (the LSHS hint
+  rule, :mod:`tensorc.runtime.schedule`). Replication of a small operand is what the grid
   does when it splits an index the operand lacks: each node along that axis receives it;
-- :func:`check` refuses an illegal candidate with the reason (a :class:`PlanError`);
+- :func:`check` refuses an illegal candidate with the reason (a :class:`PlanError`),
+  including the memory rule: no array's block over ``1 / BLOCK_MEMORY_SHARE`` of a node's
+  budget (:func:`oversized_block`);
 - :func:`model` is the one cost model every search uses (:mod:`tensorc.passes.cost`): it
-  lowers the candidate's task graph (cached per block counts), lays the loads out, runs
-  the LSHS simulation with the grid's hints, and prices the result
-  (:func:`tensorc.passes.cost.distributed_cost`). It touches coordinates only, never data;
-- :func:`estimate` is the closed-form counterpart (owner-computes traffic on the grid) the
-  SMT search encodes; the model, not the estimate, decides between candidates.
+  lowers the candidate's task graph (cached per block counts with the blocks' coordinates,
+  :class:`Lowered`, least recently used dropped beyond :data:`GRAPH_CACHE_TASKS` tasks),
+  lays the blocks out, runs the LSHS simulation with the grid's hints, and prices the
+  result (:func:`tensorc.passes.cost.distributed_cost`). It touches coordinates only, never
+  data, and its result does not depend on what is cached;
+- :func:`estimate` and :func:`predicted_cost` are the closed-form counterparts
+  (owner-computes traffic on the grid, tasks, average compute; computed for many
+  candidates at once by :mod:`tensorc.passes.prediction`) the searches rank candidates
+  with; the model, not the prediction, decides between candidates.
 """
 
 from __future__ import annotations

@@ -12,9 +12,11 @@ Encoding (a plain ``z3.Solver``, never ``z3.Optimize``): one integer per index c
 ``(grid size p_i, block count c_i)`` among the legal pairs
 (:func:`tensorc.passes.search.multipliers`). The product of the grid sizes is ``P``,
 written linearly over the prime exponents of ``P``; the memory rule (no array's block over
-a share of the node's budget) is linear in ``log c_i``; the number of compute tasks
-``T(c)`` (per stage the product of its indices' counts, plus its reduces) is a table over
-sums of prime exponents. Everything is linear integer arithmetic plus tables.
+a share of the node's budget) is a relaxation in integer-scaled logs (what it lets through
+is re-checked before modelling); the number of compute tasks ``T(c)`` (per stage the
+product of its indices' counts, plus its reduces) is a table over sums of prime exponents.
+Everything is linear integer arithmetic plus tables (``QF_LIA``), in a z3 context of its
+own per search, so z3 enumerates the same way on every run.
 
 Search:
 
@@ -23,19 +25,22 @@ Search:
    numpy over the whole legal space) are modelled first, so the bound below starts tight
    and the budget, if it ends, ends with a good plan;
 2. *branch and bound*: z3 is asked for block counts whose valid lower bound of the model's
-   cost (:mod:`tensorc.passes.model_bound`: the network lower bound, the average compute
-   and ``T(c)`` times the per-task price) does not exceed the best cost so far — the
-   constraint only tightens, so it is added to the one solver as the best improves. The
-   exact Python bound (which also counts each stage's busiest node) is checked next; then
+   cost (:mod:`tensorc.passes.model_bound`) does not exceed the best cost so far: the
+   average compute plus ``T(c)`` times the per-task price, exactly (``T(c) ≤ allowed``),
+   and, under a condition implying that the arrays it speaks for have at least ``P``
+   blocks, the network bound as well (as a per-stage bound on the counts' prime
+   exponents, which keeps z3 fast). The constraints only tighten, so they are added to
+   the one solver as the best improves. The exact Python bound is checked next; then
    every grid for those counts is modelled, lowest prediction first (one lowering serves
    them all), and the counts are excluded. ``unsat`` proves that no candidate is cheaper.
 
 Budgets: :data:`RLIMIT` z3 resource units and :data:`MAX_CHECKS` z3 calls over the whole
 search, and :data:`WORK_BUDGET` units of modelling (a task simulated is one unit, a task
-lowered :data:`LOWER_WEIGHT`).
-Running out of either ends the search without the proof (``optimal=False``, said in the
-notes). They are sized so one contraction plans in well under a second; small problems (a
-few nodes, extents of tens) finish with the proof.
+lowered :data:`LOWER_WEIGHT`, each counts vector charged its lowering once per search).
+Running out of any ends the search without the proof (``optimal=False``, said in the
+notes). They are sized so one contraction plans in well under a second on the development
+machine (the mission's contractions on up to 64 nodes); small problems (a few nodes,
+extents of tens) finish with the proof.
 """
 
 from __future__ import annotations
@@ -220,6 +225,17 @@ class _Encoding:
                     out.append(z3.Sum(terms) <= math.floor(math.log(allowed, q) + 1e-9))
         return out
 
+    def at_least(self, dims, nodes: int) -> z3.BoolRef:
+        """A condition over the counts' prime exponents that implies ``∏_{i∈dims} c_i ≥
+        nodes``: ``nodes`` divides the product, or one prime's power alone reaches it
+        (exact when ``nodes`` is a prime power)."""
+        dims = sorted(set(dims))
+        sums = {q: z3.Sum([self.exps(i, 1)[q] for i in dims] or [z3.IntVal(0, ctx=self.ctx)])
+                for q in self.primes}
+        divides = z3.And([sums[q] >= _exponent(nodes, q) for q in self.primes])
+        alone = [sums[q] >= math.ceil(math.log(nodes, q) - 1e-12) for q in self.primes]
+        return z3.Or([divides, *alone])
+
     def candidate(self, found) -> Candidate:
         picked = {
             i: self.choices[i][found.eval(self.var[i], model_completion=True).as_long()]
@@ -349,7 +365,7 @@ class _Search:
                 enc.solver.add(*enc.stage_task_logs(allowed))
                 for condition, network in floors:
                     tighter = allowed - network / price.NETWORK_BYTES_PER_SECOND / per_task
-                    enc.solver.add(z3.Implies(condition, tasks <= tighter))
+                    enc.solver.add(z3.Implies(condition, z3.And(enc.stage_task_logs(tighter))))
             verdict = self.check()
             if verdict == z3.unsat:
                 return True
@@ -367,15 +383,13 @@ class _Search:
     def _network_floors(self) -> list[tuple[z3.BoolRef, float]]:
         """What z3 may add to the bound, and when (:func:`model_bound.network_bounds`):
         for each stage and each set ``K`` of its countable arrays, a condition implying
-        that every array of ``K`` has at least ``P`` blocks (scaled integer logs, rounded
-        down on the counts' side) and the smallest bound from ``K`` over the legal
-        candidates where they do."""
+        that every array of ``K`` has at least ``P`` blocks (:meth:`_Encoding.at_least`)
+        and the smallest bound from ``K`` over the legal candidates where they do."""
         problem = self.problem
         stages = model_bound.bounded_arrays(problem)
         if stages is None or problem.nodes == 1:
             return []
         _, c = candidate_table(problem)
-        need = math.ceil(LOG_SCALE * math.log(problem.nodes))
         floors = []
         for arrays in stages:
             dims_list = sorted({dims for dims, _ in arrays})
@@ -389,11 +403,7 @@ class _Search:
                     floor = float(model_bound.subset_bounds(problem, kept, c[rows]).min())
                     if floor <= 0:
                         continue
-                    condition = z3.And([
-                        z3.Sum([self.enc.scaled_logs(i, [v for _, v in self.enc.choices[i]])
-                                for i in dims] or [z3.IntVal(0, ctx=self.enc.ctx)]) >= need
-                        for dims in kept
-                    ])
+                    condition = z3.And([self.enc.at_least(dims, problem.nodes) for dims in kept])
                     floors.append((condition, floor))
         return floors
 
