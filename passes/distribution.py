@@ -51,7 +51,7 @@ from tensorc.runtime.schedule import Schedule, schedule
 
 DEFAULT_NODE_MEMORY = 8 << 30  # bytes per node when the caller gives no budget
 BLOCK_MEMORY_SHARE = 4  # an array's largest block may take at most 1/4 of a node's budget
-GRAPH_CACHE_TASKS = 2_000_000  # lowered tasks a problem keeps cached (least recent go first)
+GRAPH_CACHE_TASKS = 400_000  # lowered tasks a problem keeps cached (least recent go first)
 
 Grid = tuple[tuple[str, int], ...]
 

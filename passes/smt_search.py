@@ -63,9 +63,9 @@ from tensorc.passes.distribution import (
 )
 from tensorc.passes.search import candidate_table, grids, multipliers
 
-RLIMIT = 2_000_000  # z3 resource units for the whole search (deterministic)
+RLIMIT = 1_500_000  # z3 resource units for the whole search (deterministic)
 MAX_CHECKS = 160  # z3 calls for the whole search (each costs a millisecond or more)
-WORK_BUDGET = 80_000  # modelling units: tasks simulated, plus LOWER_WEIGHT per task lowered
+WORK_BUDGET = 60_000  # modelling units: tasks simulated, plus LOWER_WEIGHT per task lowered
 LOWER_WEIGHT = 3  # lowering a task costs about three times simulating it
 RANKED_MODELS = 8  # candidates of lowest predicted cost modelled before branch and bound
 SLACK = 1e-9  # relative slack on cost comparisons (float rounding; never prunes a tie)
