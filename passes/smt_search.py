@@ -123,7 +123,9 @@ class _Encoding:
         self.solver = z3.SolverFor("QF_LIA", ctx=self.ctx)
         self.var = {i: z3.Int(f"choice_{i}", ctx=self.ctx) for i in self.indices}
         counts = {c for i in self.indices for _, c in self.choices[i]}
-        self.primes = sorted(set(_primes(problem.nodes)) | {q for c in counts for q in _primes(c)})
+        self.primes = sorted(
+            {2} | set(_primes(problem.nodes)) | {q for c in counts for q in _primes(c)}
+        )
         self._exps: dict = {}
         self._products: dict = {}
         solver = self.solver
