@@ -7,18 +7,27 @@ Contract:
   cluster, the node of each of their blocks;
 - a :class:`Candidate` is a plan's free choices: the *index grid* ``p`` (nodes along each
   index; ``∏ p_i = P``) and the *block counts* ``c`` (blocks along each index, a multiple
-  of ``p_i``). The operands the plan lays out are placed by the grid
-  (:func:`tensorc.runtime.layout.grid_node`); every compute task and every output block is
-  *offered* its grid node as a placement option, and LSHS decides (it may keep a block
-  where its inputs are). Replication of a small operand is what the grid does when it
-  splits an index the operand lacks: each node along that axis receives it;
-- :func:`check` refuses an illegal candidate with the reason (a :class:`PlanError`);
+  of ``p_i``). Every array the plan lays out — inputs given as shapes or numpy,
+  intermediates, the output — is placed by the grid
+  (:func:`tensorc.runtime.layout.grid_nodes`); operands already on the cluster stay where
+  they are unless the plan repartitions them. Every compute task runs on its iteration
+  block's grid node unless a node already holds all its inputs, and output blocks are
+  offered their grid node (the LSHS hint rule, :mod:`tensorc.runtime.schedule`).
+  Replication of a small operand is what the grid does when it splits an index the
+  operand lacks: each node along that axis receives it;
+- :func:`check` refuses an illegal candidate with the reason (a :class:`PlanError`),
+  including the memory rule: no array's block over ``1 / BLOCK_MEMORY_SHARE`` of a node's
+  budget (:func:`oversized_block`);
 - :func:`model` is the one cost model every search uses (:mod:`tensorc.passes.cost`): it
-  lowers the candidate's task graph (cached per block counts), lays the loads out, runs
-  the LSHS simulation with the grid's hints, and prices the result
-  (:func:`tensorc.passes.cost.distributed_cost`). It touches coordinates only, never data;
-- :func:`estimate` is the closed-form counterpart (owner-computes traffic on the grid) the
-  SMT search encodes; the model, not the estimate, decides between candidates.
+  lowers the candidate's task graph (cached per block counts with the blocks' coordinates,
+  :class:`Lowered`, least recently used dropped beyond :data:`GRAPH_CACHE_TASKS` tasks),
+  lays the blocks out, runs the LSHS simulation with the grid's hints, and prices the
+  result (:func:`tensorc.passes.cost.distributed_cost`). It touches coordinates only, never
+  data, and its result does not depend on what is cached;
+- :func:`estimate` and :func:`predicted_cost` are the closed-form counterparts
+  (owner-computes traffic on the grid, tasks, average compute; computed for many
+  candidates at once by :mod:`tensorc.passes.prediction`) the searches rank candidates
+  with; the model, not the prediction, decides between candidates.
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ from tensorc.runtime.schedule import Schedule, schedule
 
 DEFAULT_NODE_MEMORY = 8 << 30  # bytes per node when the caller gives no budget
 BLOCK_MEMORY_SHARE = 4  # an array's largest block may take at most 1/4 of a node's budget
-GRAPH_CACHE_TASKS = 2_000_000  # lowered tasks a problem keeps cached (least recent go first)
+GRAPH_CACHE_TASKS = 400_000  # lowered tasks a problem keeps cached (least recent go first)
 
 Grid = tuple[tuple[str, int], ...]
 

@@ -94,6 +94,20 @@ def communication_lower_bound(
     return max(0, math.floor(words * itemsize * (1 + 1e-9)))  # 1e-9: float noise only
 
 
+def min_accessed_elements(
+    arrays: Sequence[Sequence[str]], sizes: Mapping[str, int], nodes: int
+) -> float:
+    """``min Σ_A ∏_{i∈A} b_i`` over boxes with ``∏ b_i ≥ (∏ N_i) / P`` and ``1 ≤ b_i ≤ N_i``
+    (the indices being those of ``arrays``): the elements of ``arrays`` that a node doing
+    ``1/P`` of the iteration space touches at least (step 1 of the module contract, for
+    any subset of a contraction's arrays; a certified lower estimate)."""
+    arrays = [tuple(dict.fromkeys(a)) for a in arrays]
+    indices = sorted({i for a in arrays for i in a})
+    if nodes < 1 or any(sizes[i] == 0 for i in indices):
+        return 0.0
+    return _min_accessed(arrays, indices, sizes, nodes)
+
+
 def _min_accessed(
     arrays: Sequence[tuple[str, ...]],
     indices: Sequence[str],

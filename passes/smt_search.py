@@ -12,9 +12,11 @@ Encoding (a plain ``z3.Solver``, never ``z3.Optimize``): one integer per index c
 ``(grid size p_i, block count c_i)`` among the legal pairs
 (:func:`tensorc.passes.search.multipliers`). The product of the grid sizes is ``P``,
 written linearly over the prime exponents of ``P``; the memory rule (no array's block over
-a share of the node's budget) is linear in ``log c_i``; the number of compute tasks
-``T(c)`` (per stage the product of its indices' counts, plus its reduces) is a table over
-sums of prime exponents. Everything is linear integer arithmetic plus tables.
+a share of the node's budget) is a relaxation in integer-scaled logs (what it lets through
+is re-checked before modelling); the number of compute tasks ``T(c)`` (per stage the
+product of its indices' counts, plus its reduces) is a table over sums of prime exponents.
+Everything is linear integer arithmetic plus tables (``QF_LIA``), in a z3 context of its
+own per search, so z3 enumerates the same way on every run.
 
 Search:
 
@@ -23,23 +25,27 @@ Search:
    numpy over the whole legal space) are modelled first, so the bound below starts tight
    and the budget, if it ends, ends with a good plan;
 2. *branch and bound*: z3 is asked for block counts whose valid lower bound of the model's
-   cost (:mod:`tensorc.passes.model_bound`: the network lower bound, the average compute
-   and ``T(c)`` times the per-task price) does not exceed the best cost so far — the
-   constraint only tightens, so it is added to the one solver as the best improves. The
-   exact Python bound (which also counts each stage's busiest node) is checked next; then
+   cost (:mod:`tensorc.passes.model_bound`) does not exceed the best cost so far: the
+   average compute plus ``T(c)`` times the per-task price, exactly (``T(c) ≤ allowed``),
+   and, under a condition implying that the arrays it speaks for have at least ``P``
+   blocks, the network bound as well (as a per-stage bound on the counts' prime
+   exponents, which keeps z3 fast). The constraints only tighten, so they are added to
+   the one solver as the best improves. The exact Python bound is checked next; then
    every grid for those counts is modelled, lowest prediction first (one lowering serves
    them all), and the counts are excluded. ``unsat`` proves that no candidate is cheaper.
 
 Budgets: :data:`RLIMIT` z3 resource units and :data:`MAX_CHECKS` z3 calls over the whole
 search, and :data:`WORK_BUDGET` units of modelling (a task simulated is one unit, a task
-lowered :data:`LOWER_WEIGHT`).
-Running out of either ends the search without the proof (``optimal=False``, said in the
-notes). They are sized so one contraction plans in well under a second; small problems (a
-few nodes, extents of tens) finish with the proof.
+lowered :data:`LOWER_WEIGHT`, each counts vector charged its lowering once per search).
+Running out of any ends the search without the proof (``optimal=False``, said in the
+notes). They are sized so one contraction plans in well under a second on the development
+machine (the mission's contractions on up to 64 nodes); small problems (a few nodes,
+extents of tens) finish with the proof.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -57,9 +63,9 @@ from tensorc.passes.distribution import (
 )
 from tensorc.passes.search import candidate_table, grids, multipliers
 
-RLIMIT = 2_000_000  # z3 resource units for the whole search (deterministic)
-MAX_CHECKS = 120  # z3 calls for the whole search (each costs a millisecond or more)
-WORK_BUDGET = 80_000  # modelling units: tasks simulated, plus LOWER_WEIGHT per task lowered
+RLIMIT = 1_500_000  # z3 resource units for the whole search (deterministic)
+MAX_CHECKS = 160  # z3 calls for the whole search (each costs a millisecond or more)
+WORK_BUDGET = 60_000  # modelling units: tasks simulated, plus LOWER_WEIGHT per task lowered
 LOWER_WEIGHT = 3  # lowering a task costs about three times simulating it
 RANKED_MODELS = 8  # candidates of lowest predicted cost modelled before branch and bound
 SLACK = 1e-9  # relative slack on cost comparisons (float rounding; never prunes a tie)
@@ -117,7 +123,9 @@ class _Encoding:
         self.solver = z3.SolverFor("QF_LIA", ctx=self.ctx)
         self.var = {i: z3.Int(f"choice_{i}", ctx=self.ctx) for i in self.indices}
         counts = {c for i in self.indices for _, c in self.choices[i]}
-        self.primes = sorted(set(_primes(problem.nodes)) | {q for c in counts for q in _primes(c)})
+        self.primes = sorted(
+            {2} | set(_primes(problem.nodes)) | {q for c in counts for q in _primes(c)}
+        )
         self._exps: dict = {}
         self._products: dict = {}
         solver = self.solver
@@ -218,6 +226,17 @@ class _Encoding:
                 if terms:
                     out.append(z3.Sum(terms) <= math.floor(math.log(allowed, q) + 1e-9))
         return out
+
+    def at_least(self, dims, nodes: int) -> z3.BoolRef:
+        """A condition over the counts' prime exponents that implies ``∏_{i∈dims} c_i ≥
+        nodes``: ``nodes`` divides the product, or one prime's power alone reaches it
+        (exact when ``nodes`` is a prime power)."""
+        dims = sorted(set(dims))
+        sums = {q: z3.Sum([self.exps(i, 1)[q] for i in dims] or [z3.IntVal(0, ctx=self.ctx)])
+                for q in self.primes}
+        divides = z3.And([sums[q] >= _exponent(nodes, q) for q in self.primes])
+        alone = [sums[q] >= math.ceil(math.log(nodes, q) - 1e-12) for q in self.primes]
+        return z3.Or([divides, *alone])
 
     def candidate(self, found) -> Candidate:
         picked = {
@@ -329,10 +348,10 @@ class _Search:
         per_task = (
             price.RAY_TASK_SECONDS / (nodes * price.CORES_PER_NODE) + price.RAY_SUBMIT_SECONDS
         )
-        constant = model_bound.network_bound_bytes(problem) / price.NETWORK_BYTES_PER_SECOND
-        constant += model_bound.compute_flops(problem) / (
+        compute = model_bound.compute_flops(problem) / (
             price.BLAS_FLOPS_PER_CORE * nodes * price.CORES_PER_NODE
         )
+        floors = self._network_floors()
         tasks = None
         bounded = None
         while True:
@@ -341,11 +360,14 @@ class _Search:
                 return False
             if self.best is not None and self.best.report.cost != bounded:
                 bounded = self.best.report.cost
-                allowed = (bounded * (1 + SLACK) - constant) / per_task
+                allowed = (bounded * (1 + SLACK) - compute) / per_task
                 if tasks is None:
                     tasks = enc.tasks(cap=max(allowed, 1.0))
                 enc.solver.add(tasks <= allowed)
                 enc.solver.add(*enc.stage_task_logs(allowed))
+                for condition, network in floors:
+                    tighter = allowed - network / price.NETWORK_BYTES_PER_SECOND / per_task
+                    enc.solver.add(z3.Implies(condition, z3.And(enc.stage_task_logs(tighter))))
             verdict = self.check()
             if verdict == z3.unsat:
                 return True
@@ -359,6 +381,33 @@ class _Search:
             if not self._price_counts(counts):
                 self._stopped("model work", f"{self.work} units of {WORK_BUDGET}")
                 return False
+
+    def _network_floors(self) -> list[tuple[z3.BoolRef, float]]:
+        """What z3 may add to the bound, and when (:func:`model_bound.network_bounds`):
+        for each stage and each set ``K`` of its countable arrays, a condition implying
+        that every array of ``K`` has at least ``P`` blocks (:meth:`_Encoding.at_least`)
+        and the smallest bound from ``K`` over the legal candidates where they do."""
+        problem = self.problem
+        stages = model_bound.bounded_arrays(problem)
+        if stages is None or problem.nodes == 1:
+            return []
+        _, c = candidate_table(problem)
+        floors = []
+        for arrays in stages:
+            dims_list = sorted({dims for dims, _ in arrays})
+            for size in range(1, len(dims_list) + 1):
+                for kept in itertools.combinations(dims_list, size):
+                    rows = np.ones(len(c), dtype=bool)
+                    for dims in kept:
+                        rows &= model_bound.block_counts(problem, dims, c) >= problem.nodes
+                    if not rows.any():
+                        continue
+                    floor = float(model_bound.subset_bounds(problem, kept, c[rows]).min())
+                    if floor <= 0:
+                        continue
+                    condition = z3.And([self.enc.at_least(dims, problem.nodes) for dims in kept])
+                    floors.append((condition, floor))
+        return floors
 
     def _stopped(self, what: str, detail: str) -> None:
         self.notes.append(

@@ -34,6 +34,12 @@ CASES = [
     ("ijk,if,jf->if", [(16, 16, 16), (16, 8), (16, 8)], 3),
     ("ijk,jkf->if", [(16, 16, 16), (16, 16, 8)], 4),
     ("ij,jk,kl->il", [(16, 16), (16, 16), (16, 16)], 2),
+    # degenerate: the communication lower bound itself is above some plans here (a coarse
+    # blocking lets one node own whole arrays), so the cost bound must not lean on it
+    ("k,j->", [(2,), (2,)], 2),
+    ("kj,l,ilk->ik", [(2, 3), (32,), (8, 32, 2)], 2),
+    ("ji,ki->i", [(1, 4), (2, 4)], 8),
+    ("i,j->j", [(12,), (2,)], 6),
 ]
 
 
