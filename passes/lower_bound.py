@@ -95,17 +95,18 @@ def communication_lower_bound(
 
 
 def min_accessed_elements(
-    arrays: Sequence[Sequence[str]], sizes: Mapping[str, int], nodes: int
+    arrays: Sequence[Sequence[str]], sizes: Mapping[str, int], nodes: int, gap: float = 1e-6
 ) -> float:
     """``min Σ_A ∏_{i∈A} b_i`` over boxes with ``∏ b_i ≥ (∏ N_i) / P`` and ``1 ≤ b_i ≤ N_i``
     (the indices being those of ``arrays``): the elements of ``arrays`` that a node doing
     ``1/P`` of the iteration space touches at least (step 1 of the module contract, for
-    any subset of a contraction's arrays; a certified lower estimate)."""
+    any subset of a contraction's arrays; a certified lower estimate — never above the
+    optimum, and within the relative duality ``gap`` of it)."""
     arrays = [tuple(dict.fromkeys(a)) for a in arrays]
     indices = sorted({i for a in arrays for i in a})
     if nodes < 1 or any(sizes[i] == 0 for i in indices):
         return 0.0
-    return _min_accessed(arrays, indices, sizes, nodes)
+    return _min_accessed(arrays, indices, sizes, nodes, gap)
 
 
 def _min_accessed(
@@ -113,6 +114,7 @@ def _min_accessed(
     indices: Sequence[str],
     sizes: Mapping[str, int],
     nodes: int,
+    gap: float = _GAP,
 ) -> float:
     """``min Σ_A ∏_{i∈A} b_i`` over the feasible boxes (a certified lower estimate)."""
     free = [i for i in indices if sizes[i] > 1]  # extent-1 indices are fixed at b = 1
@@ -128,10 +130,12 @@ def _min_accessed(
                 incidence[r, column[i]] = 1.0
     upper = np.array([math.log(sizes[i]) for i in free])
     need = float(upper.sum()) - math.log(nodes)  # Σ x ≥ need
-    return constant + _barrier_minimum(incidence, upper, need)
+    return constant + _barrier_minimum(incidence, upper, need, gap)
 
 
-def _barrier_minimum(incidence: np.ndarray, upper: np.ndarray, need: float) -> float:
+def _barrier_minimum(
+    incidence: np.ndarray, upper: np.ndarray, need: float, gap: float = _GAP
+) -> float:
     """Minimise ``Σ_r exp(incidence[r] · x)`` s.t. ``Σ x ≥ need``, ``0 ≤ x ≤ upper``.
 
     The objective grows in every ``x_i``, so the volume constraint is tight at the optimum
@@ -176,6 +180,6 @@ def _barrier_minimum(incidence: np.ndarray, upper: np.ndarray, need: float) -> f
                 continue
             break
         value = float(np.exp(incidence @ x).sum()) / scale
-        if constraints / t <= _GAP * value:
+        if constraints / t <= gap * value:
             return (value - constraints / t) * scale
         t *= _MU

@@ -29,12 +29,14 @@ bounded separately:
   one node may own a whole array and do all the work on it), only the user's arrays and
   the final output (a node may produce an intermediate it needs), and nothing when
   operands already sit on the cluster in a layout of their own. The largest over the
-  stages. (The plain lower bound, without these guards, is not a bound of the model: a
-  random search over small contractions finds coarse plans below it.)
+  stages and the sets of arrays of :func:`bound_subsets`. (The plain lower bound, without
+  these guards, is not a bound of the model: a random search over small contractions
+  finds coarse plans below it.)
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -140,30 +142,43 @@ def bounded_arrays(problem) -> list[list[tuple[tuple[str, ...], bool]]] | None:
     return out
 
 
+def bound_subsets(problem) -> list[tuple[tuple[str, ...], ...]]:
+    """The sets of arrays the network bound is taken over, per stage: all its countable
+    arrays, and all but one of them (so one coarse array does not void the bound); a
+    single array bounds nothing (a node doing ``1/P`` of it touches ``|A| / P``, which it
+    may own)."""
+    def subsets() -> list[tuple[tuple[str, ...], ...]]:
+        stages = bounded_arrays(problem) or []
+        out: list[tuple[tuple[str, ...], ...]] = []
+        for arrays in stages:
+            dims = sorted({d for d, _ in arrays})
+            for size in (len(dims), len(dims) - 1):
+                if size >= 2:
+                    out.extend(k for k in itertools.combinations(dims, size) if k not in out)
+        return out
+
+    return problem.memo("bound_subsets", subsets)
+
+
 def network_bound_bytes(problem, counts: Mapping[str, int]) -> int:
-    """Bytes the busiest receiver gets at least (module contract)."""
-    c = np.array([[counts[i] for i in problem.indices]], dtype=np.int64)
-    return int(network_bounds(problem, c)[0])
-
-
-def network_bounds(problem, c: np.ndarray) -> np.ndarray:
-    """:func:`network_bound_bytes` for many block-count vectors (rows of ``c``, columns
-    in ``problem.indices`` order)."""
-    stages = bounded_arrays(problem)
-    best = np.zeros(len(c), dtype=np.float64)
-    if stages is None or problem.nodes == 1:
-        return best
-    for arrays in stages:
-        if not arrays:
-            continue
-        spread = np.stack([block_counts(problem, dims, c) >= problem.nodes
-                           for dims, _ in arrays], axis=1)
-        for pattern in np.unique(spread, axis=0):
-            kept = tuple(arrays[k][0] for k, keep in enumerate(pattern) if keep)
-            if not kept:
-                continue
-            rows = np.all(spread == pattern, axis=1)
-            best[rows] = np.maximum(best[rows], subset_bounds(problem, kept, c[rows]))
+    """Bytes the busiest receiver gets at least (module contract): the best of
+    :func:`bound_subsets` whose arrays all have at least ``P`` blocks."""
+    if bounded_arrays(problem) is None or problem.nodes == 1:
+        return 0
+    nodes = problem.nodes
+    sizes = problem.sizes
+    best = 0
+    for kept in bound_subsets(problem):
+        owned = 0
+        for dims in kept:
+            blocks = math.prod(counts[i] for i in dims)
+            if blocks < nodes:
+                break
+            block = math.prod(math.ceil(sizes[i] / counts[i]) for i in dims)
+            owned += math.ceil(blocks / nodes) * block
+        else:
+            words = _touched(problem, kept) - owned
+            best = max(best, math.floor(words * problem.itemsize * (1 - 1e-9)))
     return best
 
 
@@ -179,7 +194,8 @@ def block_counts(problem, dims, c: np.ndarray) -> np.ndarray:
 def subset_bounds(problem, kept: tuple[tuple[str, ...], ...], c: np.ndarray) -> np.ndarray:
     """The network bound from the arrays ``kept`` of one stage (bytes, per row of ``c``),
     valid for rows where each of them has at least ``P`` blocks: the elements a node doing
-    ``1/P`` of their iteration space touches, minus the most it can own of them."""
+    ``1/P`` of their iteration space touches, minus the most it can own of them (the
+    vectorised term of :func:`network_bound_bytes`)."""
     column = {name: k for k, name in enumerate(problem.indices)}
     sizes = np.array([problem.sizes[i] for i in problem.indices], dtype=np.float64)
     largest = np.ceil(sizes / c)

@@ -45,7 +45,6 @@ extents of tens) finish with the proof.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -65,7 +64,7 @@ from tensorc.passes.search import candidate_table, grids, multipliers
 
 RLIMIT = 1_500_000  # z3 resource units for the whole search (deterministic)
 MAX_CHECKS = 160  # z3 calls for the whole search (each costs a millisecond or more)
-WORK_BUDGET = 60_000  # modelling units: tasks simulated, plus LOWER_WEIGHT per task lowered
+WORK_BUDGET = 45_000  # modelling units: tasks simulated, plus LOWER_WEIGHT per task lowered
 LOWER_WEIGHT = 3  # lowering a task costs about three times simulating it
 RANKED_MODELS = 8  # candidates of lowest predicted cost modelled before branch and bound
 SLACK = 1e-9  # relative slack on cost comparisons (float rounding; never prunes a tie)
@@ -383,30 +382,28 @@ class _Search:
                 return False
 
     def _network_floors(self) -> list[tuple[z3.BoolRef, float]]:
-        """What z3 may add to the bound, and when (:func:`model_bound.network_bounds`):
-        for each stage and each set ``K`` of its countable arrays, a condition implying
-        that every array of ``K`` has at least ``P`` blocks (:meth:`_Encoding.at_least`)
-        and the smallest bound from ``K`` over the legal candidates where they do."""
+        """What z3 may add to the bound, and when (:func:`model_bound.network_bound_bytes`):
+        for each set ``K`` of :func:`model_bound.bound_subsets`, a condition implying that
+        every array of ``K`` has at least ``P`` blocks (:meth:`_Encoding.at_least`) and the
+        smallest bound from ``K`` over the legal candidates where they do."""
         problem = self.problem
-        stages = model_bound.bounded_arrays(problem)
-        if stages is None or problem.nodes == 1:
+        if model_bound.bounded_arrays(problem) is None or problem.nodes == 1:
             return []
         _, c = candidate_table(problem)
+        spread = {}
         floors = []
-        for arrays in stages:
-            dims_list = sorted({dims for dims, _ in arrays})
-            for size in range(1, len(dims_list) + 1):
-                for kept in itertools.combinations(dims_list, size):
-                    rows = np.ones(len(c), dtype=bool)
-                    for dims in kept:
-                        rows &= model_bound.block_counts(problem, dims, c) >= problem.nodes
-                    if not rows.any():
-                        continue
-                    floor = float(model_bound.subset_bounds(problem, kept, c[rows]).min())
-                    if floor <= 0:
-                        continue
-                    condition = z3.And([self.enc.at_least(dims, problem.nodes) for dims in kept])
-                    floors.append((condition, floor))
+        for kept in model_bound.bound_subsets(problem):
+            rows = np.ones(len(c), dtype=bool)
+            for dims in kept:
+                if dims not in spread:
+                    spread[dims] = model_bound.block_counts(problem, dims, c) >= problem.nodes
+                rows &= spread[dims]
+            if not rows.any():
+                continue
+            floor = float(model_bound.subset_bounds(problem, kept, c[rows]).min())
+            if floor > 0:
+                condition = z3.And([self.enc.at_least(dims, problem.nodes) for dims in kept])
+                floors.append((condition, floor))
         return floors
 
     def _stopped(self, what: str, detail: str) -> None:
