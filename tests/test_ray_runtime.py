@@ -140,7 +140,7 @@ def test_measured_bytes_match_modelled(name):
 
 
 PLACEMENT = {  # benchmark -> (N, F, blocks per dimension, check max-recv against ray_default)
-    "mttkrp_ijk_if_jf": (48, 16, 4, True),
+    "mttkrp_ijk_if_jf": (64, 64, 4, True),  # blocks the plan cuts stay well above 1 KiB
     "mttkrp_ijk_jf_kf": (48, 16, 4, True),
     # with X and Y laid out block-cyclically on their own first two block dimensions, half
     # the pairs need a Y block from another node whoever schedules; LSHS keeps the total
