@@ -210,16 +210,17 @@ class _Encoding:
             if summed:
                 several = z3.Sum([self.exps(i, 1)[q] for i in summed for q in self.primes]) > 0
                 total.append(z3.If(several, self.count_product(shape.output, cap), 0))
-        return z3.Sum(total)
+        return z3.Sum(total) if total else z3.IntVal(0, ctx=self.ctx)
 
     def stage_task_logs(self, allowed: float) -> list[z3.BoolRef]:
         """Every stage's iteration blocks are at most ``allowed``, as ``Σ_{i∈stage}
         e_q(c_i) ≤ log_q(allowed)`` for each prime ``q``: implied by ``T(c) ≤ allowed``,
         linear, and over the same exponent terms as ``T``, so z3 prunes with it cheaply."""
-        out = []
-        if allowed < 1:
+        shapes = model_bound.stage_shapes(self.problem)
+        if allowed < 0 or (shapes and allowed < 1):  # every stage has at least one task
             return [z3.BoolVal(False, ctx=self.ctx)]
-        for shape in model_bound.stage_shapes(self.problem):
+        out = []
+        for shape in shapes:
             for q in self.primes:
                 terms = [self.exps(i, 1)[q] for i in shape.dims]
                 if terms:
