@@ -350,6 +350,19 @@ def write_json(path: str | os.PathLike[str], payload: dict[str, Any]) -> None:
     print(f"wrote {target}")
 
 
+def finish_verdicts(args, rows: list[dict], verdicts: list[tuple], labels=None) -> int:
+    """Print ``(name, what, passed)`` verdicts, write ``--json`` if asked; exit status 0
+    when every row's result was right. ``labels`` maps ``passed`` to its printed word."""
+    labels = labels or {True: "PASS", False: "FAIL"}
+    print()
+    for name, what, passed in verdicts:
+        print(f"{labels[passed]}  {name}: {what}")
+    if args.json:
+        write_json(args.json, {"args": vars(args), "rows": rows,
+                               "verdicts": [list(v) for v in verdicts]})
+    return 0 if all(r["check"] for r in rows) else 1
+
+
 # --------------------------------------------------------------------------- command line
 
 

@@ -19,12 +19,11 @@ Usage: ``.venv/bin/python benchmarks/ray_placement.py [--n 128] [--f 32] [--bloc
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 
 import numpy as np
-from common import RAY_BENCHMARKS, ray_inputs
+from common import RAY_BENCHMARKS, finish_verdicts, ray_inputs
 
 import tensorc as tc
 
@@ -93,14 +92,7 @@ def main(argv=None) -> int:
               f"{r['modelled_bytes']:12,d} {r['measured_bytes']:12,d} "
               f"{r['modelled_max_recv']:12,d} {r['measured_max_recv']:13,d} "
               f"{r['median_ms']:8.1f} {'OK' if r['check'] else 'WRONG'}")
-    print()
-    for name, what, passed in verdicts:
-        print(f"{'PASS' if passed else 'FAIL'}  {name}: {what}")
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"args": vars(args), "rows": rows,
-                       "verdicts": [list(v) for v in verdicts]}, handle, indent=2)
-    return 0 if all(r["check"] for r in rows) else 1
+    return finish_verdicts(args, rows, verdicts)
 
 
 if __name__ == "__main__":

@@ -29,11 +29,11 @@ Usage: ``.venv/bin/python benchmarks/ray_plans.py [--n 128] [--f 32] [--matmul-n
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 
 import numpy as np
+from common import finish_verdicts
 
 import tensorc as tc
 
@@ -153,14 +153,7 @@ def main(argv=None) -> int:
               f"{r['modelled_bytes']:11,d} {r['measured_bytes']:11,d} {r['bytes_ratio']:5.2f} "
               f"{r['modelled_max_recv']:11,d} {r['measured_max_recv']:12,d} {over:>6} "
               f"{r['plan_ms']:7.0f} {'OK' if r['check'] else 'WRONG'}")
-    print()
-    for name, what, passed in verdicts:
-        print(f"{VERDICT[passed]}  {name}: {what}")
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"args": vars(args), "rows": rows,
-                       "verdicts": [list(v) for v in verdicts]}, handle, indent=2)
-    return 0 if all(r["check"] for r in rows) else 1
+    return finish_verdicts(args, rows, verdicts, VERDICT)
 
 
 if __name__ == "__main__":

@@ -65,14 +65,15 @@ class Blocking:
         return ", ".join(parts) if parts else "(scalar)"
 
 
-def _scan_indices(program: Program) -> dict[str, tuple[str, ...]]:
+def scan_indices(program: Program) -> dict[str, tuple[str, ...]]:
+    """Each input tensor's index letters as the program scans it."""
     return {n.tensor: n.indices for n in post_order(program.output) if isinstance(n, Scan)}
 
 
 def _from_per_operand(
     program: Program, option: Sequence[Sequence[int]], what: str
 ) -> dict[str, int]:
-    scans = _scan_indices(program)
+    scans = scan_indices(program)
     names = [decl.name for decl in program.inputs]
     if len(option) != len(names):
         raise PlanError(
@@ -131,7 +132,7 @@ def choose_blocking(program: Program, ctx: PassContext) -> Blocking:
 
 
 def _heuristic(program: Program, ctx: PassContext) -> dict[str, int]:
-    scans = _scan_indices(program)
+    scans = scan_indices(program)
     sizes = program.size_of
     itemsize = np.dtype(program.dtype).itemsize
     best = None

@@ -32,7 +32,6 @@ Contract:
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -104,13 +103,14 @@ class Source:
     bounds: tuple[tuple[int, ...], ...]
     nodes: Mapping[tuple[int, ...], int]
 
-    def node_at(self, starts: tuple[int, ...]) -> int:
-        """The node of the block holding the element at ``starts``."""
-        coords = tuple(
-            max(0, bisect.bisect_right(b, s) - 1) if len(b) > 1 else 0
-            for b, s in zip(self.bounds, starts, strict=True)
-        )
-        return self.nodes[coords]
+    def key(self) -> tuple:
+        """A hashable value equal for equal layouts (plan caches key on it)."""
+        return self.bounds, tuple(sorted(self.nodes.items()))
+
+    def first_node(self, slices: tuple[slice, ...]) -> int:
+        """The node of the stored block holding the first element of region ``slices``
+        (where the Ray executor stitches a load that spans several blocks)."""
+        return self.nodes[block_pieces(self.bounds, slices)[0][0]]
 
     def pieces(self, slices: tuple[slice, ...]) -> list[tuple[int, int]]:
         """``(node, elements)`` of every stored block overlapping ``slices``."""
@@ -427,7 +427,7 @@ def layout(problem: Problem, candidate: Candidate, graph: TaskGraph | None = Non
         position, slices = task.source
         source = placed[position]
         if position not in problem.repartition:
-            load_nodes[index] = source.node_at(tuple(s.start for s in slices))
+            load_nodes[index] = source.first_node(slices)
             continue
         node = load_nodes[index]
         moved[node] += sum(n for holder, n in source.pieces(slices) if holder != node)

@@ -52,6 +52,7 @@ from tensorc.passes.distribution import (
     oversized_block,
     predicted_cost,
 )
+from tensorc.runtime.layout import prime_factors
 
 PLANNERS = ("auto", "heuristic", "greedy", "smt", "exhaustive")
 EXHAUSTIVE_LIMIT = 20_000  # candidates; beyond this exhaustive refuses (use smt)
@@ -81,17 +82,6 @@ class DistributedPlan:
         if bound <= 0:
             return None if received else 1.0
         return received / bound
-
-
-def prime_factors(n: int) -> list[int]:
-    """Prime factors of ``n``, largest first, with repetition."""
-    factors, p = [], 2
-    while n > 1:
-        while n % p == 0:
-            factors.append(p)
-            n //= p
-        p += 1
-    return sorted(factors, reverse=True)
 
 
 def grids(problem: Problem) -> list[tuple[tuple[str, int], ...]]:

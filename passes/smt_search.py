@@ -61,6 +61,7 @@ from tensorc.passes.distribution import (
     oversized_block,
 )
 from tensorc.passes.search import candidate_table, grids, multipliers
+from tensorc.runtime.layout import prime_factors
 
 RLIMIT = 1_500_000  # z3 resource units for the whole search (deterministic)
 MAX_CHECKS = 160  # z3 calls for the whole search (each costs a millisecond or more)
@@ -80,14 +81,8 @@ def _exponent(n: int, q: int) -> int:
 
 
 def _primes(n: int) -> list[int]:
-    out, p = [], 2
-    while n > 1:
-        if n % p == 0:
-            out.append(p)
-            while n % p == 0:
-                n //= p
-        p += 1
-    return out
+    """The distinct prime factors of ``n``, ascending."""
+    return sorted(set(prime_factors(n)))
 
 
 def options(problem: Problem) -> dict[str, list[tuple[int, int]]]:

@@ -19,6 +19,18 @@ import numpy as np
 from tensorc.codegen.taskgraph import LOAD, TaskGraph
 
 
+def prime_factors(n: int) -> list[int]:
+    """Prime factors of ``n``, largest first, with repetition (how node counts are split
+    over the dimensions of a grid)."""
+    factors, p = [], 2
+    while n > 1:
+        while n % p == 0:
+            factors.append(p)
+            n //= p
+        p += 1
+    return sorted(factors, reverse=True)
+
+
 def block_cyclic_node(coords: Sequence[int], node_grid: Sequence[int]) -> int:
     """The node of block ``coords`` under the block-cyclic layout over ``node_grid``.
 
@@ -161,3 +173,27 @@ def block_pieces(
     for parts in per_dim:
         out = [(co + (c,), dst + (d,), src + (r,)) for co, dst, src in out for c, d, r in parts]
     return out
+
+
+def load_bounds(
+    graph: TaskGraph, position: int, shape: Sequence[int]
+) -> tuple[tuple[int, ...], ...]:
+    """Block boundaries (``(0, …, n)`` per dimension) of operand ``position`` as the graph's
+    load tasks cut it."""
+    starts: list[set[int]] = [{0} for _ in shape]
+    for task in graph.tasks:
+        if task.source is not None and task.source[0] == position:
+            for d, piece in enumerate(task.source[1]):
+                starts[d].add(piece.start)
+    return tuple(tuple(sorted(s for s in found if s < n or n == 0)) + (n,)
+                 for found, n in zip(starts, shape, strict=True))
+
+
+def load_layout(
+    graph: TaskGraph, load_nodes: dict[int, int], position: int
+) -> dict[tuple[int, ...], int]:
+    """Node of each block of operand ``position`` that a load reads, keyed by its block
+    coordinates over all the operand's dimensions (a diagonal read repeats one)."""
+    indices = [i for i, t in enumerate(graph.tasks) if t.kind == LOAD and t.source[0] == position]
+    coords = _ranks([graph.tasks[i].source[1] for i in indices])
+    return {c: load_nodes[i] for i, c in zip(indices, coords, strict=True)}

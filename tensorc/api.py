@@ -152,7 +152,7 @@ def _get_plan(
         _freeze(optimize),
         tuple((k, _freeze(plan_options.get(k))) for k in PLAN_OPTIONS),
         None if not placed else tuple(
-            (p, s.bounds, tuple(sorted(s.nodes.items()))) for p, s in sorted(placed.items())
+            (p, s.key()) for p, s in sorted(placed.items())
         ),
     )
     plan = _cache.get(key)

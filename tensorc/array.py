@@ -24,21 +24,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from tensorc.errors import PlanError, ShapeError, TypeCheckError
-from tensorc.runtime.layout import block_cyclic_node
+from tensorc.runtime.layout import block_cyclic_node, prime_factors
 from tensorc.runtime.ray_executor import DistributedBlocks, submit
 from tensorc.session import ray_cluster
 
 RANDOM_DTYPES = ("float32", "float64")
-
-
-def _prime_factors(n: int) -> list[int]:
-    factors, p = [], 2
-    while n > 1:
-        while n % p == 0:
-            factors.append(p)
-            n //= p
-        p += 1
-    return sorted(factors, reverse=True)
 
 
 def factor_over(count: int, extents: Sequence[int]) -> tuple[int, ...]:
@@ -47,7 +37,7 @@ def factor_over(count: int, extents: Sequence[int]) -> tuple[int, ...]:
     parts = [1] * len(extents)
     if not extents:
         return ()
-    for p in _prime_factors(count):
+    for p in prime_factors(count):
         best = max(range(len(extents)), key=lambda d: (extents[d] / parts[d], -parts[d], -d))
         parts[best] *= p
     return tuple(parts)

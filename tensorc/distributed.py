@@ -31,7 +31,7 @@ from tensorc.errors import PlanError
 from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.passes.distribution import Source, layout
 from tensorc.plan import Plan
-from tensorc.runtime.layout import block_cyclic_output_nodes
+from tensorc.runtime.layout import block_cyclic_output_nodes, load_bounds, load_layout
 from tensorc.runtime.ray_executor import (
     DistributedBlocks,
     RayExecutor,
@@ -64,17 +64,6 @@ def forced_block_shape(spec: EinsumSpec, operands) -> dict[str, int] | None:
         for label, size in zip(labels, operand.block_shape, strict=True):
             chosen.setdefault(label, max(1, size))
     return chosen or None
-
-
-def load_bounds(graph, position: int, shape: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
-    """Block boundaries of operand ``position`` as the graph's load tasks cut it."""
-    starts: list[set[int]] = [{0} for _ in shape]
-    for task in graph.tasks:
-        if task.source is not None and task.source[0] == position:
-            for d, piece in enumerate(task.source[1]):
-                starts[d].add(piece.start)
-    return tuple(tuple(sorted(s for s in found if s < n or n == 0)) + (n,)
-                 for found, n in zip(starts, shape, strict=True))
 
 
 def cast(blocks: DistributedBlocks, dtype: np.dtype, cluster) -> DistributedBlocks:
@@ -153,7 +142,10 @@ def execute_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     if dist is not None and dist.modelled.schedule.nodes != cluster.nodes:
         raise PlanError(f"the plan is for {dist.modelled.schedule.nodes} nodes but the Ray "
                         f"session has {cluster.nodes}")
-    planned_nodes = _planned_load_nodes(plan) if dist is not None else {}
+    planned_nodes = {}  # operand position -> node of each block under the plan's grid
+    if dist is not None:
+        for position in range(len(operands)):
+            planned_nodes[position] = load_layout(graph, dist.modelled.load_nodes, position)
     inputs = []
     moved = plan.problem.repartition if plan.problem is not None else frozenset()
     crossing: dict = {}  # refs a repartition stitch reads from another node -> producer
@@ -232,28 +224,6 @@ def execute_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
         bound = dist.lower_bound_bytes
         stats["lower_bound_ratio"] = stats["max_node_recv_bytes"] / bound if bound else None
     return Array(blocks, out_node_grid), stats
-
-
-def _planned_load_nodes(plan: Plan) -> dict[int, dict[tuple[int, ...], int]]:
-    """Operand position → node of each of its loaded blocks under the plan's layout, keyed
-    by block coordinates over all the operand's dimensions (a diagonal read repeats one)."""
-    graph = plan.graph
-    load_nodes = plan.distribution.modelled.load_nodes
-    starts: dict[int, list[set[int]]] = {}
-    loads = [(i, t) for i, t in enumerate(graph.tasks) if t.source is not None]
-    for _, task in loads:
-        position, slices = task.source
-        column = starts.setdefault(position, [set() for _ in slices])
-        for d, piece in enumerate(slices):
-            column[d].add(piece.start)
-    rank = {p: [{v: r for r, v in enumerate(sorted(c))} for c in cols]
-            for p, cols in starts.items()}
-    out: dict[int, dict[tuple[int, ...], int]] = {}
-    for index, task in loads:
-        position, slices = task.source
-        coords = tuple(rank[position][d][piece.start] for d, piece in enumerate(slices))
-        out.setdefault(position, {})[coords] = load_nodes[index]
-    return out
 
 
 def repartition(blocks: DistributedBlocks, bounds, node_of, cluster,

@@ -23,7 +23,7 @@ from tensorc.frontend.einsum import einsum_program
 from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.ir.nodes import Program
 from tensorc.passes.base import PassContext
-from tensorc.passes.blocking import Blocking, choose_blocking
+from tensorc.passes.blocking import Blocking, choose_blocking, scan_indices
 from tensorc.passes.distribution import DEFAULT_NODE_MEMORY, Problem
 from tensorc.passes.pipeline import run_pipeline
 from tensorc.passes.plan_cost import subtree_seconds
@@ -180,7 +180,7 @@ def distribute(name: str, final: Program, ctx: PassContext) -> tuple[Problem, Di
             for position, source in ctx.placed.items():
                 if position in repartition:
                     continue
-                dims = _operand_dims(final, position)
+                dims = scan_indices(final).get(final.inputs[position].name, ())
                 for index, size in source.block_sizes(dims).items():
                     if index not in blocks:
                         blocks[index] = size
@@ -207,16 +207,6 @@ def distribute(name: str, final: Program, ctx: PassContext) -> tuple[Problem, Di
                                      f"against {other * 1e3:.3f} ms repartitioned")
     ctx.note("distribution", f"{best.planner}: {best.candidate.describe()}")
     return problem, best
-
-
-def _operand_dims(program: Program, position: int) -> tuple[str, ...]:
-    from tensorc.ir.nodes import Scan, post_order
-
-    name = program.inputs[position].name
-    for node in post_order(program.output):
-        if isinstance(node, Scan) and node.tensor == name:
-            return tuple(node.indices)
-    return ()
 
 
 def _distribution_stats(final: Program, blocking: Blocking, ctx: PassContext,

@@ -276,7 +276,7 @@ class Program:
         ctx = self._context(statement, nodes, placed)
         key = (statement.program, tuple(sorted((ctx.block_shape or {}).items())), nodes,
                None if not placed else tuple(
-                   (p, s.bounds, tuple(sorted(s.nodes.items())))
+                   (p, s.key())
                    for p, s in sorted(placed.items())))
         plan = self._plans.get(key)
         if plan is None:
@@ -289,7 +289,7 @@ class Program:
         statements (:mod:`tensorc.program_plan`); ``initial`` gives the layouts of inputs
         already on the cluster."""
         key = (id(unrolled), nodes, None if not initial else tuple(
-            (label, s.bounds, tuple(sorted(s.nodes.items())))
+            (label, s.key())
             for label, s in sorted(initial.items())))
         result = self._layouts.get(key)
         if result is None:
@@ -488,8 +488,7 @@ def _replica(options: list, wanted) -> object:
     """The copy of a tensor laid out as ``wanted`` (a Source), else its first copy."""
     if wanted is not None:
         for source, value in options:
-            if source is not None and source.bounds == wanted.bounds and dict(
-                    source.nodes) == dict(wanted.nodes):
+            if source is not None and source.key() == wanted.key():
                 return value
     return options[0][1]
 

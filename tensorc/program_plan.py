@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from tensorc.passes.distribution import Source
 from tensorc.plan import Plan
-from tensorc.runtime.layout import output_block_coords
+from tensorc.runtime.layout import load_bounds, load_layout, output_block_coords
 
 REPLICA_COMBINATIONS = 8  # layouts tried per statement when operands have replicas
 
@@ -77,17 +77,8 @@ def output_source(plan: Plan) -> Source:
 
 def input_source(plan: Plan, position: int, shape: Sequence[int]) -> Source:
     """The layout a plan gives an operand it lays out freely (its load blocks' nodes)."""
-    graph = plan.graph
-    loads = plan.distribution.modelled.load_nodes
-    mine = [(i, t) for i, t in enumerate(graph.tasks)
-            if t.source is not None and t.source[0] == position]
-    starts = [sorted({t.source[1][d].start for _, t in mine}) for d in range(len(shape))]
-    bounds = tuple(tuple(s) + (n,) if n else (0, 0) for s, n in zip(starts, shape, strict=True))
-    rank = [{v: r for r, v in enumerate(column)} for column in starts]
-    nodes = {
-        tuple(rank[d][piece.start] for d, piece in enumerate(task.source[1])): loads[index]
-        for index, task in mine
-    }
+    bounds = load_bounds(plan.graph, position, shape)
+    nodes = load_layout(plan.graph, plan.distribution.modelled.load_nodes, position)
     for coords in itertools.product(*(range(max(len(b) - 1, 1)) for b in bounds)):
         nodes.setdefault(coords, 0)  # blocks no load reads (off a diagonal): anywhere
     return Source(bounds, nodes)
