@@ -191,19 +191,20 @@ class Problem:
     def even_split(self) -> bool:
         """Whether some grid splits every index into a multiple of its nodes (else the
         problem is too small for ``nodes`` and some nodes get no blocks along an index)."""
-        if "_even" not in self.__dict__:
-            fixed = self.placed_counts or {}
-            reachable = {1}
-            for index in self.indices:
-                size = max(self.sizes[index], 1)
-                usable = [
-                    p for p in range(1, self.nodes + 1)
-                    if self.nodes % p == 0 and (index in fixed or any(
-                        achievable(self.sizes[index], p * m) for m in range(1, size // p + 1)))
-                ]
-                reachable = {r * p for r in reachable for p in usable if self.nodes % (r * p) == 0}
-            self.__dict__["_even"] = self.nodes in reachable
-        return self.__dict__["_even"]
+        return self.memo("even_split", self._even_split)
+
+    def _even_split(self) -> bool:
+        fixed = self.placed_counts or {}
+        reachable = {1}
+        for index in self.indices:
+            size = max(self.sizes[index], 1)
+            usable = [
+                p for p in range(1, self.nodes + 1)
+                if self.nodes % p == 0 and (index in fixed or any(
+                    achievable(self.sizes[index], p * m) for m in range(1, size // p + 1)))
+            ]
+            reachable = {r * p for r in reachable for p in usable if self.nodes % (r * p) == 0}
+        return self.nodes in reachable
 
     def lower_bound_bytes(self) -> int:
         """The communication lower bound of the contraction as planned (bytes)."""
@@ -447,7 +448,7 @@ def model(problem: Problem, candidate: Candidate) -> Modelled:
         graph, problem.nodes, "lshs",
         load_nodes=load_nodes, output_nodes=output_nodes, task_hints=hints,
     )
-    bound = problem.memo("lower_bound", problem.lower_bound_bytes)
+    bound = problem.lower_bound_bytes()
     report = distributed_cost(graph, placed, problem.memory_bytes, moved, bound)
     return Modelled(candidate, graph, placed, report, load_nodes, output_nodes)
 

@@ -90,7 +90,7 @@ def predicted_costs(problem, p: np.ndarray, c: np.ndarray) -> np.ndarray:
     tasks = task_totals(problem, c)
     received = estimates(problem, p, c) * problem.itemsize
     network = received / price.NETWORK_BYTES_PER_SECOND
-    bound = problem.memo("lower_bound", problem.lower_bound_bytes)
+    bound = problem.lower_bound_bytes()
     if bound > 0:
         over = np.maximum(0.0, received - price.COMMUNICATION_SLACK * bound)
         network = network + price.OVER_BUDGET_PENALTY * over / price.NETWORK_BYTES_PER_SECOND

@@ -300,8 +300,6 @@ def _einsum_on_ray(call, shapes, arrays, compute, optimize, out, started):
     from tensorc.distributed import run_on_ray
 
     result, stats = run_on_ray(call, get_plan)
-    if "grid" not in stats:  # not planned for the cluster: the bound of the einsum as written
-        stats["lower_bound_bytes"] = lower_bound(call.spec, compute.itemsize, stats["nodes"])
     stats["call_seconds"] = time.perf_counter() - started
     _state.stats = stats
     if out is not None:
@@ -311,12 +309,6 @@ def _einsum_on_ray(call, shapes, arrays, compute, optimize, out, started):
         return result[()]
     return result
 
-
-def lower_bound(spec: EinsumSpec, itemsize: int, nodes: int) -> int:
-    """Bytes the busiest of ``nodes`` must receive for this contraction (0 on one node)."""
-    from tensorc.passes.lower_bound import communication_lower_bound
-
-    return communication_lower_bound(spec.inputs, spec.output, spec.size_of, nodes, itemsize)
 
 
 def execute_plan(
@@ -346,11 +338,6 @@ def execute_plan_on_ray(plan: Plan, operands: Sequence[object], *, scheduler=Non
 
     scheduler = session.check_scheduler(scheduler or session.current().scheduler)
     result, stats = execute_on_ray(plan, list(operands), scheduler, inputs_used=inputs_used)
-    if plan.distribution is None:
-        stats["lower_bound_bytes"] = (
-            lower_bound(plan.spec, np.dtype(plan.graph.dtype).itemsize, stats["nodes"])
-            if plan.spec is not None else None
-        )
     _state.stats = stats
     return result
 

@@ -30,6 +30,7 @@ from tensorc.codegen.kernels import LoadBlock
 from tensorc.errors import PlanError
 from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.passes.distribution import Source, layout
+from tensorc.passes.lower_bound import communication_lower_bound
 from tensorc.plan import Plan
 from tensorc.runtime.layout import block_cyclic_output_nodes, load_bounds, load_layout
 from tensorc.runtime.ray_executor import (
@@ -223,6 +224,13 @@ def execute_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     if dist is not None:
         bound = dist.lower_bound_bytes
         stats["lower_bound_ratio"] = stats["max_node_recv_bytes"] / bound if bound else None
+    elif plan.spec is not None:  # not planned for the cluster: the einsum as written
+        spec = plan.spec
+        stats["lower_bound_bytes"] = communication_lower_bound(
+            spec.inputs, spec.output, spec.size_of, cluster.nodes, np.dtype(graph.dtype).itemsize
+        )
+    else:
+        stats["lower_bound_bytes"] = None
     return Array(blocks, out_node_grid), stats
 
 
