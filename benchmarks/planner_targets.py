@@ -5,7 +5,7 @@ N = 256, F = 100; square matmul 2048²; tall-skinny (2^20 × 64)(64 × 64); X^T 
 10^6 × 64) on P ∈ {4, 12, 16, 64} simulated nodes, plans with ``--planner`` (default
 ``smt``, what ``auto`` runs) and prints the lower bound, the busiest node's modelled
 received bytes, their ratio, PASS/FAIL against the target (1.1× for powers of two,
-1.25× otherwise; PERFORMANCE.md), the planning seconds (median of ``--repeats``, each on
+1.25× otherwise; docs/performance.md), the planning seconds (median of ``--repeats``, each on
 a fresh problem so no cache serves a repeat) against the 1 s target, whether the search
 proved optimality, and the greedy and heuristic ratios beside it.
 
@@ -61,13 +61,13 @@ def problem_for(subscripts: str, shapes, nodes: int):
 
     spec = parse_einsum(subscripts, shapes)
     program = einsum_program(spec, shapes, ("float64",) * len(shapes), "float64")
-    ctx = PassContext(workers=2)
+    ctx = PassContext.of(workers=2)
     final, _ = run_pipeline(program, ctx, keep_text=False)
-    return Problem(subscripts, final, ctx.paths, "auto", nodes)
+    return Problem(subscripts, final, nodes)
 
 
 def target_ratio(nodes: int) -> float:
-    """1.1 when ``nodes`` is a power of two, else 1.25 (PERFORMANCE.md)."""
+    """1.1 when ``nodes`` is a power of two, else 1.25 (docs/performance.md)."""
     return 1.1 if nodes & (nodes - 1) == 0 else 1.25
 
 

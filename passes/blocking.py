@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
+from tensorc.codegen.blocking import Blocking
 from tensorc.errors import PlanError
 from tensorc.ir.nodes import Program, Scan, post_order
 from tensorc.passes.base import PassContext
@@ -33,36 +33,6 @@ MIB = 1 << 20
 SPLIT_BYTES = 8 * MIB
 
 
-@dataclass(frozen=True, slots=True)
-class Blocking:
-    """Block size per index; ``blocks(name)`` gives the half-open ranges of its blocks."""
-
-    sizes: tuple[tuple[str, int], ...]
-    block: tuple[tuple[str, int], ...]
-
-    def block_size(self, name: str) -> int:
-        return dict(self.block)[name]
-
-    def count(self, name: str) -> int:
-        size = dict(self.sizes)[name]
-        step = self.block_size(name)
-        return max(1, math.ceil(size / step)) if step else 1
-
-    def ranges(self, name: str) -> list[tuple[int, int]]:
-        size = dict(self.sizes)[name]
-        step = max(self.block_size(name), 1)
-        if size == 0:
-            return [(0, 0)]
-        return [(start, min(start + step, size)) for start in range(0, size, step)]
-
-    def counts(self) -> dict[str, int]:
-        return {name: self.count(name) for name, _ in self.sizes}
-
-    def describe(self) -> str:
-        parts = []
-        for name, size in self.sizes:
-            parts.append(f"{name}: {size}/{self.block_size(name)} -> {self.count(name)}")
-        return ", ".join(parts) if parts else "(scalar)"
 
 
 def scan_indices(program: Program) -> dict[str, tuple[str, ...]]:
@@ -114,16 +84,17 @@ def _normalise(program: Program, option: object, what: str) -> dict[str, int]:
 
 
 def choose_blocking(program: Program, ctx: PassContext) -> Blocking:
-    """The blocking of ``program``: forced by ``ctx.grid``/``ctx.block_shape`` or heuristic."""
+    """The blocking of ``program``: forced by the ``grid``/``block_shape`` options, or the
+    heuristic."""
     sizes = program.size_of
     block = {name: max(size, 1) for name, size in sizes.items()}
-    if ctx.grid is not None and ctx.block_shape is not None:
+    if ctx.options.grid is not None and ctx.options.block_shape is not None:
         raise PlanError("give either grid= or block_shape=, not both")
-    if ctx.grid is not None:
-        for name, count in _normalise(program, ctx.grid, "grid").items():
+    if ctx.options.grid is not None:
+        for name, count in _normalise(program, ctx.options.grid, "grid").items():
             block[name] = max(1, math.ceil(sizes[name] / count))
-    elif ctx.block_shape is not None:
-        for name, size in _normalise(program, ctx.block_shape, "block_shape").items():
+    elif ctx.options.block_shape is not None:
+        for name, size in _normalise(program, ctx.options.block_shape, "block_shape").items():
             block[name] = size
     else:
         block.update(_heuristic(program, ctx))
@@ -144,18 +115,19 @@ def _heuristic(program: Program, ctx: PassContext) -> dict[str, int]:
         return {}
     _, decl = best
     order = list(dict.fromkeys(scans.get(decl.name, ())))
-    if ctx.layouts.get(decl.name) == "F":
+    if ctx.options.layouts.get(decl.name) == "F":
         order.reverse()
-    split = next((name for name in order if sizes[name] >= ctx.workers), None)
+    split = next((name for name in order if sizes[name] >= ctx.options.workers), None)
     if split is None:
         return {}
-    candidates = sorted({1, ctx.workers, 2 * ctx.workers})
+    candidates = sorted({1, ctx.options.workers, 2 * ctx.options.workers})
     costs = []
     for count in candidates:
         if count > sizes[split]:
             continue
         seconds = subtree_seconds(
-            program.output, sizes, {split: count}, itemsize, ctx.workers, ctx.optimize, ctx.paths
+            program.output, sizes, {split: count}, itemsize, ctx.options.workers,
+            ctx.options.optimize,
         )
         costs.append((seconds, count))
     _, count = min(costs)

@@ -34,7 +34,7 @@ def _canonical(node: Node) -> Node | None:
     if isinstance(node, Join):
         ordered = tuple(sorted(node.on))
         if ordered != node.on:
-            return Join(node.inputs, ordered)
+            return Join(node.inputs, ordered, node.path)
     return None
 
 

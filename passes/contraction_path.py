@@ -11,8 +11,12 @@ partition pass is expected to choose, between
   per step, which wins when the intermediate is reused by many block tuples (long chains
   over many blocks).
 
-Invariant after: every product join is either two-way or chosen fused on purpose; the choice
-and both costs are in the pass notes.
+Every product join the pass leaves (fused, a pairwise step, a two-way join, or a product
+map with nothing summed) carries its contraction order in the IR (``Join.path``; ``()`` for
+``optimize=False``, numpy's single einsum loop), so the printed IR shows what codegen runs.
+
+Invariant after: every product join is either two-way or chosen fused on purpose, and
+every product stage's join has a path; the choice and both costs are in the pass notes.
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ from typing import ClassVar
 
 import numpy as np
 
+from tensorc.ir.contraction import path_operands, path_steps
 from tensorc.ir.keys import join_of, key_of
 from tensorc.ir.nodes import Join, Map, Node, Program, ReduceByKey, is_product_of_args, mul_of_args
 from tensorc.ir.rewrite import rewrite
+from tensorc.ir.stages import stage_join, stage_parts, stage_roots
 from tensorc.passes.base import PassContext
 from tensorc.passes.blocking import choose_blocking
-from tensorc.passes.cost import path_operands, path_steps
 from tensorc.passes.paths import Path, choose_path
 from tensorc.passes.plan_cost import block_extents, stage_seconds
 
@@ -54,6 +59,24 @@ def pairwise_seconds(keys, output, path, sizes, counts, itemsize, workers) -> fl
     )
 
 
+def product_stage_joins(root: Node) -> set[Join]:
+    """Joins of stages that multiply their inputs and sum (or keep) the result: the stages
+    whose block kernel runs a contraction path."""
+    joins = set()
+    for node in stage_roots(root):
+        inputs, fn, _, monoid = stage_parts(node)
+        join = stage_join(node)
+        if join is not None and monoid in ("+", None) and is_product_of_args(fn, len(inputs)):
+            joins.add(join)
+    return joins
+
+
+def with_path(join: Join, path: Path | None) -> Join:
+    """``join`` carrying ``path`` (``None``, numpy's single loop, becomes ``()``)."""
+    steps = () if path is None else tuple(tuple(step) for step in path)
+    return Join(join.inputs, join.on, steps)
+
+
 def build_pairwise(
     inputs: tuple[Node, ...], output: tuple[str, ...], path: Path, sizes: dict[str, int]
 ) -> Node:
@@ -66,7 +89,7 @@ def build_pairwise(
         if len(taken) == 1:
             node: Node = ReduceByKey("+", taken[0], step_output)
         else:
-            join = join_of(taken)
+            join = with_path(join_of(taken), [(0, 1)] if len(taken) == 2 else None)
             node = ReduceByKey("+", Map(mul_of_args(len(taken)), join, key_of(join)), step_output)
         values.append(node)
     return values[-1]
@@ -86,15 +109,18 @@ class ContractionPathPass:
             if match is None or len(match[0].inputs) < 3:
                 return None
             join, output = match
+            if join.path is not None:
+                return None  # decided (the rewrite offers each replacement again)
             keys = [key_of(child) for child in join.inputs]
-            path = choose_path(keys, output, sizes, itemsize, ctx.optimize)
+            path = choose_path(keys, output, sizes, itemsize, ctx.options.optimize)
             if path is None:
-                ctx.paths[join] = None
                 ctx.note(self.name, "optimize=False: one fused join, numpy's single einsum loop")
-                return None
+                return ReduceByKey(node.monoid, Map(node.x.fn, with_path(join, None),
+                                                    node.x.key), node.key)
             # fused: one stage, every block tuple runs the whole path
-            fused = stage_seconds(keys, output, path, sizes, counts, itemsize, ctx.workers)
-            pairwise = pairwise_seconds(keys, output, path, sizes, counts, itemsize, ctx.workers)
+            workers = ctx.options.workers
+            fused = stage_seconds(keys, output, path, sizes, counts, itemsize, workers)
+            pairwise = pairwise_seconds(keys, output, path, sizes, counts, itemsize, workers)
             verdict = "fused join" if fused <= pairwise else "pairwise stages"
             ctx.note(
                 self.name,
@@ -102,8 +128,21 @@ class ContractionPathPass:
                 f"(modelled) -> {verdict}",
             )
             if fused <= pairwise:
-                ctx.paths[join] = path
-                return None
+                return ReduceByKey(node.monoid, Map(node.x.fn, with_path(join, path),
+                                                    node.x.key), node.key)
             return build_pairwise(join.inputs, output, path, sizes)
 
-        return program.with_output(rewrite(program.output, rule))
+        chosen = rewrite(program.output, rule)
+        undecided = {j for j in product_stage_joins(chosen) if j.path is None}
+
+        def annotate(node: Node) -> Node | None:
+            if not isinstance(node, Join) or node not in undecided:
+                return None
+            keys = [key_of(child) for child in node.inputs]
+            if len(keys) == 2:
+                path = None if ctx.options.optimize is False else [(0, 1)]
+            else:  # a product with nothing summed: the order still matters for its cost
+                path = choose_path(keys, key_of(node), sizes, itemsize, ctx.options.optimize)
+            return with_path(node, path)
+
+        return program.with_output(rewrite(chosen, annotate))

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tensorc.codegen.blocking import Blocking
 from tensorc.codegen.lower import lower
 from tensorc.codegen.taskgraph import LOAD, TaskGraph
 from tensorc.errors import PlanError
@@ -46,7 +47,6 @@ from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import Program, Scan, post_order
 from tensorc.ir.stages import stage_parts, stage_roots
 from tensorc.passes import prediction
-from tensorc.passes.blocking import Blocking
 from tensorc.passes.cost import CostReport, distributed_cost
 from tensorc.passes.lower_bound import communication_lower_bound
 from tensorc.runtime.layout import (
@@ -135,8 +135,6 @@ class Problem:
 
     name: str
     program: Program
-    paths: dict
-    optimize: object
     nodes: int
     memory_bytes: int = DEFAULT_NODE_MEMORY
     placed: Mapping[int, Source] | None = None
@@ -242,7 +240,7 @@ class Problem:
             (i, fixed.get(i) or max(1, math.ceil(sizes[i] / c))) for i, c in counts
         )
         blocking = Blocking(sizes=tuple(sorted(sizes.items())), block=block)
-        graph = lower(self.program, blocking, self.optimize, self.paths)
+        graph = lower(self.program, blocking)
         found = Lowered.of(graph, tuple(key_of(self.program.output)))
         cache[counts] = found
         total = sum(len(entry.graph.tasks) for entry in cache.values())

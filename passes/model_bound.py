@@ -43,8 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensorc.ir.contraction import flops_per_element
 from tensorc.passes import cost as price
-from tensorc.passes.cost import flops_per_element
 from tensorc.passes.lower_bound import min_accessed_elements
 
 ROUNDING = 1e-9  # relative shading of the bound against float rounding

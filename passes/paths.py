@@ -23,7 +23,8 @@ from collections.abc import Sequence
 import opt_einsum as oe
 
 from tensorc.errors import PlanError
-from tensorc.passes.cost import Key, path_seconds, volume
+from tensorc.ir.contraction import Key, volume
+from tensorc.passes.cost import path_seconds
 
 Path = list[tuple[int, ...]]
 
@@ -141,14 +142,14 @@ def stage_path(
     sizes: dict[str, int],
     itemsize: int,
     optimize: object,
-    recorded: dict,
 ) -> Path | None:
-    """The path one stage runs: the one recorded for its join by the contraction-path pass,
-    else the only one a pair has, else (codegen without that pass) ``choose_path``."""
+    """The path a stage is modelled with: the one its join carries (``Join.path``, set by
+    the contraction-path pass), else the only one a pair has, else (modelling a program
+    before that pass decided) ``choose_path``."""
     if len(inputs) == 1:
         return None
-    if join is not None and join in recorded:
-        return recorded[join]
+    if join is not None and join.path is not None:
+        return list(join.path) or None
     if optimize is False:
         return None
     if len(inputs) == 2:

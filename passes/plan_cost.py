@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from tensorc.ir.contraction import path_steps, volume
 from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import Node, is_product_of_args
 from tensorc.ir.stages import stage_join, stage_parts, stage_roots
@@ -20,9 +21,7 @@ from tensorc.passes.cost import (
     MEMORY_BYTES_PER_SECOND,
     Work,
     parallel_seconds,
-    path_steps,
     step_work,
-    volume,
 )
 from tensorc.passes.paths import stage_path
 
@@ -68,10 +67,9 @@ def subtree_seconds(
     itemsize: int,
     workers: int,
     optimize: object = "auto",
-    recorded: dict | None = None,
 ) -> float:
     """Modelled seconds of every stage under ``root`` with ``counts`` blocks per index;
-    fused joins run the paths ``recorded`` by the contraction-path pass."""
+    product joins run the paths they carry (``Join.path``)."""
     total = 0.0
     for node in stage_roots(root):
         inputs, fn, output, monoid = stage_parts(node)
@@ -79,6 +77,6 @@ def subtree_seconds(
         path = None
         if len(keys) > 1 and is_product_of_args(fn, len(keys)) and monoid in ("+", None):
             join = stage_join(node)
-            path = stage_path(join, keys, output, sizes, itemsize, optimize, recorded or {})
+            path = stage_path(join, keys, output, sizes, itemsize, optimize)
         total += stage_seconds(keys, output, path, sizes, counts, itemsize, workers)
     return total

@@ -43,7 +43,7 @@ def _pushdown(node: Node) -> Node | None:
             new_inputs.append(child)
     if not changed:
         return None
-    new_join = Join(tuple(new_inputs), join.on)
+    new_join = Join(tuple(new_inputs), join.on, join.path)
     new_map = Map(mapped.fn, new_join, key_of(new_join))
     return ReduceByKey(node.monoid, new_map, node.key)
 

@@ -117,7 +117,7 @@ def _stand_in(operand: object) -> np.ndarray:
 def _context(plan_options: dict, optimize: object, layouts: tuple[str, ...],
              placed: dict | None = None) -> PassContext:
     workers = plan_options.get("workers") or available_cores()
-    return PassContext(
+    return PassContext.of(
         optimize=optimize,
         workers=int(workers),
         grid=plan_options.get("grid"),

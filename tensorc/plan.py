@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tensorc import debug
+from tensorc.codegen.blocking import Blocking
 from tensorc.codegen.lower import lower
 from tensorc.codegen.taskgraph import TaskGraph
 from tensorc.errors import PlanError
@@ -23,7 +24,7 @@ from tensorc.frontend.einsum import einsum_program
 from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.ir.nodes import Program
 from tensorc.passes.base import PassContext
-from tensorc.passes.blocking import Blocking, choose_blocking, scan_indices
+from tensorc.passes.blocking import choose_blocking, scan_indices
 from tensorc.passes.distribution import DEFAULT_NODE_MEMORY, Problem
 from tensorc.passes.pipeline import run_pipeline
 from tensorc.passes.plan_cost import subtree_seconds
@@ -128,10 +129,11 @@ def plan_program(
     compute_dtype = program.dtype
     subscripts = name
     final, stages = run_pipeline(program, ctx)
-    if ctx.planner not in PLANNERS:
-        raise PlanError(f"unknown planner {ctx.planner!r}; choose one of {', '.join(PLANNERS)}")
+    if ctx.options.planner not in PLANNERS:
+        raise PlanError(f"unknown planner {ctx.options.planner!r}; choose one of "
+                        f"{', '.join(PLANNERS)}")
     distribution = problem = None
-    if ctx.nodes > 1:
+    if ctx.options.nodes > 1:
         problem, distribution = distribute(subscripts, final, ctx)
         counts = distribution.candidate.counts
         blocking = Blocking(
@@ -145,7 +147,7 @@ def plan_program(
         graph = distribution.modelled.graph
     else:
         blocking = choose_blocking(final, ctx)
-        graph = lower(final, blocking, ctx.optimize, ctx.paths)
+        graph = lower(final, blocking)
     graph.verify()
     stats = {
         **graph.summary(),
@@ -163,21 +165,21 @@ def plan_program(
 
 
 def distribute(name: str, final: Program, ctx: PassContext) -> tuple[Problem, DistributedPlan]:
-    """Search a distribution of ``final`` over ``ctx.nodes`` nodes. A forced blocking
+    """Search a distribution of ``final`` over ``ctx.options.nodes`` nodes. A forced blocking
     (``grid=``/``block_shape=``) fixes the block counts; the search then picks the grid.
-    Operands already on the cluster (``ctx.placed``) are weighed both ways: computed in
+    Operands already on the cluster (``ctx.options.placed``) are weighed both ways: computed in
     their layout, and repartitioned to the plan's; the cheaper plan under the model wins."""
     fixed_counts = fixed_blocks = None
-    if ctx.grid is not None or ctx.block_shape is not None:
+    if ctx.options.grid is not None or ctx.options.block_shape is not None:
         forced = choose_blocking(final, ctx)
         fixed_counts = forced.counts()
         fixed_blocks = dict(forced.block)
-    memory = ctx.node_memory or DEFAULT_NODE_MEMORY
+    memory = ctx.options.node_memory or DEFAULT_NODE_MEMORY
 
     def attempt(repartition: frozenset[int]) -> tuple[Problem, DistributedPlan]:
         counts, blocks = dict(fixed_counts or {}), dict(fixed_blocks or {})
-        if ctx.placed and fixed_counts is None:
-            for position, source in ctx.placed.items():
+        if ctx.options.placed and fixed_counts is None:
+            for position, source in ctx.options.placed.items():
                 if position in repartition:
                     continue
                 dims = scan_indices(final).get(final.inputs[position].name, ())
@@ -186,24 +188,25 @@ def distribute(name: str, final: Program, ctx: PassContext) -> tuple[Problem, Di
                         blocks[index] = size
                         counts[index] = max(1, math.ceil(final.size_of[index] / size))
         problem = Problem(
-            name, final, ctx.paths, ctx.optimize, ctx.nodes, memory_bytes=memory,
-            placed=ctx.placed, placed_counts=counts or None, placed_blocks=blocks or None,
+            name, final, ctx.options.nodes, memory_bytes=memory,
+            placed=ctx.options.placed, placed_counts=counts or None, placed_blocks=blocks or None,
             repartition=repartition,
         )
-        return problem, search(problem, ctx.planner)
+        return problem, search(problem, ctx.options.planner)
 
     problem, best = attempt(frozenset())
-    if ctx.placed:
-        moved_problem, moved = attempt(frozenset(ctx.placed))
+    if ctx.options.placed:
+        moved_problem, moved = attempt(frozenset(ctx.options.placed))
         kept, other = best.modelled.report.cost, moved.modelled.report.cost
         if other < kept:
-            ctx.note("distribution", f"repartition operand(s) {sorted(ctx.placed)}: modelled "
+            ctx.note("distribution", f"repartition operand(s) {sorted(ctx.options.placed)}: "
+                                     "modelled "
                                      f"{other * 1e3:.3f} ms against {kept * 1e3:.3f} ms in "
                                      "their layout")
             problem, best = moved_problem, moved
         else:
             ctx.note("distribution", f"compute in the layout of operand(s) "
-                                     f"{sorted(ctx.placed)}: modelled {kept * 1e3:.3f} ms "
+                                     f"{sorted(ctx.options.placed)}: modelled {kept * 1e3:.3f} ms "
                                      f"against {other * 1e3:.3f} ms repartitioned")
     ctx.note("distribution", f"{best.planner}: {best.candidate.describe()}")
     return problem, best
@@ -214,15 +217,15 @@ def _distribution_stats(final: Program, blocking: Blocking, ctx: PassContext,
     if distribution is None:
         itemsize = np.dtype(final.dtype).itemsize
         seconds = subtree_seconds(final.output, final.size_of, blocking.counts(), itemsize,
-                                  ctx.workers, ctx.optimize, ctx.paths)
+                                  ctx.options.workers, ctx.options.optimize)
         return {
-            "nodes": 1, "planner": ctx.planner, "optimal": None, "cost": seconds,
+            "nodes": 1, "planner": ctx.options.planner, "optimal": None, "cost": seconds,
             "inter_node_bytes": 0, "max_node_recv_bytes": 0, "max_node_memory_bytes": None,
             "lower_bound_bytes": 0, "lower_bound_ratio": None,
         }
     report = distribution.modelled.report
     return {
-        "nodes": ctx.nodes,
+        "nodes": ctx.options.nodes,
         "planner": distribution.planner,
         "optimal": distribution.optimal,
         "cost": report.cost,

@@ -260,7 +260,7 @@ class Program:
             if name in sizes:
                 block[name] = size
         layouts = {d.name: "C" for d in statement.program.inputs}
-        return PassContext(
+        return PassContext.of(
             optimize=self.options.optimize,
             workers=int(self.options.workers or available_cores()),
             block_shape=block or None,
@@ -274,7 +274,7 @@ class Program:
         """The (cached) plan of one statement's IR for ``nodes`` nodes, its operands at
         positions in ``placed`` already laid out there."""
         ctx = self._context(statement, nodes, placed)
-        key = (statement.program, tuple(sorted((ctx.block_shape or {}).items())), nodes,
+        key = (statement.program, tuple(sorted((ctx.options.block_shape or {}).items())), nodes,
                None if not placed else tuple(
                    (p, s.key())
                    for p, s in sorted(placed.items())))

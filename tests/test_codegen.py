@@ -48,7 +48,7 @@ GRIDS = [None, {"i": 2}, {"i": 2, "k": 3, "j": 2}, {"k": 6}]
 
 
 def _run(program: Program, grid, arrays):
-    blocking = choose_blocking(program, PassContext(workers=2, grid=grid))
+    blocking = choose_blocking(program, PassContext.of(workers=2, grid=grid))
     graph = lower(program, blocking)
     graph.verify()
     operands = [arrays[d.name] for d in program.inputs]
@@ -77,7 +77,7 @@ def test_min_plus_reduces_partials_with_min_not_sum():
 
 def test_task_keys_are_deterministic_and_loads_precede_their_first_use():
     program = verify(Program(DECLS, SIZES, MIN_PLUS, "float64"))
-    ctx = PassContext(workers=2, grid={"i": 2, "k": 3})
+    ctx = PassContext.of(workers=2, grid={"i": 2, "k": 3})
     first = lower(program, choose_blocking(program, ctx))
     second = lower(program, choose_blocking(program, ctx))
     assert [t.key for t in first.tasks] == [t.key for t in second.tasks]

@@ -1,4 +1,4 @@
-"""The communication lower bound against the closed forms PERFORMANCE.md names."""
+"""The communication lower bound against the closed forms docs/performance.md names."""
 
 from __future__ import annotations
 

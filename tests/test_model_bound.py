@@ -21,9 +21,9 @@ from tensorc.passes.search import all_candidates, candidate_table
 def _problem(subscripts: str, shapes, nodes: int, **extra) -> Problem:
     spec = parse_einsum(subscripts, shapes)
     program = einsum_program(spec, shapes, ("float64",) * len(shapes), "float64")
-    ctx = PassContext(workers=2)
+    ctx = PassContext.of(workers=2)
     final, _ = run_pipeline(program, ctx, keep_text=False)
-    return Problem(subscripts, final, ctx.paths, "auto", nodes, **extra)
+    return Problem(subscripts, final, nodes, **extra)
 
 
 CASES = [

@@ -35,9 +35,9 @@ def problem(subscripts: str, shapes: list[tuple[int, ...]], nodes: int, **kwargs
     """The contraction after the compiler's passes, to plan over ``nodes`` nodes."""
     spec = parse_einsum(subscripts, shapes)
     program = einsum_program(spec, shapes, ("float64",) * len(shapes), "float64")
-    context = PassContext(workers=2)
+    context = PassContext.of(workers=2)
     final, _ = run_pipeline(program, context, keep_text=False)
-    return Problem(subscripts, final, context.paths, "auto", nodes, **kwargs)
+    return Problem(subscripts, final, nodes, **kwargs)
 
 
 def candidate(grid: dict[str, int], counts: dict[str, int]) -> Candidate:

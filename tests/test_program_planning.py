@@ -95,7 +95,7 @@ def _each_alone_cost(program: tc.Program, unrolled, nodes: int = NODES) -> float
                   if label in layouts}
         if placed:
             fresh = alone.problem
-            problem = Problem(fresh.name, fresh.program, fresh.paths, fresh.optimize, nodes,
+            problem = Problem(fresh.name, fresh.program, nodes,
                               memory_bytes=fresh.memory_bytes, placed=placed,
                               repartition=frozenset(placed))
             total += model(problem, alone.distribution.candidate).report.cost

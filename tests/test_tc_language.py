@@ -54,8 +54,8 @@ def test_tc_statement_prints_the_same_ir_as_einsum(subscripts, source, sizes):
     expected = einsum_program(spec, shapes, ["float64"] * len(shapes), "float64")
     assert format_program(ir) == format_program(expected)
     assert ir == expected
-    after_tc, _ = run_pipeline(ir, PassContext(workers=2))
-    after_einsum, _ = run_pipeline(expected, PassContext(workers=2))
+    after_tc, _ = run_pipeline(ir, PassContext.of(workers=2))
+    after_einsum, _ = run_pipeline(expected, PassContext.of(workers=2))
     assert format_program(after_tc) == format_program(after_einsum)
 
 

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 import numpy as np
 import opt_einsum as oe
 
+from tensorc.ir.contraction import path_operands, path_steps, uses_blas
 from tensorc.ir.nodes import Expr
 from tensorc.ir.semantics import MONOID_UFUNCS, align, evaluate
-from tensorc.passes.cost import path_operands, path_steps, uses_blas
 
 
 def _letters(keys: Sequence[Sequence[str]]) -> dict[str, str]:
@@ -154,7 +154,7 @@ class EinsumBlock:
 
     Each step of the chosen path runs as a cached opt_einsum expression (BLAS where opt_einsum
     finds it) or, when it sums nothing, as a broadcast multiply; intermediates are keyed as
-    :func:`tensorc.passes.cost.path_steps` orders them. With ``path=None`` (numpy's
+    :func:`tensorc.ir.contraction.path_steps` orders them. With ``path=None`` (numpy's
     ``optimize=False``) the whole product is one numpy einsum.
     """
 

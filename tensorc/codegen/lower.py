@@ -1,6 +1,6 @@
 """Codegen: partial evaluation of the IR over block coordinates into a TaskGraph.
 
-``lower(program, blocking, optimize, paths)`` touches no data. Each IR node becomes a *blocked
+``lower(program, blocking)`` touches no data. Each IR node becomes a *blocked
 value* — its key and a map from block coordinates to the task that produces that block:
 
 - ``Scan`` → one ``load`` task per block (repeated indices read diagonal blocks);
@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tensorc.codegen.blocking import Blocking
 from tensorc.codegen.kernels import (
     EinsumBlock,
     ElementwiseBlock,
@@ -32,6 +33,7 @@ from tensorc.codegen.kernels import (
 )
 from tensorc.codegen.taskgraph import APPLY, LOAD, PAIR, REDUCE, Task, TaskGraph
 from tensorc.errors import PlanError
+from tensorc.ir.contraction import flops_per_element
 from tensorc.ir.keys import key_of, unique
 from tensorc.ir.nodes import (
     Join,
@@ -45,9 +47,6 @@ from tensorc.ir.nodes import (
 )
 from tensorc.ir.printer import format_program
 from tensorc.ir.stages import folded_maps, stage_join, stage_parts
-from tensorc.passes.blocking import Blocking
-from tensorc.passes.cost import flops_per_element
-from tensorc.passes.paths import stage_path
 
 
 class _Blocked:
@@ -61,19 +60,15 @@ class _Blocked:
 
 
 class _Builder:
-    def __init__(
-        self, program: Program, blocking: Blocking, optimize: object, paths: dict
-    ) -> None:
+    def __init__(self, program: Program, blocking: Blocking) -> None:
         self.program = program
         self.blocking = blocking
-        self.optimize = optimize
-        self.paths = paths
         self.dtype = np.dtype(program.dtype)
         self.itemsize = self.dtype.itemsize
         self.tasks: list[Task] = []
         self.kernels: list = []
         digest = hashlib.sha1(
-            (format_program(program) + blocking.describe() + repr(optimize)).encode()
+            (format_program(program) + blocking.describe()).encode()
         ).hexdigest()[:10]
         self.digest = digest
         self.ranges = {name: blocking.ranges(name) for name, _ in blocking.sizes}
@@ -132,10 +127,7 @@ class _Builder:
         in_keys = [b.key for b in inputs]
         if is_product_of_args(fn, len(inputs)) and monoid in ("+", None):
             block_sizes = {n: max(1, self.blocking.block_size(n)) for n in all_key}
-            path = stage_path(
-                join, in_keys, output, block_sizes, self.itemsize, self.optimize, self.paths
-            )
-            kernel_obj = EinsumBlock(in_keys, output, path, block_sizes)
+            kernel_obj = EinsumBlock(in_keys, output, _path_of(join, len(inputs)), block_sizes)
         else:
             kernel_obj = ElementwiseBlock(fn, in_keys, all_key, output, monoid, self.dtype)
         kernel = self.kernel(kernel_obj)
@@ -200,6 +192,19 @@ class _Builder:
         return _Blocked(old.key, result)
 
 
+def _path_of(join: Join | None, inputs: int) -> list[tuple[int, ...]] | None:
+    """The contraction path a product stage runs: the one its join carries."""
+    if inputs == 1:
+        return None
+    if join is None or join.path is None:
+        on = "(none)" if join is None else "[" + ",".join(join.on) + "]"
+        raise PlanError(
+            f"the product join on {on} of {inputs} inputs has no contraction path: the "
+            "contraction-path pass decides it (run tensorc.passes.pipeline first)"
+        )
+    return list(join.path) or None
+
+
 def _compact_shared_loads(tasks: list[Task], kernels: list) -> None:
     """Mark scans whose blocks feed several tasks: their strided blocks are copied once."""
     uses = [0] * len(tasks)
@@ -240,18 +245,14 @@ def _loads_before_first_use(
     return reordered, [(renumber[t], slices) for t, slices in outputs]
 
 
-def lower(
-    program: Program,
-    blocking: Blocking,
-    optimize: object = "auto",
-    paths: dict | None = None,
-) -> TaskGraph:
+def lower(program: Program, blocking: Blocking) -> TaskGraph:
     """Partially evaluate ``program`` over the block coordinates of ``blocking``.
 
-    ``paths`` maps each fused product join to the contraction path the contraction-path
-    pass chose for it; those stages run exactly that path.
+    Every product stage runs exactly the contraction path its join carries
+    (``Join.path``, decided by the contraction-path pass); a product join without one is
+    refused with a :class:`~tensorc.errors.PlanError`.
     """
-    builder = _Builder(program, blocking, optimize, paths or {})
+    builder = _Builder(program, blocking)
     values: dict[Node, _Blocked] = {}
     folded = folded_maps(program.output)
     for number, node in enumerate(post_order(program.output)):

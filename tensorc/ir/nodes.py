@@ -9,8 +9,10 @@ answer every question about each of them):
 
 - ``Scan(tensor, indices)`` — a declared input, one index name per dimension; a repeated
   name reads the diagonal (``Scan("A", ("i", "i"))`` is ``A[i,i]``).
-- ``Join(inputs, on)`` — n-ary equi-join on the shared index names ``on``; its key is the
+- ``Join(inputs, on, path)`` — n-ary equi-join on the shared index names ``on``; its key is the
   union of the inputs' keys in first-occurrence order; its value is the tuple of values.
+  ``path`` is the contraction order a product join's block kernel runs (set by the
+  contraction-path pass; codegen runs exactly it).
 - ``Map(fn, x, key)`` — apply the expression ``fn`` to each value of ``x`` (``Arg(k)`` is the
   k-th value of a joined tuple) and re-key it; ``key`` is a permutation of ``x``'s key.
 - ``ReduceByKey(monoid, x, key)`` — group ``x`` by ``key`` (a subset of ``x``'s key, in the
@@ -103,6 +105,11 @@ class Scan:
 class Join:
     inputs: tuple[Node, ...]
     on: tuple[str, ...]
+    path: tuple[tuple[int, ...], ...] | None = None
+    """The contraction order the block kernel of a product join runs (opt_einsum's linear
+    format), chosen by the contraction-path pass; ``()`` is numpy's single einsum loop
+    (``optimize=False``); ``None`` means not decided yet (before that pass, or a join whose
+    map is not a product)."""
 
 
 @dataclass(frozen=True, slots=True)

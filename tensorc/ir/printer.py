@@ -57,7 +57,11 @@ def _print_scan(node: Scan, ref: Callable) -> str:
 
 def _print_join(node: Join, ref: Callable) -> str:
     args = ", ".join(ref(child) for child in node.inputs)
-    return f"join({args}) on {_names(node.on)}"
+    text = f"join({args}) on {_names(node.on)}"
+    if node.path is None:
+        return text
+    steps = ", ".join("(" + ",".join(str(p) for p in step) + ")" for step in node.path)
+    return f"{text} path [{steps or 'one einsum loop'}]"
 
 
 def _print_map(node: Map, ref: Callable) -> str:

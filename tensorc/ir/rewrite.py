@@ -22,7 +22,7 @@ def with_children(node: Node, new_children: tuple[Node, ...]) -> Node:
     if isinstance(node, Scan):
         return node
     if isinstance(node, Join):
-        return Join(new_children, node.on)
+        return Join(new_children, node.on, node.path)
     if isinstance(node, Map):
         return Map(node.fn, new_children[0], node.key)
     if isinstance(node, ReduceByKey):

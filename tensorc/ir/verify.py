@@ -53,6 +53,20 @@ def _verify_join(node: Join, program: Program) -> None:
     shared = join_of(node.inputs).on
     if tuple(sorted(node.on)) != shared:
         _fail(node, f"joins on {node.on} but the inputs share {shared}")
+    if node.path:
+        _verify_path(node)
+
+
+def _verify_path(node: Join) -> None:
+    """A path takes positions of the shrinking operand list and ends with one operand."""
+    remaining = len(node.inputs)
+    for step in node.path:
+        if not step or len(set(step)) != len(step) or any(
+                not 0 <= p < remaining for p in step):
+            _fail(node, f"path step {step} does not name distinct positions below {remaining}")
+        remaining -= len(step) - 1
+    if remaining != 1:
+        _fail(node, f"path {node.path} leaves {remaining} operands")
 
 
 def _arity(node: Map) -> int:
