@@ -21,6 +21,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/python tools/check_layers.py
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

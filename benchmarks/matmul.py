@@ -1,7 +1,7 @@
 """Square matrix-multiply benchmark: ``ik,kj->ij`` with A and B n x n, float64.
 
 Not a mission benchmark; a calibration point against the machine's DGEMM peak
-(PERFORMANCE.md: ~52 / ~102 GFLOP/s on 1 / 2 threads at n = 2048).  Runs the selected
+(docs/performance.md: ~52 / ~102 GFLOP/s on 1 / 2 threads at n = 2048).  Runs the selected
 systems on the same data in one process (see ``common.run_suite``):
 
     python benchmarks/matmul.py [--n 2048] [--repeats 5] [--systems ...]

@@ -8,7 +8,7 @@ repeat call, each with its own traced peak.  Allocations outside tracemalloc's v
 (BLAS work buffers, Ray's object store) are not counted.
 
     peak  = inputs + max(traced peak of either call)
-    ratio = peak / (inputs + output)        target <= 1.5 (PERFORMANCE.md)
+    ratio = peak / (inputs + output)        target <= 1.5 (docs/performance.md)
 
 The inputs are counted once even though they were allocated before tracing started; the
 output is inside the traced peak.  Each result is also checked against numpy.

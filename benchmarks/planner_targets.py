@@ -72,7 +72,7 @@ def target_ratio(nodes: int) -> float:
 
 
 def plan_once(subscripts: str, shapes, nodes: int, planner: str) -> tuple[Any, float]:
-    from tensorc.passes.search import search
+    from tensorc.passes.planners import search
 
     problem = problem_for(subscripts, shapes, nodes)
     started = time.perf_counter()

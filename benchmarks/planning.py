@@ -10,7 +10,7 @@ Each call plans a different problem size (g * (n // g), then + g, + 2g, ...: eve
 size divides evenly and the task count is unchanged), so no plan cache can serve a repeat.
 One warm-up call, then the median of ``--repeats``.  With ``--scaling`` (default) the same
 is measured at about 1/4 and 1/2 of the target to show whether planning is linear in the
-number of tasks.  Targets (PERFORMANCE.md): under 2 s for ~100,000 tasks, at least
+number of tasks.  Targets (docs/performance.md): under 2 s for ~100,000 tasks, at least
 50,000 tasks per second.
 
     python benchmarks/planning.py [--n 4096] [--tasks 100000] [--grid G] [--repeats 5]

@@ -6,7 +6,7 @@ MTTKRP (both forms) and the double contraction under each scheduler on the same 
 Prints, per benchmark and scheduler: modelled and measured inter-node bytes, the busiest
 node's modelled and measured received bytes (first call on fresh inputs), and the median
 time of repeated calls (where Ray's cached copies make later calls cheaper); then the
-verdicts of the targets (PERFORMANCE.md / issue 3):
+verdicts of the targets (docs/performance.md / issue 3):
 
 - LSHS moves at most half the bytes round-robin moves (measured);
 - LSHS's busiest receiver gets no more than under ``ray_default`` (measured);

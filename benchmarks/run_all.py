@@ -4,7 +4,7 @@ Runs, each in a fresh Python process with its output streamed: ``mttkrp.py``,
 ``double_contraction.py``, ``memory.py`` and ``planning.py``.  Each script writes JSON
 (to ``--json DIR``/<script>.json, or a temporary directory), from which the summary is
 built: the median time and ratio to numpy of every system on every case, and the
-PERFORMANCE.md targets that the run can check (tensorc within 1.1x of numpy; tensorc-4
+docs/performance.md targets that the run can check (tensorc within 1.1x of numpy; tensorc-4
 at least 10x faster than dask-4; memory ratio <= 1.5; planning under 2 s for ~100,000
 tasks and >= 50,000 tasks/s).  ``--n``, ``--f``, ``--repeats``, ``--blas-threads`` and
 ``--systems`` are forwarded to the scripts that take them (``--systems`` not to
@@ -82,7 +82,7 @@ def summary_tables(results: dict[str, dict[str, Any] | None]) -> str:
     return "\n\n".join(
         [
             format_table(["case", "system", "median ms", "min ms", "vs numpy", "check"], timing),
-            format_table(["target (PERFORMANCE.md)", "measured", "verdict"], targets),
+            format_table(["target (docs/performance.md)", "measured", "verdict"], targets),
         ]
     )
 

@@ -2,7 +2,7 @@
 
 Plans MTTKRP ``ijk,jf,kf->if`` (N = 256, F = 100) with grid 32×32×32 (f = 1), lays the
 operands out block-cyclically over a (2, 2) node grid, and times each scheduler on 4
-nodes: one warm-up, then the median of ``--repeats``. Target (PERFORMANCE.md and the
+nodes: one warm-up, then the median of ``--repeats``. Target (docs/performance.md and the
 runtime issue): at least 100,000 tasks per second on 4 nodes.
 
     python benchmarks/scheduling.py [--nodes 4] [--grid 32] [--repeats 5]

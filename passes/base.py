@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from tensorc.ir.nodes import Program
+from tensorc.ir.nodes import Function
 
 
 @dataclass(frozen=True)
@@ -56,4 +56,4 @@ class PassContext:
 class Pass(Protocol):
     name: ClassVar[str]
 
-    def run(self, program: Program, ctx: PassContext) -> Program: ...
+    def run(self, program: Function, ctx: PassContext) -> Function: ...

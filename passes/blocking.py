@@ -25,7 +25,7 @@ import numpy as np
 
 from tensorc.codegen.blocking import Blocking
 from tensorc.errors import PlanError
-from tensorc.ir.nodes import Program, Scan, post_order
+from tensorc.ir.nodes import Function, Scan, post_order
 from tensorc.passes.base import PassContext
 from tensorc.passes.plan_cost import subtree_seconds
 
@@ -35,13 +35,13 @@ SPLIT_BYTES = 8 * MIB
 
 
 
-def scan_indices(program: Program) -> dict[str, tuple[str, ...]]:
+def scan_indices(program: Function) -> dict[str, tuple[str, ...]]:
     """Each input tensor's index letters as the program scans it."""
     return {n.tensor: n.indices for n in post_order(program.output) if isinstance(n, Scan)}
 
 
 def _from_per_operand(
-    program: Program, option: Sequence[Sequence[int]], what: str
+    program: Function, option: Sequence[Sequence[int]], what: str
 ) -> dict[str, int]:
     scans = scan_indices(program)
     names = [decl.name for decl in program.inputs]
@@ -66,7 +66,7 @@ def _from_per_operand(
     return chosen
 
 
-def _normalise(program: Program, option: object, what: str) -> dict[str, int]:
+def _normalise(program: Function, option: object, what: str) -> dict[str, int]:
     if isinstance(option, Mapping):
         chosen = dict(option)
     elif isinstance(option, Sequence) and not isinstance(option, str):
@@ -83,7 +83,7 @@ def _normalise(program: Program, option: object, what: str) -> dict[str, int]:
     return {name: int(value) for name, value in chosen.items()}
 
 
-def choose_blocking(program: Program, ctx: PassContext) -> Blocking:
+def choose_blocking(program: Function, ctx: PassContext) -> Blocking:
     """The blocking of ``program``: forced by the ``grid``/``block_shape`` options, or the
     heuristic."""
     sizes = program.size_of
@@ -102,7 +102,7 @@ def choose_blocking(program: Program, ctx: PassContext) -> Blocking:
     return Blocking(sizes=ordered, block=tuple((n, block[n]) for n, _ in ordered))
 
 
-def _heuristic(program: Program, ctx: PassContext) -> dict[str, int]:
+def _heuristic(program: Function, ctx: PassContext) -> dict[str, int]:
     scans = scan_indices(program)
     sizes = program.size_of
     itemsize = np.dtype(program.dtype).itemsize

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tensorc.ir.keys import key_of
-from tensorc.ir.nodes import Arg, Join, Map, Node, Program, ReduceByKey
+from tensorc.ir.nodes import Arg, Function, Join, Map, Node, ReduceByKey
 from tensorc.ir.rewrite import rewrite
 from tensorc.passes.base import PassContext
 
@@ -42,5 +42,5 @@ def _canonical(node: Node) -> Node | None:
 class Canonicalize:
     name: ClassVar[str] = "canonicalize"
 
-    def run(self, program: Program, ctx: PassContext) -> Program:
+    def run(self, program: Function, ctx: PassContext) -> Function:
         return program.with_output(rewrite(program.output, _canonical))

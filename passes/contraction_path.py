@@ -28,7 +28,7 @@ import numpy as np
 
 from tensorc.ir.contraction import path_operands, path_steps
 from tensorc.ir.keys import join_of, key_of
-from tensorc.ir.nodes import Join, Map, Node, Program, ReduceByKey, is_product_of_args, mul_of_args
+from tensorc.ir.nodes import Function, Join, Map, Node, ReduceByKey, is_product_of_args, mul_of_args
 from tensorc.ir.rewrite import rewrite
 from tensorc.ir.stages import stage_join, stage_parts, stage_roots
 from tensorc.passes.base import PassContext
@@ -99,7 +99,7 @@ def build_pairwise(
 class ContractionPathPass:
     name: ClassVar[str] = "contraction-path"
 
-    def run(self, program: Program, ctx: PassContext) -> Program:
+    def run(self, program: Function, ctx: PassContext) -> Function:
         sizes = program.size_of
         itemsize = np.dtype(program.dtype).itemsize
         counts = choose_blocking(program, ctx).counts()

@@ -2,7 +2,7 @@
 
 Every choice the compiler makes between alternatives (contraction order, fused join versus
 pairwise stages, block counts) asks this module, so the choices agree with each other. The
-model is deliberately simple and its constants come from ``shared/docs/PERFORMANCE.md``:
+model is deliberately simple and its constants are the machine figures in ``docs/performance.md``:
 
 - a contraction of blocks costs ``flops / rate + bytes / bandwidth``, where ``rate`` is the
   BLAS rate when opt_einsum can hand the pair to BLAS (GEMM/TDOT/DOT) and numpy's einsum loop
@@ -92,7 +92,7 @@ def parallel_seconds(work: Work, tasks: int, workers: int) -> float:
 # -- distributed plans ---------------------------------------------------------------------
 
 NETWORK_BYTES_PER_SECOND = 125e6  # 1 Gbit/s into a node (a commodity cluster link)
-RAY_TASK_SECONDS = 0.5e-3  # a remote call on its node (PERFORMANCE.md: ~0.5 ms each)
+RAY_TASK_SECONDS = 0.5e-3  # a remote call on its node (docs/performance.md: ~0.5 ms each)
 RAY_SUBMIT_SECONDS = 20e-6  # the driver submitting one remote call (Ray pipelines these)
 CORES_PER_NODE = 8  # a cluster node runs this many tasks at once
 SPILL_PENALTY = 10.0  # seconds per network-second of bytes over a node's memory budget
@@ -122,16 +122,6 @@ class CostReport:
     node_tasks: tuple[int, ...]
     tasks: int
     fits: bool
-
-    def as_stats(self) -> dict:
-        return {
-            "cost": self.cost,
-            "inter_node_bytes": self.inter_node_bytes,
-            "max_node_recv_bytes": self.max_node_recv_bytes,
-            "max_node_memory_bytes": self.max_node_memory_bytes,
-            "node_recv_bytes": list(self.node_recv_bytes),
-            "node_memory_bytes": list(self.node_memory_bytes),
-        }
 
 
 def over_budget_seconds(received: float, bound_bytes: int) -> float:

@@ -44,16 +44,13 @@ from tensorc.codegen.lower import lower
 from tensorc.codegen.taskgraph import LOAD, TaskGraph
 from tensorc.errors import PlanError
 from tensorc.ir.keys import key_of
-from tensorc.ir.nodes import Program, Scan, post_order
+from tensorc.ir.nodes import Function, Scan, post_order
 from tensorc.ir.stages import stage_parts, stage_roots
 from tensorc.passes import prediction
 from tensorc.passes.cost import CostReport, distributed_cost
 from tensorc.passes.lower_bound import communication_lower_bound
-from tensorc.runtime.layout import (
-    block_pieces,
-    grid_nodes,
-    output_block_coords,
-)
+from tensorc.runtime.blocks import Blocks
+from tensorc.runtime.layout import grid_nodes, output_block_coords
 from tensorc.runtime.schedule import Schedule, schedule
 
 DEFAULT_NODE_MEMORY = 8 << 30  # bytes per node when the caller gives no budget
@@ -87,7 +84,7 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class Array:
+class PlannedArray:
     """An array of the planned contraction: its index names and its elements."""
 
     name: str
@@ -95,49 +92,15 @@ class Array:
     elements: int
 
 
-@dataclass(frozen=True)
-class Source:
-    """Where an operand already on the cluster lives: its block boundaries per dimension
-    (``(0, …, n)``) and the node of each block."""
-
-    bounds: tuple[tuple[int, ...], ...]
-    nodes: Mapping[tuple[int, ...], int]
-
-    def key(self) -> tuple:
-        """A hashable value equal for equal layouts (plan caches key on it)."""
-        return self.bounds, tuple(sorted(self.nodes.items()))
-
-    def first_node(self, slices: tuple[slice, ...]) -> int:
-        """The node of the stored block holding the first element of region ``slices``
-        (where the Ray executor stitches a load that spans several blocks)."""
-        return self.nodes[block_pieces(self.bounds, slices)[0][0]]
-
-    def pieces(self, slices: tuple[slice, ...]) -> list[tuple[int, int]]:
-        """``(node, elements)`` of every stored block overlapping ``slices``."""
-        return [
-            (self.nodes[coords], math.prod(s.stop - s.start for s in part))
-            for coords, part, _ in block_pieces(self.bounds, slices)
-        ]
-
-    def block_sizes(self, dims: tuple[str, ...]) -> dict[str, int]:
-        """Block size per index, when every block but the last is the same size."""
-        out = {}
-        for index, b in zip(dims, self.bounds, strict=True):
-            steps = {b[k + 1] - b[k] for k in range(len(b) - 2)}
-            if len(b) > 1 and len(steps) <= 1:
-                out[index] = steps.pop() if steps else max(b[-1] - b[0], 1)
-        return out
-
-
 @dataclass
 class Problem:
     """One contraction to distribute over ``nodes`` nodes (see the module contract)."""
 
     name: str
-    program: Program
+    program: Function
     nodes: int
     memory_bytes: int = DEFAULT_NODE_MEMORY
-    placed: Mapping[int, Source] | None = None
+    placed: Mapping[int, Blocks] | None = None
     """Operand position → where it lives, for operands already on the cluster."""
     placed_counts: Mapping[str, int] | None = None
     """Blocks along an index fixed in advance (an operand computed in its layout, or a
@@ -162,17 +125,17 @@ class Problem:
     def itemsize(self) -> int:
         return np.dtype(self.program.dtype).itemsize
 
-    def stage_arrays(self) -> list[tuple[list[Array], Array]]:
+    def stage_arrays(self) -> list[tuple[list[PlannedArray], PlannedArray]]:
         """Per stage (children first): its input arrays and its output array."""
         return self.memo("stage_arrays", self._stage_arrays)
 
-    def _stage_arrays(self) -> list[tuple[list[Array], Array]]:
+    def _stage_arrays(self) -> list[tuple[list[PlannedArray], PlannedArray]]:
         sizes = self.sizes
         stages = []
         for root in stage_roots(self.program.output):
             inputs, _, output, _ = stage_parts(root)
             arrays = [_array(node, sizes) for node in inputs]
-            stages.append((arrays, Array("out", tuple(output), _elements(output, sizes))))
+            stages.append((arrays, PlannedArray("out", tuple(output), _elements(output, sizes))))
         return stages
 
     def contraction(self) -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
@@ -222,9 +185,6 @@ class Problem:
         """The task graph for block counts ``counts`` (lowered once per counts)."""
         return self.lowered(counts).graph
 
-    def is_lowered(self, counts: Grid) -> bool:
-        """Whether the task graph for ``counts`` is in the cache."""
-        return counts in self._graphs
 
     def lowered(self, counts: Grid) -> Lowered:
         """The task graph for ``counts`` with its block coordinates grouped per stage,
@@ -296,10 +256,10 @@ def _elements(dims, sizes) -> int:
     return math.prod(sizes[i] for i in dims)
 
 
-def _array(node, sizes) -> Array:
+def _array(node, sizes) -> PlannedArray:
     dims = tuple(key_of(node))
     name = node.tensor if isinstance(node, Scan) else "tmp"
-    return Array(name, dims, _elements(dims, sizes))
+    return PlannedArray(name, dims, _elements(dims, sizes))
 
 
 def achievable(size: int, count: int) -> bool:
@@ -429,7 +389,7 @@ def layout(problem: Problem, candidate: Candidate, graph: TaskGraph | None = Non
             load_nodes[index] = source.first_node(slices)
             continue
         node = load_nodes[index]
-        moved[node] += sum(n for holder, n in source.pieces(slices) if holder != node)
+        moved[node] += sum(n for holder, n in source.node_elements(slices) if holder != node)
     output_nodes = grid_nodes(lowered.output_dims, lowered.outputs, grid, counts).tolist()
     itemsize = problem.itemsize
     return load_nodes, output_nodes, hints, [m * itemsize for m in moved]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tensorc.ir.nodes import Arg, Call, Const, Expr, Map, Node, Program
+from tensorc.ir.nodes import Arg, Const, Expr, Function, Map, Node, OpCall
 from tensorc.ir.rewrite import rewrite
 from tensorc.passes.base import PassContext
 
@@ -20,8 +20,8 @@ def substitute(expr: Expr, replacement: Expr) -> Expr:
         return replacement if expr.position == 0 else expr
     if isinstance(expr, Const):
         return expr
-    if isinstance(expr, Call):
-        return Call(expr.op, tuple(substitute(a, replacement) for a in expr.args))
+    if isinstance(expr, OpCall):
+        return OpCall(expr.op, tuple(substitute(a, replacement) for a in expr.args))
     raise TypeError(f"not an expression: {expr!r}")
 
 
@@ -36,5 +36,5 @@ def _fuse(node: Node) -> Node | None:
 class FuseMaps:
     name: ClassVar[str] = "fuse-maps"
 
-    def run(self, program: Program, ctx: PassContext) -> Program:
+    def run(self, program: Function, ctx: PassContext) -> Function:
         return program.with_output(rewrite(program.output, _fuse))

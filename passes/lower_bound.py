@@ -2,7 +2,7 @@
 
 Contract: :func:`communication_lower_bound` returns the bytes that the busiest node must
 receive, whatever the plan, for the einsum ``operands -> output`` over index extents
-``sizes`` on ``nodes`` nodes (``shared/docs/PERFORMANCE.md``, "How to measure"):
+``sizes`` on ``nodes`` nodes (``docs/performance.md``, "The communication lower bound"):
 
 1. some node computes at least ``1/P`` of the iteration space ``∏ N_i``; the data it must
    touch is at least ``min Σ_A ∏_{i∈A} b_i`` over box extents ``b`` with

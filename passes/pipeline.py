@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from tensorc import debug
-from tensorc.ir.nodes import Program
+from tensorc.ir.nodes import Function
 from tensorc.ir.printer import format_program
 from tensorc.ir.verify import verify
 from tensorc.passes.base import Pass, PassContext
@@ -31,11 +31,11 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
 
 
 def run_pipeline(
-    program: Program,
+    program: Function,
     ctx: PassContext,
     passes: tuple[Pass, ...] = DEFAULT_PIPELINE,
     keep_text: bool = True,
-) -> tuple[Program, list[tuple[str, str]]]:
+) -> tuple[Function, list[tuple[str, str]]]:
     """Run ``passes`` in order, verifying after each; return the program and IR snapshots."""
     verify(program)
     stages: list[tuple[str, str]] = []

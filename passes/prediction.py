@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensorc.passes import cost as price
+from tensorc.passes import model_bound
 
 
 def _columns(problem, dims) -> list[int]:
@@ -77,11 +78,6 @@ def task_totals(problem, c: np.ndarray) -> np.ndarray:
     return total
 
 
-def compute_flops(problem) -> int:
-    """Flops of every stage's iteration tasks (independent of the blocking)."""
-    from tensorc.passes import model_bound
-
-    return model_bound.compute_flops(problem)
 
 
 def predicted_costs(problem, p: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -95,7 +91,8 @@ def predicted_costs(problem, p: np.ndarray, c: np.ndarray) -> np.ndarray:
         over = np.maximum(0.0, received - price.COMMUNICATION_SLACK * bound)
         network = network + price.OVER_BUDGET_PENALTY * over / price.NETWORK_BYTES_PER_SECOND
     compute = (
-        compute_flops(problem) / price.BLAS_FLOPS_PER_CORE + tasks * price.RAY_TASK_SECONDS
+        model_bound.compute_flops(problem) / price.BLAS_FLOPS_PER_CORE
+        + tasks * price.RAY_TASK_SECONDS
     ) / (nodes * price.CORES_PER_NODE)
     return network + compute + tasks * price.RAY_SUBMIT_SECONDS
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tensorc.ir.keys import index_counts, key_of
-from tensorc.ir.nodes import Join, Map, Node, Program, ReduceByKey, is_product_of_args
+from tensorc.ir.nodes import Function, Join, Map, Node, ReduceByKey, is_product_of_args
 from tensorc.ir.rewrite import rewrite
 from tensorc.passes.base import PassContext
 
@@ -52,7 +52,7 @@ def _pushdown(node: Node) -> Node | None:
 class ReducePushdown:
     name: ClassVar[str] = "reduce-pushdown"
 
-    def run(self, program: Program, ctx: PassContext) -> Program:
+    def run(self, program: Function, ctx: PassContext) -> Function:
         result = rewrite(program.output, _pushdown)
         if result != program.output:
             ctx.note(self.name, "summed private indices inside their operands before the join")

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,7 +53,6 @@ from tensorc.passes.distribution import (
 )
 from tensorc.runtime.layout import prime_factors
 
-PLANNERS = ("auto", "heuristic", "greedy", "smt", "exhaustive")
 EXHAUSTIVE_LIMIT = 20_000  # candidates; beyond this exhaustive refuses (use smt)
 
 
@@ -382,37 +380,3 @@ def exhaustive(problem: Problem) -> tuple[Modelled, bool | None, int, list[str]]
     return best, True, len(candidates), []
 
 
-def search(problem: Problem, planner: str = "auto") -> DistributedPlan:
-    """Run ``planner`` on ``problem`` (module contract)."""
-    if planner not in PLANNERS:
-        raise PlanError(f"unknown planner {planner!r}; choose one of {', '.join(PLANNERS)}")
-    started = time.perf_counter()
-    used = planner
-    if problem.nodes == 1:
-        grid = tuple((i, 1) for i in problem.indices)
-        counts = tuple((i, (problem.placed_counts or {}).get(i, 1)) for i in problem.indices)
-        found = (model(problem, Candidate(grid, counts)), True, 1, ["one node: nothing to split"])
-        used = planner if planner != "auto" else "exhaustive"
-    elif planner == "heuristic":
-        found = heuristic(problem)
-    elif planner == "greedy":
-        found = greedy(problem)
-    elif planner == "exhaustive":
-        found = exhaustive(problem)
-    else:
-        from tensorc.passes.smt_search import smt
-
-        seed, _, seeded, _ = greedy(problem)
-        best, optimal, evaluated, notes = smt(problem, seed=seed)
-        found = (best, optimal, seeded + evaluated, notes)
-        used = "smt"
-    modelled, optimal, evaluated, notes = found
-    return DistributedPlan(
-        planner=used,
-        modelled=modelled,
-        lower_bound_bytes=problem.lower_bound_bytes(),
-        optimal=optimal,
-        evaluated=evaluated,
-        seconds=time.perf_counter() - started,
-        notes=notes,
-    )

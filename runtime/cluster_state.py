@@ -282,7 +282,3 @@ class ClusterState:
             mask ^= low
 
     # -- reports --------------------------------------------------------------------------
-
-    def live_bytes(self) -> int:
-        """Bytes alive on all nodes together (copies counted once per holder)."""
-        return sum(self.mem)

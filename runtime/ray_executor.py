@@ -1,10 +1,10 @@
 """The Ray executor: one remote call per task, placed where the schedule says.
 
 Contract: ``RayExecutor(cluster).run(graph, schedule, inputs)`` takes a task graph, its
-:class:`~tensorc.runtime.schedule.Schedule` and one :class:`DistributedBlocks` per operand,
-submits the whole graph without waiting between levels, waits for it, and returns the result
-as :class:`DistributedBlocks` (the blocks stay on the nodes that computed them). Statistics
-are in ``executor.last_run``.
+:class:`~tensorc.runtime.schedule.Schedule` and one :class:`~tensorc.runtime.blocks.Blocks`
+per operand, submits the whole graph without waiting between levels, waits for it, and
+returns the result as ``Blocks`` (the blocks stay on the nodes that computed them).
+Statistics are in ``executor.last_run``.
 
 Policy:
 
@@ -36,52 +36,16 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from tensorc.codegen.taskgraph import LOAD, REDUCE, TaskGraph
 from tensorc.errors import ExecutionError
 from tensorc.runtime import ray_tasks
-from tensorc.runtime.layout import block_pieces
+from tensorc.runtime.blocks import Blocks
 from tensorc.runtime.ray_cluster import RayCluster
 
 POLL_SECONDS = 1.0
 
 
-@dataclass
-class DistributedBlocks:
-    """A blocked array on Ray: block boundaries per dimension, one ObjectRef per block, the
-    node each block was made on (hex node id) and, for blocks computed by a task, the ref of
-    the node id its worker reported."""
-
-    shape: tuple[int, ...]
-    dtype: object
-    bounds: tuple[tuple[int, ...], ...]  # per dimension: 0, end of block 0, ..., shape[d]
-    refs: dict[tuple[int, ...], object]
-    nodes: dict[tuple[int, ...], str] = field(default_factory=dict)
-    reported: dict[tuple[int, ...], object] = field(default_factory=dict)
-
-    @property
-    def grid(self) -> tuple[int, ...]:
-        return tuple(len(b) - 1 for b in self.bounds)
-
-    def block_slices(self, coords: tuple[int, ...]) -> tuple[slice, ...]:
-        return tuple(slice(b[c], b[c + 1]) for b, c in zip(self.bounds, coords, strict=True))
-
-    def node_ids(self) -> dict[tuple[int, ...], str]:
-        """Where each block was produced, resolving reported node ids once."""
-        if self.reported:
-            import ray
-
-            keys = list(self.reported)
-            for key, node in zip(keys, ray.get([self.reported[k] for k in keys]), strict=True):
-                self.nodes[key] = node
-            self.reported.clear()
-        return self.nodes
-
-    def pieces(self, slices: tuple[slice, ...]) -> list[tuple[tuple[int, ...], tuple, tuple]]:
-        """The stored blocks overlapping ``slices``: (block coordinates, the part of the
-        region it fills (relative to the region's start), the part of the block it gives)."""
-        return block_pieces(self.bounds, slices)
 
 
 def _fusable(graph: TaskGraph, node_of: Sequence[int], groups) -> dict[int, int]:
@@ -201,10 +165,12 @@ class RayExecutor:
         self._existing: dict | None = None  # input copies seen by locate_loads
 
     def locate_loads(
-        self, graph: TaskGraph, inputs: Sequence[DistributedBlocks]
+        self, graph: TaskGraph, inputs: Sequence[Blocks]
     ) -> tuple[dict[int, int], dict[int, list[int]]]:
         """For every load task, the node index holding (the first piece of) its data, and
         the other nodes that already hold a cached copy of it (read from Ray)."""
+        for blocks in inputs:
+            blocks.resolve(self.cluster.index_of)
         self._existing = self._input_copies(inputs)
         placed: dict[int, int] = {}
         cached: dict[int, list[int]] = {}
@@ -214,8 +180,7 @@ class RayExecutor:
             operand, slices = task.source
             blocks = inputs[operand]
             coords = blocks.pieces(slices)[0][0]
-            node = self.cluster.index_of(blocks.node_ids().get(coords, ""))
-            placed[index] = 0 if node is None else node
+            placed[index] = blocks.nodes.get(coords, 0)
             copies = self._existing.get(blocks.refs[coords], set())
             others = sorted(i for i in map(self.cluster.index_of, copies)
                             if i is not None and i != placed[index])
@@ -224,8 +189,8 @@ class RayExecutor:
         return placed, cached
 
     def run(
-        self, graph: TaskGraph, schedule, inputs: Sequence[DistributedBlocks]
-    ) -> DistributedBlocks:
+        self, graph: TaskGraph, schedule, inputs: Sequence[Blocks]
+    ) -> Blocks:
         import ray
 
         started = time.perf_counter()
@@ -296,7 +261,7 @@ class RayExecutor:
             "measured_node_recv_bytes": per_node,
             "remote_calls": calls,
         }
-        return self._result(graph, refs, reported)
+        return self._result(graph, refs, reported, schedule.node_of)
 
     def _load(self, task, kernel, inputs, node: int | None):
         """A load's block ref, its producer and whether a task makes it: the stored block
@@ -311,13 +276,18 @@ class RayExecutor:
             and blocks.block_slices(first) == tuple(slices)
             and kernel.identity(blocks.dtype)
         ):
-            return blocks.refs[first], blocks.node_ids().get(first), False
+            return blocks.refs[first], self._node_id(blocks.nodes.get(first)), False
         shape = tuple(s.stop - s.start for s in slices)
         layout = tuple((dst, src) for _, dst, src in pieces)
         full = tuple(slice(0, n) for n in shape)
         block, where = submit(self.cluster, "load", node, kernel, full, shape, layout,
                               *[blocks.refs[c] for c, _, _ in pieces])
         return block, where, True
+
+    def _node_id(self, index: int | None) -> str | None:
+        """The hex id of node ``index`` (``None`` when no such node is live)."""
+        ids = self.cluster.node_ids
+        return ids[index] if index is not None and 0 <= index < len(ids) else None
 
     def _wait(self, graph, task_of, pending, dead_before) -> None:
         import ray
@@ -374,16 +344,17 @@ class RayExecutor:
         unique = [r for r in list(refs) + extra if r is not None]
         return measure_copies(self.cluster, unique, producer_of, existing)
 
-    def _result(self, graph: TaskGraph, refs, reported) -> DistributedBlocks:
+    def _result(self, graph: TaskGraph, refs, reported, node_of) -> Blocks:
         starts = [sorted({slices[d].start for _, slices in graph.outputs})
                   for d in range(len(graph.output_shape))]
         bounds = tuple(
             tuple(starts[d]) + (graph.output_shape[d],) for d in range(len(graph.output_shape))
         )
-        blocks = DistributedBlocks(graph.output_shape, graph.dtype, bounds, {})
+        blocks = Blocks(graph.output_shape, graph.dtype, bounds)
         for task, slices in graph.outputs:
             coords = tuple(starts[d].index(s.start) for d, s in enumerate(slices))
             blocks.refs[coords] = refs[task]
+            blocks.nodes[coords] = node_of[task]
             if task in reported:
                 blocks.reported[coords] = reported[task]
         return blocks

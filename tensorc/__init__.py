@@ -1,6 +1,7 @@
 """tensorc: a tensor-algebra compiler for einsum, tensordot and ``.tc`` programs.
 
-``import tensorc as tc`` gives the public API (see ``shared/docs/ARCHITECTURE.md``):
+``import tensorc as tc`` gives the public API (see ``README.md``; the layers are in
+``docs/architecture.md``):
 ``tc.einsum``, ``tc.tensordot``, ``tc.plan``, ``tc.last_stats``, ``tc.compile`` (``.tc``
 programs), the Ray session (``tc.init``, ``tc.shutdown``), distributed arrays (``tc.Array``,
 ``tc.random``, ``tc.zeros``, ``tc.ones``, ``tc.asarray``) and the error hierarchy.
@@ -23,7 +24,7 @@ from tensorc.errors import (
     TensorcError,
     TypeCheckError,
 )
-from tensorc.plan import Plan
+from tensorc.planning.plan import Plan
 from tensorc.program import Program, compile
 from tensorc.session import init, shutdown
 

@@ -9,40 +9,34 @@ dtypes and options) and the local executor.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
 
-from tensorc import session
+from tensorc import execution, session
 from tensorc.array import Array
 from tensorc.errors import AxisError, ParseError, PlanError, ShapeError
+from tensorc.execution import last_stats
 from tensorc.frontend.einsum import result_dtype
 from tensorc.frontend.subscripts import EinsumSpec, parse_einsum, sublist_to_subscripts
-from tensorc.passes.base import PassContext
 from tensorc.passes.paths import normalise_optimize
-from tensorc.passes.search import PLANNERS
-from tensorc.plan import Plan, PlanCache, build_plan
-from tensorc.runtime.local import LocalExecutor, available_cores
-from tensorc.session import BACKENDS
+from tensorc.planning.options import (
+    check_backend,
+    check_order_casting,
+    check_plan_options,
+    check_scheduler,
+)
+from tensorc.planning.plan import EINSUM_PLANS, Plan, einsum_plan
+from tensorc.runtime.local import available_cores
 
-PLAN_OPTIONS = ("grid", "block_shape", "workers", "nodes", "planner", "node_memory")
-ORDERS = ("K", "A", "C", "F")
-CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
-
-_cache = PlanCache()
-_state = threading.local()
-
-
-def last_stats() -> dict:
-    """Statistics of the last call executed in this thread (``{}`` before any call)."""
-    return dict(getattr(_state, "stats", {}))
+__all__ = ["clear_plan_cache", "einsum", "last_stats", "plan", "tensordot"]
 
 
 def clear_plan_cache() -> None:
-    _cache.clear()
+    """Forget every cached einsum plan."""
+    EINSUM_PLANS.clear()
 
 
 @lru_cache(maxsize=4096)
@@ -50,47 +44,10 @@ def _parse(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> EinsumSpec:
     return parse_einsum(subscripts, shapes)
 
 
-def _freeze(option: object) -> object:
-    if option is None:
-        return None
-    if isinstance(option, dict):
-        return ("dict", tuple(sorted((str(k), _freeze(v)) for k, v in option.items())))
-    if isinstance(option, (list, tuple)):
-        return tuple(_freeze(v) for v in option)
-    return option
-
-
 def _layout(array: np.ndarray) -> str:
     if array.flags.c_contiguous:
         return "C"
     return "F" if array.flags.f_contiguous else "other"
-
-
-def _check_options(plan_options: dict) -> None:
-    for name in plan_options:
-        if name not in PLAN_OPTIONS:
-            raise PlanError(
-                f"unknown plan option {name!r}; tensorc.einsum takes {', '.join(PLAN_OPTIONS)}"
-            )
-    nodes = plan_options.get("nodes")
-    if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer))
-                              or nodes < 1):
-        raise PlanError(f"nodes must be a positive integer, got {nodes!r}")
-    planner = plan_options.get("planner")
-    if planner is not None and planner not in PLANNERS:
-        raise PlanError(f"unknown planner {planner!r}; choose one of {', '.join(PLANNERS)}")
-    memory = plan_options.get("node_memory")
-    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, np.integer))
-                               or memory < 1):
-        raise PlanError(f"node_memory must be a positive number of bytes, got {memory!r}")
-
-
-def _check_backend(backend: object) -> None:
-    if backend not in (None, *BACKENDS):
-        raise PlanError(
-            f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)} (or None: the "
-            "session's, see tc.init)"
-        )
 
 
 def _wants_ray(backend: object, operands: Sequence[object]) -> bool:
@@ -112,56 +69,6 @@ def _stand_in(operand: object) -> np.ndarray:
     if isinstance(operand, Array):
         return np.zeros((1,) * operand.ndim, dtype=operand.dtype)
     return np.asarray(operand)
-
-
-def _context(plan_options: dict, optimize: object, layouts: tuple[str, ...],
-             placed: dict | None = None) -> PassContext:
-    workers = plan_options.get("workers") or available_cores()
-    return PassContext.of(
-        optimize=optimize,
-        workers=int(workers),
-        grid=plan_options.get("grid"),
-        block_shape=plan_options.get("block_shape"),
-        layouts={f"in{k}": layout for k, layout in enumerate(layouts)},
-        nodes=int(plan_options.get("nodes") or 1),
-        planner=plan_options.get("planner") or "auto",
-        node_memory=plan_options.get("node_memory"),
-        placed=placed,
-    )
-
-
-def _get_plan(
-    subscripts: str,
-    spec: EinsumSpec,
-    shapes: tuple[tuple[int, ...], ...],
-    dtypes: tuple[str, ...],
-    layouts: tuple[str, ...],
-    compute_dtype: np.dtype,
-    optimize: object,
-    plan_options: dict,
-    placed: dict | None = None,
-) -> tuple[Plan, bool]:
-    """The plan for these operands, from the cache when it has one. ``placed`` maps operand
-    positions to :class:`~tensorc.passes.distribution.Source` for operands on the cluster."""
-    key = (
-        subscripts,
-        shapes,
-        dtypes,
-        layouts,
-        compute_dtype.str,
-        _freeze(optimize),
-        tuple((k, _freeze(plan_options.get(k))) for k in PLAN_OPTIONS),
-        None if not placed else tuple(
-            (p, s.key()) for p, s in sorted(placed.items())
-        ),
-    )
-    plan = _cache.get(key)
-    if plan is not None:
-        return plan, True
-    ctx = _context(plan_options, optimize, layouts, placed)
-    plan = build_plan(subscripts, spec, shapes, dtypes, compute_dtype.str, ctx)
-    _cache.put(key, plan)
-    return plan, False
 
 
 def _allocate(shape, dtype, order: str, arrays: Sequence[np.ndarray]) -> np.ndarray:
@@ -211,7 +118,7 @@ def einsum(
         The result as numpy would return it (a numpy scalar for a 0-d result unless ``out``).
     """
     started = time.perf_counter()
-    scheduler = session.check_scheduler(
+    scheduler = check_scheduler(
         plan_options.pop("scheduler", None) or session.current().scheduler
     )
     if not isinstance(subscripts, str):
@@ -219,12 +126,9 @@ def einsum(
         operands = tuple(operand_list)
     if not operands:
         raise ParseError("No input operands: einsum needs at least one operand")
-    _check_options(plan_options)
-    _check_backend(backend)
-    if order not in ORDERS:
-        raise ParseError(f"order must be one of 'K', 'A', 'C', 'F', got {order!r}")
-    if casting not in CASTINGS:
-        raise ParseError(f"casting must be one of {', '.join(CASTINGS)}, got {casting!r}")
+    check_plan_options(plan_options)
+    check_backend(backend)
+    check_order_casting(order, casting)
     on_ray = _wants_ray(backend, operands)
     arrays = [_stand_in(op) for op in operands]
     shapes = tuple(op.shape if isinstance(op, Array) else a.shape
@@ -240,106 +144,51 @@ def einsum(
                 f"out has shape {out.shape} but einsum {subscripts!r} produces shape {shape}"
             )
     result_type, compute = result_dtype(subscripts, arrays, dtype, casting, out, len(shape))
+    dtypes = tuple(a.dtype.str for a in arrays)
     if on_ray:
-        from tensorc.distributed import RayCall
-
-        return _einsum_on_ray(
-            RayCall(subscripts, spec, list(operands), np.dtype(result_type), scheduler,
-                    plan_options),
-            shapes, arrays, compute, optimize, out, started,
-        )
-    plan, cached = _get_plan(
-        subscripts,
-        spec,
-        shapes,
-        tuple(a.dtype.str for a in arrays),
-        tuple(_layout(a) for a in arrays),
-        compute,
-        optimize,
-        plan_options,
-    )
+        if out is not None and any(isinstance(op, Array) for op in operands):
+            raise PlanError("out= takes a numpy array, but a tc.Array operand gives a tc.Array "
+                            "result on the cluster; drop out= (or pass numpy operands)")
+        options, placed, cpus = execution.prepare_ray_call(spec, operands, plan_options,
+                                                           scheduler)
+        plan, cached = einsum_plan(subscripts, spec, shapes, dtypes, ("C",) * len(arrays),
+                                   compute, optimize, options, default_workers=cpus,
+                                   placed=placed)
+        planned = time.perf_counter()
+        result, stats = execution.run_on_ray(plan, list(operands), scheduler,
+                                             np.dtype(result_type))
+        stats["plan_cached"] = cached
+        stats["plan_seconds"] += planned - started
+        stats["call_seconds"] = time.perf_counter() - started
+        execution.record(stats)
+        if any(isinstance(op, Array) for op in operands):
+            return result
+        gathered = result.numpy()
+        if out is not None:
+            np.copyto(out, gathered, casting="unsafe")
+            return out
+        return gathered[()] if gathered.ndim == 0 else gathered
+    plan, cached = einsum_plan(subscripts, spec, shapes, dtypes,
+                               tuple(_layout(a) for a in arrays), compute, optimize,
+                               plan_options, default_workers=available_cores())
     planned = time.perf_counter()
     aliased = out is not None and any(np.may_share_memory(out, a) for a in arrays)
     if out is not None and out.dtype == compute and not aliased:
         target = out  # final blocks land in place; an out that overlaps an input does not
     else:
         target = _allocate(shape, compute, order, arrays)
-    run = execute_plan(plan, arrays, target, workers=plan_options.get("workers"))
+    run = execution.run_local(plan, arrays, target, workers=plan_options.get("workers"))
     if out is not None and target is not out:
         np.copyto(out, target, casting="unsafe")
         target = out
-    _state.stats = {
-        **plan.stats,
-        "backend": "local",
-        "scheduler": None,
-        "plan_cached": cached,
-        "plan_seconds": planned - started if cached else plan.stats["plan_seconds"],
-        "run_seconds": run["run_seconds"],
-        "workers": run["workers"],
-        "blas_threads": run["blas_threads"],
-        "measured_inter_node_bytes": None,
-    }
+    execution.record(execution.local_stats(
+        plan, run, cached=cached,
+        plan_seconds=planned - started if cached else plan.stats["plan_seconds"]))
     if out is not None:
         return out
     if target.dtype != result_type:
         target = target.astype(result_type)
     return target[()] if target.ndim == 0 else target
-
-
-def _einsum_on_ray(call, shapes, arrays, compute, optimize, out, started):
-    if out is not None and any(isinstance(op, Array) for op in call.operands):
-        raise PlanError("out= takes a numpy array, but a tc.Array operand gives a tc.Array "
-                        "result on the cluster; drop out= (or pass numpy operands)")
-
-    def get_plan(options: dict, workers: int, placed: dict | None = None):
-        return _get_plan(
-            call.subscripts, call.spec, shapes, tuple(a.dtype.str for a in arrays),
-            ("C",) * len(arrays), compute, optimize, {"workers": workers, **options}, placed,
-        )
-
-    from tensorc.distributed import run_on_ray
-
-    result, stats = run_on_ray(call, get_plan)
-    stats["call_seconds"] = time.perf_counter() - started
-    _state.stats = stats
-    if out is not None:
-        np.copyto(out, result, casting="unsafe")
-        return out
-    if isinstance(result, np.ndarray) and result.ndim == 0:
-        return result[()]
-    return result
-
-
-
-def execute_plan(
-    plan: Plan,
-    arrays: Sequence[np.ndarray],
-    out: np.ndarray,
-    *,
-    workers: int | None = None,
-) -> dict:
-    """Run ``plan``'s task graph on ``arrays``, writing the result into ``out``.
-
-    The one place a compiled graph meets an executor (einsum, tensordot and ``.tc`` programs
-    all come through here). Returns the executor's run statistics.
-    """
-    executor = LocalExecutor(workers)
-    executor.run(plan.graph, None, arrays, out)
-    return executor.last_run
-
-
-def execute_plan_on_ray(plan: Plan, operands: Sequence[object], *, scheduler=None,
-                        inputs_used: dict | None = None) -> Array:
-    """Run ``plan`` on the Ray session: numpy operands are distributed as the plan cuts them,
-    ``tc.Array`` operands read where they live (or re-laid out, as the plan says); the
-    result stays distributed. ``inputs_used`` receives, per position, the ``tc.Array`` the
-    run made of an operand (numpy distributed, or an Array re-laid out)."""
-    from tensorc.distributed import execute_on_ray
-
-    scheduler = session.check_scheduler(scheduler or session.current().scheduler)
-    result, stats = execute_on_ray(plan, list(operands), scheduler, inputs_used=inputs_used)
-    _state.stats = stats
-    return result
 
 
 def tensordot_subscripts(a_ndim: int, b_ndim: int, axes, a_shape, b_shape) -> str:
@@ -421,16 +270,13 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
     no claim).
     """
     plan_options = {**plan_options, "nodes": nodes, "planner": planner}
-    _check_options(plan_options)
+    check_plan_options(plan_options)
     shapes: list[tuple[int, ...]] = []
     dtypes: list[np.dtype] = []
     layouts: list[str] = []
     placed = None
     if any(isinstance(item, Array) for item in shapes_or_arrays):
-        from tensorc.distributed import sources
-        from tensorc.session import ray_cluster
-
-        placed = sources(shapes_or_arrays, ray_cluster()) or None
+        placed = execution.layouts_of(shapes_or_arrays) or None
     for item in shapes_or_arrays:
         if isinstance(item, Array):
             shapes.append(item.shape)
@@ -449,15 +295,7 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
     stand_ins = [np.zeros((1,) * len(s), dtype=d) for s, d in zip(shapes, dtypes, strict=True)]
     spec = _parse(subscripts, tuple(shapes))
     _, compute = result_dtype(subscripts, stand_ins, None, "safe", None, 0)
-    built, _ = _get_plan(
-        subscripts,
-        spec,
-        tuple(shapes),
-        tuple(d.str for d in dtypes),
-        tuple(layouts),
-        compute,
-        optimize,
-        plan_options,
-        placed,
-    )
+    built, _ = einsum_plan(subscripts, spec, tuple(shapes), tuple(d.str for d in dtypes),
+                           tuple(layouts), compute, optimize, plan_options,
+                           default_workers=available_cores(), placed=placed)
     return built

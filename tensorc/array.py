@@ -24,8 +24,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from tensorc.errors import PlanError, ShapeError, TypeCheckError
+from tensorc.runtime.blocks import Blocks
 from tensorc.runtime.layout import block_cyclic_node, prime_factors
-from tensorc.runtime.ray_executor import DistributedBlocks, submit
+from tensorc.runtime.ray_executor import submit
 from tensorc.session import ray_cluster
 
 RANDOM_DTYPES = ("float32", "float64")
@@ -76,9 +77,10 @@ def _blocking(shape, block_shape, grid, cpus: int) -> tuple[int, ...]:
 
 
 class Array:
-    """A distributed array: blocks as Ray ObjectRefs on the nodes of the cluster."""
+    """A distributed array: its :class:`~tensorc.runtime.blocks.Blocks` (Ray ObjectRefs on the
+    nodes of the cluster) and the node grid of its block-cyclic layout."""
 
-    def __init__(self, blocks: DistributedBlocks, node_grid: tuple[int, ...]) -> None:
+    def __init__(self, blocks: Blocks, node_grid: tuple[int, ...]) -> None:
         self._blocks = blocks
         self.node_grid = node_grid
 
@@ -113,13 +115,13 @@ class Array:
         return tuple(b[1] - b[0] if len(b) > 1 else 0 for b in self._blocks.bounds)
 
     @property
-    def blocks(self) -> DistributedBlocks:
+    def blocks(self) -> Blocks:
         return self._blocks
 
     def block_nodes(self) -> dict[tuple[int, ...], int | None]:
         """Node index (in the session's node order) holding each block's primary copy."""
-        cluster = ray_cluster()
-        return {c: cluster.index_of(n) for c, n in sorted(self._blocks.node_ids().items())}
+        self._blocks.resolve(ray_cluster().index_of)
+        return dict(sorted(self._blocks.nodes.items()))
 
     def numpy(self) -> np.ndarray:
         """Gather every block into one driver ndarray."""
@@ -150,12 +152,13 @@ def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> Array:
     or ``node_of[coords]`` when a plan gives the nodes); ``args_of`` gives each block's
     arguments from its coordinates and slices."""
     cluster = ray_cluster()
-    blocks = DistributedBlocks(shape, dtype, bounds, {})
+    blocks = Blocks(shape, dtype, bounds)
     node_grid = _node_grid(blocks.grid, cluster.nodes)
     for coords in np.ndindex(*blocks.grid):
         node = (node_of or {}).get(coords)
         if node is None:
             node = block_cyclic_node(coords, node_grid)
+        blocks.nodes[coords] = node
         blocks.refs[coords], blocks.reported[coords] = submit(
             cluster, name, node, *args_of(coords, blocks.block_slices(coords))
         )
@@ -220,10 +223,10 @@ def asarray(array, *, block_shape=None, grid=None) -> Array:
     cluster = ray_cluster()
     cluster.refresh()
     bounds = _bounds(data.shape, _blocking(data.shape, block_shape, grid, cluster.total_cpus))
-    return distribute(data, bounds)
+    return place(data, bounds)
 
 
-def distribute(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> Array:
+def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> Array:
     """Place ``data`` cut at ``bounds`` on the nodes of the block-cyclic layout, or on
     ``node_of[block coordinates]`` when given (a plan's layout)."""
 

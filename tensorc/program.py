@@ -9,8 +9,9 @@ Contract:
 - ``Program.run(**inputs)`` binds inputs (numpy arrays, cast to their declared dtype), params
   (overriding declared values) and sizes (from input shapes, declared values or keywords),
   unrolls and lowers the program for those values (cached), plans each statement (cached),
-  and runs the statements' task graphs in SSA order through :func:`tensorc.api.execute_plan`,
-  each result feeding later statements. Returns ``{output name: ndarray}``.
+  and runs the statements' task graphs in SSA order through :mod:`tensorc.execution`, each
+  result feeding later statements. Returns ``{output name: ndarray}``; ``tc.last_stats()``
+  then reports the whole run (:func:`tensorc.execution.program_stats`).
 - ``Program.explain(stage=None, **sizes_and_params)`` prints one stage: ``ast``, ``ir``,
   ``plan`` (the default), ``tasks``, ``schedule`` or ``dot`` (Graphviz text of the task graphs).
 """
@@ -19,20 +20,26 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from tensorc import execution, session
+from tensorc.array import Array, full
 from tensorc.errors import TcParseError
 from tensorc.frontend import tc_ast as ast
 from tensorc.frontend.diagnostics import Diagnostics, Source, Span, did_you_mean
 from tensorc.frontend.tc_check import DTYPES, Checked, check
 from tensorc.frontend.tc_lower import Statement, Unrolled, lower_program
 from tensorc.ir.printer import format_program
-from tensorc.passes.base import PassContext
-from tensorc.plan import Plan, plan_program
-from tensorc.program_plan import ProgramPlan, plan_program_layouts
+from tensorc.passes.base import PassContext, PassOptions
+from tensorc.planning.options import check_plan_options
+from tensorc.planning.plan import Plan, PlanCache, plan_program
+from tensorc.planning.program_layouts import ProgramPlan, plan_program_layouts
+from tensorc.runtime.local import available_cores
+from tensorc.session import ray_cluster
 
 STAGES = ("ast", "ir", "plan", "tasks", "schedule", "dot")
 TASK_LINES = 400
@@ -80,9 +87,7 @@ def compile(  # noqa: A001 - the public name is tc.compile
 
     ``nodes`` plans the whole program for that many nodes (on Ray it defaults to the
     session's node count) with ``planner`` (see :func:`tensorc.plan`)."""
-    from tensorc.api import _check_options
-
-    _check_options({"nodes": nodes, "planner": planner})
+    check_plan_options({"nodes": nodes, "planner": planner, "workers": workers})
     checked = check(_read(path_or_source))
     options = Options(
         tuple(sorted((grid or {}).items())),
@@ -102,7 +107,7 @@ class Program:
         self.checked = checked
         self.options = options
         self._unrolled: dict[tuple, Unrolled] = {}
-        self._plans: dict[tuple, Plan] = {}
+        self._plans = PlanCache()
         self._layouts: dict[tuple, ProgramPlan] = {}
 
     @property
@@ -249,8 +254,6 @@ class Program:
         return result
 
     def _context(self, statement: Statement, nodes: int = 1, placed=None) -> PassContext:
-        from tensorc.runtime.local import available_cores
-
         sizes = statement.program.size_of
         block = dict(statement.block)
         for name, count in self.options.grid:
@@ -260,7 +263,7 @@ class Program:
             if name in sizes:
                 block[name] = size
         layouts = {d.name: "C" for d in statement.program.inputs}
-        return PassContext.of(
+        return PassContext(PassOptions(
             optimize=self.options.optimize,
             workers=int(self.options.workers or available_cores()),
             block_shape=block or None,
@@ -268,7 +271,7 @@ class Program:
             nodes=nodes,
             planner=self.options.planner,
             placed=placed,
-        )
+        ))
 
     def plan(self, statement: Statement, nodes: int = 1, placed=None) -> Plan:
         """The (cached) plan of one statement's IR for ``nodes`` nodes, its operands at
@@ -281,7 +284,7 @@ class Program:
         plan = self._plans.get(key)
         if plan is None:
             plan = plan_program(f"{statement.label}: {statement.text}", statement.program, ctx)
-            self._plans[key] = plan
+            self._plans.put(key, plan)
         return plan
 
     def plan_layouts(self, unrolled: Unrolled, nodes: int, initial=None) -> ProgramPlan:
@@ -302,27 +305,45 @@ class Program:
 
     # -- running -------------------------------------------------------------------------
     def run(self, **inputs) -> dict[str, np.ndarray]:
-        """Run the program on ``inputs`` (arrays, params, sizes by name); outputs by name."""
-        from tensorc.api import execute_plan
-
+        """Run the program on ``inputs`` (arrays, params, sizes by name); outputs by name.
+        ``tc.last_stats()`` then describes the whole run (every statement)."""
+        started = time.perf_counter()
         arrays, sizes, params = self.bind(inputs)
         unrolled = self.unrolled(sizes, params)
         if _distributed(arrays):
-            return self._run_on_ray(arrays, unrolled)
+            outputs, ran = self._run_on_ray(arrays, unrolled)
+            backend = "ray"
+        else:
+            outputs, ran = self._run_locally(arrays, unrolled)
+            backend = "local"
+        execution.record(execution.program_stats(
+            ran, backend=backend, seconds=time.perf_counter() - started))
+        return outputs
+
+    def _run_locally(self, arrays: dict, unrolled: Unrolled) -> tuple[dict, list]:
+        """The statements in this process, in SSA order, each result feeding later ones."""
         nodes = self.options.nodes or 1
         layouts = self.plan_layouts(unrolled, nodes) if nodes > 1 else None
         env: dict[str, object] = dict(arrays)
+        ran: list[tuple[str, dict]] = []
         for statement in unrolled.statements:
             if statement.program is None:
                 env[statement.label] = np.full(statement.shape, statement.fill, statement.dtype)
                 continue
+            planned = time.perf_counter()
+            hits = self._plans.hits
             plan = layouts.plans[statement.label] if layouts else self.plan(statement)
+            cached = layouts is not None or self._plans.hits > hits
+            planned = time.perf_counter() - planned
             operands = [env[label] for label in statement.operands]
             out = np.empty(statement.shape, dtype=plan.graph.dtype)
-            execute_plan(plan, operands, out, workers=self.options.workers)
+            run = execution.run_local(plan, operands, out, workers=self.options.workers)
+            ran.append((statement.label, execution.local_stats(
+                plan, run, cached=cached,
+                plan_seconds=planned if cached else plan.stats["plan_seconds"])))
             env[statement.label] = out if out.dtype == statement.dtype else out.astype(
                 statement.dtype)
-        return {name: env[label] for name, label in unrolled.outputs}
+        return {name: env[label] for name, label in unrolled.outputs}, ran
 
     def _run_on_ray(self, arrays: dict, unrolled: Unrolled) -> dict:
         """The statements on the Ray session, planned as one program for its nodes: every
@@ -330,16 +351,13 @@ class Program:
         statement reads its operands in the layout (or replica) its plan chose, and a numpy
         input is distributed once, by the first statement that reads it. Results are
         ``tc.Array``s when an input was one, numpy (gathered) when every input was numpy."""
-        from tensorc.api import execute_plan_on_ray
-        from tensorc.array import Array, full
-        from tensorc.distributed import cast, sources
-        from tensorc.session import ray_cluster
-
         cluster = ray_cluster()
         cluster.refresh()
+        scheduler = session.current().scheduler
         nodes = self.options.nodes or cluster.nodes
         given = [label for label, value in arrays.items() if isinstance(value, Array)]
-        initial = sources([arrays[label] for label in given], cluster)
+        initial = execution.layouts_of([arrays[label] for label in given])
+        ran: list[tuple[str, dict]] = []
         layouts = self.plan_layouts(
             unrolled, nodes, {given[k]: source for k, source in initial.items()})
         replicas: dict[str, list[tuple[object, object]]] = {
@@ -354,22 +372,23 @@ class Program:
             operands = [_replica(replicas[label], placed.get(position))
                         for position, label in enumerate(statement.operands)]
             used: dict[int, object] = {}
-            result = execute_plan_on_ray(plan, operands, inputs_used=used)
+            result, stats = execution.run_on_ray(plan, operands, scheduler, inputs_used=used)
+            ran.append((statement.label, stats))
             for position, label in enumerate(statement.operands):
                 if position in used:  # distributed here (numpy) or re-laid out (a replica)
                     read = layouts.reads[statement.label][position]
                     kept = [(s, v) for s, v in replicas[label] if isinstance(v, Array)]
                     replicas[label] = [*kept, (read, used[position])]
             if result.dtype != np.dtype(statement.dtype):
-                result = Array(cast(result.blocks, np.dtype(statement.dtype), ray_cluster()),
-                               result.node_grid)
+                result = Array(execution.cast(result.blocks, np.dtype(statement.dtype),
+                                              cluster), result.node_grid)
             replicas[statement.label] = [(None, result)]
         keep = any(isinstance(value, Array) for value in arrays.values())
         out = {}
         for name, label in unrolled.outputs:
             value = replicas[label][0][1]
             out[name] = value if keep or not isinstance(value, Array) else value.numpy()
-        return out
+        return out, ran
 
     # -- explaining ----------------------------------------------------------------------
     def explain(self, stage: str | None = None, **sizes_and_params) -> str:
@@ -407,10 +426,20 @@ def _explain_ir(program: Program, unrolled: Unrolled) -> str:
     return "\n".join(lines)
 
 
+def _plans(program: Program, unrolled: Unrolled) -> tuple[ProgramPlan | None, dict[str, Plan]]:
+    """The plan every explain stage shows: the whole-program plan for ``nodes`` nodes
+    (when the program is compiled with ``nodes`` > 1), else each statement's local plan."""
+    nodes = program.options.nodes or 1
+    if nodes > 1:
+        layouts = program.plan_layouts(unrolled, nodes)
+        return layouts, dict(layouts.plans)
+    return None, {st.label: program.plan(st) for st in unrolled.statements
+                  if st.program is not None}
+
+
 def _explain_plan(program: Program, unrolled: Unrolled) -> str:
     lines = _header(unrolled)
-    nodes = program.options.nodes or 1
-    layouts = program.plan_layouts(unrolled, nodes) if nodes > 1 else None
+    layouts, plans = _plans(program, unrolled)
     if layouts is not None:
         lines.extend(layouts.describe())
     for statement in unrolled.statements:
@@ -418,32 +447,50 @@ def _explain_plan(program: Program, unrolled: Unrolled) -> str:
             lines.append(_title(statement))
             lines.append(f"  fill {statement.fill!r} (no tasks)")
             continue
-        plan = layouts.plans[statement.label] if layouts else program.plan(statement)
-        lines.append(plan.explain())
+        lines.append(plans[statement.label].explain())
     return "\n".join(lines)
 
 
 def _explain_tasks(program: Program, unrolled: Unrolled) -> str:
     lines = _header(unrolled)
+    _, plans = _plans(program, unrolled)
     for statement in unrolled.statements:
         lines.append(_title(statement))
         if statement.program is None:
             lines.append(f"  fill {statement.fill!r} (no tasks)")
             continue
-        lines.append(program.plan(statement).graph.format(limit=TASK_LINES))
+        lines.append(plans[statement.label].graph.format(limit=TASK_LINES))
     return "\n".join(lines)
 
 
 def _explain_schedule(program: Program, unrolled: Unrolled) -> str:
+    layouts, plans = _plans(program, unrolled)
+    if layouts is not None:
+        return _explain_distributed_schedule(unrolled, layouts)
     lines = ["local executor: tasks run in graph order", *_header(unrolled)]
     for statement in unrolled.statements:
         if statement.program is None:
             lines.append(f"  {statement.label}: fill on the host, no tasks")
             continue
-        graph = program.plan(statement).graph
+        graph = plans[statement.label].graph
         counts = ", ".join(f"{k} {v}" for k, v in graph.counts().items())
         last = len(graph.tasks) - 1
         lines.append(f"  {statement.label}: t0..t{last} in order ({counts})")
+    return "\n".join(lines)
+
+
+def _explain_distributed_schedule(unrolled: Unrolled, layouts: ProgramPlan) -> str:
+    """Each statement's modelled LSHS schedule on the program's nodes: per-node loads, then
+    the node of every task."""
+    lines = [f"LSHS on {layouts.nodes} nodes (the schedule the plan modelled; on Ray each "
+             "task is offered its node)", *_header(unrolled)]
+    for statement in unrolled.statements:
+        lines.append(_title(statement))
+        if statement.program is None:
+            lines.append(f"  fill {statement.fill!r}: made on its nodes, no tasks")
+            continue
+        placed = layouts.plans[statement.label].distribution.modelled.schedule
+        lines.append(placed.format(limit=TASK_LINES))
     return "\n".join(lines)
 
 
@@ -452,6 +499,7 @@ def _quote(text: str) -> str:
 
 
 def _explain_dot(program: Program, unrolled: Unrolled) -> str:
+    layouts, plans = _plans(program, unrolled)
     lines = ["digraph tensorc {", "  rankdir=LR;", "  node [shape=box, fontsize=10];"]
     for name in program.input_names:
         lines.append(f"  {_quote(name)} [shape=ellipse];")
@@ -463,14 +511,21 @@ def _explain_dot(program: Program, unrolled: Unrolled) -> str:
             lines.append(f"  {fill} [label={_quote(f'fill {statement.fill!r}')}];")
             lines.append(f"  {fill} -> {_quote(label)};")
             continue
-        graph = program.plan(statement).graph
+        plan = plans[label]
+        graph = plan.graph
+        node_of = plan.distribution.modelled.schedule.node_of if layouts is not None else None
         lines.append(f"  subgraph cluster_{number} {{")
         lines.append(f"    label={_quote(f'{label}: {statement.text}')};")
         for index, task in enumerate(graph.tasks):
             stage = str(task.key[0]).rsplit("-", 1)[0]
             coords = ",".join(str(c) for c in task.key[1:])
-            lines.append(f"    {_quote(f'{label}/t{index}')} "
-                         f"[label={_quote(f't{index} {task.kind} {stage} ({coords})')}];")
+            text = f"t{index} {task.kind} {stage} ({coords})"
+            if node_of is not None:  # the node LSHS placed it on, one colour per node
+                text += f" @node {node_of[index]}"
+                style = f", style=filled, colorscheme=set312, fillcolor={node_of[index] % 12 + 1}"
+            else:
+                style = ""
+            lines.append(f"    {_quote(f'{label}/t{index}')} [label={_quote(text)}{style}];")
         lines.append("  }")
         for index, task in enumerate(graph.tasks):
             node = _quote(f"{label}/t{index}")
@@ -485,7 +540,7 @@ def _explain_dot(program: Program, unrolled: Unrolled) -> str:
 
 
 def _replica(options: list, wanted) -> object:
-    """The copy of a tensor laid out as ``wanted`` (a Source), else its first copy."""
+    """The copy of a tensor laid out as ``wanted`` (a ``Blocks`` layout), else its first copy."""
     if wanted is not None:
         for source, value in options:
             if source is not None and source.key() == wanted.key():
@@ -504,7 +559,5 @@ _EXPLAIN = {
 
 def _distributed(arrays: dict) -> bool:
     """Whether to run on Ray: a ``tc.Array`` input, or a Ray session."""
-    from tensorc.array import Array
-    from tensorc.session import current
-
-    return current().backend == "ray" or any(isinstance(v, Array) for v in arrays.values())
+    return session.current().backend == "ray" or any(
+        isinstance(v, Array) for v in arrays.values())

@@ -20,9 +20,7 @@ import threading
 from dataclasses import dataclass
 
 from tensorc.errors import ExecutionError, PlanError
-
-BACKENDS = ("local", "ray")
-SCHEDULERS = ("lshs", "round_robin", "ray_default")
+from tensorc.planning.options import BACKENDS, check_scheduler
 
 
 @dataclass
@@ -34,14 +32,6 @@ class Session:
 
 _lock = threading.Lock()
 _session = Session(backend="local", scheduler="lshs")
-
-
-def check_scheduler(scheduler: object) -> str:
-    if scheduler not in SCHEDULERS:
-        raise PlanError(
-            f"unknown scheduler {scheduler!r}; choose one of {', '.join(SCHEDULERS)}"
-        )
-    return scheduler  # type: ignore[return-value]
 
 
 def init(

@@ -11,15 +11,15 @@ from tensorc.codegen.taskgraph import LOAD, PAIR, REDUCE
 from tensorc.ir.interpret import interpret
 from tensorc.ir.nodes import (
     Arg,
-    Call,
     Const,
+    Function,
+    InputDecl,
     Join,
     Map,
     Merge,
-    Program,
+    OpCall,
     ReduceByKey,
     Scan,
-    TensorDecl,
 )
 from tensorc.ir.verify import verify
 from tensorc.passes.base import PassContext
@@ -28,26 +28,26 @@ from tensorc.runtime.local import LocalExecutor
 
 SIZES = (("i", 5), ("j", 4), ("k", 6))
 DECLS = (
-    TensorDecl("A", (5, 6), "float64"),
-    TensorDecl("B", (6, 4), "float64"),
-    TensorDecl("C", (5, 4), "float64"),
+    InputDecl("A", (5, 6), "float64"),
+    InputDecl("B", (6, 4), "float64"),
+    InputDecl("C", (5, 4), "float64"),
 )
 A, B, C = Scan("A", ("i", "k")), Scan("B", ("k", "j")), Scan("C", ("i", "j"))
 MIN_PLUS = ReduceByKey(
-    "min", Map(Call("add", (Arg(0), Arg(1))), Join((A, B), ("k",)), ("i", "k", "j")), ("i", "j")
+    "min", Map(OpCall("add", (Arg(0), Arg(1))), Join((A, B), ("k",)), ("i", "k", "j")), ("i", "j")
 )
 PROGRAMS = {
-    "elementwise-transpose": Map(Call("sub", (Arg(0), Const(1.5))), A, ("k", "i")),
+    "elementwise-transpose": Map(OpCall("sub", (Arg(0), Const(1.5))), A, ("k", "i")),
     "min-plus-step": MIN_PLUS,
     "max-of-products": ReduceByKey(
-        "max", Map(Call("mul", (Arg(0), Arg(1))), Join((A, B), ("k",)), ("i", "k", "j")), ("i",)
+        "max", Map(OpCall("mul", (Arg(0), Arg(1))), Join((A, B), ("k",)), ("i", "k", "j")), ("i",)
     ),
     "merge-min": Merge(C, MIN_PLUS, "min"),
 }
 GRIDS = [None, {"i": 2}, {"i": 2, "k": 3, "j": 2}, {"k": 6}]
 
 
-def _run(program: Program, grid, arrays):
+def _run(program: Function, grid, arrays):
     blocking = choose_blocking(program, PassContext.of(workers=2, grid=grid))
     graph = lower(program, blocking)
     graph.verify()
@@ -58,7 +58,7 @@ def _run(program: Program, grid, arrays):
 @pytest.mark.parametrize("grid", GRIDS, ids=str)
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_lowered_program_equals_the_interpreter(name, grid):
-    program = verify(Program(DECLS, SIZES, PROGRAMS[name], "float64"))
+    program = verify(Function(DECLS, SIZES, PROGRAMS[name], "float64"))
     rng = np.random.default_rng(11)
     arrays = {d.name: rng.standard_normal(d.shape) for d in DECLS}
     _, result = _run(program, grid, arrays)
@@ -66,7 +66,7 @@ def test_lowered_program_equals_the_interpreter(name, grid):
 
 
 def test_min_plus_reduces_partials_with_min_not_sum():
-    program = verify(Program(DECLS, SIZES, MIN_PLUS, "float64"))
+    program = verify(Function(DECLS, SIZES, MIN_PLUS, "float64"))
     rng = np.random.default_rng(12)
     arrays = {d.name: rng.standard_normal(d.shape) for d in DECLS}
     graph, result = _run(program, {"k": 3}, arrays)
@@ -76,7 +76,7 @@ def test_min_plus_reduces_partials_with_min_not_sum():
 
 
 def test_task_keys_are_deterministic_and_loads_precede_their_first_use():
-    program = verify(Program(DECLS, SIZES, MIN_PLUS, "float64"))
+    program = verify(Function(DECLS, SIZES, MIN_PLUS, "float64"))
     ctx = PassContext.of(workers=2, grid={"i": 2, "k": 3})
     first = lower(program, choose_blocking(program, ctx))
     second = lower(program, choose_blocking(program, ctx))

@@ -13,13 +13,13 @@ from tensorc.ir.keys import KEY_RULES
 from tensorc.ir.nodes import (
     NODE_TYPES,
     Arg,
+    Function,
+    InputDecl,
     Join,
     Map,
     Merge,
-    Program,
     ReduceByKey,
     Scan,
-    TensorDecl,
 )
 from tensorc.ir.printer import PRINT_RULES, format_program
 from tensorc.ir.verify import VERIFY_RULES, verify
@@ -65,22 +65,22 @@ def test_verifier_rejects_a_map_that_drops_an_index():
 
 def test_verifier_rejects_a_join_on_the_wrong_names():
     scans = (Scan("A", ("i", "k")), Scan("B", ("k", "j")))
-    decls = (TensorDecl("A", (2, 3), "float64"), TensorDecl("B", (3, 4), "float64"))
-    program = Program(decls, (("i", 2), ("j", 4), ("k", 3)), Join(scans, ("i",)), "float64")
+    decls = (InputDecl("A", (2, 3), "float64"), InputDecl("B", (3, 4), "float64"))
+    program = Function(decls, (("i", 2), ("j", 4), ("k", 3)), Join(scans, ("i",)), "float64")
     with pytest.raises(IRVerificationError, match=r"joins on \('i',\) but the inputs share"):
         verify(program)
 
 
 def test_verifier_rejects_a_scan_with_the_wrong_rank():
-    decls = (TensorDecl("A", (2, 3), "float64"),)
-    program = Program(decls, (("i", 2),), Scan("A", ("i",)), "float64")
+    decls = (InputDecl("A", (2, 3), "float64"),)
+    program = Function(decls, (("i", 2),), Scan("A", ("i",)), "float64")
     with pytest.raises(IRVerificationError, match="1 indices for a rank-2 tensor"):
         verify(program)
 
 
 def test_verifier_rejects_an_unknown_monoid():
-    decls = (TensorDecl("A", (2,), "float64"),)
-    program = Program(decls, (("i", 2),), ReduceByKey("xor", Scan("A", ("i",)), ()), "float64")
+    decls = (InputDecl("A", (2,), "float64"),)
+    program = Function(decls, (("i", 2),), ReduceByKey("xor", Scan("A", ("i",)), ()), "float64")
     with pytest.raises(IRVerificationError, match="unknown monoid 'xor'"):
         verify(program)
 
@@ -93,8 +93,8 @@ def test_interpreter_matches_numpy_on_a_diagonal_and_a_trace():
 
 
 def test_interpreter_merge_accumulates_with_the_monoid():
-    decls = (TensorDecl("A", (3,), "float64"), TensorDecl("B", (3,), "float64"))
-    program = Program(
+    decls = (InputDecl("A", (3,), "float64"), InputDecl("B", (3,), "float64"))
+    program = Function(
         decls, (("i", 3),), Merge(Scan("A", ("i",)), Scan("B", ("i",)), "max"), "float64"
     )
     verify(program)

@@ -13,9 +13,10 @@ from tensorc.frontend.einsum import einsum_program
 from tensorc.frontend.subscripts import parse_einsum
 from tensorc.passes import model_bound, prediction
 from tensorc.passes.base import PassContext
-from tensorc.passes.distribution import Problem, Source, model
+from tensorc.passes.distribution import Problem, model
 from tensorc.passes.pipeline import run_pipeline
 from tensorc.passes.search import all_candidates, candidate_table
+from tensorc.runtime.blocks import Blocks
 
 
 def _problem(subscripts: str, shapes, nodes: int, **extra) -> Problem:
@@ -65,7 +66,7 @@ def test_cost_bound_never_exceeds_the_model(subscripts, shapes, nodes):
 def test_cost_bound_with_an_operand_already_on_one_node():
     # A is 2 x 2 blocks, all on node 0: the even-spread network bound would not hold
     on_node_0 = {(a, b): 0 for a in range(2) for b in range(2)}
-    placed = {0: Source(((0, 16, 32), (0, 16, 32)), on_node_0)}
+    placed = {0: Blocks.layout(((0, 16, 32), (0, 16, 32)), on_node_0)}
     problem = _problem(
         "ik,kj->ij", [(32, 32), (32, 32)], 4, placed=placed, placed_counts={"i": 2, "k": 2}
     )

@@ -10,14 +10,14 @@ from tensorc.frontend.subscripts import parse_einsum
 from tensorc.ir.interpret import interpret
 from tensorc.ir.nodes import (
     Arg,
-    Call,
     Const,
+    Function,
+    InputDecl,
     Join,
     Map,
-    Program,
+    OpCall,
     ReduceByKey,
     Scan,
-    TensorDecl,
     post_order,
 )
 from tensorc.ir.verify import verify
@@ -107,12 +107,12 @@ def test_pairwise_stages_win_for_a_long_chain_over_many_blocks():
 
 def test_fuse_maps_collapses_a_map_of_a_map():
     scan = Scan("A", ("i",))
-    inner = Map(Call("mul", (Arg(0), Const(2.0))), scan, ("i",))
-    outer = Map(Call("add", (Arg(0), Const(1.0))), inner, ("i",))
-    program = verify(Program((TensorDecl("A", (3,), "float64"),), (("i", 3),), outer, "float64"))
+    inner = Map(OpCall("mul", (Arg(0), Const(2.0))), scan, ("i",))
+    outer = Map(OpCall("add", (Arg(0), Const(1.0))), inner, ("i",))
+    program = verify(Function((InputDecl("A", (3,), "float64"),), (("i", 3),), outer, "float64"))
     fused = verify(FuseMaps().run(program, PassContext.of()))
     assert fused.output == Map(
-        Call("add", (Call("mul", (Arg(0), Const(2.0))), Const(1.0))), scan, ("i",)
+        OpCall("add", (OpCall("mul", (Arg(0), Const(2.0))), Const(1.0))), scan, ("i",)
     )
     a = np.array([1.0, 2.0, 3.0])
     np.testing.assert_allclose(interpret(fused, {"A": a}), interpret(program, {"A": a}))

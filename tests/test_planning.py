@@ -25,7 +25,8 @@ from tensorc.passes.base import PassContext
 from tensorc.passes.distribution import Candidate, Modelled, Problem, check, model
 from tensorc.passes.lower_bound import communication_lower_bound
 from tensorc.passes.pipeline import run_pipeline
-from tensorc.passes.search import PLANNERS, all_candidates, search
+from tensorc.passes.planners import PLANNERS, search
+from tensorc.passes.search import all_candidates
 
 # costs of two different candidates may tie up to the order of float additions
 SAME_COST = 1e-12

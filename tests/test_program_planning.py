@@ -1,4 +1,5 @@
-"""Whole-program planning (:mod:`tensorc.program_plan`) on a simulated 4-node cluster, no Ray.
+"""Whole-program planning (:mod:`tensorc.planning.program_layouts`) on a simulated 4-node
+cluster, no Ray.
 
 Layouts flow through a ``.tc`` program's statements: Spartan's ALS case (a matrix read along
 its columns, then along its rows) is planned as one program, a tensor that a middle statement
@@ -18,8 +19,9 @@ import pytest
 
 import tensorc as tc
 from tensorc.array import factor_over
-from tensorc.passes.distribution import Problem, Source, model
-from tensorc.program_plan import input_source, output_source
+from tensorc.passes.distribution import Problem, model
+from tensorc.planning.program_layouts import input_layout, output_layout
+from tensorc.runtime.blocks import Blocks
 from tensorc.runtime.layout import block_cyclic_node
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -72,12 +74,12 @@ def _statement(unrolled, label: str):
     return next(s for s in unrolled.statements if s.label == label)
 
 
-def _block_cyclic(shape, grid) -> Source:
+def _block_cyclic(shape, grid) -> Blocks:
     """The layout ``tc.asarray(x, grid=grid)`` gives an array on ``NODES`` nodes."""
     bounds = tuple(tuple(range(0, n, -(-n // g))) + (n,) for n, g in zip(shape, grid, strict=True))
     node_grid = factor_over(NODES, grid)
     blocks = itertools.product(*(range(g) for g in grid))
-    return Source(bounds, {c: block_cyclic_node(c, node_grid) for c in blocks})
+    return Blocks.layout(bounds, {c: block_cyclic_node(c, node_grid) for c in blocks})
 
 
 def _each_alone_cost(program: tc.Program, unrolled, nodes: int = NODES) -> float:
@@ -85,7 +87,7 @@ def _each_alone_cost(program: tc.Program, unrolled, nodes: int = NODES) -> float
     out afresh for it, and an operand an earlier statement already laid out is then moved
     into that layout (priced by the same model: the plan's candidate with the operand
     placed where it is and repartitioned)."""
-    layouts: dict[str, Source] = {}
+    layouts: dict[str, Blocks] = {}
     total = 0.0
     for statement in unrolled.statements:
         if statement.program is None:
@@ -102,8 +104,8 @@ def _each_alone_cost(program: tc.Program, unrolled, nodes: int = NODES) -> float
         else:
             total += alone.stats["cost"]
         for position, label in enumerate(statement.operands):
-            layouts[label] = input_source(alone, position, alone.program.inputs[position].shape)
-        layouts[statement.label] = output_source(alone)
+            layouts[label] = input_layout(alone, position, alone.program.inputs[position].shape)
+        layouts[statement.label] = output_layout(alone)
     return total
 
 

@@ -122,9 +122,16 @@ def test_als_program_runs_on_ray():
     assert isinstance(out["W"], np.ndarray)
     np.testing.assert_allclose(out["V"], r.T @ u, rtol=1e-12)
     np.testing.assert_allclose(out["W"], r @ (r.T @ u), rtol=1e-12)
-    stats = tc.last_stats()
+    stats = tc.last_stats()  # the whole run: every statement, and their sums
     assert stats["backend"] == "ray" and stats["nodes"] == 4
-    _check_followed_the_plan(stats)
+    statements = stats["statements"]
+    assert [s["label"] for s in statements] == ["V@1", "W@1"]
+    for statement in statements:
+        _check_followed_the_plan(statement)
+    for key in ("tasks", "inter_node_bytes", "measured_inter_node_bytes", "run_seconds"):
+        assert stats[key] == sum(s[key] for s in statements), key
+    _check_followed_the_plan({**stats, "ran_on": statements[-1]["ran_on"],
+                              "node_of": statements[-1]["node_of"]})
     # R already on the cluster by rows: V@1 wants it by columns and W@1 reads the rows,
     # so V@1 works on a replica and every result stays on the cluster
     out = program.run(R=tc.asarray(r, grid=(4, 1)), U=tc.asarray(u, grid=(4, 1)))

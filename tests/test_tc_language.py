@@ -68,11 +68,11 @@ def test_all_four_matmul_forms_lower_to_one_ir():
 
 def test_every_call_op_has_semantics_arity_and_text():
     assert set(CALL_FUNCS) == set(CALL_OPS) == set(CALL_ARITY)
-    from tensorc.ir.nodes import Arg, Call
+    from tensorc.ir.nodes import Arg, OpCall
 
     for op, arity in CALL_ARITY.items():
         args = tuple(Arg(k) for k in range(arity or 2))
-        assert format_expr(Call(op, args))
+        assert format_expr(OpCall(op, args))
 
 
 def _run(source: str, **inputs):

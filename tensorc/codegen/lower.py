@@ -36,11 +36,11 @@ from tensorc.errors import PlanError
 from tensorc.ir.contraction import flops_per_element
 from tensorc.ir.keys import key_of, unique
 from tensorc.ir.nodes import (
+    Function,
     Join,
     Map,
     Merge,
     Node,
-    Program,
     Scan,
     is_product_of_args,
     post_order,
@@ -60,7 +60,7 @@ class _Blocked:
 
 
 class _Builder:
-    def __init__(self, program: Program, blocking: Blocking) -> None:
+    def __init__(self, program: Function, blocking: Blocking) -> None:
         self.program = program
         self.blocking = blocking
         self.dtype = np.dtype(program.dtype)
@@ -245,7 +245,7 @@ def _loads_before_first_use(
     return reordered, [(renumber[t], slices) for t, slices in outputs]
 
 
-def lower(program: Program, blocking: Blocking) -> TaskGraph:
+def lower(program: Function, blocking: Blocking) -> TaskGraph:
     """Partially evaluate ``program`` over the block coordinates of ``blocking``.
 
     Every product stage runs exactly the contraction path its join carries

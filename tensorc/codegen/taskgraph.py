@@ -107,11 +107,6 @@ class TaskGraph:
             "max_width": self.max_width(),
         }
 
-    def task_dims(self, index: int) -> tuple[tuple[str, ...], tuple[int, ...]]:
-        """``(index names, block coordinates)`` of task ``index``'s block."""
-        key = self.tasks[index].key
-        return self.stage_dims[key[0]], key[1:]
-
     def max_width(self) -> int:
         """Most compute tasks that could run at once (tasks per dependency level); computed
         once per graph, since executors ask on every run."""

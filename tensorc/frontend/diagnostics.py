@@ -3,7 +3,7 @@
 Contract: a :class:`Diagnostic` is a code (``E-parse``, ``E-undefined``, ``E-rank``, ``E-size``,
 ``E-reduce``, ``E-type``, ``E-loop``, ``E-input``, ``E-unsupported``), a message, a
 :class:`Span` in a :class:`Source`, and a hint. ``Diagnostic.format()`` renders it exactly as
-``TC_LANGUAGE.md`` shows::
+``docs/language.md`` ("Errors") shows::
 
     error[E-reduce]: index 'k' appears only on the right of '=', so it is never reduced
      --> matmul.tc:7:9

@@ -1,4 +1,4 @@
-"""einsum and tensordot front end: numpy operands and options → a checked IR Program.
+"""einsum and tensordot front end: numpy operands and options → a checked IR Function.
 
 Contract: ``einsum_program(spec, dtypes, compute_dtype)`` lowers a checked
 :class:`~tensorc.frontend.subscripts.EinsumSpec` into
@@ -21,7 +21,7 @@ import numpy as np
 from tensorc.errors import TypeCheckError
 from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.ir.keys import join_of, key_of
-from tensorc.ir.nodes import Map, Program, ReduceByKey, Scan, TensorDecl, mul_of_args
+from tensorc.ir.nodes import Function, InputDecl, Map, ReduceByKey, Scan, mul_of_args
 
 
 def operand_name(position: int) -> str:
@@ -30,10 +30,10 @@ def operand_name(position: int) -> str:
 
 def einsum_program(
     spec: EinsumSpec, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[str], compute_dtype: str
-) -> Program:
+) -> Function:
     """The element-level IR of one einsum."""
     decls = tuple(
-        TensorDecl(operand_name(k), tuple(shape), str(dtype))
+        InputDecl(operand_name(k), tuple(shape), str(dtype))
         for k, (shape, dtype) in enumerate(zip(shapes, dtypes, strict=True))
     )
     scans = tuple(Scan(d.name, names) for d, names in zip(decls, spec.inputs, strict=True))
@@ -43,7 +43,7 @@ def einsum_program(
         join = join_of(scans)
         body = Map(mul_of_args(len(scans)), join, key_of(join))
     output = ReduceByKey("+", body, spec.output)
-    return Program(decls, spec.sizes, output, compute_dtype)
+    return Function(decls, spec.sizes, output, compute_dtype)
 
 
 @lru_cache(maxsize=1024)

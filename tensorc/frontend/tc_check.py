@@ -27,7 +27,6 @@ BUILTINS = {
     "pow": 2, "max": 2, "min": 2,
 }
 MONOID_KIND = {"+": "num", "*": "num", "max": "num", "min": "num", "or": "bool", "and": "bool"}
-ARITH = {"add", "sub", "mul", "div"}
 COMPARE = {"lt", "le", "gt", "ge", "eq", "ne"}
 OP_WORDS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">",
             "ge": ">=", "eq": "==", "ne": "!=", "and": "and", "or": "or", "neg": "-",

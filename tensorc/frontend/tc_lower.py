@@ -1,4 +1,4 @@
-"""Lower a checked ``.tc`` program to SSA statements, each an IR ``Program`` (or a fill).
+"""Lower a checked ``.tc`` program to SSA statements, each an IR ``Function`` (or a fill).
 
 Contract: ``lower_program(checked, sizes, params) -> Unrolled`` needs every size bound to an
 integer and every param to a value. It unrolls ``repeat`` (the counter ``t`` of
@@ -33,16 +33,16 @@ from tensorc.frontend.tc_check import DTYPES, Checked
 from tensorc.ir.keys import join_of, key_of
 from tensorc.ir.nodes import (
     Arg,
-    Call,
     Const,
     Expr,
+    Function,
+    InputDecl,
     Map,
     Merge,
     Node,
-    Program,
+    OpCall,
     ReduceByKey,
     Scan,
-    TensorDecl,
 )
 from tensorc.ir.semantics import MONOID_IDENTITY, evaluate
 
@@ -62,7 +62,7 @@ class Statement:
     line: int
     shape: tuple[int, ...]
     dtype: str
-    program: Program | None
+    program: Function | None
     operands: tuple[str, ...]
     fill: int | float | bool | None = None
     block: tuple[tuple[str, int], ...] = ()
@@ -81,7 +81,7 @@ class _Operands:
     """The operands of one statement as they are met: names, decls, index sizes."""
 
     labels: list[str] = field(default_factory=list)
-    decls: list[TensorDecl] = field(default_factory=list)
+    decls: list[InputDecl] = field(default_factory=list)
     sizes: dict[str, int] = field(default_factory=dict)
     tensors: list[str] = field(default_factory=list)
     indices: list[tuple[str, ...]] = field(default_factory=list)
@@ -91,7 +91,7 @@ class _Operands:
         self.labels.append(label)
         self.tensors.append(tensor)
         self.indices.append(indices)
-        self.decls.append(TensorDecl(name, tuple(shape), dtype))
+        self.decls.append(InputDecl(name, tuple(shape), dtype))
         for index, dim in zip(indices, shape, strict=True):
             self.bind(index, dim)
         return Scan(name, indices)
@@ -167,7 +167,7 @@ class _Lowering:
             return
         if not leaves:  # op= of a constant into an earlier value: old ⊕ c, element-wise
             scan = ops.scan(old, target, shape, dtype, lhs)
-            node: Node = Map(Call(MONOID_CALL[stmt.op], (Arg(0), fn)), scan, lhs)
+            node: Node = Map(OpCall(MONOID_CALL[stmt.op], (Arg(0), fn)), scan, lhs)
         else:
             source = leaves[0] if len(leaves) == 1 else join_of(leaves)
             if monoid is None:
@@ -177,7 +177,7 @@ class _Lowering:
             if old is not None:
                 node = Merge(ops.scan(old, target, shape, dtype, lhs), node, stmt.op)
         compute = self.compute_dtype(ops, dtype, fn)
-        program = Program(tuple(ops.decls), tuple(sorted(ops.sizes.items())), node, compute)
+        program = Function(tuple(ops.decls), tuple(sorted(ops.sizes.items())), node, compute)
         block = self.block_hints(ops, target, lhs)
         self.statements.append(Statement(label, target, text, line, shape, dtype, program,
                                          tuple(ops.labels), None, block))
@@ -228,19 +228,19 @@ class _Lowering:
             node = ReduceByKey(REDUCERS[e.op], Map(fn, source, key_of(source)), key)
             return self.leaf(node, leaves)
         if isinstance(e, ast.Call):
-            return Call(e.fn, tuple(self.expr(a, leaves, ops) for a in e.args))
+            return OpCall(e.fn, tuple(self.expr(a, leaves, ops) for a in e.args))
         if isinstance(e, ast.Unary):
-            return Call(e.op, (self.expr(e.x, leaves, ops),))
+            return OpCall(e.op, (self.expr(e.x, leaves, ops),))
         if isinstance(e, ast.Binary):
             a = self.expr(e.a, leaves, ops)
             b = self.expr(e.b, leaves, ops)
-            if e.op in FOLDED and isinstance(a, Call) and a.op == e.op:
-                return Call(e.op, (*a.args, b))
-            return Call(e.op, (a, b))
+            if e.op in FOLDED and isinstance(a, OpCall) and a.op == e.op:
+                return OpCall(e.op, (*a.args, b))
+            return OpCall(e.op, (a, b))
         if isinstance(e, ast.Cond):
             args = (self.expr(e.c, leaves, ops), self.expr(e.a, leaves, ops),
                     self.expr(e.b, leaves, ops))
-            return Call("select", args)
+            return OpCall("select", args)
         raise IRVerificationError(f"unexpected expression after checking: {e!r}")
 
     def scan(self, tensor: str, indices: tuple[str, ...], ops: _Operands) -> Scan:
@@ -256,7 +256,7 @@ class _Lowering:
 def _has_float_const(fn: Expr) -> bool:
     if isinstance(fn, Const):
         return isinstance(fn.value, float)
-    if isinstance(fn, Call):
+    if isinstance(fn, OpCall):
         return any(_has_float_const(a) for a in fn.args)
     return False
 

@@ -14,11 +14,11 @@ import numpy as np
 
 from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import (
+    Function,
     Join,
     Map,
     Merge,
     Node,
-    Program,
     ReduceByKey,
     Scan,
     post_order,
@@ -29,7 +29,7 @@ from tensorc.ir.semantics import MONOID_UFUNCS, align, evaluate
 class _Context:
     """What every rule needs besides the environment: inputs, index sizes, dtype."""
 
-    def __init__(self, program: Program, arrays: Mapping[str, np.ndarray]) -> None:
+    def __init__(self, program: Function, arrays: Mapping[str, np.ndarray]) -> None:
         self.arrays = arrays
         self.sizes = program.size_of
         self.dtype = np.dtype(program.dtype)
@@ -100,7 +100,7 @@ INTERPRET_RULES: dict[type, Callable] = {
     Merge: _merge,
 }
 
-def interpret(program: Program, arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+def interpret(program: Function, arrays: Mapping[str, np.ndarray]) -> np.ndarray:
     """Evaluate ``program`` on named numpy ``arrays``; axes of the result follow its key."""
     ctx = _Context(program, arrays)
     env: dict[Node, object] = {}

@@ -19,8 +19,8 @@ answer every question about each of them):
   order given) and fold each group with ``monoid``.
 - ``Merge(old, new, monoid)`` — accumulate ``new`` into ``old`` (the ``op=`` update).
 
-Expressions inside ``Map`` are a second closed set: ``Arg``, ``Const`` and ``Call``.
-A :class:`Program` wraps the output node with the declared inputs and every index size.
+Expressions inside ``Map`` are a second closed set: ``Arg``, ``Const`` and ``OpCall``.
+A :class:`Function` wraps the output node with the declared inputs and every index size.
 """
 
 from __future__ import annotations
@@ -64,10 +64,10 @@ CALL_ARITY: dict[str, int | None] = {
     "not": 1,
     "select": 3,
 }
-"""Each ``Call`` operator and its number of arguments (``None``: two or more, folded left)."""
+"""Each ``OpCall`` operator and its number of arguments (``None``: two or more, folded left)."""
 
 CALL_OPS: frozenset[str] = frozenset(CALL_ARITY)
-"""Operators a ``Call`` may apply element-wise (``tensorc.ir.semantics`` defines each)."""
+"""Operators a ``OpCall`` may apply element-wise (``tensorc.ir.semantics`` defines each)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +85,14 @@ class Const:
 
 
 @dataclass(frozen=True, slots=True)
-class Call:
+class OpCall:
     """An element-wise operator applied to sub-expressions."""
 
     op: str
     args: tuple[Expr, ...]
 
 
-Expr = Arg | Const | Call
+Expr = Arg | Const | OpCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +138,7 @@ NODE_TYPES: tuple[type, ...] = (Scan, Join, Map, ReduceByKey, Merge)
 
 
 @dataclass(frozen=True, slots=True)
-class TensorDecl:
+class InputDecl:
     """A declared input: its name, shape and dtype (a numpy dtype string, e.g. ``float64``)."""
 
     name: str
@@ -147,14 +147,14 @@ class TensorDecl:
 
 
 @dataclass(frozen=True, slots=True)
-class Program:
+class Function:
     """One statement's IR: declared inputs, the size of every index, the output node.
 
     ``dtype`` is the dtype every block kernel computes in (numpy's result dtype, or the
     ``dtype=`` the caller asked for).
     """
 
-    inputs: tuple[TensorDecl, ...]
+    inputs: tuple[InputDecl, ...]
     sizes: tuple[tuple[str, int], ...]
     output: Node
     dtype: str
@@ -163,14 +163,14 @@ class Program:
     def size_of(self) -> dict[str, int]:
         return dict(self.sizes)
 
-    def decl(self, name: str) -> TensorDecl:
+    def decl(self, name: str) -> InputDecl:
         for decl in self.inputs:
             if decl.name == name:
                 return decl
         raise KeyError(name)
 
-    def with_output(self, output: Node) -> Program:
-        return Program(self.inputs, self.sizes, output, self.dtype)
+    def with_output(self, output: Node) -> Function:
+        return Function(self.inputs, self.sizes, output, self.dtype)
 
 
 def children(node: Node) -> tuple[Node, ...]:
@@ -210,7 +210,7 @@ def mul_of_args(count: int) -> Expr:
     """``#0 * #1 * … `` — the product a ``count``-way einsum join maps with."""
     if count == 1:
         return Arg(0)
-    return Call("mul", tuple(Arg(k) for k in range(count)))
+    return OpCall("mul", tuple(Arg(k) for k in range(count)))
 
 
 def is_product_of_args(fn: Expr, count: int) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tensorc.ir.keys import key_of
-from tensorc.ir.nodes import Arg, Call, Const, Expr, Join, Map, Merge, Program, ReduceByKey, Scan
+from tensorc.ir.nodes import Arg, Const, Expr, Function, Join, Map, Merge, OpCall, ReduceByKey, Scan
 from tensorc.ir.nodes import post_order as _post_order
 
 _INFIX = {
@@ -34,7 +34,7 @@ def format_expr(expr: Expr) -> str:
         return f"#{expr.position}"
     if isinstance(expr, Const):
         return repr(expr.value)
-    if isinstance(expr, Call):
+    if isinstance(expr, OpCall):
         if expr.op in _INFIX:
             inner = f" {_INFIX[expr.op]} ".join(_operand(a) for a in expr.args)
             return inner
@@ -44,7 +44,7 @@ def format_expr(expr: Expr) -> str:
 
 def _operand(expr: Expr) -> str:
     text = format_expr(expr)
-    return f"({text})" if isinstance(expr, Call) and expr.op in _INFIX else text
+    return f"({text})" if isinstance(expr, OpCall) and expr.op in _INFIX else text
 
 
 def _names(names: tuple[str, ...]) -> str:
@@ -85,7 +85,7 @@ PRINT_RULES: dict[type, Callable] = {
 }
 
 
-def format_program(program: Program) -> str:
+def format_program(program: Function) -> str:
     """The program as text: inputs, sizes, then one ``%n = op ... -> [key]`` line per node."""
     lines = [f"program dtype={program.dtype}"]
     for decl in program.inputs:

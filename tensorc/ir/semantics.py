@@ -2,7 +2,7 @@
 block kernels so both compute with the same definitions.
 
 - :data:`MONOID_UFUNCS` — each monoid of ``ReduceByKey``/``Merge`` as a numpy ufunc;
-- :data:`CALL_FUNCS` — each ``Call`` operator as a vectorised numpy function;
+- :data:`CALL_FUNCS` — each ``OpCall`` operator as a vectorised numpy function;
 - :func:`evaluate` — a ``Map`` expression over broadcast numpy values;
 - :func:`align` — view an array keyed ``have`` with the axes of ``want`` (size-1 where it has
   none), the one primitive both joins and element-wise kernels need.
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tensorc.ir.nodes import CALL_ARITY, Arg, Call, Const, Expr
+from tensorc.ir.nodes import CALL_ARITY, Arg, Const, Expr, OpCall
 
 MONOID_UFUNCS: dict[str, np.ufunc] = {
     "+": np.add,
@@ -72,7 +72,7 @@ CALL_FUNCS: dict[str, Callable[..., np.ndarray]] = {
     "not": np.logical_not,
     "select": np.where,
 }
-"""The numpy meaning of every ``Call`` operator (vectorised; variadic ones fold left)."""
+"""The numpy meaning of every ``OpCall`` operator (vectorised; variadic ones fold left)."""
 
 
 def evaluate(expr: Expr, values: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
@@ -81,7 +81,7 @@ def evaluate(expr: Expr, values: Sequence[np.ndarray], dtype: np.dtype) -> np.nd
         return values[expr.position]
     if isinstance(expr, Const):
         return np.asarray(expr.value, dtype=dtype)
-    if isinstance(expr, Call):
+    if isinstance(expr, OpCall):
         args = [evaluate(a, values, dtype) for a in expr.args]
         fn = CALL_FUNCS[expr.op]
         if CALL_ARITY[expr.op] is not None:

@@ -16,13 +16,13 @@ from tensorc.ir.nodes import (
     CALL_OPS,
     MONOIDS,
     Arg,
-    Call,
     Const,
     Expr,
+    Function,
     Join,
     Map,
     Merge,
-    Program,
+    OpCall,
     ReduceByKey,
     Scan,
     post_order,
@@ -33,7 +33,7 @@ def _fail(node: object, message: str) -> None:
     raise IRVerificationError(f"{type(node).__name__}: {message} in {node!r}")
 
 
-def _verify_scan(node: Scan, program: Program) -> None:
+def _verify_scan(node: Scan, program: Function) -> None:
     try:
         decl = program.decl(node.tensor)
     except KeyError:
@@ -47,7 +47,7 @@ def _verify_scan(node: Scan, program: Program) -> None:
             _fail(node, f"index {name!r} has size {sizes.get(name)} but the dimension is {dim}")
 
 
-def _verify_join(node: Join, program: Program) -> None:
+def _verify_join(node: Join, program: Function) -> None:
     if len(node.inputs) < 2:
         _fail(node, "a join needs at least two inputs")
     shared = join_of(node.inputs).on
@@ -77,7 +77,7 @@ def _verify_expr(expr: Expr, arity: int, node: Map) -> None:
     if isinstance(expr, Arg):
         if not 0 <= expr.position < arity:
             _fail(node, f"#{expr.position} out of range for {arity} value(s)")
-    elif isinstance(expr, Call):
+    elif isinstance(expr, OpCall):
         if expr.op not in CALL_OPS:
             _fail(node, f"unknown operator {expr.op!r}")
         takes = CALL_ARITY[expr.op]
@@ -90,13 +90,13 @@ def _verify_expr(expr: Expr, arity: int, node: Map) -> None:
         _fail(node, f"not an expression: {expr!r}")
 
 
-def _verify_map(node: Map, program: Program) -> None:
+def _verify_map(node: Map, program: Function) -> None:
     if sorted(node.key) != sorted(key_of(node.x)) or len(set(node.key)) != len(node.key):
         _fail(node, f"key {node.key} is not a permutation of its input key {key_of(node.x)}")
     _verify_expr(node.fn, _arity(node), node)
 
 
-def _verify_reduce(node: ReduceByKey, program: Program) -> None:
+def _verify_reduce(node: ReduceByKey, program: Function) -> None:
     if node.monoid not in MONOIDS:
         _fail(node, f"unknown monoid {node.monoid!r}")
     source = key_of(node.x)
@@ -104,7 +104,7 @@ def _verify_reduce(node: ReduceByKey, program: Program) -> None:
         _fail(node, f"key {node.key} is not a subset of its input key {source}")
 
 
-def _verify_merge(node: Merge, program: Program) -> None:
+def _verify_merge(node: Merge, program: Function) -> None:
     if node.monoid not in MONOIDS:
         _fail(node, f"unknown monoid {node.monoid!r}")
     if sorted(key_of(node.old)) != sorted(key_of(node.new)):
@@ -120,11 +120,11 @@ VERIFY_RULES: dict[type, Callable] = {
 }
 
 
-def verify(program: Program) -> Program:
+def verify(program: Function) -> Function:
     """Check every invariant of ``program``; return it unchanged so calls can chain."""
     names = [decl.name for decl in program.inputs]
     if len(set(names)) != len(names):
-        raise IRVerificationError(f"Program: duplicate input names {names}")
+        raise IRVerificationError(f"Function: duplicate input names {names}")
     for node in post_order(program.output):
         VERIFY_RULES[type(node)](node, program)
     return program

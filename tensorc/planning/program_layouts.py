@@ -2,17 +2,17 @@
 
 Contract: ``plan_program_layouts(statements, plan_statement, nodes)`` plans the statements
 of one unrolled ``.tc`` program (SSA order) for ``nodes`` nodes and returns a
-:class:`ProgramPlan`: each statement's :class:`~tensorc.plan.Plan`, the layout each tensor
+:class:`ProgramPlan`: each statement's :class:`~tensorc.planning.plan.Plan`, the layout each tensor
 has when each statement reads it, and the decisions taken, in order.
 
-- A tensor's *layouts* are coordinates only (:class:`~tensorc.passes.distribution.Source`):
+- A tensor's *layouts* are coordinates only (:class:`~tensorc.runtime.blocks.Blocks` layouts):
   a program input gets the layout of the first statement that reads it (the planner lays
   it out freely there); a statement's result has the layout its plan computes it in (the
   node the modelled schedule leaves each output block on).
 - Every later statement that reads a tensor is planned against the layouts it already
   has (every replica is tried; the cheapest plan wins). The statement's planner weighs
   computing in that layout against re-laying the operand out its own way
-  (:func:`tensorc.plan.distribute`). A re-layout is a **Repartition** when no later
+  (:func:`tensorc.planning.plan.plan_distribution`). A re-layout is a **Repartition** when no later
   statement reads the tensor (the old layout is dropped) and a **replica** when one does
   (both layouts are kept, each later reader may use either; the replica's memory is the
   price, and it counts against the node budget of the statements that run while it lives).
@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tensorc.passes.distribution import Source
-from tensorc.plan import Plan
+from tensorc.planning.plan import Plan
+from tensorc.runtime.blocks import Blocks
 from tensorc.runtime.layout import load_bounds, load_layout, output_block_coords
 
 REPLICA_COMBINATIONS = 8  # layouts tried per statement when operands have replicas
@@ -41,7 +41,7 @@ class ProgramPlan:
 
     nodes: int
     plans: dict[str, Plan] = field(default_factory=dict)
-    reads: dict[str, dict[int, Source]] = field(default_factory=dict)
+    reads: dict[str, dict[int, Blocks]] = field(default_factory=dict)
     """Statement label → operand position → the layout the plan reads it in."""
     decisions: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -60,7 +60,7 @@ class ProgramPlan:
         return lines
 
 
-def output_source(plan: Plan) -> Source:
+def output_layout(plan: Plan) -> Blocks:
     """The layout a plan leaves its result in: output block bounds and producing nodes."""
     graph = plan.graph
     bounds = []
@@ -72,16 +72,16 @@ def output_source(plan: Plan) -> Source:
         coords: node_of[task]
         for coords, (task, _) in zip(output_block_coords(graph), graph.outputs, strict=True)
     }
-    return Source(tuple(bounds), nodes)
+    return Blocks.layout(tuple(bounds), nodes)
 
 
-def input_source(plan: Plan, position: int, shape: Sequence[int]) -> Source:
+def input_layout(plan: Plan, position: int, shape: Sequence[int]) -> Blocks:
     """The layout a plan gives an operand it lays out freely (its load blocks' nodes)."""
     bounds = load_bounds(plan.graph, position, shape)
     nodes = load_layout(plan.graph, plan.distribution.modelled.load_nodes, position)
     for coords in itertools.product(*(range(max(len(b) - 1, 1)) for b in bounds)):
         nodes.setdefault(coords, 0)  # blocks no load reads (off a diagonal): anywhere
-    return Source(bounds, nodes)
+    return Blocks.layout(bounds, nodes)
 
 
 def _moved(plan: Plan) -> frozenset[int]:
@@ -100,9 +100,9 @@ def _preferred(plan: Plan, best: Plan) -> bool:
 
 def plan_program_layouts(
     statements: Sequence,
-    plan_statement: Callable[[object, dict[int, Source] | None], Plan],
+    plan_statement: Callable[[object, dict[int, Blocks] | None], Plan],
     nodes: int,
-    initial: dict[str, Source] | None = None,
+    initial: dict[str, Blocks] | None = None,
 ) -> ProgramPlan:
     """Plan ``statements`` (SSA order) with layouts flowing between them (module contract).
 
@@ -112,7 +112,7 @@ def plan_program_layouts(
     """
     started = time.perf_counter()
     result = ProgramPlan(nodes)
-    layouts: dict[str, list[Source]] = {k: [v] for k, v in (initial or {}).items()}
+    layouts: dict[str, list[Blocks]] = {k: [v] for k, v in (initial or {}).items()}
     later_reads: dict[str, int] = {}
     for statement in statements:
         if statement.program is not None:
@@ -145,7 +145,7 @@ def plan_program_layouts(
             if position in placed and position not in moved:
                 reads[position] = placed[position]
                 continue
-            source = input_source(plan, position, plan.program.inputs[position].shape)
+            source = input_layout(plan, position, plan.program.inputs[position].shape)
             reads[position] = source
             if label not in layouts:
                 layouts[label] = [source]
@@ -159,6 +159,6 @@ def plan_program_layouts(
                 layouts[label] = [source]
                 result.decisions.append(f"{statement.label} repartitions {label}")
         result.reads[statement.label] = reads
-        layouts[statement.label] = [output_source(plan)]
+        layouts[statement.label] = [output_layout(plan)]
     result.seconds = time.perf_counter() - started
     return result

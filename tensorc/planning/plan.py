@@ -22,13 +22,15 @@ from tensorc.codegen.taskgraph import TaskGraph
 from tensorc.errors import PlanError
 from tensorc.frontend.einsum import einsum_program
 from tensorc.frontend.subscripts import EinsumSpec
-from tensorc.ir.nodes import Program
+from tensorc.ir.nodes import Function
 from tensorc.passes.base import PassContext
 from tensorc.passes.blocking import choose_blocking, scan_indices
 from tensorc.passes.distribution import DEFAULT_NODE_MEMORY, Problem
 from tensorc.passes.pipeline import run_pipeline
 from tensorc.passes.plan_cost import subtree_seconds
-from tensorc.passes.search import PLANNERS, DistributedPlan, search
+from tensorc.passes.planners import PLANNERS, search
+from tensorc.passes.search import DistributedPlan
+from tensorc.planning.options import PLAN_OPTIONS, freeze, pass_options
 
 PLAN_CACHE_SIZE = 256
 
@@ -39,7 +41,7 @@ class Plan:
 
     subscripts: str
     spec: EinsumSpec | None
-    program: Program
+    program: Function
     stages: list[tuple[str, str]]
     notes: list[str]
     blocking: Blocking
@@ -120,7 +122,7 @@ def build_plan(
 
 
 def plan_program(
-    name: str, program: Program, ctx: PassContext, spec: EinsumSpec | None = None
+    name: str, program: Function, ctx: PassContext, spec: EinsumSpec | None = None
 ) -> Plan:
     """Plan any element-level IR ``program`` (an einsum's, or one ``.tc`` statement's):
     run the pipeline, choose the blocking, lower to a task graph. ``name`` titles
@@ -134,7 +136,7 @@ def plan_program(
                         f"{', '.join(PLANNERS)}")
     distribution = problem = None
     if ctx.options.nodes > 1:
-        problem, distribution = distribute(subscripts, final, ctx)
+        problem, distribution = plan_distribution(subscripts, final, ctx)
         counts = distribution.candidate.counts
         blocking = Blocking(
             sizes=tuple(sorted(final.size_of.items())),
@@ -164,7 +166,9 @@ def plan_program(
     return plan
 
 
-def distribute(name: str, final: Program, ctx: PassContext) -> tuple[Problem, DistributedPlan]:
+def plan_distribution(
+    name: str, final: Function, ctx: PassContext
+) -> tuple[Problem, DistributedPlan]:
     """Search a distribution of ``final`` over ``ctx.options.nodes`` nodes. A forced blocking
     (``grid=``/``block_shape=``) fixes the block counts; the search then picks the grid.
     Operands already on the cluster (``ctx.options.placed``) are weighed both ways: computed in
@@ -212,7 +216,7 @@ def distribute(name: str, final: Program, ctx: PassContext) -> tuple[Problem, Di
     return problem, best
 
 
-def _distribution_stats(final: Program, blocking: Blocking, ctx: PassContext,
+def _distribution_stats(final: Function, blocking: Blocking, ctx: PassContext,
                         distribution: DistributedPlan | None) -> dict:
     if distribution is None:
         itemsize = np.dtype(final.dtype).itemsize
@@ -242,6 +246,45 @@ def _distribution_stats(final: Program, blocking: Blocking, ctx: PassContext,
     }
 
 
+def einsum_plan(
+    subscripts: str,
+    spec: EinsumSpec,
+    shapes: tuple[tuple[int, ...], ...],
+    dtypes: tuple[str, ...],
+    layouts: tuple[str, ...],
+    compute_dtype: np.dtype,
+    optimize: object,
+    plan_options: dict,
+    *,
+    default_workers: int,
+    placed: dict | None = None,
+) -> tuple[Plan, bool]:
+    """The plan of an einsum (checked options), from :data:`EINSUM_PLANS` when it has one;
+    returns ``(plan, cached)``. ``placed`` maps operand positions to the
+    :class:`~tensorc.runtime.blocks.Blocks` layout of operands already on the cluster."""
+    key = (
+        subscripts,
+        shapes,
+        dtypes,
+        layouts,
+        compute_dtype.str,
+        freeze(optimize),
+        tuple((k, freeze(plan_options.get(k))) for k in PLAN_OPTIONS),
+        default_workers if not plan_options.get("workers") else None,
+        None if not placed else tuple((p, s.key()) for p, s in sorted(placed.items())),
+    )
+    plan = EINSUM_PLANS.get(key)
+    if plan is not None:
+        return plan, True
+    options = pass_options(
+        plan_options, optimize, {f"in{k}": layout for k, layout in enumerate(layouts)},
+        default_workers=default_workers, placed=placed,
+    )
+    plan = build_plan(subscripts, spec, shapes, dtypes, compute_dtype.str, PassContext(options))
+    EINSUM_PLANS.put(key, plan)
+    return plan, False
+
+
 class PlanCache:
     """A small LRU of plans keyed by everything that decides them."""
 
@@ -267,3 +310,7 @@ class PlanCache:
 
     def clear(self) -> None:
         self._plans.clear()
+
+
+EINSUM_PLANS = PlanCache()
+"""The process-wide cache of einsum plans (``tc.clear_plan_cache`` empties it)."""

@@ -1,59 +1,82 @@
-"""Einsum on Ray: plan around the operands' blocking, schedule, run, keep the result there.
+"""Running plans: the one place a compiled plan meets an executor and statistics are kept.
 
-``run_on_ray(call)`` is what ``tc.einsum``/``tc.tensordot`` do when an operand is a
-``tc.Array`` or the backend is Ray. Contract:
+Contract:
 
-- the blocking follows the distributed operands: each index takes its block size from the
-  first ``tc.Array`` operand that has it (``grid=``/``block_shape=`` plan options override),
-  so loads are the stored blocks themselves; an Array cut differently along an index is
-  re-cut by load tasks that stitch the overlapping blocks;
-- numpy operands are distributed with the plan's blocking (block-cyclic over the nodes);
-- the task graph is placed by the session's scheduler or the call's ``scheduler=``; the
-  result's blocks stay on the nodes that computed them, its layout node grid factors the
-  node count over the output's block grid;
-- any ``tc.Array`` operand gives a ``tc.Array`` result; numpy operands only give numpy
-  (gathered), like ``numpy.einsum``;
-- ``tc.last_stats()`` gets the modelled loads from the schedule and the bytes Ray actually
-  moved, measured from object locations.
+- :func:`run_local` runs a plan's task graph on numpy arrays with the in-process executor,
+  writing the result into ``out``; :func:`run_on_ray` runs it on the Ray session: numpy
+  operands are distributed as the plan cuts them, ``tc.Array`` operands are read where they
+  live, or repartitioned first when the plan says so (:func:`repartition`); the result stays
+  distributed (a ``tc.Array``) and its blocks stay on the nodes that computed them;
+- :func:`prepare_ray_call` says how an einsum on Ray is planned: under LSHS (or with
+  ``nodes=``/``planner=``) by the distribution planner for the session's nodes, with the
+  operands' layouts (:class:`~tensorc.runtime.blocks.Blocks`); otherwise with the blocking of
+  the distributed operands (the first ``tc.Array`` with an index gives its block size);
+- every run's statistics go through :func:`record` and come back from :func:`last_stats`
+  (per thread): an einsum records its call; a ``.tc`` program records its whole run
+  (:func:`program_stats`), whichever the backend. Ray runs report the schedule's modelled
+  loads and the bytes Ray actually moved, measured from object locations.
+
+``tc.einsum``, ``tc.tensordot`` and ``Program.run`` all run through here.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 
-from tensorc.array import Array, distribute, factor_over
+from tensorc.array import Array, factor_over, place
 from tensorc.codegen.kernels import LoadBlock
 from tensorc.errors import PlanError
 from tensorc.frontend.subscripts import EinsumSpec
-from tensorc.passes.distribution import Source, layout
+from tensorc.passes.distribution import layout
 from tensorc.passes.lower_bound import communication_lower_bound
-from tensorc.plan import Plan
+from tensorc.planning.plan import Plan
+from tensorc.runtime.blocks import Blocks
 from tensorc.runtime.layout import block_cyclic_output_nodes, load_bounds, load_layout
-from tensorc.runtime.ray_executor import (
-    DistributedBlocks,
-    RayExecutor,
-    measure_copies,
-    object_copies,
-    submit,
-)
+from tensorc.runtime.local import LocalExecutor
+from tensorc.runtime.ray_executor import RayExecutor, measure_copies, object_copies, submit
 from tensorc.runtime.schedule import schedule
 from tensorc.session import ray_cluster
 
+_state = threading.local()
 
-@dataclass
-class RayCall:
-    """One einsum call on Ray, after the front end checked it."""
 
-    subscripts: str
-    spec: EinsumSpec
-    operands: list  # tc.Array or np.ndarray
-    result_type: np.dtype
-    scheduler: str
-    plan_options: dict
+def record(stats: dict) -> None:
+    """Keep ``stats`` as this thread's last run (what :func:`last_stats` returns)."""
+    _state.stats = stats
+
+
+def last_stats() -> dict:
+    """Statistics of the last run in this thread (``{}`` before any)."""
+    return dict(getattr(_state, "stats", {}))
+
+
+def run_local(plan: Plan, arrays: Sequence[np.ndarray], out: np.ndarray, *,
+              workers: int | None = None) -> dict:
+    """Run ``plan``'s task graph on ``arrays`` in this process, writing the result into
+    ``out``; returns the executor's run statistics."""
+    executor = LocalExecutor(workers)
+    executor.run(plan.graph, None, arrays, out)
+    return executor.last_run
+
+
+def local_stats(plan: Plan, run: dict, *, cached: bool, plan_seconds: float) -> dict:
+    """The statistics of one local run of ``plan``."""
+    return {
+        **plan.stats,
+        "backend": "local",
+        "scheduler": None,
+        "plan_cached": cached,
+        "plan_seconds": plan_seconds,
+        "run_seconds": run["run_seconds"],
+        "workers": run["workers"],
+        "blas_threads": run["blas_threads"],
+        "measured_inter_node_bytes": None,
+    }
 
 
 def forced_block_shape(spec: EinsumSpec, operands) -> dict[str, int] | None:
@@ -67,48 +90,40 @@ def forced_block_shape(spec: EinsumSpec, operands) -> dict[str, int] | None:
     return chosen or None
 
 
-def cast(blocks: DistributedBlocks, dtype: np.dtype, cluster) -> DistributedBlocks:
+def cast(blocks: Blocks, dtype: np.dtype, cluster) -> Blocks:
+    """``blocks`` converted to ``dtype``, each block on the node holding it."""
     convert = functools.partial(np.asarray, dtype=dtype)
-    nodes = blocks.node_ids()
-    out = DistributedBlocks(blocks.shape, dtype, blocks.bounds, {})
+    blocks.resolve(cluster.index_of)
+    out = Blocks(blocks.shape, dtype, blocks.bounds, dict(blocks.nodes))
     for coords, ref in blocks.refs.items():
-        node = cluster.index_of(nodes.get(coords, ""))
+        node = blocks.nodes.get(coords)
         out.refs[coords], out.reported[coords] = submit(cluster, "run", node, convert, ref)
     return out
 
 
-def uses_planner(plan_options: dict, scheduler: str) -> bool:
-    """Whether a Ray call is planned by the distribution planner: always under LSHS (the
-    scheduler the planner's model simulates), and under the baseline schedulers only when
-    ``nodes=`` or ``planner=`` asks for it."""
-    return scheduler == "lshs" or bool(plan_options.get("nodes") or plan_options.get("planner"))
+def layouts_of(operands: Sequence[object]) -> dict[int, Blocks]:
+    """The layout (no data) of every ``tc.Array`` operand, by position, for the planner."""
+    cluster = ray_cluster()
+    return {
+        position: operand.blocks.resolve(cluster.index_of).without_data()
+        for position, operand in enumerate(operands) if isinstance(operand, Array)
+    }
 
 
-def sources(operands, cluster) -> dict[int, Source]:
-    """Where each ``tc.Array`` operand lives, for the planner."""
-    out = {}
-    for position, operand in enumerate(operands):
-        if isinstance(operand, Array):
-            nodes = {
-                coords: cluster.index_of(node) or 0
-                for coords, node in operand.blocks.node_ids().items()
-            }
-            out[position] = Source(operand.blocks.bounds, nodes)
-    return out
+def prepare_ray_call(spec: EinsumSpec, operands: Sequence[object], plan_options: dict,
+                     scheduler: str) -> tuple[dict, dict | None, int]:
+    """How an einsum on the Ray session is planned: ``(plan options, placed, workers)``.
 
-
-def run_on_ray(call: RayCall, get_plan) -> tuple[object, dict]:
-    """Plan, schedule and run ``call``; returns the result and the call's statistics.
-
-    ``get_plan(plan_options, workers, placed)`` returns ``(plan, cached)`` for the call's
-    operands (``placed``: where its ``tc.Array`` operands live).
-    """
-    started = time.perf_counter()
+    Under LSHS (the scheduler the planner's model simulates), or when ``nodes=`` or
+    ``planner=`` asks for it, the distribution planner plans for the session's nodes and
+    ``placed`` gives the layout of every ``tc.Array`` operand; otherwise the blocking follows
+    the distributed operands (each index takes its block size from the first ``tc.Array``
+    with it; ``grid=``/``block_shape=`` override), so loads are the stored blocks."""
     cluster = ray_cluster()
     cluster.refresh()
-    options = dict(call.plan_options)
+    options = dict(plan_options)
     placed = None
-    if uses_planner(options, call.scheduler):
+    if scheduler == "lshs" or options.get("nodes") or options.get("planner"):
         nodes = options.get("nodes") or cluster.nodes
         if nodes != cluster.nodes:
             raise PlanError(
@@ -116,23 +131,16 @@ def run_on_ray(call: RayCall, get_plan) -> tuple[object, dict]:
                 f"{cluster.nodes} or use tc.plan(..., nodes={nodes}) to plan without running"
             )
         options["nodes"] = nodes
-        placed = sources(call.operands, cluster) or None
+        placed = layouts_of(operands) or None
     elif options.get("grid") is None and options.get("block_shape") is None:
-        forced = forced_block_shape(call.spec, call.operands)
+        forced = forced_block_shape(spec, operands)
         if forced is not None:
             options["block_shape"] = forced
-    plan, plan_cached = get_plan(options, cluster.total_cpus, placed)
-    planned = time.perf_counter()
-    result, stats = execute_on_ray(plan, call.operands, call.scheduler, call.result_type)
-    stats["plan_cached"] = plan_cached
-    stats["plan_seconds"] += planned - started
-    if any(isinstance(op, Array) for op in call.operands):
-        return result, stats
-    return result.numpy(), stats
+    return options, placed, cluster.total_cpus
 
 
-def execute_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
-                   inputs_used: dict | None = None) -> tuple[Array, dict]:
+def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
+               inputs_used: dict | None = None) -> tuple[Array, dict]:
     """Run a compiled plan on Ray: numpy operands are distributed as the plan cuts them,
     ``tc.Array`` operands are read where they are, or repartitioned first when the plan
     says so; returns the result as a ``tc.Array``. ``inputs_used`` receives the Arrays
@@ -155,7 +163,7 @@ def execute_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
         if not isinstance(operand, Array):
             data = np.asarray(operand)
             bounds = load_bounds(graph, position, data.shape)
-            made = distribute(data, bounds, planned_nodes.get(position))
+            made = place(data, bounds, planned_nodes.get(position))
             inputs.append(made.blocks)
             if inputs_used is not None:
                 inputs_used[position] = made
@@ -234,30 +242,32 @@ def execute_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     return Array(blocks, out_node_grid), stats
 
 
-def repartition(blocks: DistributedBlocks, bounds, node_of, cluster,
-                crossing: dict | None = None) -> DistributedBlocks:
+def repartition(blocks: Blocks, bounds, node_of, cluster,
+                crossing: dict | None = None) -> Blocks:
     """``blocks`` cut at ``bounds``, each new block stitched on ``node_of[coords]`` from the
     stored pieces it overlaps. A piece held on another node is first cut out of its block
     on that node, so only the elements the new block needs cross the network (a whole
     stored block crosses only when the new block needs all of it). ``crossing`` receives
     every ref a stitch reads from another node, with its producer (for measuring)."""
-    out = DistributedBlocks(blocks.shape, blocks.dtype, bounds, {})
+    out = Blocks(blocks.shape, blocks.dtype, bounds)
     identity = LoadBlock(None, np.dtype(blocks.dtype))
     cut = LoadBlock(None, np.dtype(blocks.dtype), compact=True)
-    holders = blocks.node_ids()
+    holders = blocks.resolve(cluster.index_of).nodes
+    live = cluster.node_ids
     for coords in np.ndindex(*out.grid):
         node = node_of.get(coords, 0)
+        out.nodes[coords] = node
         slices = out.block_slices(coords)
         shape = tuple(s.stop - s.start for s in slices)
         full = tuple(slice(0, n) for n in shape)
         refs, piece_layout = [], []
         for source, dst, src in blocks.pieces(slices):
             ref = blocks.refs[source]
-            holder = cluster.index_of(holders.get(source, ""))
-            if holder is not None and holder != node:
+            holder = holders.get(source)
+            if holder is not None and holder != node and holder < len(live):
                 whole = tuple(slice(0, s.stop - s.start) for s in blocks.block_slices(source))
                 if tuple(src) == whole:
-                    producer = holders[source]
+                    producer = live[holder]
                 else:
                     extent = tuple(s.stop - s.start for s in src)
                     piece = tuple(slice(0, n) for n in extent)
@@ -278,3 +288,40 @@ def _output_grid(graph) -> tuple[int, ...]:
     """Blocks per dimension of the graph's output."""
     ndim = len(graph.output_shape)
     return tuple(len({slices[d].start for _, slices in graph.outputs}) for d in range(ndim))
+
+
+SUMMED = ("tasks", "flops", "plan_seconds", "run_seconds", "inter_node_bytes",
+          "repartition_bytes", "remote_calls")
+PER_NODE_SUMMED = ("node_recv_bytes", "node_send_bytes", "measured_node_recv_bytes",
+                   "node_repartition_bytes")
+
+
+def program_stats(statements: Sequence[tuple[str, dict]], *, backend: str,
+                  seconds: float) -> dict:
+    """One ``.tc`` program run's statistics from its statements' (label, stats): counts,
+    bytes and seconds summed over the statements (per node too), the busiest node of
+    those sums, the peak memory of any statement, and each statement's own stats under
+    ``statements``. ``seconds`` is the whole run, wall clock."""
+    total: dict = {"backend": backend, "program_seconds": seconds,
+                   "statements": [{"label": label, **stats} for label, stats in statements]}
+    runs = [stats for _, stats in statements]
+    for key in SUMMED:
+        values = [s[key] for s in runs if s.get(key) is not None]
+        total[key] = sum(values) if values else None
+    for key in PER_NODE_SUMMED:
+        rows = [s[key] for s in runs if s.get(key)]
+        if rows:
+            total[key] = [sum(column) for column in zip(*rows, strict=True)]
+    measured = [s.get("measured_inter_node_bytes") for s in runs]
+    total["measured_inter_node_bytes"] = (
+        None if not runs or any(m is None for m in measured) else sum(measured))
+    if "node_recv_bytes" in total:
+        total["max_node_recv_bytes"] = max(total["node_recv_bytes"])
+    if "measured_node_recv_bytes" in total:
+        total["measured_max_node_recv_bytes"] = max(total["measured_node_recv_bytes"])
+    peaks = [s["max_node_memory_bytes"] for s in runs if s.get("max_node_memory_bytes")]
+    total["max_node_memory_bytes"] = max(peaks) if peaks else None
+    for key in ("scheduler", "nodes"):
+        values = {s.get(key) for s in runs}
+        total[key] = values.pop() if len(values) == 1 else None
+    return total

@@ -1,0 +1,103 @@
+"""Where an array's blocks live: the one type the planner and the runtime share.
+
+Contract: :class:`Blocks` is an array cut into blocks — its shape, dtype, block boundaries
+per dimension (``(0, …, n)``) — and the node index (in the session's node order) holding
+each block. The planner reads it as a *layout* (:meth:`Blocks.layout` makes one without
+data, and :meth:`Blocks.key` is what plan caches key on); the Ray runtime reads it as
+*data*: ``refs`` holds each block's Ray ObjectRef. ``tc.Array`` wraps one.
+
+Blocks a Ray task made carry, until :meth:`Blocks.resolve` is called, the ref of the node
+id the task's worker reported (``reported``): soft affinity may have run the task somewhere
+other than the node it was offered, and the node that really holds a block is what the
+planner must see. Resolving asks Ray once; after that ``nodes`` is exact.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from tensorc.runtime.layout import block_pieces
+
+Coords = tuple[int, ...]
+
+
+@dataclass
+class Blocks:
+    """An array's blocks, the node of each and (at run time) each block's ObjectRef."""
+
+    shape: tuple[int, ...]
+    dtype: object
+    bounds: tuple[tuple[int, ...], ...]
+    """Per dimension: 0, the end of block 0, …, ``shape[d]``."""
+    nodes: dict[Coords, int] = field(default_factory=dict)
+    """Node index of each block (exact once :meth:`resolve` has run)."""
+    refs: dict[Coords, object] = field(default_factory=dict)
+    """Ray ObjectRef of each block; empty for a layout the planner reasons about."""
+    reported: dict[Coords, object] = field(default_factory=dict)
+    """Ref of the hex node id the producing task reported, per block not yet resolved."""
+
+    @classmethod
+    def layout(cls, bounds, nodes: Mapping[Coords, int], dtype: object = None) -> Blocks:
+        """A layout without data: block boundaries and the node of each block."""
+        bounds = tuple(tuple(int(b) for b in edges) for edges in bounds)
+        shape = tuple(edges[-1] if edges else 0 for edges in bounds)
+        return cls(shape, dtype, bounds, dict(nodes))
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """Blocks per dimension."""
+        return tuple(len(b) - 1 for b in self.bounds)
+
+    def block_slices(self, coords: Coords) -> tuple[slice, ...]:
+        return tuple(slice(b[c], b[c + 1]) for b, c in zip(self.bounds, coords, strict=True))
+
+    def resolve(self, index_of: Callable[[str], int | None]) -> Blocks:
+        """Replace reported node ids by node indices (``index_of`` maps a hex node id to
+        its index; an unknown node counts as node 0). Returns ``self``."""
+        if self.reported:
+            import ray
+
+            keys = list(self.reported)
+            for key, node in zip(keys, ray.get([self.reported[k] for k in keys]), strict=True):
+                found = index_of(node)
+                self.nodes[key] = 0 if found is None else found
+            self.reported.clear()
+        return self
+
+    def without_data(self) -> Blocks:
+        """The same layout without refs (what a plan may keep: it holds no block alive)."""
+        if self.reported:
+            raise ValueError("resolve() the reported nodes before taking the layout")
+        return Blocks(self.shape, self.dtype, self.bounds, dict(self.nodes))
+
+    def key(self) -> tuple:
+        """A hashable value equal for equal layouts (plan caches key on it)."""
+        return self.bounds, tuple(sorted(self.nodes.items()))
+
+    def pieces(self, slices: tuple[slice, ...]) -> list[tuple[Coords, tuple, tuple]]:
+        """The stored blocks overlapping ``slices``: (block coordinates, the part of the
+        region it fills (relative to the region's start), the part of the block it gives)."""
+        return block_pieces(self.bounds, slices)
+
+    def first_node(self, slices: tuple[slice, ...]) -> int:
+        """The node of the stored block holding the first element of region ``slices``
+        (where the Ray executor stitches a load that spans several blocks)."""
+        return self.nodes[self.pieces(slices)[0][0]]
+
+    def node_elements(self, slices: tuple[slice, ...]) -> list[tuple[int, int]]:
+        """``(node, elements)`` of every stored block overlapping ``slices``."""
+        return [
+            (self.nodes[coords], math.prod(s.stop - s.start for s in part))
+            for coords, part, _ in self.pieces(slices)
+        ]
+
+    def block_sizes(self, dims: tuple[str, ...]) -> dict[str, int]:
+        """Block size per index name, where every block but the last is the same size."""
+        out = {}
+        for index, b in zip(dims, self.bounds, strict=True):
+            steps = {b[k + 1] - b[k] for k in range(len(b) - 2)}
+            if len(b) > 1 and len(steps) <= 1:
+                out[index] = steps.pop() if steps else max(b[-1] - b[0], 1)
+        return out

@@ -1,0 +1,1 @@
+"""Planning: plans and their cache, whole-program layouts, the checked plan options."""
