@@ -15,10 +15,11 @@ import numpy as np
 from tensorc.errors import ParseError, PlanError
 from tensorc.passes.base import PassOptions
 from tensorc.passes.planners import PLANNERS
+from tensorc.runtime.schedule import SCHEDULERS
 
 PLAN_OPTIONS = ("grid", "block_shape", "workers", "nodes", "planner", "node_memory")
 BACKENDS = ("local", "ray")
-SCHEDULERS = ("lshs", "round_robin", "ray_default")
+
 ORDERS = ("K", "A", "C", "F")
 CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
 
