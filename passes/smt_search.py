@@ -57,6 +57,7 @@ from tensorc.passes.distribution import (
     Candidate,
     Modelled,
     Problem,
+    candidate_arrays,
     model,
     oversized_block,
 )
@@ -427,8 +428,6 @@ class _Search:
         ]
         if not group:
             return True
-        from tensorc.passes.distribution import candidate_arrays
-
         p, c = candidate_arrays(problem, group)
         predicted = prediction.predicted_costs(problem, p, c).tolist()
         for _, candidate in sorted(zip(predicted, group, strict=True)):

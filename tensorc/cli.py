@@ -26,12 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
+import tensorc as tc
+from tensorc.demo import local_demo, ray_demo
 from tensorc.errors import TcError, TensorcError
 
 
 def demo(options: argparse.Namespace) -> int:
-    from tensorc.demo import local_demo, ray_demo
-
     if options.local:
         return local_demo(options.n, options.f, options.repeats)
     return ray_demo(options.n, options.f, options.repeats, options.nodes, options.blocks)
@@ -84,8 +84,6 @@ def _load_inputs(items: list[str]) -> dict[str, np.ndarray]:
 
 
 def run_tc(options) -> int:
-    import tensorc as tc
-
     program = tc.compile(options.file)
     values: dict = {k: _scalar(v) for k, v in _assignments(options.set, "--set").items()}
     values.update(_load_inputs(options.input))
@@ -115,8 +113,6 @@ def _random(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
 
 
 def explain_tc(options) -> int:
-    import tensorc as tc
-
     program = tc.compile(options.file, nodes=options.nodes, planner=options.planner)
     values = {k: _scalar(v) for k, v in _assignments(options.set, "--set").items()}
     print(program.explain(options.emit, **values))
@@ -124,8 +120,6 @@ def explain_tc(options) -> int:
 
 
 def check_tc(options) -> int:
-    import tensorc as tc
-
     program = tc.compile(options.file)
     print(f"{options.file}: ok ({len(program.input_names)} input(s), "
           f"{len(program.output_names)} output(s))")

@@ -14,6 +14,8 @@ import time
 
 import numpy as np
 
+import tensorc as tc
+
 SUBSCRIPTS = "ijk,if,jf->if"
 
 
@@ -32,8 +34,6 @@ def _mib(n: int | None) -> str:
 
 
 def ray_demo(n: int, f: int, repeats: int, nodes: int, blocks: int) -> int:
-    import tensorc as tc
-
     print(f"tensorc demo: MTTKRP {SUBSCRIPTS} with I=J=K={n}, F={f}, float64")
     started = time.perf_counter()
     session = tc.init(num_nodes=nodes)
@@ -79,8 +79,6 @@ def ray_demo(n: int, f: int, repeats: int, nodes: int, blocks: int) -> int:
 
 
 def local_demo(n: int, f: int, repeats: int) -> int:
-    import tensorc as tc
-
     rng = np.random.default_rng(0)
     x = rng.random((n, n, n))
     b = rng.random((n, f))

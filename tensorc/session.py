@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from tensorc.errors import ExecutionError, PlanError
 from tensorc.planning.options import BACKENDS, check_scheduler
+from tensorc.runtime.ray_cluster import connect, disconnect, probe
 
 
 @dataclass
@@ -53,16 +54,12 @@ def init(
     if backend == "local" and (address is not None or num_nodes not in (None, 1)):
         raise PlanError("backend='local' runs in this process; address and num_nodes need 'ray'")
     if backend == "ray" and address not in (None, "auto"):
-        from tensorc.runtime.ray_cluster import probe
-
         probe(address)  # a dead address fails here, before the current session is touched
     with _lock:
         shutdown()
         if backend == "local":
             _session = Session("local", scheduler)
             return _session
-        from tensorc.runtime.ray_cluster import connect
-
         cluster = connect(address, num_nodes)
         _session = Session("ray", scheduler, cluster)
         return _session
@@ -72,8 +69,6 @@ def shutdown() -> None:
     """End the session: disconnect from Ray (stopping a private cluster); back to local."""
     global _session
     if _session.cluster is not None:
-        from tensorc.runtime.ray_cluster import disconnect
-
         disconnect(_session.cluster)
     _session = Session("local", _session.scheduler)
 

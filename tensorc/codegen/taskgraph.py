@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tensorc.errors import IRVerificationError
+
 LOAD, APPLY, PAIR, REDUCE = "load", "apply", "pair", "reduce"
 KINDS = (LOAD, APPLY, PAIR, REDUCE)
 
@@ -127,8 +129,6 @@ class TaskGraph:
 
     def verify(self) -> None:
         """Check topological order and output coverage; raise on a broken graph."""
-        from tensorc.errors import IRVerificationError
-
         for index, task in enumerate(self.tasks):
             if any(not 0 <= s < index for s in task.inputs):
                 raise IRVerificationError(f"task {task.key} reads a later or unknown task")

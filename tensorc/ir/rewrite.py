@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tensorc.errors import IRVerificationError
-from tensorc.ir.nodes import Join, Map, Merge, Node, ReduceByKey, Scan
+from tensorc.ir.nodes import Join, Map, Merge, Node, ReduceByKey, Scan, children
 
 Rule = Callable[[Node], "Node | None"]
 MAX_REWRITES_PER_NODE = 64
@@ -34,8 +34,6 @@ def with_children(node: Node, new_children: tuple[Node, ...]) -> Node:
 
 def rewrite(root: Node, rule: Rule) -> Node:
     """Apply ``rule`` bottom-up to every node of ``root`` until each node is a fixpoint."""
-    from tensorc.ir.nodes import children
-
     memo: dict[Node, Node] = {}
 
     def visit(node: Node) -> Node:
