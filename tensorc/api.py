@@ -16,9 +16,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from tensorc import session
+from tensorc import fast_path, session
 from tensorc.array import Array
-from tensorc.errors import AxisError, ParseError, PlanError, ShapeError
+from tensorc.errors import AxisError, ParseError, PlanError, ShapeError, UnknownOptionError
+from tensorc.frontend import numpy_compat, views
 from tensorc.frontend.einsum import result_dtype
 from tensorc.frontend.subscripts import EinsumSpec, parse_einsum, sublist_to_subscripts
 from tensorc.passes.base import PassContext
@@ -43,6 +44,7 @@ def last_stats() -> dict:
 
 def clear_plan_cache() -> None:
     _cache.clear()
+    fast_path.clear()
 
 
 @lru_cache(maxsize=4096)
@@ -69,7 +71,7 @@ def _layout(array: np.ndarray) -> str:
 def _check_options(plan_options: dict) -> None:
     for name in plan_options:
         if name not in PLAN_OPTIONS:
-            raise PlanError(
+            raise UnknownOptionError(
                 f"unknown plan option {name!r}; tensorc.einsum takes {', '.join(PLAN_OPTIONS)}"
             )
     nodes = plan_options.get("nodes")
@@ -164,25 +166,11 @@ def _get_plan(
     return plan, False
 
 
-def _allocate(shape, dtype, order: str, arrays: Sequence[np.ndarray]) -> np.ndarray:
-    """The result array in numpy's layout for ``order``: ``F`` always Fortran; ``A`` Fortran
-    when every operand is Fortran-contiguous; ``K`` Fortran when the operands with two or more
-    dimensions are all Fortran- and not C-contiguous (numpy matches the inputs' layout)."""
-    matrices = [a for a in arrays if a.ndim > 1]
-    fortran = (
-        order == "F"
-        or (order == "A" and all(a.flags.f_contiguous for a in arrays))
-        or (
-            order == "K"
-            and matrices
-            and all(a.flags.f_contiguous and not a.flags.c_contiguous for a in matrices)
-        )
-    )
-    return np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+_NO_OPERANDS = object()
 
 
 def einsum(
-    subscripts,
+    subscripts=_NO_OPERANDS,
     *operands,
     out: np.ndarray | None = None,
     optimize: object = "auto",
@@ -210,7 +198,13 @@ def einsum(
     Returns:
         The result as numpy would return it (a numpy scalar for a 0-d result unless ``out``).
     """
+    fast_key = fast_path.key(subscripts, operands, out, optimize, backend, dtype, order, casting,
+                             plan_options)
+    if fast_key in fast_path.ENTRIES:
+        return fast_path.run(fast_key, operands, _state)
     started = time.perf_counter()
+    if subscripts is _NO_OPERANDS:
+        raise ParseError("No input operands: einsum needs at least one operand")
     scheduler = session.check_scheduler(
         plan_options.pop("scheduler", None) or session.current().scheduler
     )
@@ -221,25 +215,33 @@ def einsum(
         raise ParseError("No input operands: einsum needs at least one operand")
     _check_options(plan_options)
     _check_backend(backend)
-    if order not in ORDERS:
-        raise ParseError(f"order must be one of 'K', 'A', 'C', 'F', got {order!r}")
+    order = numpy_compat.normalise_order(order)
     if casting not in CASTINGS:
         raise ParseError(f"casting must be one of {', '.join(CASTINGS)}, got {casting!r}")
     on_ray = _wants_ray(backend, operands)
     arrays = [_stand_in(op) for op in operands]
+    numpy_compat.check_out(out)
+    if not on_ray and numpy_compat.delegate_to_numpy(arrays):
+        return np.einsum(subscripts, *arrays, out=out, dtype=dtype, order=order,
+                         casting=casting, optimize=numpy_compat.numpy_optimize(optimize))
     shapes = tuple(op.shape if isinstance(op, Array) else a.shape
                    for op, a in zip(operands, arrays, strict=True))
     spec = _parse(subscripts, shapes)
     optimize = normalise_optimize(optimize, len(arrays))
     shape = spec.output_shape()
-    if out is not None:
-        if not isinstance(out, np.ndarray):
-            raise ParseError(f"out must be a numpy.ndarray, got {type(out).__name__}")
-        if out.shape != shape:
-            raise ShapeError(
-                f"out has shape {out.shape} but einsum {subscripts!r} produces shape {shape}"
-            )
-    result_type, compute = result_dtype(subscripts, arrays, dtype, casting, out, len(shape))
+    recipe = views.view_recipe(spec) if out is None and not on_ray else None
+    if recipe is not None and (dtype is None or np.dtype(dtype) == arrays[0].dtype):
+        _state.stats = {"backend": "local", "scheduler": None, "tasks": 0, "view": True,
+                        "plan_cached": False, "measured_inter_node_bytes": None}
+        fast_path.learn_view(fast_key, recipe, _state.stats)
+        view = views.take_view(arrays[0], recipe)
+        return view[()] if view.ndim == 0 else view
+    if out is not None and out.shape != shape:
+        raise ShapeError(
+            f"out has shape {out.shape} but einsum {subscripts!r} produces shape {shape}"
+        )
+    result_type, compute = result_dtype(subscripts, arrays, dtype, casting, out, len(shape),
+                                        numpy_compat.numpy_optimize(optimize))
     if on_ray:
         from tensorc.distributed import RayCall
 
@@ -263,7 +265,7 @@ def einsum(
     if out is not None and out.dtype == compute and not aliased:
         target = out  # final blocks land in place; an out that overlaps an input does not
     else:
-        target = _allocate(shape, compute, order, arrays)
+        target = numpy_compat.allocate(shape, compute, order, arrays, subscripts)
     run = execute_plan(plan, arrays, target, workers=plan_options.get("workers"))
     if out is not None and target is not out:
         np.copyto(out, target, casting="unsafe")
@@ -279,6 +281,7 @@ def einsum(
         "blas_threads": run["blas_threads"],
         "measured_inter_node_bytes": None,
     }
+    fast_path.learn(fast_key, plan, target, compute, result_type, _state.stats)
     if out is not None:
         return out
     if target.dtype != result_type:
