@@ -130,10 +130,10 @@ class _Step:
             if a_layout and b_layout and output == (*a_free, *b_free):
                 self.gemm = (a_layout, b_layout, len(a_free), len(b_free))
 
-    def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None) -> np.ndarray | None:
-        """``a @ b`` on matrix views; ``None`` when a block is not contiguous."""
-        if not (a.flags.c_contiguous and b.flags.c_contiguous):
-            return None
+    def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+        """``a @ b`` on matrix views of the blocks. Strided blocks go to BLAS as they are
+        (a leading-dimension stride or a transpose is BLAS's own business); a block is
+        copied, once, only when it has no matrix view BLAS takes."""
         a_layout, b_layout, a_free, b_free = self.gemm
         a_split = a_free if a_layout == "rows" else a.ndim - a_free
         b_split = b.ndim - b_free if b_layout == "rows" else b_free
@@ -141,12 +141,56 @@ class _Step:
         inner_shape = a.shape[a_split:] if a_layout == "rows" else a.shape[:a_split]
         b_free_shape = b.shape[b_split:] if b_layout == "rows" else b.shape[:b_split]
         rows, inner, cols = math.prod(a_free_shape), math.prod(inner_shape), math.prod(b_free_shape)
-        left = a.reshape(rows, inner) if a_layout == "rows" else a.reshape(inner, rows).T
-        right = b.reshape(inner, cols) if b_layout == "rows" else b.reshape(cols, inner).T
-        if out is not None and out.flags.c_contiguous and out.dtype == a.dtype:
-            np.matmul(left, right, out=out.reshape(rows, cols))
-            return out
+        left = _blas_matrix(a, (rows, inner) if a_layout == "rows" else (inner, rows))
+        right = _blas_matrix(b, (inner, cols) if b_layout == "rows" else (cols, inner))
+        if a_layout != "rows":
+            left = left.T
+        if b_layout != "rows":
+            right = right.T
+        if out is not None and out.dtype == left.dtype:
+            target = _matrix_view(out, (rows, cols))
+            if target is not None:
+                np.matmul(left, right, out=target)
+                return out
         return np.matmul(left, right).reshape((*a_free_shape, *b_free_shape))
+
+
+def _matrix_view(array: np.ndarray, shape: tuple[int, int]) -> np.ndarray | None:
+    """``array`` reshaped to ``shape`` without a copy, or ``None`` when that needs one."""
+    if array.shape == shape:
+        return array
+    if array.flags.c_contiguous:
+        return array.reshape(shape)
+    view = array.view()
+    try:
+        view.shape = shape  # raises instead of copying
+    except AttributeError:
+        return None
+    return view
+
+
+def _blas_matrix(array: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """A ``shape`` matrix of ``array`` that BLAS takes without numpy copying it: a view when
+    one has a unit stride on one axis (any leading dimension), else one C-ordered copy."""
+    view = _matrix_view(array, shape)
+    if view is not None and _blasable(view):
+        return view
+    return np.ascontiguousarray(array).reshape(shape)
+
+
+def _blasable(matrix: np.ndarray) -> bool:
+    """Whether BLAS takes ``matrix`` as it is: row- or column-major with a leading dimension
+    (the stride of an axis of length one does not matter)."""
+    rows, cols = matrix.shape
+    item = matrix.itemsize
+    row_stride, col_stride = matrix.strides
+    if (col_stride == item or cols == 1) and (
+        rows == 1 or (row_stride % item == 0 and row_stride >= cols * item)
+    ):
+        return True
+    return (row_stride == item or rows == 1) and (
+        cols == 1 or (col_stride % item == 0 and col_stride >= rows * item)
+    )
 
 
 class EinsumBlock:
@@ -180,9 +224,7 @@ class EinsumBlock:
 
     def _run_step(self, step: _Step, blocks: tuple[np.ndarray, ...], out=None) -> np.ndarray:
         if step.gemm is not None:
-            result = step.matmul(blocks[0], blocks[1], out)
-            if result is not None:
-                return result
+            return step.matmul(blocks[0], blocks[1], out)
         if step.is_product:
             views = [
                 align(b, k, step.output)
