@@ -12,8 +12,11 @@ median time per call and its ratio to numpy. Targets (PERFORMANCE.md): tiny call
 1.2x of numpy, views within 1.1x.
 
 BLAS threads are pinned for the whole run with
-``threadpoolctl.threadpool_limits(limits=--blas-threads, user_api="blas")`` (default: every
-core this process may use); tensorc's executor re-limits BLAS only while it runs two or
+``threadpoolctl.threadpool_limits(limits=--blas-threads, user_api="blas")``, default 1: no
+tiny call reaches BLAS threading, and on a shared 2-core machine two BLAS threads turn any
+other process's load into multi-millisecond stalls (a descheduled BLAS thread holds the call
+until the next tick), which swamps the strided cases' differences; ``--blas-threads 2``
+measures them with every core. tensorc's executor re-limits BLAS only while it runs two or
 more tasks at once, which no case here does. The pin is printed and written to the JSON.
 """
 
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
 import sys
@@ -132,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the results to this file")
     parser.add_argument("--samples", type=int, default=9)
-    parser.add_argument("--blas-threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--blas-threads", type=int, default=1)
     parser.add_argument("--only", nargs="*", help="groups or case names to run")
     args = parser.parse_args(argv)
     cases = [c for c in _cases() if not args.only or c.group in args.only or c.name in args.only]

@@ -200,8 +200,9 @@ def einsum(
     """
     fast_key = fast_path.key(subscripts, operands, out, optimize, backend, dtype, order, casting,
                              plan_options)
-    if fast_key in fast_path.ENTRIES:
-        return fast_path.run(fast_key, operands, _state)
+    entry = fast_path.ENTRIES.get(fast_key)
+    if entry is not None:
+        return fast_path.run(entry, operands, _state)
     started = time.perf_counter()
     if subscripts is _NO_OPERANDS:
         raise ParseError("No input operands: einsum needs at least one operand")

@@ -61,6 +61,13 @@ def _numpy_result_dtype(
     if dtype is not None:
         kwargs["dtype"] = dtype
     result = np.einsum(subscripts, *operands, **kwargs)
+    if dtype is not None and result.dtype != np.dtype(dtype):
+        # numpy returns a one-operand view einsum (``ij->ji``) as a view of the operand,
+        # ignoring dtype=; tensorc honours it, checked by numpy's casting rule
+        if not np.can_cast(operands[0].dtype, dtype, casting):
+            raise TypeError(f"Cannot cast einsum operand 0 from dtype('{operands[0].dtype}') "
+                            f"to dtype('{np.dtype(dtype)}') according to the rule {casting!r}")
+        result = result.astype(dtype)
     if out_dtype is not None:
         out = np.zeros(np.shape(result), dtype=out_dtype)
         try:
