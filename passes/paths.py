@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import opt_einsum as oe
 
-from tensorc.errors import PlanError
+from tensorc.errors import PathError, PlanError
 from tensorc.ir.contraction import Key, volume
 from tensorc.passes.cost import path_seconds
 
@@ -89,7 +89,7 @@ def check_path(path: Sequence[object], count: int) -> Path:
         remaining -= len(positions) - 1
         checked.append(positions)
     if remaining != 1:
-        raise PlanError(
+        raise PathError(
             f"path {list(path)!r} leaves {remaining} operands uncontracted; it must end in one"
         )
     return checked

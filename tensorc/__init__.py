@@ -11,10 +11,12 @@ Heavy dependencies (Ray, z3) are imported only by the parts that need them.
 from tensorc.api import clear_plan_cache, einsum, last_stats, plan, tensordot
 from tensorc.array import Array, asarray, ones, random, zeros
 from tensorc.errors import (
+    ArgumentError,
     AxisError,
     ExecutionError,
     IRVerificationError,
     ParseError,
+    PathError,
     PlanError,
     ShapeError,
     TcError,
@@ -23,6 +25,7 @@ from tensorc.errors import (
     TcTypeError,
     TensorcError,
     TypeCheckError,
+    UnknownOptionError,
 )
 from tensorc.planning.plan import Plan
 from tensorc.program import Program, compile
@@ -36,10 +39,12 @@ __all__ = [
     "random",
     "shutdown",
     "zeros",
+    "ArgumentError",
     "AxisError",
     "ExecutionError",
     "IRVerificationError",
     "ParseError",
+    "PathError",
     "Plan",
     "PlanError",
     "Program",
@@ -50,6 +55,7 @@ __all__ = [
     "TcTypeError",
     "TensorcError",
     "TypeCheckError",
+    "UnknownOptionError",
     "clear_plan_cache",
     "compile",
     "einsum",

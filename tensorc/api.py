@@ -15,16 +15,17 @@ from functools import lru_cache
 
 import numpy as np
 
-from tensorc import execution, session
+from tensorc import execution, fast_path, session
 from tensorc.array import Array
 from tensorc.errors import AxisError, ParseError, PlanError, ShapeError
 from tensorc.execution import last_stats
+from tensorc.frontend import numpy_compat, views
 from tensorc.frontend.einsum import result_dtype
 from tensorc.frontend.subscripts import EinsumSpec, parse_einsum, sublist_to_subscripts
 from tensorc.passes.paths import normalise_optimize
 from tensorc.planning.options import (
     check_backend,
-    check_order_casting,
+    check_casting,
     check_plan_options,
     check_scheduler,
 )
@@ -37,6 +38,7 @@ __all__ = ["clear_plan_cache", "einsum", "last_stats", "plan", "tensordot"]
 def clear_plan_cache() -> None:
     """Forget every cached einsum plan."""
     EINSUM_PLANS.clear()
+    fast_path.clear()
 
 
 @lru_cache(maxsize=4096)
@@ -71,25 +73,13 @@ def _stand_in(operand: object) -> np.ndarray:
     return np.asarray(operand)
 
 
-def _allocate(shape, dtype, order: str, arrays: Sequence[np.ndarray]) -> np.ndarray:
-    """The result array in numpy's layout for ``order``: ``F`` always Fortran; ``A`` Fortran
-    when every operand is Fortran-contiguous; ``K`` Fortran when the operands with two or more
-    dimensions are all Fortran- and not C-contiguous (numpy matches the inputs' layout)."""
-    matrices = [a for a in arrays if a.ndim > 1]
-    fortran = (
-        order == "F"
-        or (order == "A" and all(a.flags.f_contiguous for a in arrays))
-        or (
-            order == "K"
-            and matrices
-            and all(a.flags.f_contiguous and not a.flags.c_contiguous for a in matrices)
-        )
-    )
-    return np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+
+
+_NO_OPERANDS = object()
 
 
 def einsum(
-    subscripts,
+    subscripts=_NO_OPERANDS,
     *operands,
     out: np.ndarray | None = None,
     optimize: object = "auto",
@@ -117,7 +107,14 @@ def einsum(
     Returns:
         The result as numpy would return it (a numpy scalar for a 0-d result unless ``out``).
     """
+    fast_key = fast_path.key(subscripts, operands, out, optimize, backend, dtype, order, casting,
+                             plan_options)
+    entry = fast_path.ENTRIES.get(fast_key)
+    if entry is not None:
+        return fast_path.run(entry, operands, execution.record)
     started = time.perf_counter()
+    if subscripts is _NO_OPERANDS:
+        raise ParseError("No input operands: einsum needs at least one operand")
     scheduler = check_scheduler(
         plan_options.pop("scheduler", None) or session.current().scheduler
     )
@@ -128,22 +125,33 @@ def einsum(
         raise ParseError("No input operands: einsum needs at least one operand")
     check_plan_options(plan_options)
     check_backend(backend)
-    check_order_casting(order, casting)
+    order = numpy_compat.normalise_order(order)
+    check_casting(casting)
     on_ray = _wants_ray(backend, operands)
     arrays = [_stand_in(op) for op in operands]
+    numpy_compat.check_out(out)
+    if not on_ray and numpy_compat.delegate_to_numpy(arrays):
+        return np.einsum(subscripts, *arrays, out=out, dtype=dtype, order=order,
+                         casting=casting, optimize=numpy_compat.numpy_optimize(optimize))
     shapes = tuple(op.shape if isinstance(op, Array) else a.shape
                    for op, a in zip(operands, arrays, strict=True))
     spec = _parse(subscripts, shapes)
     optimize = normalise_optimize(optimize, len(arrays))
     shape = spec.output_shape()
-    if out is not None:
-        if not isinstance(out, np.ndarray):
-            raise ParseError(f"out must be a numpy.ndarray, got {type(out).__name__}")
-        if out.shape != shape:
-            raise ShapeError(
-                f"out has shape {out.shape} but einsum {subscripts!r} produces shape {shape}"
-            )
-    result_type, compute = result_dtype(subscripts, arrays, dtype, casting, out, len(shape))
+    recipe = views.view_recipe(spec) if out is None and not on_ray else None
+    if recipe is not None and (dtype is None or np.dtype(dtype) == arrays[0].dtype):
+        stats = {"backend": "local", "scheduler": None, "tasks": 0, "view": True,
+                 "plan_cached": False, "measured_inter_node_bytes": None}
+        execution.record(stats)
+        fast_path.learn_view(fast_key, recipe, stats)
+        view = views.take_view(arrays[0], recipe)
+        return view[()] if view.ndim == 0 else view
+    if out is not None and out.shape != shape:
+        raise ShapeError(
+            f"out has shape {out.shape} but einsum {subscripts!r} produces shape {shape}"
+        )
+    result_type, compute = result_dtype(subscripts, arrays, dtype, casting, out, len(shape),
+                                        numpy_compat.numpy_optimize(optimize))
     dtypes = tuple(a.dtype.str for a in arrays)
     if on_ray:
         if out is not None and any(isinstance(op, Array) for op in operands):
@@ -176,14 +184,16 @@ def einsum(
     if out is not None and out.dtype == compute and not aliased:
         target = out  # final blocks land in place; an out that overlaps an input does not
     else:
-        target = _allocate(shape, compute, order, arrays)
+        target = numpy_compat.allocate(shape, compute, order, arrays, subscripts)
     run = execution.run_local(plan, arrays, target, workers=plan_options.get("workers"))
     if out is not None and target is not out:
         np.copyto(out, target, casting="unsafe")
         target = out
-    execution.record(execution.local_stats(
+    stats = execution.local_stats(
         plan, run, cached=cached,
-        plan_seconds=planned - started if cached else plan.stats["plan_seconds"]))
+        plan_seconds=planned - started if cached else plan.stats["plan_seconds"])
+    execution.record(stats)
+    fast_path.learn(fast_key, plan, target, compute, result_type, stats)
     if out is not None:
         return out
     if target.dtype != result_type:

@@ -17,6 +17,12 @@ class ParseError(TensorcError, ValueError):
     """A subscripts string or a ``.tc`` source that does not parse."""
 
 
+class ArgumentError(ParseError, TypeError):
+    """An argument of the wrong kind where numpy raises ``TypeError`` (a non-array ``out=``,
+    a subscripts argument that is neither a string nor an operand followed by a sublist);
+    also a ``ParseError``/``ValueError``, as tensorc raised before it matched numpy."""
+
+
 class ShapeError(TensorcError, ValueError):
     """Operands whose shapes do not fit the subscripts or each other."""
 
@@ -31,6 +37,16 @@ class TypeCheckError(TensorcError, TypeError):
 
 class PlanError(TensorcError, ValueError):
     """Planning options that cannot be honoured (bad block shape, grid, path)."""
+
+
+class UnknownOptionError(PlanError, TypeError):
+    """A keyword argument einsum does not take (numpy raises ``TypeError``); also a
+    ``PlanError``, as tensorc raised before it matched numpy."""
+
+
+class PathError(PlanError, RuntimeError):
+    """An explicit ``optimize=`` path that does not contract every operand into one (numpy
+    raises ``RuntimeError``)."""
 
 
 class ExecutionError(TensorcError, RuntimeError):

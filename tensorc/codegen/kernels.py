@@ -105,9 +105,11 @@ class _Step:
     """One step of a contraction path: operand positions, equation, and how it runs.
 
     ``is_product``: the step sums nothing, so it is a broadcast multiply. ``gemm``: a pair
-    whose blocks are matrices already (contracted axes leading or trailing in one order,
-    output = free axes of the first then the second), so one ``matmul`` on reshaped views does
-    it without opt_einsum's transposes; other steps run as opt_einsum expressions.
+    whose blocks are (stacks of) matrices already (batch axes, those in both blocks and the
+    output, leading everywhere in one order; then contracted axes leading or trailing in one
+    order; output = batch, free axes of the first, free axes of the second), so one
+    ``matmul`` on reshaped views does it without opt_einsum's transposes; other steps run as
+    opt_einsum expressions.
     """
 
     __slots__ = ("taken", "text", "keys", "output", "is_product", "gemm")
@@ -120,33 +122,89 @@ class _Step:
         union = {n for k in keys for n in k}
         self.is_product = len(keys) > 1 and union == set(output)
         self.gemm = None
-        if len(keys) == 2 and not self.is_product and uses_blas(keys, output):
+        if len(keys) == 2 and not self.is_product:
             a, b = keys
-            contracted = tuple(n for n in a if n in b)
-            a_free = tuple(n for n in a if n not in contracted)
-            b_free = tuple(n for n in b if n not in contracted)
-            a_layout = _matrix_layout(a, contracted, a_free, contracted_first=False)
-            b_layout = _matrix_layout(b, contracted, b_free, contracted_first=True)
-            if a_layout and b_layout and output == (*a_free, *b_free):
-                self.gemm = (a_layout, b_layout, len(a_free), len(b_free))
+            batch = tuple(n for n in output if n in a and n in b)
+            nb = len(batch)
+            leading = a[:nb] == batch and b[:nb] == batch and output[:nb] == batch
+            if leading and (nb or uses_blas(keys, output)):
+                a, b = a[nb:], b[nb:]
+                contracted = tuple(n for n in a if n in b)
+                a_free = tuple(n for n in a if n not in contracted)
+                b_free = tuple(n for n in b if n not in contracted)
+                a_layout = _matrix_layout(a, contracted, a_free, contracted_first=False)
+                b_layout = _matrix_layout(b, contracted, b_free, contracted_first=True)
+                if contracted and a_layout and b_layout and output[nb:] == (*a_free, *b_free):
+                    self.gemm = (a_layout, b_layout, len(a_free), len(b_free), nb)
 
-    def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None) -> np.ndarray | None:
-        """``a @ b`` on matrix views; ``None`` when a block is not contiguous."""
-        if not (a.flags.c_contiguous and b.flags.c_contiguous):
-            return None
-        a_layout, b_layout, a_free, b_free = self.gemm
-        a_split = a_free if a_layout == "rows" else a.ndim - a_free
-        b_split = b.ndim - b_free if b_layout == "rows" else b_free
-        a_free_shape = a.shape[:a_split] if a_layout == "rows" else a.shape[a_split:]
-        inner_shape = a.shape[a_split:] if a_layout == "rows" else a.shape[:a_split]
-        b_free_shape = b.shape[b_split:] if b_layout == "rows" else b.shape[:b_split]
+    def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+        """``a @ b`` on matrix views of the blocks. Strided blocks go to BLAS as they are
+        (a leading-dimension stride or a transpose is BLAS's own business); a block is
+        copied, once, only when it has no matrix view BLAS takes."""
+        a_layout, b_layout, a_free, b_free, nb = self.gemm
+        batch_shape = a.shape[:nb]
+        stack = (math.prod(batch_shape),) if nb else ()
+        a_dims, b_dims = a.shape[nb:], b.shape[nb:]
+        a_split = a_free if a_layout == "rows" else len(a_dims) - a_free
+        b_split = len(b_dims) - b_free if b_layout == "rows" else b_free
+        a_free_shape = a_dims[:a_split] if a_layout == "rows" else a_dims[a_split:]
+        inner_shape = a_dims[a_split:] if a_layout == "rows" else a_dims[:a_split]
+        b_free_shape = b_dims[b_split:] if b_layout == "rows" else b_dims[:b_split]
         rows, inner, cols = math.prod(a_free_shape), math.prod(inner_shape), math.prod(b_free_shape)
-        left = a.reshape(rows, inner) if a_layout == "rows" else a.reshape(inner, rows).T
-        right = b.reshape(inner, cols) if b_layout == "rows" else b.reshape(cols, inner).T
-        if out is not None and out.flags.c_contiguous and out.dtype == a.dtype:
-            np.matmul(left, right, out=out.reshape(rows, cols))
-            return out
-        return np.matmul(left, right).reshape((*a_free_shape, *b_free_shape))
+        left = _blas_matrix(a, (*stack, rows, inner) if a_layout == "rows"
+                            else (*stack, inner, rows))
+        right = _blas_matrix(b, (*stack, inner, cols) if b_layout == "rows"
+                             else (*stack, cols, inner))
+        if a_layout != "rows":
+            left = left.swapaxes(-1, -2)
+        if b_layout != "rows":
+            right = right.swapaxes(-1, -2)
+        if out is not None and out.dtype == left.dtype:
+            target = _matrix_view(out, (*stack, rows, cols))
+            if target is not None:
+                np.matmul(left, right, out=target)
+                return out
+        result = np.matmul(left, right)
+        return result.reshape((*batch_shape, *a_free_shape, *b_free_shape))
+
+
+def _matrix_view(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``array`` reshaped to ``shape`` without a copy, or ``None`` when that needs one."""
+    if array.shape == shape:
+        return array
+    if array.flags.c_contiguous:
+        return array.reshape(shape)
+    view = array.view()
+    try:
+        view.shape = shape  # raises instead of copying
+    except AttributeError:
+        return None
+    return view
+
+
+def _blas_matrix(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A ``shape`` matrix (or stack of them) of ``array`` that BLAS takes without numpy
+    copying it: a view when one has a unit stride on one axis (any leading dimension), else
+    one C-ordered copy."""
+    view = _matrix_view(array, shape)
+    if view is not None and _blasable(view):
+        return view
+    return np.ascontiguousarray(array).reshape(shape)
+
+
+def _blasable(matrix: np.ndarray) -> bool:
+    """Whether BLAS takes ``matrix`` as it is: row- or column-major with a leading dimension
+    (the stride of an axis of length one does not matter)."""
+    rows, cols = matrix.shape[-2:]
+    item = matrix.itemsize
+    row_stride, col_stride = matrix.strides[-2:]
+    if (col_stride == item or cols == 1) and (
+        rows == 1 or (row_stride % item == 0 and row_stride >= cols * item)
+    ):
+        return True
+    return (row_stride == item or rows == 1) and (
+        cols == 1 or (col_stride % item == 0 and col_stride >= rows * item)
+    )
 
 
 class EinsumBlock:
@@ -180,9 +238,7 @@ class EinsumBlock:
 
     def _run_step(self, step: _Step, blocks: tuple[np.ndarray, ...], out=None) -> np.ndarray:
         if step.gemm is not None:
-            result = step.matmul(blocks[0], blocks[1], out)
-            if result is not None:
-                return result
+            return step.matmul(blocks[0], blocks[1], out)
         if step.is_product:
             views = [
                 align(b, k, step.output)

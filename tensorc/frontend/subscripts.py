@@ -25,7 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tensorc.errors import ParseError, ShapeError
+import numpy as np
+
+from tensorc.errors import ArgumentError, ParseError, ShapeError
 
 ELLIPSIS = "..."
 
@@ -251,7 +253,8 @@ def _output(
 def sublist_to_subscripts(args: Sequence[object]) -> tuple[str, list[object]]:
     """Convert numpy's interleaved form ``(op0, sub0, op1, sub1, ..., [out])``.
 
-    Sublists hold ints in ``[0, 52)`` (0-25 are ``a``-``z``, 26-51 ``A``-``Z``) or ``...``.
+    A sublist is any sequence (list, tuple, range, 1-d integer array) of integers in
+    ``[0, 52)`` (0-25 are ``a``-``z``, 26-51 ``A``-``Z``; numpy integers included) or ``...``.
     """
     operands: list[object] = []
     terms: list[str] = []
@@ -266,20 +269,35 @@ def sublist_to_subscripts(args: Sequence[object]) -> tuple[str, list[object]]:
     return subscripts, operands
 
 
+def _sublist_items(sublist: object, where: str) -> list[object]:
+    if isinstance(sublist, (str, bytes)) or not hasattr(sublist, "__len__"):
+        raise ArgumentError(
+            f"{where} must be a sequence of ints or Ellipsis, got {type(sublist).__name__} "
+            "(the first argument of einsum is the subscripts string, or an operand followed "
+            "by its sublist)"
+        )
+    if isinstance(sublist, np.ndarray):
+        if sublist.ndim != 1 or sublist.dtype.kind not in "iu":
+            raise ArgumentError(f"{where} must be a 1-d integer array, got {sublist!r}")
+        return sublist.tolist()
+    return list(sublist)
+
+
 def _sublist_term(sublist: object, where: str) -> str:
-    if not isinstance(sublist, (list, tuple)):
-        raise ParseError(f"{where} must be a list of ints or Ellipsis, got {sublist!r}")
     out = []
-    for item in sublist:
+    for item in _sublist_items(sublist, where):
         if item is Ellipsis:
             out.append(ELLIPSIS)
             continue
-        if isinstance(item, bool) or not isinstance(item, int):
-            raise ParseError(f"{where} holds {item!r}; subscripts are ints or Ellipsis")
+        if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
+            raise ArgumentError(f"{where} holds {item!r}; subscripts are ints or Ellipsis")
+        item = int(item)
         if 0 <= item < 26:
             out.append(chr(ord("a") + item))
         elif 26 <= item < 52:
             out.append(chr(ord("A") + item - 26))
         else:
-            raise ParseError(f"subscript {item} in {where} is not within the valid range [0, 52)")
+            raise ParseError(
+                f"subscript {item} in {where} is not within the valid range [0, 52)"
+            )
     return "".join(out)
