@@ -73,8 +73,6 @@ def _stand_in(operand: object) -> np.ndarray:
     return np.asarray(operand)
 
 
-
-
 _NO_OPERANDS = object()
 
 
@@ -154,7 +152,8 @@ def einsum(
                                         numpy_compat.numpy_optimize(optimize))
     dtypes = tuple(a.dtype.str for a in arrays)
     if on_ray:
-        if out is not None and any(isinstance(op, Array) for op in operands):
+        keeps_arrays = any(isinstance(op, Array) for op in operands)
+        if out is not None and keeps_arrays:
             raise PlanError("out= takes a numpy array, but a tc.Array operand gives a tc.Array "
                             "result on the cluster; drop out= (or pass numpy operands)")
         options, placed, cpus = execution.prepare_ray_call(spec, operands, plan_options,
@@ -169,7 +168,7 @@ def einsum(
         stats["plan_seconds"] += planned - started
         stats["call_seconds"] = time.perf_counter() - started
         execution.record(stats)
-        if any(isinstance(op, Array) for op in operands):
+        if keeps_arrays:
             return result
         gathered = result.numpy()
         if out is not None:

@@ -276,21 +276,27 @@ class Program:
     def plan(self, statement: Statement, nodes: int = 1, placed=None) -> Plan:
         """The (cached) plan of one statement's IR for ``nodes`` nodes, its operands at
         positions in ``placed`` already laid out there."""
+        return self._cached_plan(statement, nodes, placed)[0]
+
+    def _cached_plan(self, statement: Statement, nodes: int = 1,
+                     placed=None) -> tuple[Plan, bool]:
+        """:meth:`plan` and whether it came from the cache."""
         ctx = self._context(statement, nodes, placed)
         key = (statement.program, tuple(sorted((ctx.options.block_shape or {}).items())), nodes,
                None if not placed else tuple(
                    (p, s.key())
                    for p, s in sorted(placed.items())))
         plan = self._plans.get(key)
-        if plan is None:
-            plan = plan_program(f"{statement.label}: {statement.text}", statement.program, ctx)
-            self._plans.put(key, plan)
-        return plan
+        if plan is not None:
+            return plan, True
+        plan = plan_program(f"{statement.label}: {statement.text}", statement.program, ctx)
+        self._plans.put(key, plan)
+        return plan, False
 
     def plan_layouts(self, unrolled: Unrolled, nodes: int, initial=None) -> ProgramPlan:
         """The whole-program plan for ``nodes`` nodes (cached): layouts flow between the
-        statements (:mod:`tensorc.program_plan`); ``initial`` gives the layouts of inputs
-        already on the cluster."""
+        statements (:mod:`tensorc.planning.program_layouts`); ``initial`` gives the layouts of
+        inputs already on the cluster."""
         key = (id(unrolled), nodes, None if not initial else tuple(
             (label, s.key())
             for label, s in sorted(initial.items())))
@@ -331,9 +337,10 @@ class Program:
                 env[statement.label] = np.full(statement.shape, statement.fill, statement.dtype)
                 continue
             planned = time.perf_counter()
-            hits = self._plans.hits
-            plan = layouts.plans[statement.label] if layouts else self.plan(statement)
-            cached = layouts is not None or self._plans.hits > hits
+            if layouts is not None:  # planned with the whole program, before the run
+                plan, cached = layouts.plans[statement.label], True
+            else:
+                plan, cached = self._cached_plan(statement)
             planned = time.perf_counter() - planned
             operands = [env[label] for label in statement.operands]
             out = np.empty(statement.shape, dtype=plan.graph.dtype)

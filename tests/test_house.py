@@ -47,7 +47,6 @@ def test_no_two_public_classes_share_a_name():
 
 
 def test_a_local_program_run_reports_its_whole_run():
-    tc.last_stats()  # whatever ran before in this thread
     rng = np.random.default_rng(3)
     r, u = rng.random((512, 512)), rng.random((512, 16))
     out = tc.compile(EXAMPLES / "als.tc").run(R=r, U=u)

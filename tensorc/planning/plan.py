@@ -19,7 +19,6 @@ from tensorc import debug
 from tensorc.codegen.blocking import Blocking
 from tensorc.codegen.lower import lower
 from tensorc.codegen.taskgraph import TaskGraph
-from tensorc.errors import PlanError
 from tensorc.frontend.einsum import einsum_program
 from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.ir.nodes import Function
@@ -28,7 +27,7 @@ from tensorc.passes.blocking import choose_blocking, scan_indices
 from tensorc.passes.distribution import DEFAULT_NODE_MEMORY, Problem
 from tensorc.passes.pipeline import run_pipeline
 from tensorc.passes.plan_cost import subtree_seconds
-from tensorc.passes.planners import PLANNERS, search
+from tensorc.passes.planners import search
 from tensorc.passes.search import DistributedPlan
 from tensorc.planning.options import PLAN_OPTIONS, freeze, pass_options
 
@@ -131,9 +130,6 @@ def plan_program(
     compute_dtype = program.dtype
     subscripts = name
     final, stages = run_pipeline(program, ctx)
-    if ctx.options.planner not in PLANNERS:
-        raise PlanError(f"unknown planner {ctx.options.planner!r}; choose one of "
-                        f"{', '.join(PLANNERS)}")
     distribution = problem = None
     if ctx.options.nodes > 1:
         problem, distribution = plan_distribution(subscripts, final, ctx)
