@@ -95,9 +95,50 @@ NETWORK_BYTES_PER_SECOND = 125e6  # 1 Gbit/s into a node (a commodity cluster li
 RAY_TASK_SECONDS = 0.5e-3  # a remote call on its node (docs/performance.md: ~0.5 ms each)
 RAY_SUBMIT_SECONDS = 20e-6  # the driver submitting one remote call (Ray pipelines these)
 CORES_PER_NODE = 8  # a cluster node runs this many tasks at once
+NODE_FLOPS_PER_CORE = BLAS_FLOPS_PER_CORE  # a cluster node's BLAS rate per core
 SPILL_PENALTY = 10.0  # seconds per network-second of bytes over a node's memory budget
 COMMUNICATION_SLACK = 1.1  # the busiest receiver's budget, as a multiple of the lower bound
 OVER_BUDGET_PENALTY = 100.0  # seconds per network-second of bytes received over that budget
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The cluster constants of the distributed model: bytes per second into a node, seconds
+    of overhead per block task, BLAS flops per core, cores per node, and where the figures
+    came from (``defaults``, or a probe of the running cluster)."""
+
+    network_bytes_per_second: float = NETWORK_BYTES_PER_SECOND
+    task_seconds: float = RAY_TASK_SECONDS
+    blas_flops_per_core: float = NODE_FLOPS_PER_CORE
+    cores_per_node: int = CORES_PER_NODE
+    source: str = "defaults"
+
+    def describe(self) -> str:
+        return (f"{self.source}: network {self.network_bytes_per_second / 1e6:.0f} MB/s per "
+                f"node, {self.task_seconds * 1e6:.0f} us per block task, "
+                f"{self.blas_flops_per_core / 1e9:.1f} GFLOP/s per core, "
+                f"{self.cores_per_node} core(s) per node")
+
+
+DEFAULT_MACHINE = Machine()
+_machine = DEFAULT_MACHINE
+
+
+def machine() -> Machine:
+    """The constants the distributed model prices with now."""
+    return _machine
+
+
+def use_machine(figures: Machine | None) -> None:
+    """Price with ``figures`` from now on (``None``: the defaults). The module constants the
+    model reads are set from them, so every part of the model agrees."""
+    global _machine, NETWORK_BYTES_PER_SECOND, RAY_TASK_SECONDS, NODE_FLOPS_PER_CORE
+    global CORES_PER_NODE
+    _machine = figures or DEFAULT_MACHINE
+    NETWORK_BYTES_PER_SECOND = _machine.network_bytes_per_second
+    RAY_TASK_SECONDS = _machine.task_seconds
+    NODE_FLOPS_PER_CORE = _machine.blas_flops_per_core
+    CORES_PER_NODE = _machine.cores_per_node
 
 
 @dataclass(frozen=True)
@@ -148,7 +189,7 @@ def distributed_cost(graph, placed, memory_budget: int, moved=None,
             flops[node] += task.flops
             tasks[node] += 1
     compute = max(
-        f / BLAS_FLOPS_PER_CORE + t * RAY_TASK_SECONDS for f, t in zip(flops, tasks, strict=True)
+        f / NODE_FLOPS_PER_CORE + t * RAY_TASK_SECONDS for f, t in zip(flops, tasks, strict=True)
     ) / CORES_PER_NODE
     submitted = sum(tasks)
     over = sum(max(0, m - memory_budget) for m in placed.memory_bytes)

@@ -111,7 +111,7 @@ def compute_bound(problem, counts: Mapping[str, int]) -> float:
     per_stage = task_counts(problem, counts)
     tasks = sum(t + r for t, r in per_stage)
     average = (
-        compute_flops(problem) / price.BLAS_FLOPS_PER_CORE + tasks * price.RAY_TASK_SECONDS
+        compute_flops(problem) / price.NODE_FLOPS_PER_CORE + tasks * price.RAY_TASK_SECONDS
     ) / nodes
     busiest = average
     for shape, (iteration, reduces) in zip(stage_shapes(problem), per_stage, strict=True):
@@ -119,7 +119,7 @@ def compute_bound(problem, counts: Mapping[str, int]) -> float:
         busiest = max(
             busiest,
             math.ceil(iteration / nodes)
-            * (smallest / price.BLAS_FLOPS_PER_CORE + price.RAY_TASK_SECONDS),
+            * (smallest / price.NODE_FLOPS_PER_CORE + price.RAY_TASK_SECONDS),
             math.ceil(reduces / nodes) * price.RAY_TASK_SECONDS,
         )
     return busiest / price.CORES_PER_NODE

@@ -91,7 +91,7 @@ def predicted_costs(problem, p: np.ndarray, c: np.ndarray) -> np.ndarray:
         over = np.maximum(0.0, received - price.COMMUNICATION_SLACK * bound)
         network = network + price.OVER_BUDGET_PENALTY * over / price.NETWORK_BYTES_PER_SECOND
     compute = (
-        model_bound.compute_flops(problem) / price.BLAS_FLOPS_PER_CORE
+        model_bound.compute_flops(problem) / price.NODE_FLOPS_PER_CORE
         + tasks * price.RAY_TASK_SECONDS
     ) / (nodes * price.CORES_PER_NODE)
     return network + compute + tasks * price.RAY_SUBMIT_SECONDS

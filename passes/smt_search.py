@@ -345,7 +345,7 @@ class _Search:
             price.RAY_TASK_SECONDS / (nodes * price.CORES_PER_NODE) + price.RAY_SUBMIT_SECONDS
         )
         compute = model_bound.compute_flops(problem) / (
-            price.BLAS_FLOPS_PER_CORE * nodes * price.CORES_PER_NODE
+            price.NODE_FLOPS_PER_CORE * nodes * price.CORES_PER_NODE
         )
         floors = self._network_floors()
         tasks = None

@@ -6,10 +6,13 @@ each block. The planner reads it as a *layout* (:meth:`Blocks.layout` makes one 
 data, and :meth:`Blocks.key` is what plan caches key on); the Ray runtime reads it as
 *data*: ``refs`` holds each block's Ray ObjectRef. ``tc.Array`` wraps one.
 
-Blocks a Ray task made carry, until :meth:`Blocks.resolve` is called, the ref of the node
-id the task's worker reported (``reported``): soft affinity may have run the task somewhere
-other than the node it was offered, and the node that really holds a block is what the
-planner must see. Resolving asks Ray once; after that ``nodes`` is exact.
+``nodes`` is where tensorc asked Ray to make each block (soft node affinity; a live node
+runs what it is offered), so the hot path never asks Ray where a block is. Blocks a Ray task
+made also carry the ref of the node id the task's worker reported (``reported``):
+:meth:`Blocks.resolve` reads them — when the cluster's membership changed since ``nodes``
+was recorded (``epoch``: a node died, the indices shifted, Ray ran the block elsewhere), or
+when asked to verify. ``copies`` records the other nodes tensorc has made read a block (a
+call's argument, a gather to the driver): Ray keeps such copies, and reading there is free.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ class Blocks:
     """Ray ObjectRef of each block; empty for a layout the planner reasons about."""
     reported: dict[Coords, object] = field(default_factory=dict)
     """Ref of the hex node id the producing task reported, per block not yet resolved."""
+    copies: dict[Coords, frozenset[int]] = field(default_factory=dict)
+    """Other nodes holding a copy of a block because tensorc had it read there."""
+    epoch: int = 0
+    """The cluster membership epoch ``nodes`` was recorded in."""
 
     @classmethod
     def layout(cls, bounds, nodes: Mapping[Coords, int], dtype: object = None) -> Blocks:
@@ -53,9 +60,14 @@ class Blocks:
     def block_slices(self, coords: Coords) -> tuple[slice, ...]:
         return tuple(slice(b[c], b[c + 1]) for b, c in zip(self.bounds, coords, strict=True))
 
-    def resolve(self, index_of: Callable[[str], int | None]) -> Blocks:
-        """Replace reported node ids by node indices (``index_of`` maps a hex node id to
-        its index; an unknown node counts as node 0). Returns ``self``."""
+    def resolve(self, index_of: Callable[[str], int | None], epoch: int | None = None,
+                verify: bool = False) -> Blocks:
+        """Make ``nodes`` exact for the cluster in membership ``epoch``: nothing to do when
+        it was recorded in that epoch (unless ``verify``); otherwise the reported node ids
+        are read from Ray (``index_of`` maps a hex node id to its index; an unknown node
+        counts as node 0) and tracked copies are forgotten. Returns ``self``."""
+        if (epoch is None or epoch == self.epoch) and not verify:
+            return self
         if self.reported:
             import ray
 
@@ -63,14 +75,25 @@ class Blocks:
             for key, node in zip(keys, ray.get([self.reported[k] for k in keys]), strict=True):
                 found = index_of(node)
                 self.nodes[key] = 0 if found is None else found
-            self.reported.clear()
+        if epoch is not None and epoch != self.epoch:
+            self.copies.clear()
+            self.epoch = epoch
         return self
+
+    def add_copies(self, coords: Coords, nodes) -> None:
+        """Record that ``nodes`` now hold a copy of block ``coords``."""
+        extra = frozenset(nodes) - {self.nodes.get(coords)}
+        if extra - self.copies.get(coords, frozenset()):
+            self.copies[coords] = self.copies.get(coords, frozenset()) | extra
 
     def without_data(self) -> Blocks:
         """The same layout without refs (what a plan may keep: it holds no block alive)."""
-        if self.reported:
-            raise ValueError("resolve() the reported nodes before taking the layout")
-        return Blocks(self.shape, self.dtype, self.bounds, dict(self.nodes))
+        return Blocks(self.shape, self.dtype, self.bounds, dict(self.nodes),
+                      copies=dict(self.copies), epoch=self.epoch)
+
+    def copies_key(self) -> tuple:
+        """A hashable value of the tracked copies (part of what a staged run depends on)."""
+        return tuple(sorted(self.copies.items()))
 
     def key(self) -> tuple:
         """A hashable value equal for equal layouts (plan caches key on it)."""

@@ -4,8 +4,8 @@ Contract:
 
 - ``connect(address, num_nodes)`` returns a :class:`RayCluster`.
   ``address=None`` starts a private Ray on this machine — one node, or a
-  ``ray.cluster_utils.Cluster`` of ``num_nodes`` nodes with one CPU each and blocks above
-  1 KiB kept in the object store (the demo and the tests); ``"auto"`` attaches to the
+  ``ray.cluster_utils.Cluster`` of ``num_nodes`` nodes with one CPU each (the demo and the
+  tests; ``TENSORC_RAY_INLINE_BYTES`` lowers Ray's inline threshold); ``"auto"`` attaches to the
   cluster ``ray start`` left running here; any other string is a Ray address (``host:port``
   or ``ray://…``). A private Ray never attaches to a stray
   cluster (``address="local"``).
@@ -30,9 +30,10 @@ from tensorc.errors import ExecutionError
 LOCAL_NODE_MEMORY = 512 * 1024 * 1024
 """Object store per node of a private multi-node cluster (bytes)."""
 
-INLINE_BYTES = 1024
-"""Ray inlines smaller objects into task messages (default 100 KiB); a private multi-node
-cluster keeps every block above 1 KiB in the object store, where transfers are measurable."""
+INLINE_BYTES_VARIABLE = "TENSORC_RAY_INLINE_BYTES"
+"""Ray inlines objects below 100 KiB into task messages, where no object location records
+them; setting this variable gives a private cluster a smaller threshold, so Ray's object
+directory sees (and ``measure=True`` measures) every block above it. The tests set 1024."""
 
 PROBE_SECONDS = 2.0
 
@@ -47,6 +48,13 @@ class RayCluster:
     driver_node: str
     local_cluster: object | None = None  # a ray.cluster_utils.Cluster we started
     owns_ray: bool = True
+    store_bytes: int = 0
+    """Object store memory of all nodes together (bytes)."""
+    epoch: int = 0
+    """Bumped whenever the live nodes change: node indices recorded earlier may be stale."""
+    workers: list = field(default_factory=list, repr=False)
+    """The node workers (Ray actors) the executor started, in node order."""
+    workers_epoch: int = -1
     _dead: list[str] = field(default_factory=list)
 
     @property
@@ -68,6 +76,8 @@ class RayCluster:
         node_ids, cpus = _live_nodes(self.driver_node)
         dead = [n for n in self.node_ids if n not in node_ids]
         self._dead.extend(dead)
+        if node_ids != self.node_ids:
+            self.epoch += 1
         self.node_ids, self.cpus = node_ids, cpus
         return dead
 
@@ -93,6 +103,14 @@ def _live_nodes(driver_node: str) -> tuple[list[str], list[float]]:
         )
     )
     return [n["NodeID"] for n in alive], [float(n["Resources"].get("CPU", 0)) for n in alive]
+
+
+def _head_node_args() -> dict:
+    args: dict = {"num_cpus": 1, "object_store_memory": LOCAL_NODE_MEMORY}
+    inline = os.environ.get(INLINE_BYTES_VARIABLE)
+    if inline:
+        args["_system_config"] = {"max_direct_call_object_size": int(inline)}
+    return args
 
 
 def probe(address: str) -> None:
@@ -127,11 +145,7 @@ def connect(address: str | None = None, num_nodes: int | None = None) -> RayClus
 
             local_cluster = Cluster(
                 initialize_head=True,
-                head_node_args={
-                    "num_cpus": 1,
-                    "object_store_memory": LOCAL_NODE_MEMORY,
-                    "_system_config": {"max_direct_call_object_size": INLINE_BYTES},
-                },
+                head_node_args=_head_node_args(),
             )
             for _ in range(num_nodes - 1):
                 local_cluster.add_node(num_cpus=1, object_store_memory=LOCAL_NODE_MEMORY)
@@ -159,6 +173,7 @@ def connect(address: str | None = None, num_nodes: int | None = None) -> RayClus
         driver_node=driver,
         local_cluster=local_cluster,
         owns_ray=address is None,
+        store_bytes=int(ray.cluster_resources().get("object_store_memory", 0)),
     )
 
 

@@ -1,91 +1,63 @@
-"""The Ray executor: one remote call per task, placed where the schedule says.
+"""The Ray executor: a staged program as one Ray call per node and stage.
 
-Contract: ``RayExecutor(cluster).run(graph, schedule, inputs)`` takes a task graph, its
-:class:`~tensorc.runtime.schedule.Schedule` and one :class:`~tensorc.runtime.blocks.Blocks`
-per operand, submits the whole graph without waiting between levels, waits for it, and
-returns the result as ``Blocks`` (the blocks stay on the nodes that computed them).
-Statistics are in ``executor.last_run``.
+Contract: ``RayExecutor(cluster).run(program, inputs, pinned=..., measure=...)`` takes a
+:class:`~tensorc.runtime.stages.StagedProgram` and one :class:`~tensorc.runtime.blocks.Blocks`
+per operand (Ray refs bound), submits every call without waiting between stages, waits for
+them, and returns the result's ``Blocks`` (each block stays on the node that computed it) and
+the new layouts of repartitioned operands. Statistics are in ``executor.last_run``.
 
 Policy:
 
-- a load whose block is exactly one stored block, unchanged (no diagonal, no cast), is that
-  block's ObjectRef — no task; any other load is a task on the node holding its first piece
-  that stitches the pieces and applies the load kernel;
-- a compute task whose only consumer is on the same node (and folds no local groups) runs
-  inside that consumer's call: no bytes change, Ray's per-call overhead is saved;
-- every other task is ``run(kernel, *input_refs)`` with
-  ``NodeAffinitySchedulingStrategy(node, soft=True)`` when the schedule is pinned (no
-  strategy for ``ray_default``); inputs are ObjectRefs, so Ray moves blocks between nodes and
-  frees them; the executor keeps no block in the driver;
-- a reduce task with local groups first folds each group on its node, then folds the group
-  results (and any lone inputs) on the task's node;
+- each call is ``stage(key, payload, threads, *argument_refs)`` on the node's
+  :class:`~tensorc.runtime.ray_tasks.NodeWorker` actor when the schedule is pinned (a plain
+  task that Ray places for ``ray_default``); it runs its steps on ``threads`` threads (the
+  node's CPUs). Arguments are ObjectRefs, so Ray moves blocks between nodes and frees them;
+  the executor keeps no block in the driver. Calls are submitted under one process-wide lock
+  in stage order, so every worker's queue follows one topological order of all calls in
+  flight (an actor runs its calls in the order they were submitted: no cycle can form);
+- tensorc trusts the affinity it asked for (a live node runs what it is offered): the nodes
+  of result blocks are known without asking Ray. Every call also returns the id of the node
+  it ran on; ``ran_on`` in the statistics comes from those, read after the wait;
+- input blocks read on another node are recorded as copies there (``Blocks.copies``);
 - the executor waits in short polls, re-reading the live nodes; a Ray failure, or no progress
   for ``TENSORC_RAY_TIMEOUT`` seconds (default 600), raises
-  :class:`~tensorc.errors.ExecutionError` naming the task and any node that died. Soft
-  affinity lets Ray run a task elsewhere when its node is gone, and lineage reconstruction
-  (task retries are on) recomputes blocks lost with a node;
-- measured transfers: after the run, ``ray.experimental.get_object_locations`` tells where
-  every block of the call now has a copy; a copy on a node other than the one that produced
-  the block (the node its worker reported) was moved there by Ray. Copies of input blocks
-  that existed before the call are not counted. Objects below Ray's inline threshold
-  (100 KiB) travel inside task messages, have no store location and are not measured.
+  :class:`~tensorc.errors.ExecutionError` naming the call's tasks and any node that died.
+  Soft affinity lets Ray run a call elsewhere when its node is gone, and lineage
+  reconstruction (task retries are on) recomputes blocks lost with a node;
+- transfers are always counted from the calls' arguments (``transfer_bytes``, free: the
+  staged program knows them). With ``measure=True`` the executor also reads Ray's object
+  directory before and after the run (``ray.experimental.get_object_locations``): a copy on a
+  node other than the block's producer, not there before, was moved by Ray. An argument Ray
+  inlined into the task message has no location; it is counted from the arguments. That
+  reading is not part of ``run_seconds`` (it is ``measure_seconds``).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Sequence
 
-from tensorc.codegen.taskgraph import LOAD, REDUCE, TaskGraph
 from tensorc.errors import ExecutionError
 from tensorc.runtime import ray_tasks
 from tensorc.runtime.blocks import Blocks
 from tensorc.runtime.ray_cluster import RayCluster
+from tensorc.runtime.stages import INPUT, StagedProgram
 
 POLL_SECONDS = 1.0
 
+_SUBMITTING = threading.Lock()
 
 
-
-def _fusable(graph: TaskGraph, node_of: Sequence[int], groups) -> dict[int, int]:
-    """Tasks that run inside their consumer's remote call: a compute task whose only consumer
-    is a compute task on the same node, which is not an output block and whose consumer does
-    not fold locally first (``groups``). Nothing crosses a node there, so the schedule's
-    bytes are unchanged; what is saved is Ray's per-call overhead (about a millisecond)."""
-    consumers = graph.consumers()
-    outputs = {task for task, _ in graph.outputs}
-    fused: dict[int, int] = {}
-    for index, task in enumerate(graph.tasks):
-        if task.kind == LOAD or index in outputs or index in groups:
-            continue
-        if len(consumers[index]) != 1:
-            continue
-        consumer = consumers[index][0]
-        if consumer not in groups and node_of[consumer] == node_of[index]:
-            fused[index] = consumer
-    return fused
-
-
-def _fused_program(graph: TaskGraph, root: int, refs: list, fused_into: dict[int, int]):
-    """The steps of ``root``'s call (its fused producers first), the block arguments, and
-    the fused tasks it covers."""
-    steps: list = []
-    args: list = []
-    members: list[int] = []
-
-    def visit(task: int, parent: int) -> tuple[str, int]:
-        if fused_into.get(task) == parent:
-            inputs = tuple(visit(source, task) for source in graph.tasks[task].inputs)
-            steps.append((graph.kernels[graph.tasks[task].kernel], inputs))
-            members.append(task)
-            return ("t", len(steps) - 1)
-        args.append(refs[task])
-        return ("x", len(args) - 1)
-
-    inputs = tuple(visit(source, root) for source in graph.tasks[root].inputs)
-    steps.append((graph.kernels[graph.tasks[root].kernel], inputs))
-    return tuple(steps), args, members
+def node_workers(cluster: RayCluster) -> list:
+    """The :class:`~tensorc.runtime.ray_tasks.NodeWorker` of every live node, started once
+    per cluster membership (a node that died takes its worker's place in the order with
+    it)."""
+    if cluster.workers_epoch != cluster.epoch or len(cluster.workers) != cluster.nodes:
+        cluster.workers = [ray_tasks.node_worker(node) for node in cluster.node_ids]
+        cluster.workers_epoch = cluster.epoch
+    return cluster.workers
 
 
 def _settled_locations(refs: list, settle_seconds: float = 1.0) -> dict:
@@ -118,181 +90,174 @@ def object_copies(cluster: RayCluster, refs: Sequence) -> dict:
 
 
 def measure_copies(cluster: RayCluster, refs: Sequence, producer_of: dict,
-                   existing: dict) -> tuple[int, list[int]]:
-    """Bytes Ray copied between nodes for ``refs``, in all and per receiving node: every
-    copy on a node other than the block's producer (``producer_of[ref]``, a hex node id or
-    the ref of one) that ``existing`` (:func:`object_copies` before) did not list."""
-    import ray
-
+                   existing: dict) -> tuple[dict, set]:
+    """The copies Ray made between nodes of each of ``refs``: ``{ref: [(node index, bytes)]}``
+    for every copy on a node other than the block's producer (``producer_of[ref]``, a hex
+    node id) that ``existing`` (:func:`object_copies` before) did not list; and the refs Ray
+    has a location for (the others were inlined into task messages)."""
     unique = list(dict.fromkeys(refs))
     locations = _settled_locations(unique)
-    pending = {r: p for r, p in producer_of.items() if isinstance(p, ray.ObjectRef)}
-    resolved = dict(zip(pending, ray.get(list(pending.values())), strict=True))
-    per_node = [0] * cluster.nodes
-    total = 0
+    copied: dict = {}
+    located = set()
     for ref in unique:
         info = locations.get(ref) or {}
         holders = set(info.get("node_ids") or ())
-        producer = resolved.get(ref, producer_of.get(ref))
-        copies = holders - {producer} - existing.get(ref, set())
+        if holders:
+            located.add(ref)
         size = int(info.get("object_size") or 0)
-        for node in copies:
+        for node in holders - {producer_of.get(ref)} - existing.get(ref, set()):
             index = cluster.index_of(node)
             if index is not None:
-                per_node[index] += size
-            total += size
-    return total, per_node
+                copied.setdefault(ref, []).append((index, size))
+    return copied, located
 
 
-def submit(cluster: RayCluster, name: str, node: int | None, *args):
-    """Call remote function ``name`` on node index ``node`` (soft affinity; ``None``: Ray
-    decides); returns its two refs, the block and the reporting node id."""
-    if node is None:
+def submit(cluster: RayCluster, name: str, node: int | None, *args, returns: int = 2):
+    """Call remote function ``name`` on node index ``node`` (soft affinity; ``None`` or a
+    node no longer live: Ray decides); returns its ``returns`` refs."""
+    if node is None or not 0 <= node < len(cluster.node_ids):
         strategy = "DEFAULT"
     else:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         strategy = NodeAffinitySchedulingStrategy(cluster.node_ids[node], soft=True)
-    return ray_tasks.remote(name).options(scheduling_strategy=strategy).remote(*args)
+    options = {"scheduling_strategy": strategy}
+    if returns != 2:
+        options["num_returns"] = returns
+    return ray_tasks.remote(name).options(**options).remote(*args)
+
+
+class _WorkerLost(Exception):
+    """A node worker died during a run (its node did)."""
 
 
 class RayExecutor:
-    """Submit a scheduled task graph to Ray; see the module docstring."""
+    """Submit a staged program to Ray; see the module docstring."""
 
     def __init__(self, cluster: RayCluster) -> None:
         self.cluster = cluster
         self.last_run: dict = {}
-        self._existing: dict | None = None  # input copies seen by locate_loads
+        self._pinned = True
 
-    def locate_loads(
-        self, graph: TaskGraph, inputs: Sequence[Blocks]
-    ) -> tuple[dict[int, int], dict[int, list[int]]]:
-        """For every load task, the node index holding (the first piece of) its data, and
-        the other nodes that already hold a cached copy of it (read from Ray)."""
-        for blocks in inputs:
-            blocks.resolve(self.cluster.index_of)
-        self._existing = self._input_copies(inputs)
-        placed: dict[int, int] = {}
-        cached: dict[int, list[int]] = {}
-        for index, task in enumerate(graph.tasks):
-            if task.kind != LOAD:
-                continue
-            operand, slices = task.source
-            blocks = inputs[operand]
-            coords = blocks.pieces(slices)[0][0]
-            placed[index] = blocks.nodes.get(coords, 0)
-            copies = self._existing.get(blocks.refs[coords], set())
-            others = sorted(i for i in map(self.cluster.index_of, copies)
-                            if i is not None and i != placed[index])
-            if others:
-                cached[index] = others
-        return placed, cached
-
-    def run(
-        self, graph: TaskGraph, schedule, inputs: Sequence[Blocks]
-    ) -> Blocks:
+    def run(self, program: StagedProgram, inputs: Sequence[Blocks], *, pinned: bool = True,
+            measure: bool = False) -> tuple[Blocks, dict[int, Blocks]]:
         import ray
 
+        cluster = self.cluster
         started = time.perf_counter()
-        dead_before = set(self.cluster.dead_nodes)
-        existing = self._existing if self._existing is not None else self._input_copies(inputs)
-        self._existing = None
-        refs: list = [None] * len(graph.tasks)
-        reported: dict[int, object] = {}
-        producer_of: dict[object, object] = {}  # block ref -> node-id ref or hex id
-        extra: list = []  # group-fold refs, measured too
-        pinned = schedule.pinned
-        groups = schedule.reduce_groups
-
-        def node_for(index: int) -> int | None:
-            return schedule.node_of[index] if pinned else None
-
-        fused_into = _fusable(graph, schedule.node_of, groups) if pinned else {}
-        for index, task in enumerate(graph.tasks):
-            kernel = graph.kernels[task.kernel]
-            if index in fused_into:
-                continue  # runs inside its consumer's call
-            if task.kind == LOAD:
-                block, where, stitched = self._load(task, kernel, inputs, node_for(index))
-                refs[index], producer_of[block] = block, where
-                if stitched:
-                    reported[index] = where
-                continue
-            sources = [refs[s] for s in task.inputs]
-            if task.kind == REDUCE and index in groups:
-                folded, lone = [], set(task.inputs)
-                for node, members in groups[index]:
-                    block, where = submit(self.cluster, "run", node if pinned else None,
-                                          kernel, *[refs[m] for m in members])
-                    folded.append(block)
-                    producer_of[block] = where
-                    extra.append(block)
-                    lone -= set(members)
-                sources = folded + [refs[s] for s in task.inputs if s in lone]
-                if len(sources) == 1:  # one group held every partial
-                    refs[index] = sources[0]
-                    reported[index] = producer_of[sources[0]]
-                    continue
-            steps, args, members = _fused_program(graph, index, refs, fused_into)
-            if len(steps) > 1:
-                block, where = submit(self.cluster, "fused", node_for(index), steps, *args)
-                for member in members:
-                    reported[member] = where
-            else:
-                block, where = submit(self.cluster, "run", node_for(index), kernel, *sources)
-            refs[index] = block
-            reported[index] = where
-            producer_of[block] = where
+        dead_before = set(cluster.dead_nodes)
+        existing = self._input_copies(inputs) if measure else {}
+        measure_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        self._pinned = pinned
+        payloads = self._payloads(program)
+        workers = node_workers(cluster) if pinned else None
+        returned = self._submit(program, inputs, payloads, workers)
         submitted = time.perf_counter()
-        calls = len(set(reported.values())) + len(extra)
-        task_of = {ref: i for i, ref in reported.items()}
-        self._wait(graph, task_of, list(dict.fromkeys(reported.values())), dead_before)
+        try:
+            self._wait(program, [refs[-1] for refs in returned], dead_before,
+                       workers is not None)
+        except _WorkerLost:
+            # a node (and its worker) died mid-run: run the program again as plain tasks,
+            # soft-pinned, which Ray can rebuild by lineage when a block is lost
+            cluster.refresh()
+            returned = self._submit(program, inputs, payloads, None)
+            self._wait(program, [refs[-1] for refs in returned], dead_before, False)
         finished = time.perf_counter()
-        ran_on = dict(zip(reported, ray.get(list(reported.values())), strict=True))
-        if self.cluster.nodes > 1:
-            measured, per_node = self._measure(refs, extra, producer_of, existing)
-        else:  # one node: nothing can move between nodes, nothing to look up
-            measured, per_node = 0, [0]
+        reports = [refs[-1] for refs in returned]
+        ran_on_call = [cluster.index_of(n) for n in ray.get(reports)]
+        ran_on = {task: ran_on_call[c] for c, call in enumerate(program.calls)
+                  for task in call.tasks}
+        for source, node, _ in program.transfers:
+            if source[0] == INPUT:
+                inputs[source[1]].add_copies(source[2], (node,))
+        result = self._blocks(program.outputs, program.output_bounds, program.output_nodes,
+                              inputs, returned, dtype=program.dtype,
+                              shape=program.output_shape)
+        relaid = {}
+        for position, sources in program.relaid.items():
+            layout = program.relaid_layouts[position]
+            relaid[position] = self._blocks(sources, layout.bounds, layout.nodes, inputs,
+                                            returned, dtype=inputs[position].dtype,
+                                            shape=layout.shape)
+        measured = relaid_measured = None
+        if measure:
+            begun = time.perf_counter()
+            measured, relaid_measured = self._measure(program, inputs, returned, ran_on_call,
+                                                      existing)
+            measure_seconds += time.perf_counter() - begun
         self.last_run = {
             "run_seconds": finished - started,
             "submit_seconds": submitted - started,
-            "ran_on": {i: self.cluster.index_of(n) for i, n in ran_on.items()},
-            "measured_inter_node_bytes": measured,
-            "measured_node_recv_bytes": per_node,
-            "remote_calls": calls,
+            "ran_on": ran_on,
+            "remote_calls": len(program.calls),
+            "stages": program.levels,
+            "measured_node_recv_bytes": measured,
+            "measured_node_repartition_bytes": relaid_measured,
+            "measure_seconds": measure_seconds if measure else None,
         }
-        return self._result(graph, refs, reported, schedule.node_of)
+        return result, relaid
 
-    def _load(self, task, kernel, inputs, node: int | None):
-        """A load's block ref, its producer and whether a task makes it: the stored block
-        itself and the node id it was made on, or a stitching task and the ref of the node id
-        that task reports."""
-        operand, slices = task.source
-        blocks = inputs[operand]
-        pieces = blocks.pieces(slices)
-        first = pieces[0][0]
-        if (
-            len(pieces) == 1
-            and blocks.block_slices(first) == tuple(slices)
-            and kernel.identity(blocks.dtype)
-        ):
-            return blocks.refs[first], self._node_id(blocks.nodes.get(first)), False
-        shape = tuple(s.stop - s.start for s in slices)
-        layout = tuple((dst, src) for _, dst, src in pieces)
-        full = tuple(slice(0, n) for n in shape)
-        block, where = submit(self.cluster, "load", node, kernel, full, shape, layout,
-                              *[blocks.refs[c] for c, _, _ in pieces])
-        return block, where, True
+    def _submit(self, program: StagedProgram, inputs, payloads, workers) -> list[list]:
+        """Submit every call (on the node workers, or as tasks when ``workers`` is None);
+        returns each call's refs, the reported node id last."""
+        cluster = self.cluster
+        returned: list[list] = []
 
-    def _node_id(self, index: int | None) -> str | None:
-        """The hex id of node ``index`` (``None`` when no such node is live)."""
-        ids = self.cluster.node_ids
-        return ids[index] if index is not None and 0 <= index < len(ids) else None
+        def bind(source: tuple):
+            if source[0] == INPUT:
+                return inputs[source[1]].refs[source[2]]
+            return returned[source[1]][source[2]]
 
-    def _wait(self, graph, task_of, pending, dead_before) -> None:
+        with _SUBMITTING:  # every worker's queue stays in one global topological order
+            for call, (key, payload) in zip(program.calls, payloads, strict=True):
+                live = call.node < cluster.nodes
+                threads = max(1, int(cluster.cpus[call.node])) if live else 1
+                args = [bind(s) for s in call.args]
+                returns = len(call.exports) + 1
+                if workers is not None and call.node < len(workers):
+                    refs = workers[call.node].stage.options(num_returns=returns).remote(
+                        key, payload, threads, *args)
+                else:
+                    node = call.node if live and workers is None and self._pinned else None
+                    refs = submit(cluster, "stage", node, key, payload, threads, *args,
+                                  returns=returns)
+                returned.append(list(refs))
+        return returned
+
+    def _payloads(self, program: StagedProgram) -> list[tuple[str, list]]:
+        """Each call's steps as an object in Ray, put once per program and session."""
+        import ray
+
+        kept = program.payloads
+        if kept is None or kept[0] is not self.cluster:
+            refs = [ray.put((call.steps, call.exports)) for call in program.calls]
+            kept = (self.cluster, [(ref.hex(), [ref]) for ref in refs])
+            program.payloads = kept
+        return kept[1]
+
+    def _blocks(self, sources: dict, bounds, nodes: dict, inputs, returned, *,
+                dtype=None, shape=None) -> Blocks:
+        out = Blocks(tuple(shape) if shape is not None else tuple(b[-1] for b in bounds),
+                     dtype, tuple(bounds), epoch=self.cluster.epoch)
+        for coords, source in sources.items():
+            out.nodes[coords] = nodes[coords]
+            if source[0] == INPUT:
+                stored = inputs[source[1]]
+                out.refs[coords] = stored.refs[source[2]]
+                if source[2] in stored.reported:
+                    out.reported[coords] = stored.reported[source[2]]
+            else:
+                out.refs[coords] = returned[source[1]][source[2]]
+                out.reported[coords] = returned[source[1]][-1]
+        return out
+
+    def _wait(self, program: StagedProgram, pending: list, dead_before,
+              on_workers: bool) -> None:
         import ray
 
         limit = float(os.environ.get("TENSORC_RAY_TIMEOUT", "600"))
+        call_of = {ref: c for c, ref in enumerate(pending)}
         waiting = list(pending)
         last_progress = time.monotonic()
         while waiting:
@@ -303,13 +268,18 @@ class RayExecutor:
                 last_progress = time.monotonic()
                 try:
                     ray.get(ready)
+                except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
+                    if on_workers:  # a worker died, or a block it made died with it
+                        raise _WorkerLost from err
+                    raise self._failure(program, call_of, ready, err, dead_before) from err
                 except ray.exceptions.RayError as err:
-                    raise self._failure(graph, task_of, ready, err, dead_before) from err
-            self.cluster.refresh()
+                    raise self._failure(program, call_of, ready, err, dead_before) from err
+            if waiting:
+                self.cluster.refresh()
             if waiting and time.monotonic() - last_progress > limit:
                 died = self._died(dead_before)
                 raise ExecutionError(
-                    f"Ray made no progress for {limit:.0f} s with {len(waiting)} task(s) "
+                    f"Ray made no progress for {limit:.0f} s with {len(waiting)} call(s) "
                     f"outstanding{died}; set TENSORC_RAY_TIMEOUT to wait longer"
                 )
 
@@ -317,17 +287,18 @@ class RayExecutor:
         dead = [n for n in self.cluster.dead_nodes if n not in dead_before]
         return f"; node(s) died during the run: {', '.join(dead)}" if dead else ""
 
-    def _failure(self, graph, task_of, ready, err, dead_before) -> ExecutionError:
+    def _failure(self, program, call_of, ready, err, dead_before) -> ExecutionError:
         import ray
 
-        where = "a task"
+        where = "a call"
         for ref in ready:
             try:
                 ray.get(ref, timeout=0)
             except ray.exceptions.RayError:
-                if ref in task_of:
-                    task = graph.tasks[task_of[ref]]
-                    where = f"task {task.key} ({task.kind})"
+                if ref in call_of:
+                    call = program.calls[call_of[ref]]
+                    where = (f"the call on node {call.node} (stage {call.level}, "
+                             f"{len(call.steps)} block step(s))")
                 break
         self.cluster.refresh()
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -340,21 +311,43 @@ class RayExecutor:
         refs = [ref for blocks in inputs for ref in blocks.refs.values()]
         return object_copies(self.cluster, refs)
 
-    def _measure(self, refs, extra, producer_of, existing) -> tuple[int, list[int]]:
-        unique = [r for r in list(refs) + extra if r is not None]
-        return measure_copies(self.cluster, unique, producer_of, existing)
+    def _measure(self, program, inputs, returned, ran_on_call,
+                 existing) -> tuple[list[int], list[int]]:
+        """Bytes each node received, in all and to re-lay operands out, read from Ray's
+        object directory (module docstring)."""
+        ids = self.cluster.node_ids
+        producer_of: dict = {}
+        refs = []
+        for blocks in inputs:
+            for coords, ref in blocks.refs.items():
+                node = blocks.nodes.get(coords)
+                producer_of[ref] = ids[node] if node is not None and node < len(ids) else None
+                refs.append(ref)
+        for c, call_refs in enumerate(returned):
+            node = ran_on_call[c]
+            for ref in call_refs[:-1]:
+                producer_of[ref] = ids[node] if node is not None and node < len(ids) else None
+                refs.append(ref)
+        copied, located = measure_copies(self.cluster, refs, producer_of, existing)
 
-    def _result(self, graph: TaskGraph, refs, reported, node_of) -> Blocks:
-        starts = [sorted({slices[d].start for _, slices in graph.outputs})
-                  for d in range(len(graph.output_shape))]
-        bounds = tuple(
-            tuple(starts[d]) + (graph.output_shape[d],) for d in range(len(graph.output_shape))
-        )
-        blocks = Blocks(graph.output_shape, graph.dtype, bounds)
-        for task, slices in graph.outputs:
-            coords = tuple(starts[d].index(s.start) for d, s in enumerate(slices))
-            blocks.refs[coords] = refs[task]
-            blocks.nodes[coords] = node_of[task]
-            if task in reported:
-                blocks.reported[coords] = reported[task]
-        return blocks
+        def ref_of(source):
+            return (inputs[source[1]].refs[source[2]] if source[0] == INPUT
+                    else returned[source[1]][source[2]])
+
+        per_node = [0] * self.cluster.nodes
+        for copies in copied.values():
+            for node, size in copies:
+                per_node[node] += size
+        for source, node, nbytes in program.transfers:  # inlined: counted from the arguments
+            if ref_of(source) not in located:
+                per_node[node] += nbytes
+        relaid = [0] * self.cluster.nodes
+        for source, node, nbytes in program.repartition_transfers:
+            ref = ref_of(source)
+            if ref not in located:
+                relaid[node] += nbytes
+            for holder, size in copied.get(ref, ()):
+                if holder == node:
+                    relaid[node] += size
+        return per_node, relaid
+

@@ -1,6 +1,8 @@
-"""The remote functions every Ray task of tensorc runs.
+"""What runs on the Ray workers: the remote functions and the node workers.
 
-Each returns two objects: the block and the id of the node the worker ran on, so the
+A staged program's calls (:mod:`tensorc.runtime.stages`) run on :class:`NodeWorker` actors,
+one per node; as plain ``stage`` tasks when the schedule is not pinned (``ray_default``) or
+after a node worker died. Every remote function returns two or more objects: the block and the id of the node the worker ran on, so the
 executor can check placement and attribute copies to the producing node. Blocks are plain
 numpy arrays; Ray stores them in the node's shared-memory object store and moves them when a
 task on another node reads them.
@@ -9,15 +11,18 @@ task on another node reads them.
   tuple of ints; the generator is numpy's PCG64 seeded with it) or of a constant ``value``
   (``tc.zeros``, ``tc.ones``, ``.tc`` fills), made on the node;
 - ``place(block)`` — a driver block copied to the node the task runs on (``tc.asarray``);
-- ``run(kernel, *blocks)`` — a block kernel of the task graph;
-- ``fused(steps, *blocks)`` — a chain of block kernels the schedule put on one node, whose
-  intermediates have a single consumer: one call instead of several;
-- ``load(kernel, slices, layout, *pieces)`` — a load whose block spans several stored blocks
-  (or needs a diagonal or a cast): the pieces are stitched, then the load kernel applied.
+- ``run(kernel, *blocks)`` — one block kernel (a cast of a result's blocks);
+- ``stage(key, payload, threads, *blocks)`` — one call of a staged program
+  (:mod:`tensorc.runtime.stages`): the block steps of one node and stage, run in this worker
+  with :func:`run_steps`; returns the exported steps' blocks, then the node id. Ray is
+  told how many values it returns per call (``num_returns``). The steps and exports travel
+  once per program as an object (``payload``, a one-element list holding its ref, so Ray
+  does not fetch it for every call); each worker keeps the last few it read by ``key``.
 
-Workers limit BLAS to ``TENSORC_WORKER_BLAS_THREADS`` threads (default 1: Ray runs one task
-per CPU, so one BLAS thread per task fills the node without oversubscribing it). Task
-retries are on (``max_retries``), so Ray's lineage reconstruction can recompute a lost block.
+Workers limit BLAS to ``TENSORC_WORKER_BLAS_THREADS`` threads (default 1: a call runs its
+steps on as many threads as its node has CPUs, each step with one BLAS thread, so the node is
+full without being oversubscribed). Task retries are on (``max_retries``), so Ray's lineage
+reconstruction can recompute a lost block.
 """
 
 from __future__ import annotations
@@ -61,16 +66,6 @@ def _run(kernel, *blocks: np.ndarray):
     return kernel(*blocks), node
 
 
-def _fused(steps: tuple, *blocks: np.ndarray):
-    """Several kernels in one call: ``steps[k] = (kernel, inputs)`` where each input is
-    ``("x", i)`` (the i-th block argument) or ``("t", j)`` (step j's result)."""
-    node = _worker_setup()
-    results: list = []
-    for kernel, inputs in steps:
-        results.append(kernel(*[blocks[k] if kind == "x" else results[k] for kind, k in inputs]))
-    return results[-1], node
-
-
 def stitch(shape: tuple[int, ...], layout: tuple, pieces) -> np.ndarray:
     """One array of ``shape`` from stored blocks; ``layout[k] = (into, out_of)``: the region
     slices block ``k`` fills and the slices of block ``k`` that fill them."""
@@ -84,20 +79,145 @@ def stitch(shape: tuple[int, ...], layout: tuple, pieces) -> np.ndarray:
     return region
 
 
-def _load(kernel, slices, shape, layout, *pieces):
+def _step_value(step, blocks: list):
+    if step.kind == "run":
+        return step.kernel(*blocks)
+    region = stitch(step.shape, step.layout, blocks)
+    return step.kernel(region, tuple(slice(0, n) for n in step.shape))
+
+
+def run_steps(steps: tuple, args: tuple, exports: tuple[int, ...], threads: int = 1) -> list:
+    """Run a call's steps (``steps[j] = (step, inputs)``, inputs ``("x", i)`` an argument or
+    ``("t", k)`` step ``k``'s result) and return the ``exports`` steps' results. A result is
+    dropped after its last use unless exported. With ``threads > 1`` independent steps run
+    on that many threads (BLAS gets the node's cores divided among them)."""
+    last_use = {}
+    for j, (_, inputs) in enumerate(steps):
+        for kind, k in inputs:
+            if kind == "t":
+                last_use[k] = j
+    keep = set(exports)
+    results: list = [None] * len(steps)
+    if threads <= 1 or len(steps) < 2:
+        for j, (step, inputs) in enumerate(steps):
+            results[j] = _step_value(step, [args[k] if kind == "x" else results[k]
+                                            for kind, k in inputs])
+            for kind, k in inputs:
+                if kind == "t" and last_use.get(k) == j and k not in keep:
+                    results[k] = None
+        return [results[k] for k in exports]
+    return _run_threaded(steps, args, exports, threads)
+
+
+def _run_threaded(steps: tuple, args: tuple, exports: tuple[int, ...], threads: int) -> list:
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    from threadpoolctl import threadpool_limits
+
+    waiting_on = [sum(1 for kind, _ in inputs if kind == "t") for _, inputs in steps]
+    consumers: list[list[int]] = [[] for _ in steps]
+    for j, (_, inputs) in enumerate(steps):
+        for kind, k in inputs:
+            if kind == "t":
+                consumers[k].append(j)
+    results: list = [None] * len(steps)
+    cores = os.cpu_count() or 1
+    with threadpool_limits(max(1, cores // threads), "blas"), \
+            ThreadPoolExecutor(max_workers=threads) as pool:
+        def start(j):
+            step, inputs = steps[j]
+            blocks = [args[k] if kind == "x" else results[k] for kind, k in inputs]
+            return pool.submit(_step_value, step, blocks)
+
+        running = {start(j): j for j, n in enumerate(waiting_on) if n == 0}
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                j = running.pop(future)
+                results[j] = future.result()
+                for consumer in consumers[j]:
+                    waiting_on[consumer] -= 1
+                    if waiting_on[consumer] == 0:
+                        running[start(consumer)] = consumer
+    return [results[k] for k in exports]
+
+
+_PAYLOADS: dict = {}
+PAYLOADS_KEPT = 64
+
+
+def _stage(key: str, payload: list, threads: int, *blocks: np.ndarray):
     node = _worker_setup()
-    region = stitch(shape, layout, pieces)
-    return kernel(region, slices), node
+    found = _PAYLOADS.get(key)
+    if found is None:
+        import ray
+
+        found = ray.get(payload[0])
+        if len(_PAYLOADS) >= PAYLOADS_KEPT:
+            _PAYLOADS.pop(next(iter(_PAYLOADS)))
+        _PAYLOADS[key] = found
+    steps, exports = found
+    return (*run_steps(steps, blocks, exports, threads), node)
 
 
-def remote(name: str):
-    """The Ray remote function ``name`` (defined once per process, after ``ray`` is up)."""
+class NodeWorker:
+    """The worker that runs a node's staged calls: one Ray actor per node, pinned to it (its
+    calls start in about a millisecond; a task's lease takes several). It holds no state but
+    the payloads it read. It dies with its node; the executor then re-runs the program as
+    plain tasks, whose results Ray can rebuild by lineage."""
+
+    def stage(self, key: str, payload: list, threads: int, *blocks: np.ndarray):
+        return _stage(key, payload, threads, *blocks)
+
+    def node(self) -> str:
+        return _worker_setup()
+
+    def nbytes(self, block: np.ndarray) -> int:
+        """The size of a block it was sent (the calibration probe times the transfer)."""
+        return int(block.nbytes)
+
+    def compute_probe(self, size: int = 256, repeats: int = 5, steps: int = 200):
+        """``(BLAS flops per second on one core, seconds per trivial block step)`` here."""
+        import time
+
+        _worker_setup()
+        a = np.random.default_rng(0).random((size, size))
+        a @ a
+        started = time.perf_counter()
+        for _ in range(repeats):
+            a @ a
+        flops = 2 * size**3 * repeats / (time.perf_counter() - started)
+        from tensorc.runtime.stages import RUN, Step
+
+        chain = tuple((Step(RUN, np.negative), (("x", 0),) if k == 0 else (("t", k - 1),))
+                      for k in range(steps))
+        started = time.perf_counter()
+        run_steps(chain, (np.zeros(8),), (steps - 1,))
+        return flops, (time.perf_counter() - started) / steps
+
+
+def node_worker(node_id: str):
+    """A :class:`NodeWorker` actor on node ``node_id`` (hard affinity: Ray's soft affinity
+    does not reliably place a zero-CPU actor on the node asked for)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    actor = _REMOTES.get("NodeWorker")
+    if actor is None:
+        actor = ray.remote(num_cpus=0)(NodeWorker)
+        _REMOTES["NodeWorker"] = actor
+    strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
+    return actor.options(scheduling_strategy=strategy).remote()
+
+
+def remote(name: str, returns: int = 2):
+    """The Ray remote function ``name`` (defined once per process, after ``ray`` is up);
+    ``stage`` is returned with ``returns`` values per call."""
     fn = _REMOTES.get(name)
     if fn is None:
         import ray
 
-        body = {"generate": _generate, "place": _place, "run": _run, "load": _load,
-                "fused": _fused}[name]
+        body = {"generate": _generate, "place": _place, "run": _run, "stage": _stage}[name]
         fn = ray.remote(num_returns=2, max_retries=MAX_RETRIES, num_cpus=1)(body)
         _REMOTES[name] = fn
-    return fn
+    return fn if returns == 2 else fn.options(num_returns=returns)

@@ -9,7 +9,7 @@ Heavy dependencies (Ray, z3) are imported only by the parts that need them.
 """
 
 from tensorc.api import clear_plan_cache, einsum, last_stats, plan, tensordot
-from tensorc.array import Array, asarray, ones, random, zeros
+from tensorc.array import Array, asarray, ones, random, wait, zeros
 from tensorc.errors import (
     ArgumentError,
     AxisError,
@@ -38,6 +38,7 @@ __all__ = [
     "ones",
     "random",
     "shutdown",
+    "wait",
     "zeros",
     "ArgumentError",
     "AxisError",

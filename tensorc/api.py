@@ -100,7 +100,9 @@ def einsum(
         dtype: compute and return in this dtype (numpy's ``dtype=``, checked by ``casting``).
         order: memory layout of the result (``"K"``, ``"A"``, ``"C"``, ``"F"``).
         casting: numpy's casting rule for ``dtype=`` and ``out=``.
-        **plan_options: ``grid`` / ``block_shape`` to force the blocking, ``workers``.
+        **plan_options: ``grid`` / ``block_shape`` to force the blocking, ``workers``; on
+            Ray also ``scheduler`` and ``measure`` (read the bytes Ray moved; default: the
+            session's ``tc.init(measure=...)``).
 
     Returns:
         The result as numpy would return it (a numpy scalar for a 0-d result unless ``out``).
@@ -116,6 +118,7 @@ def einsum(
     scheduler = check_scheduler(
         plan_options.pop("scheduler", None) or session.current().scheduler
     )
+    measure = plan_options.pop("measure", None)
     if not isinstance(subscripts, str):
         subscripts, operand_list = sublist_to_subscripts((subscripts, *operands))
         operands = tuple(operand_list)
@@ -163,7 +166,7 @@ def einsum(
                                    placed=placed)
         planned = time.perf_counter()
         result, stats = execution.run_on_ray(plan, list(operands), scheduler,
-                                             np.dtype(result_type))
+                                             np.dtype(result_type), measure=measure)
         stats["plan_cached"] = cached
         stats["plan_seconds"] += planned - started
         stats["call_seconds"] = time.perf_counter() - started

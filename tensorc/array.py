@@ -11,7 +11,12 @@ made on node ``ravel(g0 % C0, g1 % C1, …)`` of the cluster's node order. Contr
 - ``block_shape=`` or ``grid=`` (blocks per dimension) choose the blocking; by default the
   cluster's CPUs are factored over the dimensions, largest extent first, so every CPU gets a
   block; the node grid factors the node count the same way over the block grid;
-- ``arr.numpy()`` / ``np.asarray(arr)`` gather the blocks into one driver array.
+- ``arr.numpy()`` / ``np.asarray(arr)`` gather the blocks into one driver array;
+- an array keeps the re-laid-out copies of itself that calls made (a repartition the plan
+  chose), so a later call that wants the same layout reads them instead of re-cutting: arrays
+  are immutable, so a copy never goes stale. At most :data:`RELAID_PER_ARRAY` layouts per
+  array, and all arrays' kept copies together at most :data:`RELAID_BUDGET` of the cluster's
+  object store; the least recently used go first.
 
 Arrays need a Ray session (``tc.init(backend="ray")`` or an address).
 """
@@ -19,6 +24,8 @@ Arrays need a Ray session (``tc.init(backend="ray")`` or an address).
 from __future__ import annotations
 
 import math
+import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,6 +37,14 @@ from tensorc.runtime.ray_executor import submit
 from tensorc.session import ray_cluster
 
 RANDOM_DTYPES = ("float32", "float64")
+
+RELAID_PER_ARRAY = 2
+"""Re-laid-out copies an array keeps."""
+
+RELAID_BUDGET = 0.25
+"""Share of the cluster's object store all kept copies may take."""
+
+_KEPT: OrderedDict = OrderedDict()  # (weakref to array, layout key) -> bytes, LRU first
 
 
 def factor_over(count: int, extents: Sequence[int]) -> tuple[int, ...]:
@@ -83,6 +98,34 @@ class Array:
     def __init__(self, blocks: Blocks, node_grid: tuple[int, ...]) -> None:
         self._blocks = blocks
         self.node_grid = node_grid
+        self._relaid: dict[tuple, Blocks] = {}
+
+    def relaid(self, layout_key: tuple) -> Blocks | None:
+        """A kept copy of this array in the layout ``Blocks.key()`` gives, if any."""
+        found = self._relaid.get(layout_key)
+        if found is not None:
+            for entry in _KEPT:
+                if entry[0]() is self and entry[1] == layout_key:
+                    _KEPT.move_to_end(entry)
+                    break
+        return found
+
+    def keep_relaid(self, blocks: Blocks, store_bytes: int) -> None:
+        """Keep ``blocks`` (this array re-laid out) for later calls (module docstring)."""
+        key = blocks.key()
+        if key == self._blocks.key():
+            return
+        self._relaid[key] = blocks
+        _KEPT[(weakref.ref(self), key)] = self.nbytes
+        mine = [e for e in _KEPT if e[0]() is self]
+        for entry in mine[:-RELAID_PER_ARRAY]:
+            _forget(entry)
+        budget = RELAID_BUDGET * store_bytes
+        for entry in list(_KEPT):
+            if entry[0]() is None:
+                del _KEPT[entry]
+        while _KEPT and sum(_KEPT.values()) > budget:
+            _forget(next(iter(_KEPT)))
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -119,16 +162,21 @@ class Array:
         return self._blocks
 
     def block_nodes(self) -> dict[tuple[int, ...], int | None]:
-        """Node index (in the session's node order) holding each block's primary copy."""
-        self._blocks.resolve(ray_cluster().index_of)
+        """Node index (in the session's node order) holding each block's primary copy, as
+        the workers that made the blocks reported it."""
+        cluster = ray_cluster()
+        self._blocks.resolve(cluster.index_of, cluster.epoch, verify=True)
         return dict(sorted(self._blocks.nodes.items()))
 
     def numpy(self) -> np.ndarray:
-        """Gather every block into one driver ndarray."""
+        """Gather every block into one driver ndarray (Ray keeps a copy of each on the
+        driver's node, node 0, which later calls may read for free)."""
         import ray
 
         keys = sorted(self._blocks.refs)
         values = ray.get([self._blocks.refs[k] for k in keys])
+        for key in keys:
+            self._blocks.add_copies(key, (0,))
         out = np.empty(self.shape, dtype=self.dtype)
         for key, value in zip(keys, values, strict=True):
             out[self._blocks.block_slices(key)] = value
@@ -143,6 +191,14 @@ class Array:
                 f"node_grid={self.node_grid})")
 
 
+def _forget(entry) -> None:
+    """Drop one kept copy (its blocks are freed once no call reads them)."""
+    _KEPT.pop(entry, None)
+    owner = entry[0]()
+    if owner is not None:
+        owner._relaid.pop(entry[1], None)  # noqa: SLF001 - the cache is this module's
+
+
 def _node_grid(grid: Sequence[int], nodes: int) -> tuple[int, ...]:
     return factor_over(nodes, grid) if grid else ()
 
@@ -152,7 +208,7 @@ def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> Array:
     or ``node_of[coords]`` when a plan gives the nodes); ``args_of`` gives each block's
     arguments from its coordinates and slices."""
     cluster = ray_cluster()
-    blocks = Blocks(shape, dtype, bounds)
+    blocks = Blocks(shape, dtype, bounds, epoch=cluster.epoch)
     node_grid = _node_grid(blocks.grid, cluster.nodes)
     for coords in np.ndindex(*blocks.grid):
         node = (node_of or {}).get(coords)
@@ -224,6 +280,16 @@ def asarray(array, *, block_shape=None, grid=None) -> Array:
     cluster.refresh()
     bounds = _bounds(data.shape, _blocking(data.shape, block_shape, grid, cluster.total_cpus))
     return place(data, bounds)
+
+
+def wait(*arrays: Array) -> None:
+    """Block until every block of ``arrays`` exists on its node (nothing is fetched to the
+    driver): what a benchmark does before starting its clock."""
+    import ray
+
+    refs = [ref for array in arrays for ref in array.blocks.refs.values()]
+    if refs:
+        ray.wait(refs, num_returns=len(refs), fetch_local=False)
 
 
 def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> Array:

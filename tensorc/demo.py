@@ -3,7 +3,9 @@
 Starts a private ``ray.cluster_utils.Cluster`` of ``nodes`` one-CPU nodes, makes the inputs
 with ``tc.random`` (blocks generated on their nodes), runs the contraction under LSHS and
 under round-robin placement, checks both against ``numpy.einsum`` on the gathered inputs, and
-prints per node the modelled memory and network load and the bytes Ray measured, plus times.
+prints per node the modelled memory and network load and the bytes Ray measured (one extra
+call with ``measure=True``), the median time of calls on fresh inputs, where that time went
+(plan, run, the bytes moved inside the run), and numpy's time for reference.
 ``--local`` runs the in-process executor against numpy instead (no Ray).
 """
 
@@ -38,41 +40,69 @@ def ray_demo(n: int, f: int, repeats: int, nodes: int, blocks: int) -> int:
     started = time.perf_counter()
     session = tc.init(num_nodes=nodes)
     print(f"started {session.cluster.describe()} in {time.perf_counter() - started:.1f} s")
+    print(f"cost model calibrated at start-up: {session.machine.describe()}")
     try:
-        def inputs():
-            return (tc.random((n, n, n), grid=(blocks,) * 3, seed=0),
-                    tc.random((n, f), grid=(blocks, 1), seed=1),
-                    tc.random((n, f), grid=(blocks, 1), seed=2))
+        serial = [0]
+
+        def inputs(seed=None):
+            serial[0] += 1
+            seed = serial[0] if seed is None else seed
+            return (tc.random((n, n, n), grid=(blocks,) * 3, seed=3 * seed),
+                    tc.random((n, f), grid=(blocks, 1), seed=3 * seed + 1),
+                    tc.random((n, f), grid=(blocks, 1), seed=3 * seed + 2))
 
         # equal seeds and blocks give equal values: gather one set for numpy and keep the
         # other only on the nodes that made it (a gathered block is cached on the driver's
         # node, which would make every placement look free)
-        expected = np.einsum(SUBSCRIPTS, *[a.numpy() for a in inputs()], optimize=True)
-        x, b, c = inputs()
+        gathered = [a.numpy() for a in inputs(0)]
+        expected = np.einsum(SUBSCRIPTS, *gathered, optimize=True)
+        numpy_ms = _median_ms(lambda: np.einsum(SUBSCRIPTS, *gathered, optimize=True), repeats)
+        x, b, _ = inputs(0)
         print(f"inputs made on the nodes: X {x.shape} in {x.grid} blocks "
-              f"(node grid {x.node_grid}), B and C {b.shape} in {b.grid} blocks")
+              f"(node grid {x.node_grid}), B and C {b.shape} in {b.grid} blocks; every timed "
+              "call gets a fresh set")
         ok = True
+        summary = {}
         for scheduler in ("lshs", "round_robin"):
-            result = tc.einsum(SUBSCRIPTS, x, b, c, scheduler=scheduler)
-            stats = tc.last_stats()
+            result = tc.einsum(SUBSCRIPTS, *inputs(0), scheduler=scheduler)
             good = np.allclose(result.numpy(), expected, rtol=1e-10, atol=0)
             ok &= good
-            ms = _median_ms(lambda s=scheduler: tc.einsum(SUBSCRIPTS, x, b, c, scheduler=s),
-                            repeats)
+            times, stats = [], {}
+            for _ in range(repeats):
+                fresh = inputs()
+                tc.wait(*fresh)
+                begun = time.perf_counter()
+                tc.einsum(SUBSCRIPTS, *fresh, scheduler=scheduler)
+                times.append(time.perf_counter() - begun)
+                stats = tc.last_stats()
+            ms = statistics.median(times) * 1e3
+            tc.einsum(SUBSCRIPTS, *inputs(), scheduler=scheduler, measure=True)
+            measured = tc.last_stats()
+            summary[scheduler] = (ms, measured["measured_inter_node_bytes"])
             print()
             print(f"== scheduler {scheduler}: result {'OK' if good else 'MISMATCH'} vs numpy, "
-                  f"{stats['tasks']} tasks, median {ms:.1f} ms over {repeats} runs ==")
+                  f"{stats['tasks']} block tasks in {stats['remote_calls']} Ray calls "
+                  f"({stats['stages']} stages), median {ms:.1f} ms over {repeats} calls ==")
             print("  node   memory MiB   recv MiB   send MiB   measured recv MiB")
-            for node in range(stats["nodes"]):
-                print(f"  {node:4d}   {_mib(stats['node_memory_bytes'][node])}   "
-                      f"{_mib(stats['node_recv_bytes'][node])}   "
-                      f"{_mib(stats['node_send_bytes'][node])}   "
-                      f"{_mib(stats['measured_node_recv_bytes'][node])}")
-            print(f"  inter-node bytes: modelled {stats['inter_node_bytes']:,}, "
-                  f"measured {stats['measured_inter_node_bytes']:,}; busiest node receives "
-                  f"{stats['max_node_recv_bytes']:,} (lower bound {stats['lower_bound_bytes']:,})")
-            print(f"  plan {stats['plan_seconds'] * 1e3:.1f} ms, run "
-                  f"{stats['run_seconds'] * 1e3:.1f} ms")
+            for node in range(measured["nodes"]):
+                print(f"  {node:4d}   {_mib(measured['node_memory_bytes'][node])}   "
+                      f"{_mib(measured['node_recv_bytes'][node])}   "
+                      f"{_mib(measured['node_send_bytes'][node])}   "
+                      f"{_mib(measured['measured_node_recv_bytes'][node])}")
+            print(f"  inter-node bytes: modelled {measured['inter_node_bytes']:,}, "
+                  f"measured {measured['measured_inter_node_bytes']:,}; busiest node receives "
+                  f"{measured['max_node_recv_bytes']:,} (lower bound "
+                  f"{measured['lower_bound_bytes']:,})")
+            rest = ms - (stats["plan_seconds"] + stats["run_seconds"]) * 1e3
+            print(f"  where the time went: plan {stats['plan_seconds'] * 1e3:.1f} ms, "
+                  f"run {stats['run_seconds'] * 1e3:.1f} ms (moving "
+                  f"{_mib(stats['transfer_bytes']).strip()} MiB between nodes inside it), "
+                  f"the rest {max(rest, 0):.1f} ms")
+        lshs, rr = summary["lshs"], summary["round_robin"]
+        print()
+        print(f"LSHS {lshs[0]:.1f} ms against round-robin {rr[0]:.1f} ms "
+              f"({rr[0] / lshs[0]:.1f}x), moving {lshs[1] / max(rr[1], 1):.1%} of its bytes; "
+              f"numpy.einsum in one process {numpy_ms:.1f} ms")
         return 0 if ok else 1
     finally:
         tc.shutdown()

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tensorc.array import Array, factor_over, place
-from tensorc.codegen.kernels import LoadBlock
+from tensorc.codegen.taskgraph import LOAD
 from tensorc.errors import PlanError
 from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.passes.distribution import layout
@@ -38,9 +38,10 @@ from tensorc.planning.plan import Plan
 from tensorc.runtime.blocks import Blocks
 from tensorc.runtime.layout import block_cyclic_output_nodes, load_bounds, load_layout
 from tensorc.runtime.local import LocalExecutor
-from tensorc.runtime.ray_executor import RayExecutor, measure_copies, object_copies, submit
+from tensorc.runtime.ray_executor import RayExecutor, submit
 from tensorc.runtime.schedule import schedule
-from tensorc.session import ray_cluster
+from tensorc.runtime.stages import relayout_moves, stage
+from tensorc.session import current, ray_cluster
 
 _state = threading.local()
 
@@ -93,8 +94,8 @@ def forced_block_shape(spec: EinsumSpec, operands) -> dict[str, int] | None:
 def cast(blocks: Blocks, dtype: np.dtype, cluster) -> Blocks:
     """``blocks`` converted to ``dtype``, each block on the node holding it."""
     convert = functools.partial(np.asarray, dtype=dtype)
-    blocks.resolve(cluster.index_of)
-    out = Blocks(blocks.shape, dtype, blocks.bounds, dict(blocks.nodes))
+    blocks.resolve(cluster.index_of, cluster.epoch)
+    out = Blocks(blocks.shape, dtype, blocks.bounds, dict(blocks.nodes), epoch=cluster.epoch)
     for coords, ref in blocks.refs.items():
         node = blocks.nodes.get(coords)
         out.refs[coords], out.reported[coords] = submit(cluster, "run", node, convert, ref)
@@ -105,7 +106,7 @@ def layouts_of(operands: Sequence[object]) -> dict[int, Blocks]:
     """The layout (no data) of every ``tc.Array`` operand, by position, for the planner."""
     cluster = ray_cluster()
     return {
-        position: operand.blocks.resolve(cluster.index_of).without_data()
+        position: operand.blocks.resolve(cluster.index_of, cluster.epoch).without_data()
         for position, operand in enumerate(operands) if isinstance(operand, Array)
     }
 
@@ -118,9 +119,10 @@ def prepare_ray_call(spec: EinsumSpec, operands: Sequence[object], plan_options:
     ``planner=`` asks for it, the distribution planner plans for the session's nodes and
     ``placed`` gives the layout of every ``tc.Array`` operand; otherwise the blocking follows
     the distributed operands (each index takes its block size from the first ``tc.Array``
-    with it; ``grid=``/``block_shape=`` override), so loads are the stored blocks."""
+    with it; ``grid=``/``block_shape=`` override), so loads are the stored blocks. Nothing
+    here asks Ray anything: the session knows its nodes and every array where its blocks
+    are."""
     cluster = ray_cluster()
-    cluster.refresh()
     options = dict(plan_options)
     placed = None
     if scheduler == "lshs" or options.get("nodes") or options.get("planner"):
@@ -139,13 +141,64 @@ def prepare_ray_call(spec: EinsumSpec, operands: Sequence[object], plan_options:
     return options, placed, cluster.total_cpus
 
 
+RUN_CACHE_SIZE = 8
+"""Staged programs a plan keeps, one per input layout it met (least recently used go)."""
+
+
+def _staged(plan: Plan, inputs: list[Blocks], relayouts: dict, scheduler: str, cluster):
+    """``(schedule, staged program, modelled repartition bytes per node)`` of ``plan`` on
+    these input layouts, from the plan's cache when it met them before."""
+    key = (scheduler, cluster.nodes, cluster.epoch, tuple(sorted(relayouts)),
+           tuple((b.key(), b.copies_key()) for b in inputs))
+    runs = plan.runs
+    found = runs.get(key)
+    if found is not None:
+        runs.move_to_end(key)
+        return found
+    graph = plan.graph
+    dist = plan.distribution
+    layouts = list(inputs)
+    for position, (bounds, target) in relayouts.items():
+        layouts[position] = Blocks.layout(bounds, target, inputs[position].dtype)
+    load_nodes: dict[int, int] = {}
+    copies: dict[int, list[int]] = {}
+    for index, task in enumerate(graph.tasks):
+        if task.kind != LOAD:
+            continue
+        position, slices = task.source
+        first = layouts[position].pieces(slices)[0][0]
+        load_nodes[index] = layouts[position].nodes.get(first, 0)
+        if position not in relayouts and inputs[position].copies.get(first):
+            copies[index] = sorted(inputs[position].copies[first])
+    relaid = [0] * cluster.nodes
+    hints = None
+    if dist is not None:
+        output_nodes = dist.modelled.output_nodes
+        _, _, hints, relaid = layout(plan.problem, dist.candidate, graph)
+    else:
+        output_nodes = block_cyclic_output_nodes(
+            graph, factor_over(cluster.nodes, _output_grid(graph)))
+    placed = schedule(graph, cluster.nodes, scheduler, load_nodes=load_nodes,
+                      output_nodes=output_nodes, cached_copies=copies, task_hints=hints)
+    found = (placed, stage(graph, placed, inputs, relayouts), relaid)
+    runs[key] = found
+    if len(runs) > RUN_CACHE_SIZE:
+        runs.popitem(last=False)
+    return found
+
+
 def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
-               inputs_used: dict | None = None) -> tuple[Array, dict]:
+               inputs_used: dict | None = None, measure: bool | None = None,
+               ) -> tuple[Array, dict]:
     """Run a compiled plan on Ray: numpy operands are distributed as the plan cuts them,
-    ``tc.Array`` operands are read where they are, or repartitioned first when the plan
-    says so; returns the result as a ``tc.Array``. ``inputs_used`` receives the Arrays
-    made of operands (distributed or repartitioned), by position."""
+    ``tc.Array`` operands are read where they are, or re-laid out first when the plan says
+    so (a copy the array kept from an earlier call is reused); returns the result as a
+    ``tc.Array``. ``inputs_used`` receives the Arrays made of operands (distributed or
+    re-laid out), by position. ``measure`` (default: the session's) reads Ray's object
+    directory for the bytes it moved."""
     cluster = ray_cluster()
+    if measure is None:
+        measure = current().measure
     graph = plan.graph
     dist = plan.distribution
     if dist is not None and dist.modelled.schedule.nodes != cluster.nodes:
@@ -155,10 +208,10 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     if dist is not None:
         for position in range(len(operands)):
             planned_nodes[position] = load_layout(graph, dist.modelled.load_nodes, position)
-    inputs = []
+    inputs: list[Blocks] = []
+    relayouts: dict[int, tuple] = {}
     moved = plan.problem.repartition if plan.problem is not None else frozenset()
-    crossing: dict = {}  # refs a repartition stitch reads from another node -> producer
-    before: dict = {}  # copies of repartitioned operands' blocks before the call
+    reused, local = [], []  # re-layouts kept from earlier calls; those left to the loads
     for position, operand in enumerate(operands):
         if not isinstance(operand, Array):
             data = np.asarray(operand)
@@ -167,47 +220,43 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
             inputs.append(made.blocks)
             if inputs_used is not None:
                 inputs_used[position] = made
-        elif position in moved:
+            continue
+        blocks = operand.blocks.resolve(cluster.index_of, cluster.epoch)
+        if position in moved:
             bounds = load_bounds(graph, position, operand.shape)
-            before.update(object_copies(cluster, list(operand.blocks.refs.values())))
-            blocks = repartition(operand.blocks, bounds, planned_nodes[position], cluster,
-                                 crossing)
-            inputs.append(blocks)
-            if inputs_used is not None:
-                inputs_used[position] = Array(blocks, operand.node_grid)
-        else:
-            inputs.append(operand.blocks)
+            target = planned_nodes[position]
+            kept = operand.relaid(Blocks.layout(bounds, target).key())
+            if kept is not None and kept.epoch == cluster.epoch:
+                blocks = kept
+                reused.append(position)
+                if inputs_used is not None:
+                    inputs_used[position] = Array(kept, operand.node_grid)
+            elif relayout_moves(blocks, bounds, target):
+                relayouts[position] = (bounds, target)
+            else:
+                local.append(position)
+        inputs.append(blocks)
     started = time.perf_counter()  # scheduling counts as planning; distributing does not
-    executor = RayExecutor(cluster)
-    out_node_grid = factor_over(cluster.nodes, _output_grid(graph))
-    hints = None
-    relaid = [0] * cluster.nodes  # modelled bytes each node receives to repartition
-    if dist is not None:
-        output_nodes = dist.modelled.output_nodes
-        _, _, hints, relaid = layout(plan.problem, dist.candidate, graph)
-    else:
-        output_nodes = block_cyclic_output_nodes(graph, out_node_grid)
-    load_nodes, cached_copies = executor.locate_loads(graph, inputs)
-    placed = schedule(
-        graph, cluster.nodes, scheduler,
-        load_nodes=load_nodes, output_nodes=output_nodes, cached_copies=cached_copies,
-        task_hints=hints,
-    )
+    placed, program, relaid = _staged(plan, inputs, relayouts, scheduler, cluster)
     planned = time.perf_counter()
-    blocks = executor.run(graph, placed, inputs)
-    if result_type is not None and np.dtype(blocks.dtype) != np.dtype(result_type):
-        blocks = cast(blocks, np.dtype(result_type), cluster)
+    executor = RayExecutor(cluster)
+    result, new_layouts = executor.run(program, inputs, pinned=placed.pinned, measure=measure)
+    for position, blocks in new_layouts.items():
+        operands[position].keep_relaid(blocks, cluster.store_bytes)
+        if inputs_used is not None:
+            inputs_used[position] = Array(blocks, operands[position].node_grid)
+    if result_type is not None and np.dtype(result.dtype) != np.dtype(result_type):
+        result = cast(result, np.dtype(result_type), cluster)
     run = executor.last_run
-    measured_relaid, measured_relaid_nodes = (
-        measure_copies(cluster, list(crossing), crossing, before) if crossing
-        else (0, [0] * cluster.nodes))
+    nodes = placed.nodes  # the cluster may have lost a node during the run
+    if not relayouts:
+        relaid = [0] * nodes
     recv = [a + b for a, b in zip(placed.net_in_bytes, relaid, strict=True)]
-    measured_recv = [a + b for a, b in zip(run["measured_node_recv_bytes"],
-                                           measured_relaid_nodes, strict=False)]
+    sent = program.recv_bytes(nodes)
     stats = {
         **plan.stats,
         "backend": "ray",
-        "nodes": cluster.nodes,
+        "nodes": nodes,
         "scheduler": placed.scheduler,
         "inter_node_bytes": placed.inter_node_bytes + sum(relaid),
         "max_node_recv_bytes": max(recv),
@@ -216,19 +265,24 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
         "node_recv_bytes": recv,
         "node_send_bytes": list(placed.net_out_bytes),
         "repartitioned": sorted(moved),
+        "relayout_reused": reused,
+        "relayout_in_loads": local,
         "repartition_bytes": sum(relaid),
         "node_repartition_bytes": list(relaid),
-        "measured_repartition_bytes": measured_relaid,
-        "measured_node_repartition_bytes": list(measured_relaid_nodes),
+        "transfer_bytes": sum(sent),
+        "node_transfer_bytes": sent,
+        "node_repartition_transfer_bytes": program.recv_bytes(nodes, repartition=True),
         "plan_seconds": planned - started,
         "run_seconds": run["run_seconds"],
-        "measured_inter_node_bytes": run["measured_inter_node_bytes"] + measured_relaid,
-        "measured_node_recv_bytes": measured_recv,
-        "measured_max_node_recv_bytes": max(measured_recv, default=0),
+        "measure_seconds": run["measure_seconds"],
         "remote_calls": run["remote_calls"],
+        "stages": run["stages"],
         "ran_on": run["ran_on"],
         "node_of": list(placed.node_of),
+        "measured": bool(measure),
     }
+    stats.update(_measured(run["measured_node_recv_bytes"],
+                           run["measured_node_repartition_bytes"]))
     if dist is not None:
         bound = dist.lower_bound_bytes
         stats["lower_bound_ratio"] = stats["max_node_recv_bytes"] / bound if bound else None
@@ -239,49 +293,23 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
         )
     else:
         stats["lower_bound_bytes"] = None
-    return Array(blocks, out_node_grid), stats
+    return Array(result, factor_over(cluster.nodes, _output_grid(graph))), stats
 
 
-def repartition(blocks: Blocks, bounds, node_of, cluster,
-                crossing: dict | None = None) -> Blocks:
-    """``blocks`` cut at ``bounds``, each new block stitched on ``node_of[coords]`` from the
-    stored pieces it overlaps. A piece held on another node is first cut out of its block
-    on that node, so only the elements the new block needs cross the network (a whole
-    stored block crosses only when the new block needs all of it). ``crossing`` receives
-    every ref a stitch reads from another node, with its producer (for measuring)."""
-    out = Blocks(blocks.shape, blocks.dtype, bounds)
-    identity = LoadBlock(None, np.dtype(blocks.dtype))
-    cut = LoadBlock(None, np.dtype(blocks.dtype), compact=True)
-    holders = blocks.resolve(cluster.index_of).nodes
-    live = cluster.node_ids
-    for coords in np.ndindex(*out.grid):
-        node = node_of.get(coords, 0)
-        out.nodes[coords] = node
-        slices = out.block_slices(coords)
-        shape = tuple(s.stop - s.start for s in slices)
-        full = tuple(slice(0, n) for n in shape)
-        refs, piece_layout = [], []
-        for source, dst, src in blocks.pieces(slices):
-            ref = blocks.refs[source]
-            holder = holders.get(source)
-            if holder is not None and holder != node and holder < len(live):
-                whole = tuple(slice(0, s.stop - s.start) for s in blocks.block_slices(source))
-                if tuple(src) == whole:
-                    producer = live[holder]
-                else:
-                    extent = tuple(s.stop - s.start for s in src)
-                    piece = tuple(slice(0, n) for n in extent)
-                    ref, producer = submit(cluster, "load", holder, cut, piece, extent,
-                                           ((piece, src),), ref)
-                    src = piece
-                if crossing is not None:
-                    crossing[ref] = producer
-            refs.append(ref)
-            piece_layout.append((dst, src))
-        out.refs[coords], out.reported[coords] = submit(
-            cluster, "load", node, identity, full, shape, tuple(piece_layout), *refs,
-        )
-    return out
+def _measured(per_node: list[int] | None, relaid: list[int] | None) -> dict:
+    """The measured-bytes statistics when Ray's object directory was read, else ``None``
+    (never 0 for bytes nobody looked at)."""
+    if per_node is None:
+        return {"measured_inter_node_bytes": None, "measured_node_recv_bytes": None,
+                "measured_max_node_recv_bytes": None, "measured_repartition_bytes": None,
+                "measured_node_repartition_bytes": None}
+    return {
+        "measured_inter_node_bytes": sum(per_node),
+        "measured_node_recv_bytes": list(per_node),
+        "measured_max_node_recv_bytes": max(per_node, default=0),
+        "measured_repartition_bytes": sum(relaid),
+        "measured_node_repartition_bytes": relaid,
+    }
 
 
 def _output_grid(graph) -> tuple[int, ...]:

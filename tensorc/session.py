@@ -11,6 +11,14 @@ imports Ray. Rules:
   cluster ``ray start`` runs here, another string is a Ray address.
 - ``scheduler`` is the default placement for every call (``lshs``, ``round_robin``,
   ``ray_default``); a call's own ``scheduler=`` wins.
+- ``measure=True`` reads Ray's object directory after every run for the bytes Ray really
+  moved (``measured_*`` statistics; it costs a few round trips after the run, so it is off
+  by default, and a call's own ``measure=`` wins). Transfers counted from the calls'
+  arguments (``transfer_bytes``) are always reported.
+- ``calibrate=True`` (the default) probes the cluster in well under a second — per-task
+  overhead, bandwidth into a node, one core's BLAS rate, cores per node — and the
+  distributed cost model prices with those figures while the session lasts
+  (``tc.session.current().machine``); ``tc.shutdown()`` restores the defaults.
 - ``init`` again replaces the session (the previous one is shut down first).
 """
 
@@ -20,7 +28,9 @@ import threading
 from dataclasses import dataclass
 
 from tensorc.errors import ExecutionError, PlanError
+from tensorc.passes.cost import Machine, use_machine
 from tensorc.planning.options import BACKENDS, check_scheduler
+from tensorc.runtime.calibrate import probe as calibration_probe
 from tensorc.runtime.ray_cluster import connect, disconnect, probe
 
 
@@ -29,6 +39,9 @@ class Session:
     backend: str
     scheduler: str
     cluster: object | None = None  # tensorc.runtime.ray_cluster.RayCluster
+    measure: bool = False
+    machine: Machine | None = None
+    """The cost model's constants probed on the cluster (``None``: the defaults)."""
 
 
 _lock = threading.Lock()
@@ -41,6 +54,8 @@ def init(
     backend: str | None = None,
     num_nodes: int | None = None,
     scheduler: str = "lshs",
+    measure: bool = False,
+    calibrate: bool = True,
 ) -> Session:
     """Start (or replace) the session; see the module docstring."""
     global _session
@@ -61,7 +76,9 @@ def init(
             _session = Session("local", scheduler)
             return _session
         cluster = connect(address, num_nodes)
-        _session = Session("ray", scheduler, cluster)
+        machine = Machine(**calibration_probe(cluster)) if calibrate else None
+        use_machine(machine)
+        _session = Session("ray", scheduler, cluster, bool(measure), machine)
         return _session
 
 
@@ -70,6 +87,7 @@ def shutdown() -> None:
     global _session
     if _session.cluster is not None:
         disconnect(_session.cluster)
+    use_machine(None)
     _session = Session("local", _session.scheduler)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,9 @@ def ray_cluster():
     store per node) shared by every Ray test; compiler-only tests never start it."""
     import tensorc as tc
 
-    session = tc.init(num_nodes=RAY_NODES)
+    # every block above 1 KiB in the object store, where Ray's directory sees (and
+    # measure=True measures) it; a private cluster otherwise inlines blocks below 100 KiB
+    os.environ.setdefault("TENSORC_RAY_INLINE_BYTES", "1024")
+    session = tc.init(num_nodes=RAY_NODES, measure=True)
     yield session.cluster
     tc.shutdown()

@@ -24,6 +24,7 @@ from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.ir.nodes import Function
 from tensorc.passes.base import PassContext
 from tensorc.passes.blocking import choose_blocking, scan_indices
+from tensorc.passes.cost import machine
 from tensorc.passes.distribution import DEFAULT_NODE_MEMORY, Problem
 from tensorc.passes.pipeline import run_pipeline
 from tensorc.passes.plan_cost import subtree_seconds
@@ -49,6 +50,9 @@ class Plan:
     distribution: DistributedPlan | None = None
     """The distributed plan (nodes > 1): grid, modelled schedule, bound, search outcome."""
     problem: Problem | None = None
+    runs: OrderedDict = field(default_factory=OrderedDict, repr=False, compare=False)
+    """What the runtime derived from this plan per input layout it met (a schedule and its
+    staged calls): plans are immutable, so a repeated call reuses them."""
 
     def explain(self) -> str:
         """IR after each pass, the pass decisions, the blocking and the task counts."""
@@ -268,6 +272,7 @@ def einsum_plan(
         tuple((k, freeze(plan_options.get(k))) for k in PLAN_OPTIONS),
         default_workers if not plan_options.get("workers") else None,
         None if not placed else tuple((p, s.key()) for p, s in sorted(placed.items())),
+        machine() if plan_options.get("nodes", 1) and plan_options.get("nodes", 1) > 1 else None,
     )
     plan = EINSUM_PLANS.get(key)
     if plan is not None:

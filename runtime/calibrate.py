@@ -1,0 +1,69 @@
+"""The calibration probe: the distributed cost model's constants, measured on the cluster.
+
+Contract: :func:`probe(cluster) <probe>` returns the figures of a
+:class:`~tensorc.passes.cost.Machine` (a dict of its fields) measured in well under a
+second on the running cluster, through the node workers the executor uses (``tc.init``
+installs them for planning on that session; ``tc.plan`` without a cluster keeps the
+defaults):
+
+- *per block task*: the seconds a node worker spends per block step (a chain of trivial
+  steps, divided), plus the round trip of one call spread over the steps of a typical call;
+- *network*: bytes per second into another node — a block put on the driver's node and
+  read by the worker of another node, less one call's round trip (on a single node, the
+  object store's copy rate);
+- *compute*: one core's BLAS rate (a 256 x 256 matrix product with one BLAS thread);
+- *cores per node*: the CPUs Ray reports for the nodes (the smallest).
+
+Each figure is the median of a few tries, clamped to a sane range so a hiccup on a busy
+machine cannot make the planner absurd.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from tensorc.runtime.ray_cluster import RayCluster
+from tensorc.runtime.ray_executor import node_workers
+
+PROBE_BYTES = 8 * 2**20
+TRIES = 3
+STEPS_PER_CALL = 16  # a typical call's block steps, over which one call's overhead spreads
+
+
+def _clamp(value: float, low: float, high: float) -> float:
+    return min(max(value, low), high)
+
+
+def probe(cluster: RayCluster) -> dict:
+    """Measure the model's constants on ``cluster`` (module docstring)."""
+    import ray
+
+    workers = node_workers(cluster)
+    far = workers[-1]
+    ray.get([w.node.remote() for w in workers])  # started and warm
+    trips = []
+    for _ in range(TRIES + 2):
+        started = time.perf_counter()
+        ray.get(far.node.remote())
+        trips.append(time.perf_counter() - started)
+    trip = statistics.median(trips)
+    rates = []
+    for k in range(TRIES + 1):  # the first transfer to a node also sets up the connection
+        block = ray.put(np.full(PROBE_BYTES // 8, float(k)))
+        started = time.perf_counter()
+        ray.get(far.nbytes.remote(block))
+        rates.append(PROBE_BYTES / max(time.perf_counter() - started - trip, 1e-6))
+        del block
+    rates = rates[1:]
+    flops, step = statistics.median(
+        [tuple(found) for found in ray.get([far.compute_probe.remote() for _ in range(TRIES)])])
+    return {
+        "network_bytes_per_second": _clamp(statistics.median(rates), 10e6, 100e9),
+        "task_seconds": _clamp(step + trip / STEPS_PER_CALL, 1e-6, 0.1),
+        "blas_flops_per_core": _clamp(flops, 0.1e9, 1e12),
+        "cores_per_node": max(1, int(min(cluster.cpus or [1]))),
+        "source": f"probed on {cluster.nodes} node(s)",
+    }

@@ -1,0 +1,364 @@
+"""Two-level execution: a scheduled task graph as one call per node and stage.
+
+Contract: :func:`stage` takes a task graph, its :class:`~tensorc.runtime.schedule.Schedule`,
+the layout of every operand (:class:`~tensorc.runtime.blocks.Blocks`, data not needed) and
+the operands to repartition first, and returns a :class:`StagedProgram` — plain data, no Ray:
+the calls to make, in order, each on one node, each running a list of block steps with the
+in-process step runner. It is deterministic for its inputs, so a plan keeps it and a
+repeated call only binds block refs and submits.
+
+Hierarchy (NumS's: nodes, then the workers in a node). Every block computation is a *unit*
+on the node the schedule gave its task. A unit's *level* is the largest level of its inputs,
+plus one when an input comes from another node; units with the same node and level form one
+call. A call therefore needs nothing computed on another node at its own level or later, so
+the calls form a DAG, their number grows with nodes x stages (not with blocks), and every
+block that crosses a node is a call's return value — a Ray object, moved and, when a node is
+lost, rebuilt by Ray's lineage reconstruction. Blocks a call makes and uses itself never
+leave the worker's memory.
+
+Units:
+
+- a load whose block is one stored block unchanged is that block (no unit); any other load
+  stitches the stored pieces it overlaps on the node holding its first piece;
+- a reduce with local groups (``Schedule.reduce_groups``) folds each group on its node, then
+  the group results and the other inputs on the reduce's node;
+- a repartitioned operand (``relayouts[position] = (bounds, node of each new block)``) is
+  re-cut first: a piece of a stored block that crosses nodes is cut out on its holder (only
+  the elements the new block needs travel), then each new block is stitched on its node.
+  New blocks are returned, so the operand can keep its new layout for later calls.
+
+Bytes between nodes are counted from the calls' arguments (:attr:`StagedProgram.transfers`):
+an argument produced on another node, once per receiving node, unless the receiving node
+already holds a copy (``Blocks.copies``). That is what Ray must move, objects it inlines
+into task messages included.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tensorc.codegen.kernels import LoadBlock
+from tensorc.codegen.taskgraph import LOAD, REDUCE, TaskGraph
+from tensorc.runtime.blocks import Blocks
+
+RUN, STITCH = "run", "stitch"
+"""Step kinds: ``kernel(*inputs)``, and ``kernel(stitched region, full slices)``."""
+
+INPUT, RESULT = "in", "out"
+"""Argument sources: a stored operand block ``("in", position, coords)``, or return value
+``k`` of an earlier call ``("out", call index, k)``."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one unit computes: ``kind`` (:data:`RUN` or :data:`STITCH`), the kernel, and for
+    a stitch the region's shape and ``layout[k] = (into, out_of)`` per input piece."""
+
+    kind: str
+    kernel: object
+    shape: tuple[int, ...] = ()
+    layout: tuple = ()
+
+
+@dataclass
+class NodeCall:
+    """One remote call: the steps it runs on ``node`` and where its arguments come from.
+
+    ``steps[j] = (step, inputs)``, each input ``("x", i)`` (argument ``i``) or ``("t", k)``
+    (the result of step ``k`` of this call); ``exports`` are the steps whose results the call
+    returns, in order; ``tasks`` the graph tasks it computes.
+    """
+
+    node: int
+    level: int
+    steps: tuple
+    args: tuple
+    exports: tuple[int, ...]
+    tasks: tuple[int, ...]
+
+
+@dataclass
+class StagedProgram:
+    """A scheduled graph as calls (see the module docstring)."""
+
+    calls: list[NodeCall]
+    outputs: dict[tuple[int, ...], tuple]
+    """Result block coordinates → its source (an operand block or a call's return)."""
+    output_bounds: tuple[tuple[int, ...], ...]
+    output_nodes: dict[tuple[int, ...], int]
+    output_shape: tuple[int, ...]
+    dtype: object
+    relaid: dict[int, dict[tuple[int, ...], tuple]]
+    """Repartitioned operand → source of each new block."""
+    relaid_layouts: dict[int, Blocks]
+    """Repartitioned operand → its new layout (no data)."""
+    transfers: list[tuple[tuple, int, int]]
+    """``(source, receiving node, bytes)`` of every argument that crosses nodes."""
+    repartition_transfers: list[tuple[tuple, int, int]] = field(default_factory=list)
+    """The part of ``transfers`` that re-lays operands out."""
+    levels: int = 0
+    payloads: tuple | None = field(default=None, repr=False, compare=False)
+    """Set by the Ray executor: the calls' steps as Ray objects, for one session."""
+
+    def recv_bytes(self, nodes: int, repartition: bool = False) -> list[int]:
+        """Bytes each node receives (only the repartition's with ``repartition=True``)."""
+        out = [0] * nodes
+        for _, node, nbytes in self.repartition_transfers if repartition else self.transfers:
+            out[node] += nbytes
+        return out
+
+    def describe(self) -> str:
+        """One line: calls, levels and the busiest node's calls."""
+        per_node: dict[int, int] = {}
+        for call in self.calls:
+            per_node[call.node] = per_node.get(call.node, 0) + 1
+        steps = sum(len(c.steps) for c in self.calls)
+        return (f"{len(self.calls)} call(s) over {self.levels} stage(s) running {steps} "
+                f"block step(s); calls per node {dict(sorted(per_node.items()))}")
+
+
+class _Units:
+    """The units of one program, in creation (topological) order."""
+
+    def __init__(self, inputs: Sequence[Blocks]) -> None:
+        self.inputs = inputs
+        self.node: list[int] = []
+        self.step: list[Step] = []
+        self.args: list[tuple] = []
+        self.nbytes: list[int] = []
+        self.task: list[int | None] = []
+
+    def add(self, node: int, step: Step, args: Sequence[tuple], nbytes: int,
+            task: int | None = None) -> tuple:
+        self.node.append(node)
+        self.step.append(step)
+        self.args.append(tuple(args))
+        self.nbytes.append(int(nbytes))
+        self.task.append(task)
+        return ("u", len(self.node) - 1)
+
+    def node_of(self, source: tuple) -> int:
+        if source[0] == "u":
+            return self.node[source[1]]
+        _, position, coords = source
+        return self.inputs[position].nodes.get(coords, 0)
+
+    def nbytes_of(self, source: tuple) -> int:
+        if source[0] == "u":
+            return self.nbytes[source[1]]
+        _, position, coords = source
+        blocks = self.inputs[position]
+        extent = math.prod(s.stop - s.start for s in blocks.block_slices(coords))
+        return extent * np.dtype(blocks.dtype).itemsize
+
+
+def _relayout(units: _Units, position: int, bounds, target: Mapping) -> tuple[Blocks, dict]:
+    """Units re-cutting operand ``position`` at ``bounds`` onto ``target`` nodes; returns
+    the new layout and the source of each new block."""
+    stored = units.inputs[position]
+    dtype = np.dtype(stored.dtype)
+    identity = LoadBlock(None, dtype)
+    cut = LoadBlock(None, dtype, compact=True)
+    new = Blocks(stored.shape, dtype, bounds)
+    sources: dict = {}
+    for coords in np.ndindex(*new.grid):
+        node = target.get(coords, 0)
+        new.nodes[coords] = node
+        slices = new.block_slices(coords)
+        shape = tuple(s.stop - s.start for s in slices)
+        pieces = stored.pieces(slices)
+        first = pieces[0][0]
+        if (len(pieces) == 1 and stored.block_slices(first) == tuple(slices)
+                and stored.nodes.get(first, 0) == node):
+            sources[coords] = (INPUT, position, first)  # already there, already this block
+            continue
+        args, layout = [], []
+        for source, into, out_of in pieces:
+            arg = (INPUT, position, source)
+            holder = stored.nodes.get(source, 0)
+            whole = tuple(slice(0, s.stop - s.start) for s in stored.block_slices(source))
+            if holder != node and tuple(out_of) != whole:
+                extent = tuple(s.stop - s.start for s in out_of)
+                piece = tuple(slice(0, n) for n in extent)
+                arg = units.add(holder, Step(STITCH, cut, extent, ((piece, out_of),)), [arg],
+                                math.prod(extent) * dtype.itemsize)
+                out_of = piece
+            args.append(arg)
+            layout.append((into, out_of))
+        sources[coords] = units.add(node, Step(STITCH, identity, shape, tuple(layout)), args,
+                                    math.prod(shape) * dtype.itemsize)
+    return new, sources
+
+
+def relayout_moves(stored: Blocks, bounds, target: Mapping) -> bool:
+    """Whether re-cutting ``stored`` at ``bounds`` onto ``target`` nodes moves any element
+    between nodes. One that does not is better left to the loads, which stitch the stored
+    pieces where they are: materialising it would copy every element once more for
+    nothing."""
+    new = Blocks.layout(bounds, target)
+    for coords in np.ndindex(*new.grid):
+        node = target.get(coords, 0)
+        for source, _, _ in stored.pieces(new.block_slices(coords)):
+            if stored.nodes.get(source, 0) != node:
+                return True
+    return False
+
+
+def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
+          relayouts: Mapping[int, tuple] | None = None) -> StagedProgram:
+    """The calls that run ``graph`` as ``schedule`` places it (module docstring).
+
+    ``inputs[p]`` is operand ``p``'s stored layout; ``relayouts[p] = (bounds, node_of)``
+    re-cuts it first. The schedule must have been made with the loads on the nodes of the
+    layout they read (the re-cut one for a repartitioned operand)."""
+    units = _Units(inputs)
+    layouts = list(inputs)
+    relaid: dict[int, dict] = {}
+    for position, (bounds, target) in sorted((relayouts or {}).items()):
+        layouts[position], relaid[position] = _relayout(units, position, bounds, target)
+    relaid_layouts = {p: layouts[p] for p in relaid}
+    repartition_units = len(units.node)
+
+    def block(position: int, coords) -> tuple:
+        return relaid[position][coords] if position in relaid else (INPUT, position, coords)
+
+    node_of = schedule.node_of
+    groups = schedule.reduce_groups
+    value: list[tuple | None] = [None] * len(graph.tasks)
+    for index, task in enumerate(graph.tasks):
+        kernel = graph.kernels[task.kernel]
+        if task.kind == LOAD:
+            position, slices = task.source
+            blocks = layouts[position]
+            pieces = blocks.pieces(slices)
+            first = pieces[0][0]
+            if (len(pieces) == 1 and blocks.block_slices(first) == tuple(slices)
+                    and kernel.identity(blocks.dtype)):
+                value[index] = block(position, first)
+                continue
+            shape = tuple(s.stop - s.start for s in slices)
+            layout = tuple((into, out_of) for _, into, out_of in pieces)
+            value[index] = units.add(
+                node_of[index], Step(STITCH, kernel, shape, layout),
+                [block(position, c) for c, _, _ in pieces], task.nbytes, index)
+            continue
+        args = [value[s] for s in task.inputs]
+        if task.kind == REDUCE and index in groups:
+            folded, lone = [], set(task.inputs)
+            for node, members in groups[index]:
+                folded.append(units.add(node, Step(RUN, kernel), [value[m] for m in members],
+                                        task.nbytes, index))
+                lone -= set(members)
+            args = folded + [value[s] for s in task.inputs if s in lone]
+            if len(args) == 1:  # one group held every partial
+                value[index] = args[0]
+                continue
+        value[index] = units.add(node_of[index], Step(RUN, kernel), args, task.nbytes, index)
+    program = _calls(graph, units, value, relaid, repartition_units, pinned=schedule.pinned,
+                     output_nodes={t: node_of[t] for t, _ in graph.outputs})
+    program.relaid_layouts = relaid_layouts
+    return program
+
+
+def _levels(units: _Units) -> list[int]:
+    level = [0] * len(units.node)
+    for u, args in enumerate(units.args):
+        for arg in args:
+            if arg[0] == "u":
+                a = arg[1]
+                level[u] = max(level[u], level[a] + (units.node[a] != units.node[u]))
+    return level
+
+
+def _calls(graph: TaskGraph, units: _Units, value: list, relaid: dict, repartition_units: int,
+           *, pinned: bool, output_nodes: dict[int, int]) -> StagedProgram:
+    level = _levels(units)
+    keys = sorted({(level[u], units.node[u]) for u in range(len(units.node))})
+    call_index = {key: i for i, key in enumerate(keys)}
+    call_of = [call_index[(level[u], units.node[u])] for u in range(len(units.node))]
+    members: list[list[int]] = [[] for _ in keys]
+    for u, c in enumerate(call_of):
+        members[c].append(u)
+    outputs_needed = {value[t] for t, _ in graph.outputs}
+    outputs_needed.update(s for sources in relaid.values() for s in sources.values())
+    exported: set[int] = {s[1] for s in outputs_needed if s[0] == "u"}
+    for u, args in enumerate(units.args):
+        for arg in args:
+            if arg[0] == "u" and call_of[arg[1]] != call_of[u]:
+                exported.add(arg[1])
+    export_slot: dict[int, tuple] = {}
+    calls: list[NodeCall] = []
+    transfers: list[tuple[tuple, int, int]] = []
+    repartition_transfers: list[tuple[tuple, int, int]] = []
+    held: dict[tuple, set[int]] = {}  # source -> nodes holding it (copies as they happen)
+    for c, (lvl, node) in enumerate(keys):
+        position_of: dict[int, int] = {}
+        arg_index: dict[tuple, int] = {}
+        args: list[tuple] = []
+        steps = []
+        for u in members[c]:
+            inputs = []
+            for arg in units.args[u]:
+                if arg[0] == "u" and call_of[arg[1]] == c:
+                    inputs.append(("t", position_of[arg[1]]))
+                    continue
+                bound = arg if arg[0] == INPUT else export_slot[arg[1]]
+                if bound not in arg_index:
+                    arg_index[bound] = len(args)
+                    args.append(bound)
+                    holders = held.setdefault(bound, _holders(units, arg))
+                    if node not in holders:
+                        holders.add(node)
+                        moved = (bound, node, units.nbytes_of(arg))
+                        transfers.append(moved)
+                        if u < repartition_units:
+                            repartition_transfers.append(moved)
+                inputs.append(("x", arg_index[bound]))
+            position_of[u] = len(steps)
+            steps.append((units.step[u], tuple(inputs)))
+        exports = tuple(position_of[u] for u in members[c] if u in exported)
+        for k, u in enumerate(u for u in members[c] if u in exported):
+            export_slot[u] = (RESULT, c, k)
+        tasks = tuple(dict.fromkeys(units.task[u] for u in members[c]
+                                    if units.task[u] is not None))
+        calls.append(NodeCall(node, lvl, tuple(steps), tuple(args), exports, tasks))
+
+    def bind(source: tuple) -> tuple:
+        return export_slot[source[1]] if source[0] == "u" else source
+
+    starts = [sorted({slices[d].start for _, slices in graph.outputs})
+              for d in range(len(graph.output_shape))]
+    bounds = tuple(tuple(starts[d]) + (graph.output_shape[d],)
+                   for d in range(len(graph.output_shape)))
+    outputs, nodes = {}, {}
+    for task, slices in graph.outputs:
+        coords = tuple(starts[d].index(s.start) for d, s in enumerate(slices))
+        outputs[coords] = bind(value[task])
+        nodes[coords] = units.node_of(value[task]) if pinned else output_nodes[task]
+    return StagedProgram(
+        calls=calls,
+        outputs=outputs,
+        output_bounds=bounds,
+        output_nodes=nodes,
+        output_shape=tuple(graph.output_shape),
+        dtype=graph.dtype,
+        relaid={p: {c: bind(s) for c, s in sources.items()} for p, sources in relaid.items()},
+        relaid_layouts={},
+        transfers=transfers,
+        repartition_transfers=repartition_transfers,
+        levels=len({lvl for lvl, _ in keys}),
+    )
+
+
+def _holders(units: _Units, source: tuple) -> set[int]:
+    """The nodes holding ``source`` before anything moves: its producer, and for a stored
+    block the copies its layout records."""
+    held = {units.node_of(source)}
+    if source[0] == INPUT:
+        _, position, coords = source
+        held.update(units.inputs[position].copies.get(coords, ()))
+    return held
