@@ -2,8 +2,8 @@
 
 A staged program's calls (:mod:`tensorc.runtime.stages`) run on :class:`NodeWorker` actors,
 one per node; as plain ``stage`` tasks when the schedule is not pinned (``ray_default``) or
-after a node worker died. Every remote function returns two or more objects: the block and the id of the node the worker ran on, so the
-executor can check placement and attribute copies to the producing node. Blocks are plain
+after a node worker died. Every remote function returns two or more objects: the blocks,
+then the id of the node the worker ran on, so the executor can check placement. Blocks are plain
 numpy arrays; Ray stores them in the node's shared-memory object store and moves them when a
 task on another node reads them.
 
