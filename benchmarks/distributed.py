@@ -33,8 +33,14 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+# this file is named like Dask's ``distributed`` package: keep its folder off the import
+# path, or ``dask.distributed`` would import this script instead
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 
 CONTRACTIONS = {
     "ijk,if,jf->if": ["X", "B", "C"],

@@ -96,6 +96,7 @@ RAY_TASK_SECONDS = 0.5e-3  # a remote call on its node (docs/performance.md: ~0.
 RAY_SUBMIT_SECONDS = 20e-6  # the driver submitting one remote call (Ray pipelines these)
 CORES_PER_NODE = 8  # a cluster node runs this many tasks at once
 NODE_FLOPS_PER_CORE = BLAS_FLOPS_PER_CORE  # a cluster node's BLAS rate per core
+NODE_COPY_BYTES_PER_SECOND = 4e9  # stitching a re-laid-out block: fresh memory, written once
 SPILL_PENALTY = 10.0  # seconds per network-second of bytes over a node's memory budget
 COMMUNICATION_SLACK = 1.1  # the busiest receiver's budget, as a multiple of the lower bound
 OVER_BUDGET_PENALTY = 100.0  # seconds per network-second of bytes received over that budget
@@ -176,10 +177,13 @@ def over_budget_seconds(received: float, bound_bytes: int) -> float:
 
 
 def distributed_cost(graph, placed, memory_budget: int, moved=None,
-                     bound_bytes: int = 0) -> CostReport:
+                     bound_bytes: int = 0, copied=None) -> CostReport:
     """Price a task graph placed by a simulated schedule (``tensorc.runtime.schedule``);
-    ``moved`` adds bytes each node receives before the graph runs (a repartition);
-    ``bound_bytes`` is the communication lower bound (:func:`over_budget_seconds`)."""
+    ``moved`` adds bytes each node receives before the graph runs (a repartition), and
+    ``copied`` the bytes each node stitches into new blocks for it (priced at
+    :data:`NODE_COPY_BYTES_PER_SECOND`: a repartition costs its copies even when nothing
+    crosses the network); ``bound_bytes`` is the communication lower bound
+    (:func:`over_budget_seconds`)."""
     nodes = placed.nodes
     received = [a + b for a, b in zip(placed.net_in_bytes, moved or [0] * nodes, strict=True)]
     flops = [0] * nodes
@@ -195,6 +199,7 @@ def distributed_cost(graph, placed, memory_budget: int, moved=None,
     over = sum(max(0, m - memory_budget) for m in placed.memory_bytes)
     cost = (
         max(received) / NETWORK_BYTES_PER_SECOND
+        + max(copied or [0]) / NODE_COPY_BYTES_PER_SECOND
         + compute
         + submitted * RAY_SUBMIT_SECONDS
         + SPILL_PENALTY * over / NETWORK_BYTES_PER_SECOND

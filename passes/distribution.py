@@ -395,6 +395,21 @@ def layout(problem: Problem, candidate: Candidate, graph: TaskGraph | None = Non
     return load_nodes, output_nodes, hints, [m * itemsize for m in moved]
 
 
+def relayout_copies(problem: Problem, graph: TaskGraph, load_nodes: dict[int, int]) -> list[int]:
+    """Bytes each node copies to re-lay operands out (``problem.repartition``): every load
+    of such an operand that is not one stored block as it is."""
+    copied = [0] * problem.nodes
+    placed = problem.placed or {}
+    for index, task in enumerate(graph.tasks):
+        if task.kind != LOAD or task.source[0] not in problem.repartition:
+            continue
+        position, slices = task.source
+        pieces = placed[position].pieces(slices)
+        if len(pieces) > 1 or placed[position].block_slices(pieces[0][0]) != tuple(slices):
+            copied[load_nodes[index]] += task.nbytes
+    return copied
+
+
 def model(problem: Problem, candidate: Candidate) -> Modelled:
     """Price ``candidate`` by simulating LSHS on its task graph (module contract)."""
     check(problem, candidate)
@@ -407,7 +422,8 @@ def model(problem: Problem, candidate: Candidate) -> Modelled:
         load_nodes=load_nodes, output_nodes=output_nodes, task_hints=hints,
     )
     bound = problem.lower_bound_bytes()
-    report = distributed_cost(graph, placed, problem.memory_bytes, moved, bound)
+    report = distributed_cost(graph, placed, problem.memory_bytes, moved, bound,
+                              relayout_copies(problem, graph, load_nodes))
     return Modelled(candidate, graph, placed, report, load_nodes, output_nodes)
 
 
