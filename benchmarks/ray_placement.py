@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json")
     args = parser.parse_args(argv)
-    session = tc.init(num_nodes=args.nodes)
+    session = tc.init(num_nodes=args.nodes, measure=True)  # they report measured bytes
     print(f"{session.cluster.describe()}; N={args.n}, F={args.f}, {args.blocks} blocks per dim")
     rows, verdicts = [], []
     try:

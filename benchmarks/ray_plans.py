@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     selected = {k: v for k, v in cases(args).items()
                 if not args.only or any(s in k for s in args.only.split(","))}
-    session = tc.init(num_nodes=args.nodes)
+    session = tc.init(num_nodes=args.nodes, measure=True)  # they report measured bytes
     print(f"{session.cluster.describe()}; N={args.n}, F={args.f}, matmul {args.matmul_n}², "
           f"X^T X {args.xtx_rows}×{args.xtx_cols}; {args.repeats} timed calls per plan",
           flush=True)
