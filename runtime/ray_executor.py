@@ -137,7 +137,6 @@ class RayExecutor:
     def __init__(self, cluster: RayCluster) -> None:
         self.cluster = cluster
         self.last_run: dict = {}
-        self._pinned = True
 
     def run(self, program: StagedProgram, inputs: Sequence[Blocks], *, pinned: bool = True,
             measure: bool = False) -> tuple[Blocks, dict[int, Blocks]]:
@@ -149,10 +148,9 @@ class RayExecutor:
         existing = self._input_copies(inputs) if measure else {}
         measure_seconds = time.perf_counter() - started
         started = time.perf_counter()
-        self._pinned = pinned
         payloads = self._payloads(program)
         workers = node_workers(cluster) if pinned else None
-        returned = self._submit(program, inputs, payloads, workers)
+        returned = self._submit(program, inputs, payloads, workers, pinned)
         submitted = time.perf_counter()
         try:
             self._wait(program, [refs[-1] for refs in returned], dead_before,
@@ -161,7 +159,7 @@ class RayExecutor:
             # a node (and its worker) died mid-run: run the program again as plain tasks,
             # soft-pinned, which Ray can rebuild by lineage when a block is lost
             cluster.refresh()
-            returned = self._submit(program, inputs, payloads, None)
+            returned = self._submit(program, inputs, payloads, None, pinned)
             self._wait(program, [refs[-1] for refs in returned], dead_before, False)
         finished = time.perf_counter()
         reports = [refs[-1] for refs in returned]
@@ -198,9 +196,10 @@ class RayExecutor:
         }
         return result, relaid
 
-    def _submit(self, program: StagedProgram, inputs, payloads, workers) -> list[list]:
-        """Submit every call (on the node workers, or as tasks when ``workers`` is None);
-        returns each call's refs, the reported node id last."""
+    def _submit(self, program: StagedProgram, inputs, payloads, workers,
+                pinned: bool) -> list[list]:
+        """Submit every call (on the node workers, or as tasks when ``workers`` is None,
+        soft-pinned when ``pinned``); returns each call's refs, the reported node id last."""
         cluster = self.cluster
         returned: list[list] = []
 
@@ -219,7 +218,7 @@ class RayExecutor:
                     refs = workers[call.node].stage.options(num_returns=returns).remote(
                         key, payload, threads, *args)
                 else:
-                    node = call.node if live and workers is None and self._pinned else None
+                    node = call.node if live and pinned else None
                     refs = submit(cluster, "stage", node, key, payload, threads, *args,
                                   returns=returns)
                 returned.append(list(refs))

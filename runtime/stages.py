@@ -111,15 +111,6 @@ class StagedProgram:
             out[node] += nbytes
         return out
 
-    def describe(self) -> str:
-        """One line: calls, levels and the busiest node's calls."""
-        per_node: dict[int, int] = {}
-        for call in self.calls:
-            per_node[call.node] = per_node.get(call.node, 0) + 1
-        steps = sum(len(c.steps) for c in self.calls)
-        return (f"{len(self.calls)} call(s) over {self.levels} stage(s) running {steps} "
-                f"block step(s); calls per node {dict(sorted(per_node.items()))}")
-
 
 class _Units:
     """The units of one program, in creation (topological) order."""
@@ -220,7 +211,7 @@ def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
     relaid: dict[int, dict] = {}
     for position, (bounds, target) in sorted((relayouts or {}).items()):
         layouts[position], relaid[position] = _relayout(units, position, bounds, target)
-    relaid_layouts = {p: layouts[p] for p in relaid}
+
     repartition_units = len(units.node)
 
     def block(position: int, coords) -> tuple:
@@ -258,10 +249,9 @@ def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
                 value[index] = args[0]
                 continue
         value[index] = units.add(node_of[index], Step(RUN, kernel), args, task.nbytes, index)
-    program = _calls(graph, units, value, relaid, repartition_units, pinned=schedule.pinned,
-                     output_nodes={t: node_of[t] for t, _ in graph.outputs})
-    program.relaid_layouts = relaid_layouts
-    return program
+    return _calls(graph, units, value, relaid, {p: layouts[p] for p in relaid},
+                  repartition_units, pinned=schedule.pinned,
+                  output_nodes={t: node_of[t] for t, _ in graph.outputs})
 
 
 def _levels(units: _Units) -> list[int]:
@@ -274,8 +264,9 @@ def _levels(units: _Units) -> list[int]:
     return level
 
 
-def _calls(graph: TaskGraph, units: _Units, value: list, relaid: dict, repartition_units: int,
-           *, pinned: bool, output_nodes: dict[int, int]) -> StagedProgram:
+def _calls(graph: TaskGraph, units: _Units, value: list, relaid: dict, relaid_layouts: dict,
+           repartition_units: int, *, pinned: bool,
+           output_nodes: dict[int, int]) -> StagedProgram:
     level = _levels(units)
     keys = sorted({(level[u], units.node[u]) for u in range(len(units.node))})
     call_index = {key: i for i, key in enumerate(keys)}
@@ -347,7 +338,7 @@ def _calls(graph: TaskGraph, units: _Units, value: list, relaid: dict, repartiti
         output_shape=tuple(graph.output_shape),
         dtype=graph.dtype,
         relaid={p: {c: bind(s) for c, s in sources.items()} for p, sources in relaid.items()},
-        relaid_layouts={},
+        relaid_layouts=relaid_layouts,
         transfers=transfers,
         repartition_transfers=repartition_transfers,
         levels=len({lvl for lvl, _ in keys}),
