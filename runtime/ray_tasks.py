@@ -12,6 +12,8 @@ task on another node reads them.
   (``tc.zeros``, ``tc.ones``, ``.tc`` fills), made on the node;
 - ``place(block)`` — a driver block copied to the node the task runs on (``tc.asarray``);
 - ``run(kernel, *blocks)`` — one block kernel (a cast of a result's blocks);
+- ``whole(fn, op, operands, out_slices, *blocks)`` — a whole-array operation on operands
+  stitched from their blocks, its result cut into blocks (all on the node it ran on);
 - ``stage(key, payload, threads, *blocks)`` — one call of a staged program
   (:mod:`tensorc.runtime.stages`): the block steps of one node and stage, run in this worker
   with :func:`run_steps`; returns the exported steps' blocks, then the node id. Ray is
@@ -64,6 +66,19 @@ def _place(block: np.ndarray):
 def _run(kernel, *blocks: np.ndarray):
     node = _worker_setup()
     return kernel(*blocks), node
+
+
+def _whole(fn, op: tuple, operands: tuple, out_slices: tuple, *blocks: np.ndarray):
+    """``fn(op, *whole operands)`` cut into blocks: ``operands[k] = (shape, layout, count)``
+    stitches operand ``k`` from the next ``count`` blocks; returns the result's blocks at
+    ``out_slices``, then the node id."""
+    node = _worker_setup()
+    values, at = [], 0
+    for shape, layout, count in operands:
+        values.append(stitch(shape, layout, blocks[at:at + count]))
+        at += count
+    result = fn(op, *values)
+    return (*(np.array(result[s], order="C") for s in out_slices), node)
 
 
 def stitch(shape: tuple[int, ...], layout: tuple, pieces) -> np.ndarray:
@@ -217,7 +232,8 @@ def remote(name: str, returns: int = 2):
     if fn is None:
         import ray
 
-        body = {"generate": _generate, "place": _place, "run": _run, "stage": _stage}[name]
+        body = {"generate": _generate, "place": _place, "run": _run, "stage": _stage,
+                "whole": _whole}[name]
         fn = ray.remote(num_returns=2, max_retries=MAX_RETRIES, num_cpus=1)(body)
         _REMOTES[name] = fn
     return fn if returns == 2 else fn.options(num_returns=returns)

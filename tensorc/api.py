@@ -16,12 +16,16 @@ from functools import lru_cache
 import numpy as np
 
 from tensorc import execution, fast_path, session
-from tensorc.array import Array
+from tensorc.array import BlockArray
 from tensorc.errors import AxisError, ParseError, PlanError, ShapeError
 from tensorc.execution import last_stats
 from tensorc.frontend import numpy_compat, views
 from tensorc.frontend.einsum import result_dtype
 from tensorc.frontend.subscripts import EinsumSpec, parse_einsum, sublist_to_subscripts
+from tensorc.lazy import linear
+from tensorc.lazy.array_object import Array as LazyArray
+from tensorc.lazy.data_types import astype
+from tensorc.lazy.graph import leaf
 from tensorc.passes.paths import normalise_optimize
 from tensorc.planning.options import (
     check_backend,
@@ -54,13 +58,13 @@ def _layout(array: np.ndarray) -> str:
 
 def _wants_ray(backend: object, operands: Sequence[object]) -> bool:
     if backend == "local":
-        if any(isinstance(op, Array) for op in operands):
+        if any(isinstance(op, BlockArray) for op in operands):
             raise PlanError("backend='local' cannot take tc.Array operands; call .numpy() "
                             "first or use backend='ray'")
         return False
     return (
         backend == "ray"
-        or any(isinstance(op, Array) for op in operands)
+        or any(isinstance(op, BlockArray) for op in operands)
         or (backend is None and session.current().backend == "ray")
     )
 
@@ -68,7 +72,7 @@ def _wants_ray(backend: object, operands: Sequence[object]) -> bool:
 def _stand_in(operand: object) -> np.ndarray:
     """The operand itself, or for a tc.Array a 1-element array of its rank and dtype (shape
     and dtype are all the front end needs; the data stays on the cluster)."""
-    if isinstance(operand, Array):
+    if isinstance(operand, BlockArray):
         return np.zeros((1,) * operand.ndim, dtype=operand.dtype)
     return np.asarray(operand)
 
@@ -107,6 +111,10 @@ def einsum(
     Returns:
         The result as numpy would return it (a numpy scalar for a 0-d result unless ``out``).
     """
+    if isinstance(subscripts, LazyArray) or any(isinstance(op, LazyArray) for op in operands):
+        return _on_lazy_arrays(einsum, linear.einsum, (subscripts, *operands), out=out,
+                               optimize=optimize, backend=backend, dtype=dtype, order=order,
+                               casting=casting, **plan_options)
     fast_key = fast_path.key(subscripts, operands, out, optimize, backend, dtype, order, casting,
                              plan_options)
     entry = fast_path.ENTRIES.get(fast_key)
@@ -134,7 +142,7 @@ def einsum(
     if not on_ray and numpy_compat.delegate_to_numpy(arrays):
         return np.einsum(subscripts, *arrays, out=out, dtype=dtype, order=order,
                          casting=casting, optimize=numpy_compat.numpy_optimize(optimize))
-    shapes = tuple(op.shape if isinstance(op, Array) else a.shape
+    shapes = tuple(op.shape if isinstance(op, BlockArray) else a.shape
                    for op, a in zip(operands, arrays, strict=True))
     spec = _parse(subscripts, shapes)
     optimize = normalise_optimize(optimize, len(arrays))
@@ -155,7 +163,7 @@ def einsum(
                                         numpy_compat.numpy_optimize(optimize))
     dtypes = tuple(a.dtype.str for a in arrays)
     if on_ray:
-        keeps_arrays = any(isinstance(op, Array) for op in operands)
+        keeps_arrays = any(isinstance(op, BlockArray) for op in operands)
         if out is not None and keeps_arrays:
             raise PlanError("out= takes a numpy array, but a tc.Array operand gives a tc.Array "
                             "result on the cluster; drop out= (or pass numpy operands)")
@@ -248,6 +256,26 @@ def tensordot_subscripts(a_ndim: int, b_ndim: int, axes, a_shape, b_shape) -> st
     return "".join(a_sub) + "," + "".join(b_sub) + "->" + "".join(free_a + free_b)
 
 
+def _on_lazy_arrays(eager, lazy, args: tuple, **options):
+    """A call with ``tc.Array`` operands: run now when every one is evaluated (the value
+    comes back as an evaluated ``tc.Array``, statistics in ``tc.last_stats()``), else join
+    their program lazily (plan options then have no meaning: the program is planned whole)."""
+    if all(a.evaluated for a in args if isinstance(a, LazyArray)):
+        values = [a.value() if isinstance(a, LazyArray) else a for a in args]
+        return LazyArray(leaf(np.asarray(result) if not isinstance(
+            result := eager(*values, **options), BlockArray) else result))
+    given = {k: v for k, v in options.items()
+             if v is not None and k not in ("optimize", "order", "casting", "dtype")}
+    if given:
+        raise PlanError(f"{', '.join(sorted(given))}= apply to an immediate call; an "
+                        "unevaluated tc.Array operand makes this call part of its lazy "
+                        "program, which is planned whole (call .compute() on the operands "
+                        "first to run it now)")
+    result = lazy(*args)
+    dtype = options.get("dtype")
+    return result if dtype is None else astype(result, dtype)
+
+
 def _normalise_axis(axis, ndim: int, which: str) -> int:
     value = int(axis)
     if not -ndim <= value < ndim:
@@ -261,11 +289,16 @@ def tensordot(a, b, axes=2, backend: str | None = None, **plan_options):
     ``plan_options`` as for :func:`einsum`; ``grid=(grid_of_a, grid_of_b)`` gives block
     counts per dimension of each operand.
     """
-    a_arr = a if isinstance(a, Array) else np.asarray(a)
-    b_arr = b if isinstance(b, Array) else np.asarray(b)
+    if isinstance(a, LazyArray) or isinstance(b, LazyArray):
+        return _on_lazy_arrays(
+            lambda x, y, **kw: tensordot(x, y, axes=axes, **kw),
+            lambda x, y: linear.tensordot(x, y, axes=axes), (a, b), backend=backend,
+            **plan_options)
+    a_arr = a if isinstance(a, BlockArray) else np.asarray(a)
+    b_arr = b if isinstance(b, BlockArray) else np.asarray(b)
     subscripts = tensordot_subscripts(a_arr.ndim, b_arr.ndim, axes, a_arr.shape, b_arr.shape)
     result = einsum(subscripts, a_arr, b_arr, backend=backend, **plan_options)
-    return result if isinstance(result, Array) else np.asarray(result)
+    return result if isinstance(result, BlockArray) else np.asarray(result)
 
 
 def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "auto",
@@ -287,10 +320,12 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
     dtypes: list[np.dtype] = []
     layouts: list[str] = []
     placed = None
-    if any(isinstance(item, Array) for item in shapes_or_arrays):
+    shapes_or_arrays = tuple(item.value() if isinstance(item, LazyArray) else item
+                             for item in shapes_or_arrays)
+    if any(isinstance(item, BlockArray) for item in shapes_or_arrays):
         placed = execution.layouts_of(shapes_or_arrays) or None
     for item in shapes_or_arrays:
-        if isinstance(item, Array):
+        if isinstance(item, BlockArray):
             shapes.append(item.shape)
             dtypes.append(item.dtype)
             layouts.append("C")

@@ -59,7 +59,8 @@ def factor_over(count: int, extents: Sequence[int]) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def _bounds(shape: Sequence[int], block: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+def block_bounds(shape: Sequence[int], block: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """Block boundaries (``(0, b, 2b, …, n)`` per dimension) of ``shape`` cut in ``block``."""
     out = []
     for n, b in zip(shape, block, strict=True):
         b = max(1, int(b))
@@ -68,7 +69,9 @@ def _bounds(shape: Sequence[int], block: Sequence[int]) -> tuple[tuple[int, ...]
     return tuple(out)
 
 
-def _blocking(shape, block_shape, grid, cpus: int) -> tuple[int, ...]:
+def default_blocking(shape, block_shape, grid, cpus: int) -> tuple[int, ...]:
+    """The block shape from ``block_shape=`` or ``grid=``, else ``cpus`` factored over the
+    dimensions (largest extent first)."""
     if block_shape is not None and grid is not None:
         raise PlanError("give either block_shape= or grid=, not both")
     if block_shape is not None:
@@ -91,7 +94,7 @@ def _blocking(shape, block_shape, grid, cpus: int) -> tuple[int, ...]:
     return block
 
 
-class Array:
+class BlockArray:
     """A distributed array: its :class:`~tensorc.runtime.blocks.Blocks` (Ray ObjectRefs on the
     nodes of the cluster) and the node grid of its block-cyclic layout."""
 
@@ -199,17 +202,21 @@ def _forget(entry) -> None:
         owner._relaid.pop(entry[1], None)  # noqa: SLF001 - the cache is this module's
 
 
-def _node_grid(grid: Sequence[int], nodes: int) -> tuple[int, ...]:
+def node_grid_for(grid: Sequence[int], nodes: int) -> tuple[int, ...]:
+    """The node grid of a block grid: ``nodes`` factored over its dimensions."""
     return factor_over(nodes, grid) if grid else ()
 
 
-def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> Array:
+
+
+
+def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> BlockArray:
     """One remote ``name`` task per block, pinned to the block's layout node (block-cyclic,
     or ``node_of[coords]`` when a plan gives the nodes); ``args_of`` gives each block's
     arguments from its coordinates and slices."""
     cluster = ray_cluster()
     blocks = Blocks(shape, dtype, bounds, epoch=cluster.epoch)
-    node_grid = _node_grid(blocks.grid, cluster.nodes)
+    node_grid = node_grid_for(blocks.grid, cluster.nodes)
     for coords in np.ndindex(*blocks.grid):
         node = (node_of or {}).get(coords)
         if node is None:
@@ -218,17 +225,17 @@ def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> Array:
         blocks.refs[coords], blocks.reported[coords] = submit(
             cluster, name, node, *args_of(coords, blocks.block_slices(coords))
         )
-    return Array(blocks, node_grid)
+    return BlockArray(blocks, node_grid)
 
 
-def _make(kind: str, shape, block_shape, grid, seed: int, dtype, value=0) -> Array:
+def _make(kind: str, shape, block_shape, grid, seed: int, dtype, value=0) -> BlockArray:
     cluster = ray_cluster()
     cluster.refresh()
-    shape = _shape(shape)
+    shape = normalised_shape(shape)
     dtype = np.dtype(dtype)
     if kind == "random" and dtype.name not in RANDOM_DTYPES:
         raise TypeCheckError(f"tc.random makes {' or '.join(RANDOM_DTYPES)}, not {dtype}")
-    bounds = _bounds(shape, _blocking(shape, block_shape, grid, cluster.total_cpus))
+    bounds = block_bounds(shape, default_blocking(shape, block_shape, grid, cluster.total_cpus))
 
     def args_of(coords, slices):
         extent = tuple(s.stop - s.start for s in slices)
@@ -237,7 +244,8 @@ def _make(kind: str, shape, block_shape, grid, seed: int, dtype, value=0) -> Arr
     return _spread(shape, dtype, bounds, "generate", args_of)
 
 
-def _shape(shape) -> tuple[int, ...]:
+def normalised_shape(shape) -> tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints (an int is a 1-d shape)."""
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     try:
@@ -249,27 +257,27 @@ def _shape(shape) -> tuple[int, ...]:
     return out
 
 
-def random(shape, *, block_shape=None, grid=None, seed: int = 0, dtype="float64") -> Array:
+def random(shape, *, block_shape=None, grid=None, seed: int = 0, dtype="float64") -> BlockArray:
     """Uniform [0, 1) values, each block generated on its node."""
     return _make("random", shape, block_shape, grid, seed, dtype)
 
 
-def zeros(shape, *, block_shape=None, grid=None, dtype="float64") -> Array:
+def zeros(shape, *, block_shape=None, grid=None, dtype="float64") -> BlockArray:
     return _make("full", shape, block_shape, grid, 0, dtype, 0)
 
 
-def ones(shape, *, block_shape=None, grid=None, dtype="float64") -> Array:
+def ones(shape, *, block_shape=None, grid=None, dtype="float64") -> BlockArray:
     return _make("full", shape, block_shape, grid, 0, dtype, 1)
 
 
-def full(shape, value, *, block_shape=None, grid=None, dtype="float64") -> Array:
+def full(shape, value, *, block_shape=None, grid=None, dtype="float64") -> BlockArray:
     """Every element ``value``, each block made on its node."""
     return _make("full", shape, block_shape, grid, 0, dtype, value)
 
 
-def asarray(array, *, block_shape=None, grid=None) -> Array:
+def asarray(array, *, block_shape=None, grid=None) -> BlockArray:
     """Distribute a driver array: cut into blocks, each placed on its layout node."""
-    if isinstance(array, Array):
+    if isinstance(array, BlockArray):
         if block_shape is None and grid is None:
             return array
         array = array.numpy()
@@ -278,11 +286,12 @@ def asarray(array, *, block_shape=None, grid=None) -> Array:
         raise TypeCheckError(f"cannot distribute an array of dtype {data.dtype}")
     cluster = ray_cluster()
     cluster.refresh()
-    bounds = _bounds(data.shape, _blocking(data.shape, block_shape, grid, cluster.total_cpus))
+    blocking = default_blocking(data.shape, block_shape, grid, cluster.total_cpus)
+    bounds = block_bounds(data.shape, blocking)
     return place(data, bounds)
 
 
-def wait(*arrays: Array) -> None:
+def wait(*arrays: BlockArray) -> None:
     """Block until every block of ``arrays`` exists on its node (nothing is fetched to the
     driver): what a benchmark does before starting its clock."""
     import ray
@@ -292,7 +301,7 @@ def wait(*arrays: Array) -> None:
         ray.wait(refs, num_returns=len(refs), fetch_local=False)
 
 
-def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> Array:
+def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> BlockArray:
     """Place ``data`` cut at ``bounds`` on the nodes of the block-cyclic layout, or on
     ``node_of[block coordinates]`` when given (a plan's layout)."""
 

@@ -8,6 +8,8 @@ what numpy leaves out (which operand, which label, both sizes).
 
 from __future__ import annotations
 
+import numpy as np
+
 
 class TensorcError(Exception):
     """Base class of every error raised by tensorc."""
@@ -51,6 +53,22 @@ class PathError(PlanError, RuntimeError):
 
 class ExecutionError(TensorcError, RuntimeError):
     """A failure while running a task graph (a kernel raised, a node died)."""
+
+
+class StorageError(TensorcError, OSError):
+    """A file or store that cannot be read or written (missing, not the format it claims,
+    truncated, or a write that failed part way); the message names the path. Also an
+    ``OSError``, as numpy and zarr raise for a missing file."""
+
+
+class UnsupportedError(TensorcError, NotImplementedError):
+    """An operation tensorc does not provide (a function whose result shape depends on the
+    data, a numpy function with no tensorc meaning); the message names it."""
+
+
+class LinAlgError(TensorcError, np.linalg.LinAlgError):
+    """A linear-algebra failure (a singular or non-square matrix), also numpy's
+    ``LinAlgError`` so code written for numpy keeps catching it."""
 
 
 class IRVerificationError(TensorcError, AssertionError):

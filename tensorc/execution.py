@@ -7,6 +7,8 @@ Contract:
   operands are distributed as the plan cuts them, ``tc.Array`` operands are read where they
   live, or repartitioned first when the plan says so (:func:`repartition`); the result stays
   distributed (a ``tc.Array``) and its blocks stay on the nodes that computed them;
+- :func:`run_whole` runs a whole-array operation (a reshape, a small solve, …) on Ray as
+  one task on the node holding most of its operands;
 - :func:`prepare_ray_call` says how an einsum on Ray is planned: under LSHS (or with
   ``nodes=``/``planner=``) by the distribution planner for the session's nodes, with the
   operands' layouts (:class:`~tensorc.runtime.blocks.Blocks`); otherwise with the blocking of
@@ -22,14 +24,23 @@ Contract:
 from __future__ import annotations
 
 import functools
+import math
 import threading
 import time
 from collections.abc import Sequence
 
 import numpy as np
 
-from tensorc.array import Array, factor_over, place
+from tensorc.array import (
+    BlockArray,
+    block_bounds,
+    default_blocking,
+    factor_over,
+    node_grid_for,
+    place,
+)
 from tensorc.codegen.taskgraph import LOAD
+from tensorc.codegen.whole_array import apply_whole
 from tensorc.errors import PlanError
 from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.passes.distribution import layout
@@ -84,7 +95,7 @@ def forced_block_shape(spec: EinsumSpec, operands) -> dict[str, int] | None:
     """Block size per index taken from the distributed operands (first one wins)."""
     chosen: dict[str, int] = {}
     for labels, operand in zip(spec.inputs, operands, strict=True):
-        if not isinstance(operand, Array):
+        if not isinstance(operand, BlockArray):
             continue
         for label, size in zip(labels, operand.block_shape, strict=True):
             chosen.setdefault(label, max(1, size))
@@ -102,12 +113,50 @@ def cast(blocks: Blocks, dtype: np.dtype, cluster) -> Blocks:
     return out
 
 
+def run_whole(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
+              dtype: np.dtype) -> BlockArray:
+    """A whole-array operation (:mod:`tensorc.codegen.whole_array`) on the Ray session: one
+    task, on the node holding most of the operands' bytes, stitches each operand from its
+    blocks, applies ``op`` and cuts the result (``shape``, ``dtype``) into the default
+    blocking; every result block stays on that node."""
+    cluster = ray_cluster()
+    held = [0] * cluster.nodes
+    described, refs = [], []
+    for operand in operands:
+        if not isinstance(operand, BlockArray):
+            operand = place(np.asarray(operand), tuple((0, n) for n in np.shape(operand)))
+        blocks = operand.blocks.resolve(cluster.index_of, cluster.epoch)
+        whole = tuple(slice(0, n) for n in blocks.shape)
+        pieces = blocks.pieces(whole)
+        described.append((tuple(blocks.shape),
+                          tuple((into, out_of) for _, into, out_of in pieces), len(pieces)))
+        for coords, _, _ in pieces:
+            refs.append(blocks.refs[coords])
+            node = blocks.nodes.get(coords)
+            if node is not None and 0 <= node < cluster.nodes:
+                held[node] += math.prod(b.stop - b.start for b in blocks.block_slices(coords))
+    node = max(range(cluster.nodes), key=lambda n: (held[n], -n))
+    bounds = block_bounds(shape, default_blocking(shape, None, None, cluster.total_cpus))
+    out = Blocks(shape, dtype, bounds, epoch=cluster.epoch)
+    coords = list(np.ndindex(*out.grid))
+    results = submit(cluster, "whole", node, _apply_whole, op, tuple(described),
+                     tuple(out.block_slices(c) for c in coords), *refs,
+                     returns=len(coords) + 1)
+    for k, c in enumerate(coords):
+        out.refs[c], out.reported[c], out.nodes[c] = results[k], results[-1], node
+    return BlockArray(out, node_grid_for(out.grid, cluster.nodes))
+
+
+def _apply_whole(op: tuple, *values: np.ndarray) -> np.ndarray:
+    return apply_whole(op, *values)
+
+
 def layouts_of(operands: Sequence[object]) -> dict[int, Blocks]:
     """The layout (no data) of every ``tc.Array`` operand, by position, for the planner."""
     cluster = ray_cluster()
     return {
         position: operand.blocks.resolve(cluster.index_of, cluster.epoch).without_data()
-        for position, operand in enumerate(operands) if isinstance(operand, Array)
+        for position, operand in enumerate(operands) if isinstance(operand, BlockArray)
     }
 
 
@@ -189,7 +238,7 @@ def _staged(plan: Plan, inputs: list[Blocks], relayouts: dict, scheduler: str, c
 
 def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
                inputs_used: dict | None = None, measure: bool | None = None,
-               ) -> tuple[Array, dict]:
+               ) -> tuple[BlockArray, dict]:
     """Run a compiled plan on Ray: numpy operands are distributed as the plan cuts them,
     ``tc.Array`` operands are read where they are, or re-laid out first when the plan says
     so (a copy the array kept from an earlier call is reused); returns the result as a
@@ -213,7 +262,7 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     moved = plan.problem.repartition if plan.problem is not None else frozenset()
     reused, local = [], []  # re-layouts kept from earlier calls; those left to the loads
     for position, operand in enumerate(operands):
-        if not isinstance(operand, Array):
+        if not isinstance(operand, BlockArray):
             data = np.asarray(operand)
             bounds = load_bounds(graph, position, data.shape)
             made = place(data, bounds, planned_nodes.get(position))
@@ -230,7 +279,7 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
                 blocks = kept
                 reused.append(position)
                 if inputs_used is not None:
-                    inputs_used[position] = Array(kept, operand.node_grid)
+                    inputs_used[position] = BlockArray(kept, operand.node_grid)
             elif relayout_moves(blocks, bounds, target):
                 relayouts[position] = (bounds, target)
             else:
@@ -244,7 +293,7 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     for position, blocks in new_layouts.items():
         operands[position].keep_relaid(blocks, cluster.store_bytes)
         if inputs_used is not None:
-            inputs_used[position] = Array(blocks, operands[position].node_grid)
+            inputs_used[position] = BlockArray(blocks, operands[position].node_grid)
     if result_type is not None and np.dtype(result.dtype) != np.dtype(result_type):
         result = cast(result, np.dtype(result_type), cluster)
     run = executor.last_run
@@ -293,7 +342,7 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
         )
     else:
         stats["lower_bound_bytes"] = None
-    return Array(result, factor_over(cluster.nodes, _output_grid(graph))), stats
+    return BlockArray(result, factor_over(cluster.nodes, _output_grid(graph))), stats
 
 
 def _measured(per_node: list[int] | None, relaid: list[int] | None) -> dict:

@@ -18,43 +18,29 @@ Contract:
 
 from __future__ import annotations
 
-import math
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from tensorc import execution, session
-from tensorc.array import Array, full
+from tensorc.array import BlockArray
 from tensorc.errors import TcParseError
 from tensorc.frontend import tc_ast as ast
 from tensorc.frontend.diagnostics import Diagnostics, Source, Span, did_you_mean
 from tensorc.frontend.tc_check import DTYPES, Checked, check
 from tensorc.frontend.tc_lower import Statement, Unrolled, lower_program
 from tensorc.ir.printer import format_program
-from tensorc.passes.base import PassContext, PassOptions
+from tensorc.lazy.array_object import Array as LazyArray
+from tensorc.lazy.graph import leaf
 from tensorc.planning.options import check_plan_options
-from tensorc.planning.plan import Plan, PlanCache, plan_program
-from tensorc.planning.program_layouts import ProgramPlan, plan_program_layouts
-from tensorc.runtime.local import available_cores
-from tensorc.session import ray_cluster
+from tensorc.planning.plan import Plan
+from tensorc.planning.program_layouts import ProgramPlan
+from tensorc.runner import Options, StatementRunner
 
 STAGES = ("ast", "ir", "plan", "tasks", "schedule", "dot")
 TASK_LINES = 400
-
-
-@dataclass(frozen=True)
-class Options:
-    """Plan options of a compiled program (see :func:`compile`)."""
-
-    grid: tuple[tuple[str, int], ...] = ()
-    block_shape: tuple[tuple[str, int], ...] = ()
-    workers: int | None = None
-    optimize: object = "auto"
-    nodes: int | None = None
-    planner: str = "auto"
 
 
 def _read(path_or_source: str | os.PathLike) -> Source:
@@ -103,12 +89,11 @@ def compile(  # noqa: A001 - the public name is tc.compile
 class Program:
     """A compiled ``.tc`` program; see the module docstring."""
 
-    def __init__(self, checked: Checked, options: Options = Options()) -> None:
+    def __init__(self, checked: Checked, options: Options | None = None) -> None:
         self.checked = checked
-        self.options = options
+        self.options = options or Options()
         self._unrolled: dict[tuple, Unrolled] = {}
-        self._plans = PlanCache()
-        self._layouts: dict[tuple, ProgramPlan] = {}
+        self.runner = StatementRunner(self.options)
 
     @property
     def source(self) -> Source:
@@ -253,149 +238,38 @@ class Program:
             self._unrolled[key] = result
         return result
 
-    def _context(self, statement: Statement, nodes: int = 1, placed=None) -> PassContext:
-        sizes = statement.program.size_of
-        block = dict(statement.block)
-        for name, count in self.options.grid:
-            if name in sizes:
-                block[name] = max(1, math.ceil(sizes[name] / count))
-        for name, size in self.options.block_shape:
-            if name in sizes:
-                block[name] = size
-        layouts = {d.name: "C" for d in statement.program.inputs}
-        return PassContext(PassOptions(
-            optimize=self.options.optimize,
-            workers=int(self.options.workers or available_cores()),
-            block_shape=block or None,
-            layouts=layouts,
-            nodes=nodes,
-            planner=self.options.planner,
-            placed=placed,
-        ))
-
     def plan(self, statement: Statement, nodes: int = 1, placed=None) -> Plan:
         """The (cached) plan of one statement's IR for ``nodes`` nodes, its operands at
         positions in ``placed`` already laid out there."""
-        return self._cached_plan(statement, nodes, placed)[0]
-
-    def _cached_plan(self, statement: Statement, nodes: int = 1,
-                     placed=None) -> tuple[Plan, bool]:
-        """:meth:`plan` and whether it came from the cache."""
-        ctx = self._context(statement, nodes, placed)
-        key = (statement.program, tuple(sorted((ctx.options.block_shape or {}).items())), nodes,
-               None if not placed else tuple(
-                   (p, s.key())
-                   for p, s in sorted(placed.items())))
-        plan = self._plans.get(key)
-        if plan is not None:
-            return plan, True
-        plan = plan_program(f"{statement.label}: {statement.text}", statement.program, ctx)
-        self._plans.put(key, plan)
-        return plan, False
+        return self.runner.plan(statement, nodes, placed)
 
     def plan_layouts(self, unrolled: Unrolled, nodes: int, initial=None) -> ProgramPlan:
         """The whole-program plan for ``nodes`` nodes (cached): layouts flow between the
         statements (:mod:`tensorc.planning.program_layouts`); ``initial`` gives the layouts of
         inputs already on the cluster."""
-        key = (id(unrolled), nodes, None if not initial else tuple(
-            (label, s.key())
-            for label, s in sorted(initial.items())))
-        result = self._layouts.get(key)
-        if result is None:
-            result = plan_program_layouts(
-                unrolled.statements, lambda st, placed: self.plan(st, nodes, placed), nodes,
-                initial,
-            )
-            self._layouts[key] = result
-        return result
+        return self.runner.plan_layouts(unrolled, nodes, initial)
 
     # -- running -------------------------------------------------------------------------
     def run(self, **inputs) -> dict[str, np.ndarray]:
         """Run the program on ``inputs`` (arrays, params, sizes by name); outputs by name.
         ``tc.last_stats()`` then describes the whole run (every statement)."""
         started = time.perf_counter()
+        lazy = any(isinstance(v, LazyArray) for v in inputs.values())
+        inputs = {k: v.value() if isinstance(v, LazyArray) else v for k, v in inputs.items()}
         arrays, sizes, params = self.bind(inputs)
         unrolled = self.unrolled(sizes, params)
-        if _distributed(arrays):
-            outputs, ran = self._run_on_ray(arrays, unrolled)
-            backend = "ray"
-        else:
-            outputs, ran = self._run_locally(arrays, unrolled)
-            backend = "local"
+        backend = "ray" if _distributed(arrays) else "local"
+        values, ran = self.runner.run(unrolled, arrays, backend)
+        keep = backend == "local" or any(isinstance(v, BlockArray) for v in arrays.values())
+        outputs = {}
+        for name, label in unrolled.outputs:
+            value = values[label]
+            outputs[name] = value if keep or not isinstance(value, BlockArray) else value.numpy()
+            if lazy or isinstance(outputs[name], BlockArray):
+                outputs[name] = LazyArray(leaf(outputs[name]))
         execution.record(execution.program_stats(
             ran, backend=backend, seconds=time.perf_counter() - started))
         return outputs
-
-    def _run_locally(self, arrays: dict, unrolled: Unrolled) -> tuple[dict, list]:
-        """The statements in this process, in SSA order, each result feeding later ones."""
-        nodes = self.options.nodes or 1
-        layouts = self.plan_layouts(unrolled, nodes) if nodes > 1 else None
-        env: dict[str, object] = dict(arrays)
-        ran: list[tuple[str, dict]] = []
-        for statement in unrolled.statements:
-            if statement.program is None:
-                env[statement.label] = np.full(statement.shape, statement.fill, statement.dtype)
-                continue
-            planned = time.perf_counter()
-            if layouts is not None:  # planned with the whole program, before the run
-                plan, cached = layouts.plans[statement.label], True
-            else:
-                plan, cached = self._cached_plan(statement)
-            planned = time.perf_counter() - planned
-            operands = [env[label] for label in statement.operands]
-            out = np.empty(statement.shape, dtype=plan.graph.dtype)
-            run = execution.run_local(plan, operands, out, workers=self.options.workers)
-            ran.append((statement.label, execution.local_stats(
-                plan, run, cached=cached,
-                plan_seconds=planned if cached else plan.stats["plan_seconds"])))
-            env[statement.label] = out if out.dtype == statement.dtype else out.astype(
-                statement.dtype)
-        return {name: env[label] for name, label in unrolled.outputs}, ran
-
-    def _run_on_ray(self, arrays: dict, unrolled: Unrolled) -> dict:
-        """The statements on the Ray session, planned as one program for its nodes: every
-        intermediate stays on the cluster (Ray chains the graphs through ObjectRefs), each
-        statement reads its operands in the layout (or replica) its plan chose, and a numpy
-        input is distributed once, by the first statement that reads it. Results are
-        ``tc.Array``s when an input was one, numpy (gathered) when every input was numpy."""
-        cluster = ray_cluster()
-        cluster.refresh()
-        scheduler = session.current().scheduler
-        nodes = self.options.nodes or cluster.nodes
-        given = [label for label, value in arrays.items() if isinstance(value, Array)]
-        initial = execution.layouts_of([arrays[label] for label in given])
-        ran: list[tuple[str, dict]] = []
-        layouts = self.plan_layouts(
-            unrolled, nodes, {given[k]: source for k, source in initial.items()})
-        replicas: dict[str, list[tuple[object, object]]] = {
-            label: [(None, value)] for label, value in arrays.items()}
-        for statement in unrolled.statements:
-            if statement.program is None:
-                replicas[statement.label] = [(None, full(statement.shape, statement.fill,
-                                                         dtype=statement.dtype))]
-                continue
-            plan = layouts.plans[statement.label]
-            placed = (plan.problem.placed or {}) if plan.problem is not None else {}
-            operands = [_replica(replicas[label], placed.get(position))
-                        for position, label in enumerate(statement.operands)]
-            used: dict[int, object] = {}
-            result, stats = execution.run_on_ray(plan, operands, scheduler, inputs_used=used)
-            ran.append((statement.label, stats))
-            for position, label in enumerate(statement.operands):
-                if position in used:  # distributed here (numpy) or re-laid out (a replica)
-                    read = layouts.reads[statement.label][position]
-                    kept = [(s, v) for s, v in replicas[label] if isinstance(v, Array)]
-                    replicas[label] = [*kept, (read, used[position])]
-            if result.dtype != np.dtype(statement.dtype):
-                result = Array(execution.cast(result.blocks, np.dtype(statement.dtype),
-                                              cluster), result.node_grid)
-            replicas[statement.label] = [(None, result)]
-        keep = any(isinstance(value, Array) for value in arrays.values())
-        out = {}
-        for name, label in unrolled.outputs:
-            value = replicas[label][0][1]
-            out[name] = value if keep or not isinstance(value, Array) else value.numpy()
-        return out, ran
 
     # -- explaining ----------------------------------------------------------------------
     def explain(self, stage: str | None = None, **sizes_and_params) -> str:
@@ -546,15 +420,6 @@ def _explain_dot(program: Program, unrolled: Unrolled) -> str:
     return "\n".join(lines)
 
 
-def _replica(options: list, wanted) -> object:
-    """The copy of a tensor laid out as ``wanted`` (a ``Blocks`` layout), else its first copy."""
-    if wanted is not None:
-        for source, value in options:
-            if source is not None and source.key() == wanted.key():
-                return value
-    return options[0][1]
-
-
 _EXPLAIN = {
     "ir": _explain_ir,
     "plan": _explain_plan,
@@ -567,4 +432,4 @@ _EXPLAIN = {
 def _distributed(arrays: dict) -> bool:
     """Whether to run on Ray: a ``tc.Array`` input, or a Ray session."""
     return session.current().backend == "ray" or any(
-        isinstance(v, Array) for v in arrays.values())
+        isinstance(v, BlockArray) for v in arrays.values())

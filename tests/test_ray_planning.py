@@ -138,5 +138,5 @@ def test_als_program_runs_on_ray():
     assert isinstance(out["W"], tc.Array)
     np.testing.assert_allclose(out["W"].numpy(), r @ (r.T @ u), rtol=1e-12)
     np.testing.assert_allclose(out["V"].numpy(), r.T @ u, rtol=1e-12)
-    layouts = list(program._layouts.values())[-1]
+    layouts = list(program.runner._layouts.values())[-1]  # noqa: SLF001
     assert any("reads R through a replica" in d for d in layouts.decisions), layouts.decisions

@@ -54,7 +54,8 @@ FOLDED = {"add", "mul", "and", "or"}
 class Statement:
     """One SSA statement: ``label`` (``C@2``) is computed by ``program`` from ``operands``
     (the labels bound to ``in0``, ``in1``, …), or is a ``fill`` constant when ``program`` is
-    ``None``. ``block`` holds the block-size hints of its indices from ``@block``/``@grid``."""
+    ``None``, or a whole-array operation (``whole``). ``block`` holds the block-size hints
+    of its indices from ``@block``/``@grid``."""
 
     label: str
     target: str
@@ -66,6 +67,10 @@ class Statement:
     operands: tuple[str, ...]
     fill: int | float | bool | None = None
     block: tuple[tuple[str, int], ...] = ()
+    whole: tuple | None = None
+    """A whole-array operation ``(name, *params)`` of :mod:`tensorc.codegen.whole_array`
+    applied to the operands, for statements the IR does not express (``program`` is then
+    ``None``); the array front end makes these, ``.tc`` programs never do."""
 
 
 @dataclass(frozen=True)

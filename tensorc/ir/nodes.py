@@ -63,6 +63,16 @@ CALL_ARITY: dict[str, int | None] = {
     "or": None,
     "not": 1,
     "select": 3,
+    # the rest of the array API standard's element-wise functions, under its names
+    **{name: 1 for name in (
+        "acos", "acosh", "asin", "asinh", "atan", "atanh", "bitwise_invert", "ceil", "conj",
+        "cos", "cosh", "expm1", "floor", "imag", "isfinite", "isinf", "isnan", "log1p", "log2",
+        "log10", "positive", "real", "reciprocal", "round", "sign", "signbit", "sin", "sinh",
+        "square", "tan", "trunc")},
+    **{name: 2 for name in (
+        "atan2", "bitwise_and", "bitwise_left_shift", "bitwise_or", "bitwise_right_shift",
+        "bitwise_xor", "copysign", "floor_divide", "hypot", "logaddexp", "xor", "nextafter",
+        "remainder")},
 }
 """Each ``OpCall`` operator and its number of arguments (``None``: two or more, folded left)."""
 

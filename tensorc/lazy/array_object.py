@@ -1,0 +1,310 @@
+"""``tc.Array``: a lazy array of the array API standard, local or distributed.
+
+Contract: an :class:`Array` is a node of an expression graph (:mod:`tensorc.lazy.graph`).
+Operators and namespace functions add nodes and return new arrays at once (shape and dtype
+known, nothing computed); a value is computed when it is needed — ``compute()``,
+``tc.compute(a, b, …)``, ``np.asarray``, ``float``/``int``/``bool``, printing — and then the
+whole graph under it is planned and run as one program (:mod:`tensorc.lazy.evaluate`), on
+the Ray session when there is one, else in this process. Arrays are immutable
+(``__setitem__`` raises). An evaluated array on Ray keeps its blocks on the nodes
+(``blocks``, ``block_nodes()``, ``grid``, ``block_shape``, ``node_grid``).
+
+numpy functions keep arrays on tensorc (``__array_ufunc__``/``__array_function__``, see
+:mod:`tensorc.lazy.interop`); a numpy function tensorc does not implement raises
+:class:`~tensorc.errors.UnsupportedError` naming it rather than gathering the array.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import numpy as np
+
+from tensorc.array import BlockArray
+from tensorc.errors import TypeCheckError
+from tensorc.lazy import evaluate as _evaluate
+from tensorc.lazy.graph import Expr, leaf, mapped
+
+REPR_ELEMENTS = 1000
+"""Arrays up to this size print their values (larger ones print a summary)."""
+
+
+class Array:
+    """A lazy array (see the module docstring)."""
+
+    __slots__ = ("_expr", "__weakref__")
+    __array_priority__ = 20
+
+    def __init__(self, expr: Expr) -> None:
+        self._expr = expr
+
+    # -- attributes ----------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._expr.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._expr.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._expr.ndim
+
+    @property
+    def size(self) -> int:
+        return math.prod(self._expr.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    def to_device(self, device, /, *, stream=None) -> Array:
+        if device != "cpu":
+            raise TypeCheckError(f"tensorc arrays live on device 'cpu', not {device!r}")
+        return self
+
+    @property
+    def T(self) -> Array:  # noqa: N802 - the standard's name
+        if self.ndim != 2:
+            raise TypeCheckError(f".T needs a 2-d array, got {self.ndim}-d; use "
+                                 "permute_dims or matrix_transpose")
+        return _ns("manipulation").permute_dims(self, (1, 0))
+
+    @property
+    def mT(self) -> Array:  # noqa: N802 - the standard's name
+        return _ns("linear").matrix_transpose(self)
+
+    @property
+    def evaluated(self) -> bool:
+        """Whether the value exists (computed, or given)."""
+        return self._expr.value is not None
+
+    # -- evaluation ----------------------------------------------------------------------
+    def compute(self) -> Array:
+        """Evaluate (the whole graph under this array, as one program); returns ``self``."""
+        _evaluate.evaluate([self._expr])
+        return self
+
+    def value(self) -> np.ndarray | BlockArray:
+        """The evaluated value: a numpy array (local) or a ``BlockArray`` (Ray)."""
+        self.compute()
+        return self._expr.value
+
+    def numpy(self) -> np.ndarray:
+        """Evaluate and gather into one numpy array."""
+        value = self.value()
+        return value.numpy() if isinstance(value, BlockArray) else np.asarray(value)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        result = self.numpy()
+        return result if dtype is None else result.astype(dtype, copy=False)
+
+    def explain(self) -> str:
+        """The program that computes this array, its plan and (once run) its statistics."""
+        return _ns("explaining").explain(self)
+
+    # -- distributed layout (evaluated on Ray) -------------------------------------------
+    def _blocks_value(self) -> BlockArray:
+        value = self.value()
+        if not isinstance(value, BlockArray):
+            raise TypeCheckError("this array was computed in this process, not on Ray "
+                                 "(tc.init(...) first)")
+        return value
+
+    @property
+    def blocks(self):
+        return self._blocks_value().blocks
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return self._blocks_value().grid
+
+    @property
+    def block_shape(self) -> tuple[int, ...]:
+        return self._blocks_value().block_shape
+
+    @property
+    def node_grid(self) -> tuple[int, ...]:
+        return self._blocks_value().node_grid
+
+    def block_nodes(self) -> dict:
+        return self._blocks_value().block_nodes()
+
+    # -- Python protocol -----------------------------------------------------------------
+    def _scalar(self, kind):
+        if self.size != 1 and self.ndim != 0:
+            raise TypeCheckError(f"only a 0-d (or one-element) array converts to "
+                                 f"{kind.__name__}, this one has shape {self.shape}")
+        return kind(self.numpy().reshape(()).item())
+
+    def __bool__(self) -> bool:
+        return self._scalar(bool)
+
+    def __float__(self) -> float:
+        return self._scalar(float)
+
+    def __int__(self) -> int:
+        return self._scalar(int)
+
+    def __complex__(self) -> complex:
+        return self._scalar(complex)
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iu":
+            raise TypeCheckError(f"only integer arrays are indices, not {self.dtype}")
+        return self._scalar(int)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        for k in range(self.shape[0]):
+            yield self[k]
+
+    def __repr__(self) -> str:
+        if self.size <= REPR_ELEMENTS:
+            text = np.array2string(self.numpy(), separator=", ", prefix="tc.Array(")
+            return f"tc.Array({text}, dtype={self.dtype})"
+        where = "Ray" if isinstance(self._expr.value, BlockArray) else "local"
+        state = f"evaluated, {where}" if self.evaluated else "not evaluated"
+        return f"tc.Array(shape={self.shape}, dtype={self.dtype}, {state})"
+
+    __str__ = __repr__
+
+    def __array_namespace__(self, /, *, api_version=None):
+        if api_version not in (None, "2024.12", "2023.12", "2022.12", "2021.12"):
+            raise TypeCheckError(f"tensorc implements array API 2024.12, not {api_version}")
+        return importlib.import_module("tensorc")
+
+    def __dlpack__(self, **kwargs):
+        return self.numpy().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    def __setitem__(self, key, value) -> None:
+        raise TypeError("tensorc arrays are immutable; build a new one (tc.where, tc.concat, "
+                        "or compute in numpy and tc.asarray)")
+
+    def __getitem__(self, key) -> Array:
+        return _ns("indexing").getitem(self, key)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _ns("interop").array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _ns("interop").array_function(func, types, args, kwargs)
+
+    # -- operators -----------------------------------------------------------------------
+    def __matmul__(self, other):
+        return _ns("linear").matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return _ns("linear").matmul(other, self)
+
+    def __neg__(self):
+        return wrap(mapped("neg", self._expr))
+
+    def __pos__(self):
+        return wrap(mapped("positive", self._expr))
+
+    def __abs__(self):
+        return wrap(mapped("abs", self._expr))
+
+    def __invert__(self):
+        op = "not" if self.dtype == np.bool_ else "bitwise_invert"
+        return wrap(mapped(op, self._expr))
+
+
+def _binary(op: str, reflected: bool = False):
+    def method(self, other):
+        other_expr = operand(other, self.dtype)
+        if other_expr is NotImplemented:
+            return NotImplemented
+        args = (other_expr, self._expr) if reflected else (self._expr, other_expr)
+        return wrap(mapped(op, *args))
+
+    return method
+
+
+_OPERATORS = {
+    "add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "floordiv": "floor_divide",
+    "mod": "remainder", "pow": "pow", "lshift": "bitwise_left_shift",
+    "rshift": "bitwise_right_shift",
+}
+for _name, _op in _OPERATORS.items():
+    setattr(Array, f"__{_name}__", _binary(_op))
+    setattr(Array, f"__r{_name}__", _binary(_op, reflected=True))
+for _name, _op in {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq",
+                   "ne": "ne"}.items():
+    setattr(Array, f"__{_name}__", _binary(_op))
+for _name in ("and", "or", "xor"):
+    def _logical(name):
+        def forward(self, other, reflected=False):
+            other_expr = operand(other, self.dtype)
+            if other_expr is NotImplemented:
+                return NotImplemented
+            both = (self._expr, other_expr)
+            is_bool = all(e.dtype == np.bool_ if isinstance(e, Expr) else isinstance(e, bool)
+                          for e in both)
+            op = name if is_bool else f"bitwise_{name}"
+            return wrap(mapped(op, *(both[::-1] if reflected else both)))
+
+        return forward, lambda self, other: forward(self, other, True)
+
+    _forward, _reflected = _logical(_name)
+    setattr(Array, f"__{_name}__", _forward)
+    setattr(Array, f"__r{_name}__", _reflected)
+Array.__hash__ = None  # arrays compare element-wise
+
+
+def wrap(expr: Expr) -> Array:
+    return Array(expr)
+
+
+def operand(value, like_dtype=None):
+    """The graph node of an operand: an ``Array``'s expression, a Python scalar as is, a
+    numpy array or scalar as a leaf; ``NotImplemented`` for anything else."""
+    if isinstance(value, Array):
+        return value._expr  # noqa: SLF001 - this module's own class
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, (bool, int, float, complex)):
+        return value
+    if isinstance(value, np.generic):
+        return leaf(np.asarray(value))
+    if isinstance(value, np.ndarray):
+        return leaf(value)
+    if isinstance(value, BlockArray):
+        return leaf(value)
+    return NotImplemented
+
+
+def expr_of(value) -> Expr:
+    """The graph node of an array argument (an ``Array`` or anything numpy converts)."""
+    found = operand(value)
+    if isinstance(found, Expr):
+        return found
+    if found is NotImplemented or isinstance(found, (bool, int, float, complex)):
+        try:
+            data = np.asarray(value)
+        except Exception as err:  # noqa: BLE001 - reported as a type error
+            raise TypeCheckError(f"not an array: {value!r}") from err
+        if data.dtype.hasobject:
+            raise TypeCheckError(f"not an array of numbers: {value!r}")
+        return leaf(data)
+    return found
+
+
+def _ns(name: str):
+    return importlib.import_module(f"tensorc.lazy.{name}")

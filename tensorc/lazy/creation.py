@@ -1,0 +1,165 @@
+"""The standard's creation functions, plus ``tc.random``: evaluated arrays made where they
+will be used — on their nodes with a Ray session (:mod:`tensorc.array`), in this process
+otherwise. ``block_shape=``/``grid=`` choose the blocking on Ray."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tensorc import array as blocks
+from tensorc.array import BlockArray, default_blocking
+from tensorc.errors import TypeCheckError
+from tensorc.lazy.array_object import Array, expr_of, wrap
+from tensorc.lazy.evaluate import backend
+from tensorc.lazy.graph import leaf
+from tensorc.runtime.local import available_cores
+
+DEFAULT_FLOAT = np.dtype("float64")
+
+
+def _shape(shape) -> tuple[int, ...]:
+    return blocks.normalised_shape(shape)
+
+
+def _dtype(dtype, default=DEFAULT_FLOAT) -> np.dtype:
+    return np.dtype(default if dtype is None else dtype)
+
+
+def _check_device(device) -> None:
+    if device not in (None, "cpu"):
+        raise TypeCheckError(f"tensorc arrays live on device 'cpu', not {device!r}")
+
+
+def _from_value(value: np.ndarray, block_shape=None, grid=None) -> Array:
+    if backend() == "ray":
+        return wrap(leaf(blocks.asarray(value, block_shape=block_shape, grid=grid)))
+    return wrap(leaf(value))
+
+
+def asarray(obj, /, *, dtype=None, device=None, copy=None, block_shape=None,
+            grid=None) -> Array:
+    """An array from ``obj`` (an ``Array``, a numpy array, nested sequences, a scalar);
+    on Ray its blocks are placed on their nodes."""
+    _check_device(device)
+    if isinstance(obj, Array):
+        if dtype is not None and np.dtype(dtype) != obj.dtype:
+            from tensorc.lazy.data_types import astype
+
+            return astype(obj, dtype)
+        if block_shape is None and grid is None:
+            return obj
+        obj = obj.numpy()
+    if isinstance(obj, BlockArray):
+        return wrap(leaf(obj))
+    if copy is False and dtype is not None and np.asarray(obj).dtype != np.dtype(dtype):
+        raise ValueError("copy=False but converting to the dtype asked for needs a copy")
+    value = np.array(obj, dtype=dtype, copy=True)
+    if value.dtype.hasobject:
+        raise TypeCheckError(f"cannot make an array of {type(obj).__name__} values")
+    return _from_value(value, block_shape, grid)
+
+
+def full(shape, fill_value, *, dtype=None, device=None, block_shape=None, grid=None) -> Array:
+    _check_device(device)
+    shape = _shape(shape)
+    if dtype is None:
+        dtype = np.asarray(fill_value).dtype
+        if dtype.kind == "i":
+            dtype = np.dtype("int64")
+    dtype = np.dtype(dtype)
+    if backend() == "ray":
+        return wrap(leaf(blocks.full(shape, fill_value, block_shape=block_shape, grid=grid,
+                                     dtype=dtype)))
+    return wrap(leaf(np.full(shape, fill_value, dtype=dtype)))
+
+
+def zeros(shape, *, dtype=None, device=None, block_shape=None, grid=None) -> Array:
+    return full(shape, 0, dtype=_dtype(dtype), device=device, block_shape=block_shape,
+                grid=grid)
+
+
+def ones(shape, *, dtype=None, device=None, block_shape=None, grid=None) -> Array:
+    return full(shape, 1, dtype=_dtype(dtype), device=device, block_shape=block_shape,
+                grid=grid)
+
+
+def empty(shape, *, dtype=None, device=None, block_shape=None, grid=None) -> Array:
+    """Like ``zeros`` (tensorc never hands out uninitialised memory)."""
+    return zeros(shape, dtype=dtype, device=device, block_shape=block_shape, grid=grid)
+
+
+def _like(x, dtype):
+    return _dtype(dtype, expr_of(x).dtype), expr_of(x).shape
+
+
+def zeros_like(x, /, *, dtype=None, device=None) -> Array:
+    dtype, shape = _like(x, dtype)
+    return zeros(shape, dtype=dtype, device=device)
+
+
+def ones_like(x, /, *, dtype=None, device=None) -> Array:
+    dtype, shape = _like(x, dtype)
+    return ones(shape, dtype=dtype, device=device)
+
+
+def empty_like(x, /, *, dtype=None, device=None) -> Array:
+    dtype, shape = _like(x, dtype)
+    return zeros(shape, dtype=dtype, device=device)
+
+
+def full_like(x, /, fill_value, *, dtype=None, device=None) -> Array:
+    dtype, shape = _like(x, dtype)
+    return full(shape, fill_value, dtype=dtype, device=device)
+
+
+def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Array:
+    _check_device(device)
+    value = np.arange(start, stop, step, dtype=dtype)
+    if dtype is None and value.dtype.kind == "i":
+        value = value.astype("int64")
+    return _from_value(value)
+
+
+def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True) -> Array:
+    _check_device(device)
+    kind = np.result_type(start, stop, 1.0) if dtype is None else np.dtype(dtype)
+    if kind.kind not in "fc":
+        kind = DEFAULT_FLOAT
+    return _from_value(np.linspace(start, stop, num, endpoint=endpoint, dtype=kind))
+
+
+def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None) -> Array:
+    _check_device(device)
+    return _from_value(np.eye(n_rows, n_cols, k=k, dtype=_dtype(dtype)))
+
+
+def meshgrid(*arrays, indexing="xy") -> list[Array]:
+    values = [np.asarray(a) for a in arrays]
+    return [_from_value(np.array(m)) for m in np.meshgrid(*values, indexing=indexing)]
+
+
+def from_dlpack(x, /, *, device=None, copy=None) -> Array:
+    _check_device(device)
+    return _from_value(np.array(np.from_dlpack(x)))
+
+
+def random(shape, *, block_shape=None, grid=None, seed: int = 0, dtype="float64") -> Array:
+    """Uniform [0, 1) values. Block ``g`` of the blocking is drawn from numpy's PCG64 seeded
+    with ``(seed, *g)``, so values depend on the seed and the blocking; on Ray each block is
+    generated on its node."""
+    shape = _shape(shape)
+    dtype = np.dtype(dtype)
+    if backend() == "ray":
+        return wrap(leaf(blocks.random(shape, block_shape=block_shape, grid=grid, seed=seed,
+                                       dtype=dtype)))
+    if dtype.name not in blocks.RANDOM_DTYPES:
+        raise TypeCheckError(f"tc.random makes {' or '.join(blocks.RANDOM_DTYPES)}, not {dtype}")
+    bounds = blocks.block_bounds(shape, default_blocking(shape, block_shape, grid,
+                                                         available_cores()))
+    out = np.empty(shape, dtype)
+    for coords in np.ndindex(*(len(b) - 1 for b in bounds)):
+        where = tuple(slice(b[c], b[c + 1]) for b, c in zip(bounds, coords, strict=True))
+        extent = tuple(s.stop - s.start for s in where)
+        rng = np.random.default_rng([int(seed), *coords])
+        out[where] = rng.random(extent, dtype=dtype)
+    return wrap(leaf(out))

@@ -1,0 +1,60 @@
+"""The standard's data types and data type functions (numpy's dtypes and rules)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tensorc.errors import TypeCheckError
+from tensorc.lazy.array_object import Array, expr_of, wrap
+from tensorc.lazy.graph import Expr
+
+bool = np.dtype("bool")  # noqa: A001 - the standard's name
+int8, int16, int32, int64 = (np.dtype(f"int{n}") for n in (8, 16, 32, 64))
+uint8, uint16, uint32, uint64 = (np.dtype(f"uint{n}") for n in (8, 16, 32, 64))
+float32, float64 = np.dtype("float32"), np.dtype("float64")
+complex64, complex128 = np.dtype("complex64"), np.dtype("complex128")
+
+KINDS = {
+    "bool": "b", "signed integer": "i", "unsigned integer": "u", "integral": "iu",
+    "real floating": "f", "complex floating": "c", "numeric": "iufc",
+}
+
+
+def astype(x, dtype, /, *, copy: bool = True, device=None) -> Array:
+    """``x`` converted to ``dtype`` (a ``cast`` node; none when it already has it and
+    ``copy`` is false — arrays are immutable, so a copy is never needed)."""
+    node = expr_of(x)
+    dtype = np.dtype(dtype)
+    if node.dtype == dtype:
+        return x if isinstance(x, Array) else wrap(node)
+    return wrap(Expr("cast", None, (node,), None, node.shape, dtype))
+
+
+def can_cast(from_, to, /) -> bool:
+    source = from_.dtype if hasattr(from_, "dtype") else from_
+    return bool(np.can_cast(np.dtype(source), np.dtype(to), casting="safe"))
+
+
+def finfo(type, /):  # noqa: A002 - the standard's name
+    return np.finfo(type.dtype if hasattr(type, "dtype") else type)
+
+
+def iinfo(type, /):  # noqa: A002 - the standard's name
+    return np.iinfo(type.dtype if hasattr(type, "dtype") else type)
+
+
+def isdtype(dtype, kind) -> bool:
+    """Whether ``dtype`` is of ``kind`` (a dtype, a kind name, or a tuple of them)."""
+    if isinstance(kind, tuple):
+        return any(isdtype(dtype, k) for k in kind)
+    if isinstance(kind, str):
+        if kind not in KINDS:
+            raise TypeCheckError(f"unknown dtype kind {kind!r}; kinds are {', '.join(KINDS)}")
+        return np.dtype(dtype).kind in KINDS[kind]
+    return np.dtype(dtype) == np.dtype(kind)
+
+
+def result_type(*arrays_and_dtypes):
+    """The dtype numpy's (and the standard's) promotion gives."""
+    values = [a.dtype if isinstance(a, Array) else a for a in arrays_and_dtypes]
+    return np.result_type(*values)

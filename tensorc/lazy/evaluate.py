@@ -1,0 +1,61 @@
+"""Evaluating lazy arrays: lower the graph, plan it as one program, run it, keep the values.
+
+Contract: ``evaluate(exprs)`` evaluates every not-yet-evaluated ``Expr`` in ``exprs`` in one
+program (:mod:`tensorc.lazy.lowering`), planned by the whole-program planner and run by one
+:class:`~tensorc.runner.StatementRunner` (plans cached across evaluations, so a loop that
+builds the same computation each iteration plans once): on the Ray session when there is one
+(results stay on the nodes as :class:`~tensorc.array.BlockArray`), else in this process
+(numpy). Each evaluated node becomes a leaf holding its value (its operands are released),
+``tc.last_stats()`` reports the run, and :func:`last_program` keeps what ``explain()``
+shows.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+
+from tensorc import execution, session
+from tensorc.array import BlockArray
+from tensorc.errors import ExecutionError
+from tensorc.lazy.graph import Expr
+from tensorc.lazy.lowering import LoweredProgram, lower
+from tensorc.runner import StatementRunner
+
+RUNNER = StatementRunner()
+"""The runner of every array program (its plan caches are shared by all evaluations)."""
+
+_PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def backend() -> str:
+    """Where array programs run now: ``"ray"`` with a Ray session, else ``"local"``."""
+    return "ray" if session.current().backend == "ray" else "local"
+
+
+def evaluate(exprs: list[Expr]) -> None:
+    """Evaluate ``exprs`` (see the module docstring)."""
+    pending = [e for e in dict.fromkeys(exprs) if e.value is None]
+    if not pending:
+        return
+    started = time.perf_counter()
+    lowered = lower(pending)
+    where = backend()
+    if where == "local" and any(isinstance(v, BlockArray) for v in lowered.inputs.values()):
+        raise ExecutionError("this array lives on a Ray session that has been shut down; "
+                             "call tc.init(...) again and recreate it")
+    values, ran = RUNNER.run(lowered.unrolled, lowered.inputs, where)
+    for expr, label in zip(pending, lowered.labels, strict=True):
+        if expr.value is None:
+            expr.value = values[label] if label in values else lowered.inputs[label]
+            expr.kind, expr.op, expr.args, expr.params = "leaf", None, (), None
+    stats = execution.program_stats(ran, backend=where, seconds=time.perf_counter() - started)
+    stats["statements_run"] = len(lowered.unrolled.statements)
+    execution.record(stats)
+    for expr in pending:
+        _PROGRAMS[expr] = (lowered, where, stats)
+
+
+def last_program(expr: Expr) -> tuple[LoweredProgram, str, dict] | None:
+    """The program that evaluated ``expr`` (its lowering, backend and statistics)."""
+    return _PROGRAMS.get(expr)

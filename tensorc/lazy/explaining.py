@@ -1,0 +1,53 @@
+"""``x.explain()``: the program that computes a lazy array, its plan and its statistics."""
+
+from __future__ import annotations
+
+import json
+
+from tensorc.ir.printer import format_program
+from tensorc.lazy import evaluate
+from tensorc.lazy.lowering import lower
+
+
+def explain(array) -> str:
+    """Text of the array's program (statements, IR), its whole-program plan on the session's
+    nodes (or each statement's local plan) and, once evaluated, the run's statistics."""
+    expr = array._expr  # noqa: SLF001 - the lazy package's own class
+    found = evaluate.last_program(expr)
+    if found is None and expr.value is not None:
+        return f"{array!r}: a given value (no program)"
+    lowered, where, stats = found if found is not None else (lower([expr]), evaluate.backend(),
+                                                             None)
+    unrolled = lowered.unrolled
+    lines = [f"array program: {len(unrolled.statements)} statement(s), backend {where}"
+             + ("" if stats else " (not evaluated yet)")]
+    for label, value in lowered.inputs.items():
+        lines.append(f"  input {label}: {getattr(value, 'dtype', '')}"
+                     f"{list(getattr(value, 'shape', ()))}")
+    for statement in unrolled.statements:
+        lines.append(f"== {statement.text}   # {statement.dtype}{list(statement.shape)}")
+        if statement.program is not None:
+            bound = ", ".join(f"in{k} = {label}" for k, label in enumerate(statement.operands))
+            lines.append(f"  operands {bound}")
+            lines.append(format_program(statement.program))
+        else:
+            lines.append(f"  whole-array {statement.whole[0]}: one task over whole operands")
+    lines.append("-- plan")
+    runner = evaluate.RUNNER
+    if where == "ray":
+        from tensorc.session import ray_cluster
+
+        layouts = runner.plan_layouts(unrolled, ray_cluster().nodes)
+        lines.extend(layouts.describe())
+        plans = layouts.plans
+    else:
+        plans = {st.label: runner.plan(st) for st in unrolled.statements
+                 if st.program is not None}
+    for statement in unrolled.statements:
+        if statement.label in plans:
+            lines.append(plans[statement.label].explain())
+    if stats:
+        lines.append("-- statistics of the run")
+        shown = {k: v for k, v in stats.items() if k != "statements"}
+        lines.append(json.dumps(shown, indent=1, default=str, sort_keys=True))
+    return "\n".join(lines)

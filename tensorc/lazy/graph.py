@@ -1,0 +1,124 @@
+"""The expression graph behind lazy arrays: one :class:`Expr` per array operation.
+
+Contract: an :class:`Expr` knows its ``shape`` and ``dtype`` at once (numpy's own promotion,
+found by applying the numpy function to one-element arrays, so every result type is numpy's),
+its operation and its operands; ``value`` is set once it has been evaluated (a numpy array or
+a :class:`~tensorc.array.BlockArray`), after which it is a leaf for every program that reads
+it. Kinds:
+
+- ``leaf`` — a value (``value`` set from the start);
+- ``map`` — an element-wise IR operator (``op``, a name of ``tensorc.ir.nodes.CALL_ARITY``)
+  over arrays and Python scalars, broadcast by the standard's rules;
+- ``reduce`` — fold ``axes`` with a monoid (``op``: ``+``, ``*``, ``max``, ``min``, ``or``,
+  ``and``) in ``dtype``;
+- ``contract`` — a sum of products (einsum): ``params = (operand index letters, output
+  letters)``;
+- ``permute`` (``params = axes``), ``expand`` (insert size-1 axes at ``params``),
+  ``squeeze`` (drop the size-1 axes ``params``) — pure index renamings;
+- ``cast`` — convert to ``dtype``;
+- ``whole`` — a whole-array operation (``op``, a tuple for
+  :mod:`tensorc.codegen.whole_array`) whose result has the given shape and dtype.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from tensorc.errors import ShapeError, TypeCheckError
+from tensorc.ir.semantics import CALL_FUNCS
+
+KINDS = ("leaf", "map", "reduce", "contract", "permute", "expand", "squeeze", "cast", "whole")
+RENAMINGS = ("permute", "expand", "squeeze")
+"""Kinds that only rename indices: free inside any element-wise statement."""
+
+
+class Expr:
+    """One node of the expression graph (see the module docstring)."""
+
+    __slots__ = ("kind", "op", "args", "params", "shape", "dtype", "value", "__weakref__")
+
+    def __init__(self, kind: str, op, args: tuple, params, shape: tuple[int, ...],
+                 dtype: np.dtype, value=None) -> None:
+        self.kind = kind
+        self.op = op
+        self.args = args
+        self.params = params
+        self.shape = tuple(int(n) for n in shape)
+        self.dtype = np.dtype(dtype)
+        self.value = value
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"Expr({self.kind}, {self.op!r}, shape={self.shape}, dtype={self.dtype})"
+
+
+def leaf(value) -> Expr:
+    """An evaluated value (numpy array or ``BlockArray``) as a graph leaf."""
+    return Expr("leaf", None, (), None, tuple(value.shape), value.dtype, value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _probe(op: str, kinds: tuple) -> np.dtype:
+    values = [np.ones(1, dtype=k) if isinstance(k, np.dtype) else k for k in kinds]
+    with np.errstate(all="ignore"):
+        return np.asarray(CALL_FUNCS[op](*values)).dtype
+
+
+def map_dtypes(op: str, args: tuple) -> tuple[np.dtype, np.dtype]:
+    """``(result dtype, compute dtype)`` of element-wise ``op`` on ``args`` (``Expr`` or
+    Python scalars), as numpy types it; a statement computes in the compute dtype (operands
+    promoted; the result type when the operator makes floats of integers)."""
+    kinds = tuple(a.dtype if isinstance(a, Expr) else _scalar(a) for a in args)
+    try:
+        result = _probe(op, kinds)
+        arrays = [k for k in kinds if isinstance(k, np.dtype)]
+        scalars = [k for k in kinds if not isinstance(k, np.dtype)]
+        compute = np.result_type(*arrays, *scalars)
+    except TypeError as err:
+        names = ", ".join(str(k) for k in kinds)
+        raise TypeCheckError(f"{op} is not defined for ({names}): {err}") from err
+    if result.kind in "fc" and compute.kind not in "fc":
+        compute = result
+    return result, compute
+
+
+def _scalar(value):
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, complex):
+        return complex(value)
+    raise TypeCheckError(f"not an array or a Python scalar: {value!r}")
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The standard's broadcast of ``shapes`` (a ShapeError-like TypeCheckError otherwise)."""
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError as err:
+        raise ShapeError(f"shapes {', '.join(map(str, shapes))} do not broadcast") from err
+
+
+def mapped(op: str, *args) -> Expr:
+    """The element-wise ``op`` of ``args`` (at least one ``Expr``)."""
+    shapes = [a.shape for a in args if isinstance(a, Expr)]
+    shape = broadcast_shapes(*shapes)
+    result, _ = map_dtypes(op, args)
+    return Expr("map", op, tuple(args), None, shape, result)
+
+
+def compute_dtype(expr: Expr) -> np.dtype:
+    """The dtype a statement rooted at ``expr`` computes in."""
+    if expr.kind == "map":
+        return map_dtypes(expr.op, expr.args)[1]
+    if expr.kind in ("contract",):
+        return np.result_type(*(a.dtype for a in expr.args))
+    return expr.dtype

@@ -1,0 +1,35 @@
+"""Data in and out: ``tc.load``/``tc.save`` (``.npy``, memory-mapped: on Ray each node reads
+only its blocks) and ``tc.from_zarr``/``tc.to_zarr`` (zarr v3: chunks become blocks, each node
+reads and writes its own), over :mod:`tensorc.storage`. A save evaluates the array first; a
+failed write never leaves a file or store that looks complete."""
+
+from __future__ import annotations
+
+from tensorc import storage
+from tensorc.lazy.array_object import Array, wrap
+from tensorc.lazy.graph import leaf
+
+
+def _stored(x):
+    return x.value() if isinstance(x, Array) else x
+
+
+def load(path, *, block_shape=None, grid=None) -> Array:
+    """The array in the ``.npy`` file ``path``."""
+    return wrap(leaf(storage.read_npy(path, block_shape=block_shape, grid=grid)))
+
+
+def save(path, x, /) -> str:
+    """Write ``x`` to the ``.npy`` file ``path`` (``.npy`` appended when missing, like
+    ``numpy.save``); returns the path written."""
+    return storage.write_npy(path, _stored(x))
+
+
+def from_zarr(path_or_store, *, block_shape=None, grid=None) -> Array:
+    """The zarr array at ``path_or_store`` (chunks become blocks where they fit)."""
+    return wrap(leaf(storage.read_zarr(path_or_store, block_shape=block_shape, grid=grid)))
+
+
+def to_zarr(x, path, /, *, chunks=None) -> str:
+    """Write ``x`` as a zarr v3 array at ``path`` (chunks default to the blocks)."""
+    return storage.write_zarr(_stored(x), path, chunks=chunks)

@@ -1,0 +1,280 @@
+"""Lower an expression graph to one SSA statement program (the IR ``.tc`` programs use).
+
+Contract: ``lower(roots) -> LoweredProgram`` turns the graph under ``roots`` (``Expr`` nodes not yet
+evaluated) into an :class:`~tensorc.frontend.tc_lower.Unrolled` program whose statements are
+IR ``Function``s (join / map / reduceByKey) or whole-array operations, plus the input values
+by label and the label of each root.
+
+- Common subexpressions are shared: structurally equal nodes over the same leaf values
+  become one statement.
+- Element-wise work is fused (Spartan's whole-expression tiling): a ``map`` or index
+  renaming used once is inlined into the element-wise or reduction statement that reads it
+  when both compute in the same dtype, so ``sum((x - m) ** 2, axis=0)`` is one statement with
+  no temporary. Renamings (``.T``, ``permute_dims``, inserting or dropping size-1 axes) are
+  free everywhere, also under a contraction, which keeps its operands as plain scans so its
+  block kernel stays a BLAS product.
+- Broadcasting follows the standard: a size-1 axis against a longer one gets its own index
+  of extent 1, folded away by the statement; an output axis of extent 1 that no operand has
+  reads a one-element ``unit`` input.
+- Labels are deterministic (inputs ``x0, x1, …``, statements ``t0, t1, …`` in dependency
+  order), so the same computation on new data lowers to an equal program and reuses its
+  plans.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tensorc.frontend.tc_lower import Statement, Unrolled
+from tensorc.ir.keys import join_of, key_of
+from tensorc.ir.nodes import (
+    Arg,
+    Const,
+    Function,
+    InputDecl,
+    Map,
+    OpCall,
+    ReduceByKey,
+    Scan,
+    mul_of_args,
+)
+from tensorc.lazy.graph import RENAMINGS, Expr, compute_dtype
+
+REDUCTION_NAMES = {"+": "sum", "*": "prod", "max": "max", "min": "min", "or": "any",
+                   "and": "all"}
+
+INLINED_INTO = ("map", "reduce", "permute", "expand", "squeeze")
+"""Statement kinds whose element-wise operands may be fused into them."""
+
+
+@dataclass(frozen=True)
+class LoweredProgram:
+    """A lowered graph: the program, its input values by label, each root's label."""
+
+    unrolled: Unrolled
+    inputs: dict
+    labels: tuple[str, ...]
+
+
+def _post_order(roots: list[Expr]) -> list[Expr]:
+    order, seen, stack = [], set(), [(r, False) for r in reversed(roots)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        if node.value is None:
+            for arg in reversed(node.args):
+                if isinstance(arg, Expr) and id(arg) not in seen:
+                    stack.append((arg, False))
+    return order
+
+
+def _canonical(roots: list[Expr]) -> dict[int, Expr]:
+    """Each node's representative: structurally equal nodes map to one (CSE)."""
+    key_of_node: dict[int, tuple] = {}
+    chosen: dict[tuple, Expr] = {}
+    rep: dict[int, Expr] = {}
+    for node in _post_order(roots):
+        if node.value is not None:
+            key = ("leaf", id(node.value))
+        else:
+            args = tuple(("expr", key_of_node[id(a)]) if isinstance(a, Expr)
+                         else ("scalar", type(a).__name__, a) for a in node.args)
+            key = (node.kind, node.op, node.params, node.shape, node.dtype.str, args)
+        key_of_node[id(node)] = key
+        rep[id(node)] = chosen.setdefault(key, node)
+    return rep
+
+
+class _Lowering:
+    def __init__(self, roots: list[Expr]) -> None:
+        self.rep = _canonical(roots)
+        self.roots = [self.rep[id(r)] for r in roots]
+        self.uses: dict[int, int] = {}
+        for node in _post_order(self.roots):
+            if node.value is None:
+                for arg in node.args:
+                    if isinstance(arg, Expr):
+                        arg = self.rep[id(arg)]
+                        self.uses[id(arg)] = self.uses.get(id(arg), 0) + 1
+        self.requested = {id(r) for r in self.roots}
+        self.labels: dict[int, str] = {}
+        self.inputs: dict[str, object] = {}
+        self.statements: list[Statement] = []
+
+    def arg(self, a):
+        return self.rep[id(a)] if isinstance(a, Expr) else a
+
+    # -- which node is a statement -------------------------------------------------------
+    def inlined(self, child: Expr, parent_kind: str, dtype: np.dtype) -> bool:
+        """Whether ``child`` is computed inside the statement reading it."""
+        if child.value is not None or id(child) in self.requested:
+            return False
+        if self.uses.get(id(child), 0) != 1:
+            return False
+        if child.kind in RENAMINGS:
+            return parent_kind != "whole"
+        return (child.kind == "map" and parent_kind in INLINED_INTO
+                and compute_dtype(child) == dtype)
+
+    def label(self, node: Expr) -> str:
+        """The label of an evaluated leaf (an input) or a statement (lowered on demand)."""
+        found = self.labels.get(id(node))
+        if found is not None:
+            return found
+        if node.value is not None:
+            label = f"x{len(self.inputs)}"
+            self.inputs[label] = node.value
+        else:
+            label = self.statement(node)
+        self.labels[id(node)] = label
+        return label
+
+    # -- statements ----------------------------------------------------------------------
+    def statement(self, root: Expr) -> str:
+        if root.kind == "whole":
+            operands = tuple(self.label(self.arg(a)) for a in root.args)
+            label = f"t{len(self.statements)}"
+            text = f"{label} = {root.op[0]}({', '.join(operands)})"
+            self.statements.append(Statement(label, label, text, 0, root.shape,
+                                             str(root.dtype), None, operands, whole=root.op))
+            return label
+        body = _Body(self, compute_dtype(root), root)
+        if root.kind == "reduce":
+            x = self.arg(root.args[0])
+            names = body.fresh_names(x.shape)
+            out = tuple(n for d, n in enumerate(names) if d not in root.params)
+            fn = body.emit(x, names, "reduce")
+            monoid = root.op
+        elif root.kind == "contract":
+            letters, output = root.params
+            by_letter: dict[str, str] = {}
+            for arg, subs in zip(root.args, letters, strict=True):
+                for letter, extent in zip(subs, self.arg(arg).shape, strict=True):
+                    if letter not in by_letter:
+                        by_letter[letter] = body.fresh(extent)
+            out = tuple(by_letter[c] for c in output)
+            args = [body.emit(self.arg(a), tuple(by_letter[c] for c in subs), "contract",
+                              share=False)
+                    for a, subs in zip(root.args, letters, strict=True)]
+            fn = mul_of_args(len(args)) if args == [Arg(k) for k in range(len(args))] else (
+                OpCall("mul", tuple(args)) if len(args) > 1 else args[0])
+            monoid = "+"
+        elif root.kind == "cast":
+            out = body.fresh_names(root.shape)
+            fn = body.emit(self.arg(root.args[0]), out, "cast")
+            monoid = "+"
+        else:
+            out = body.fresh_names(root.shape)
+            fn = body.emit(root, out, "map", top=True)
+            monoid = "or" if body.dtype == np.bool_ else "+"
+        node = body.assemble(fn, out, monoid)
+        label = f"t{len(self.statements)}"
+        decls = tuple(InputDecl(f"in{k}", shape, dtype)
+                      for k, (_, shape, dtype) in enumerate(body.scans))
+        program = Function(decls, tuple(sorted(body.sizes.items())), node, str(body.dtype))
+        operands = tuple(lab for lab, _, _ in body.scans)
+        what = (REDUCTION_NAMES[root.op] if root.kind == "reduce" else
+                root.op if root.kind == "map" else root.kind)
+        text = f"{label} = {what}({', '.join(dict.fromkeys(operands))})"
+        self.statements.append(Statement(label, label, text, 0, root.shape, str(root.dtype),
+                                         program, operands))
+        return label
+
+
+class _Body:
+    """The expression of one IR statement as it is built: scans, index names and sizes."""
+
+    def __init__(self, lowering: _Lowering, dtype: np.dtype, root: Expr) -> None:
+        self.lowering = lowering
+        self.dtype = np.dtype(dtype)
+        self.root = root
+        self.sizes: dict[str, int] = {}
+        self.scans: list[tuple[str, tuple[int, ...], str]] = []
+        self.leaves: list[Scan] = []
+        self.shared: dict[tuple, int] = {}
+
+    def fresh(self, extent: int) -> str:
+        name = f"i{len(self.sizes)}"
+        self.sizes[name] = int(extent)
+        return name
+
+    def fresh_names(self, shape) -> tuple[str, ...]:
+        return tuple(self.fresh(n) for n in shape)
+
+    def scan(self, node: Expr, names: tuple[str, ...], share: bool = True) -> Arg:
+        label = self.lowering.label(node)
+        key = (label, names)
+        if share and key in self.shared:
+            return Arg(self.shared[key])
+        position = len(self.leaves)
+        self.scans.append((label, node.shape, str(node.dtype)))
+        self.leaves.append(Scan(f"in{position}", names))
+        self.shared[key] = position
+        return Arg(position)
+
+    def emit(self, node: Expr, names: tuple[str, ...], parent: str, *, top: bool = False,
+             share: bool = True):
+        """The IR expression of ``node`` with its axes named ``names``."""
+        low = self.lowering
+        if not top and not low.inlined(node, parent, self.dtype):
+            return self.scan(node, names, share)
+        if node.kind == "permute":
+            inner = [""] * len(names)
+            for j, axis in enumerate(node.params):
+                inner[axis] = names[j]
+            return self.emit(low.arg(node.args[0]), tuple(inner), parent, share=share)
+        if node.kind == "expand":
+            inner = tuple(n for j, n in enumerate(names) if j not in node.params)
+            return self.emit(low.arg(node.args[0]), inner, parent, share=share)
+        if node.kind == "squeeze":
+            child = low.arg(node.args[0])
+            it = iter(names)
+            inner = tuple(self.fresh(1) if d in node.params else next(it)
+                          for d in range(child.ndim))
+            return self.emit(child, inner, parent, share=share)
+        args = []
+        for arg in node.args:
+            arg = low.arg(arg)
+            if not isinstance(arg, Expr):
+                args.append(Const(arg))
+                continue
+            offset = node.ndim - arg.ndim
+            inner = tuple(
+                self.fresh(1) if extent == 1 and node.shape[offset + d] != 1
+                else names[offset + d]
+                for d, extent in enumerate(arg.shape))
+            args.append(self.emit(arg, inner, "map", share=share))
+        return OpCall(node.op, tuple(args))
+
+    def assemble(self, fn, out: tuple[str, ...], monoid: str):
+        """The statement's IR node: a map, or a fold of every index not in ``out``."""
+        covered = {name for scan in self.leaves for name in scan.indices}
+        for name in [*out, *self.sizes]:
+            if name not in covered:  # an axis of extent 1 no operand has
+                unit = f"unit:{self.dtype.str}"
+                self.lowering.inputs.setdefault(unit, np.ones(1, dtype=self.dtype))
+                self.scans.append((unit, (1,), str(self.dtype)))
+                self.leaves.append(Scan(f"in{len(self.leaves)}", (name,)))
+                covered.add(name)
+        source = self.leaves[0] if len(self.leaves) == 1 else join_of(self.leaves)
+        key = key_of(source)
+        if set(key) == set(out) and len(key) == len(out):
+            return Map(fn, source, out)
+        return ReduceByKey(monoid, Map(fn, source, key), out)
+
+
+def lower(roots: list[Expr]) -> LoweredProgram:
+    """Lower the graph under ``roots`` (see the module docstring)."""
+    lowering = _Lowering(roots)
+    labels = tuple(lowering.label(r) for r in lowering.roots)
+    outputs = tuple((label, label) for label in dict.fromkeys(labels))
+    unrolled = Unrolled(tuple(lowering.statements), outputs)
+    return LoweredProgram(unrolled, lowering.inputs, labels)

@@ -1,0 +1,176 @@
+"""The standard's manipulation functions. Axis permutations and inserting or dropping
+size-1 axes are index renamings (free: fused into the statements that read them);
+other reshapes, ``concat``, ``stack``, ``broadcast_to``, ``flip``, ``roll``, ``tile`` and
+``repeat`` are whole-array operations (one task over whole operands)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tensorc.errors import AxisError, ShapeError
+from tensorc.lazy.array_object import Array, expr_of, wrap
+from tensorc.lazy.data_types import result_type
+from tensorc.lazy.graph import Expr, broadcast_shapes
+from tensorc.lazy.statistical import normalise_axes
+
+
+def _whole(op: tuple, args: tuple, shape, dtype) -> Array:
+    return wrap(Expr("whole", op, args, None, tuple(shape), np.dtype(dtype)))
+
+
+def permute_dims(x, /, axes) -> Array:
+    node = expr_of(x)
+    axes = tuple(int(a) % max(node.ndim, 1) for a in axes)
+    if sorted(axes) != list(range(node.ndim)):
+        raise AxisError(f"axes {axes} are not a permutation of {node.ndim} axes")
+    if axes == tuple(range(node.ndim)):
+        return wrap(node)
+    shape = tuple(node.shape[a] for a in axes)
+    return wrap(Expr("permute", None, (node,), axes, shape, node.dtype))
+
+
+def matrix_transpose(x, /) -> Array:
+    node = expr_of(x)
+    if node.ndim < 2:
+        raise ShapeError(f"matrix_transpose needs at least 2 dimensions, got {node.ndim}")
+    axes = (*range(node.ndim - 2), node.ndim - 1, node.ndim - 2)
+    return permute_dims(node, axes)
+
+
+def expand_dims(x, /, axis=0) -> Array:
+    node = expr_of(x)
+    n = node.ndim + 1
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(sorted(normalise_axes(axes, n + len(axes) - 1)))
+    shape = list(node.shape)
+    for a in axes:
+        shape.insert(a, 1)
+    return wrap(Expr("expand", None, (node,), axes, tuple(shape), node.dtype))
+
+
+def squeeze(x, /, axis) -> Array:
+    node = expr_of(x)
+    axes = normalise_axes(axis, node.ndim)
+    if any(node.shape[a] != 1 for a in axes):
+        raise ShapeError(f"cannot squeeze axes {axes} of shape {node.shape}: not of size 1")
+    shape = tuple(n for d, n in enumerate(node.shape) if d not in axes)
+    return wrap(Expr("squeeze", None, (node,), axes, shape, node.dtype))
+
+
+def reshape(x, /, shape, *, copy=None) -> Array:
+    node = expr_of(x)
+    shape = tuple(int(n) for n in ((shape,) if isinstance(shape, int) else shape))
+    if shape.count(-1) > 1:
+        raise ShapeError(f"reshape: at most one -1 in {shape}")
+    if -1 in shape:
+        known = math.prod(n for n in shape if n != -1)
+        if known == 0 or math.prod(node.shape) % known:
+            raise ShapeError(f"cannot reshape {node.shape} into {shape}")
+        shape = tuple(math.prod(node.shape) // known if n == -1 else n for n in shape)
+    if math.prod(shape) != math.prod(node.shape):
+        raise ShapeError(f"cannot reshape an array of shape {node.shape} into {shape}")
+    if shape == node.shape:
+        return wrap(node)
+    if [n for n in shape if n != 1] == [n for n in node.shape if n != 1]:
+        squeezed = [d for d, n in enumerate(node.shape) if n == 1]
+        inner = squeeze(node, tuple(squeezed)) if squeezed else wrap(node)
+        added = tuple(d for d, n in enumerate(shape) if n == 1)
+        return expand_dims(inner, added) if added else inner
+    return _whole(("reshape", shape), (node,), shape, node.dtype)
+
+
+def broadcast_to(x, /, shape) -> Array:
+    node = expr_of(x)
+    shape = tuple(int(n) for n in shape)
+    if broadcast_shapes(node.shape, shape) != shape:
+        raise ShapeError(f"cannot broadcast shape {node.shape} to {shape}")
+    if shape == node.shape:
+        return wrap(node)
+    return _whole(("broadcast_to", shape), (node,), shape, node.dtype)
+
+
+def broadcast_arrays(*arrays) -> list[Array]:
+    shape = broadcast_shapes(*(expr_of(a).shape for a in arrays))
+    return [broadcast_to(a, shape) for a in arrays]
+
+
+def concat(arrays, /, *, axis=0) -> Array:
+    nodes = [expr_of(a) for a in arrays]
+    if not nodes:
+        raise ShapeError("concat needs at least one array")
+    if axis is None:
+        nodes = [expr_of(reshape(n, (-1,))) for n in nodes]
+        axis = 0
+    (axis,) = normalise_axes(axis, nodes[0].ndim)
+    first = nodes[0].shape
+    for n in nodes:
+        if n.ndim != len(first) or any(a != b for d, (a, b) in enumerate(
+                zip(n.shape, first, strict=True)) if d != axis):
+            raise ShapeError(f"concat: shapes {[m.shape for m in nodes]} differ off axis "
+                             f"{axis}")
+    shape = list(first)
+    shape[axis] = sum(n.shape[axis] for n in nodes)
+    return _whole(("concat", axis), tuple(nodes), shape, result_type(*(n.dtype for n in nodes)))
+
+
+def stack(arrays, /, *, axis=0) -> Array:
+    nodes = [expr_of(a) for a in arrays]
+    if not nodes or any(n.shape != nodes[0].shape for n in nodes):
+        raise ShapeError(f"stack needs arrays of one shape, got {[n.shape for n in nodes]}")
+    (axis,) = normalise_axes(axis, nodes[0].ndim + 1)
+    shape = list(nodes[0].shape)
+    shape.insert(axis, len(nodes))
+    return _whole(("stack", axis), tuple(nodes), shape, result_type(*(n.dtype for n in nodes)))
+
+
+def unstack(x, /, *, axis=0) -> tuple[Array, ...]:
+    node = expr_of(x)
+    (axis,) = normalise_axes(axis, node.ndim)
+    index = [slice(None)] * node.ndim
+    out = []
+    for k in range(node.shape[axis]):
+        index[axis] = k
+        out.append(wrap(node)[tuple(index)])
+    return tuple(out)
+
+
+def flip(x, /, *, axis=None) -> Array:
+    node = expr_of(x)
+    axes = normalise_axes(axis, node.ndim)
+    return _whole(("flip", axes), (node,), node.shape, node.dtype)
+
+
+def roll(x, /, shift, *, axis=None) -> Array:
+    node = expr_of(x)
+    shift = shift if isinstance(shift, int) else tuple(shift)
+    axis = axis if axis is None or isinstance(axis, int) else tuple(axis)
+    return _whole(("roll", shift, axis), (node,), node.shape, node.dtype)
+
+
+def moveaxis(x, source, destination, /) -> Array:
+    node = expr_of(x)
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    src = tuple(a % node.ndim for a in src)
+    dst = tuple(a % node.ndim for a in dst)
+    order = [a for a in range(node.ndim) if a not in src]
+    for d, s in sorted(zip(dst, src, strict=True)):
+        order.insert(d, s)
+    return permute_dims(node, tuple(order))
+
+
+def tile(x, repetitions, /) -> Array:
+    node = expr_of(x)
+    reps = tuple(int(r) for r in repetitions)
+    shape = np.tile(np.empty(node.shape, np.bool_), reps).shape
+    return _whole(("tile", reps), (node,), shape, node.dtype)
+
+
+def repeat(x, repeats, /, *, axis=None) -> Array:
+    node = expr_of(x)
+    if not isinstance(repeats, int):
+        raise ShapeError("repeat takes an int count (array counts give data-dependent shapes)")
+    probe = np.repeat(np.empty(node.shape, np.bool_), repeats, axis=axis)
+    return _whole(("repeat", repeats, axis), (node,), probe.shape, node.dtype)

@@ -1,0 +1,227 @@
+"""Running SSA statement programs: the ``.tc`` programs and the lazy array programs.
+
+Contract: a :class:`StatementRunner` (plan options in :class:`Options`) plans and runs an
+:class:`~tensorc.frontend.tc_lower.Unrolled` program, its inputs bound by label:
+
+- :meth:`StatementRunner.plan` plans one statement (cached by its IR, blocking hints, node
+  count and the layouts of operands already on the cluster);
+- :meth:`StatementRunner.plan_layouts` plans the whole program for ``nodes`` nodes (layouts
+  flow between statements; :mod:`tensorc.planning.program_layouts`), cached by the program's
+  statements and the inputs' layouts;
+- :meth:`StatementRunner.run` runs the statements in SSA order, each result feeding later
+  ones: in this process on numpy arrays (``backend="local"``), or on the Ray session
+  (``"ray"``), where every intermediate stays on the cluster, each statement reads its
+  operands in the layout (or replica) its plan chose, and a numpy input is distributed once,
+  by the first statement that reads it. Returns ``(values by output label, per-statement
+  stats)``; the values are numpy arrays (local) or :class:`~tensorc.array.BlockArray`
+  (Ray);
+- three kinds of statement: an IR statement (``program``), a *fill* (a constant; made on its
+  nodes on Ray) and a *whole-array* statement (``whole``, an operation of
+  :mod:`tensorc.codegen.whole_array` such as a reshape or a small solve), which runs as one
+  task on the node holding most of its operands (Ray) and is reported in the stats.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from tensorc import execution, session
+from tensorc.array import BlockArray, full
+from tensorc.codegen.whole_array import apply_whole
+from tensorc.frontend.tc_lower import Statement, Unrolled
+from tensorc.passes.base import PassContext, PassOptions
+from tensorc.planning.plan import Plan, PlanCache, plan_program
+from tensorc.planning.program_layouts import ProgramPlan, plan_program_layouts
+from tensorc.runtime.local import available_cores
+from tensorc.session import ray_cluster
+
+LAYOUT_CACHE_SIZE = 64
+
+
+@dataclass(frozen=True)
+class Options:
+    """Plan options of a statement program (see ``tc.compile``): block sizes by index name
+    (``grid`` as blocks per index), worker threads, contraction-path optimisation, nodes
+    and the distribution planner."""
+
+    grid: tuple[tuple[str, int], ...] = ()
+    block_shape: tuple[tuple[str, int], ...] = ()
+    workers: int | None = None
+    optimize: object = "auto"
+    nodes: int | None = None
+    planner: str = "auto"
+
+
+class StatementRunner:
+    """Plans (cached) and runs statement programs; see the module docstring."""
+
+    def __init__(self, options: Options | None = None) -> None:
+        self.options = options or Options()
+        self.plans = PlanCache()
+        self._layouts: OrderedDict[tuple, ProgramPlan] = OrderedDict()
+
+    # -- planning ------------------------------------------------------------------------
+    def _context(self, statement: Statement, nodes: int = 1, placed=None) -> PassContext:
+        sizes = statement.program.size_of
+        block = dict(statement.block)
+        for name, count in self.options.grid:
+            if name in sizes:
+                block[name] = max(1, math.ceil(sizes[name] / count))
+        for name, size in self.options.block_shape:
+            if name in sizes:
+                block[name] = size
+        layouts = {d.name: "C" for d in statement.program.inputs}
+        return PassContext(PassOptions(
+            optimize=self.options.optimize,
+            workers=int(self.options.workers or available_cores()),
+            block_shape=block or None,
+            layouts=layouts,
+            nodes=nodes,
+            planner=self.options.planner,
+            placed=placed,
+        ))
+
+    def plan(self, statement: Statement, nodes: int = 1, placed=None) -> Plan:
+        """The (cached) plan of one statement's IR for ``nodes`` nodes, its operands at
+        positions in ``placed`` already laid out there."""
+        return self.cached_plan(statement, nodes, placed)[0]
+
+    def cached_plan(self, statement: Statement, nodes: int = 1,
+                    placed=None) -> tuple[Plan, bool]:
+        """:meth:`plan` and whether it came from the cache."""
+        ctx = self._context(statement, nodes, placed)
+        key = (statement.program, tuple(sorted((ctx.options.block_shape or {}).items())), nodes,
+               None if not placed else tuple((p, s.key()) for p, s in sorted(placed.items())))
+        plan = self.plans.get(key)
+        if plan is not None:
+            return plan, True
+        plan = plan_program(f"{statement.label}: {statement.text}", statement.program, ctx)
+        self.plans.put(key, plan)
+        return plan, False
+
+    def plan_layouts(self, unrolled: Unrolled, nodes: int, initial=None) -> ProgramPlan:
+        """The whole-program plan for ``nodes`` nodes (cached): layouts flow between the
+        statements; ``initial`` gives the layouts of inputs already on the cluster."""
+        key = (unrolled, nodes, None if not initial else tuple(
+            (label, s.key()) for label, s in sorted(initial.items())))
+        result = self._layouts.get(key)
+        if result is not None:
+            self._layouts.move_to_end(key)
+            return result
+        planned = [st for st in unrolled.statements if st.whole is None]
+        result = plan_program_layouts(
+            planned, lambda st, placed: self.plan(st, nodes, placed), nodes, initial)
+        self._layouts[key] = result
+        if len(self._layouts) > LAYOUT_CACHE_SIZE:
+            self._layouts.popitem(last=False)
+        return result
+
+    # -- running -------------------------------------------------------------------------
+    def run(self, unrolled: Unrolled, arrays: dict, backend: str) -> tuple[dict, list]:
+        """Run ``unrolled`` on ``arrays`` (inputs by label) with ``backend`` (``"local"`` or
+        ``"ray"``): ``({label: value} for every output label, [(label, stats)])``."""
+        if backend == "ray":
+            return self._run_on_ray(arrays, unrolled)
+        return self._run_locally(arrays, unrolled)
+
+    def _run_locally(self, arrays: dict, unrolled: Unrolled) -> tuple[dict, list]:
+        nodes = self.options.nodes or 1
+        layouts = self.plan_layouts(unrolled, nodes) if nodes > 1 else None
+        env: dict[str, object] = dict(arrays)
+        ran: list[tuple[str, dict]] = []
+        for statement in unrolled.statements:
+            if statement.program is None:
+                env[statement.label] = _local_constant(statement, env)
+                if statement.whole is not None:
+                    ran.append((statement.label, _whole_stats(statement, "local")))
+                continue
+            planned = time.perf_counter()
+            if layouts is not None:  # planned with the whole program, before the run
+                plan, cached = layouts.plans[statement.label], True
+            else:
+                plan, cached = self.cached_plan(statement)
+            planned = time.perf_counter() - planned
+            operands = [env[label] for label in statement.operands]
+            out = np.empty(statement.shape, dtype=plan.graph.dtype)
+            run = execution.run_local(plan, operands, out, workers=self.options.workers)
+            ran.append((statement.label, execution.local_stats(
+                plan, run, cached=cached,
+                plan_seconds=planned if cached else plan.stats["plan_seconds"])))
+            env[statement.label] = out if out.dtype == statement.dtype else out.astype(
+                statement.dtype)
+        return {label: env[label] for label in _output_labels(unrolled)}, ran
+
+    def _run_on_ray(self, arrays: dict, unrolled: Unrolled) -> tuple[dict, list]:
+        cluster = ray_cluster()
+        cluster.refresh()
+        scheduler = session.current().scheduler
+        nodes = self.options.nodes or cluster.nodes
+        given = [label for label, value in arrays.items() if isinstance(value, BlockArray)]
+        initial = execution.layouts_of([arrays[label] for label in given])
+        ran: list[tuple[str, dict]] = []
+        layouts = self.plan_layouts(
+            unrolled, nodes, {given[k]: source for k, source in initial.items()})
+        replicas: dict[str, list[tuple[object, object]]] = {
+            label: [(None, value)] for label, value in arrays.items()}
+        for statement in unrolled.statements:
+            if statement.whole is not None:
+                operands = [replicas[label][0][1] for label in statement.operands]
+                started = time.perf_counter()
+                result = execution.run_whole(statement.whole, operands, statement.shape,
+                                             np.dtype(statement.dtype))
+                ran.append((statement.label, _whole_stats(
+                    statement, "ray", time.perf_counter() - started)))
+                replicas[statement.label] = [(None, result)]
+                continue
+            if statement.program is None:
+                replicas[statement.label] = [(None, full(statement.shape, statement.fill,
+                                                         dtype=statement.dtype))]
+                continue
+            plan = layouts.plans[statement.label]
+            placed = (plan.problem.placed or {}) if plan.problem is not None else {}
+            operands = [_replica(replicas[label], placed.get(position))
+                        for position, label in enumerate(statement.operands)]
+            used: dict[int, object] = {}
+            result, stats = execution.run_on_ray(plan, operands, scheduler, inputs_used=used)
+            ran.append((statement.label, stats))
+            for position, label in enumerate(statement.operands):
+                if position in used:  # distributed here (numpy) or re-laid out (a replica)
+                    read = layouts.reads[statement.label][position]
+                    kept = [(s, v) for s, v in replicas[label] if isinstance(v, BlockArray)]
+                    replicas[label] = [*kept, (read, used[position])]
+            if result.dtype != np.dtype(statement.dtype):
+                result = BlockArray(execution.cast(result.blocks, np.dtype(statement.dtype),
+                                                   cluster), result.node_grid)
+            replicas[statement.label] = [(None, result)]
+        return {label: replicas[label][0][1] for label in _output_labels(unrolled)}, ran
+
+
+def _output_labels(unrolled: Unrolled) -> list[str]:
+    return list(dict.fromkeys(label for _, label in unrolled.outputs))
+
+
+def _local_constant(statement: Statement, env: dict) -> np.ndarray:
+    """A fill, or a whole-array statement, computed in this process."""
+    if statement.whole is None:
+        return np.full(statement.shape, statement.fill, statement.dtype)
+    values = [np.asarray(env[label]) for label in statement.operands]
+    return np.asarray(apply_whole(statement.whole, *values), dtype=statement.dtype)
+
+
+def _whole_stats(statement: Statement, backend: str, seconds: float = 0.0) -> dict:
+    return {"backend": backend, "whole_array": statement.whole[0], "tasks": 1,
+            "run_seconds": seconds}
+
+
+def _replica(options: list, wanted) -> object:
+    """The copy of a tensor laid out as ``wanted`` (a ``Blocks`` layout), else its first copy."""
+    if wanted is not None:
+        for source, value in options:
+            if source is not None and source.key() == wanted.key():
+                return value
+    return options[0][1]

@@ -1,0 +1,505 @@
+"""Reading and writing arrays in files: ``.npy`` and zarr v3.
+
+``read_npy(path)`` / ``read_zarr(path_or_store)`` read an array; ``write_npy(path, value)`` /
+``write_zarr(value, path)`` write one (an ndarray, anything ``np.asarray`` takes, or a
+``BlockArray``). Contract:
+
+- **Without a Ray session** (``tc.session.current().backend != "ray"``) a read returns an
+  ndarray: ``read_npy`` a read-only view of the file memory-mapped (nothing is read until
+  used; Fortran-ordered files stay Fortran-ordered), ``read_zarr`` the whole array loaded.
+- **With a Ray session** a read returns a ``BlockArray`` blocked as ``tensorc.array`` blocks
+  (``block_shape=`` or ``grid=``; by default the cluster's CPUs factored over the
+  dimensions), each block read *on its block-cyclic node* by one task that opens the file
+  itself and copies only its block's slice: nothing passes through the driver. A ``.npy``
+  block is a copy out of a memory map, so a node reads only the pages of its blocks. The
+  driver checks the file (or store) before submitting anything; a file changed after that
+  fails when its blocks are used. A ``BlockArray``'s blocks are written the same way, one task
+  per block on the block's node. **The nodes must share the filesystem the path is on**
+  (true of this machine's nodes; a multi-machine cluster needs a shared filesystem whose
+  writes to disjoint byte ranges of one file are coherent).
+- **zarr blocks follow the chunks**: with neither ``block_shape=`` nor ``grid=``, a block is
+  one chunk, unless that makes more than :data:`MAX_BLOCKS_PER_CPU` blocks per CPU, or
+  blocks under :data:`MIN_BLOCK_BYTES` while there are more blocks than CPUs: then chunks are
+  merged (the dimension with the most blocks first, the last on a tie, doubling each time)
+  into blocks that are whole multiples of the chunk shape, never below one block per CPU for
+  the size rule. An explicit ``block_shape=``/``grid=`` is used as given (a block may then
+  read parts of chunks).
+- **A write never leaves a file that looks complete but is not**: the data goes to a hidden
+  temporary sibling (``.<name>.tmp-<random>``, same directory), which is renamed onto the
+  path only after every block is written and flushed; on any failure the temporary is
+  removed, the path is left as it was, and a :class:`~tensorc.errors.StorageError` says
+  which block failed and why. An existing target is replaced, as ``np.save`` does: a file by
+  an atomic ``os.replace``; an existing zarr store (a directory holding ``zarr.json``,
+  ``.zarray`` or ``.zgroup``) or an empty directory by renaming it aside, renaming the new
+  store in and then deleting the old one. Anything else at a zarr path is left alone and
+  the write refused.
+- ``write_npy`` follows ``np.save``: a path not ending in ``.npy`` gets ``.npy`` appended.
+  Both writes return the path written, as a string.
+- ``write_zarr`` makes a zarr v3 array at a local directory path. ``chunks=None`` means: for
+  a ``BlockArray`` its block shape (per dimension the greatest common divisor of the inner
+  block boundaries, which is the block shape for a regular blocking), so every block is
+  whole chunks and no two tasks write one chunk; given chunks must divide every inner block
+  boundary for the same reason. For an ndarray, zarr's default (``"auto"``).
+- ``.npy`` files of format 1.0, 2.0 and 3.0 are read, in either memory order (a
+  Fortran-ordered file's blocks are C-ordered copies). Files whose dtype holds Python
+  objects are refused (loading them means unpickling, and they cannot be memory-mapped);
+  so are values of such a dtype on write. On Ray, a zarr store that lives in this process's
+  memory (``zarr.storage.MemoryStore``) is refused: tasks on other workers cannot open it.
+- Paths are made absolute on the driver before tasks get them (workers may run in another
+  working directory).
+
+Every error is a :class:`~tensorc.errors.TensorcError`; those about a file or store are
+:class:`~tensorc.errors.StorageError` (also an ``OSError``) and name the path, e.g.
+``cannot read 'x.npy': no such file``, ``'x.npy' is not a .npy file (bad magic string)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import uuid
+
+import numpy as np
+from numpy.lib import format as npy_format
+
+from tensorc.array import BlockArray, _spread, block_bounds, default_blocking
+from tensorc.errors import PlanError, StorageError, TypeCheckError
+from tensorc.runtime.ray_executor import submit
+from tensorc.session import current, ray_cluster
+
+MAX_BLOCKS_PER_CPU = 4
+"""Chunks-as-blocks merges chunks when there would be more blocks than this per CPU."""
+
+MIN_BLOCK_BYTES = 1 << 20
+"""... or when blocks would be smaller than this while there are more blocks than CPUs."""
+
+_ZARR_MARKERS = ("zarr.json", ".zarray", ".zgroup")
+
+
+# ---------------------------------------------------------------- .npy
+
+
+def read_npy(path, *, block_shape=None, grid=None):
+    """The array in ``.npy`` file ``path``: a memory-mapped, read-only ndarray without a Ray
+    session; a ``BlockArray`` whose blocks are read on their nodes with one (see the module
+    docstring)."""
+    shown = _shown(path)
+    full = os.path.abspath(os.fspath(path))
+    shape, dtype = _npy_header(full, shown)
+    if current().backend != "ray":
+        try:
+            return np.load(full, mmap_mode="r").view(np.ndarray)
+        except (OSError, ValueError) as err:
+            raise StorageError(f"cannot read '{shown}': {err}") from err
+    cluster = ray_cluster()
+    cluster.refresh()
+    bounds = block_bounds(shape, default_blocking(shape, block_shape, grid, cluster.total_cpus))
+    return _spread(shape, dtype, bounds, "run",
+                   lambda coords, slices: (_read_npy_block, full, slices))
+
+
+def write_npy(path, value) -> str:
+    """Write ``value`` (an ndarray or a ``BlockArray``) to ``.npy`` file ``path`` (``.npy``
+    appended when missing, as ``np.save`` does); returns the path written. A ``BlockArray``'s
+    blocks are written on their nodes into a memory map of a temporary file that replaces
+    ``path`` once every block is in (see the module docstring)."""
+    target = _shown(path)
+    if not target.endswith(".npy"):
+        target += ".npy"
+    full = os.path.abspath(target)
+    value, shape, dtype = _value_meta(value, target)
+    if os.path.isdir(full):
+        raise StorageError(f"cannot write '{target}': it is a directory")
+    _check_parent(full, target)
+    tmp = _temp_sibling(full, "tmp")
+    try:
+        try:
+            npy_format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape).flush()
+        except (OSError, ValueError) as err:
+            raise StorageError(f"cannot write '{target}': {err}") from err
+        _write_blocks(value, _write_npy_block, tmp, target)
+        os.replace(tmp, full)
+    except BaseException:
+        _remove(tmp)
+        raise
+    return target
+
+
+def _npy_header(full: str, shown: str):
+    """``(shape, dtype)`` of a ``.npy`` file, read from its header without its data; a
+    clear error for a missing, foreign, corrupt, truncated or object file."""
+    try:
+        with open(full, "rb") as fp:
+            size = os.fstat(fp.fileno()).st_size
+            if size == 0:
+                raise StorageError(f"'{shown}' is not a .npy file (it is empty)")
+            try:
+                version = npy_format.read_magic(fp)
+            except ValueError as err:
+                raise StorageError(f"'{shown}' is not a .npy file (bad magic string)") from err
+            try:
+                if version == (1, 0):
+                    shape, _, dtype = npy_format.read_array_header_1_0(fp)
+                elif version == (2, 0):
+                    shape, _, dtype = npy_format.read_array_header_2_0(fp)
+                elif version == (3, 0):  # utf-8 header: numpy reads it only in open_memmap
+                    shape, dtype, offset = _npy_header_3_0(full)
+                    fp.seek(offset)
+                else:
+                    raise StorageError(
+                        f"'{shown}' is not a readable .npy file (format version "
+                        f"{version[0]}.{version[1]}; numpy writes 1.0, 2.0 and 3.0)")
+            except ValueError as err:
+                if "EOF" in str(err):
+                    raise StorageError(f"'{shown}' is truncated (it ends inside its header)"
+                                       ) from err
+                raise StorageError(f"'{shown}' is not a valid .npy file (bad header: "
+                                   f"{_first_line(err)})") from err
+            offset = fp.tell()
+    except FileNotFoundError as err:
+        raise StorageError(f"cannot read '{shown}': no such file") from err
+    except IsADirectoryError as err:
+        raise StorageError(f"cannot read '{shown}': it is a directory") from err
+    except PermissionError as err:
+        raise StorageError(f"cannot read '{shown}': permission denied") from err
+    except StorageError:
+        raise
+    except OSError as err:
+        raise StorageError(f"cannot read '{shown}': {err.strerror or err}") from err
+    if dtype.hasobject:
+        raise StorageError(
+            f"cannot read '{shown}': its dtype {dtype} holds pickled Python objects, which "
+            "tensorc does not load (unpickling a file runs its code; it cannot be "
+            "memory-mapped)")
+    need = math.prod(shape) * dtype.itemsize
+    if size - offset < need:
+        raise StorageError(
+            f"'{shown}' is truncated: its header describes {need} bytes of data ({dtype}, "
+            f"shape {tuple(shape)}), the file holds {size - offset}")
+    return tuple(shape), dtype
+
+
+def _npy_header_3_0(full: str):
+    """``(shape, dtype, data offset)`` of a format 3.0 file (numpy has no public reader of
+    its utf-8 header but ``open_memmap``, which maps the data without reading it)."""
+    marray = npy_format.open_memmap(full, mode="r")
+    return marray.shape, marray.dtype, marray.offset
+
+
+def _read_npy_block(full: str, slices: tuple[slice, ...]) -> np.ndarray:
+    """Block ``slices`` of ``.npy`` file ``full``, copied out of a memory map (runs on the
+    block's node; ``np.array`` keeps a 0-d block 0-d)."""
+    return np.array(np.load(full, mmap_mode="r")[slices], order="C")
+
+
+def _write_npy_block(tmp: str, slices: tuple[slice, ...], block) -> int:
+    """Write ``block`` at ``slices`` of the ``.npy`` file ``tmp`` through a memory map and
+    flush it (runs on the block's node); returns the bytes written."""
+    block = np.asarray(block)
+    if block.size:
+        marray = np.load(tmp, mmap_mode="r+")
+        marray[slices] = block
+        marray.flush()
+        del marray
+    return int(block.nbytes)
+
+
+# ---------------------------------------------------------------- zarr
+
+
+def read_zarr(path_or_store, *, block_shape=None, grid=None):
+    """The zarr array at ``path_or_store`` (a directory path, a URL zarr opens, or a zarr
+    store): an ndarray without a Ray session; a ``BlockArray`` whose blocks (by default the
+    chunks, see the module docstring) are read on their nodes with one."""
+    store, shown = _zarr_source(path_or_store)
+    array = _open_zarr(store, shown)
+    if current().backend != "ray":
+        try:
+            return np.asarray(array[...])
+        except Exception as err:
+            raise StorageError(f"cannot read '{shown}': {_first_line(err)}") from err
+    from zarr.storage import MemoryStore
+
+    if isinstance(store, MemoryStore):
+        raise StorageError(
+            f"cannot read '{shown}' on Ray: a MemoryStore lives in this process's memory "
+            "and tasks on the nodes cannot open it; write it to a directory first, or read "
+            "it without a Ray session")
+    shape, dtype = tuple(array.shape), np.dtype(array.dtype)
+    if dtype.hasobject:
+        raise StorageError(f"cannot read '{shown}' on Ray: its dtype {array.dtype} is not "
+                           "numeric (a BlockArray holds numbers and bools)")
+    cluster = ray_cluster()
+    cluster.refresh()
+    if block_shape is None and grid is None:
+        block = _chunk_blocking(shape, tuple(array.chunks), dtype.itemsize, cluster.total_cpus)
+    else:
+        block = default_blocking(shape, block_shape, grid, cluster.total_cpus)
+    return _spread(shape, dtype, block_bounds(shape, block), "run",
+                   lambda coords, slices: (_read_zarr_block, store, slices))
+
+
+def write_zarr(value, path, *, chunks=None) -> str:
+    """Write ``value`` (an ndarray or a ``BlockArray``) as a zarr v3 array at directory
+    ``path``; returns the path. A ``BlockArray``'s blocks are written on their nodes into a
+    temporary store that replaces ``path`` once every block is in (see the module
+    docstring)."""
+    if not isinstance(path, (str, os.PathLike)) or "://" in os.fspath(path):
+        raise StorageError(f"write_zarr writes to a local directory path, got {path!r}")
+    target = os.fspath(path)
+    full = os.path.abspath(target)
+    value, shape, dtype = _value_meta(value, target)
+    chunks = _write_chunks(value, chunks, target)
+    if os.path.lexists(full) and not _replaceable_store(full):
+        raise StorageError(f"cannot write '{target}': it exists and is not a zarr store "
+                           "(only a zarr store or an empty directory is replaced)")
+    _check_parent(full, target)
+    import zarr
+
+    tmp = _temp_sibling(full, "tmp")
+    try:
+        try:
+            zarr.create_array(tmp, shape=shape, dtype=dtype,
+                              chunks="auto" if chunks is None else chunks, zarr_format=3)
+        except Exception as err:
+            raise StorageError(f"cannot write '{target}': {_first_line(err)}") from err
+        _write_blocks(value, _write_zarr_block, tmp, target)
+        _install_dir(tmp, full, target)
+    except BaseException:
+        _remove(tmp)
+        raise
+    return target
+
+
+def _chunk_blocking(shape, chunks, itemsize: int, cpus: int) -> tuple[int, ...]:
+    """The block shape of a zarr array read with no ``block_shape=``/``grid=``: its chunk
+    shape, or whole multiples of it when chunks are too many or too small (module
+    docstring)."""
+    shape, chunks = tuple(shape), tuple(max(1, int(c)) for c in chunks)
+    per_dim = [max(1, math.ceil(n / c)) for n, c in zip(shape, chunks, strict=True)]
+    mult = [1] * len(shape)
+
+    def counts(m):
+        return [max(1, math.ceil(k / f)) for k, f in zip(per_dim, m, strict=True)]
+
+    def block(m):
+        return tuple(max(1, c * f) for c, f in zip(chunks, m, strict=True))
+
+    while True:
+        now = counts(mult)
+        total = math.prod(now)
+        nbytes = math.prod(min(b, max(n, 1)) for b, n in zip(block(mult), shape, strict=True))
+        too_many = total > MAX_BLOCKS_PER_CPU * cpus
+        too_small = nbytes * itemsize < MIN_BLOCK_BYTES and total > cpus
+        if not (too_many or too_small):
+            break
+        options = []
+        for d in range(len(shape)):
+            if now[d] > 1:
+                merged = list(mult)
+                merged[d] *= 2
+                if too_many or math.prod(counts(merged)) >= cpus:
+                    options.append((now[d], d, merged))
+        if not options:
+            break
+        mult = max(options)[2]
+    return block(mult)
+
+
+def _zarr_source(path_or_store):
+    """``(what tasks open, how messages name it)``; a missing local path fails here."""
+    from zarr.abc.store import Store
+    from zarr.storage import LocalStore
+
+    if isinstance(path_or_store, LocalStore):
+        full = os.path.abspath(os.fspath(path_or_store.root))
+        _check_store_path(full, str(path_or_store.root))
+        return full, str(path_or_store.root)
+    if isinstance(path_or_store, Store):
+        return path_or_store, str(path_or_store)
+    if not isinstance(path_or_store, (str, os.PathLike)):
+        raise StorageError(f"read_zarr reads a path, a URL or a zarr store, got "
+                           f"{type(path_or_store).__name__}")
+    shown = os.fspath(path_or_store)
+    if "://" in shown:
+        return shown, shown
+    full = os.path.abspath(shown)
+    _check_store_path(full, shown)
+    return full, shown
+
+
+def _check_store_path(full: str, shown: str) -> None:
+    if not os.path.exists(full):
+        raise StorageError(f"cannot read '{shown}': no such file or directory")
+    if not os.path.isdir(full):
+        raise StorageError(f"cannot read '{shown}': not a zarr store (it is a file, not a "
+                           "directory)")
+
+
+def _open_zarr(store, shown: str):
+    import zarr
+
+    try:
+        return zarr.open_array(store, mode="r")
+    except FileNotFoundError as err:
+        raise StorageError(f"cannot read '{shown}': no zarr array there") from err
+    except Exception as err:
+        raise StorageError(f"cannot read '{shown}': not a zarr array "
+                           f"({_first_line(err)})") from err
+
+
+def _read_zarr_block(store, slices: tuple[slice, ...]) -> np.ndarray:
+    """Block ``slices`` of the zarr array at ``store`` (runs on the block's node)."""
+    import zarr
+
+    return np.array(zarr.open_array(store, mode="r")[slices], order="C")
+
+
+def _write_zarr_block(store: str, slices: tuple[slice, ...], block) -> int:
+    """Write ``block`` at ``slices`` of the zarr array at ``store`` (runs on the block's
+    node; the block is whole chunks, so no other task writes them); returns its bytes."""
+    import zarr
+
+    block = np.asarray(block)
+    if block.size:
+        zarr.open_array(store, mode="r+")[slices] = block
+    return int(block.nbytes)
+
+
+def _write_chunks(value, chunks, target: str):
+    """The chunk shape ``write_zarr`` uses (``None``: zarr's default), checked against the
+    blocks of a ``BlockArray``."""
+    if isinstance(value, BlockArray):
+        bounds = value.blocks.bounds
+        inner = [edges[1:-1] for edges in bounds]
+        if chunks is None:
+            return tuple(math.gcd(*cuts) if cuts else max(1, edges[-1])
+                         for cuts, edges in zip(inner, bounds, strict=True))
+    if chunks is None:
+        return None
+    try:
+        out = tuple(int(c) for c in chunks)
+    except TypeError as err:
+        raise PlanError(f"cannot write '{target}': chunks must be a sequence of ints, got "
+                        f"{chunks!r}") from err
+    ndim = value.ndim
+    if len(out) != ndim or any(c < 1 for c in out):
+        raise PlanError(f"cannot write '{target}': chunks {out} do not fit an array of "
+                        f"{ndim} dimension(s): one positive size per dimension")
+    if isinstance(value, BlockArray):
+        for d, (c, cuts) in enumerate(zip(out, inner, strict=True)):
+            bad = [cut for cut in cuts if cut % c]
+            if bad:
+                raise PlanError(
+                    f"cannot write '{target}': chunks {out} do not align with the array's "
+                    f"blocks (dimension {d} is cut at {list(cuts)}, not multiples of {c}); "
+                    "blocks are written in parallel, so each must be whole chunks: give "
+                    "chunks dividing the block shape, or chunks=None")
+    return out
+
+
+def _replaceable_store(full: str) -> bool:
+    if not os.path.isdir(full) or os.path.islink(full):
+        return False
+    names = os.listdir(full)
+    return not names or any(marker in names for marker in _ZARR_MARKERS)
+
+
+def _install_dir(tmp: str, full: str, target: str) -> None:
+    """Rename the finished store ``tmp`` onto ``full``, an existing store renamed aside
+    first and deleted once the new one is in place."""
+    aside = None
+    try:
+        if os.path.lexists(full):
+            aside = _temp_sibling(full, "old")
+            os.rename(full, aside)
+        try:
+            os.rename(tmp, full)
+        except BaseException:
+            if aside is not None:
+                os.rename(aside, full)
+                aside = None
+            raise
+    except OSError as err:
+        raise StorageError(f"cannot write '{target}': {err.strerror or err}") from err
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- shared
+
+
+def _value_meta(value, target: str):
+    """``(value, shape, dtype)`` of a value to write: a ``BlockArray`` as it is, anything
+    else as the ndarray ``np.asarray`` makes of it (once); an object dtype is refused."""
+    if not isinstance(value, BlockArray):
+        value = np.asarray(value)
+    if value.dtype.hasobject:
+        raise TypeCheckError(f"cannot write '{target}': dtype {value.dtype} holds Python "
+                             "objects; tensorc writes numbers, bools and fixed-size strings")
+    return value, tuple(value.shape), value.dtype
+
+
+def _write_blocks(value, writer, tmp: str, target: str) -> None:
+    """Write every block of ``value`` into ``tmp`` with ``writer(tmp, slices, block)``: an
+    ndarray as one block on the driver; a ``BlockArray``'s blocks by one task each on the
+    block's node. Waits for every task, then raises a ``StorageError`` naming the first
+    block that failed."""
+    if not isinstance(value, BlockArray):
+        try:
+            writer(tmp, tuple(slice(0, n) for n in value.shape), value)
+        except Exception as err:
+            raise StorageError(f"cannot write '{target}': {_first_line(err)}; nothing was "
+                               f"written at '{target}'") from err
+        return
+    import ray
+
+    cluster = ray_cluster()
+    blocks = value.blocks
+    blocks.resolve(cluster.index_of, cluster.epoch)
+    keys = sorted(blocks.refs)
+    done = [submit(cluster, "run", blocks.nodes.get(k), writer, tmp, blocks.block_slices(k),
+                   blocks.refs[k])[0] for k in keys]
+    if done:
+        ray.wait(done, num_returns=len(done), fetch_local=True)
+    for key, ref in zip(keys, done, strict=True):
+        try:
+            ray.get(ref)
+        except Exception as err:
+            cause = getattr(err, "cause", None) or err
+            raise StorageError(
+                f"cannot write '{target}': block {key} failed ({type(cause).__name__}: "
+                f"{_first_line(cause)}); nothing was written at '{target}'") from err
+
+
+def _check_parent(full: str, target: str) -> None:
+    parent = os.path.dirname(full)
+    if not os.path.isdir(parent):
+        raise StorageError(f"cannot write '{target}': no such directory "
+                           f"'{os.path.dirname(target) or parent}'")
+
+
+def _temp_sibling(full: str, kind: str) -> str:
+    head, name = os.path.split(full)
+    return os.path.join(head, f".{name}.{kind}-{uuid.uuid4().hex[:12]}")
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
+def _shown(path) -> str:
+    if not isinstance(path, (str, os.PathLike)):
+        raise StorageError(f"expected a file path, got {type(path).__name__}")
+    return os.fspath(path)
+
+
+def _first_line(err) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

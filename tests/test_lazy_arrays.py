@@ -1,0 +1,211 @@
+"""Lazy ``tc.Array`` programs on the local executor: results against numpy, laziness,
+fusion and sharing (statements counted), plan reuse, numpy interop and errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorc as tc
+from tensorc.lazy import evaluate
+from tensorc.lazy.lowering import lower
+
+RNG = np.random.default_rng(7)
+X = RNG.random((40, 6))
+Y = RNG.random((40, 6))
+V = RNG.random(6)
+
+
+def close(array, expected) -> None:
+    got = np.asarray(array)
+    assert got.shape == np.shape(expected)
+    assert got.dtype == np.asarray(expected).dtype
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def statements(array) -> int:
+    return len(lower([array._expr]).unrolled.statements)  # noqa: SLF001
+
+
+@pytest.mark.parametrize(
+    ("build", "reference"),
+    [
+        (lambda x, y, v: x + y * 2 - 1.5, lambda x, y, v: x + y * 2 - 1.5),
+        (lambda x, y, v: x / (y + 1) ** 2, lambda x, y, v: x / (y + 1) ** 2),
+        (lambda x, y, v: tc.exp(-x) * tc.log(y + 1),
+         lambda x, y, v: np.exp(-x) * np.log(y + 1)),
+        (lambda x, y, v: x - v, lambda x, y, v: x - v),
+        (lambda x, y, v: tc.where(x > 0.5, x, -y), lambda x, y, v: np.where(x > 0.5, x, -y)),
+        (lambda x, y, v: tc.sum(x, axis=0), lambda x, y, v: x.sum(0)),
+        (lambda x, y, v: tc.max(x * y, axis=1), lambda x, y, v: (x * y).max(1)),
+        (lambda x, y, v: tc.min(x), lambda x, y, v: np.asarray(x.min())),
+        (lambda x, y, v: tc.mean(x, axis=1, keepdims=True),
+         lambda x, y, v: x.mean(1, keepdims=True)),
+        (lambda x, y, v: tc.var(x, axis=0, correction=1), lambda x, y, v: x.var(0, ddof=1)),
+        (lambda x, y, v: tc.std(x), lambda x, y, v: np.asarray(x.std())),
+        (lambda x, y, v: x - tc.mean(x, axis=0), lambda x, y, v: x - x.mean(0)),
+        (lambda x, y, v: x.T @ y, lambda x, y, v: x.T @ y),
+        (lambda x, y, v: x @ v, lambda x, y, v: x @ v),
+        (lambda x, y, v: v @ v, lambda x, y, v: np.asarray(v @ v)),
+        (lambda x, y, v: tc.tensordot(x, y, axes=([0], [0])),
+         lambda x, y, v: np.tensordot(x, y, ([0], [0]))),
+        (lambda x, y, v: tc.vecdot(x, y), lambda x, y, v: (x * y).sum(-1)),
+        (lambda x, y, v: tc.einsum("ij,ij->i", x, y), lambda x, y, v: np.einsum("ij,ij->i", x, y)),
+        (lambda x, y, v: tc.permute_dims(x[:, :, None] * y[:, None, :], (2, 0, 1)),
+         lambda x, y, v: np.transpose(x[:, :, None] * y[:, None, :], (2, 0, 1))),
+        (lambda x, y, v: tc.sum(x[:, None, :] - y[None, :5, :], axis=2),
+         lambda x, y, v: (x[:, None, :] - y[None, :5, :]).sum(2)),
+        (lambda x, y, v: tc.reshape(x, (6, 40)), lambda x, y, v: x.reshape(6, 40)),
+        (lambda x, y, v: tc.reshape(x[:1], (6,)), lambda x, y, v: x[:1].reshape(6)),
+        (lambda x, y, v: tc.concat([x, y], axis=1), lambda x, y, v: np.concatenate([x, y], 1)),
+        (lambda x, y, v: tc.stack([x, y]), lambda x, y, v: np.stack([x, y])),
+        (lambda x, y, v: x[3:30:4, ::-2], lambda x, y, v: x[3:30:4, ::-2]),
+        (lambda x, y, v: x[5], lambda x, y, v: x[5]),
+        (lambda x, y, v: tc.argmax(x, axis=1), lambda x, y, v: x.argmax(1)),
+        (lambda x, y, v: tc.argmin(x), lambda x, y, v: np.asarray(x.argmin())),
+        (lambda x, y, v: tc.astype(x * 10, tc.int32) % 3,
+         lambda x, y, v: (x * 10).astype(np.int32) % 3),
+        (lambda x, y, v: tc.sum(x > 0.5, axis=0), lambda x, y, v: (x > 0.5).sum(0)),
+        (lambda x, y, v: tc.any(x > 0.99), lambda x, y, v: np.asarray((x > 0.99).any())),
+        (lambda x, y, v: tc.linalg.solve(x.T @ x, v),
+         lambda x, y, v: np.linalg.solve(x.T @ x, v)),
+        (lambda x, y, v: tc.linalg.inv(x.T @ x + tc.eye(6)),
+         lambda x, y, v: np.linalg.inv(x.T @ x + np.eye(6))),
+        (lambda x, y, v: tc.cumulative_sum(v), lambda x, y, v: np.cumsum(v)),
+        (lambda x, y, v: tc.sort(x, axis=0), lambda x, y, v: np.sort(x, 0)),
+        (lambda x, y, v: tc.clip(x, 0.2, 0.8), lambda x, y, v: np.clip(x, 0.2, 0.8)),
+    ],
+)
+def test_results_equal_numpy(build, reference) -> None:
+    x, y, v = tc.asarray(X), tc.asarray(Y), tc.asarray(V)
+    close(build(x, y, v), reference(X, Y, V))
+
+
+def test_nothing_runs_until_a_value_is_needed() -> None:
+    x = tc.asarray(X)
+    tc.einsum("ij,jk->ik", np.ones((2, 2)), np.ones((2, 2)))  # a known last run
+    marker = tc.last_stats()
+    z = tc.exp(x) @ tc.asarray(V) + 1.0
+    assert not z.evaluated
+    assert tc.last_stats() == marker
+    value = float(tc.sum(z))
+    assert tc.last_stats()["backend"] == "local"
+    assert value == pytest.approx((np.exp(X) @ V + 1.0).sum(), rel=1e-12)
+
+
+def test_element_wise_chains_fuse_into_their_reduction() -> None:
+    x = tc.asarray(X)
+    m = tc.mean(x, axis=0)
+    centred = tc.sum((x - m) ** 2, axis=0)
+    # the mean, then one statement for subtract, square and sum together, then nothing else
+    assert statements(centred) == 2
+    close(centred, ((X - X.mean(0)) ** 2).sum(0))
+    # a chain of element-wise operations is one statement
+    assert statements(tc.tanh(x * 2 + 1) - tc.exp(-x) / 3) == 1
+
+
+def test_transposes_are_free_and_contractions_stay_products() -> None:
+    x, y = tc.asarray(X), tc.asarray(Y)
+    product = x.T @ y
+    lowered = lower([product._expr])  # noqa: SLF001
+    (statement,) = lowered.unrolled.statements
+    assert statement.operands == ("x0", "x1")
+    text = str(statement.program)
+    assert "#0 * #1" in text or "mul" in text
+
+
+def test_common_subexpressions_are_computed_once() -> None:
+    x = tc.asarray(X)
+    a = tc.exp(x) @ tc.asarray(V)
+    b = tc.exp(x) @ tc.asarray(V)
+    both = a + b
+    assert statements(both) == statements(a) + 1
+    close(both, 2 * (np.exp(X) @ V))
+
+
+def test_compute_evaluates_several_arrays_in_one_program() -> None:
+    x = tc.asarray(X)
+    shared = tc.exp(x)
+    first, second = tc.sum(shared, axis=0), tc.max(shared, axis=1)
+    tc.compute(first, second)
+    assert first.evaluated and second.evaluated
+    assert tc.last_stats()["statements_run"] == 3
+    close(first, np.exp(X).sum(0))
+    close(second, np.exp(X).max(1))
+
+
+def test_a_loop_plans_each_statement_once() -> None:
+    w = tc.zeros(6)
+    x = tc.asarray(X)
+    for _ in range(3):
+        w = (w - 0.1 * (x.T @ (x @ w - 1.0))).compute()
+    misses = evaluate.RUNNER.plans.misses
+    for _ in range(3):
+        w = (w - 0.1 * (x.T @ (x @ w - 1.0))).compute()
+    assert evaluate.RUNNER.plans.misses == misses
+    expected = np.zeros(6)
+    for _ in range(6):
+        expected = expected - 0.1 * (X.T @ (X @ expected - 1.0))
+    close(w, expected)
+
+
+def test_numpy_functions_stay_on_tensorc() -> None:
+    x = tc.asarray(X)
+    for result in (np.exp(x), np.sum(x, axis=0), np.einsum("ij,j->i", x, V),
+                   np.tensordot(x, x, axes=([0], [0])), np.matmul(x.T, x), x + np.ones(6)):
+        assert isinstance(result, tc.Array)
+    close(np.mean(np.exp(x), axis=0), np.exp(X).mean(0))
+    assert isinstance(np.asarray(x), np.ndarray)
+
+
+def test_numpy_functions_without_a_tensorc_meaning_raise() -> None:
+    x = tc.asarray(X)
+    with pytest.raises(tc.UnsupportedError, match="numpy.fft.fft is not supported|numpy.fft"):
+        np.fft.fft(x)
+    with pytest.raises(tc.UnsupportedError, match="numpy.add.reduce is not supported"):
+        np.add.reduce(x)
+    with pytest.raises(NotImplementedError, match="nonzero is not supported"):
+        tc.nonzero(x)
+
+
+def test_bad_input_gets_clear_errors() -> None:
+    x = tc.asarray(X)
+    with pytest.raises(tc.ShapeError, match="do not broadcast"):
+        _ = x + tc.ones(5)
+    with pytest.raises(tc.ShapeError, match="do not align"):
+        _ = x @ x
+    with pytest.raises(tc.AxisError, match="axis 2 is out of bounds"):
+        tc.sum(x, axis=2)
+    with pytest.raises(tc.LinAlgError, match="must be square"):
+        tc.linalg.inv(x)
+    with pytest.raises(TypeError, match="immutable"):
+        x[0, 0] = 1.0
+    with pytest.raises(tc.TypeCheckError, match="only a 0-d"):
+        float(x)
+
+
+def test_namespace_protocol() -> None:
+    x = tc.ones((2, 3), dtype=tc.float32)
+    assert x.__array_namespace__() is tc
+    assert tc.__array_api_version__ == "2024.12"
+    assert x.dtype == tc.float32 and x.device == "cpu"
+    assert (x + 1).dtype == tc.float32 and (x + 1.5).dtype == tc.float32
+    assert tc.result_type(tc.int32, tc.float32) == tc.float64
+    assert x.mT.shape == (3, 2) and x.T.shape == (3, 2)
+    assert bool(tc.all(x == 1))
+
+
+def test_explain_shows_program_plan_and_statistics(golden) -> None:
+    x = tc.asarray(X)
+    z = tc.sum((x - 0.5) ** 2, axis=0)
+    program = z.explain().split("-- plan")[0].rstrip()
+    golden("lazy_explain_program", program)
+    z.compute()
+    text = z.explain()
+    assert "-- statistics of the run" in text and '"backend": "local"' in text
+
+
+def test_local_random_is_blocked_like_ray_random() -> None:
+    a = tc.random((8, 6), block_shape=(4, 3), seed=5).numpy()
+    rng = np.random.default_rng([5, 1, 1])
+    np.testing.assert_array_equal(a[4:8, 3:6], rng.random((4, 3)))
