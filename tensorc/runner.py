@@ -18,7 +18,9 @@ Contract: a :class:`StatementRunner` (plan options in :class:`Options`) plans an
 - three kinds of statement: an IR statement (``program``), a *fill* (a constant; made on its
   nodes on Ray) and a *whole-array* statement (``whole``, an operation of
   :mod:`tensorc.codegen.whole_array` such as a reshape or a small solve), which runs as one
-  task on the node holding most of its operands (Ray) and is reported in the stats.
+  task on the node holding most of its operands (Ray) and is reported in the stats;
+- a run longer than about two seconds shows a progress bar on a terminal
+  (:mod:`tensorc.progress`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from tensorc.frontend.tc_lower import Statement, Unrolled
 from tensorc.passes.base import PassContext, PassOptions
 from tensorc.planning.plan import Plan, PlanCache, plan_program
 from tensorc.planning.program_layouts import ProgramPlan, plan_program_layouts
+from tensorc.progress import Progress
 from tensorc.runtime.local import available_cores
 from tensorc.session import ray_cluster
 
@@ -134,26 +137,36 @@ class StatementRunner:
         layouts = self.plan_layouts(unrolled, nodes) if nodes > 1 else None
         env: dict[str, object] = dict(arrays)
         ran: list[tuple[str, dict]] = []
+        planned: dict[str, tuple[Plan, bool, float]] = {}
         for statement in unrolled.statements:
             if statement.program is None:
-                env[statement.label] = _local_constant(statement, env)
-                if statement.whole is not None:
-                    ran.append((statement.label, _whole_stats(statement, "local")))
                 continue
-            planned = time.perf_counter()
+            started = time.perf_counter()
             if layouts is not None:  # planned with the whole program, before the run
                 plan, cached = layouts.plans[statement.label], True
             else:
                 plan, cached = self.cached_plan(statement)
-            planned = time.perf_counter() - planned
-            operands = [env[label] for label in statement.operands]
-            out = np.empty(statement.shape, dtype=plan.graph.dtype)
-            run = execution.run_local(plan, operands, out, workers=self.options.workers)
-            ran.append((statement.label, execution.local_stats(
-                plan, run, cached=cached,
-                plan_seconds=planned if cached else plan.stats["plan_seconds"])))
-            env[statement.label] = out if out.dtype == statement.dtype else out.astype(
-                statement.dtype)
+            seconds = time.perf_counter() - started
+            planned[statement.label] = (plan, cached,
+                                        seconds if cached else plan.stats["plan_seconds"])
+        total = sum(p.stats["tasks"] for p, _, _ in planned.values())
+        with Progress(total + len(unrolled.statements) - len(planned)) as progress:
+            for statement in unrolled.statements:
+                if statement.program is None:
+                    env[statement.label] = _local_constant(statement, env)
+                    if statement.whole is not None:
+                        ran.append((statement.label, _whole_stats(statement, "local")))
+                    progress.advance(1)
+                    continue
+                plan, cached, seconds = planned[statement.label]
+                operands = [env[label] for label in statement.operands]
+                out = np.empty(statement.shape, dtype=plan.graph.dtype)
+                run = execution.run_local(plan, operands, out, workers=self.options.workers)
+                ran.append((statement.label, execution.local_stats(
+                    plan, run, cached=cached, plan_seconds=seconds)))
+                env[statement.label] = out if out.dtype == statement.dtype else out.astype(
+                    statement.dtype)
+                progress.advance(plan.stats["tasks"])
         return {label: env[label] for label in _output_labels(unrolled)}, ran
 
     def _run_on_ray(self, arrays: dict, unrolled: Unrolled) -> tuple[dict, list]:
@@ -168,6 +181,13 @@ class StatementRunner:
             unrolled, nodes, {given[k]: source for k, source in initial.items()})
         replicas: dict[str, list[tuple[object, object]]] = {
             label: [(None, value)] for label, value in arrays.items()}
+        total = sum(p.stats["tasks"] for p in layouts.plans.values())
+        with Progress(total + len(unrolled.statements) - len(layouts.plans), nodes) as bar:
+            self._ray_statements(unrolled, layouts, replicas, scheduler, cluster, ran, bar)
+        return {label: replicas[label][0][1] for label in _output_labels(unrolled)}, ran
+
+    @staticmethod
+    def _ray_statements(unrolled, layouts, replicas, scheduler, cluster, ran, bar) -> None:
         for statement in unrolled.statements:
             if statement.whole is not None:
                 operands = [replicas[label][0][1] for label in statement.operands]
@@ -177,10 +197,12 @@ class StatementRunner:
                 ran.append((statement.label, _whole_stats(
                     statement, "ray", time.perf_counter() - started)))
                 replicas[statement.label] = [(None, result)]
+                bar.advance(1)
                 continue
             if statement.program is None:
                 replicas[statement.label] = [(None, full(statement.shape, statement.fill,
                                                          dtype=statement.dtype))]
+                bar.advance(1)
                 continue
             plan = layouts.plans[statement.label]
             placed = (plan.problem.placed or {}) if plan.problem is not None else {}
@@ -198,7 +220,18 @@ class StatementRunner:
                 result = BlockArray(execution.cast(result.blocks, np.dtype(statement.dtype),
                                                    cluster), result.node_grid)
             replicas[statement.label] = [(None, result)]
-        return {label: replicas[label][0][1] for label in _output_labels(unrolled)}, ran
+            bar.advance(plan.stats["tasks"], _tasks_per_node(stats, cluster.nodes))
+
+
+def _tasks_per_node(stats: dict, nodes: int) -> list[int] | None:
+    placed = stats.get("node_of")
+    if not placed:
+        return None
+    counts = [0] * nodes
+    for node in placed:
+        if node is not None and 0 <= node < nodes:
+            counts[node] += 1
+    return counts
 
 
 def _output_labels(unrolled: Unrolled) -> list[str]:
