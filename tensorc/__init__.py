@@ -73,7 +73,7 @@ from tensorc.lazy.data_types import (
 from tensorc.lazy.elementwise import *  # noqa: F403 - the standard's element-wise functions
 from tensorc.lazy.elementwise import FUNCTIONS as _ELEMENTWISE
 from tensorc.lazy.elementwise import clip, where
-from tensorc.lazy.indexing import take
+from tensorc.lazy.indexing import take, take_along_axis
 from tensorc.lazy.info import __array_namespace_info__
 from tensorc.lazy.io import from_zarr, load, save, to_zarr
 from tensorc.lazy.linear import matmul, matrix_transpose, vecdot
@@ -81,6 +81,7 @@ from tensorc.lazy.manipulation import (
     broadcast_arrays,
     broadcast_to,
     concat,
+    diff,
     expand_dims,
     flip,
     moveaxis,
@@ -91,6 +92,8 @@ from tensorc.lazy.manipulation import (
     squeeze,
     stack,
     tile,
+    tril,
+    triu,
     unstack,
 )
 from tensorc.lazy.searching import (
@@ -215,6 +218,10 @@ __all__ = [
     "vecdot",
     "where",
     "zeros_like",
+    "diff",
+    "take_along_axis",
+    "tril",
+    "triu",
     "from_zarr",
     "load",
     "save",

@@ -114,6 +114,8 @@ WHOLE_OPERATIONS: dict[str, Callable[..., np.ndarray]] = {
     "tril": lambda x, k: np.tril(x, k),
     "triu": lambda x, k: np.triu(x, k),
     "searchsorted": lambda x, v, side: np.searchsorted(x, v, side=side),
+    "diff": lambda x, axis, n: np.diff(x, n=n, axis=axis),
+    "take_along_axis": lambda x, indices, axis: np.take_along_axis(x, indices, axis=axis),
     "solve": _solve,
     "inv": lambda a: np.linalg.inv(a),
     "det": lambda a: np.asarray(np.linalg.det(a)),

@@ -186,8 +186,8 @@ class Array:
             raise TypeCheckError(f"tensorc implements array API 2024.12, not {api_version}")
         return importlib.import_module("tensorc")
 
-    def __dlpack__(self, **kwargs):
-        return self.numpy().__dlpack__(**kwargs)
+    def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
+        return self.numpy().__dlpack__(stream=stream)
 
     def __dlpack_device__(self):
         return (1, 0)

@@ -69,3 +69,11 @@ def take(x, indices, /, *, axis=None) -> Array:
     if values.ndim != 1:
         raise TypeCheckError("take takes a 1-d array of indices")
     return wrap(Expr("whole", op, (node,), None, shape, node.dtype))
+
+
+def take_along_axis(x, indices, /, *, axis=-1) -> Array:
+    node, index = expr_of(x), expr_of(indices)
+    shape = np.take_along_axis(np.empty(node.shape, np.bool_),
+                               np.zeros(index.shape, np.int64), axis=axis).shape
+    return wrap(Expr("whole", ("take_along_axis", int(axis)), (node, index), None, shape,
+                     node.dtype))

@@ -5,6 +5,7 @@ other reshapes, ``concat``, ``stack``, ``broadcast_to``, ``flip``, ``roll``, ``t
 
 from __future__ import annotations
 
+import builtins
 import math
 
 import numpy as np
@@ -171,6 +172,27 @@ def tile(x, repetitions, /) -> Array:
 def repeat(x, repeats, /, *, axis=None) -> Array:
     node = expr_of(x)
     if not isinstance(repeats, int):
-        raise ShapeError("repeat takes an int count (array counts give data-dependent shapes)")
+        counts = np.asarray(repeats.numpy() if isinstance(repeats, Array) else repeats)
+        repeats = tuple(int(c) for c in counts.ravel()) if counts.ndim else int(counts)
     probe = np.repeat(np.empty(node.shape, np.bool_), repeats, axis=axis)
     return _whole(("repeat", repeats, axis), (node,), probe.shape, node.dtype)
+
+
+def tril(x, /, *, k=0) -> Array:
+    node = expr_of(x)
+    return _whole(("tril", int(k)), (node,), node.shape, node.dtype)
+
+
+def triu(x, /, *, k=0) -> Array:
+    node = expr_of(x)
+    return _whole(("triu", int(k)), (node,), node.shape, node.dtype)
+
+
+def diff(x, /, *, axis=-1, n=1, prepend=None, append=None) -> Array:
+    """``n``-th differences along ``axis`` (``prepend``/``append`` joined first)."""
+    parts = [p for p in (prepend, x, append) if p is not None]
+    node = expr_of(concat(parts, axis=axis)) if len(parts) > 1 else expr_of(x)
+    (axis,) = normalise_axes(axis, node.ndim)
+    shape = list(node.shape)
+    shape[axis] = builtins.max(0, shape[axis] - n)
+    return _whole(("diff", axis, int(n)), (node,), shape, node.dtype)
