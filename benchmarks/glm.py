@@ -62,6 +62,7 @@ import argparse
 import contextlib
 import json
 import platform
+import re
 import runpy
 import statistics
 import sys
@@ -152,7 +153,7 @@ def run_sklearn(args, fit, X, y) -> dict:
         from sklearn.exceptions import ConvergenceWarning
         from sklearn.linear_model import LogisticRegression
     except ImportError as err:
-        raise Skipped(f"not installed ({err})") from err
+        raise Skipped(f"not installed: {err.name or err}") from err
 
     C = 1.0 / args.ridge if args.ridge > 0 else np.inf
     n_iter = []
@@ -209,6 +210,34 @@ def summarize_iterations(runs: list[list[dict]]) -> dict:
     return out
 
 
+def statement_texts(w) -> dict[str, str]:
+    """``{label: "t0 = permute(x1)"}`` of the program that computed ``w`` (from
+    ``w.explain()``), to name the statements of ``tc.last_stats()["statements"]``."""
+    try:
+        text = w.explain()
+    except Exception as err:  # the report goes on without the names
+        return {"?": f"explain() failed: {type(err).__name__}: {err}"}
+    return {m.group(2): m.group(1).strip()
+            for m in re.finditer(r"^== ((t\d+) = .*?)(?=   #|$)", text, re.MULTILINE)}
+
+
+def by_statement(run: list[dict], texts: dict[str, str]) -> list[dict]:
+    """Each statement of one fit: its text and the median over the iterations of its run
+    seconds, tasks and remote calls."""
+    rows: dict[str, list[dict]] = {}
+    for stats in run:
+        for statement in stats.get("statements") or []:
+            rows.setdefault(statement["label"], []).append(statement)
+    out = []
+    for label, seen in rows.items():
+        row = {"label": label, "text": texts.get(label, label)}
+        for key in ("run_seconds", "tasks", "remote_calls"):
+            values = [s[key] for s in seen if s.get(key) is not None]
+            row[key] = statistics.median(values) if values else None
+        out.append(row)
+    return out
+
+
 def measured_bytes(run: list[dict]) -> tuple[int | None, bool]:
     """Bytes Ray moved over one fit, summed over its iterations, and whether a program's
     total had to be rebuilt from its per-node sums (``measured_inter_node_bytes`` is
@@ -237,8 +266,10 @@ def run_tensorc_local(args, fit, X, y) -> dict:
             return fit(tc, X_, y_, args.iterations, args.ridge)
 
     found = timed_calls(lambda: (tc.asarray(X), tc.asarray(y)), call, args.repeats)
+    statements = by_statement(runs[-1], statement_texts(found["weights"]))
     found["weights"] = np.asarray(found["weights"])
-    return {**found, "bytes": None, "stats": summarize_iterations(runs[1:])}
+    return {**found, "bytes": None, "stats": summarize_iterations(runs[1:]),
+            "statements": statements}
 
 
 def run_tensorc_ray(args, fit, X, y) -> dict:
@@ -263,6 +294,7 @@ def run_tensorc_ray(args, fit, X, y) -> dict:
 
     try:
         found = timed_calls(fresh, call, args.repeats)
+        statements = by_statement(runs[-1], statement_texts(found["weights"]))
         found["weights"] = np.asarray(found["weights"])
         # one more fit, off the clock, with Ray's object directory read after every run
         measured: list[dict] = []
@@ -279,7 +311,7 @@ def run_tensorc_ray(args, fit, X, y) -> dict:
     stats = summarize_iterations(runs[1:])
     return {**found, "bytes": moved, "bytes_rebuilt_from_per_node": rebuilt,
             "modelled_bytes": stats["inter_node_bytes"], "stats": stats,
-            "init_seconds": init_seconds,
+            "init_seconds": init_seconds, "statements": statements,
             "measured_last_iteration_keys": sorted(measured[-1]) if measured else []}
 
 
@@ -294,7 +326,7 @@ def run_dask_ml(args, fit, X, y) -> dict:
         from dask.distributed import Client, LocalCluster, wait
         from dask_ml.linear_model import LogisticRegression
     except ImportError as err:
-        raise Skipped(f"not installed ({err})") from err
+        raise Skipped(f"not installed: {err.name or err}") from err
 
     cluster = LocalCluster(n_workers=NODES, threads_per_worker=1, processes=True,
                            dashboard_address=None)
@@ -397,6 +429,11 @@ def print_tensorc_detail(system: str, found: dict, iterations: int) -> None:
     tasks = [s["tasks"] for s in stats["last_call"]]
     calls = [s["remote_calls"] for s in stats["last_call"]]
     print(f"    tasks by iteration {tasks}" + (f", remote calls {calls}" if any(calls) else ""))
+    print("    by statement (median over the iterations of the last timed call):")
+    for row in found.get("statements") or []:
+        calls = "" if row["remote_calls"] is None else f", {row['remote_calls']:g} calls"
+        print(f"      {row['text'][:48]:48s} {row['run_seconds'] * 1e3:7.1f} ms run, "
+              f"{row['tasks']:g} tasks{calls}")
     if system == "tensorc-ray":
         note = (" (rebuilt from measured_node_recv_bytes: measured_inter_node_bytes was "
                 "None)" if found.get("bytes_rebuilt_from_per_node") else "")

@@ -46,6 +46,10 @@ def matmul(x1, x2, /) -> Array:
             raise ShapeError(f"matmul: shapes {a.shape} and {b.shape} do not align")
         return contract([a, b], [("k",), ("k",)], ())
     va, vb = a.ndim == 1, b.ndim == 1
+    if va and b.ndim == 2:
+        return contract([a, b], [("k",), ("k", "n")], ("n",))
+    if vb and a.ndim == 2:
+        return contract([a, b], [("m", "k"), ("k",)], ("m",))
     if va:
         a = expand_dims(a, 0)._expr  # noqa: SLF001
     if vb:

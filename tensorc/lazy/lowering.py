@@ -117,10 +117,15 @@ class _Lowering:
         """Whether ``child`` is computed inside the statement reading it."""
         if child.value is not None or id(child) in self.requested:
             return False
+        if child.kind in RENAMINGS and parent_kind != "whole":
+            # free to repeat (X.T read twice is two scans of X), unless it would repeat
+            # element-wise work fused under it
+            inner = self.arg(child.args[0])
+            single = inner.value is None and self.uses.get(id(inner), 0) == 1 and (
+                inner.kind == "map" or inner.kind in RENAMINGS)
+            return self.uses.get(id(child), 0) == 1 or not single
         if self.uses.get(id(child), 0) != 1:
             return False
-        if child.kind in RENAMINGS:
-            return parent_kind != "whole"
         return (child.kind == "map" and parent_kind in INLINED_INTO
                 and compute_dtype(child) == dtype)
 
@@ -257,13 +262,14 @@ class _Body:
     def assemble(self, fn, out: tuple[str, ...], monoid: str):
         """The statement's IR node: a map, or a fold of every index not in ``out``."""
         covered = {name for scan in self.leaves for name in scan.indices}
-        for name in [*out, *self.sizes]:
-            if name not in covered:  # an axis of extent 1 no operand has
+        for name in out:
+            if name not in covered:  # an output axis of extent 1 no operand has
                 unit = f"unit:{self.dtype.str}"
                 self.lowering.inputs.setdefault(unit, np.ones(1, dtype=self.dtype))
                 self.scans.append((unit, (1,), str(self.dtype)))
                 self.leaves.append(Scan(f"in{len(self.leaves)}", (name,)))
                 covered.add(name)
+        self.sizes = {n: e for n, e in self.sizes.items() if n in covered}
         source = self.leaves[0] if len(self.leaves) == 1 else join_of(self.leaves)
         key = key_of(source)
         if set(key) == set(out) and len(key) == len(out):
