@@ -262,8 +262,8 @@ def _on_lazy_arrays(eager, lazy, args: tuple, **options):
     their program lazily (plan options then have no meaning: the program is planned whole)."""
     if all(a.evaluated for a in args if isinstance(a, LazyArray)):
         values = [a.value() if isinstance(a, LazyArray) else a for a in args]
-        return LazyArray(leaf(np.asarray(result) if not isinstance(
-            result := eager(*values, **options), BlockArray) else result))
+        result = eager(*values, **options)
+        return LazyArray(leaf(result if isinstance(result, BlockArray) else np.asarray(result)))
     given = {k: v for k, v in options.items()
              if v is not None and k not in ("optimize", "order", "casting", "dtype")}
     if given:

@@ -10,6 +10,7 @@ from tensorc import array as blocks
 from tensorc.array import BlockArray, default_blocking
 from tensorc.errors import TypeCheckError
 from tensorc.lazy.array_object import Array, expr_of, wrap
+from tensorc.lazy.data_types import astype
 from tensorc.lazy.evaluate import backend
 from tensorc.lazy.graph import leaf
 from tensorc.runtime.local import available_cores
@@ -43,8 +44,6 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None, block_shape=None,
     _check_device(device)
     if isinstance(obj, Array):
         if dtype is not None and np.dtype(dtype) != obj.dtype:
-            from tensorc.lazy.data_types import astype
-
             return astype(obj, dtype)
         if block_shape is None and grid is None:
             return obj

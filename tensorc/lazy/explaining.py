@@ -7,6 +7,7 @@ import json
 from tensorc.ir.printer import format_program
 from tensorc.lazy import evaluate
 from tensorc.lazy.lowering import lower
+from tensorc.session import ray_cluster
 
 
 def explain(array) -> str:
@@ -35,8 +36,6 @@ def explain(array) -> str:
     lines.append("-- plan")
     runner = evaluate.RUNNER
     if where == "ray":
-        from tensorc.session import ray_cluster
-
         layouts = runner.plan_layouts(unrolled, ray_cluster().nodes)
         lines.extend(layouts.describe())
         plans = layouts.plans

@@ -29,7 +29,6 @@ import numpy as np
 from tensorc.errors import ShapeError, TypeCheckError
 from tensorc.ir.semantics import CALL_FUNCS
 
-KINDS = ("leaf", "map", "reduce", "contract", "permute", "expand", "squeeze", "cast", "whole")
 RENAMINGS = ("permute", "expand", "squeeze")
 """Kinds that only rename indices: free inside any element-wise statement."""
 

@@ -57,9 +57,6 @@ FUNCTIONS = {
 }
 """numpy function name (``linalg.`` prefixed for ``np.linalg``) → tensorc function."""
 
-_RENAMED_KWARGS = {"keepdims": "keepdims", "axis": "axis", "dtype": "dtype"}
-
-
 def _namespace():
     return importlib.import_module("tensorc")
 

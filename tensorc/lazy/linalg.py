@@ -94,5 +94,3 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2) -> Array:  # noqa: A0
                               keepdims=keepdims)
     return wrap(mapped("pow", powered._expr, 1.0 / ord))  # noqa: SLF001
 
-
-_ = (matmul, matrix_transpose, tensordot, vecdot)

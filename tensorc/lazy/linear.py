@@ -117,5 +117,3 @@ def vecdot(x1, x2, /, *, axis=-1) -> Array:
     output = tuple(x for k, x in enumerate(names) if k != axis)
     return contract([a, b], [subs(a, "a"), subs(b, "b")], output)
 
-
-_ = matrix_transpose

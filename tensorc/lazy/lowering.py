@@ -200,7 +200,6 @@ class _Body:
     def __init__(self, lowering: _Lowering, dtype: np.dtype, root: Expr) -> None:
         self.lowering = lowering
         self.dtype = np.dtype(dtype)
-        self.root = root
         self.sizes: dict[str, int] = {}
         self.scans: list[tuple[str, tuple[int, ...], str]] = []
         self.leaves: list[Scan] = []

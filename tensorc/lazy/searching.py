@@ -9,7 +9,6 @@ import numpy as np
 
 from tensorc.errors import UnsupportedError
 from tensorc.lazy.array_object import Array, expr_of, wrap
-from tensorc.lazy.elementwise import where
 from tensorc.lazy.graph import Expr
 from tensorc.lazy.statistical import normalise_axes
 
@@ -73,5 +72,3 @@ unique_all = _data_dependent("unique_all")
 unique_counts = _data_dependent("unique_counts")
 unique_inverse = _data_dependent("unique_inverse")
 unique_values = _data_dependent("unique_values")
-
-_ = where
