@@ -14,6 +14,9 @@ task on another node reads them.
 - ``run(kernel, *blocks)`` — one block kernel (a cast of a result's blocks);
 - ``whole(fn, op, operands, out_slices, *blocks)`` — a whole-array operation on operands
   stitched from their blocks, its result cut into blocks (all on the node it ran on);
+- ``block(expr, reads, *blocks)`` — one task of a block program (a kernel expression of
+  :mod:`tensorc.codegen.block_kernels` over its blocks); ``piece(shape, layout, *blocks)`` —
+  a block of another blocking stitched from stored blocks (a block program's input);
 - ``stage(key, payload, threads, *blocks)`` — one call of a staged program
   (:mod:`tensorc.runtime.stages`): the block steps of one node and stage, run in this worker
   with :func:`run_steps`; returns the exported steps' blocks, then the node id. Ray is
@@ -32,6 +35,8 @@ from __future__ import annotations
 import os
 
 import numpy as np
+
+from tensorc.codegen.block_kernels import evaluate
 
 MAX_RETRIES = 3
 
@@ -79,6 +84,18 @@ def _whole(fn, op: tuple, operands: tuple, out_slices: tuple, *blocks: np.ndarra
         at += count
     result = fn(op, *values)
     return (*(np.array(result[s], order="C") for s in out_slices), node)
+
+
+def _block(expr, reads: tuple, *blocks: np.ndarray):
+    """One task of a block program: ``expr`` over the blocks ``reads`` name (in order);
+    returns its results, then the node id."""
+    node = _worker_setup()
+    return (*evaluate(expr, dict(zip(reads, blocks, strict=True))), node)
+
+
+def _piece(shape: tuple[int, ...], layout: tuple, *blocks: np.ndarray):
+    """One block of another blocking, stitched from the stored blocks overlapping it."""
+    return np.array(stitch(shape, layout, blocks), order="C"), _worker_setup()
 
 
 def stitch(shape: tuple[int, ...], layout: tuple, pieces) -> np.ndarray:
@@ -233,7 +250,7 @@ def remote(name: str, returns: int = 2):
         import ray
 
         body = {"generate": _generate, "place": _place, "run": _run, "stage": _stage,
-                "whole": _whole}[name]
+                "whole": _whole, "block": _block, "piece": _piece}[name]
         fn = ray.remote(num_returns=2, max_retries=MAX_RETRIES, num_cpus=1)(body)
         _REMOTES[name] = fn
     return fn if returns == 2 else fn.options(num_returns=returns)

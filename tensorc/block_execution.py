@@ -1,0 +1,422 @@
+"""Running a block program: its DAG expanded from the ready tasks, locally or on Ray.
+
+Contract: :func:`run_block_program(program, inputs, counts, backend=..., ...)` runs a
+:class:`~tensorc.ir.block_program.LoopProgram` on ``inputs`` (ndarrays, or on Ray also
+:class:`~tensorc.array.BlockArray`), each dimension of a size ``N`` with a block count ``NB``
+cut into ``NB`` near-equal blocks (block ``k`` spans ``k*N//NB`` to ``(k+1)*N//NB``), and
+returns ``(outputs by name, stats)``: ndarrays locally, ``BlockArray``s on Ray (blocks stay
+on the nodes that computed them). Output blocks no statement writes are zeros.
+
+The DAG is never built whole (:class:`~tensorc.codegen.block_dag.BlockDag` answers parents
+and children symbolically):
+
+- **local**: the ready tasks run on a thread pool (``workers`` threads, BLAS limited so the
+  machine's cores are not oversubscribed); when a task finishes, its children are found, each
+  new child learns how many parent tasks it waits for, and a child whose parents are all done
+  becomes ready. A block version is dropped once every child has read it, unless it is the
+  final version of an output block;
+- **ray**: a task is submitted as soon as its parent tasks have been *submitted* (Ray
+  waits for the data), placed on a node by :class:`~tensorc.runtime.block_placement.
+  BlockPlacer` (LSHS simulating time and bytes, or round-robin); at most ``window`` tasks are
+  in flight, so the driver holds the frontier, not the graph. Blocks are Ray objects, so a
+  lost block is recomputed from lineage.
+
+Statistics (``tc.last_stats()`` after a run): ``tasks``, ``tasks_per_node``,
+``inter_node_bytes`` (modelled copies, Ray), ``max_node_memory_bytes``, ``block_counts``,
+``scheduler``, ``run_seconds``, ``backend``, ``peak_frontier`` (the most tasks the driver knew of
+at once).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+import numpy as np
+
+from tensorc.array import BlockArray
+from tensorc.codegen.block_dag import BlockDag, BlockDagError
+from tensorc.codegen.block_kernels import evaluate, result_flops, result_shapes
+from tensorc.errors import ShapeError
+from tensorc.execution import record
+from tensorc.ir.block_program import LoopProgram
+from tensorc.runtime.local import _BlasLimit, available_cores
+
+DTYPES = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64", "bool": "bool"}
+WINDOW = 256
+
+
+def numpy_dtype(spec_dtype: str) -> np.dtype:
+    return np.dtype(DTYPES.get(spec_dtype, spec_dtype))
+
+
+def environment(program: LoopProgram, shapes: dict[str, tuple[int, ...]],
+                counts: dict[str, int]) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
+    """The sizes read off the inputs' shapes and the block counts, and the block bounds of
+    every size: ``(env, bounds by size name)``."""
+    env: dict[str, int] = {}
+    origin: dict[str, str] = {}
+    for name in program.inputs():
+        spec = program.tensors[name]
+        if name not in shapes:
+            raise ShapeError(f"missing input {name!r}")
+        shape = tuple(shapes[name])
+        if len(shape) != len(spec.dims):
+            raise ShapeError(f"input {name} is declared {spec.dtype}[{', '.join(spec.dims)}] "
+                             f"but has shape {shape}")
+        for axis, (dim, extent) in enumerate(zip(spec.dims, shape, strict=True)):
+            where = f"{name}'s dimension {axis}"
+            if dim in env and env[dim] != extent:
+                raise ShapeError(f"size {dim} is {env[dim]} from {origin[dim]} but {extent} "
+                                 f"from {where} (shape {shape})")
+            env.setdefault(dim, extent)
+            origin.setdefault(dim, where)
+    for size in program.sizes:
+        if size not in env:
+            raise ShapeError(f"size {size} is not the extent of any input")
+    bounds = {size: (0, env[size]) for size in program.sizes}
+    for count, size in program.blocks.items():
+        if count not in counts:
+            raise ShapeError(f"no block count for {count} (blocks of {size})")
+        value = int(counts[count])
+        if not 1 <= value <= max(env[size], 1):
+            raise ShapeError(f"block count {count} = {value} must be between 1 and {size} = "
+                             f"{env[size]}")
+        env[count] = value
+        bounds[size] = tuple(k * env[size] // value for k in range(value + 1))
+    return env, bounds
+
+
+def tensor_bounds(program: LoopProgram, name: str, bounds: dict) -> tuple[tuple[int, ...], ...]:
+    return tuple(bounds[dim] for dim in program.tensors[name].dims)
+
+
+def _slices(edges: tuple[tuple[int, ...], ...], coords: tuple[int, ...]) -> tuple[slice, ...]:
+    return tuple(slice(e[c], e[c + 1]) for e, c in zip(edges, coords, strict=True))
+
+
+def _grid(edges) -> list[tuple[int, ...]]:
+    coords = [()]
+    for e in edges:
+        coords = [(*c, k) for c in coords for k in range(len(e) - 1)]
+    return coords
+
+
+class _Frontier:
+    """The tasks the driver knows of: how many parent tasks each still waits for."""
+
+    def __init__(self, dag: BlockDag) -> None:
+        self.dag = dag
+        self.waiting: dict = {}
+        self.edges: dict = {}
+        self.peak = 0
+
+    def start(self) -> list:
+        ready = []
+        for task in self.dag.roots():
+            self.edges[task] = self.dag.parents(task)
+            ready.append(task)
+        return ready
+
+    def finished(self, children: list) -> list:
+        """``children`` (of one task, deduplicated) each lose one parent; returns the ready."""
+        ready = []
+        for child in children:
+            left = self.waiting.get(child)
+            if left is None:
+                edges = self.dag.parents(child)
+                self.edges[child] = edges
+                left = len({e.task for e in edges if e.task is not None})
+            left -= 1
+            if left:
+                self.waiting[child] = left
+            else:
+                self.waiting.pop(child, None)
+                ready.append(child)
+        self.peak = max(self.peak, len(self.waiting) + len(ready))
+        return ready
+
+
+def _children(dag: BlockDag, task) -> tuple[list, list]:
+    per_result = dag.children(task)
+    distinct = []
+    for readers, _ in per_result:
+        for child in readers:
+            if child not in distinct:
+                distinct.append(child)
+    return per_result, distinct
+
+
+def _output_arrays(program, bounds, finals, fill) -> dict:
+    out = {}
+    for name in program.outputs():
+        edges = tensor_bounds(program, name, bounds)
+        out[name] = fill(name, edges, {c: finals.get((name, c)) for c in _grid(edges)})
+    return out
+
+
+def run_local(program: LoopProgram, dag: BlockDag, arrays: dict[str, np.ndarray], bounds,
+              workers: int | None = None) -> tuple[dict[str, np.ndarray], dict]:
+    """Run on this process (see the module docstring)."""
+    started = time.perf_counter()
+    cores = available_cores()
+    workers = max(1, workers or cores)
+    edges_of = {name: tensor_bounds(program, name, bounds) for name in program.inputs()}
+    frontier = _Frontier(dag)
+    versions: dict = {}
+    uses: dict = {}
+    finals: dict = {}
+    tasks = 0
+
+    def run(task, edges):
+        values = {}
+        for edge in edges:
+            if edge.task is None:
+                values[edge.read] = arrays[edge.read.tensor][
+                    _slices(edges_of[edge.read.tensor], edge.coords)]
+            else:
+                values[edge.read] = versions[(edge.task, edge.result)]
+        return evaluate(dag.sites[task[0]].assign.value, values)
+
+    def complete(task, results) -> list:
+        for key in {(e.task, e.result) for e in frontier.edges.pop(task) if e.task is not None}:
+            if key in uses:
+                uses[key] -= 1
+                if not uses[key]:
+                    del uses[key]
+                    versions.pop(key, None)
+        per_result, distinct = _children(dag, task)
+        written = dag.written(task)
+        for j, ((readers, final), value) in enumerate(zip(per_result, results, strict=True)):
+            tensor, coords = written[j]
+            if final and program.tensors[tensor].kind == "output":
+                finals[(tensor, coords)] = value
+            if readers:
+                versions[(task, j)] = value
+                uses[(task, j)] = len(readers)
+        return frontier.finished(distinct)
+
+    ready = deque(frontier.start())
+    with _BlasLimit(max(1, cores // workers)):
+        if workers == 1:
+            while ready:
+                task = ready.popleft()
+                ready.extend(complete(task, run(task, frontier.edges[task])))
+                tasks += 1
+        else:
+            with ThreadPoolExecutor(workers, thread_name_prefix="tensorc-block") as pool:
+                running = {}
+                while ready or running:
+                    while ready and len(running) < workers * 2:
+                        task = ready.popleft()
+                        running[pool.submit(run, task, frontier.edges[task])] = task
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        task = running.pop(future)
+                        ready.extend(complete(task, future.result()))
+                        tasks += 1
+
+    def fill(name, edges, blocks):
+        spec = program.tensors[name]
+        shape = tuple(e[-1] for e in edges)
+        out = np.zeros(shape, dtype=numpy_dtype(spec.dtype))
+        for coords, value in blocks.items():
+            if value is not None:
+                _place(out, name, edges, coords, value)
+        return out
+
+    outputs = _output_arrays(program, bounds, finals, fill)
+    stats = {"backend": "local", "tasks": tasks, "workers": workers,
+             "blas_threads": max(1, cores // workers), "peak_frontier": frontier.peak,
+             "run_seconds": time.perf_counter() - started, "inter_node_bytes": 0}
+    return outputs, stats
+
+
+def _place(out: np.ndarray, name: str, edges, coords, value: np.ndarray) -> None:
+    region = _slices(edges, coords)
+    want = tuple(s.stop - s.start for s in region)
+    if value.shape != want:
+        shown = f"{name}{{{', '.join(map(str, coords))}}}"
+        raise ShapeError(f"block {shown} has shape {value.shape}, but {name}'s block there is "
+                         f"{want}")
+    out[region] = value
+
+
+def _flops_and_shapes(dag: BlockDag, task, shapes_of_edges):
+    expr = dag.sites[task[0]].assign.value
+    shapes = result_shapes(expr, shapes_of_edges)
+    return shapes, result_flops(expr, shapes_of_edges)
+
+
+def run_ray(program: LoopProgram, dag: BlockDag, inputs: dict, bounds, cluster,
+            scheduler: str = "lshs", window: int = WINDOW) -> tuple[dict, dict]:
+    """Run on the Ray cluster (see the module docstring)."""
+    import ray
+
+    from tensorc.passes.cost import machine
+    from tensorc.runtime import ray_tasks
+    from tensorc.runtime.block_placement import BlockPlacer
+    from tensorc.runtime.blocks import Blocks
+    from tensorc.runtime.ray_executor import submit
+
+    started = time.perf_counter()
+    figures = machine()
+    nodes = cluster.nodes
+    placer = BlockPlacer(nodes, figures.cores_per_node, scheduler,
+                         flops_per_core=figures.blas_flops_per_core,
+                         bytes_per_second=figures.network_bytes_per_second,
+                         task_seconds=figures.task_seconds)
+    source = _RayInputs(program, inputs, bounds, cluster, placer, dag)
+    frontier = _Frontier(dag)
+    refs: dict = {}
+    ids: dict = {}
+    shapes: dict = {}
+    uses: dict = {}
+    finals: dict = {}
+    in_flight: deque = deque()
+    tasks = 0
+    dtype_of = {}
+
+    def submit_task(task) -> list:
+        nonlocal tasks
+        edges = frontier.edges.pop(task)
+        args, reads, inputs_ids, edge_shapes = [], [], [], {}
+        for edge in edges:
+            if edge.task is None:
+                ref, block, shape = source.block(edge.read.tensor, edge.coords)
+            else:
+                key = (edge.task, edge.result)
+                ref, block, shape = refs[key], ids[key], shapes[key]
+            args.append(ref)
+            reads.append(edge.read)
+            inputs_ids.append(block)
+            edge_shapes[edge.read] = shape
+        for key in {(e.task, e.result) for e in edges if e.task is not None}:
+            uses[key] -= 1
+            if not uses[key]:
+                del uses[key], refs[key]
+        out_shapes, flops = _flops_and_shapes(dag, task, edge_shapes)
+        per_result, distinct = _children(dag, task)
+        written = dag.written(task)
+        itemsize = 8
+        out_ids = []
+        for j, ((readers, final), shape) in enumerate(zip(per_result, out_shapes, strict=True)):
+            keep = final and program.tensors[written[j][0]].kind == "output"
+            out_ids.append(placer.add_version(math.prod(shape) * itemsize, len(readers),
+                                              retained=keep))
+        node = placer.place(inputs_ids, sum(placer.state.size[b] for b in out_ids), flops)
+        placer.run(out_ids, inputs_ids, node, flops)
+        results = len(out_shapes)
+        made = submit(cluster, "block", node, dag.sites[task[0]].assign.value, tuple(reads),
+                      *args, returns=results + 1)
+        in_flight.append(made[-1])
+        for j, ((readers, final), shape) in enumerate(zip(per_result, out_shapes, strict=True)):
+            key = (task, j)
+            tensor, coords = written[j]
+            if final and program.tensors[tensor].kind == "output":
+                finals[(tensor, coords)] = (made[j], node, shape)
+            if readers:
+                refs[key], ids[key], shapes[key] = made[j], out_ids[j], shape
+                uses[key] = len(readers)
+        tasks += 1
+        return frontier.finished(distinct)
+
+    ready = deque(frontier.start())
+    while ready:
+        ready.extend(submit_task(ready.popleft()))
+        while len(in_flight) > window:
+            ray.get(in_flight.popleft())
+    ray.get(list(in_flight))
+
+    def fill(name, edges, blocks):
+        spec = program.tensors[name]
+        dtype = numpy_dtype(spec.dtype)
+        dtype_of[name] = dtype
+        placed = Blocks(tuple(e[-1] for e in edges), dtype, edges)
+        for coords, found in blocks.items():
+            want = tuple(e[c + 1] - e[c] for e, c in zip(edges, coords, strict=True))
+            if found is None:
+                ref, _ = ray_tasks.remote("generate").options(
+                    num_returns=2).remote("full", want, dtype.str, (0,), 0)
+                node = 0
+            else:
+                ref, node, shape = found
+                if tuple(shape) != want:
+                    shown = f"{name}{{{', '.join(map(str, coords))}}}"
+                    raise ShapeError(f"block {shown} has shape {tuple(shape)}, but {name}'s "
+                                     f"block there is {want}")
+            placed.refs[coords] = ref
+            placed.nodes[coords] = node
+        return BlockArray(placed, tuple(min(g, nodes) for g in placed.grid))
+
+    outputs = _output_arrays(program, bounds, finals, fill)
+    stats = {"backend": "ray", "tasks": tasks, "scheduler": scheduler,
+             "tasks_per_node": list(placer.tasks_per_node),
+             "inter_node_bytes": placer.moved_bytes(),
+             "max_node_memory_bytes": max(placer.state.peak),
+             "peak_frontier": frontier.peak, "run_seconds": time.perf_counter() - started}
+    return outputs, stats
+
+
+class _RayInputs:
+    """The input blocks on Ray, cut to the program's bounds on first use."""
+
+    def __init__(self, program, inputs, bounds, cluster, placer, dag) -> None:
+        self.program, self.inputs, self.cluster, self.placer = program, inputs, cluster, placer
+        self.edges = {name: tensor_bounds(program, name, bounds) for name in program.inputs()}
+        self.made: dict = {}
+        self.dag = dag
+
+    def block(self, name: str, coords: tuple[int, ...]):
+        key = (name, coords)
+        if key not in self.made:
+            self.made[key] = self._make(name, coords)
+        return self.made[key]
+
+    def _make(self, name, coords):
+        import ray
+
+        from tensorc.runtime.ray_executor import submit
+
+        edges = self.edges[name]
+        region = _slices(edges, coords)
+        shape = tuple(s.stop - s.start for s in region)
+        value = self.inputs[name]
+        uses = len(self.dag.input_readers(name, coords))
+        nbytes = math.prod(shape) * value.dtype.itemsize
+        if isinstance(value, np.ndarray):
+            ref = ray.put(np.ascontiguousarray(value[region]))
+            return ref, self.placer.add_version(nbytes, uses, node=0, retained=True), shape
+        stored = value.blocks
+        if stored.bounds == edges:
+            node = stored.nodes.get(coords, 0) or 0
+            block = self.placer.add_version(nbytes, uses, node=node, retained=True)
+            return stored.refs[coords], block, shape
+        pieces = stored.pieces(region)
+        layout = tuple((into, out_of) for _, into, out_of in pieces)
+        node = stored.first_node(region)
+        ref, _ = submit(self.cluster, "piece", node, shape, layout,
+                        *(stored.refs[c] for c, _, _ in pieces))
+        return ref, self.placer.add_version(nbytes, uses, node=node, retained=True), shape
+
+
+def run_block_program(program: LoopProgram, inputs: dict, counts: dict[str, int], *,
+                      backend: str = "local", cluster=None, scheduler: str = "lshs",
+                      workers: int | None = None) -> tuple[dict, dict]:
+    """Run ``program`` (module docstring); records and returns the run's statistics."""
+    shapes = {name: tuple(value.shape) for name, value in inputs.items()}
+    env, bounds = environment(program, shapes, counts)
+    dag = BlockDag(program, env)
+    if backend == "ray":
+        outputs, stats = run_ray(program, dag, inputs, bounds, cluster, scheduler)
+    else:
+        arrays = {name: np.asarray(value) for name, value in inputs.items()}
+        outputs, stats = run_local(program, dag, arrays, bounds, workers)
+    stats["block_counts"] = {c: env[c] for c in program.blocks}
+    record(stats)
+    return outputs, stats
+
+
+__all__ = ["BlockDagError", "environment", "run_block_program", "run_local", "run_ray"]

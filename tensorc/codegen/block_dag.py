@@ -1,0 +1,436 @@
+"""The task DAG of a block program, derived symbolically and expanded on demand.
+
+Contract: ``BlockDag(program, env)`` analyses a :class:`~tensorc.ir.block_program.LoopProgram`
+for one environment ``env`` (every block count and size bound to an integer). A *task* is
+one execution of one assignment: ``(sid, values)``, the statement's index in program order
+and the values of its enclosing loop variables, outer first. Nothing is enumerated up front:
+
+- :meth:`BlockDag.parents` finds, for each block a task reads, the task that wrote the
+  version it sees (the latest write of that block before it in program order), or ``None``
+  for an input's own block;
+- :meth:`BlockDag.children` finds the tasks that read a version a task writes (every read
+  of that block after the write, up to and including the next write of it), and whether
+  that version is the block's final one;
+- :meth:`BlockDag.roots` yields the tasks whose reads are all of inputs, found from the
+  input blocks (the readers of each input block before its first write) plus the
+  statements that read nothing, never by walking the whole iteration space;
+- :meth:`BlockDag.final_writer` names the task whose write of a block is its last.
+
+How a search works: the statements' enclosing loops and ``if`` branches form a path; a
+task's *key* interleaves each level's position among its siblings with the loop value
+there, so comparing keys is comparing program order. To find the instances of a statement
+that touch block ``b``, the loop variables are bound outer first: a variable is solved from
+a subscript that is affine in it (``a*x + c == b_k``) when the other names of that
+subscript are already bound, and enumerated over its range otherwise (clipped by the
+order bounds, in the order asked for), with each subscript checked as soon as its names
+are bound. Loop bounds may use outer variables; strides and ``2**l`` levels are
+evaluated, never assumed. ``walk_tasks`` enumerates every task in program order (for
+tests, counting and small ``explain`` output).
+
+Errors are :class:`BlockDagError` (a code, a message and the span of the offending
+read), which the layer that knows the source renders with file:line:col.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tensorc.ir.block_program import (
+    Assign,
+    BlockRef,
+    If,
+    Loop,
+    LoopProgram,
+    Statement,
+    eval_cond,
+    eval_int,
+    linear_in,
+    names_in,
+    reads_of,
+)
+
+Task = tuple[int, tuple[int, ...]]  # (statement id, loop values outer first)
+
+
+class BlockDagError(Exception):
+    """A block program that cannot run for this environment (code, message, span)."""
+
+    def __init__(self, code: str, message: str, span: object = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.span = span
+
+
+@dataclass(frozen=True)
+class _Level:
+    position: int
+    node: Statement  # Loop or If
+    branch: int = 0  # for If: 0 = then, 1 = else
+
+
+@dataclass(frozen=True)
+class Site:
+    """One assignment and the path of loops and branches that encloses it."""
+
+    sid: int
+    assign: Assign
+    levels: tuple[_Level, ...]
+    position: int  # among its siblings
+
+    @property
+    def loop_vars(self) -> tuple[str, ...]:
+        return tuple(lv.node.var for lv in self.levels if isinstance(lv.node, Loop))
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A read of task ``reader``'s ref ``read`` that sees the version ``task`` wrote as its
+    result ``result`` (``task`` is ``None`` for an input's own block)."""
+
+    read: BlockRef
+    coords: tuple[int, ...]
+    task: Task | None
+    result: int
+
+
+def _flatten(body: tuple[Statement, ...], levels: tuple[_Level, ...], out: list[Site]) -> None:
+    for position, stmt in enumerate(body):
+        if isinstance(stmt, Assign):
+            out.append(Site(len(out), stmt, levels, position))
+        elif isinstance(stmt, Loop):
+            _flatten(stmt.body, (*levels, _Level(position, stmt)), out)
+        else:
+            _flatten(stmt.then, (*levels, _Level(position, stmt, 0)), out)
+            _flatten(stmt.orelse, (*levels, _Level(position, stmt, 1)), out)
+
+
+def sites_of(program: LoopProgram) -> list[Site]:
+    """Every assignment of ``program`` in program order, with its enclosing path."""
+    out: list[Site] = []
+    _flatten(program.body, (), out)
+    return out
+
+
+class BlockDag:
+    """The symbolic DAG of ``program`` for the block counts and sizes in ``env``."""
+
+    def __init__(self, program: LoopProgram, env: dict[str, int]) -> None:
+        self.program = program
+        self.env = dict(env)
+        self.sites = sites_of(program)
+        self.reads = [reads_of(site.assign.value) for site in self.sites]
+        self._writers: dict[str, list[tuple[Site, int]]] = {}
+        self._readers: dict[str, list[tuple[Site, BlockRef]]] = {}
+        for site, reads in zip(self.sites, self.reads, strict=True):
+            for index, ref in enumerate(site.assign.targets):
+                self._writers.setdefault(ref.tensor, []).append((site, index))
+            for ref in reads:
+                self._readers.setdefault(ref.tensor, []).append((site, ref))
+
+    # ---- keys and environments ----------------------------------------------------------
+
+    def key(self, task: Task) -> tuple[int, ...]:
+        """The task's position in program order (compare keys to compare order)."""
+        site = self.sites[task[0]]
+        values = iter(task[1])
+        parts: list[int] = []
+        for level in site.levels:
+            parts.append(level.position)
+            parts.append(next(values) if isinstance(level.node, Loop) else level.branch)
+        parts.append(site.position)
+        return tuple(parts)
+
+    def task_env(self, task: Task) -> dict[str, int]:
+        env = dict(self.env)
+        env.update(zip(self.sites[task[0]].loop_vars, task[1], strict=True))
+        return env
+
+    def coords(self, ref: BlockRef, env: dict[str, int]) -> tuple[int, ...]:
+        return tuple(eval_int(c, env) for c in ref.coords)
+
+    def written(self, task: Task) -> list[tuple[str, tuple[int, ...]]]:
+        """The blocks a task writes, one per result, as ``(tensor, coords)``."""
+        env = self.task_env(task)
+        return [(ref.tensor, self.coords(ref, env)) for ref in self.sites[task[0]].assign.targets]
+
+    # ---- the search ---------------------------------------------------------------------
+
+    def instances(
+        self,
+        site: Site,
+        ref: BlockRef,
+        block: tuple[int, ...],
+        *,
+        after: tuple[int, ...] | None = None,
+        before: tuple[int, ...] | None = None,
+        before_inclusive: bool = False,
+        descending: bool = False,
+    ) -> Iterator[tuple[int, ...]]:
+        """The loop values of ``site``'s tasks whose ``ref`` is ``block``, with keys
+        strictly after ``after`` and before ``before`` (inclusive if asked), in order."""
+        if len(ref.coords) != len(block):
+            return iter(())
+        loop_vars = set(site.loop_vars)
+        pending = [(k, expr, names_in(expr) & loop_vars) for k, expr in enumerate(ref.coords)]
+        env = dict(self.env)
+        bounds = (after, before, before_inclusive, descending)
+        return self._search(site, 0, 0, env, [], pending, block, bounds, after is not None,
+                            before is not None)
+
+    def _search(self, site, depth, kpos, env, values, pending, block, bounds, tie_lo, tie_hi):
+        after, before, before_inclusive, descending = bounds
+        # subscripts whose loop variables are all bound are checked now
+        still = []
+        for k, expr, unbound in pending:
+            if unbound - env.keys():
+                still.append((k, expr, unbound))
+            elif eval_int(expr, env) != block[k]:
+                return
+        pending = still
+        if depth == len(site.levels):
+            position = site.position
+            if tie_lo and (position < after[kpos] or (position == after[kpos]
+                                                       and len(after) == kpos + 1)):
+                return
+            if tie_hi and (position > before[kpos] or (
+                    position == before[kpos] and len(before) == kpos + 1
+                    and not before_inclusive)):
+                return
+            yield tuple(values)
+            return
+        level = site.levels[depth]
+        position = level.position
+        if tie_lo:
+            if position < after[kpos]:
+                return
+            tie_lo = position == after[kpos]
+        if tie_hi:
+            if position > before[kpos]:
+                return
+            tie_hi = position == before[kpos]
+        node = level.node
+        if isinstance(node, If):
+            if eval_cond(node.cond, env) != (level.branch == 0):
+                return
+            branch = level.branch
+            if tie_lo and branch < after[kpos + 1] or tie_hi and branch > before[kpos + 1]:
+                return
+            yield from self._search(site, depth + 1, kpos + 2, env, values, pending, block,
+                                    bounds, tie_lo and branch == after[kpos + 1],
+                                    tie_hi and branch == before[kpos + 1])
+            return
+        start, stop, step = (eval_int(node.start, env), eval_int(node.stop, env),
+                             eval_int(node.step, env))
+        if step <= 0:
+            raise BlockDagError("E-loop", f"loop '{node.var}' has step {step}; it must be "
+                                "positive", node.span)
+        low = after[kpos + 1] if tie_lo else None
+        high = before[kpos + 1] if tie_hi else None
+        for value in self._candidates(node.var, start, stop, step, env, pending, block, low,
+                                      high, descending):
+            env[node.var] = value
+            values.append(value)
+            yield from self._search(site, depth + 1, kpos + 2, env, values, pending, block,
+                                    bounds, tie_lo and value == low, tie_hi and value == high)
+            values.pop()
+            del env[node.var]
+
+    @staticmethod
+    def _candidates(var, start, stop, step, env, pending, block, low, high, descending):
+        for k, expr, unbound in pending:
+            if unbound != {var}:
+                continue
+            form = linear_in(expr, var)
+            if form is None:
+                continue
+            coefficient, offset = eval_int(form[0], env), eval_int(form[1], env)
+            if coefficient == 0:
+                continue
+            value, remainder = divmod(block[k] - offset, coefficient)
+            if remainder or not start <= value < stop or (value - start) % step:
+                return ()
+            if (low is not None and value < low) or (high is not None and value > high):
+                return ()
+            return (value,)
+        first, last = start, stop - 1
+        if low is not None and low > first:
+            first = start + -(-(low - start) // step) * step
+        last = start + ((last - start) // step) * step if last >= start else start - step
+        if high is not None and high < last:
+            last = start + ((high - start) // step) * step if high >= start else start - step
+        if first > last:
+            return ()
+        if descending:
+            return range(last, first - 1, -step)
+        return range(first, last + 1, step)
+
+    # ---- the DAG ------------------------------------------------------------------------
+
+    def _latest_writer(self, tensor, block, before, inclusive=False):
+        best = None
+        for site, index in self._writers.get(tensor, ()):
+            ref = site.assign.targets[index]
+            for values in self.instances(site, ref, block, before=before,
+                                         before_inclusive=inclusive, descending=True):
+                task = (site.sid, values)
+                key = self.key(task)
+                if best is None or key > best[0]:
+                    best = (key, task, index)
+                break
+        return best
+
+    def _next_writer(self, tensor, block, after):
+        best = None
+        for site, index in self._writers.get(tensor, ()):
+            ref = site.assign.targets[index]
+            for values in self.instances(site, ref, block, after=after):
+                task = (site.sid, values)
+                key = self.key(task)
+                if best is None or key < best[0]:
+                    best = (key, task, index)
+                break
+        return best
+
+    def parents(self, task: Task) -> list[Edge]:
+        """One edge per distinct block the task reads."""
+        env = self.task_env(task)
+        key = self.key(task)
+        edges = []
+        for ref in self.reads[task[0]]:
+            block = self.coords(ref, env)
+            found = self._latest_writer(ref.tensor, block, key)
+            if found is None:
+                self._check_input_block(ref, block)
+                edges.append(Edge(ref, block, None, 0))
+            else:
+                edges.append(Edge(ref, block, found[1], found[2]))
+        return edges
+
+    def _check_input_block(self, ref: BlockRef, block: tuple[int, ...]) -> None:
+        spec = self.program.tensors[ref.tensor]
+        shown = f"{ref.tensor}{{{', '.join(map(str, block))}}}"
+        if spec.kind != "input":
+            raise BlockDagError("E-unwritten", f"block {shown} is read before any statement "
+                                "writes it", ref.span)
+        grid = self.program.block_grid(ref.tensor, self.env)
+        if any(not 0 <= c < g for c, g in zip(block, grid, strict=True)):
+            size = " x ".join(map(str, grid))
+            raise BlockDagError("E-unwritten", f"block {shown} is outside {ref.tensor}'s "
+                                f"{size} blocks", ref.span)
+
+    def children(self, task: Task) -> list[tuple[list[Task], bool]]:
+        """Per result of ``task``: the tasks that read that version (in program order) and
+        whether it is the block's final version."""
+        key = self.key(task)
+        out = []
+        for tensor, block in self.written(task):
+            following = self._next_writer(tensor, block, key)
+            limit = following[0] if following else None
+            readers: list[Task] = []
+            for site, ref in self._readers.get(tensor, ()):
+                for values in self.instances(site, ref, block, after=key, before=limit,
+                                             before_inclusive=True):
+                    child = (site.sid, values)
+                    if child not in readers:
+                        readers.append(child)
+            readers.sort(key=self.key)
+            out.append((readers, following is None))
+        return out
+
+    def input_readers(self, tensor: str, block: tuple[int, ...]) -> list[Task]:
+        """Tasks that read ``tensor``'s own block ``block`` (before its first write)."""
+        first = self._next_writer(tensor, block, None)
+        limit = first[0] if first else None
+        readers: list[Task] = []
+        for site, ref in self._readers.get(tensor, ()):
+            for values in self.instances(site, ref, block, before=limit, before_inclusive=True):
+                task = (site.sid, values)
+                if task not in readers:
+                    readers.append(task)
+        return readers
+
+    def roots(self) -> Iterator[Task]:
+        """Tasks with no parent task, in program order per source (each once)."""
+        seen: set[Task] = set()
+        for tensor in self.program.inputs():
+            grid = self.program.block_grid(tensor, self.env)
+            for block in _grid_coords(grid):
+                for task in self.input_readers(tensor, block):
+                    if task not in seen and all(e.task is None for e in self.parents(task)):
+                        seen.add(task)
+                        yield task
+        for site, reads in zip(self.sites, self.reads, strict=True):
+            if not reads:
+                for values in self._domain(site):
+                    yield (site.sid, values)
+
+    def final_writer(self, tensor: str, block: tuple[int, ...]) -> tuple[Task, int] | None:
+        """The task (and result index) whose write of ``block`` is the last, if any."""
+        found = self._latest_writer(tensor, block, None)
+        return None if found is None else (found[1], found[2])
+
+    def _domain(self, site: Site) -> Iterator[tuple[int, ...]]:
+        return self.instances(site, _NO_REF, ())
+
+    def walk(self) -> Iterator[Task]:
+        """Every task in program order (enumerates the whole iteration space)."""
+        yield from _walk(self.program.body, dict(self.env), [], iter(range(len(self.sites))),
+                         self.sites)
+
+
+_NO_REF = BlockRef("", ())
+
+
+def _grid_coords(grid: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
+    if not grid:
+        yield ()
+        return
+    for first in range(grid[0]):
+        for rest in _grid_coords(grid[1:]):
+            yield (first, *rest)
+
+
+def _walk(body, env, values, sids, sites):
+    """Program-order enumeration; ``sids`` hands out statement ids in flattening order."""
+    ids = _ids_of(body, sids)
+    yield from _walk_ids(body, ids, env, values)
+
+
+def _ids_of(body, sids):
+    ids = []
+    for stmt in body:
+        if isinstance(stmt, Assign):
+            ids.append(next(sids))
+        elif isinstance(stmt, Loop):
+            ids.append(_ids_of(stmt.body, sids))
+        else:
+            ids.append((_ids_of(stmt.then, sids), _ids_of(stmt.orelse, sids)))
+    return ids
+
+
+def _walk_ids(body, ids, env, values):
+    for stmt, sid in zip(body, ids, strict=True):
+        if isinstance(stmt, Assign):
+            yield (sid, tuple(values))
+        elif isinstance(stmt, Loop):
+            start, stop, step = (eval_int(stmt.start, env), eval_int(stmt.stop, env),
+                                 eval_int(stmt.step, env))
+            for value in range(start, stop, step):
+                env[stmt.var] = value
+                values.append(value)
+                yield from _walk_ids(stmt.body, sid, env, values)
+                values.pop()
+                del env[stmt.var]
+        else:
+            then_ids, else_ids = sid
+            if eval_cond(stmt.cond, env):
+                yield from _walk_ids(stmt.then, then_ids, env, values)
+            else:
+                yield from _walk_ids(stmt.orelse, else_ids, env, values)
+
+
+def walk_tasks(program: LoopProgram, env: dict[str, int]) -> Iterator[Task]:
+    """Every task of ``program`` in program order, for ``env``."""
+    return BlockDag(program, env).walk()

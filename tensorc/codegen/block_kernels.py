@@ -1,0 +1,226 @@
+"""Block kernels: what one task of a block program computes, and the shapes it produces.
+
+Contract: :func:`evaluate(expr, blocks)` computes a block expression
+(:mod:`tensorc.ir.block_program`) given the value of every block it reads (``blocks`` maps
+each :class:`~tensorc.ir.block_program.BlockRef` to an ndarray) and returns a tuple with one
+ndarray per result. :func:`result_shapes(expr, shapes)` gives the result shapes from the
+read shapes without touching data, and raises :class:`~tensorc.errors.ShapeError` for
+blocks that do not fit (the planner and the schedulers use it for byte counts).
+
+The table is closed: every kernel is a fixed numpy / scipy (LAPACK, BLAS) call, never user
+code. Triangular solves use LAPACK's ``trtrs`` through scipy, Cholesky ``potrf``, QR
+``geqrf``; a transposed operand is passed as a view, so ``T(lsolve(L, T(B)))`` (B L^-T) and
+``X @ T(Y)`` copy nothing before BLAS. Numerical failures raise
+:class:`~tensorc.errors.LinAlgError` with numpy's wording ("Matrix is not positive
+definite", "Singular matrix").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+from tensorc.errors import LinAlgError, ShapeError
+from tensorc.ir.block_program import BlockExpr, BlockRef, Kernel, Read, Scalar
+
+
+def _matrix(name: str, x: np.ndarray) -> np.ndarray:
+    if x.ndim != 2:
+        raise ShapeError(f"kernel '{name}' needs a matrix block, got shape {x.shape}")
+    return x
+
+
+def _square(name: str, x: np.ndarray) -> np.ndarray:
+    if x.ndim != 2 or x.shape[0] != x.shape[1]:
+        raise LinAlgError(f"kernel '{name}': last 2 dimensions of the array must be square "
+                          f"(got a block of shape {x.shape})")
+    return x
+
+
+def _chol(x):
+    x = _square("chol", x)
+    try:
+        return np.linalg.cholesky(x)
+    except np.linalg.LinAlgError:
+        raise LinAlgError("Matrix is not positive definite") from None
+
+
+def _trsolve(lower: bool):
+    name = "lsolve" if lower else "usolve"
+
+    def solve(t, b):
+        t = _square(name, t)
+        if b.shape[0] != t.shape[0]:
+            raise ShapeError(f"kernel '{name}': a {t.shape[0]} x {t.shape[1]} triangle cannot "
+                             f"solve {b.shape[0]} rows")
+        try:
+            return scipy.linalg.solve_triangular(t, b, lower=lower, check_finite=False)
+        except np.linalg.LinAlgError:
+            raise LinAlgError("Singular matrix") from None
+
+    return solve
+
+
+def _lu(x):
+    x = np.array(_square("lu", x), dtype=np.result_type(x, np.float64), copy=True)
+    n = x.shape[0]
+    for k in range(n):
+        pivot = x[k, k]
+        if pivot == 0:
+            raise LinAlgError("Singular matrix (a zero pivot in LU without pivoting)")
+        x[k + 1:, k] /= pivot
+        x[k + 1:, k + 1:] -= np.outer(x[k + 1:, k], x[k, k + 1:])
+    lower = np.tril(x, -1)
+    lower[np.diag_indices(n)] = 1
+    return lower, np.triu(x)
+
+
+def _inv(x):
+    try:
+        return np.linalg.inv(_square("inv", x))
+    except np.linalg.LinAlgError:
+        raise LinAlgError("Singular matrix") from None
+
+
+def _stack(x, y):
+    if x.shape[1:] != y.shape[1:]:
+        raise ShapeError(f"kernel 'stack': blocks of shapes {x.shape} and {y.shape} do not "
+                         "stack (their columns differ)")
+    return np.concatenate([x, y], axis=0)
+
+
+def _unstack(z, x):
+    return z[: x.shape[0]], z[x.shape[0]:]
+
+
+def _matmul(x, y):
+    if x.shape[-1] != y.shape[0]:
+        raise ShapeError(f"kernel 'matmul': shapes {x.shape} and {y.shape} are not aligned")
+    return x @ y
+
+
+def _eye(x):
+    return np.eye(*_matrix("eye", x).shape, dtype=x.dtype)
+
+
+_ONE = {
+    "neg": np.negative,
+    "T": lambda x: _matrix("T", x).T,
+    "chol": _chol,
+    "qr_r": lambda x: np.linalg.qr(_matrix("qr_r", x), mode="r"),
+    "inv": _inv,
+    "zeros": np.zeros_like,
+    "eye": _eye,
+    "tril": np.tril,
+    "triu": np.triu,
+}
+_TWO = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "matmul": _matmul,
+    "lsolve": _trsolve(True),
+    "usolve": _trsolve(False),
+    "stack": _stack,
+}
+_MULTI = {
+    "qr": lambda x: tuple(np.linalg.qr(_matrix("qr", x))),
+    "lu": _lu,
+    "unstack": _unstack,
+}
+
+
+def _value(expr: BlockExpr, blocks: dict[BlockRef, np.ndarray]):
+    if isinstance(expr, Read):
+        return blocks[expr.ref]
+    if isinstance(expr, Scalar):
+        return expr.value
+    args = [_value(a, blocks) for a in expr.args]
+    name = expr.name
+    if name in _ONE:
+        return _ONE[name](*args)
+    if name in _TWO:
+        return _TWO[name](*args)
+    return _MULTI[name](*args)
+
+
+def evaluate(expr: BlockExpr, blocks: dict[BlockRef, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """The results of one task: a tuple of C-contiguous blocks (one per result)."""
+    value = _value(expr, blocks)
+    results = value if isinstance(expr, Kernel) and expr.name in _MULTI else (value,)
+    return tuple(np.ascontiguousarray(r) for r in results)
+
+
+def _shape_of(expr: BlockExpr, shapes: dict[BlockRef, tuple[int, ...]]):
+    if isinstance(expr, Read):
+        return shapes[expr.ref]
+    if isinstance(expr, Scalar):
+        return ()
+    args = [_shape_of(a, shapes) for a in expr.args]
+    name = expr.name
+    if name in ("add", "sub", "mul", "div"):
+        try:
+            return tuple(np.broadcast_shapes(*args))
+        except ValueError:
+            raise ShapeError(f"kernel '{name}': blocks of shapes {args[0]} and {args[1]} do "
+                             "not match") from None
+    if name == "matmul" or name in ("lsolve", "usolve"):
+        left, right = args
+        if name == "matmul" and left[-1] != right[0]:
+            raise ShapeError(f"kernel 'matmul': shapes {left} and {right} are not aligned")
+        if name != "matmul" and left[0] != right[0]:
+            raise ShapeError(f"kernel '{name}': a {left[0]} x {left[-1]} triangle cannot "
+                             f"solve {right[0]} rows")
+        return (left[0], right[-1]) if name == "matmul" else right
+    if name == "T":
+        return args[0][::-1]
+    if name == "qr_r":
+        m, n = args[0]
+        return (min(m, n), n)
+    if name == "qr":
+        m, n = args[0]
+        k = min(m, n)
+        return ((m, k), (k, n))
+    if name == "lu":
+        return (args[0], args[0])
+    if name == "stack":
+        return (args[0][0] + args[1][0], *args[0][1:])
+    if name == "unstack":
+        z, x = args
+        return ((x[0], *z[1:]), (z[0] - x[0], *z[1:]))
+    return args[0]  # neg, chol, inv, zeros, eye, tril, triu keep the shape
+
+
+def result_shapes(expr: BlockExpr, shapes: dict[BlockRef, tuple[int, ...]]):
+    """The shape of each result of ``expr`` (a tuple of shapes, one per result)."""
+    shape = _shape_of(expr, shapes)
+    if isinstance(expr, Kernel) and expr.name in _MULTI:
+        return tuple(shape)
+    return (shape,)
+
+
+def _flops_of(expr: BlockExpr, shapes) -> float:
+    if not isinstance(expr, Kernel):
+        return 0.0
+    total = sum(_flops_of(a, shapes) for a in expr.args)
+    args = [_shape_of(a, shapes) for a in expr.args]
+    name = expr.name
+    if name == "matmul":
+        (m, k), n = args[0], args[1][-1]
+        return total + 2.0 * m * k * n
+    if name in ("lsolve", "usolve"):
+        return total + float(args[0][0]) ** 2 * (args[1][-1] if len(args[1]) > 1 else 1)
+    if name == "chol":
+        return total + args[0][0] ** 3 / 3.0
+    if name in ("qr", "qr_r"):
+        m, n = args[0]
+        return total + 2.0 * m * n * n * (2 if name == "qr" else 1)
+    if name in ("lu", "inv"):
+        return total + args[0][0] ** 3 * (2 / 3 if name == "lu" else 2.0)
+    return total + float(np.prod(_shape_of(expr, shapes) if name != "unstack" else args[0]))
+
+
+def result_flops(expr: BlockExpr, shapes: dict[BlockRef, tuple[int, ...]]) -> float:
+    """Floating-point operations of one task (the cost model's compute estimate)."""
+    return _flops_of(expr, shapes)
