@@ -39,6 +39,7 @@ import numpy as np
 from tensorc.array import BlockArray
 from tensorc.codegen.block_dag import BlockDag, BlockDagError
 from tensorc.codegen.block_kernels import evaluate, result_flops, result_shapes
+from tensorc.codegen.block_layout import block_slices, environment, grid_coords, tensor_bounds
 from tensorc.errors import ShapeError
 from tensorc.execution import record
 from tensorc.ir.block_program import LoopProgram
@@ -50,58 +51,6 @@ WINDOW = 256
 
 def numpy_dtype(spec_dtype: str) -> np.dtype:
     return np.dtype(DTYPES.get(spec_dtype, spec_dtype))
-
-
-def environment(program: LoopProgram, shapes: dict[str, tuple[int, ...]],
-                counts: dict[str, int]) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
-    """The sizes read off the inputs' shapes and the block counts, and the block bounds of
-    every size: ``(env, bounds by size name)``."""
-    env: dict[str, int] = {}
-    origin: dict[str, str] = {}
-    for name in program.inputs():
-        spec = program.tensors[name]
-        if name not in shapes:
-            raise ShapeError(f"missing input {name!r}")
-        shape = tuple(shapes[name])
-        if len(shape) != len(spec.dims):
-            raise ShapeError(f"input {name} is declared {spec.dtype}[{', '.join(spec.dims)}] "
-                             f"but has shape {shape}")
-        for axis, (dim, extent) in enumerate(zip(spec.dims, shape, strict=True)):
-            where = f"{name}'s dimension {axis}"
-            if dim in env and env[dim] != extent:
-                raise ShapeError(f"size {dim} is {env[dim]} from {origin[dim]} but {extent} "
-                                 f"from {where} (shape {shape})")
-            env.setdefault(dim, extent)
-            origin.setdefault(dim, where)
-    for size in program.sizes:
-        if size not in env:
-            raise ShapeError(f"size {size} is not the extent of any input")
-    bounds = {size: (0, env[size]) for size in program.sizes}
-    for count, size in program.blocks.items():
-        if count not in counts:
-            raise ShapeError(f"no block count for {count} (blocks of {size})")
-        value = int(counts[count])
-        if not 1 <= value <= max(env[size], 1):
-            raise ShapeError(f"block count {count} = {value} must be between 1 and {size} = "
-                             f"{env[size]}")
-        env[count] = value
-        bounds[size] = tuple(k * env[size] // value for k in range(value + 1))
-    return env, bounds
-
-
-def tensor_bounds(program: LoopProgram, name: str, bounds: dict) -> tuple[tuple[int, ...], ...]:
-    return tuple(bounds[dim] for dim in program.tensors[name].dims)
-
-
-def _slices(edges: tuple[tuple[int, ...], ...], coords: tuple[int, ...]) -> tuple[slice, ...]:
-    return tuple(slice(e[c], e[c + 1]) for e, c in zip(edges, coords, strict=True))
-
-
-def _grid(edges) -> list[tuple[int, ...]]:
-    coords = [()]
-    for e in edges:
-        coords = [(*c, k) for c in coords for k in range(len(e) - 1)]
-    return coords
 
 
 class _Frontier:
@@ -153,7 +102,7 @@ def _output_arrays(program, bounds, finals, fill) -> dict:
     out = {}
     for name in program.outputs():
         edges = tensor_bounds(program, name, bounds)
-        out[name] = fill(name, edges, {c: finals.get((name, c)) for c in _grid(edges)})
+        out[name] = fill(name, edges, {c: finals.get((name, c)) for c in grid_coords(edges)})
     return out
 
 
@@ -175,7 +124,7 @@ def run_local(program: LoopProgram, dag: BlockDag, arrays: dict[str, np.ndarray]
         for edge in edges:
             if edge.task is None:
                 values[edge.read] = arrays[edge.read.tensor][
-                    _slices(edges_of[edge.read.tensor], edge.coords)]
+                    block_slices(edges_of[edge.read.tensor], edge.coords)]
             else:
                 values[edge.read] = versions[(edge.task, edge.result)]
         return evaluate(dag.sites[task[0]].assign.value, values)
@@ -235,7 +184,7 @@ def run_local(program: LoopProgram, dag: BlockDag, arrays: dict[str, np.ndarray]
 
 
 def _place(out: np.ndarray, name: str, edges, coords, value: np.ndarray) -> None:
-    region = _slices(edges, coords)
+    region = block_slices(edges, coords)
     want = tuple(s.stop - s.start for s in region)
     if value.shape != want:
         shown = f"{name}{{{', '.join(map(str, coords))}}}"
@@ -381,7 +330,7 @@ class _RayInputs:
         from tensorc.runtime.ray_executor import submit
 
         edges = self.edges[name]
-        region = _slices(edges, coords)
+        region = block_slices(edges, coords)
         shape = tuple(s.stop - s.start for s in region)
         value = self.inputs[name]
         uses = len(self.dag.input_readers(name, coords))

@@ -1,23 +1,160 @@
 """``tc.linalg``: the standard's linear-algebra extension on lazy arrays.
 
-Contractions (``matmul``, ``tensordot``, ``vecdot``, ``outer``, ``vector_norm``) are block
-programs like any other; ``solve``, ``inv`` and ``det`` run as one task on the whole matrix
-(they suit matrices that fit one node: a Newton step's Hessian). A singular matrix raises
-:class:`~tensorc.errors.LinAlgError` (numpy's ``LinAlgError`` too) when the value is computed.
+Contractions (``matmul``, ``tensordot``, ``vecdot``, ``outer``, ``vector_norm``) join the
+lazy program like any other operation. The factorisations run the block programs tensorc
+ships (:mod:`tensorc.programs`, the same files as ``examples/*.tc``), locally or on Ray with
+every task placed by the scheduler; they evaluate their operands first and return evaluated
+arrays:
+
+- ``cholesky`` — ``cholesky.tc`` (right-looking blocked Cholesky);
+- ``qr`` — ``tsqr_q.tc`` (TSQR with the tree's Q) for ``m >= n``; ``mode="r"``-like use
+  (``lstsq``) needs only ``tsqr.tc``;
+- ``solve`` and ``inv`` of matrices wider than :data:`WHOLE_EDGE` — ``lu.tc`` (blocked LU
+  without pivoting), then ``lower_solve.tc`` and ``upper_solve.tc``; the backward error
+  ``|A x - b| / (|A| |x| + |b|)`` is checked, and when it exceeds :data:`BACKWARD_TOLERANCE`
+  times ``n`` (LU without pivoting met a small pivot) the system is solved again by TSQR
+  (``A = Q R``, ``x = R^-1 Q^T b``), which needs no pivoting to be stable;
+- ``lstsq`` — TSQR of ``A`` (or of ``A^T`` for the minimum-norm solution when ``m < n``) and a
+  triangular solve; the singular values are those of the small ``R`` factor.
+
+Up to :data:`WHOLE_EDGE` rows, ``solve``, ``inv`` and ``det`` stay lazy and run as one task on
+the whole matrix (a Newton step's Hessian; batched matrices too). Numerical failures raise
+:class:`~tensorc.errors.LinAlgError` (numpy's ``LinAlgError`` too) with numpy's words.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from tensorc.block_runner import shipped
 from tensorc.errors import LinAlgError, ShapeError
 from tensorc.lazy import statistical
 from tensorc.lazy.array_object import Array, expr_of, wrap
-from tensorc.lazy.graph import Expr, mapped
+from tensorc.lazy.graph import Expr, leaf, mapped
 from tensorc.lazy.linear import contract, matmul, matrix_transpose, tensordot, vecdot
 
-__all__ = ["det", "diagonal", "inv", "matmul", "matrix_transpose", "outer", "solve",
-           "tensordot", "trace", "vecdot", "vector_norm"]
+__all__ = ["cholesky", "det", "diagonal", "inv", "lstsq", "matmul", "matrix_transpose",
+           "outer", "qr", "solve", "tensordot", "trace", "vecdot", "vector_norm"]
+
+WHOLE_EDGE = 512
+BACKWARD_TOLERANCE = 64 * np.finfo(np.float64).eps
+
+
+def _block_program(name: str, **inputs) -> dict[str, Array]:
+    """Run the shipped block program ``name``; outputs as evaluated arrays."""
+    values = {k: wrap(expr_of(v)).value() if not isinstance(v, int) else v
+              for k, v in inputs.items()}
+    return shipped(name, lambda value: wrap(leaf(value))).run(**values)
+
+
+def _matrix(a: Expr, name: str) -> None:
+    if a.ndim != 2:
+        raise LinAlgError(f"{name}: needs a 2-d matrix, got shape {a.shape} (stacks of "
+                          "matrices are not supported by the block programs)")
+    if a.dtype.kind not in "fc":
+        raise LinAlgError(f"{name}: needs a floating-point matrix, got {a.dtype}")
+
+
+def cholesky(x, /, *, upper: bool = False) -> Array:
+    """The lower (or, with ``upper=True``, upper) Cholesky factor of a symmetric positive
+    definite matrix; only the lower triangle is read, as numpy does."""
+    a = expr_of(x)
+    _square(a, "cholesky")
+    _matrix(a, "cholesky")
+    factor = _block_program("cholesky", A=wrap(a))["L"]
+    return matrix_transpose(factor) if upper else factor
+
+
+class QRResult(tuple):
+    """``(Q, R)``, also as ``.Q`` and ``.R``."""
+
+    Q = property(lambda self: self[0])
+    R = property(lambda self: self[1])
+
+
+def qr(x, /, *, mode: str = "reduced") -> QRResult:
+    """``Q, R`` with ``x = Q @ R`` (TSQR; needs at least as many rows as columns)."""
+    a = expr_of(x)
+    _matrix(a, "qr")
+    if mode not in ("reduced", "complete"):
+        raise ValueError(f"qr: mode must be 'reduced' or 'complete', got {mode!r}")
+    m, n = a.shape
+    if m < n or (mode == "complete" and m != n):
+        raise LinAlgError(f"qr: TSQR needs rows >= columns and mode='reduced' for a "
+                          f"non-square matrix; got shape {a.shape} and mode={mode!r}")
+    out = _block_program("tsqr_q", A=wrap(a))
+    return QRResult((out["Q"], out["R"]))
+
+
+def _as_matrix(b: Expr) -> tuple[Array, bool]:
+    if b.ndim == 1:
+        return wrap(b)[:, None], True
+    return wrap(b), False
+
+
+def _triangular(name: str, t: Array, b: Array) -> Array:
+    key = "L" if name == "lower_solve" else "U"
+    return _block_program(name, **{key: t, "B": b})["X"]
+
+
+def _solve_blocks(a: Expr, b: Expr) -> Array:
+    rhs, vector = _as_matrix(b)
+    try:
+        factors = _block_program("lu", A=wrap(a))
+        x = _triangular("upper_solve", factors["U"],
+                        _triangular("lower_solve", factors["L"], rhs))
+        if _backward_error(wrap(a), x, rhs) <= BACKWARD_TOLERANCE * a.shape[0]:
+            return x[:, 0] if vector else x
+    except LinAlgError:
+        pass  # a zero pivot: QR needs none
+    q, r = qr(wrap(a))
+    x = _triangular("upper_solve", r, matmul(matrix_transpose(q), rhs))  # a zero on R's
+    return x[:, 0] if vector else x  # diagonal raises "Singular matrix" in the solve
+
+
+def _backward_error(a: Array, x: Array, b: Array) -> float:
+    residual = b - matmul(a, x)
+    top = float(statistical.max(wrap(mapped("abs", expr_of(residual)))))
+    scale = (float(statistical.max(statistical.sum(wrap(mapped("abs", expr_of(a))), axis=1)))
+             * float(statistical.max(wrap(mapped("abs", expr_of(x)))))
+             + float(statistical.max(wrap(mapped("abs", expr_of(b))))))
+    if not np.isfinite(top):
+        return float("inf")
+    return top / scale if scale else top
+
+
+def lstsq(a, b, /, rcond=None):
+    """``(x, residuals, rank, s)`` like numpy's, by TSQR; a rank-deficient matrix raises
+    (QR without pivoting cannot choose which columns to drop)."""
+    del rcond
+    m_expr, b_expr = expr_of(a), expr_of(b)
+    _matrix(m_expr, "lstsq")
+    m, n = m_expr.shape
+    if b_expr.shape[0] != m:
+        raise ShapeError(f"lstsq: a is {m_expr.shape} but b is {b_expr.shape}: the rows differ")
+    rhs, vector = _as_matrix(b_expr)
+    tall = m >= n
+    q, r = qr(wrap(m_expr) if tall else matrix_transpose(wrap(m_expr)))
+    s = np.linalg.svd(np.asarray(r), compute_uv=False)
+    tol = s.max(initial=0.0) * max(m, n) * np.finfo(s.dtype).eps
+    rank = int((s > tol).sum())
+    if rank < min(m, n):
+        raise LinAlgError(f"lstsq: the matrix has rank {rank} < {min(m, n)}; QR without "
+                          "pivoting solves full-rank problems only")
+    if tall:
+        x = _triangular("upper_solve", r, matmul(matrix_transpose(q), rhs))
+        if m > n:
+            residual = rhs - matmul(wrap(m_expr), x)
+            residuals = statistical.sum(residual * residual, axis=0)
+        else:
+            residuals = wrap(leaf(np.empty((0,), dtype=m_expr.dtype)))
+    else:
+        x = matmul(q, _triangular("lower_solve", matrix_transpose(r), rhs))
+        residuals = wrap(leaf(np.empty((0,), dtype=m_expr.dtype)))
+    if vector:
+        x = x[:, 0]
+        residuals = residuals if residuals.shape == (0,) else residuals[0:1]
+    return x, residuals, rank, s
 
 
 def _square(a: Expr, name: str) -> None:
@@ -29,7 +166,8 @@ def _square(a: Expr, name: str) -> None:
 
 
 def solve(x1, x2, /) -> Array:
-    """``x`` with ``x1 @ x = x2`` (one task on the whole system)."""
+    """``x`` with ``x1 @ x = x2``: one task on the whole system up to ``WHOLE_EDGE`` rows,
+    the block programs beyond (module docstring)."""
     a, b = expr_of(x1), expr_of(x2)
     _square(a, "solve")
     if b.ndim == 1:
@@ -42,13 +180,18 @@ def solve(x1, x2, /) -> Array:
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         shape = (*batch, *b.shape[-2:])
     dtype = np.result_type(a.dtype, b.dtype)
+    if a.ndim == 2 and b.ndim <= 2 and a.shape[0] > WHOLE_EDGE:
+        return _solve_blocks(a, b)
     return wrap(Expr("whole", ("solve",), (a, b), None, shape, dtype))
 
 
 def inv(x, /) -> Array:
-    """The inverse of a square matrix (one task on the whole matrix)."""
+    """The inverse of a square matrix: one task up to ``WHOLE_EDGE`` rows, else
+    ``solve(x, eye)`` by the block programs."""
     a = expr_of(x)
     _square(a, "inv")
+    if a.ndim == 2 and a.shape[0] > WHOLE_EDGE:
+        return _solve_blocks(a, expr_of(wrap(leaf(np.eye(a.shape[0], dtype=a.dtype)))))
     return wrap(Expr("whole", ("inv",), (a,), None, a.shape, a.dtype))
 
 

@@ -1,0 +1,238 @@
+"""A compiled block program: plan its block counts, run it, explain it.
+
+Contract: :class:`BlockProgram` wraps a checked :class:`~tensorc.ir.block_program.LoopProgram`
+and its source. ``run(**inputs_and_counts)`` takes every input by name (ndarrays, evaluated
+``tc.Array`` values given as :class:`~tensorc.array.BlockArray`, or anything ``np.asarray``
+accepts) and optionally a block count by name (``NB=4``); counts not given are chosen by
+:func:`~tensorc.planning.block_counts.choose_counts` (cached per shapes and cluster). It runs
+on Ray when an input is a ``BlockArray`` and locally otherwise, and returns the outputs by
+name, each passed through the ``wrap`` function given at construction (``tc.compile`` wraps
+them as ``tc.Array`` where ``Program.run`` would). ``tc.last_stats()`` describes the run.
+
+``explain(stage, **shapes_and_counts)`` renders ``program`` (the statements), ``dag`` (every
+task with its parents, for small sizes), ``plan`` (the chosen counts and every candidate's
+simulated figures) or all of them.
+
+Errors the dependence analysis finds at run time (a block read before any write, a block
+outside an input) are reported like compile errors: code, file:line:col and a caret.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+from tensorc import block_execution
+from tensorc.array import BlockArray
+from tensorc.codegen.block_dag import BlockDag, BlockDagError
+from tensorc.codegen.block_layout import environment
+from tensorc.errors import PlanError
+from tensorc.frontend.block_check import parse_block_program
+from tensorc.frontend.diagnostics import Diagnostics, Source
+from tensorc.ir.block_program import LoopProgram, format_statements
+from tensorc.passes.cost import machine
+from tensorc.planning.block_counts import CountChoice, choose_counts
+from tensorc.programs import path as shipped_path
+from tensorc.programs import source as shipped_source
+from tensorc.runtime.local import available_cores
+from tensorc.session import current, ray_cluster
+
+STAGES = ("program", "plan", "dag")
+DAG_LISTING_LIMIT = 200
+_PLANS: OrderedDict = OrderedDict()
+_SHIPPED: dict[str, LoopProgram] = {}
+
+
+def _identity(value):
+    return value
+
+
+class BlockProgram:
+    """A checked block program (see the module docstring)."""
+
+    def __init__(self, program: LoopProgram, source: Source, wrap=_identity) -> None:
+        self.program = program
+        self.source = source
+        self.wrap = wrap
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(self.program.inputs())
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(self.program.outputs())
+
+    # -- planning -------------------------------------------------------------------------
+
+    def choose(self, shapes: dict[str, tuple[int, ...]], fixed: dict[str, int], *,
+               backend: str, preferred: dict[str, int] | None = None) -> CountChoice:
+        """The block counts for these input shapes on this backend (cached)."""
+        if backend == "ray":
+            nodes, cores = ray_cluster().nodes, machine().cores_per_node
+        else:
+            nodes, cores = 1, available_cores()
+        key = (id(self.program), tuple(sorted(shapes.items())), tuple(sorted(fixed.items())),
+               tuple(sorted((preferred or {}).items())), nodes, cores, machine())
+        found = _PLANS.get(key)
+        if found is None or found[0] is not self.program:
+            choice = choose_counts(self.program, shapes, nodes=nodes, cores=cores, fixed=fixed,
+                                   preferred=preferred)
+            found = (self.program, choice)
+            _PLANS[key] = found
+            while len(_PLANS) > 64:
+                _PLANS.popitem(last=False)
+        _PLANS.move_to_end(key)
+        return found[1]
+
+    def _split(self, given: dict) -> tuple[dict, dict]:
+        counts = {k: v for k, v in given.items() if k in self.program.blocks}
+        inputs = {k: v for k, v in given.items() if k not in self.program.blocks}
+        unknown = sorted(set(inputs) - set(self.program.inputs()))
+        if unknown:
+            names = ", ".join(self.program.inputs() + list(self.program.blocks))
+            raise PlanError(f"{self.program.name}: unknown argument(s) {', '.join(unknown)}; "
+                            f"the program takes {names}")
+        missing = [n for n in self.program.inputs() if n not in inputs]
+        if missing:
+            raise PlanError(f"{self.program.name}: missing input(s) {', '.join(missing)}")
+        for name, value in counts.items():
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise PlanError(f"block count {name} must be an integer, got {value!r}")
+        return inputs, counts
+
+    # -- running --------------------------------------------------------------------------
+
+    def run(self, *, scheduler: str | None = None, workers: int | None = None,
+            **inputs_and_counts) -> dict:
+        """Run on the inputs; outputs by name (module docstring)."""
+        started = time.perf_counter()
+        inputs, fixed = self._split(inputs_and_counts)
+        values = {name: _operand(v) for name, v in inputs.items()}
+        backend = "ray" if any(isinstance(v, BlockArray) for v in values.values()) else "local"
+        shapes = {name: tuple(v.shape) for name, v in values.items()}
+        preferred = _preferred(self.program, values)
+        try:
+            choice = self.choose(shapes, fixed, backend=backend, preferred=preferred)
+            planned = time.perf_counter()
+            outputs, stats = block_execution.run_block_program(
+                self.program, values, choice.counts, backend=backend,
+                cluster=ray_cluster() if backend == "ray" else None,
+                scheduler=scheduler or current().scheduler, workers=workers)
+        except BlockDagError as err:
+            raise self._diagnostic(err) from None
+        stats["plan_seconds"] = planned - started
+        stats["seconds"] = time.perf_counter() - started
+        block_execution.record(stats)
+        return {name: self.wrap(value) for name, value in outputs.items()}
+
+    def _diagnostic(self, err: BlockDagError) -> Exception:
+        diags = Diagnostics(self.source)
+        diags.error(err.code, err.message, err.span)
+        try:
+            diags.raise_if_any()
+        except Exception as rendered:  # noqa: BLE001 - raise_if_any always raises
+            return rendered
+        return err
+
+    # -- explaining -----------------------------------------------------------------------
+
+    def explain(self, stage: str | None = None, **shapes_and_counts) -> str:
+        """The program, its plan and (for small sizes) its task DAG; module docstring."""
+        if stage is not None and stage not in STAGES:
+            raise PlanError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
+        parts = []
+        if stage in (None, "program"):
+            parts.append(f"== block program {self.program.name}\n"
+                         + format_statements(self.program.body))
+        if stage in ("plan", "dag") or (stage is None and shapes_and_counts):
+            shapes, fixed = self._shapes(shapes_and_counts)
+            choice = self.choose(shapes, fixed, backend=_backend())
+            env, _ = environment(self.program, shapes, choice.counts)
+            if stage in (None, "plan"):
+                shown = ", ".join(f"{k}={v}" for k, v in choice.counts.items())
+                parts.append(f"== plan: {shown}\n{choice.describe()}")
+            if stage in (None, "dag"):
+                parts.append("== dag\n" + self._dag_text(env))
+        return "\n\n".join(parts)
+
+    def _shapes(self, given: dict) -> tuple[dict, dict]:
+        fixed = {k: v for k, v in given.items() if k in self.program.blocks}
+        sizes = {k: v for k, v in given.items() if k not in self.program.blocks}
+        shapes = {}
+        for name in self.program.inputs():
+            if name in sizes and not isinstance(sizes[name], int):
+                shapes[name] = tuple(np.shape(sizes[name]))
+            else:
+                dims = self.program.tensors[name].dims
+                missing = [d for d in dims if d not in sizes]
+                if missing:
+                    raise PlanError(f"explain needs the size(s) {', '.join(missing)} "
+                                    f"(e.g. explain('plan', {missing[0]}=1024))")
+                shapes[name] = tuple(int(sizes[d]) for d in dims)
+        return shapes, fixed
+
+    def _dag_text(self, env: dict) -> str:
+        dag = BlockDag(self.program, env)
+        lines = []
+        for count, task in enumerate(dag.walk()):
+            if count == DAG_LISTING_LIMIT:
+                lines.append(f"... (listing stops at {DAG_LISTING_LIMIT} tasks)")
+                break
+            site = dag.sites[task[0]]
+            where = ", ".join(f"{v}={x}" for v, x in zip(site.loop_vars, task[1], strict=True))
+            reads = []
+            for e in dag.parents(task):
+                block = f"{e.read.tensor}{{{', '.join(map(str, e.coords))}}}"
+                origin = "input" if e.task is None else _task_name(dag, e.task)
+                reads.append(f"{block} <- {origin}")
+            lines.append(f"{_task_name(dag, task)} [{where}] {site.assign}"
+                         + (f"   reads {'; '.join(reads)}" if reads else ""))
+        return "\n".join(lines)
+
+
+def _task_name(dag: BlockDag, task) -> str:
+    return f"s{task[0]}({', '.join(map(str, task[1]))})"
+
+
+def _backend() -> str:
+    return current().backend
+
+
+def _operand(value):
+    if isinstance(value, BlockArray):
+        return value
+    unwrap = getattr(value, "value", None)
+    if callable(unwrap) and hasattr(value, "__array_namespace__"):
+        value = unwrap()
+        if isinstance(value, BlockArray):
+            return value
+    return np.asarray(value)
+
+
+def _preferred(program: LoopProgram, values: dict) -> dict[str, int]:
+    """Counts matching how distributed inputs are already cut (no re-blocking needed)."""
+    preferred: dict[str, int] = {}
+    for name, value in values.items():
+        if not isinstance(value, BlockArray):
+            continue
+        for dim, grid in zip(program.tensors[name].dims, value.grid, strict=True):
+            for count, size in program.blocks.items():
+                if size == dim:
+                    preferred.setdefault(count, grid)
+    return preferred
+
+
+def compile_block_program(source: Source, wrap=_identity) -> BlockProgram:
+    """Parse and check a block program (raises the front end's diagnostics)."""
+    return BlockProgram(parse_block_program(source), source, wrap)
+
+
+def shipped(name: str, wrap=_identity) -> BlockProgram:
+    """One of the block programs tensorc ships (parsed once per process)."""
+    source = Source(shipped_path(name), shipped_source(name))
+    if name not in _SHIPPED:
+        _SHIPPED[name] = parse_block_program(source)
+    return BlockProgram(_SHIPPED[name], source, wrap)

@@ -1,0 +1,146 @@
+"""Block counts for a block program, chosen by simulating its DAG with the cost model.
+
+Contract: :func:`choose_counts(program, shapes, nodes=..., cores=..., fixed=..., preferred=...)`
+returns a :class:`CountChoice`: a count for every ``blocks`` declaration of the program and
+the simulated figures of every candidate it weighed. Nothing runs: each candidate's DAG is
+walked in program order and list-scheduled by
+:class:`~tensorc.runtime.block_placement.BlockPlacer` on ``nodes`` simulated nodes of
+``cores`` cores, with the cost model's constants (:func:`tensorc.passes.cost.machine`:
+per-task overhead, per-core BLAS rate, bandwidth between nodes).
+
+The rules the simulation adds:
+
+- a block edge below :data:`MIN_BLOCK` elements is never chosen (BLAS-3 needs room), unless
+  the dimension is smaller than that; a count is a power of two, or the count of the input's
+  existing blocking (``preferred``), or one the caller fixed;
+- a task's compute runs at ``edge / (edge + BLAS_HALF_EDGE)`` of the per-core rate (small
+  blocks run BLAS further from its peak), plus the per-task overhead;
+- candidates whose DAG exceeds :data:`MAX_SIMULATED_TASKS` tasks are not simulated (they are
+  far past the point where tasks pay for themselves);
+- the smallest simulated makespan wins; ties go to fewer tasks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from tensorc.codegen.block_dag import BlockDag
+from tensorc.codegen.block_kernels import result_flops, result_shapes
+from tensorc.codegen.block_layout import environment
+from tensorc.ir.block_program import LoopProgram
+from tensorc.passes.cost import machine
+from tensorc.runtime.block_placement import BlockPlacer
+
+MIN_BLOCK = 256
+BLAS_HALF_EDGE = 96
+MAX_SIMULATED_TASKS = 3000
+LOCAL_TASK_SECONDS = 60e-6
+
+
+@dataclass(frozen=True)
+class Candidate:
+    counts: dict[str, int]
+    makespan: float | None  # simulated seconds; None when not simulated
+    tasks: int | None
+    moved_bytes: int | None
+
+
+@dataclass(frozen=True)
+class CountChoice:
+    counts: dict[str, int]
+    candidates: tuple[Candidate, ...]
+
+    def describe(self) -> str:
+        lines = []
+        for c in self.candidates:
+            shown = ", ".join(f"{k}={v}" for k, v in c.counts.items()) or "(no blocks)"
+            mark = "  <- chosen" if c.counts == self.counts else ""
+            if c.makespan is None:
+                lines.append(f"  {shown}: more than {MAX_SIMULATED_TASKS} tasks, not simulated")
+            else:
+                lines.append(f"  {shown}: {c.tasks} tasks, simulated {c.makespan * 1e3:.1f} ms, "
+                             f"{c.moved_bytes / 1e6:.1f} MB between nodes{mark}")
+        return "\n".join(lines)
+
+
+def _options(extent: int, preferred: int | None) -> list[int]:
+    top = max(1, extent // MIN_BLOCK)
+    found = {1 << e for e in range(top.bit_length()) if 1 << e <= top}
+    if preferred and 1 <= preferred <= extent:
+        found.add(preferred)
+    return sorted(found)
+
+
+def simulate(program: LoopProgram, env: dict[str, int], bounds: dict, *, nodes: int, cores: int,
+             limit: int = MAX_SIMULATED_TASKS, input_node=None) -> Candidate | None:
+    """Simulated makespan, task count and bytes of one choice of counts (``None`` when the
+    DAG has more than ``limit`` tasks)."""
+    figures = machine()
+    overhead = figures.task_seconds if nodes > 1 else LOCAL_TASK_SECONDS
+    edge = min((bounds[s][1] - bounds[s][0] for s in program.blocks.values()), default=1)
+    efficiency = edge / (edge + BLAS_HALF_EDGE)
+    placer = BlockPlacer(nodes, cores, "lshs", flops_per_core=figures.blas_flops_per_core
+                         * efficiency, bytes_per_second=figures.network_bytes_per_second,
+                         task_seconds=overhead)
+    dag = BlockDag(program, env)
+    versions: dict = {}
+    shapes: dict = {}
+    tasks = 0
+    for task in dag.walk():
+        tasks += 1
+        if tasks > limit:
+            return None
+        inputs, edge_shapes = [], {}
+        for e in dag.parents(task):
+            key = (e.read.tensor, e.coords) if e.task is None else (e.task, e.result)
+            if key not in versions:
+                dims = program.tensors[e.read.tensor].dims
+                shape = tuple(bounds[d][c + 1] - bounds[d][c] for d, c in zip(dims, e.coords,
+                                                                             strict=True))
+                node = input_node(e.read.tensor, e.coords) if input_node else 0
+                versions[key] = placer.add_version(8 * math.prod(shape), 1 << 30, node=node)
+                shapes[key] = shape
+            inputs.append(versions[key])
+            edge_shapes[e.read] = shapes[key]
+        expr = dag.sites[task[0]].assign.value
+        outs = result_shapes(expr, edge_shapes)
+        flops = result_flops(expr, edge_shapes)
+        ids = []
+        for j, shape in enumerate(outs):
+            ids.append(placer.add_version(8 * math.prod(shape), 1 << 30))
+            versions[(task, j)] = ids[-1]
+            shapes[(task, j)] = shape
+        node = placer.place(inputs, sum(placer.state.size[i] for i in ids), flops)
+        placer.run(ids, inputs, node, flops)
+    makespan = max(max(c) for c in placer.cores)
+    return Candidate({c: env[c] for c in program.blocks}, makespan, tasks, placer.moved_bytes())
+
+
+def choose_counts(program: LoopProgram, shapes: dict[str, tuple[int, ...]], *, nodes: int,
+                  cores: int, fixed: dict[str, int] | None = None,
+                  preferred: dict[str, int] | None = None, input_node=None) -> CountChoice:
+    """The block counts with the smallest simulated makespan (module docstring)."""
+    fixed = dict(fixed or {})
+    preferred = dict(preferred or {})
+    base, _ = environment(program, shapes, {c: 1 for c in program.blocks})
+    per_count = []
+    for count, size in program.blocks.items():
+        if count in fixed:
+            per_count.append([int(fixed[count])])
+        else:
+            per_count.append(_options(base[size], preferred.get(count)))
+    names = list(program.blocks)
+    candidates = []
+    for combo in itertools.product(*per_count):
+        counts = dict(zip(names, combo, strict=True))
+        env, bounds = environment(program, shapes, counts)
+        found = simulate(program, env, bounds, nodes=nodes, cores=cores, input_node=input_node)
+        candidates.append(found or Candidate(counts, None, None, None))
+    simulated = [c for c in candidates if c.makespan is not None]
+    if simulated:
+        best = min(simulated, key=lambda c: (c.makespan, c.tasks))
+    else:
+        best = min(candidates, key=lambda c: sum(c.counts.values()))
+    return CountChoice(best.counts, tuple(candidates))
