@@ -183,3 +183,20 @@ def _barrier_minimum(
         if constraints / t <= gap * value:
             return (value - constraints / t) * scale
         t *= _MU
+
+
+def cholesky_lower_bound(n: int, nodes: int, itemsize: int) -> int:
+    """Bytes the busiest of ``nodes`` nodes must receive to factor an ``n x n`` matrix by
+    Cholesky, whatever the schedule (memory-independent, like the einsum bound above).
+
+    The trailing updates ``A[i,j] -= L[i,k] L[j,k]`` (``k < j <= i``) are ``V = n^3/6``
+    iterations; some node runs at least ``V/P``. By Loomis-Whitney those touch ``a``
+    elements of ``A`` and ``l >= max(|L[i,k]|, |L[j,k]|)`` of ``L`` with ``a l^2 >= (V/P)^2``,
+    so ``a + l >= 3 (V/P)^(2/3) / 4^(1/3)``. The node owns at most an even share of ``A``'s
+    and ``L``'s lower triangles, ``n^2 / P``. The bound is the difference, clamped at 0
+    (it is 0 when ``P`` is small against the work: then no transfer is forced)."""
+    if nodes <= 1 or n <= 0:
+        return 0
+    per_node = n**3 / 6 / nodes
+    touched = 3 * per_node ** (2 / 3) / 4 ** (1 / 3)
+    return max(0, int((touched - n * n / nodes) * itemsize))

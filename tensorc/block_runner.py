@@ -33,6 +33,7 @@ from tensorc.frontend.block_check import parse_block_program
 from tensorc.frontend.diagnostics import Diagnostics, Source
 from tensorc.ir.block_program import LoopProgram, format_statements
 from tensorc.passes.cost import machine
+from tensorc.passes.lower_bound import cholesky_lower_bound
 from tensorc.planning.block_counts import CountChoice, choose_counts
 from tensorc.programs import path as shipped_path
 from tensorc.programs import source as shipped_source
@@ -52,10 +53,12 @@ def _identity(value):
 class BlockProgram:
     """A checked block program (see the module docstring)."""
 
-    def __init__(self, program: LoopProgram, source: Source, wrap=_identity) -> None:
+    def __init__(self, program: LoopProgram, source: Source, wrap=_identity,
+                 workers: int | None = None) -> None:
         self.program = program
         self.source = source
         self.wrap = wrap
+        self.workers = workers
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -65,12 +68,24 @@ class BlockProgram:
     def output_names(self) -> tuple[str, ...]:
         return tuple(self.program.outputs())
 
+    def declared_shape(self, name: str, sizes: dict[str, int]) -> tuple[int, ...]:
+        """The shape of tensor ``name`` for the given sizes."""
+        dims = self.program.tensors[name].dims or ()
+        missing = [d for d in dims if d not in sizes]
+        if missing:
+            raise PlanError(f"give the size(s) {', '.join(missing)} (e.g. --set {missing[0]}=8)")
+        return tuple(int(sizes[d]) for d in dims)
+
     # -- planning -------------------------------------------------------------------------
 
     def choose(self, shapes: dict[str, tuple[int, ...]], fixed: dict[str, int], *,
-               backend: str, preferred: dict[str, int] | None = None) -> CountChoice:
-        """The block counts for these input shapes on this backend (cached)."""
-        if backend == "ray":
+               backend: str, preferred: dict[str, int] | None = None,
+               nodes: int | None = None) -> CountChoice:
+        """The block counts for these input shapes on this backend (cached); ``nodes``
+        plans for that many simulated nodes instead."""
+        if nodes is not None and nodes > 1:
+            cores = machine().cores_per_node
+        elif backend == "ray":
             nodes, cores = ray_cluster().nodes, machine().cores_per_node
         else:
             nodes, cores = 1, available_cores()
@@ -120,7 +135,7 @@ class BlockProgram:
             outputs, stats = block_execution.run_block_program(
                 self.program, values, choice.counts, backend=backend,
                 cluster=ray_cluster() if backend == "ray" else None,
-                scheduler=scheduler or current().scheduler, workers=workers)
+                scheduler=scheduler or current().scheduler, workers=workers or self.workers)
         except BlockDagError as err:
             raise self._diagnostic(err) from None
         stats["plan_seconds"] = planned - started
@@ -139,8 +154,10 @@ class BlockProgram:
 
     # -- explaining -----------------------------------------------------------------------
 
-    def explain(self, stage: str | None = None, **shapes_and_counts) -> str:
-        """The program, its plan and (for small sizes) its task DAG; module docstring."""
+    def explain(self, stage: str | None = None, *, nodes: int | None = None,
+                **shapes_and_counts) -> str:
+        """The program, its plan and (for small sizes) its task DAG; module docstring.
+        ``nodes`` plans for that many nodes without a cluster."""
         if stage is not None and stage not in STAGES:
             raise PlanError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
         parts = []
@@ -149,14 +166,28 @@ class BlockProgram:
                          + format_statements(self.program.body))
         if stage in ("plan", "dag") or (stage is None and shapes_and_counts):
             shapes, fixed = self._shapes(shapes_and_counts)
-            choice = self.choose(shapes, fixed, backend=_backend())
+            choice = self.choose(shapes, fixed, backend=_backend(), nodes=nodes)
             env, _ = environment(self.program, shapes, choice.counts)
             if stage in (None, "plan"):
                 shown = ", ".join(f"{k}={v}" for k, v in choice.counts.items())
-                parts.append(f"== plan: {shown}\n{choice.describe()}")
+                parts.append(f"== plan: {shown}\n{choice.describe()}"
+                             + self._bound_text(choice, shapes, nodes))
             if stage in (None, "dag"):
                 parts.append("== dag\n" + self._dag_text(env))
         return "\n\n".join(parts)
+
+    def _bound_text(self, choice: CountChoice, shapes: dict, nodes: int | None) -> str:
+        """The communication lower bound, for the programs one is known for."""
+        known = _shipped_program("cholesky")
+        if (self.program.body, self.program.tensors) != (known.body, known.tensors):
+            return ""
+        nodes = nodes or (ray_cluster().nodes if _backend() == "ray" else 1)
+        bound = cholesky_lower_bound(shapes["A"][0], nodes, 8)
+        chosen = next(c for c in choice.candidates if c.counts == choice.counts)
+        busiest = chosen.busiest_in_bytes or 0
+        return (f"\ncommunication lower bound (Cholesky, {nodes} node(s)): the busiest node "
+                f"receives at least {bound / 1e6:.1f} MB; this plan's busiest receives "
+                f"{busiest / 1e6:.1f} MB (simulated)")
 
     def _shapes(self, given: dict) -> tuple[dict, dict]:
         fixed = {k: v for k, v in given.items() if k in self.program.blocks}
@@ -225,14 +256,19 @@ def _preferred(program: LoopProgram, values: dict) -> dict[str, int]:
     return preferred
 
 
-def compile_block_program(source: Source, wrap=_identity) -> BlockProgram:
+def compile_block_program(source: Source, wrap=_identity,
+                          workers: int | None = None) -> BlockProgram:
     """Parse and check a block program (raises the front end's diagnostics)."""
-    return BlockProgram(parse_block_program(source), source, wrap)
+    return BlockProgram(parse_block_program(source), source, wrap, workers)
+
+
+def _shipped_program(name: str) -> LoopProgram:
+    if name not in _SHIPPED:
+        _SHIPPED[name] = parse_block_program(Source(shipped_path(name), shipped_source(name)))
+    return _SHIPPED[name]
 
 
 def shipped(name: str, wrap=_identity) -> BlockProgram:
     """One of the block programs tensorc ships (parsed once per process)."""
-    source = Source(shipped_path(name), shipped_source(name))
-    if name not in _SHIPPED:
-        _SHIPPED[name] = parse_block_program(source)
-    return BlockProgram(_SHIPPED[name], source, wrap)
+    program = _shipped_program(name)
+    return BlockProgram(program, Source(shipped_path(name), shipped_source(name)), wrap)

@@ -11,6 +11,7 @@ Subcommands:
   [--output out.npz]`` — run a ``.tc`` program; ``--random`` fills missing inputs with seeded
   random data of their declared shapes; prints every output (and saves them with ``--output``).
 - ``tensorc explain FILE.tc --emit ast|ir|plan|tasks|schedule|dot [--set NAME=VALUE ...]
+  (a block program: ``--emit program|plan|dag --set N=4096``)
   [--nodes P] [--planner NAME]`` (``--nodes`` plans the whole program for P nodes).
 - ``tensorc check FILE.tc`` — parse and check; prints every diagnostic.
 
@@ -27,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 import tensorc as tc
+from tensorc.block_runner import BlockProgram
 from tensorc.demo import local_demo, ray_demo
 from tensorc.errors import TcError, TensorcError
 
@@ -88,13 +90,18 @@ def run_tc(options) -> int:
     values: dict = {k: _scalar(v) for k, v in _assignments(options.set, "--set").items()}
     values.update(_load_inputs(options.input))
     if options.random:
-        _, sizes, _ = program.bind(values, need_inputs=False)
+        block = isinstance(program, BlockProgram)
+        sizes = values if block else program.bind(values, need_inputs=False)[1]
         rng = np.random.default_rng(options.seed)
         for name in program.input_names:
             if name not in values:
-                dtype = program.checked.tensors[name].dtype
+                tensors = program.program.tensors if block else program.checked.tensors
+                dtype = tensors[name].dtype
                 shape = program.declared_shape(name, sizes)
                 values[name] = _random(rng, shape, dtype)
+    if isinstance(program, BlockProgram):
+        values = {k: v for k, v in values.items() if k in program.input_names
+                  or k in program.program.blocks}
     outputs = program.run(**values)
     for name, value in outputs.items():
         print(f"{name} : {value.dtype}{list(value.shape)}")
@@ -153,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     explain_parser = commands.add_parser("explain", help="print a compilation stage")
     explain_parser.add_argument("file")
     explain_parser.add_argument("--emit", default="plan",
-                                choices=("ast", "ir", "plan", "tasks", "schedule", "dot"))
+                                choices=("ast", "ir", "plan", "tasks", "schedule", "dot",
+                                         "program", "dag"))
     explain_parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     explain_parser.add_argument("--nodes", type=int, default=None,
                                 help="plan the whole program for this many nodes")

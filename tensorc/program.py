@@ -14,6 +14,11 @@ Contract:
   then reports the whole run (:func:`tensorc.execution.program_stats`).
 - ``Program.explain(stage=None, **sizes_and_params)`` prints one stage: ``ast``, ``ir``,
   ``plan`` (the default), ``tasks``, ``schedule`` or ``dot`` (Graphviz text of the task graphs).
+- A *block program* (a file with a ``blocks`` declaration or block accesses ``X{i, j}``)
+  compiles to a :class:`~tensorc.block_runner.BlockProgram` instead: ``run(**inputs, NB=...)``
+  and ``explain(stage, **sizes_and_counts)`` with the stages ``program``, ``plan`` and
+  ``dag``; outputs computed on Ray come back as ``tc.Array``. Of the plan options only
+  ``workers`` applies to it.
 """
 
 from __future__ import annotations
@@ -26,11 +31,14 @@ import numpy as np
 
 from tensorc import execution, session
 from tensorc.array import BlockArray
+from tensorc.block_runner import BlockProgram, compile_block_program
 from tensorc.errors import TcParseError
 from tensorc.frontend import tc_ast as ast
+from tensorc.frontend.block_check import is_block_program
 from tensorc.frontend.diagnostics import Diagnostics, Source, Span, did_you_mean
 from tensorc.frontend.tc_check import DTYPES, Checked, check
 from tensorc.frontend.tc_lower import Statement, Unrolled, lower_program
+from tensorc.frontend.tc_parse import parse
 from tensorc.ir.printer import format_program
 from tensorc.lazy.array_object import Array as LazyArray
 from tensorc.lazy.graph import leaf
@@ -68,13 +76,20 @@ def compile(  # noqa: A001 - the public name is tc.compile
     optimize: object = "auto",
     nodes: int | None = None,
     planner: str = "auto",
-) -> Program:
+) -> Program | BlockProgram:
     """Parse and check a ``.tc`` program (a path ending in ``.tc``, or the source text).
 
     ``nodes`` plans the whole program for that many nodes (on Ray it defaults to the
     session's node count) with ``planner`` (see :func:`tensorc.plan`)."""
     check_plan_options({"nodes": nodes, "planner": planner, "workers": workers})
-    checked = check(_read(path_or_source))
+    source = _read(path_or_source)
+    if _is_block_source(source):
+        if grid or block_shape or optimize != "auto":
+            raise TcParseError(f"{source.name}: grid=, block_shape= and optimize= plan element "
+                               "programs; a block program takes its block counts by name in "
+                               "run(), e.g. run(A=a, NB=8)")
+        return compile_block_program(source, _wrap_distributed, workers=workers)
+    checked = check(source)
     options = Options(
         tuple(sorted((grid or {}).items())),
         tuple(sorted((block_shape or {}).items())),
@@ -84,6 +99,17 @@ def compile(  # noqa: A001 - the public name is tc.compile
         planner,
     )
     return Program(checked, options)
+
+
+def _is_block_source(source: Source) -> bool:
+    try:
+        return is_block_program(parse(source))
+    except TcParseError:
+        return False  # the element checker reports the syntax errors
+
+
+def _wrap_distributed(value):
+    return LazyArray(leaf(value)) if isinstance(value, BlockArray) else value
 
 
 class Program:

@@ -54,7 +54,23 @@ class IntOp:
     right: IntExpr
 
     def __str__(self) -> str:
-        return f"({self.left} {self.op} {self.right})"
+        return _format_int(self, 0)
+
+
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "**": 3}
+
+
+def _format_int(expr: IntExpr, outer: int, right: bool = False) -> str:
+    if not isinstance(expr, IntOp):
+        return str(expr)
+    mine = _PRECEDENCE[expr.op]
+    # a - (b + c), a ** (b ** c) and (a ** b) ** c need their parentheses
+    left = _format_int(expr.left, mine + (expr.op == "**"))
+    tight = expr.op in ("-", "**")
+    text = f"{left} {expr.op} {_format_int(expr.right, mine + tight, True)}"
+    if expr.op == "**":
+        text = text.replace(" ** ", "**")
+    return f"({text})" if mine < outer or (right and mine == outer and outer) else text
 
 
 @dataclass(frozen=True)

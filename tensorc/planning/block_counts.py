@@ -45,6 +45,7 @@ class Candidate:
     makespan: float | None  # simulated seconds; None when not simulated
     tasks: int | None
     moved_bytes: int | None
+    busiest_in_bytes: int | None = None  # what the node receiving the most receives
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,8 @@ def simulate(program: LoopProgram, env: dict[str, int], bounds: dict, *, nodes: 
         node = placer.place(inputs, sum(placer.state.size[i] for i in ids), flops)
         placer.run(ids, inputs, node, flops)
     makespan = max(max(c) for c in placer.cores)
-    return Candidate({c: env[c] for c in program.blocks}, makespan, tasks, placer.moved_bytes())
+    return Candidate({c: env[c] for c in program.blocks}, makespan, tasks, placer.moved_bytes(),
+                     max(placer.state.net_in))
 
 
 def choose_counts(program: LoopProgram, shapes: dict[str, tuple[int, ...]], *, nodes: int,

@@ -1,0 +1,167 @@
+"""Block programs run locally: the shipped programs against numpy / scipy, the DAG expanded
+from the ready tasks, the chosen block counts, explain, the CLI and the errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+import tensorc as tc
+from tensorc.block_runner import BlockProgram, shipped
+from tensorc.cli import main
+from tensorc.errors import LinAlgError, PlanError, ShapeError, TcError
+from tensorc.planning.block_counts import MIN_BLOCK
+
+RNG = np.random.default_rng(7)
+
+
+def spd(n: int) -> np.ndarray:
+    x = RNG.random((n, n))
+    return x @ x.T + n * np.eye(n)
+
+
+@pytest.mark.parametrize(("n", "nb"), [(8, 1), (8, 4), (30, 4), (31, 7), (64, 8)])
+def test_cholesky_matches_numpy(n, nb):
+    a = spd(n)
+    out = shipped("cholesky").run(A=a, NB=nb)
+    np.testing.assert_allclose(out["L"], np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
+    assert tc.last_stats()["block_counts"] == {"NB": nb}
+    assert tc.last_stats()["tasks"] == nb + nb * (nb - 1) // 2 + (nb - 1) * nb * (nb + 1) // 6
+
+
+def test_input_is_not_changed_by_in_place_updates():
+    a = spd(20)
+    before = a.copy()
+    shipped("cholesky").run(A=a, NB=4)
+    np.testing.assert_array_equal(a, before)
+
+
+@pytest.mark.parametrize(("m", "n", "mb"), [(60, 4, 1), (60, 4, 3), (100, 5, 5), (128, 8, 8)])
+def test_tsqr_r_and_q(m, n, mb):
+    a = RNG.random((m, n))
+    r = shipped("tsqr").run(A=a, MB=mb)["R"]
+    expected = np.linalg.qr(a, mode="r")
+    np.testing.assert_allclose(np.abs(r), np.abs(expected), rtol=1e-9, atol=1e-12)
+    out = shipped("tsqr_q").run(A=a, MB=mb)
+    q, r2 = out["Q"], out["R"]
+    np.testing.assert_allclose(q @ r2, a, atol=1e-12)
+    np.testing.assert_allclose(q.T @ q, np.eye(n), atol=1e-12)
+    np.testing.assert_array_equal(np.tril(r2, -1), 0)
+
+
+def test_lu_without_pivoting():
+    a = RNG.random((40, 40)) + 40 * np.eye(40)
+    out = shipped("lu").run(A=a, NB=3)
+    lower, upper = out["L"], out["U"]
+    np.testing.assert_allclose(lower @ upper, a, rtol=1e-12)
+    np.testing.assert_array_equal(np.diag(lower), 1.0)
+    np.testing.assert_array_equal(np.triu(lower, 1), 0)
+    np.testing.assert_array_equal(np.tril(upper, -1), 0)
+
+
+@pytest.mark.parametrize(("nb", "kb"), [(1, 1), (3, 2), (5, 3)])
+def test_triangular_solves(nb, kb):
+    t = RNG.random((25, 25)) + 25 * np.eye(25)
+    b = RNG.random((25, 6))
+    low = shipped("lower_solve").run(L=np.tril(t), B=b, NB=nb, KB=kb)["X"]
+    np.testing.assert_allclose(low, scipy.linalg.solve_triangular(np.tril(t), b, lower=True))
+    up = shipped("upper_solve").run(U=np.triu(t), B=b, NB=nb, KB=kb)["X"]
+    np.testing.assert_allclose(up, scipy.linalg.solve_triangular(np.triu(t), b))
+
+
+def test_the_dag_is_expanded_from_the_ready_tasks_not_built_whole():
+    nb = 24
+    shipped("cholesky").run(A=spd(48), NB=nb)
+    stats = tc.last_stats()
+    assert stats["tasks"] == 2600
+    assert stats["peak_frontier"] <= nb * nb // 2  # the trailing updates of one step at most
+
+
+def test_parallel_and_serial_runs_agree():
+    a = spd(40)
+    serial = shipped("cholesky").run(A=a, NB=5, workers=1)["L"]
+    parallel = shipped("cholesky").run(A=a, NB=5, workers=3)["L"]
+    np.testing.assert_array_equal(serial, parallel)
+    assert tc.last_stats()["workers"] == 3
+
+
+def test_block_counts_are_chosen_by_the_cost_model():
+    program = shipped("cholesky")
+    choice = program.choose({"A": (4096, 4096)}, {}, backend="local")
+    (count,) = choice.counts.values()
+    assert 4096 // count >= MIN_BLOCK
+    simulated = [c for c in choice.candidates if c.makespan is not None]
+    best = min(simulated, key=lambda c: (c.makespan, c.tasks))
+    assert best.counts == choice.counts and len(simulated) >= 3
+    small = program.choose({"A": (300, 300)}, {}, backend="local")
+    assert small.counts == {"NB": 1}  # too small to cut into BLAS-3 blocks
+
+
+def test_explain_shows_program_plan_and_dag():
+    program = tc.compile("examples/tsqr.tc")
+    assert isinstance(program, BlockProgram)
+    text = program.explain("program")
+    assert "Rs{l + 1, i} = qr_r(stack(Rs{l, i}, Rs{l, i + 2**l}))" in text
+    assert "for i in 0:MB:2**(l + 1)" in text
+    dag = program.explain("dag", M=40, N=3, MB=3)
+    assert "s1(0, 0) [l=0, i=0]" in dag and "Rs{0, 1} <- s0(1)" in dag
+    assert "s2(0, 2) [l=0, i=2] Rs{l + 1, i} = Rs{l, i}" in dag
+    plan = program.explain("plan", M=2**16, N=32)
+    assert "<- chosen" in plan and "MB=1:" in plan
+    bound = tc.compile("examples/cholesky.tc").explain("plan", N=16384, nodes=16)
+    assert "communication lower bound (Cholesky, 16 node(s)): the busiest node receives at " \
+           "least 59.4 MB" in bound
+
+
+def test_errors_name_what_is_wrong():
+    program = shipped("cholesky")
+    with pytest.raises(ShapeError, match=r"size N is 4 from A's dimension 0 but 5 from A's "
+                                         r"dimension 1 \(shape \(4, 5\)\)"):
+        program.run(A=np.ones((4, 5)))
+    with pytest.raises(PlanError, match="unknown argument\\(s\\) B; the program takes A, NB"):
+        program.run(A=spd(4), B=1)
+    with pytest.raises(PlanError, match="missing input\\(s\\) A"):
+        program.run(NB=2)
+    with pytest.raises(ShapeError, match="block count NB = 9 must be between 1 and N = 4"):
+        program.run(A=spd(4), NB=9)
+    with pytest.raises(LinAlgError, match="Matrix is not positive definite") as err:
+        program.run(A=-spd(8), NB=2)
+    assert isinstance(err.value, np.linalg.LinAlgError)
+
+
+def test_run_time_read_of_an_unwritten_block_is_located():
+    source = """size N
+blocks NB of N
+input  A : f64[N, N]
+output L : f64[N, N]
+tensor S : f64
+for k in 0:NB {
+  S{k} = A{k, k}
+  L{k, k} = S{k + 1}
+}
+"""
+    program = tc.compile(source)
+    with pytest.raises(TcError) as err:
+        program.run(A=spd(4), NB=2)
+    text = str(err.value)
+    assert "error[E-unwritten]: block S{1} is read before any statement writes it" in text
+    assert "--> <source>:8:13" in text
+    assert "8 |   L{k, k} = S{k + 1}" in text
+
+
+def test_compile_refuses_element_plan_options_for_block_programs():
+    with pytest.raises(TcError, match="a block program takes its block counts by name"):
+        tc.compile("examples/cholesky.tc", grid={"i": 2})
+
+
+def test_cli_checks_explains_and_runs_block_programs(capsys):
+    assert main(["check", "examples/cholesky.tc"]) == 0
+    assert "ok (1 input(s), 1 output(s))" in capsys.readouterr().out
+    assert main(["explain", "examples/lu.tc", "--emit", "dag", "--set", "N=4",
+                 "--set", "NB=2"]) == 0
+    out = capsys.readouterr().out
+    assert "L{k, k}, U{k, k} = lu(A{k, k})" in out and "A{1, 1} <- s3(0, 1, 1)" in out
+    assert main(["run", "examples/tsqr.tc", "--random", "--set", "M=12",
+                 "--set", "N=3", "--set", "MB=3"]) == 0
+    assert "R : float64[3, 3]" in capsys.readouterr().out

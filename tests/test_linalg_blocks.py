@@ -1,0 +1,116 @@
+"""``tc.linalg`` by block programs, locally: results against numpy, errors like numpy's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorc as tc
+from tensorc.lazy.linalg import WHOLE_EDGE
+
+RNG = np.random.default_rng(11)
+BIG = WHOLE_EDGE + 88  # past the one-task limit: solve and inv run the block programs
+
+
+def spd(n: int) -> np.ndarray:
+    x = RNG.random((n, n))
+    return x @ x.T + n * np.eye(n)
+
+
+@pytest.mark.parametrize("n", [5, 300, BIG])
+def test_cholesky(n):
+    a = spd(n)
+    lower = tc.linalg.cholesky(tc.asarray(a))
+    assert isinstance(lower, tc.Array)
+    np.testing.assert_allclose(np.asarray(lower), np.linalg.cholesky(a), rtol=1e-9, atol=1e-9)
+    upper = tc.linalg.cholesky(a, upper=True)
+    np.testing.assert_allclose(np.asarray(upper), np.linalg.cholesky(a).T, rtol=1e-9,
+                               atol=1e-9)
+
+
+def test_cholesky_of_a_lazy_array_evaluates_it_first():
+    a = spd(50)
+    lazy = tc.asarray(a) * 2.0
+    np.testing.assert_allclose(np.asarray(tc.linalg.cholesky(lazy)),
+                               np.linalg.cholesky(2 * a), rtol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(7, 7), (4000, 12), (20000, 40)])
+def test_qr(shape):
+    a = RNG.random(shape)
+    q, r = tc.linalg.qr(a)
+    q, r = np.asarray(q), np.asarray(r)
+    np.testing.assert_allclose(q @ r, a, atol=1e-11)
+    np.testing.assert_allclose(q.T @ q, np.eye(shape[1]), atol=1e-11)
+    np.testing.assert_array_equal(np.tril(r, -1), 0)
+    result = tc.linalg.qr(a)
+    assert result.Q is result[0] and result.R is result[1]
+
+
+@pytest.mark.parametrize("rhs", [(BIG,), (BIG, 3)])
+def test_solve_by_blocks(rhs):
+    a = RNG.random((BIG, BIG)) + np.eye(BIG)
+    b = RNG.random(rhs)
+    x = tc.linalg.solve(tc.asarray(a), b)
+    assert x.shape == rhs
+    np.testing.assert_allclose(np.asarray(x), np.linalg.solve(a, b), rtol=1e-7, atol=1e-9)
+
+
+def test_solve_needs_no_pivot_to_be_right():
+    """A permutation has zero pivots: LU without pivoting cannot factor it, QR can."""
+    perm = np.eye(BIG)[RNG.permutation(BIG)]
+    b = RNG.random(BIG)
+    np.testing.assert_allclose(np.asarray(tc.linalg.solve(perm, b)), perm.T @ b, atol=1e-12)
+
+
+def test_inv_by_blocks():
+    a = RNG.random((BIG, BIG)) + BIG * np.eye(BIG)
+    np.testing.assert_allclose(np.asarray(tc.linalg.inv(a)), np.linalg.inv(a), rtol=1e-9,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(3000, 20), (40, 40), (30, 700)])
+def test_lstsq_matches_numpy(shape):
+    a = RNG.random(shape)
+    b = RNG.random(shape[0])
+    x, residuals, rank, s = tc.linalg.lstsq(a, b)
+    ex, eres, erank, es = np.linalg.lstsq(a, b, rcond=None)
+    np.testing.assert_allclose(np.asarray(x), ex, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(residuals), eres, rtol=1e-7)
+    assert rank == erank
+    np.testing.assert_allclose(s, es, rtol=1e-9)
+
+
+def test_lstsq_with_several_right_hand_sides():
+    a, b = RNG.random((500, 6)), RNG.random((500, 3))
+    x, residuals, _, _ = tc.linalg.lstsq(a, b)
+    ex, eres, _, _ = np.linalg.lstsq(a, b, rcond=None)
+    np.testing.assert_allclose(np.asarray(x), ex, rtol=1e-8)
+    np.testing.assert_allclose(np.asarray(residuals), eres, rtol=1e-8)
+
+
+@pytest.mark.parametrize(("call", "error", "text"), [
+    (lambda: tc.linalg.cholesky(np.ones((3, 4))), np.linalg.LinAlgError,
+     "cholesky: last 2 dimensions of the array must be square, got shape (3, 4)"),
+    (lambda: tc.linalg.cholesky(-spd(6)), np.linalg.LinAlgError,
+     "Matrix is not positive definite"),
+    (lambda: tc.linalg.cholesky(np.ones((2, 3, 3))), np.linalg.LinAlgError,
+     "cholesky: needs a 2-d matrix, got shape (2, 3, 3)"),
+    (lambda: tc.linalg.cholesky(np.eye(3, dtype=int)), np.linalg.LinAlgError,
+     "cholesky: needs a floating-point matrix, got int64"),
+    (lambda: tc.linalg.solve(np.zeros((BIG, BIG)), np.ones(BIG)), np.linalg.LinAlgError,
+     "Singular matrix"),
+    (lambda: tc.linalg.solve(np.eye(BIG), np.ones(BIG + 1)), ValueError,
+     f"solve: a is ({BIG}, {BIG}) but b is ({BIG + 1},)"),
+    (lambda: tc.linalg.qr(np.ones((3, 5))), np.linalg.LinAlgError,
+     "qr: TSQR needs rows >= columns"),
+    (lambda: tc.linalg.lstsq(np.ones((5, 2)), np.ones(4)), ValueError,
+     "lstsq: a is (5, 2) but b is (4,): the rows differ"),
+    (lambda: tc.linalg.lstsq(np.ones((6, 2)), np.ones(6)), np.linalg.LinAlgError,
+     "lstsq: the matrix has rank 1 < 2"),
+])
+def test_bad_input_gets_numpy_like_errors(call, error, text):
+    with pytest.raises(error) as err:
+        call()
+    assert text in str(err.value)
+    assert isinstance(err.value, tc.TensorcError)
