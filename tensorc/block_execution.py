@@ -40,10 +40,15 @@ from tensorc.array import BlockArray
 from tensorc.codegen.block_dag import BlockDag, BlockDagError
 from tensorc.codegen.block_kernels import evaluate, result_flops, result_shapes
 from tensorc.codegen.block_layout import block_slices, environment, grid_coords, tensor_bounds
-from tensorc.errors import ShapeError
+from tensorc.errors import ShapeError, TensorcError
 from tensorc.execution import record
 from tensorc.ir.block_program import LoopProgram
+from tensorc.passes.cost import machine
+from tensorc.runtime import ray_tasks
+from tensorc.runtime.block_placement import BlockPlacer
+from tensorc.runtime.blocks import Blocks
 from tensorc.runtime.local import _BlasLimit, available_cores
+from tensorc.runtime.ray_executor import submit
 
 DTYPES = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64", "bool": "bool"}
 WINDOW = 256
@@ -202,14 +207,6 @@ def _flops_and_shapes(dag: BlockDag, task, shapes_of_edges):
 def run_ray(program: LoopProgram, dag: BlockDag, inputs: dict, bounds, cluster,
             scheduler: str = "lshs", window: int = WINDOW) -> tuple[dict, dict]:
     """Run on the Ray cluster (see the module docstring)."""
-    import ray
-
-    from tensorc.passes.cost import machine
-    from tensorc.runtime import ray_tasks
-    from tensorc.runtime.block_placement import BlockPlacer
-    from tensorc.runtime.blocks import Blocks
-    from tensorc.runtime.ray_executor import submit
-
     started = time.perf_counter()
     figures = machine()
     nodes = cluster.nodes
@@ -276,8 +273,8 @@ def run_ray(program: LoopProgram, dag: BlockDag, inputs: dict, bounds, cluster,
     while ready:
         ready.extend(submit_task(ready.popleft()))
         while len(in_flight) > window:
-            ray.get(in_flight.popleft())
-    ray.get(list(in_flight))
+            _wait(in_flight.popleft())
+    _wait(list(in_flight))
 
     def fill(name, edges, blocks):
         spec = program.tensors[name]
@@ -309,6 +306,20 @@ def run_ray(program: LoopProgram, dag: BlockDag, inputs: dict, bounds, cluster,
     return outputs, stats
 
 
+def _wait(refs) -> None:
+    """``ray.get`` that raises a task's own tensorc error (``LinAlgError`` from a kernel)
+    rather than Ray's wrapper around it."""
+    import ray
+
+    try:
+        ray.get(refs)
+    except ray.exceptions.RayTaskError as err:
+        cause = getattr(err, "cause", None)
+        if isinstance(cause, TensorcError):
+            raise cause from None
+        raise
+
+
 class _RayInputs:
     """The input blocks on Ray, cut to the program's bounds on first use."""
 
@@ -326,8 +337,6 @@ class _RayInputs:
 
     def _make(self, name, coords):
         import ray
-
-        from tensorc.runtime.ray_executor import submit
 
         edges = self.edges[name]
         region = block_slices(edges, coords)

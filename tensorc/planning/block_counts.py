@@ -17,6 +17,8 @@ The rules the simulation adds:
   blocks run BLAS further from its peak), plus the per-task overhead;
 - candidates whose DAG exceeds :data:`MAX_SIMULATED_TASKS` tasks are not simulated (they are
   far past the point where tasks pay for themselves);
+- inputs that are already cut into blocks (on Ray) add the time to re-cut them, at the
+  calibrated bandwidth, to every candidate that does not keep their cut;
 - the smallest simulated makespan wins; ties go to fewer tasks.
 """
 
@@ -139,6 +141,12 @@ def choose_counts(program: LoopProgram, shapes: dict[str, tuple[int, ...]], *, n
         counts = dict(zip(names, combo, strict=True))
         env, bounds = environment(program, shapes, counts)
         found = simulate(program, env, bounds, nodes=nodes, cores=cores, input_node=input_node)
+        recut = [c for c in preferred if counts.get(c) != preferred[c]]
+        if found is not None and recut and nodes > 1:
+            # inputs already cut another way are re-cut first: most of their bytes move
+            moved = sum(8 * math.prod(shape) for shape in shapes.values()) * (nodes - 1) / nodes
+            found = Candidate(counts, found.makespan + moved / machine().network_bytes_per_second,
+                              found.tasks, found.moved_bytes + int(moved), found.busiest_in_bytes)
         candidates.append(found or Candidate(counts, None, None, None))
     simulated = [c for c in candidates if c.makespan is not None]
     if simulated:

@@ -1,0 +1,69 @@
+"""Block programs and ``tc.linalg`` on the shared 4-node Ray cluster: results against numpy,
+tasks spread over the nodes and placed by the scheduler, blocks left where they were made."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorc as tc
+from tensorc.array import BlockArray
+from tensorc.block_runner import shipped
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")
+RNG = np.random.default_rng(5)
+
+
+def spd(n: int) -> np.ndarray:
+    x = RNG.random((n, n))
+    return x @ x.T + n * np.eye(n)
+
+
+def test_cholesky_on_ray_matches_numpy_and_stays_distributed():
+    a = spd(1024)
+    lower = tc.linalg.cholesky(tc.asarray(a, block_shape=(256, 256)))
+    stats = tc.last_stats()
+    assert stats["backend"] == "ray"
+    assert stats["block_counts"] == {"NB": 4}  # the input's own blocking: nothing re-cut
+    assert sum(stats["tasks_per_node"]) == stats["tasks"] == 20
+    assert sum(1 for t in stats["tasks_per_node"] if t) >= 2
+    value = lower.value()
+    assert isinstance(value, BlockArray) and value.grid == (4, 4)
+    assert len(set(value.block_nodes().values())) >= 2
+    np.testing.assert_allclose(lower.numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
+
+
+def test_lshs_moves_fewer_bytes_than_round_robin():
+    a = tc.asarray(spd(512), block_shape=(128, 128))
+    moved = {}
+    for scheduler in ("lshs", "round_robin"):
+        out = shipped("cholesky").run(A=a.value(), scheduler=scheduler)
+        np.testing.assert_allclose(np.asarray(out["L"]), np.linalg.cholesky(a.numpy()),
+                                   rtol=1e-10, atol=1e-10)
+        moved[scheduler] = tc.last_stats()["inter_node_bytes"]
+    assert moved["lshs"] < moved["round_robin"]
+
+
+def test_an_input_cut_differently_is_re_cut_on_the_nodes():
+    a = spd(300)
+    out = shipped("cholesky").run(A=tc.asarray(a, block_shape=(100, 100)).value(), NB=2)
+    np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
+
+
+def test_qr_solve_and_lstsq_on_ray():
+    tall = RNG.random((4096, 16))
+    q, r = tc.linalg.qr(tc.asarray(tall, block_shape=(1024, 16)))
+    np.testing.assert_allclose(q.numpy() @ r.numpy(), tall, atol=1e-11)
+    n = 600
+    a = RNG.random((n, n)) + n * np.eye(n)
+    b = RNG.random(n)
+    x = tc.linalg.solve(tc.asarray(a, block_shape=(300, 300)), tc.asarray(b))
+    np.testing.assert_allclose(np.asarray(x), np.linalg.solve(a, b), rtol=1e-9)
+    y = tall @ np.arange(16.0)
+    fit = tc.linalg.lstsq(tc.asarray(tall, block_shape=(1024, 16)), tc.asarray(y))
+    np.testing.assert_allclose(np.asarray(fit[0]), np.arange(16.0), rtol=1e-8, atol=1e-8)
+
+
+def test_a_failing_kernel_on_a_worker_raises_the_numpy_error():
+    with pytest.raises(np.linalg.LinAlgError, match="^Matrix is not positive definite$"):
+        tc.linalg.cholesky(tc.asarray(-spd(256), block_shape=(128, 128)))
