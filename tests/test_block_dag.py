@@ -20,6 +20,8 @@ CASES = [
     ("lu", {"A": (12, 12)}, [{"NB": nb} for nb in (1, 2, 4, 5)]),
     ("tsqr", {"A": (40, 3)}, [{"MB": mb} for mb in (1, 2, 3, 5, 7, 8, 13)]),
     ("tsqr_q", {"A": (40, 3)}, [{"MB": mb} for mb in (1, 2, 3, 5, 6, 8, 11)]),
+    ("lu_solve", {"A": (12, 12), "B": (12, 4)},
+     [{"NB": nb, "KB": kb} for nb in (1, 3, 4) for kb in (1, 2)]),
     ("lower_solve", {"L": (10, 10), "B": (10, 6)},
      [{"NB": nb, "KB": kb} for nb in (1, 3, 4) for kb in (1, 2)]),
     ("upper_solve", {"U": (10, 10), "B": (10, 6)},

@@ -61,6 +61,14 @@ def test_lu_without_pivoting():
 
 
 @pytest.mark.parametrize(("nb", "kb"), [(1, 1), (3, 2), (5, 3)])
+def test_lu_solve_in_one_program(nb, kb):
+    a = RNG.random((30, 30)) + 30 * np.eye(30)
+    b = RNG.random((30, 4))
+    x = shipped("lu_solve").run(A=a, B=b, NB=nb, KB=kb)["X"]
+    np.testing.assert_allclose(x, np.linalg.solve(a, b), rtol=1e-10)
+
+
+@pytest.mark.parametrize(("nb", "kb"), [(1, 1), (3, 2), (5, 3)])
 def test_triangular_solves(nb, kb):
     t = RNG.random((25, 25)) + 25 * np.eye(25)
     b = RNG.random((25, 6))

@@ -9,8 +9,8 @@ arrays:
 - ``cholesky`` — ``cholesky.tc`` (right-looking blocked Cholesky);
 - ``qr`` — ``tsqr_q.tc`` (TSQR with the tree's Q) for ``m >= n``; ``mode="r"``-like use
   (``lstsq``) needs only ``tsqr.tc``;
-- ``solve`` and ``inv`` of matrices wider than :data:`WHOLE_EDGE` — ``lu.tc`` (blocked LU
-  without pivoting), then ``lower_solve.tc`` and ``upper_solve.tc``; the backward error
+- ``solve`` and ``inv`` of matrices wider than :data:`WHOLE_EDGE` — ``lu_solve.tc`` (blocked
+  LU without pivoting, then forward and back substitution, one DAG); the backward error
   ``|A x - b| / (|A| |x| + |b|)`` is checked, and when it exceeds :data:`BACKWARD_TOLERANCE`
   times ``n`` (LU without pivoting met a small pivot) the system is solved again by TSQR
   (``A = Q R``, ``x = R^-1 Q^T b``), which needs no pivoting to be stable;
@@ -32,6 +32,7 @@ from tensorc.lazy import statistical
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.graph import Expr, leaf, mapped
 from tensorc.lazy.linear import contract, matmul, matrix_transpose, tensordot, vecdot
+from tensorc.lazy.utility import compute
 
 __all__ = ["cholesky", "det", "diagonal", "inv", "lstsq", "matmul", "matrix_transpose",
            "outer", "qr", "solve", "tensordot", "trace", "vecdot", "vector_norm"]
@@ -100,9 +101,7 @@ def _triangular(name: str, t: Array, b: Array) -> Array:
 def _solve_blocks(a: Expr, b: Expr) -> Array:
     rhs, vector = _as_matrix(b)
     try:
-        factors = _block_program("lu", A=wrap(a))
-        x = _triangular("upper_solve", factors["U"],
-                        _triangular("lower_solve", factors["L"], rhs))
+        x = _block_program("lu_solve", A=wrap(a), B=rhs)["X"]
         if _backward_error(wrap(a), x, rhs) <= BACKWARD_TOLERANCE * a.shape[0]:
             return x[:, 0] if vector else x
     except LinAlgError:
@@ -113,14 +112,17 @@ def _solve_blocks(a: Expr, b: Expr) -> Array:
 
 
 def _backward_error(a: Array, x: Array, b: Array) -> float:
-    residual = b - matmul(a, x)
-    top = float(statistical.max(wrap(mapped("abs", expr_of(residual)))))
-    scale = (float(statistical.max(statistical.sum(wrap(mapped("abs", expr_of(a))), axis=1)))
-             * float(statistical.max(wrap(mapped("abs", expr_of(x)))))
-             + float(statistical.max(wrap(mapped("abs", expr_of(b))))))
+    """``max|b - A x| / (max row sum |A| * max|x| + max|b|)``, evaluated as one program."""
+    top, rows, size, scale = compute(
+        statistical.max(abs(b - matmul(a, x))),
+        statistical.max(statistical.sum(abs(a), axis=1)),
+        statistical.max(abs(x)),
+        statistical.max(abs(b)))
+    top = float(top)
     if not np.isfinite(top):
         return float("inf")
-    return top / scale if scale else top
+    denominator = float(rows) * float(size) + float(scale)
+    return top / denominator if denominator else top
 
 
 def lstsq(a, b, /, rcond=None):

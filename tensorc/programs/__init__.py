@@ -1,15 +1,15 @@
 """The block programs tensorc ships: ``.tc`` sources that ``tc.linalg`` runs.
 
 Contract: :func:`source(name)` returns the text of ``<name>.tc`` from this package
-(``cholesky``, ``tsqr``, ``tsqr_q``, ``lu``, ``lower_solve``, ``upper_solve``); the files are
-installed as package data and are the same files as ``examples/<name>.tc``.
+(``cholesky``, ``tsqr``, ``tsqr_q``, ``lu``, ``lu_solve``, ``lower_solve``, ``upper_solve``);
+the files are installed as package data and are the same files as ``examples/<name>.tc``.
 """
 
 from __future__ import annotations
 
 from importlib.resources import files
 
-NAMES = ("cholesky", "tsqr", "tsqr_q", "lu", "lower_solve", "upper_solve")
+NAMES = ("cholesky", "tsqr", "tsqr_q", "lu", "lu_solve", "lower_solve", "upper_solve")
 
 
 def source(name: str) -> str:
