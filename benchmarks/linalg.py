@@ -1,0 +1,698 @@
+"""Block linear algebra: tensorc (local and on a 4-node Ray cluster) against LAPACK through
+numpy and against Dask distributed, on the clock.
+
+Cases (``--cases``, a comma list; default all), float64, inputs from
+``np.random.default_rng(seed)``:
+
+- ``cholesky``, n in ``--sizes`` (default 2048 4096; 8192 fits in memory here): the lower
+  factor of an SPD matrix ``A = R + R^T + 2n I`` (R uniform in [0, 1): diagonally dominant,
+  so SPD);
+- ``tsqr``: the reduced QR (Q and R) of a tall-skinny ``--tsqr-rows`` x ``--tsqr-cols``
+  matrix (default 2^18 x 64), uniform in [0, 1), in ``--tsqr-blocks`` row blocks (default 8);
+- ``solve``, n in ``--solve-sizes`` (default 2048): ``A x = b`` with ``A = R + n I``
+  (diagonally dominant, so LU needs no pivoting) and one right-hand side b (a vector).
+
+Systems (``--systems``, a comma list; default all):
+
+- ``numpy``: ``np.linalg.cholesky`` / ``np.linalg.qr(a)`` (reduced) / ``np.linalg.solve``,
+  LAPACK in this process with the BLAS threads pinned by threadpoolctl to ``--blas-threads``
+  (default: the cores available) and printed; for tsqr also ``numpy-r``,
+  ``np.linalg.qr(a, mode="r")`` (R only). The ratios' baseline is the row computing what
+  tensorc computes (Q and R for tsqr);
+- ``tensorc-local``: ``tc.linalg.cholesky(x)`` / ``tc.linalg.qr(x)`` / ``tc.linalg.solve(x,
+  b)`` on ``x = tc.asarray(a)`` with no Ray session (the local backend, its own thread pool);
+- ``tensorc-ray``: the same calls on a private Ray cluster of ``--nodes`` one-CPU nodes
+  (``tc.init(num_nodes=4)``), the input put on it with ``tc.asarray(a, block_shape=(b, b))``
+  (tsqr: ``(rows / tsqr-blocks, cols)``) and ``tc.wait``-ed before the clock starts. The
+  result is a ``tc.Array`` whose blocks stay on the nodes; the call is timed until
+  ``tc.wait`` on it returns. tensorc's block programs choose their own block counts (the
+  input blocking is a preference): the counts used are printed and recorded;
+- ``dask``: Dask distributed, ``LocalCluster(n_workers=4, threads_per_worker=1)``, the input
+  ``da.from_array(a, chunks=b).persist()`` (tsqr: ``chunks=(rows / tsqr-blocks, cols)``),
+  waited for before the clock starts; timed: ``da.linalg.cholesky(x, lower=True)`` /
+  ``da.linalg.qr(x)`` (Dask's TSQR for one column of chunks; Q and R) /
+  ``da.linalg.solve(x, y)``, persisted and waited for (the result stays on the workers).
+
+The cluster block size b is ``--block``, default n / 4, the same for tensorc's input and
+Dask's chunks.
+
+Timing: for every system and case, one warm-up call on the seed-0 input (its time is
+reported as ``first``; it includes tensorc's planning of the block counts, cached after),
+then ``--repeats`` timed calls (default 3), each on a fresh input (seeds 1, 2, ...) made and
+put in place off the clock, so no system is handed an earlier call's copies or results. The
+median is reported. Systems run one after the other, not interleaved; the Ray cluster is up
+only while tensorc-ray runs and Dask's only while dask runs.
+
+Bytes moved between nodes during a timed call (median over the timed calls): tensorc-ray:
+``inter_node_bytes`` of ``tc.last_stats()``, the placer's count of the block copies its
+schedule makes, summed over every run the call makes (solve runs LU, two triangular solves
+and the backward-error check); Dask: the sum of ``total`` over the workers'
+``transfer_incoming_log`` (worker-to-worker fetches; the log is cleared before each call).
+
+Correctness: the warm-up result of every system is gathered and compared with numpy's on
+the same input (tsqr: Q and R with the signs of R's diagonal made positive; solve: x); the
+largest difference relative to numpy's largest entry is printed, and above 1e-8 the row is
+marked ``WRONG`` and the exit status is 1 (also on an ``ERROR``).
+
+Targets, printed beside the table: tensorc-local within 1.3x of LAPACK for Cholesky at
+n = 4096; on the cluster, tensorc-ray at least 2x faster than Dask on the same blocks.
+
+Usage: ``.venv/bin/python benchmarks/linalg.py [--sizes 2048 4096] [--solve-sizes 2048]
+[--tsqr-rows 262144] [--tsqr-cols 64] [--tsqr-blocks 8] [--block B] [--nodes 4]
+[--repeats 3] [--cases cholesky,tsqr,solve] [--systems numpy,tensorc-local,tensorc-ray,dask]
+[--blas-threads N] [--json PATH] [--plot PATH]``. Dask distributed and matplotlib are the
+``bench`` extra: ``.venv/bin/pip install -e '.[bench]'``. The machine has 2 cores and is
+shared: quote ratios from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import statistics
+import sys
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# the benchmarks folder holds distributed.py, named like Dask's ``distributed`` package:
+# keep it off the import path, or ``dask.distributed`` would import that script
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+
+
+def _load_common():
+    """benchmarks/common.py, by path (its folder is not on the import path, see above)."""
+    if "common" in sys.modules:
+        return sys.modules["common"]
+    spec = importlib.util.spec_from_file_location("common", HERE / "common.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["common"] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+common = _load_common()
+
+CASES = ("cholesky", "tsqr", "solve")
+SYSTEMS = ("numpy", "tensorc-local", "tensorc-ray", "dask")
+ROWS = ("numpy", "numpy-r", "tensorc-local", "tensorc-ray", "dask")  # numpy-r: tsqr only
+TOLERANCE = 1e-8
+LOCAL_TARGET = 1.3  # tensorc-local / LAPACK, Cholesky at n = 4096
+LOCAL_TARGET_N = 4096
+CLUSTER_TARGET = 2.0  # Dask / tensorc-ray
+
+
+# -- cases and inputs -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One problem: ``kind`` in CASES, its shape and the cluster block (rows, cols)."""
+
+    kind: str
+    n: int  # cholesky/solve: the order; tsqr: the rows
+    cols: int
+    block: tuple[int, int]
+
+    @property
+    def label(self) -> str:
+        if self.kind == "tsqr":
+            return f"tsqr {self.n}x{self.cols}"
+        return f"{self.kind} n={self.n}"
+
+
+def make_cases(args) -> list[Case]:
+    chosen = args.cases
+    cases = []
+    if "cholesky" in chosen:
+        cases += [Case("cholesky", n, n, (args.block or n // 4,) * 2) for n in args.sizes]
+    if "tsqr" in chosen:
+        rows = -(-args.tsqr_rows // args.tsqr_blocks)
+        cases.append(Case("tsqr", args.tsqr_rows, args.tsqr_cols, (rows, args.tsqr_cols)))
+    if "solve" in chosen:
+        cases += [Case("solve", n, n, (args.block or n // 4,) * 2) for n in args.solve_sizes]
+    return cases
+
+
+def make_inputs(case: Case, seed: int) -> tuple[np.ndarray, ...]:
+    """The input arrays of ``case`` for ``seed`` (module docstring)."""
+    rng = np.random.default_rng(seed)
+    n = case.n
+    if case.kind == "cholesky":
+        r = rng.random((n, n))
+        a = r + r.T
+        a[np.diag_indices(n)] += 2 * n
+        return (a,)
+    if case.kind == "tsqr":
+        return (rng.random((n, case.cols)),)
+    if case.kind == "solve":
+        a = rng.random((n, n))
+        a[np.diag_indices(n)] += n
+        return a, rng.random(n)
+    raise ValueError(f"unknown case {case.kind!r}")
+
+
+def numpy_call(kind: str, arrays, r_only: bool = False) -> tuple[np.ndarray, ...]:
+    """LAPACK through numpy: what every system's result is compared with."""
+    if kind == "cholesky":
+        return (np.linalg.cholesky(arrays[0]),)
+    if kind == "tsqr":
+        if r_only:
+            return (np.linalg.qr(arrays[0], mode="r"),)
+        return tuple(np.linalg.qr(arrays[0]))
+    return (np.linalg.solve(*arrays),)
+
+
+def positive_diagonal(q: np.ndarray | None, r: np.ndarray) -> tuple:
+    """``Q, R`` with the signs chosen so that R's diagonal is non-negative (QR is unique up
+    to those signs)."""
+    signs = np.where(np.diag(r) < 0, -1.0, 1.0)
+    return (None if q is None else q * signs), r * signs[:, None]
+
+
+def max_error(case: Case, result: tuple, reference: tuple) -> float:
+    """Largest difference from numpy's result, relative to numpy's largest entry (Q: its
+    entries are at most 1, the difference is absolute)."""
+    result = tuple(np.asarray(x, dtype=np.float64) for x in result)
+    if case.kind == "tsqr" and len(result) == 1:  # numpy-r: R only
+        reference = reference[1:]
+    for got, want in zip(result, reference, strict=True):
+        if got.shape != want.shape:
+            raise ValueError(f"result shape {got.shape}, expected {want.shape}")
+    if case.kind == "tsqr":
+        if len(result) == 1:
+            _, r = positive_diagonal(None, result[0])
+            _, r_ref = positive_diagonal(None, reference[0])
+            return float(np.max(np.abs(r - r_ref)) / np.max(np.abs(r_ref)))
+        q, r = positive_diagonal(*result)
+        q_ref, r_ref = positive_diagonal(*reference)
+        return max(float(np.max(np.abs(r - r_ref)) / np.max(np.abs(r_ref))),
+                   float(np.max(np.abs(q - q_ref))))
+    got, want = result[0], reference[0]
+    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+
+
+# -- systems ----------------------------------------------------------------------------------
+
+
+class NumpySystem:
+    """LAPACK in this process; ``r_only``: ``np.linalg.qr(a, mode="r")``."""
+
+    def __init__(self, args, r_only: bool = False) -> None:
+        self.r_only = r_only
+
+    def start(self) -> str:
+        return "numpy " + np.__version__
+
+    def stop(self) -> None:
+        pass
+
+    def put(self, case: Case, arrays):
+        return arrays
+
+    def call(self, case: Case, inputs):
+        return numpy_call(case.kind, inputs, self.r_only)
+
+    def fetch(self, result) -> tuple:
+        return result
+
+    def moved(self) -> tuple[int | None, dict]:
+        return None, {}
+
+    def block_text(self, case: Case, info: dict) -> str:
+        return "-"
+
+
+@contextlib.contextmanager
+def recorded_runs():
+    """Every statistics record tensorc keeps while the block runs (``tc.last_stats()`` only
+    keeps the last; ``solve`` makes several runs), in order, each once."""
+    from tensorc import block_execution, execution
+
+    originals = (execution.record, block_execution.record)
+    runs: list[dict] = []
+    seen: set[int] = set()
+
+    def keep(stats: dict) -> None:
+        if id(stats) not in seen:  # a block program's record is kept twice
+            seen.add(id(stats))
+            runs.append(stats)
+        originals[0](stats)
+
+    execution.record = block_execution.record = keep
+    try:
+        yield runs
+    finally:
+        execution.record, block_execution.record = originals
+
+
+def counts_text(runs: list[dict]) -> str:
+    """The block counts the block programs chose, e.g. ``NB=8`` (distinct, in order)."""
+    seen = []
+    for stats in runs:
+        counts = stats.get("block_counts")
+        if counts:
+            text = ",".join(f"{k}={v}" for k, v in counts.items())
+            if text not in seen:
+                seen.append(text)
+    return "; ".join(seen) or "?"
+
+
+class TensorcSystem:
+    """tensorc, locally (no session) or on a private Ray cluster (``ray=True``)."""
+
+    def __init__(self, args, ray: bool = False) -> None:
+        self.ray, self.nodes = ray, args.nodes
+        self.runs: list[dict] = []
+
+    def start(self) -> str:
+        import tensorc as tc
+
+        self.tc = tc
+        if not self.ray:
+            tc.shutdown()  # the local backend
+            return "tensorc local backend (no session)"
+        started = time.perf_counter()
+        session = tc.init(num_nodes=self.nodes)
+        return f"{session.cluster.describe()} (tc.init {time.perf_counter() - started:.1f} s)"
+
+    def stop(self) -> None:
+        if self.ray:
+            self.tc.shutdown()
+
+    def put(self, case: Case, arrays):
+        tc = self.tc
+        if not self.ray:
+            made = tuple(tc.asarray(a) for a in arrays)
+        else:
+            made = tuple(tc.asarray(a, block_shape=case.block[:a.ndim]) for a in arrays)
+        tc.wait(*made)  # every block on its node before the clock starts
+        return made
+
+    def call(self, case: Case, inputs):
+        tc = self.tc
+        with recorded_runs() as runs:
+            if case.kind == "cholesky":
+                result = (tc.linalg.cholesky(inputs[0]),)
+            elif case.kind == "tsqr":
+                result = tuple(tc.linalg.qr(inputs[0]))
+            else:
+                result = (tc.linalg.solve(*inputs),)
+            tc.wait(*result)
+        self.runs = runs
+        return result
+
+    def fetch(self, result) -> tuple:
+        return tuple(np.asarray(x) for x in result)
+
+    def moved(self) -> tuple[int | None, dict]:
+        info = {"runs": len(self.runs), "block_counts": counts_text(self.runs),
+                "tasks": sum(s.get("tasks") or 0 for s in self.runs)}
+        if self.runs and not self.ray:  # the local executor's own threads and BLAS pin
+            info.update(workers=self.runs[-1].get("workers"),
+                        blas_threads=self.runs[-1].get("blas_threads"))
+        if not self.ray:
+            return None, info
+        return sum(s.get("inter_node_bytes") or 0 for s in self.runs), info
+
+    def block_text(self, case: Case, info: dict) -> str:
+        counts = info.get("block_counts", "?")
+        if not self.ray:
+            return counts
+        return f"{'x'.join(map(str, case.block))} in; {counts}"
+
+
+class DaskSystem:
+    """Dask distributed on a LocalCluster of ``--nodes`` one-thread worker processes."""
+
+    def __init__(self, args) -> None:
+        self.nodes = args.nodes
+
+    def start(self) -> str:
+        import dask
+        import dask.array as da
+        from dask.distributed import Client, LocalCluster, wait
+
+        self.da, self.wait = da, wait
+        warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
+        self.cluster = LocalCluster(n_workers=self.nodes, threads_per_worker=1, processes=True,
+                                    dashboard_address=None)
+        self.client = Client(self.cluster)
+        return (f"dask {dask.__version__}: LocalCluster of {self.nodes} workers x 1 thread")
+
+    def stop(self) -> None:
+        self.client.close()
+        self.cluster.close()
+
+    def put(self, case: Case, arrays):
+        da = self.da
+        if case.kind == "tsqr":
+            made = (da.from_array(arrays[0], chunks=case.block, name=False),)
+        else:
+            made = tuple(da.from_array(a, chunks=case.block[:a.ndim], name=False)
+                         for a in arrays)
+        made = tuple(self.client.persist(list(made)))
+        self.wait(list(made))
+        self.client.run(_clear_incoming_log)  # count this call's transfers only
+        return made
+
+    def call(self, case: Case, inputs):
+        da = self.da
+        if case.kind == "cholesky":
+            lazy = [da.linalg.cholesky(inputs[0], lower=True)]
+        elif case.kind == "tsqr":
+            lazy = list(da.linalg.qr(inputs[0]))
+        else:
+            lazy = [da.linalg.solve(*inputs)]
+        result = self.client.persist(lazy)
+        self.wait(result)
+        return tuple(result)
+
+    def fetch(self, result) -> tuple:
+        return tuple(self.client.compute(list(result), sync=True))
+
+    def moved(self) -> tuple[int | None, dict]:
+        try:
+            logs = self.client.run(_incoming_log_total)
+        except Exception as err:  # an older distributed without the log: n/a
+            return None, {"bytes_note": f"n/a ({type(err).__name__})"}
+        total = sum(v[0] for v in logs.values())
+        full = any(v[1] for v in logs.values())
+        return total, ({"bytes_note": "lower bound: a worker's log is full"} if full else {})
+
+    def block_text(self, case: Case, info: dict) -> str:
+        return "x".join(map(str, case.block))
+
+
+def _clear_incoming_log(dask_worker) -> None:
+    dask_worker.transfer_incoming_log.clear()
+
+
+def _incoming_log_total(dask_worker) -> tuple[int, bool]:
+    log = dask_worker.transfer_incoming_log
+    return sum(entry["total"] for entry in log), len(log) == log.maxlen
+
+
+def make_system(name: str, args):
+    if name in ("numpy", "numpy-r"):
+        return NumpySystem(args, r_only=name == "numpy-r")
+    if name in ("tensorc-local", "tensorc-ray"):
+        return TensorcSystem(args, ray=name == "tensorc-ray")
+    return DaskSystem(args)
+
+
+# -- timing -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Record:
+    system: str
+    case: Case
+    blas_threads: int
+    seconds: list[float] = field(default_factory=list)
+    first: float | None = None
+    bytes: list[int] = field(default_factory=list)
+    bytes_note: str | None = None
+    block: str = "-"
+    info: dict = field(default_factory=dict)
+    max_error: float | None = None
+    status: str = "ok"
+    error: str | None = None
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.seconds) if self.seconds else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"system": self.system, "case": self.case.kind, "n": self.case.n,
+                "cols": self.case.cols, "label": self.case.label,
+                "block": list(self.case.block) if self.system in ("tensorc-ray", "dask")
+                else None, "block_used": self.block,
+                "seconds": self.seconds, "median": self.median,
+                "min": min(self.seconds) if self.seconds else None, "first": self.first,
+                "bytes": int(statistics.median(self.bytes)) if self.bytes else None,
+                "bytes_per_call": self.bytes, "bytes_note": self.bytes_note,
+                "blas_threads": self.blas_threads, "max_error": self.max_error,
+                "status": self.status, "error": self.error, "tensorc": self.info or None}
+
+
+def run_case(system, name: str, case: Case, reference: tuple, args) -> Record:
+    """One warm-up call checked against numpy, then ``args.repeats`` timed calls, each on a
+    fresh input put in place off the clock."""
+    found = Record(name, case, args.blas_threads)
+    try:
+        inputs = system.put(case, make_inputs(case, 0))
+        started = time.perf_counter()
+        result = system.call(case, inputs)
+        found.first = time.perf_counter() - started
+        del inputs
+        found.max_error = max_error(case, system.fetch(result), reference)
+        del result
+        if not found.max_error <= TOLERANCE:
+            found.status = "WRONG"
+        for seed in range(1, args.repeats + 1):
+            inputs = system.put(case, make_inputs(case, seed))
+            started = time.perf_counter()
+            result = system.call(case, inputs)
+            found.seconds.append(time.perf_counter() - started)
+            moved, info = system.moved()
+            found.bytes_note = info.pop("bytes_note", found.bytes_note)
+            found.info.update(info)
+            if moved is not None:
+                found.bytes.append(moved)
+            del inputs, result
+        found.block = system.block_text(case, found.info)
+    except Exception as err:
+        traceback.print_exc()
+        found.status, found.error = "ERROR", f"{type(err).__name__}: {err}"
+    return found
+
+
+def run_system(name: str, cases: list[Case], references: dict, args) -> list[Record]:
+    """Start ``name``'s backend (a cluster for tensorc-ray and dask), run every case (numpy
+    also runs ``numpy-r`` for tsqr), stop it."""
+    names = [name] + (["numpy-r"] if name == "numpy" and any(
+        c.kind == "tsqr" for c in cases) else [])
+    system = make_system(name, args)
+    print(f"{name} ...", flush=True)
+    try:
+        print(f"  {system.start()}", flush=True)
+    except Exception as err:
+        traceback.print_exc()
+        return [Record(name, c, args.blas_threads, status="ERROR",
+                       error=f"start: {type(err).__name__}: {err}") for c in cases]
+    records = []
+    try:
+        for row in names:
+            runner = system if row == name else make_system(row, args)
+            for case in cases:
+                if row == "numpy-r" and case.kind != "tsqr":
+                    continue
+                found = run_case(runner, row, case, references[case], args)
+                records.append(found)
+                print(f"  {row:13s} {case.label:22s} " + (
+                    f"median {found.median:.3f} s of {[round(t, 3) for t in found.seconds]}, "
+                    f"first {found.first:.3f} s, max err {found.max_error:.1e}"
+                    if found.status != "ERROR" else found.error), flush=True)
+    finally:
+        try:
+            system.stop()
+        except Exception:  # a cluster that will not stop must not hide the results
+            traceback.print_exc()
+    return records
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def fmt_bytes(found: Record) -> str:
+    if not found.bytes:
+        return (found.bytes_note or "-") if found.system == "dask" else "-"
+    text = f"{int(statistics.median(found.bytes)):,}"
+    return text + (" *" if found.bytes_note else "")
+
+
+def results_table(records: list[Record]) -> str:
+    rows = []
+    for found in records:
+        check = found.status if found.status == "ok" else f"<<< {found.status}"
+        if found.error:
+            check += f": {found.error}"
+        rows.append([found.case.label, found.system, found.block,
+                     common.fmt(found.median, "{:.3f}"),
+                     common.fmt(min(found.seconds) if found.seconds else None, "{:.3f}"),
+                     common.fmt(found.first, "{:.3f}"), fmt_bytes(found),
+                     common.fmt(found.max_error, "{:.1e}"), check])
+    headers = ["case", "system", "block", "median s", "min s", "first s", "bytes moved",
+               "max err", "check"]
+    return common.format_table(headers, rows)
+
+
+def ratios(records: list[Record], cases: list[Case]) -> list[dict]:
+    """Per case: tensorc-local / LAPACK and Dask / tensorc-ray (medians)."""
+    by = {(r.case, r.system): r.median for r in records if r.status != "ERROR"}
+    out = []
+    for case in cases:
+        lapack, local = by.get((case, "numpy")), by.get((case, "tensorc-local"))
+        ray, dask = by.get((case, "tensorc-ray")), by.get((case, "dask"))
+        out.append({"case": case.label, "kind": case.kind, "n": case.n,
+                    "local_over_lapack": local / lapack if local and lapack else None,
+                    "dask_over_ray": dask / ray if dask and ray else None})
+    return out
+
+
+def ratio_table(rows: list[dict]) -> str:
+    body = [[r["case"], common.fmt(r["local_over_lapack"], "{:.2f}x"),
+             common.fmt(r["dask_over_ray"], "{:.2f}x"), ""] for r in rows]
+    return common.format_table(["case", "tensorc-local / LAPACK", "Dask / tensorc-ray", ""],
+                               body)
+
+
+def targets(rows: list[dict]) -> list[tuple[str, bool | None]]:
+    found = []
+    chol = [r for r in rows if r["kind"] == "cholesky" and r["n"] == LOCAL_TARGET_N]
+    value = chol[0]["local_over_lapack"] if chol else None
+    found.append((f"tensorc-local within {LOCAL_TARGET:g}x of LAPACK, Cholesky n="
+                  f"{LOCAL_TARGET_N}: " + ("not measured" if value is None else f"{value:.2f}x"),
+                  None if value is None else value <= LOCAL_TARGET))
+    for row in rows:
+        value = row["dask_over_ray"]
+        found.append((f"tensorc-ray >= {CLUSTER_TARGET:g}x faster than Dask on the same "
+                      f"blocks, {row['case']}: " + ("not measured" if value is None
+                                                    else f"{value:.2f}x"),
+                      None if value is None else value >= CLUSTER_TARGET))
+    return found
+
+
+def plot(records: list[Record], cases: list[Case], path: str) -> None:
+    try:
+        import matplotlib
+    except ImportError:
+        print("plot skipped: matplotlib not installed")
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [s for s in ROWS if any(r.system == s and r.median for r in records)]
+    by = {(r.case, r.system): r for r in records}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    width = 0.8 / max(1, len(shown))
+    xs = np.arange(len(cases))
+    for k, system in enumerate(shown):
+        found = [by.get((c, system)) for c in cases]
+        left.bar(xs + k * width, [f.median or 0 if f else 0 for f in found], width,
+                 label=system)
+        right.bar(xs + k * width,
+                  [statistics.median(f.bytes) / 2**20 if f and f.bytes else 0 for f in found],
+                  width, label=system)
+    left.set_yscale("log")
+    for axis, title in ((left, "time per call (s, median, log scale)"),
+                        (right, "bytes moved between nodes/workers (MiB)")):
+        axis.set_xticks(xs + width * (len(shown) - 1) / 2, [c.label for c in cases],
+                        rotation=15)
+        axis.set_title(title)
+    left.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
+
+
+# -- main -------------------------------------------------------------------------------------
+
+
+def _choice_list(known: tuple[str, ...]):
+    def parse(text: str) -> list[str]:
+        names = [s.strip() for s in text.split(",") if s.strip()]
+        unknown = [s for s in names if s not in known]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(
+                f"unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(known)}")
+        return list(dict.fromkeys(names))
+
+    return parse
+
+
+def parser() -> argparse.ArgumentParser:
+    positive = common._positive_int  # noqa: SLF001 - the shared flags' type
+    made = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    made.add_argument("--sizes", type=positive, nargs="+", default=[2048, 4096],
+                      help="Cholesky orders n")
+    made.add_argument("--solve-sizes", type=positive, nargs="+", default=[2048],
+                      help="solve orders n")
+    made.add_argument("--tsqr-rows", type=positive, default=2**18, help="TSQR rows")
+    made.add_argument("--tsqr-cols", type=positive, default=64, help="TSQR columns")
+    made.add_argument("--tsqr-blocks", type=positive, default=8, help="TSQR row blocks")
+    made.add_argument("--block", type=positive, default=None,
+                      help="cluster block size b for cholesky and solve (default n / 4)")
+    made.add_argument("--nodes", type=positive, default=4,
+                      help="Ray nodes and Dask workers")
+    made.add_argument("--repeats", type=positive, default=3, help="timed calls per system")
+    made.add_argument("--cases", type=_choice_list(CASES), default=list(CASES),
+                      help=f"comma list of {', '.join(CASES)}")
+    made.add_argument("--systems", type=_choice_list(SYSTEMS), default=list(SYSTEMS),
+                      help=f"comma list of {', '.join(SYSTEMS)}")
+    made.add_argument("--blas-threads", type=positive, default=common.cpu_count(),
+                      help="BLAS threads of this process, pinned with threadpoolctl")
+    made.add_argument("--json", metavar="PATH", help="write every record as JSON")
+    made.add_argument("--plot", metavar="PATH", help="write a PNG of the times and bytes")
+    return made
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    cases = make_cases(args)
+    import scipy.linalg  # noqa: F401 - load scipy's BLAS too, so the pin below sees it
+
+    with common.pinned_blas(args.blas_threads) as blas:
+        print(f"block linear algebra, float64: {', '.join(c.label for c in cases)}; cluster "
+              f"blocks {', '.join(f'{c.label}: ' + 'x'.join(map(str, c.block)) for c in cases)}"
+              f"; {args.nodes} nodes; median of {args.repeats} calls on fresh inputs after "
+              "one warm-up", flush=True)
+        references = {case: numpy_call(case.kind, make_inputs(case, 0)) for case in cases}
+        records: list[Record] = []
+        for name in SYSTEMS:
+            if name in args.systems:
+                records += run_system(name, cases, references, args)
+
+    order = {s: k for k, s in enumerate(ROWS)}
+    records.sort(key=lambda r: (cases.index(r.case), order[r.system]))
+    print()
+    print(results_table(records))
+    print("bytes moved: tensorc-ray, inter_node_bytes of tc.last_stats() (the placer's "
+          "count), summed over the call's runs; dask, the workers' transfer_incoming_log"
+          "; * marks a lower bound")
+    rows = ratios(records, cases)
+    print()
+    print(ratio_table(rows))
+    print()
+    verdicts = targets(rows)
+    for text, met in verdicts:
+        print(f"[{'-' if met is None else 'PASS' if met else 'MISS'}] {text}")
+    bad = [r for r in records if r.status != "ok"]
+    for found in bad:
+        print(f"[{found.status}] {found.system} {found.case.label}: "
+              + (found.error or f"max err {found.max_error:.2e} > {TOLERANCE:g}"))
+    if args.json:
+        environment = common.environment(blas)
+        environment["dask_scheduler"] = (f"distributed LocalCluster, {args.nodes} workers x "
+                                         "1 thread")
+        common.write_json(args.json, {
+            "benchmark": "linalg", "args": vars(args), "environment": environment,
+            "records": [r.to_json() for r in records], "ratios": rows,
+            "targets": [{"target": t, "met": m} for t, m in verdicts],
+            "tolerance": TOLERANCE})
+    if args.plot:
+        plot(records, cases, args.plot)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
