@@ -102,8 +102,15 @@ class TcTypeError(TcError, TypeCheckError):
 
 def tc_error_class(code: str, message: str) -> type[TcError]:
     """The exception class for a diagnostic: shapes and sizes are ``ShapeError``s, dtypes are
-    ``TypeCheckError``s, everything else about the text is a ``ParseError``."""
-    if code == "E-type" or (code == "E-input" and "dtype" in message):
+    ``TypeCheckError``s, everything else about the text is a ``ParseError``. The block-program
+    codes (``E-arity``, ``E-affine``, ``E-unwritten``, ``E-cycle``, ``E-block``) are
+    ``TypeCheckError``s, except a wrong number of block coordinates (``E-block`` naming
+    coordinates), which is a ``ShapeError`` like ``E-rank``."""
+    if code == "E-block" and "coordinate" in message:
+        return TcShapeError
+    if code in ("E-type", "E-arity", "E-affine", "E-unwritten", "E-cycle", "E-block"):
+        return TcTypeError
+    if code == "E-input" and "dtype" in message:
         return TcTypeError
     if code in ("E-rank", "E-size", "E-input"):
         return TcShapeError

@@ -12,6 +12,7 @@ from tensorc.block_runner import BlockProgram, shipped
 from tensorc.cli import main
 from tensorc.errors import LinAlgError, PlanError, ShapeError, TcError
 from tensorc.planning.block_counts import MIN_BLOCK
+from tensorc.programs import NAMES as PROGRAMS
 
 RNG = np.random.default_rng(7)
 
@@ -120,6 +121,13 @@ def test_explain_shows_program_plan_and_dag():
     bound = tc.compile("examples/cholesky.tc").explain("plan", N=16384, nodes=16)
     assert "communication lower bound (Cholesky, 16 node(s)): the busiest node receives at " \
            "least 59.4 MB" in bound
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_shipped_programs_are_the_examples_and_print_as_golden(name, golden):
+    example = tc.compile(f"examples/{name}.tc")
+    assert example.program.body == shipped(name).program.body
+    golden(f"block_{name}", example.explain("program"))
 
 
 def test_errors_name_what_is_wrong():

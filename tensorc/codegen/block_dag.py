@@ -37,8 +37,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tensorc.ir.block_program import (
-    Assign,
     BlockRef,
+    BlockWrite,
     If,
     Loop,
     LoopProgram,
@@ -75,7 +75,7 @@ class Site:
     """One assignment and the path of loops and branches that encloses it."""
 
     sid: int
-    assign: Assign
+    assign: BlockWrite
     levels: tuple[_Level, ...]
     position: int  # among its siblings
 
@@ -97,7 +97,7 @@ class Edge:
 
 def _flatten(body: tuple[Statement, ...], levels: tuple[_Level, ...], out: list[Site]) -> None:
     for position, stmt in enumerate(body):
-        if isinstance(stmt, Assign):
+        if isinstance(stmt, BlockWrite):
             out.append(Site(len(out), stmt, levels, position))
         elif isinstance(stmt, Loop):
             _flatten(stmt.body, (*levels, _Level(position, stmt)), out)
@@ -401,7 +401,7 @@ def _walk(body, env, values, sids, sites):
 def _ids_of(body, sids):
     ids = []
     for stmt in body:
-        if isinstance(stmt, Assign):
+        if isinstance(stmt, BlockWrite):
             ids.append(next(sids))
         elif isinstance(stmt, Loop):
             ids.append(_ids_of(stmt.body, sids))
@@ -412,7 +412,7 @@ def _ids_of(body, sids):
 
 def _walk_ids(body, ids, env, values):
     for stmt, sid in zip(body, ids, strict=True):
-        if isinstance(stmt, Assign):
+        if isinstance(stmt, BlockWrite):
             yield (sid, tuple(values))
         elif isinstance(stmt, Loop):
             start, stop, step = (eval_int(stmt.start, env), eval_int(stmt.stop, env),

@@ -1,7 +1,8 @@
 """Diagnostics: what a ``.tc`` user sees when a program is wrong.
 
 Contract: a :class:`Diagnostic` is a code (``E-parse``, ``E-undefined``, ``E-rank``, ``E-size``,
-``E-reduce``, ``E-type``, ``E-loop``, ``E-input``, ``E-unsupported``), a message, a
+``E-reduce``, ``E-type``, ``E-loop``, ``E-input``, ``E-unsupported``, and for block programs
+``E-arity``, ``E-affine``, ``E-unwritten``, ``E-block``, ``E-cycle``), a message, a
 :class:`Span` in a :class:`Source`, and a hint. ``Diagnostic.format()`` renders it exactly as
 ``docs/language.md`` ("Errors") shows::
 
@@ -32,6 +33,12 @@ CODES = (
     "E-loop",
     "E-input",
     "E-unsupported",
+    # block programs (tensorc.frontend.block_check)
+    "E-arity",
+    "E-affine",
+    "E-unwritten",
+    "E-block",
+    "E-cycle",
 )
 
 

@@ -5,6 +5,14 @@ creates user-facing nodes; :mod:`tensorc.frontend.tc_desugar` rewrites loop nest
 comprehensions into plain :class:`Assign` statements (index notation), which the checker and
 the lowering then handle as one form. ``format_ast`` prints a tree deterministically (the
 ``explain("ast")`` stage).
+
+Block programs (checked by :mod:`tensorc.frontend.block_check`) share these nodes and add a
+few: :class:`BlocksDecl` (kept in ``Module.blocks``), :class:`BlockAccess` (``X{i, j}``, an
+expression and a target), :class:`BlockAssign` (an assignment with a block target or several
+targets), :class:`IfStmt`, ``Binding.step`` and the ``Binary`` ops ``pow`` (``**``) and
+``matmul`` (``@``). :func:`block_syntax` finds what makes a module a block program. Fields
+added for block programs are printed by ``format_ast`` only when set (``shaped`` never), so
+the dump of an element program is unchanged.
 """
 
 from __future__ import annotations
@@ -79,8 +87,18 @@ class Unary:
 
 
 @dataclass(frozen=True)
+class BlockAccess:
+    """``X{coords}``: one block of a tensor (block programs only); ``span`` covers it all."""
+
+    tensor: str
+    coords: tuple[Expr, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
 class Binary:
-    """``a op b``; ``op`` is an IR call op: add sub mul div lt le gt ge eq ne and or."""
+    """``a op b``; ``op`` is an IR call op: add sub mul div lt le gt ge eq ne and or, or
+    (block programs) ``pow`` for ``**`` and ``matmul`` for ``@``."""
 
     op: str
     a: Expr
@@ -106,7 +124,8 @@ class Tuple:
     span: Span
 
 
-Expr = Num | Name | Access | Call | Reduce | Aggregate | Unary | Binary | Cond | Tuple
+Expr = (Num | Name | Access | BlockAccess | Call | Reduce | Aggregate | Unary | Binary | Cond
+        | Tuple)
 
 # ---- declarations ------------------------------------------------------------------------
 
@@ -136,6 +155,9 @@ class Hint:
 
 @dataclass(frozen=True)
 class TensorDecl:
+    """``kind name : dtype[dims] hints``; ``shaped`` is False when no brackets were written
+    (``T : f64``; in a block program a ``tensor`` so declared is a block collection)."""
+
     kind: str  # "input" | "output" | "tensor"
     name: str
     dtype: str
@@ -143,6 +165,17 @@ class TensorDecl:
     hints: tuple[Hint, ...]
     span: Span
     dtype_span: Span
+    shaped: bool = True
+
+
+@dataclass(frozen=True)
+class BlocksDecl:
+    """``blocks NB of N``: the block count ``NB`` cuts every dimension of size ``N``."""
+
+    count: str
+    size: Name
+    span: Span
+    count_span: Span
 
 
 Decl = SizeDecl | ParamDecl | TensorDecl
@@ -152,12 +185,14 @@ Decl = SizeDecl | ParamDecl | TensorDecl
 
 @dataclass(frozen=True)
 class Binding:
-    """``name in lo:hi`` (a loop range or a ``where`` range)."""
+    """``name in lo:hi`` (a loop range or a ``where`` range); ``lo:hi:step`` sets ``step``
+    (block programs only)."""
 
     name: Name
     lo: Expr
     hi: Expr
     span: Span
+    step: Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -256,18 +291,73 @@ class Repeat:
     span: Span
 
 
-Stmt = Assign | CompAssign | For | Repeat
+@dataclass(frozen=True)
+class BlockAssign:
+    """An assignment with a block target or several targets: ``Q{l, i}, R{l, i} = qr(...)``.
+
+    ``targets`` are :class:`BlockAccess` nodes in a well-formed block program; an element
+    target (:class:`Access`, or :class:`Name` for a bare one) is kept so the checkers can
+    report it. ``rhs`` may be a :class:`Comprehension` and ``where`` holds the ranges of a
+    ``where`` clause: both are errors in a block program, reported by its checker.
+    """
+
+    targets: tuple[BlockAccess | Access | Name, ...]
+    op: str
+    rhs: Expr | Comprehension
+    span: Span
+    op_span: Span
+    where: tuple[Binding, ...] = ()
+
+
+@dataclass(frozen=True)
+class IfStmt:
+    """``if cond { then } else { orelse }`` (``else if`` nests an ``IfStmt`` in ``orelse``)."""
+
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
+    span: Span
+
+
+Stmt = Assign | CompAssign | For | Repeat | BlockAssign | IfStmt
 
 
 @dataclass(frozen=True)
 class Module:
+    """A parsed file: declarations and statements in source order; ``blocks`` holds the
+    ``blocks NB of N`` declarations (empty in an element program)."""
+
     decls: tuple[Decl, ...]
     stmts: tuple[Stmt, ...]
+    blocks: tuple[BlocksDecl, ...] = ()
+
+
+def walk(node: object):
+    """Every syntax node under ``node`` (itself included), depth first in field order."""
+    if isinstance(node, tuple):
+        for item in node:
+            yield from walk(item)
+        return
+    if not is_dataclass(node) or isinstance(node, (type, Span)):
+        return
+    yield node
+    for f in fields(node):
+        if f.name not in _SKIP:
+            yield from walk(getattr(node, f.name))
+
+
+def block_syntax(module: Module) -> list[BlocksDecl | BlockAccess]:
+    """What makes ``module`` a block program: its ``blocks`` declarations and every block
+    access (read or target), in source order. Empty for an element program."""
+    found: list[BlocksDecl | BlockAccess] = list(module.blocks)
+    found.extend(node for node in walk(module.stmts) if isinstance(node, BlockAccess))
+    return found
 
 
 # ---- printing ----------------------------------------------------------------------------
 
-_SKIP = {"span", "op_span", "target_span", "dtype_span"}
+_SKIP = {"span", "op_span", "target_span", "dtype_span", "count_span", "shaped"}
+_UNSET = {"step": None}  # block-program fields, printed only when set
 
 
 def format_ast(node: object, indent: int = 0) -> str:
@@ -285,6 +375,8 @@ def format_ast(node: object, indent: int = 0) -> str:
         if f.name in _SKIP:
             continue
         value = getattr(node, f.name)
+        if f.name in _UNSET and value == _UNSET[f.name]:
+            continue
         if isinstance(value, (str, int, float, bool)) or value is None:
             lines.append(f"{pad}  {f.name}={value!r}")
         elif isinstance(value, tuple) and not value:

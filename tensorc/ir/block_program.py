@@ -3,7 +3,7 @@
 Contract: a :class:`LoopProgram` is plain, immutable data the ``.tc`` front end builds from a
 block program and the rest of tensorc reads:
 
-- **index expressions** (:class:`Const`, :class:`Var`, :class:`IntOp`, :class:`IntCall`) are
+- **index expressions** (:class:`IntConst`, :class:`Var`, :class:`IntOp`, :class:`IntCall`) are
   integer arithmetic over loop variables, block counts and sizes: ``+ - * **`` and the calls
   ``min``, ``max`` and ``log2`` (the ceiling of the base-2 logarithm; ``log2(1) == 0``).
   :func:`eval_int` evaluates one in an environment; nothing is ever ``eval``-ed;
@@ -12,7 +12,7 @@ block program and the rest of tensorc reads:
   computes: kernel calls over block reads. Operators are kernels too (``add``, ``sub``,
   ``mul``, ``div``, ``neg``, ``matmul``); :data:`KERNELS` lists every kernel with its number
   of arguments and of results;
-- **statements** (:class:`Assign`, :class:`Loop`, :class:`If`): an assignment writes one or
+- **statements** (:class:`BlockWrite`, :class:`Loop`, :class:`If`): an assignment writes one or
   more blocks (one per result of its kernel); a loop runs ``for var in start:stop:step``
   with bounds that may use outer loop variables; an ``If`` guards statements with a condition.
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
-class Const:
+class IntConst:
     value: int
 
     def __str__(self) -> str:
@@ -82,7 +82,7 @@ class IntCall:
         return f"{self.fn}({', '.join(map(str, self.args))})"
 
 
-IntExpr = Const | Var | IntOp | IntCall
+IntExpr = IntConst | Var | IntOp | IntCall
 INT_OPS = ("+", "-", "*", "**")
 INT_FUNCS = {"min": 2, "max": 2, "log2": 1}
 
@@ -94,7 +94,7 @@ def ceil_log2(value: int) -> int:
 
 def eval_int(expr: IntExpr, env: dict[str, int]) -> int:
     """The value of ``expr`` with every name looked up in ``env`` (``KeyError`` if missing)."""
-    if isinstance(expr, Const):
+    if isinstance(expr, IntConst):
         return expr.value
     if isinstance(expr, Var):
         return env[expr.name]
@@ -131,9 +131,9 @@ def names_in(expr: IntExpr) -> frozenset[str]:
 def linear_in(expr: IntExpr, var: str) -> tuple[IntExpr, IntExpr] | None:
     """``(a, b)`` with ``expr == a * var + b`` and neither reading ``var``, or ``None``."""
     if var not in names_in(expr):
-        return Const(0), expr
+        return IntConst(0), expr
     if isinstance(expr, Var):
-        return Const(1), Const(0)
+        return IntConst(1), IntConst(0)
     if isinstance(expr, IntOp) and expr.op in ("+", "-"):
         left, right = linear_in(expr.left, var), linear_in(expr.right, var)
         if left is None or right is None:
@@ -242,7 +242,24 @@ class Kernel:
     span: object = field(default=None, compare=False)
 
     def __str__(self) -> str:
-        return f"{self.name}({', '.join(map(str, self.args))})"
+        return _format_block(self, 0)
+
+
+_SYMBOLS = {"add": ("+", 1), "sub": ("-", 1), "mul": ("*", 2), "div": ("/", 2),
+            "matmul": ("@", 2)}
+
+
+def _format_block(expr: BlockExpr, outer: int, right: bool = False) -> str:
+    if not isinstance(expr, Kernel):
+        return str(expr)
+    if expr.name == "neg":
+        return f"-{_format_block(expr.args[0], 3)}"
+    if expr.name not in _SYMBOLS:
+        return f"{expr.name}({', '.join(_format_block(a, 0) for a in expr.args)})"
+    symbol, mine = _SYMBOLS[expr.name]
+    text = (f"{_format_block(expr.args[0], mine)} {symbol} "
+            f"{_format_block(expr.args[1], mine + 1, True)}")
+    return f"({text})" if mine < outer else text
 
 
 BlockExpr = Read | Scalar | Kernel
@@ -302,7 +319,7 @@ def reads_of(expr: BlockExpr) -> list[BlockRef]:
 
 
 @dataclass(frozen=True)
-class Assign:
+class BlockWrite:
     targets: tuple[BlockRef, ...]
     value: BlockExpr
     span: object = field(default=None, compare=False)
@@ -329,7 +346,7 @@ class If:
     span: object = field(default=None, compare=False)
 
 
-Statement = Assign | Loop | If
+Statement = BlockWrite | Loop | If
 
 
 @dataclass(frozen=True)
@@ -376,10 +393,10 @@ def format_statements(body: tuple[Statement, ...], indent: int = 0) -> str:
     pad = "  " * indent
     lines = []
     for stmt in body:
-        if isinstance(stmt, Assign):
+        if isinstance(stmt, BlockWrite):
             lines.append(f"{pad}{stmt}")
         elif isinstance(stmt, Loop):
-            step = "" if stmt.step == Const(1) else f":{stmt.step}"
+            step = "" if stmt.step == IntConst(1) else f":{stmt.step}"
             lines.append(f"{pad}for {stmt.var} in {stmt.start}:{stmt.stop}{step}")
             lines.append(format_statements(stmt.body, indent + 1))
         else:

@@ -42,7 +42,7 @@ LOCAL_TASK_SECONDS = 60e-6
 
 
 @dataclass(frozen=True)
-class Candidate:
+class CountCandidate:
     counts: dict[str, int]
     makespan: float | None  # simulated seconds; None when not simulated
     tasks: int | None
@@ -53,7 +53,7 @@ class Candidate:
 @dataclass(frozen=True)
 class CountChoice:
     counts: dict[str, int]
-    candidates: tuple[Candidate, ...]
+    candidates: tuple[CountCandidate, ...]
 
     def describe(self) -> str:
         lines = []
@@ -77,7 +77,7 @@ def _options(extent: int, preferred: int | None) -> list[int]:
 
 
 def simulate(program: LoopProgram, env: dict[str, int], bounds: dict, *, nodes: int, cores: int,
-             limit: int = MAX_SIMULATED_TASKS, input_node=None) -> Candidate | None:
+             limit: int = MAX_SIMULATED_TASKS, input_node=None) -> CountCandidate | None:
     """Simulated makespan, task count and bytes of one choice of counts (``None`` when the
     DAG has more than ``limit`` tasks)."""
     figures = machine()
@@ -118,8 +118,8 @@ def simulate(program: LoopProgram, env: dict[str, int], bounds: dict, *, nodes: 
         node = placer.place(inputs, sum(placer.state.size[i] for i in ids), flops)
         placer.run(ids, inputs, node, flops)
     makespan = max(max(c) for c in placer.cores)
-    return Candidate({c: env[c] for c in program.blocks}, makespan, tasks, placer.moved_bytes(),
-                     max(placer.state.net_in))
+    return CountCandidate({c: env[c] for c in program.blocks}, makespan, tasks,
+                          placer.moved_bytes(), max(placer.state.net_in))
 
 
 def choose_counts(program: LoopProgram, shapes: dict[str, tuple[int, ...]], *, nodes: int,
@@ -145,9 +145,10 @@ def choose_counts(program: LoopProgram, shapes: dict[str, tuple[int, ...]], *, n
         if found is not None and recut and nodes > 1:
             # inputs already cut another way are re-cut first: most of their bytes move
             moved = sum(8 * math.prod(shape) for shape in shapes.values()) * (nodes - 1) / nodes
-            found = Candidate(counts, found.makespan + moved / machine().network_bytes_per_second,
-                              found.tasks, found.moved_bytes + int(moved), found.busiest_in_bytes)
-        candidates.append(found or Candidate(counts, None, None, None))
+            seconds = moved / machine().network_bytes_per_second
+            found = CountCandidate(counts, found.makespan + seconds, found.tasks,
+                                   found.moved_bytes + int(moved), found.busiest_in_bytes)
+        candidates.append(found or CountCandidate(counts, None, None, None))
     simulated = [c for c in candidates if c.makespan is not None]
     if simulated:
         best = min(simulated, key=lambda c: (c.makespan, c.tasks))
