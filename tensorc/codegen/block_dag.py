@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 from tensorc.ir.block_program import (
     BlockRef,
@@ -43,8 +44,10 @@ from tensorc.ir.block_program import (
     Loop,
     LoopProgram,
     Statement,
+    cond_function,
     eval_cond,
     eval_int,
+    int_function,
     linear_in,
     names_in,
     reads_of,
@@ -79,7 +82,7 @@ class Site:
     levels: tuple[_Level, ...]
     position: int  # among its siblings
 
-    @property
+    @cached_property
     def loop_vars(self) -> tuple[str, ...]:
         return tuple(lv.node.var for lv in self.levels if isinstance(lv.node, Loop))
 
@@ -121,6 +124,8 @@ class BlockDag:
         self.env = dict(env)
         self.sites = sites_of(program)
         self.reads = [reads_of(site.assign.value) for site in self.sites]
+        self._prepared_refs: dict = {}
+        self._loop_bounds: dict = {}
         self._writers: dict[str, list[tuple[Site, int]]] = {}
         self._readers: dict[str, list[tuple[Site, BlockRef]]] = {}
         for site, reads in zip(self.sites, self.reads, strict=True):
@@ -148,7 +153,7 @@ class BlockDag:
         return env
 
     def coords(self, ref: BlockRef, env: dict[str, int]) -> tuple[int, ...]:
-        return tuple(eval_int(c, env) for c in ref.coords)
+        return tuple(f(env) for _, f, _, _ in self._prepared(None, ref))
 
     def written(self, task: Task) -> list[tuple[str, tuple[int, ...]]]:
         """The blocks a task writes, one per result, as ``(tensor, coords)``."""
@@ -156,6 +161,41 @@ class BlockDag:
         return [(ref.tensor, self.coords(ref, env)) for ref in self.sites[task[0]].assign.targets]
 
     # ---- the search ---------------------------------------------------------------------
+
+    def _prepared(self, site: Site | None, ref: BlockRef) -> list:
+        """Per subscript of ``ref``: ``(k, value function, loop variables of site it reads,
+        {variable: (coefficient function, offset function)} where it is affine)``, built once
+        (subscripts are evaluated millions of times; functions beat walking the tree)."""
+        key = (None if site is None else site.sid, id(ref))
+        found = self._prepared_refs.get(key)
+        if found is None:
+            loop_vars = set(site.loop_vars) if site is not None else set()
+            found = []
+            for k, expr in enumerate(ref.coords):
+                unbound = frozenset(names_in(expr) & loop_vars)
+                forms = {}
+                for var in unbound:
+                    form = linear_in(expr, var)
+                    if form is not None:
+                        forms[var] = (int_function(form[0]), int_function(form[1]))
+                found.append((k, int_function(expr), unbound, forms))
+            self._prepared_refs[key] = (ref, found)  # the ref kept alive keeps its id unique
+            return found
+        return found[1]
+
+    def _condition(self, branch: If):
+        found = self._loop_bounds.get(id(branch))
+        if found is None:
+            found = (branch, cond_function(branch.cond))
+            self._loop_bounds[id(branch)] = found
+        return found[1]
+
+    def _bounds(self, loop: Loop):
+        found = self._loop_bounds.get(id(loop))
+        if found is None:
+            found = (loop, tuple(int_function(e) for e in (loop.start, loop.stop, loop.step)))
+            self._loop_bounds[id(loop)] = found
+        return found[1]
 
     def instances(
         self,
@@ -172,8 +212,7 @@ class BlockDag:
         strictly after ``after`` and before ``before`` (inclusive if asked), in order."""
         if len(ref.coords) != len(block):
             return iter(())
-        loop_vars = set(site.loop_vars)
-        pending = [(k, expr, names_in(expr) & loop_vars) for k, expr in enumerate(ref.coords)]
+        pending = self._prepared(site, ref)
         env = dict(self.env)
         bounds = (after, before, before_inclusive, descending)
         return self._search(site, 0, 0, env, [], pending, block, bounds, after is not None,
@@ -183,10 +222,10 @@ class BlockDag:
         after, before, before_inclusive, descending = bounds
         # subscripts whose loop variables are all bound are checked now
         still = []
-        for k, expr, unbound in pending:
-            if unbound - env.keys():
-                still.append((k, expr, unbound))
-            elif eval_int(expr, env) != block[k]:
+        for entry in pending:
+            if entry[2] - env.keys():
+                still.append(entry)
+            elif entry[1](env) != block[entry[0]]:
                 return
         pending = still
         if depth == len(site.levels):
@@ -212,7 +251,7 @@ class BlockDag:
             tie_hi = position == before[kpos]
         node = level.node
         if isinstance(node, If):
-            if eval_cond(node.cond, env) != (level.branch == 0):
+            if self._condition(node)(env) != (level.branch == 0):
                 return
             branch = level.branch
             if tie_lo and branch < after[kpos + 1] or tie_hi and branch > before[kpos + 1]:
@@ -221,8 +260,8 @@ class BlockDag:
                                     bounds, tie_lo and branch == after[kpos + 1],
                                     tie_hi and branch == before[kpos + 1])
             return
-        start, stop, step = (eval_int(node.start, env), eval_int(node.stop, env),
-                             eval_int(node.step, env))
+        first, end, stride = self._bounds(node)
+        start, stop, step = first(env), end(env), stride(env)
         if step <= 0:
             raise BlockDagError("E-loop", f"loop '{node.var}' has step {step}; it must be "
                                 "positive", node.span)
@@ -239,13 +278,10 @@ class BlockDag:
 
     @staticmethod
     def _candidates(var, start, stop, step, env, pending, block, low, high, descending):
-        for k, expr, unbound in pending:
-            if unbound != {var}:
+        for k, _, unbound, forms in pending:
+            if len(unbound) != 1 or var not in forms:
                 continue
-            form = linear_in(expr, var)
-            if form is None:
-                continue
-            coefficient, offset = eval_int(form[0], env), eval_int(form[1], env)
+            coefficient, offset = forms[var][0](env), forms[var][1](env)
             if coefficient == 0:
                 continue
             value, remainder = divmod(block[k] - offset, coefficient)

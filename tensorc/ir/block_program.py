@@ -25,6 +25,7 @@ Spans are opaque to this module (the front end's source positions, kept for mess
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 # ---- index expressions -------------------------------------------------------------------
 
@@ -99,24 +100,43 @@ def eval_int(expr: IntExpr, env: dict[str, int]) -> int:
     if isinstance(expr, Var):
         return env[expr.name]
     if isinstance(expr, IntOp):
-        left, right = eval_int(expr.left, env), eval_int(expr.right, env)
-        if expr.op == "+":
-            return left + right
-        if expr.op == "-":
-            return left - right
-        if expr.op == "*":
-            return left * right
-        if right < 0:
-            raise ValueError(f"negative exponent in {expr}")
-        return left**right
+        return _INT_OPERATORS[expr.op](eval_int(expr.left, env), eval_int(expr.right, env))
     values = [eval_int(a, env) for a in expr.args]
+    return {"min": min, "max": max}[expr.fn](values) if expr.fn != "log2" else \
+        ceil_log2(values[0])
+
+
+def _power(left: int, right: int) -> int:
+    if right < 0:
+        raise ValueError(f"negative exponent {right}")
+    return left**right
+
+
+_INT_OPERATORS = {"+": int.__add__, "-": int.__sub__, "*": int.__mul__, "**": _power}
+
+
+def int_function(expr: IntExpr):
+    """``expr`` as a Python function of an environment, built once per expression from
+    closures over the tree (the analysis evaluates subscripts millions of times)."""
+    if isinstance(expr, IntConst):
+        value = expr.value
+        return lambda env: value
+    if isinstance(expr, Var):
+        name = expr.name
+        return lambda env: env[name]
+    if isinstance(expr, IntOp):
+        left, right, op = int_function(expr.left), int_function(expr.right), \
+            _INT_OPERATORS[expr.op]
+        return lambda env: op(left(env), right(env))
+    args = tuple(int_function(a) for a in expr.args)
     if expr.fn == "min":
-        return min(values)
+        return lambda env: min(f(env) for f in args)
     if expr.fn == "max":
-        return max(values)
-    return ceil_log2(values[0])
+        return lambda env: max(f(env) for f in args)
+    return lambda env: ceil_log2(args[0](env))
 
 
+@lru_cache(maxsize=4096)
 def names_in(expr: IntExpr) -> frozenset[str]:
     """Every name an index expression reads."""
     if isinstance(expr, Var):
@@ -128,6 +148,7 @@ def names_in(expr: IntExpr) -> frozenset[str]:
     return frozenset()
 
 
+@lru_cache(maxsize=4096)
 def linear_in(expr: IntExpr, var: str) -> tuple[IntExpr, IntExpr] | None:
     """``(a, b)`` with ``expr == a * var + b`` and neither reading ``var``, or ``None``."""
     if var not in names_in(expr):
@@ -190,6 +211,20 @@ _COMPARE = {
     ">": lambda a, b: a > b,
     ">=": lambda a, b: a >= b,
 }
+
+
+def cond_function(cond: CondExpr):
+    """``cond`` as a Python function of an environment (see :func:`int_function`)."""
+    if isinstance(cond, Compare):
+        test, left, right = _COMPARE[cond.op], int_function(cond.left), int_function(cond.right)
+        return lambda env: test(left(env), right(env))
+    if isinstance(cond, Not):
+        inner = cond_function(cond.operand)
+        return lambda env: not inner(env)
+    left, right = cond_function(cond.left), cond_function(cond.right)
+    if cond.op == "and":
+        return lambda env: left(env) and right(env)
+    return lambda env: left(env) or right(env)
 
 
 def eval_cond(cond: CondExpr, env: dict[str, int]) -> bool:
