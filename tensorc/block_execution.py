@@ -112,7 +112,7 @@ def _output_arrays(program, bounds, finals, fill) -> dict:
 
 
 def run_local(program: LoopProgram, dag: BlockDag, arrays: dict[str, np.ndarray], bounds,
-              workers: int | None = None) -> tuple[dict[str, np.ndarray], dict]:
+              workers: int | None = None, dtype=None) -> tuple[dict[str, np.ndarray], dict]:
     """Run on this process (see the module docstring)."""
     started = time.perf_counter()
     cores = available_cores()
@@ -175,7 +175,7 @@ def run_local(program: LoopProgram, dag: BlockDag, arrays: dict[str, np.ndarray]
     def fill(name, edges, blocks):
         spec = program.tensors[name]
         shape = tuple(e[-1] for e in edges)
-        out = np.zeros(shape, dtype=numpy_dtype(spec.dtype))
+        out = np.zeros(shape, dtype=dtype or numpy_dtype(spec.dtype))
         for coords, value in blocks.items():
             if value is not None:
                 _place(out, name, edges, coords, value)
@@ -205,7 +205,7 @@ def _flops_and_shapes(dag: BlockDag, task, shapes_of_edges):
 
 
 def run_ray(program: LoopProgram, dag: BlockDag, inputs: dict, bounds, cluster,
-            scheduler: str = "lshs", window: int = WINDOW) -> tuple[dict, dict]:
+            scheduler: str = "lshs", window: int = WINDOW, dtype=None) -> tuple[dict, dict]:
     """Run on the Ray cluster (see the module docstring)."""
     started = time.perf_counter()
     figures = machine()
@@ -223,7 +223,6 @@ def run_ray(program: LoopProgram, dag: BlockDag, inputs: dict, bounds, cluster,
     finals: dict = {}
     in_flight: deque = deque()
     tasks = 0
-    dtype_of = {}
 
     def submit_task(task) -> list:
         nonlocal tasks
@@ -277,15 +276,13 @@ def run_ray(program: LoopProgram, dag: BlockDag, inputs: dict, bounds, cluster,
     _wait(list(in_flight))
 
     def fill(name, edges, blocks):
-        spec = program.tensors[name]
-        dtype = numpy_dtype(spec.dtype)
-        dtype_of[name] = dtype
-        placed = Blocks(tuple(e[-1] for e in edges), dtype, edges)
+        kind = np.dtype(dtype) if dtype is not None else numpy_dtype(program.tensors[name].dtype)
+        placed = Blocks(tuple(e[-1] for e in edges), kind, edges)
         for coords, found in blocks.items():
             want = tuple(e[c + 1] - e[c] for e, c in zip(edges, coords, strict=True))
             if found is None:
                 ref, _ = ray_tasks.remote("generate").options(
-                    num_returns=2).remote("full", want, dtype.str, (0,), 0)
+                    num_returns=2).remote("full", want, kind.str, (0,), 0)
                 node = 0
             else:
                 ref, node, shape = found
@@ -362,16 +359,17 @@ class _RayInputs:
 
 def run_block_program(program: LoopProgram, inputs: dict, counts: dict[str, int], *,
                       backend: str = "local", cluster=None, scheduler: str = "lshs",
-                      workers: int | None = None) -> tuple[dict, dict]:
-    """Run ``program`` (module docstring); records and returns the run's statistics."""
+                      workers: int | None = None, dtype=None) -> tuple[dict, dict]:
+    """Run ``program`` (module docstring); records and returns the run's statistics.
+    Outputs are ``dtype`` when given, else their declared dtype."""
     shapes = {name: tuple(value.shape) for name, value in inputs.items()}
     env, bounds = environment(program, shapes, counts)
     dag = BlockDag(program, env)
     if backend == "ray":
-        outputs, stats = run_ray(program, dag, inputs, bounds, cluster, scheduler)
+        outputs, stats = run_ray(program, dag, inputs, bounds, cluster, scheduler, dtype=dtype)
     else:
         arrays = {name: np.asarray(value) for name, value in inputs.items()}
-        outputs, stats = run_local(program, dag, arrays, bounds, workers)
+        outputs, stats = run_local(program, dag, arrays, bounds, workers, dtype)
     stats["block_counts"] = {c: env[c] for c in program.blocks}
     record(stats)
     return outputs, stats

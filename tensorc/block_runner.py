@@ -120,9 +120,10 @@ class BlockProgram:
 
     # -- running --------------------------------------------------------------------------
 
-    def run(self, *, scheduler: str | None = None, workers: int | None = None,
+    def run(self, *, scheduler: str | None = None, workers: int | None = None, dtype=None,
             **inputs_and_counts) -> dict:
-        """Run on the inputs; outputs by name (module docstring)."""
+        """Run on the inputs; outputs by name (module docstring), in ``dtype`` when given
+        (else as declared)."""
         started = time.perf_counter()
         inputs, fixed = self._split(inputs_and_counts)
         values = {name: _operand(v) for name, v in inputs.items()}
@@ -135,7 +136,8 @@ class BlockProgram:
             outputs, stats = block_execution.run_block_program(
                 self.program, values, choice.counts, backend=backend,
                 cluster=ray_cluster() if backend == "ray" else None,
-                scheduler=scheduler or current().scheduler, workers=workers or self.workers)
+                scheduler=scheduler or current().scheduler, workers=workers or self.workers,
+                dtype=dtype)
         except BlockDagError as err:
             raise self._diagnostic(err) from None
         stats["plan_seconds"] = planned - started

@@ -117,6 +117,8 @@ WHOLE_OPERATIONS: dict[str, Callable[..., np.ndarray]] = {
     "diff": lambda x, axis, n: np.diff(x, n=n, axis=axis),
     "take_along_axis": lambda x, indices, axis: np.take_along_axis(x, indices, axis=axis),
     "solve": _solve,
+    "cholesky": lambda a, upper: np.linalg.cholesky(a, upper=upper),
+    "qr": lambda a, mode, part: np.linalg.qr(a, mode=mode)[part],
     "inv": lambda a: np.linalg.inv(a),
     "det": lambda a: np.asarray(np.linalg.det(a)),
     "diagonal": lambda x, offset: np.array(np.diagonal(x, offset, axis1=-2, axis2=-1)),

@@ -41,28 +41,38 @@ WHOLE_EDGE = 512
 BACKWARD_TOLERANCE = 64 * np.finfo(np.float64).eps
 
 
-def _block_program(name: str, **inputs) -> dict[str, Array]:
-    """Run the shipped block program ``name``; outputs as evaluated arrays."""
-    values = {k: wrap(expr_of(v)).value() if not isinstance(v, int) else v
-              for k, v in inputs.items()}
-    return shipped(name, lambda value: wrap(leaf(value))).run(**values)
+def _block_program(name: str, dtype=None, **inputs) -> dict[str, Array]:
+    """Run the shipped block program ``name``; outputs as evaluated arrays (in ``dtype``)."""
+    values = {k: wrap(expr_of(v)).value() for k, v in inputs.items()}
+    return shipped(name, lambda value: wrap(leaf(value))).run(dtype=dtype, **values)
+
+
+def _floating(a: Expr, name: str) -> None:
+    if a.dtype.kind not in "fc":
+        raise LinAlgError(f"{name}: needs a floating-point matrix, got {a.dtype}")
 
 
 def _matrix(a: Expr, name: str) -> None:
     if a.ndim != 2:
         raise LinAlgError(f"{name}: needs a 2-d matrix, got shape {a.shape} (stacks of "
                           "matrices are not supported by the block programs)")
-    if a.dtype.kind not in "fc":
-        raise LinAlgError(f"{name}: needs a floating-point matrix, got {a.dtype}")
+    _floating(a, name)
+
+
+def _whole(op: tuple, a: Expr, shape, dtype=None) -> Array:
+    return wrap(Expr("whole", op, (a,), None, tuple(shape), dtype or a.dtype))
 
 
 def cholesky(x, /, *, upper: bool = False) -> Array:
     """The lower (or, with ``upper=True``, upper) Cholesky factor of a symmetric positive
-    definite matrix; only the lower triangle is read, as numpy does."""
+    definite matrix; only the lower triangle is read, as numpy does. A stack of matrices,
+    or an empty one, runs as one task."""
     a = expr_of(x)
     _square(a, "cholesky")
-    _matrix(a, "cholesky")
-    factor = _block_program("cholesky", A=wrap(a))["L"]
+    _floating(a, "cholesky")
+    if a.ndim > 2 or a.shape[-1] == 0:
+        return _whole(("cholesky", bool(upper)), a, a.shape)
+    factor = _block_program("cholesky", dtype=a.dtype, A=wrap(a))["L"]
     return matrix_transpose(factor) if upper else factor
 
 
@@ -74,16 +84,20 @@ class QRResult(tuple):
 
 
 def qr(x, /, *, mode: str = "reduced") -> QRResult:
-    """``Q, R`` with ``x = Q @ R`` (TSQR; needs at least as many rows as columns)."""
+    """``Q, R`` with ``x = Q @ R``: TSQR for a matrix with at least as many rows as columns
+    and ``mode="reduced"``; a wide matrix, ``mode="complete"`` or a stack runs as one task."""
     a = expr_of(x)
-    _matrix(a, "qr")
+    if a.ndim < 2:
+        raise LinAlgError(f"qr: needs a matrix, got shape {a.shape}")
+    _floating(a, "qr")
     if mode not in ("reduced", "complete"):
         raise ValueError(f"qr: mode must be 'reduced' or 'complete', got {mode!r}")
-    m, n = a.shape
-    if m < n or (mode == "complete" and m != n):
-        raise LinAlgError(f"qr: TSQR needs rows >= columns and mode='reduced' for a "
-                          f"non-square matrix; got shape {a.shape} and mode={mode!r}")
-    out = _block_program("tsqr_q", A=wrap(a))
+    *batch, m, n = a.shape
+    if a.ndim > 2 or m < n or mode == "complete" or 0 in a.shape:
+        k = m if mode == "complete" else min(m, n)
+        return QRResult((_whole(("qr", mode, 0), a, (*batch, m, k)),
+                         _whole(("qr", mode, 1), a, (*batch, k, n))))
+    out = _block_program("tsqr_q", dtype=a.dtype, A=wrap(a))
     return QRResult((out["Q"], out["R"]))
 
 
@@ -95,13 +109,14 @@ def _as_matrix(b: Expr) -> tuple[Array, bool]:
 
 def _triangular(name: str, t: Array, b: Array) -> Array:
     key = "L" if name == "lower_solve" else "U"
-    return _block_program(name, **{key: t, "B": b})["X"]
+    return _block_program(name, dtype=b.dtype, **{key: t, "B": b})["X"]
 
 
 def _solve_blocks(a: Expr, b: Expr) -> Array:
     rhs, vector = _as_matrix(b)
     try:
-        x = _block_program("lu_solve", A=wrap(a), B=rhs)["X"]
+        x = _block_program("lu_solve", dtype=np.result_type(a.dtype, rhs.dtype), A=wrap(a),
+                           B=rhs)["X"]
         if _backward_error(wrap(a), x, rhs) <= BACKWARD_TOLERANCE * a.shape[0]:
             return x[:, 0] if vector else x
     except LinAlgError:
