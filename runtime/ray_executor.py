@@ -127,7 +127,22 @@ def submit(cluster: RayCluster, name: str, node: int | None, *args, returns: int
     return ray_tasks.remote(name).options(**options).remote(*args)
 
 
-class _WorkerLost(Exception):
+def wait_for_calls(cluster: RayCluster, reports: list) -> None:
+    """Wait for calls submitted without waiting (``RayExecutor.run(pending=...)``): raises
+    :class:`WorkerLost` when a node worker died (the caller runs again, waiting each time)
+    and :class:`~tensorc.errors.ExecutionError` for any other failure."""
+    import ray
+
+    try:
+        ray.get(reports)
+    except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
+        cluster.refresh()
+        raise WorkerLost from err
+    except ray.exceptions.RayError as err:
+        raise ExecutionError(f"a call of the program failed on Ray: {err}") from err
+
+
+class WorkerLost(Exception):
     """A node worker died during a run (its node did)."""
 
 
@@ -139,7 +154,12 @@ class RayExecutor:
         self.last_run: dict = {}
 
     def run(self, program: StagedProgram, inputs: Sequence[Blocks], *, pinned: bool = True,
-            measure: bool = False) -> tuple[Blocks, dict[int, Blocks]]:
+            measure: bool = False, pending: list | None = None,
+            ) -> tuple[Blocks, dict[int, Blocks]]:
+        """Submit ``program`` and wait for it; with a ``pending`` list (and no ``measure``)
+        return as soon as it is submitted, its calls' report refs appended to ``pending``
+        for the caller to wait on (:func:`wait_for_calls`) after later programs that read
+        its results are submitted too."""
         import ray
 
         cluster = self.cluster
@@ -152,18 +172,23 @@ class RayExecutor:
         workers = node_workers(cluster) if pinned else None
         returned = self._submit(program, inputs, payloads, workers, pinned)
         submitted = time.perf_counter()
-        try:
-            self._wait(program, [refs[-1] for refs in returned], dead_before,
-                       workers is not None)
-        except _WorkerLost:
-            # a node (and its worker) died mid-run: run the program again as plain tasks,
-            # soft-pinned, which Ray can rebuild by lineage when a block is lost
-            cluster.refresh()
-            returned = self._submit(program, inputs, payloads, None, pinned)
-            self._wait(program, [refs[-1] for refs in returned], dead_before, False)
-        finished = time.perf_counter()
         reports = [refs[-1] for refs in returned]
-        ran_on_call = [cluster.index_of(n) for n in ray.get(reports)]
+        if pending is not None and not measure:
+            pending.extend(reports)
+            finished = submitted
+            ran_on_call = [call.node for call in program.calls]  # what was asked for
+        else:
+            try:
+                self._wait(program, reports, dead_before, workers is not None)
+            except WorkerLost:
+                # a node (and its worker) died mid-run: run the program again as plain
+                # tasks, soft-pinned, which Ray can rebuild by lineage when a block is lost
+                cluster.refresh()
+                returned = self._submit(program, inputs, payloads, None, pinned)
+                reports = [refs[-1] for refs in returned]
+                self._wait(program, reports, dead_before, False)
+            finished = time.perf_counter()
+            ran_on_call = [cluster.index_of(n) for n in ray.get(reports)]
         ran_on = {task: ran_on_call[c] for c, call in enumerate(program.calls)
                   for task in call.tasks}
         for source, node, _ in program.transfers:
@@ -269,7 +294,7 @@ class RayExecutor:
                     ray.get(ready)
                 except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
                     if on_workers:  # a worker died, or a block it made died with it
-                        raise _WorkerLost from err
+                        raise WorkerLost from err
                     raise self._failure(program, call_of, ready, err, dead_before) from err
                 except ray.exceptions.RayError as err:
                     raise self._failure(program, call_of, ready, err, dead_before) from err

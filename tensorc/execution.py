@@ -49,7 +49,7 @@ from tensorc.planning.plan import Plan
 from tensorc.runtime.blocks import Blocks
 from tensorc.runtime.layout import block_cyclic_output_nodes, load_bounds, load_layout
 from tensorc.runtime.local import LocalExecutor
-from tensorc.runtime.ray_executor import RayExecutor, submit
+from tensorc.runtime.ray_executor import RayExecutor, WorkerLost, submit, wait_for_calls
 from tensorc.runtime.schedule import schedule
 from tensorc.runtime.stages import relayout_moves, stage
 from tensorc.session import current, ray_cluster
@@ -236,15 +236,28 @@ def _staged(plan: Plan, inputs: list[Blocks], relayouts: dict, scheduler: str, c
     return found
 
 
+def finished(pending: list) -> bool:
+    """Wait for the calls of plans run with ``pending=`` (:func:`run_on_ray`); ``False``
+    when a node worker died meanwhile (the caller runs the work again, waiting each call),
+    an :class:`~tensorc.errors.ExecutionError` for any other failure."""
+    try:
+        wait_for_calls(ray_cluster(), pending)
+    except WorkerLost:
+        return False
+    return True
+
+
 def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
                inputs_used: dict | None = None, measure: bool | None = None,
-               ) -> tuple[BlockArray, dict]:
+               pending: list | None = None) -> tuple[BlockArray, dict]:
     """Run a compiled plan on Ray: numpy operands are distributed as the plan cuts them,
     ``tc.Array`` operands are read where they are, or re-laid out first when the plan says
     so (a copy the array kept from an earlier call is reused); returns the result as a
     ``tc.Array``. ``inputs_used`` receives the Arrays made of operands (distributed or
     re-laid out), by position. ``measure`` (default: the session's) reads Ray's object
-    directory for the bytes it moved."""
+    directory for the bytes it moved. With a ``pending`` list the call returns once its
+    work is submitted (see :meth:`RayExecutor.run`); ``run_seconds`` is then the time to
+    submit, and ``ran_on`` the nodes asked for."""
     cluster = ray_cluster()
     if measure is None:
         measure = current().measure
@@ -289,7 +302,8 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     placed, program, relaid = _staged(plan, inputs, relayouts, scheduler, cluster)
     planned = time.perf_counter()
     executor = RayExecutor(cluster)
-    result, new_layouts = executor.run(program, inputs, pinned=placed.pinned, measure=measure)
+    result, new_layouts = executor.run(program, inputs, pinned=placed.pinned, measure=measure,
+                                       pending=pending)
     for position, blocks in new_layouts.items():
         operands[position].keep_relaid(blocks, cluster.store_bytes)
         if inputs_used is not None:
@@ -377,10 +391,12 @@ def program_stats(statements: Sequence[tuple[str, dict]], *, backend: str,
                   seconds: float) -> dict:
     """One ``.tc`` program run's statistics from its statements' (label, stats): counts,
     bytes and seconds summed over the statements (per node too), the busiest node of
-    those sums, the peak memory of any statement, and each statement's own stats under
-    ``statements``. ``seconds`` is the whole run, wall clock."""
+    those sums, the peak memory of any statement, each statement's own stats under
+    ``statements`` and how many small ones ran on the driver (``statements_on_driver``).
+    ``seconds`` is the whole run, wall clock."""
     total: dict = {"backend": backend, "program_seconds": seconds,
-                   "statements": [{"label": label, **stats} for label, stats in statements]}
+                   "statements": [{"label": label, **stats} for label, stats in statements],
+                   "statements_on_driver": sum(1 for _, s in statements if s.get("on_driver"))}
     runs = [stats for _, stats in statements]
     for key in SUMMED:
         values = [s[key] for s in runs if s.get(key) is not None]

@@ -12,9 +12,16 @@ Contract: a :class:`StatementRunner` (plan options in :class:`Options`) plans an
   ones: in this process on numpy arrays (``backend="local"``), or on the Ray session
   (``"ray"``), where every intermediate stays on the cluster, each statement reads its
   operands in the layout (or replica) its plan chose, and a numpy input is distributed once,
-  by the first statement that reads it. Returns ``(values by output label, per-statement
-  stats)``; the values are numpy arrays (local) or :class:`~tensorc.array.BlockArray`
-  (Ray);
+  by the first statement that reads it. On Ray the statements are submitted without
+  waiting for each other (Ray orders them by their data) and the program is waited for
+  once at its end; a statement whose result and operands are all at most
+  :data:`DRIVER_BYTES` runs on the driver instead (a round of calls to the nodes would cost
+  more than its work; reading its operands costs less), its result a numpy array the next
+  statement on the nodes distributes. Those run as late as they can: after every later
+  statement on the nodes that does not read them is submitted, so the driver waits for
+  their operands while the nodes work on the rest. Returns ``(values by output label,
+  per-statement stats)``; the values are numpy arrays (local), or
+  :class:`~tensorc.array.BlockArray` and small numpy arrays (Ray);
 - three kinds of statement: an IR statement (``program``), a *fill* (a constant; made on its
   nodes on Ray) and a *whole-array* statement (``whole``, an operation of
   :mod:`tensorc.codegen.whole_array` such as a reshape or a small solve), which runs as one
@@ -44,6 +51,7 @@ from tensorc.runtime.local import available_cores
 from tensorc.session import ray_cluster
 
 LAYOUT_CACHE_SIZE = 64
+DRIVER_BYTES = 64 * 1024  # statements of a Ray program this small run on the driver
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,28 @@ class StatementRunner:
             self._layouts.popitem(last=False)
         return result
 
+    def _on_driver(self, statement: Statement, replicas: dict, ran: list) -> None:
+        """Run a small statement of a Ray program in this process (see :func:`_small`); its
+        operands are gathered (waiting for them), its result stays a numpy array, which a
+        later statement on the nodes distributes as its plan cuts it."""
+        started = time.perf_counter()
+        env = {label: _gathered(replicas[label][0][1]) for label in statement.operands}
+        if statement.program is None:
+            value = _local_constant(statement, env)
+            stats = (_whole_stats(statement, "local") if statement.whole is not None
+                     else {"backend": "local", "tasks": 0})
+        else:
+            plan, cached = self.cached_plan(statement)
+            out = np.empty(statement.shape, dtype=plan.graph.dtype)
+            run = execution.run_local(plan, [env[label] for label in statement.operands], out,
+                                      workers=1)
+            stats = execution.local_stats(plan, run, cached=cached, plan_seconds=0.0)
+            value = out if out.dtype == statement.dtype else out.astype(statement.dtype)
+        stats["run_seconds"] = time.perf_counter() - started
+        stats["on_driver"] = True
+        ran.append((statement.label, stats))
+        replicas[statement.label] = [(None, value)]
+
     # -- running -------------------------------------------------------------------------
     def run(self, unrolled: Unrolled, arrays: dict, backend: str) -> tuple[dict, list]:
         """Run ``unrolled`` on ``arrays`` (inputs by label) with ``backend`` (``"local"`` or
@@ -169,7 +199,8 @@ class StatementRunner:
                 progress.advance(plan.stats["tasks"])
         return {label: env[label] for label in _output_labels(unrolled)}, ran
 
-    def _run_on_ray(self, arrays: dict, unrolled: Unrolled) -> tuple[dict, list]:
+    def _run_on_ray(self, arrays: dict, unrolled: Unrolled,
+                    pipelined: bool = True) -> tuple[dict, list]:
         cluster = ray_cluster()
         cluster.refresh()
         scheduler = session.current().scheduler
@@ -182,13 +213,36 @@ class StatementRunner:
         replicas: dict[str, list[tuple[object, object]]] = {
             label: [(None, value)] for label, value in arrays.items()}
         total = sum(p.stats["tasks"] for p in layouts.plans.values())
+        pending = [] if pipelined and not session.current().measure else None
         with Progress(total + len(unrolled.statements) - len(layouts.plans), nodes) as bar:
-            self._ray_statements(unrolled, layouts, replicas, scheduler, cluster, ran, bar)
+            self._ray_statements(unrolled, layouts, replicas, scheduler, cluster, ran, bar,
+                                 pending)
+            if pending and not execution.finished(pending):
+                # a node died: run the program again, each statement waited for
+                return self._run_on_ray(arrays, unrolled, pipelined=False)
         return {label: replicas[label][0][1] for label in _output_labels(unrolled)}, ran
 
-    @staticmethod
-    def _ray_statements(unrolled, layouts, replicas, scheduler, cluster, ran, bar) -> None:
+    def _ray_statements(self, unrolled, layouts, replicas, scheduler, cluster, ran, bar,
+                        pending) -> None:
+        nbytes = {label: _nbytes(values[0][1]) for label, values in replicas.items()}
         for statement in unrolled.statements:
+            nbytes[statement.label] = (math.prod(statement.shape)
+                                       * np.dtype(statement.dtype).itemsize)
+        deferred: list[Statement] = []  # small statements, run on the driver when needed
+
+        def flush() -> None:
+            for waiting in deferred:
+                self._on_driver(waiting, replicas, ran)
+                bar.advance(1)
+            deferred.clear()
+
+        for statement in unrolled.statements:
+            if all(nbytes[label] <= DRIVER_BYTES
+                   for label in (statement.label, *statement.operands)):
+                deferred.append(statement)  # after the statements on the nodes that do
+                continue  # not need it are submitted: the driver waits for its operands
+            if any(d.label in statement.operands for d in deferred):
+                flush()
             if statement.whole is not None:
                 operands = [replicas[label][0][1] for label in statement.operands]
                 started = time.perf_counter()
@@ -209,7 +263,8 @@ class StatementRunner:
             operands = [_replica(replicas[label], placed.get(position))
                         for position, label in enumerate(statement.operands)]
             used: dict[int, object] = {}
-            result, stats = execution.run_on_ray(plan, operands, scheduler, inputs_used=used)
+            result, stats = execution.run_on_ray(plan, operands, scheduler, inputs_used=used,
+                                                 pending=pending)
             ran.append((statement.label, stats))
             for position, label in enumerate(statement.operands):
                 if position in used:  # distributed here (numpy) or re-laid out (a replica)
@@ -221,6 +276,11 @@ class StatementRunner:
                                                    cluster), result.node_grid)
             replicas[statement.label] = [(None, result)]
             bar.advance(plan.stats["tasks"], _tasks_per_node(stats, cluster.nodes))
+        flush()
+
+
+def _nbytes(value) -> int:
+    return value.nbytes if isinstance(value, BlockArray) else np.asarray(value).nbytes
 
 
 def _tasks_per_node(stats: dict, nodes: int) -> list[int] | None:
@@ -232,6 +292,10 @@ def _tasks_per_node(stats: dict, nodes: int) -> list[int] | None:
         if node is not None and 0 <= node < nodes:
             counts[node] += 1
     return counts
+
+
+def _gathered(value) -> np.ndarray:
+    return value.numpy() if isinstance(value, BlockArray) else np.asarray(value)
 
 
 def _output_labels(unrolled: Unrolled) -> list[str]:

@@ -141,9 +141,20 @@ def test_compute_evaluates_several_arrays_in_one_program() -> None:
     first, second = tc.sum(shared, axis=0), tc.max(shared, axis=1)
     tc.compute(first, second)
     assert first.evaluated and second.evaluated
-    assert tc.last_stats()["statements_run"] == 3
+    assert tc.last_stats()["statements_run"] == 2  # exp is recomputed in each reduction
     close(first, np.exp(X).sum(0))
     close(second, np.exp(X).max(1))
+
+
+def test_a_long_shared_expression_is_stored_once_not_recomputed() -> None:
+    x = tc.asarray(X)
+    shared = tc.exp(tc.sin(tc.cos(tc.exp(x) + 1.0) * 2.0) - 3.0)  # 7 element-wise operations
+    first, second = tc.sum(shared, axis=0), tc.max(shared, axis=1)
+    tc.compute(first, second)
+    assert tc.last_stats()["statements_run"] == 3
+    expected = np.exp(np.sin(np.cos(np.exp(X) + 1.0) * 2.0) - 3.0)
+    close(first, expected.sum(0))
+    close(second, expected.max(1))
 
 
 def test_a_loop_plans_each_statement_once() -> None:

@@ -30,11 +30,14 @@ def test_a_program_runs_on_ray_and_matches_numpy() -> None:
     stats = tc.last_stats()
     assert stats["backend"] == "ray"
     assert stats["tasks"] >= 8
-    assert isinstance(w.value(), BlockArray)
+    # the 5 x 5 Hessian update, the solve and the step are smaller than a round of calls
+    # to the nodes is worth: they ran on the driver, and w is a numpy array there
+    assert stats["statements_on_driver"] >= 3
+    assert isinstance(w.value(), np.ndarray)
 
 
 def test_values_stay_on_the_nodes_and_feed_later_programs() -> None:
-    x = tc.random((64, 32), grid=(4, 2), seed=4)
+    x = tc.random((512, 32), grid=(4, 2), seed=4)  # 128 KiB: more than the driver takes
     centred = (x - tc.mean(x, axis=0)).compute()
     assert isinstance(centred.value(), BlockArray)
     nodes = set(centred.block_nodes().values())

@@ -10,9 +10,13 @@ by label and the label of each root.
 - Element-wise work is fused (Spartan's whole-expression tiling): a ``map`` or index
   renaming used once is inlined into the element-wise or reduction statement that reads it
   when both compute in the same dtype, so ``sum((x - m) ** 2, axis=0)`` is one statement with
-  no temporary. Renamings (``.T``, ``permute_dims``, inserting or dropping size-1 axes) are
+  no temporary. A small element-wise expression (up to ``RECOMPUTE_MAPS`` operations) read
+  by up to ``RECOMPUTE_USES`` such statements is recomputed in each instead of stored: a
+  statement costs a round of calls on Ray, a few more operations per element do not.
+  Renamings (``.T``, ``permute_dims``, inserting or dropping size-1 axes) are
   free everywhere, also under a contraction, which keeps its operands as plain scans so its
-  block kernel stays a BLAS product.
+  block kernel stays a BLAS product. A product ``a * b`` read once by a contraction is
+  spread into two of its operands (``X.T @ (X * w[:, None])`` is one ``ij,i,ik->jk``).
 - Broadcasting follows the standard: a size-1 axis against a longer one gets its own index
   of extent 1, folded away by the statement; an output axis of extent 1 that no operand has
   reads a one-element ``unit`` input.
@@ -46,6 +50,8 @@ REDUCTION_NAMES = {"+": "sum", "*": "prod", "max": "max", "min": "min", "or": "a
                    "and": "all"}
 
 INLINED_INTO = ("map", "reduce", "permute", "expand", "squeeze")
+RECOMPUTE_USES = 3  # an element-wise expression read by at most this many statements and
+RECOMPUTE_MAPS = 6  # of at most this many operations is recomputed in each, not stored
 """Statement kinds whose element-wise operands may be fused into them."""
 
 
@@ -124,10 +130,25 @@ class _Lowering:
             single = inner.value is None and self.uses.get(id(inner), 0) == 1 and (
                 inner.kind == "map" or inner.kind in RENAMINGS)
             return self.uses.get(id(child), 0) == 1 or not single
-        if self.uses.get(id(child), 0) != 1:
-            return False
-        return (child.kind == "map" and parent_kind in INLINED_INTO
-                and compute_dtype(child) == dtype)
+        fusable = (child.kind == "map" and parent_kind in INLINED_INTO
+                   and compute_dtype(child) == dtype)
+        if self.uses.get(id(child), 0) != 1:  # recomputing a few element-wise operations
+            return (fusable and self.uses.get(id(child), 0) <= RECOMPUTE_USES  # beats a
+                    and self._map_count(child) <= RECOMPUTE_MAPS)  # statement between them
+        return fusable
+
+    def _map_count(self, node: Expr) -> int:
+        """Element-wise operations a statement reading ``node`` would compute for it."""
+        count, stack = 0, [node]
+        while stack:
+            current = stack.pop()
+            count += 1
+            for arg in current.args:
+                arg = self.arg(arg)
+                if (isinstance(arg, Expr) and arg.value is None and arg.kind == "map"
+                        and self.uses.get(id(arg), 0) == 1 and id(arg) not in self.requested):
+                    stack.append(arg)
+        return count
 
     def label(self, node: Expr) -> str:
         """The label of an evaluated leaf (an input) or a statement (lowered on demand)."""
@@ -141,6 +162,37 @@ class _Lowering:
             label = self.statement(node)
         self.labels[id(node)] = label
         return label
+
+    def product_operands(self, root: Expr) -> list[tuple[Expr, tuple]]:
+        """A contraction's operands with its element-wise products spread out: an operand
+        ``a * b`` used only here (same compute dtype) becomes the two operands ``a`` and
+        ``b`` (a broadcast axis gets its own letter of extent 1), so ``X.T @ (X * w[:, None])``
+        is one contraction ``ij,i,ik->jk`` with no ``n x d`` temporary between statements."""
+        letters = root.params[0]
+        used = {c for subs in letters for c in subs} | set(root.params[1])
+        spare = (f"broadcast{k}" for k in range(10**9) if f"broadcast{k}" not in used)
+        dtype = compute_dtype(root)
+
+        def spread(node: Expr, subs: tuple) -> list[tuple[Expr, tuple]]:
+            if not (node.kind == "map" and node.op == "mul" and node.value is None
+                    and id(node) not in self.requested and self.uses.get(id(node), 0) == 1
+                    and compute_dtype(node) == dtype
+                    and all(isinstance(a, Expr) for a in node.args)):
+                return [(node, subs)]
+            found = []
+            for child in node.args:
+                child = self.arg(child)
+                offset = node.ndim - child.ndim
+                child_subs = tuple(
+                    next(spare) if extent == 1 and node.shape[offset + d] != 1
+                    else subs[offset + d] for d, extent in enumerate(child.shape))
+                found.extend(spread(child, child_subs))
+            return found
+
+        operands = []
+        for arg, subs in zip(root.args, letters, strict=True):
+            operands.extend(spread(self.arg(arg), subs))
+        return operands
 
     # -- statements ----------------------------------------------------------------------
     def statement(self, root: Expr) -> str:
@@ -160,15 +212,15 @@ class _Lowering:
             monoid = root.op
         elif root.kind == "contract":
             letters, output = root.params
+            operands = self.product_operands(root)
             by_letter: dict[str, str] = {}
-            for arg, subs in zip(root.args, letters, strict=True):
-                for letter, extent in zip(subs, self.arg(arg).shape, strict=True):
+            for arg, subs in operands:
+                for letter, extent in zip(subs, arg.shape, strict=True):
                     if letter not in by_letter:
                         by_letter[letter] = body.fresh(extent)
             out = tuple(by_letter[c] for c in output)
-            args = [body.emit(self.arg(a), tuple(by_letter[c] for c in subs), "contract",
-                              share=False)
-                    for a, subs in zip(root.args, letters, strict=True)]
+            args = [body.emit(a, tuple(by_letter[c] for c in subs), "contract", share=False)
+                    for a, subs in operands]
             fn = mul_of_args(len(args)) if args == [Arg(k) for k in range(len(args))] else (
                 OpCall("mul", tuple(args)) if len(args) > 1 else args[0])
             monoid = "+"
