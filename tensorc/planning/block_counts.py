@@ -13,8 +13,12 @@ The rules the simulation adds:
 - a block edge below :data:`MIN_BLOCK` elements is never chosen (BLAS-3 needs room), unless
   the dimension is smaller than that; a count is a power of two, or the count of the input's
   existing blocking (``preferred``), or one the caller fixed;
-- a task's compute runs at ``edge / (edge + BLAS_HALF_EDGE)`` of the per-core rate (small
-  blocks run BLAS further from its peak), plus the per-task overhead;
+- a task's compute runs at ``edge / (edge + BLAS_HALF_EDGE)`` of the per-core rate, ``edge``
+  the smaller side of its largest input block (small blocks run BLAS further from its
+  peak), plus the per-task overhead (:data:`LOCAL_TASK_SECONDS` on a thread pool,
+  :data:`RAY_TASK_SECONDS` or the calibrated figure, whichever is larger, for one Ray task:
+  a block program's tasks are Ray tasks of their own, dearer than the block steps of a
+  staged einsum the calibration measures);
 - candidates whose DAG exceeds :data:`MAX_SIMULATED_TASKS` tasks are not simulated (they are
   far past the point where tasks pay for themselves);
 - inputs that are already cut into blocks (on Ray) add the time to re-cut them, at the
@@ -39,6 +43,7 @@ MIN_BLOCK = 256
 BLAS_HALF_EDGE = 96
 MAX_SIMULATED_TASKS = 3000
 LOCAL_TASK_SECONDS = 60e-6
+RAY_TASK_SECONDS = 3e-3  # one Ray task of a block program, submitted, run and stored
 
 
 @dataclass(frozen=True)
@@ -81,11 +86,9 @@ def simulate(program: LoopProgram, env: dict[str, int], bounds: dict, *, nodes: 
     """Simulated makespan, task count and bytes of one choice of counts (``None`` when the
     DAG has more than ``limit`` tasks)."""
     figures = machine()
-    overhead = figures.task_seconds if nodes > 1 else LOCAL_TASK_SECONDS
-    edge = min((bounds[s][1] - bounds[s][0] for s in program.blocks.values()), default=1)
-    efficiency = edge / (edge + BLAS_HALF_EDGE)
-    placer = BlockPlacer(nodes, cores, "lshs", flops_per_core=figures.blas_flops_per_core
-                         * efficiency, bytes_per_second=figures.network_bytes_per_second,
+    overhead = max(figures.task_seconds, RAY_TASK_SECONDS) if nodes > 1 else LOCAL_TASK_SECONDS
+    placer = BlockPlacer(nodes, cores, "lshs", flops_per_core=figures.blas_flops_per_core,
+                         bytes_per_second=figures.network_bytes_per_second,
                          task_seconds=overhead)
     dag = BlockDag(program, env)
     versions: dict = {}
@@ -109,7 +112,8 @@ def simulate(program: LoopProgram, env: dict[str, int], bounds: dict, *, nodes: 
             edge_shapes[e.read] = shapes[key]
         expr = dag.sites[task[0]].assign.value
         outs = result_shapes(expr, edge_shapes)
-        flops = result_flops(expr, edge_shapes)
+        edge = max((min(shape) for shape in edge_shapes.values() if shape), default=1)
+        flops = result_flops(expr, edge_shapes) * (edge + BLAS_HALF_EDGE) / max(edge, 1)
         ids = []
         for j, shape in enumerate(outs):
             ids.append(placer.add_version(8 * math.prod(shape), 1 << 30))
