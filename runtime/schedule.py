@@ -73,6 +73,9 @@ class Schedule:
             user inputs on their nodes and the final output blocks).
         transfers: every modelled copy; ``block`` is a task index, or ``len(tasks) + g`` for
             the ``g``-th local fold in ``reduce_groups`` order (by reduce task, then group).
+        traded_tasks, traded_bytes: LSHS only: the tasks it placed on a node that copies
+            more bytes than another of its options would (the objective chose balance of
+            peak memory and per-node traffic over bytes), and the extra bytes in all.
     """
 
     scheduler: str
@@ -85,6 +88,8 @@ class Schedule:
     net_out_bytes: list[int]
     final_memory_bytes: list[int] = field(default_factory=list)
     transfers: list[Transfer] = field(default_factory=list, repr=False)
+    traded_tasks: int = 0
+    traded_bytes: int = 0
 
     @property
     def inter_node_bytes(self) -> int:
@@ -101,6 +106,14 @@ class Schedule:
         """Peak live bytes of the fullest node."""
         return max(self.memory_bytes)
 
+    def trade_note(self) -> str | None:
+        """Where LSHS spent bytes on balance, in words (``None`` when it never did)."""
+        if not self.traded_tasks:
+            return None
+        return (f"LSHS traded bytes for balance: {self.traded_tasks} task(s) run where they "
+                f"copy {self.traded_bytes} B more than their fewest-bytes option, to keep "
+                "peak memory and per-node traffic even")
+
     def summary(self) -> dict:
         """The headline numbers, keyed as the attributes are named."""
         return {
@@ -112,6 +125,8 @@ class Schedule:
             "memory_bytes": list(self.memory_bytes),
             "net_in_bytes": list(self.net_in_bytes),
             "net_out_bytes": list(self.net_out_bytes),
+            "traded_tasks": self.traded_tasks,
+            "traded_bytes": self.traded_bytes,
         }
 
     def format(self, limit: int | None = None) -> str:
@@ -125,6 +140,8 @@ class Schedule:
             f" ({'pinned' if self.pinned else 'modelled, not pinned'}):"
             f" inter-node {self.inter_node_bytes} B"
         ]
+        if self.trade_note():
+            lines.append(f"  {self.trade_note()}")
         for node in range(self.nodes):
             lines.append(
                 f"  node {node}: tasks={counts[node]} memory={self.memory_bytes[node]}"
@@ -191,8 +208,9 @@ def schedule(
             if 0 <= node < nodes:
                 state.add_copy(index, node)
     groups: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
+    traded = [0, 0]  # tasks placed off their fewest-bytes option, and the bytes that cost
     if scheduler == "lshs":
-        _lshs(graph, state, node_of, layout, groups, task_hints or {})
+        _lshs(graph, state, node_of, layout, groups, task_hints or {}, traded)
     elif scheduler == "round_robin":
         _round_robin(graph, state, node_of)
     else:
@@ -208,6 +226,8 @@ def schedule(
         net_out_bytes=list(state.net_out),
         final_memory_bytes=list(state.mem),
         transfers=state.transfers,
+        traded_tasks=traded[0],
+        traded_bytes=traded[1],
     )
 
 
@@ -248,23 +268,26 @@ def _place_loads(
         state.run(index, (), node)
 
 
-def _best_node(state: ClusterState, inputs: Sequence[int], nbytes: int, options: int) -> int:
+def _best_node(state: ClusterState, inputs: Sequence[int], nbytes: int,
+               options: int) -> tuple[int, int]:
     """The option (a node mask) minimising the objective; ties: most input bytes held
-    (fewest copied), then the lowest id."""
+    (fewest copied), then the lowest id. Also returns how many more bytes it copies than
+    the option copying fewest (what the objective spent on balance)."""
     if not options & (options - 1):
-        return options.bit_length() - 1
+        return options.bit_length() - 1, 0
     distinct = inputs if len(set(inputs)) == len(inputs) else tuple(dict.fromkeys(inputs))
     evaluate = state.evaluate
     best_node = -1
-    best_cost = best_moved = 0
+    best_cost = best_moved = fewest = 0
     while options:
         low = options & -options
         node = low.bit_length() - 1
         options ^= low
         cost, moved = evaluate(distinct, nbytes, node)
+        fewest = moved if best_node < 0 else min(fewest, moved)
         if best_node < 0 or cost < best_cost or (cost == best_cost and moved < best_moved):
             best_node, best_cost, best_moved = node, cost, moved
-    return best_node
+    return best_node, best_moved - fewest
 
 
 def _lshs(
@@ -274,6 +297,7 @@ def _lshs(
     layout: dict[int, int],
     groups: dict[int, list[tuple[int, tuple[int, ...]]]],
     hints: Mapping[int, int],
+    traded: list[int],
 ) -> None:
     every_node = (1 << state.nodes) - 1
     holders = state.holders
@@ -299,7 +323,10 @@ def _lshs(
                 options |= 1 << lay
         if not options:
             options = every_node
-        node = _best_node(state, inputs, task.nbytes, options)
+        node, extra = _best_node(state, inputs, task.nbytes, options)
+        if extra:
+            traded[0] += 1
+            traded[1] += extra
         node_of[index] = node
         state.run(index, inputs, node)
 

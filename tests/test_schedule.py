@@ -269,3 +269,25 @@ def test_no_schedule_beats_the_lower_bound(subscripts, n, f, tensor_grid, matrix
     for name in SCHEDULERS:
         result = schedule(graph, 4, name, load_nodes=loads, output_nodes=outputs)
         assert result.max_node_recv_bytes >= bound, name
+
+
+def test_lshs_reports_where_it_trades_bytes_for_balance():
+    """Node 0 already holds a big retained result; the next task copies fewer bytes on
+    node 0 (60 B against 100 B) but LSHS runs it on node 1 to keep peak memory even, and
+    says so: one task, 40 B more than its fewest-bytes option."""
+    tasks = [
+        _task(LOAD, (), 100, 0),
+        _task(LOAD, (), 60, 1),
+        _task(APPLY, (0,), 10_000),
+        _task(PAIR, (0, 1), 1_000),
+    ]
+    placed = schedule(_graph(tasks, [2, 3]), 2, "lshs", load_nodes={0: 0, 1: 1})
+    assert placed.node_of[2:] == [0, 1]
+    assert (placed.traded_tasks, placed.traded_bytes) == (1, 40)
+    note = ("LSHS traded bytes for balance: 1 task(s) run where they copy 40 B more than "
+            "their fewest-bytes option, to keep peak memory and per-node traffic even")
+    assert placed.trade_note() == note
+    assert note in placed.format()
+    fewest = schedule(_graph(tasks[:2] + [_task(PAIR, (0, 1), 1_000)], [2]), 2, "lshs",
+                      load_nodes={0: 0, 1: 1})
+    assert fewest.traded_tasks == 0 and fewest.trade_note() is None

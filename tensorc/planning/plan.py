@@ -106,6 +106,8 @@ def describe_distribution(dist: DistributedPlan) -> list[str]:
         f"{dist.lower_bound_bytes} B; ratio "
         + (f"{ratio:.3f}" if ratio is not None else "n/a (bound 0, nothing received)")
     )
+    trade = placed.trade_note()
+    lines.append(trade or "LSHS placed every task on an option copying the fewest bytes")
     lines.extend(dist.notes)
     return lines
 
