@@ -42,6 +42,7 @@ from tensorc.codegen.block_kernels import evaluate, result_flops, result_shapes
 from tensorc.codegen.block_layout import block_slices, environment, grid_coords, tensor_bounds
 from tensorc.errors import ShapeError, TensorcError
 from tensorc.execution import record
+from tensorc.frontend.tc_check import DTYPES
 from tensorc.ir.block_program import LoopProgram
 from tensorc.passes.cost import machine
 from tensorc.runtime import ray_tasks
@@ -50,7 +51,6 @@ from tensorc.runtime.blocks import Blocks
 from tensorc.runtime.local import _BlasLimit, available_cores
 from tensorc.runtime.ray_executor import submit
 
-DTYPES = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64", "bool": "bool"}
 WINDOW = 256
 
 
@@ -245,7 +245,7 @@ def run_ray(program: LoopProgram, dag: BlockDag, inputs: dict, bounds, cluster,
         out_shapes, flops = _flops_and_shapes(dag, task, edge_shapes)
         per_result, distinct = _children(dag, task)
         written = dag.written(task)
-        itemsize = 8
+        itemsize = np.dtype(dtype or np.float64).itemsize
         out_ids = []
         for j, ((readers, final), shape) in enumerate(zip(per_result, out_shapes, strict=True)):
             keep = final and program.tensors[written[j][0]].kind == "output"
