@@ -166,6 +166,23 @@ for k in 0:NB {
     assert "8 |   L{k, k} = S{k + 1}" in text
 
 
+def test_a_task_writing_one_block_twice_is_a_cycle():
+    source = """size N
+blocks NB of N
+input  A : f64[N, N]
+output Q : f64[N, N]
+for i in 0:NB {
+  for j in 0:NB {
+    Q{i, 0}, Q{j, 0} = qr(A{i, 0})
+  }
+}
+"""
+    with pytest.raises(TcError) as err:
+        tc.compile(source).run(A=spd(4), NB=2)
+    assert "error[E-cycle]: block Q{0, 0} is written twice by one task" in str(err.value)
+    assert "--> <source>:7:5" in str(err.value)
+
+
 def test_compile_refuses_element_plan_options_for_block_programs():
     with pytest.raises(TcError, match="a block program takes its block counts by name"):
         tc.compile("examples/cholesky.tc", grid={"i": 2})

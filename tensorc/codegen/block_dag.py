@@ -156,9 +156,18 @@ class BlockDag:
         return tuple(f(env) for _, f, _, _ in self._prepared(None, ref))
 
     def written(self, task: Task) -> list[tuple[str, tuple[int, ...]]]:
-        """The blocks a task writes, one per result, as ``(tensor, coords)``."""
+        """The blocks a task writes, one per result, as ``(tensor, coords)``; a task that
+        would write one block twice (``A{i}, A{j} = qr(...)`` with ``i == j``) is an
+        ``E-cycle`` error: it would depend on itself."""
         env = self.task_env(task)
-        return [(ref.tensor, self.coords(ref, env)) for ref in self.sites[task[0]].assign.targets]
+        site = self.sites[task[0]]
+        blocks = [(ref.tensor, self.coords(ref, env)) for ref in site.assign.targets]
+        if len(set(blocks)) != len(blocks):
+            tensor, coords = next(b for b in blocks if blocks.count(b) > 1)
+            shown = f"{tensor}{{{', '.join(map(str, coords))}}}"
+            raise BlockDagError("E-cycle", f"block {shown} is written twice by one task",
+                                site.assign.span)
+        return blocks
 
     # ---- the search ---------------------------------------------------------------------
 
