@@ -40,7 +40,7 @@ from tensorc.array import BlockArray
 from tensorc.codegen.block_dag import BlockDag, BlockDagError
 from tensorc.codegen.block_kernels import evaluate, result_flops, result_shapes
 from tensorc.codegen.block_layout import block_slices, environment, grid_coords, tensor_bounds
-from tensorc.errors import ShapeError, TensorcError
+from tensorc.errors import ExecutionError, ShapeError, TensorcError
 from tensorc.execution import record
 from tensorc.frontend.tc_check import DTYPES
 from tensorc.ir.block_program import LoopProgram
@@ -91,6 +91,19 @@ class _Frontier:
                 ready.append(child)
         self.peak = max(self.peak, len(self.waiting) + len(ready))
         return ready
+
+
+def _check_complete(dag: BlockDag, frontier: _Frontier, ran: int) -> None:
+    """Every task of the program ran. A task whose reads are all of blocks no earlier
+    statement writes is nobody's child and no root: counting the iteration space (a walk,
+    no analysis) finds that, and the first such read is reported where it is written."""
+    total = sum(1 for _ in dag.walk())
+    if total == ran and not frontier.waiting:
+        return
+    for task in dag.walk():
+        dag.parents(task)  # raises E-unwritten at the offending read
+    raise ExecutionError(f"{total - ran} of the block program's {total} tasks never became "
+                         "ready")
 
 
 def _children(dag: BlockDag, task) -> tuple[list, list]:
@@ -172,6 +185,8 @@ def run_local(program: LoopProgram, dag: BlockDag, arrays: dict[str, np.ndarray]
                         ready.extend(complete(task, future.result()))
                         tasks += 1
 
+    _check_complete(dag, frontier, tasks)
+
     def fill(name, edges, blocks):
         spec = program.tensors[name]
         shape = tuple(e[-1] for e in edges)
@@ -242,6 +257,7 @@ def run_ray(program: LoopProgram, dag: BlockDag, inputs: dict, bounds, cluster,
             uses[key] -= 1
             if not uses[key]:
                 del uses[key], refs[key]
+        inputs_ids = list(dict.fromkeys(inputs_ids))  # one version read twice is one input
         out_shapes, flops = _flops_and_shapes(dag, task, edge_shapes)
         per_result, distinct = _children(dag, task)
         written = dag.written(task)
@@ -274,6 +290,7 @@ def run_ray(program: LoopProgram, dag: BlockDag, inputs: dict, bounds, cluster,
         while len(in_flight) > window:
             _wait(in_flight.popleft())
     _wait(list(in_flight))
+    _check_complete(dag, frontier, tasks)
 
     def fill(name, edges, blocks):
         kind = np.dtype(dtype) if dtype is not None else numpy_dtype(program.tensors[name].dtype)

@@ -162,6 +162,12 @@ class BlockProgram:
         ``nodes`` plans for that many nodes without a cluster."""
         if stage is not None and stage not in STAGES:
             raise PlanError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
+        try:
+            return self._explain(stage, nodes, shapes_and_counts)
+        except BlockDagError as err:
+            raise self._diagnostic(err) from None
+
+    def _explain(self, stage: str | None, nodes: int | None, shapes_and_counts: dict) -> str:
         parts = []
         if stage in (None, "program"):
             parts.append(f"== block program {self.program.name}\n"

@@ -247,6 +247,15 @@ def finished(pending: list) -> bool:
     return True
 
 
+def lost_worker(err: BaseException) -> bool:
+    """Whether ``err`` is Ray saying a node worker, or a block it held, is gone (a node
+    died): a pipelined program then runs again, each statement waited for."""
+    import ray
+
+    return isinstance(err, (WorkerLost, ray.exceptions.RayActorError,
+                            ray.exceptions.ObjectLostError))
+
+
 def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
                inputs_used: dict | None = None, measure: bool | None = None,
                pending: list | None = None) -> tuple[BlockArray, dict]:

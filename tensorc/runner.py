@@ -215,10 +215,15 @@ class StatementRunner:
         total = sum(p.stats["tasks"] for p in layouts.plans.values())
         pending = [] if pipelined and not session.current().measure else None
         with Progress(total + len(unrolled.statements) - len(layouts.plans), nodes) as bar:
-            self._ray_statements(unrolled, layouts, replicas, scheduler, cluster, ran, bar,
-                                 pending)
-            if pending and not execution.finished(pending):
-                # a node died: run the program again, each statement waited for
+            try:
+                self._ray_statements(unrolled, layouts, replicas, scheduler, cluster, ran,
+                                     bar, pending)
+                complete = not pending or execution.finished(pending)
+            except Exception as err:  # a statement on the driver read a block a dead
+                if pending is None or not execution.lost_worker(err):  # node held
+                    raise
+                complete = False
+            if not complete:  # a node died: run the program again, each statement waited for
                 return self._run_on_ray(arrays, unrolled, pipelined=False)
         return {label: replicas[label][0][1] for label in _output_labels(unrolled)}, ran
 

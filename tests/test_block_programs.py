@@ -198,3 +198,54 @@ def test_cli_checks_explains_and_runs_block_programs(capsys):
     assert main(["run", "examples/tsqr.tc", "--random", "--set", "M=12",
                  "--set", "N=3", "--set", "MB=3"]) == 0
     assert "R : float64[3, 3]" in capsys.readouterr().out
+
+
+def test_a_task_reading_only_unwritten_blocks_is_not_skipped():
+    """L{k, k} reads S{k + 1}, written only later: the task at k = NB - 1 reads S{NB},
+    which nothing writes; it is nobody's child and no root, and is still reported."""
+    source = """size N
+blocks NB of N
+input  A : f64[N, N]
+output L : f64[N, N]
+tensor S : f64
+for k in 0:NB {
+  S{k} = A{k, k}
+}
+for k in 0:NB {
+  L{k, k} = S{k + 1}
+}
+"""
+    with pytest.raises(TcError) as err:
+        tc.compile(source).run(A=spd(8), NB=4)
+    assert "error[E-unwritten]: block S{4} is read before any statement writes it" in str(
+        err.value)
+    assert "--> <source>:10:13" in str(err.value)
+
+
+def test_a_write_outside_the_blocks_of_a_tensor_is_an_error():
+    source = """size N
+blocks NB of N
+input  A : f64[N, N]
+output C : f64[N, N]
+for i in 0:NB {
+  C{i + 1, 0} = A{i, 0}
+}
+"""
+    with pytest.raises(TcError) as err:
+        tc.compile(source).run(A=spd(4), NB=2)
+    assert "error[E-block]: block C{2, 0} is written outside C's 2 x 2 blocks" in str(
+        err.value)
+
+
+def test_a_step_that_is_zero_at_run_time_is_a_loop_error():
+    source = """size N
+blocks NB of N
+input  A : f64[N, N]
+output C : f64[N, N]
+for i in 0:NB:NB - 2 {
+  C{i, i} = A{i, i}
+}
+"""
+    with pytest.raises(TcError, match=r"error\[E-loop\]: loop 'i' has step 0; it must be "
+                                      r"positive"):
+        tc.compile(source).run(A=spd(4), NB=2)

@@ -136,3 +136,46 @@ def test_bad_input_gets_numpy_like_errors(call, error, text):
         call()
     assert text in str(err.value)
     assert isinstance(err.value, tc.TensorcError)
+
+
+def test_solve_runs_lu_by_several_blocks_and_needs_no_fallback(monkeypatch):
+    from tensorc.lazy import linalg as module
+
+    ran = []
+    original = module._block_program
+
+    def spy(name, dtype=None, **inputs):
+        out = original(name, dtype=dtype, **inputs)
+        ran.append((name, tc.last_stats()["block_counts"]))
+        return out
+
+    def no_qr(*args, **kwargs):
+        raise AssertionError("the QR fallback ran for a well-conditioned system")
+
+    monkeypatch.setattr(module, "_block_program", spy)
+    monkeypatch.setattr(module, "qr", no_qr)
+    n = 1100
+    a = RNG.random((n, n)) + n * np.eye(n)
+    b = RNG.random(n)
+    x = tc.linalg.solve(a, b)
+    np.testing.assert_allclose(np.asarray(x), np.linalg.solve(a, b), rtol=1e-9)
+    assert [name for name, _ in ran] == ["lu_solve"]
+    assert ran[0][1]["NB"] > 1  # cut into blocks, not one task
+
+    f32 = tc.linalg.solve(a.astype(np.float32), b.astype(np.float32))
+    assert f32.dtype == np.float32 and [name for name, _ in ran] == ["lu_solve", "lu_solve"]
+
+
+def test_complex_and_empty_inputs_match_numpy():
+    c = RNG.random((40, 40)) + 1j * RNG.random((40, 40))
+    hermitian = c @ c.conj().T + 40 * np.eye(40)
+    np.testing.assert_allclose(np.asarray(tc.linalg.cholesky(hermitian)),
+                               np.linalg.cholesky(hermitian), rtol=1e-10)
+    big = RNG.random((BIG, BIG)) + 1j * RNG.random((BIG, BIG)) + BIG * np.eye(BIG)
+    rhs = RNG.random(BIG)
+    np.testing.assert_allclose(np.asarray(tc.linalg.solve(big, rhs)),
+                               np.linalg.solve(big, rhs), rtol=1e-9)
+    assert np.asarray(tc.linalg.solve(np.eye(BIG), np.ones((BIG, 0)))).shape == (BIG, 0)
+    assert float(tc.linalg.vector_norm(np.array([0.0, 2.0, -3.0, 0.0]), ord=0)) == 2.0
+    with pytest.raises(np.linalg.LinAlgError, match="lstsq: complex matrices"):
+        tc.linalg.lstsq(c, np.ones(40))

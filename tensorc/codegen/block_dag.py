@@ -24,7 +24,7 @@ a subscript that is affine in it (``a*x + c == b_k``) when the other names of th
 subscript are already bound, and enumerated over its range otherwise (clipped by the
 order bounds, in the order asked for), with each subscript checked as soon as its names
 are bound. Loop bounds may use outer variables; strides and ``2**l`` levels are
-evaluated, never assumed. ``walk_tasks`` enumerates every task in program order (for
+evaluated, never assumed. :meth:`BlockDag.walk` enumerates every task in program order (for
 tests, counting and small ``explain`` output).
 
 Errors are :class:`BlockDagError` (a code, a message and the span of the offending
@@ -162,6 +162,14 @@ class BlockDag:
         env = self.task_env(task)
         site = self.sites[task[0]]
         blocks = [(ref.tensor, self.coords(ref, env)) for ref in site.assign.targets]
+        for ref, (tensor, coords) in zip(site.assign.targets, blocks, strict=True):
+            grid = self.program.block_grid(tensor, self.env)
+            if grid is not None and any(not 0 <= c < g for c, g in zip(coords, grid,
+                                                                     strict=True)):
+                shown = f"{tensor}{{{', '.join(map(str, coords))}}}"
+                size = " x ".join(map(str, grid))
+                raise BlockDagError("E-block", f"block {shown} is written outside "
+                                    f"{tensor}'s {size} blocks", ref.span)
         if len(set(blocks)) != len(blocks):
             tensor, coords = next(b for b in blocks if blocks.count(b) > 1)
             shown = f"{tensor}{{{', '.join(map(str, coords))}}}"
@@ -339,7 +347,9 @@ class BlockDag:
         return best
 
     def parents(self, task: Task) -> list[Edge]:
-        """One edge per distinct block the task reads."""
+        """One edge per distinct block subscript the task reads (two subscripts that name
+        the same block, ``L{i, k}`` and ``L{j, k}`` when ``i == j``, are two edges to one
+        version)."""
         env = self.task_env(task)
         key = self.key(task)
         edges = []
@@ -462,6 +472,9 @@ def _walk_ids(body, ids, env, values):
         elif isinstance(stmt, Loop):
             start, stop, step = (eval_int(stmt.start, env), eval_int(stmt.stop, env),
                                  eval_int(stmt.step, env))
+            if step <= 0:
+                raise BlockDagError("E-loop", f"loop '{stmt.var}' has step {step}; it must be "
+                                    "positive", stmt.span)
             for value in range(start, stop, step):
                 env[stmt.var] = value
                 values.append(value)
@@ -474,8 +487,3 @@ def _walk_ids(body, ids, env, values):
                 yield from _walk_ids(stmt.then, then_ids, env, values)
             else:
                 yield from _walk_ids(stmt.orelse, else_ids, env, values)
-
-
-def walk_tasks(program: LoopProgram, env: dict[str, int]) -> Iterator[Task]:
-    """Every task of ``program`` in program order, for ``env``."""
-    return BlockDag(program, env).walk()

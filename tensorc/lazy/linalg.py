@@ -7,8 +7,7 @@ every task placed by the scheduler; they evaluate their operands first and retur
 arrays:
 
 - ``cholesky`` — ``cholesky.tc`` (right-looking blocked Cholesky);
-- ``qr`` — ``tsqr_q.tc`` (TSQR with the tree's Q) for ``m >= n``; ``mode="r"``-like use
-  (``lstsq``) needs only ``tsqr.tc``;
+- ``qr`` — ``tsqr_q.tc`` (TSQR with the tree's Q) for ``m >= n`` and ``mode="reduced"``;
 - ``solve`` and ``inv`` of matrices wider than :data:`WHOLE_EDGE` — ``lu_solve.tc`` (blocked
   LU without pivoting, then forward and back substitution, one DAG); the backward error
   ``|A x - b| / (|A| |x| + |b|)`` is checked, and when it exceeds :data:`BACKWARD_TOLERANCE`
@@ -16,6 +15,9 @@ arrays:
   (``A = Q R``, ``x = R^-1 Q^T b``), which needs no pivoting to be stable;
 - ``lstsq`` — TSQR of ``A`` (or of ``A^T`` for the minimum-norm solution when ``m < n``) and a
   triangular solve; the singular values are those of the small ``R`` factor.
+
+Complex matrices, stacks of matrices, wide or ``mode="complete"`` QR and empty operands run
+as one task on the whole operand (numpy's routines); ``lstsq`` takes real matrices only.
 
 Up to :data:`WHOLE_EDGE` rows, ``solve``, ``inv`` and ``det`` stay lazy and run as one task on
 the whole matrix (a Newton step's Hessian; batched matrices too). Numerical failures raise
@@ -38,7 +40,7 @@ __all__ = ["cholesky", "det", "diagonal", "inv", "lstsq", "matmul", "matrix_tran
            "outer", "qr", "solve", "tensordot", "trace", "vecdot", "vector_norm"]
 
 WHOLE_EDGE = 512
-BACKWARD_TOLERANCE = 64 * np.finfo(np.float64).eps
+BACKWARD_EPSILONS = 64  # times the dtype's eps and n: the backward error LU must reach
 
 
 def _block_program(name: str, dtype=None, **inputs) -> dict[str, Array]:
@@ -70,7 +72,7 @@ def cholesky(x, /, *, upper: bool = False) -> Array:
     a = expr_of(x)
     _square(a, "cholesky")
     _floating(a, "cholesky")
-    if a.ndim > 2 or a.shape[-1] == 0:
+    if a.ndim > 2 or a.shape[-1] == 0 or a.dtype.kind == "c":
         return _whole(("cholesky", bool(upper)), a, a.shape)
     factor = _block_program("cholesky", dtype=a.dtype, A=wrap(a))["L"]
     return matrix_transpose(factor) if upper else factor
@@ -93,7 +95,7 @@ def qr(x, /, *, mode: str = "reduced") -> QRResult:
     if mode not in ("reduced", "complete"):
         raise ValueError(f"qr: mode must be 'reduced' or 'complete', got {mode!r}")
     *batch, m, n = a.shape
-    if a.ndim > 2 or m < n or mode == "complete" or 0 in a.shape:
+    if a.ndim > 2 or m < n or mode == "complete" or 0 in a.shape or a.dtype.kind == "c":
         k = m if mode == "complete" else min(m, n)
         return QRResult((_whole(("qr", mode, 0), a, (*batch, m, k)),
                          _whole(("qr", mode, 1), a, (*batch, k, n))))
@@ -115,9 +117,10 @@ def _triangular(name: str, t: Array, b: Array) -> Array:
 def _solve_blocks(a: Expr, b: Expr) -> Array:
     rhs, vector = _as_matrix(b)
     try:
-        x = _block_program("lu_solve", dtype=np.result_type(a.dtype, rhs.dtype), A=wrap(a),
-                           B=rhs)["X"]
-        if _backward_error(wrap(a), x, rhs) <= BACKWARD_TOLERANCE * a.shape[0]:
+        dtype = np.result_type(a.dtype, rhs.dtype)
+        x = _block_program("lu_solve", dtype=dtype, A=wrap(a), B=rhs)["X"]
+        tolerance = BACKWARD_EPSILONS * np.finfo(dtype).eps * a.shape[0]
+        if _backward_error(wrap(a), x, rhs) <= tolerance:
             return x[:, 0] if vector else x
     except LinAlgError:
         pass  # a zero pivot: QR needs none
@@ -141,11 +144,15 @@ def _backward_error(a: Array, x: Array, b: Array) -> float:
 
 
 def lstsq(a, b, /, rcond=None):
-    """``(x, residuals, rank, s)`` like numpy's, by TSQR; a rank-deficient matrix raises
-    (QR without pivoting cannot choose which columns to drop)."""
+    """``(x, residuals, rank, s)`` like numpy's, by TSQR of ``a`` (or of ``a.T`` for the
+    minimum-norm solution when it is wide). The rank is counted with numpy's default
+    cut-off (``rcond`` is accepted and not used); a rank-deficient matrix raises, because QR
+    without pivoting cannot choose which columns to drop. Real matrices only."""
     del rcond
     m_expr, b_expr = expr_of(a), expr_of(b)
     _matrix(m_expr, "lstsq")
+    if m_expr.dtype.kind == "c" or b_expr.dtype.kind == "c":
+        raise LinAlgError("lstsq: complex matrices are not supported by the block programs")
     m, n = m_expr.shape
     if b_expr.shape[0] != m:
         raise ShapeError(f"lstsq: a is {m_expr.shape} but b is {b_expr.shape}: the rows differ")
@@ -197,7 +204,8 @@ def solve(x1, x2, /) -> Array:
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         shape = (*batch, *b.shape[-2:])
     dtype = np.result_type(a.dtype, b.dtype)
-    if a.ndim == 2 and b.ndim <= 2 and a.shape[0] > WHOLE_EDGE:
+    if (a.ndim == 2 and b.ndim <= 2 and a.shape[0] > WHOLE_EDGE and 0 not in b.shape
+            and dtype.kind == "f"):
         return _solve_blocks(a, b)
     return wrap(Expr("whole", ("solve",), (a, b), None, shape, dtype))
 
@@ -207,7 +215,7 @@ def inv(x, /) -> Array:
     ``solve(x, eye)`` by the block programs."""
     a = expr_of(x)
     _square(a, "inv")
-    if a.ndim == 2 and a.shape[0] > WHOLE_EDGE:
+    if a.ndim == 2 and a.shape[0] > WHOLE_EDGE and a.dtype.kind == "f":
         return _solve_blocks(a, expr_of(wrap(leaf(np.eye(a.shape[0], dtype=a.dtype)))))
     return wrap(Expr("whole", ("inv",), (a,), None, a.shape, a.dtype))
 
@@ -250,6 +258,8 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2) -> Array:  # noqa: A0
         return statistical.max(a, axis=axis, keepdims=keepdims)
     if ord == -float("inf"):
         return statistical.min(a, axis=axis, keepdims=keepdims)
+    if ord == 0:  # the standard: the number of non-zero elements
+        return statistical.sum(a != 0, axis=axis, keepdims=keepdims, dtype=a.dtype)
     powered = statistical.sum(wrap(mapped("pow", a._expr, float(ord))), axis=axis,  # noqa: SLF001
                               keepdims=keepdims)
     return wrap(mapped("pow", powered._expr, 1.0 / ord))  # noqa: SLF001

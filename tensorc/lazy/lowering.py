@@ -84,18 +84,19 @@ def _post_order(roots: list[Expr]) -> list[Expr]:
 
 def _canonical(roots: list[Expr]) -> dict[int, Expr]:
     """Each node's representative: structurally equal nodes map to one (CSE)."""
-    key_of_node: dict[int, tuple] = {}
-    chosen: dict[tuple, Expr] = {}
-    rep: dict[int, Expr] = {}
+    number_of_node: dict[int, int] = {}  # a node's class, as a small integer: keys stay flat
+    chosen: dict[tuple, tuple[int, Expr]] = {}  # (hashing nested keys of a shared graph
+    rep: dict[int, Expr] = {}  # would cost time exponential in its depth)
     for node in _post_order(roots):
         if node.value is not None:
             key = ("leaf", id(node.value))
         else:
-            args = tuple(("expr", key_of_node[id(a)]) if isinstance(a, Expr)
+            args = tuple(("expr", number_of_node[id(a)]) if isinstance(a, Expr)
                          else ("scalar", type(a).__name__, a) for a in node.args)
             key = (node.kind, node.op, node.params, node.shape, node.dtype.str, args)
-        key_of_node[id(node)] = key
-        rep[id(node)] = chosen.setdefault(key, node)
+        number, representative = chosen.setdefault(key, (len(chosen), node))
+        number_of_node[id(node)] = number
+        rep[id(node)] = representative
     return rep
 
 
@@ -138,15 +139,21 @@ class _Lowering:
         return fusable
 
     def _map_count(self, node: Expr) -> int:
-        """Element-wise operations a statement reading ``node`` would compute for it."""
+        """Element-wise operations a statement reading ``node`` would compute for it,
+        counting every map under it that could be inlined (used once, or small enough to be
+        recomputed itself), each time it is reached; stops past :data:`RECOMPUTE_MAPS`, so a
+        chain of shared expressions costs a bounded walk, never an exponential one."""
         count, stack = 0, [node]
         while stack:
             current = stack.pop()
             count += 1
+            if count > RECOMPUTE_MAPS:
+                return count
             for arg in current.args:
                 arg = self.arg(arg)
                 if (isinstance(arg, Expr) and arg.value is None and arg.kind == "map"
-                        and self.uses.get(id(arg), 0) == 1 and id(arg) not in self.requested):
+                        and id(arg) not in self.requested
+                        and self.uses.get(id(arg), 0) <= RECOMPUTE_USES):
                     stack.append(arg)
         return count
 
