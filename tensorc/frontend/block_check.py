@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from tensorc.frontend import tc_ast as ast
 from tensorc.frontend.diagnostics import NO_SPAN, Diagnostics, Source, Span, did_you_mean
-from tensorc.frontend.tc_check import DTYPES
+from tensorc.frontend.tc_check import check_dtype, check_size_known, check_size_value
 from tensorc.frontend.tc_parse import parse
 from tensorc.ir import block_program as ir
 
@@ -165,9 +165,7 @@ class _Checker:
                          "give each size, block count, param and tensor its own name")
                 continue
             if isinstance(decl, ast.SizeDecl):
-                if decl.value is not None and (not isinstance(decl.value, int) or decl.value < 0):
-                    self.err("E-type", f"size {decl.name} must be a non-negative integer",
-                             decl.span, "write size N = 64")
+                check_size_value(decl, self.err)
                 self.sizes[decl.name] = decl
             elif isinstance(decl, ast.ParamDecl):
                 self.err("E-unsupported", f"param '{decl.name}' in a block program: block "
@@ -201,13 +199,10 @@ class _Checker:
         self.cut[size] = decl.count
 
     def tensor_decl(self, decl: ast.TensorDecl) -> None:
-        if decl.dtype not in DTYPES:
-            hint = did_you_mean(decl.dtype, DTYPES) or "dtypes are f32 f64 i32 i64 bool"
-            self.err("E-type", f"unknown dtype '{decl.dtype}'", decl.dtype_span, hint)
+        check_dtype(decl.dtype, decl.dtype_span, self.err)
         for dim in decl.dims:
-            if isinstance(dim, ast.Name) and dim.name not in self.sizes:
-                hint = did_you_mean(dim.name, self.sizes) or f"declare it: size {dim.name}"
-                self.err("E-undefined", f"unknown size '{dim.name}'", dim.span, hint)
+            if isinstance(dim, ast.Name):
+                check_size_known(dim, self.sizes, self.err)
             elif isinstance(dim, ast.Num):
                 self.err("E-block", f"dimension {dim.value} of '{decl.name}' is a number; a "
                          "block program declares dimensions with sizes", dim.span,

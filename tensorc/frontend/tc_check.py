@@ -33,6 +33,28 @@ OP_WORDS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=
             "not": "not"}
 
 
+def check_size_value(decl: ast.SizeDecl, err) -> None:
+    """A declared size's value, if any, is a non-negative integer (``err`` reports).
+    Shared by the element and the block checker."""
+    if decl.value is not None and (not isinstance(decl.value, int) or decl.value < 0):
+        err("E-type", f"size {decl.name} must be a non-negative integer", decl.span,
+            "write size N = 64")
+
+
+def check_dtype(name: str, span: Span, err) -> None:
+    """``name`` is one of :data:`DTYPES`."""
+    if name not in DTYPES:
+        hint = did_you_mean(name, DTYPES) or "dtypes are f32 f64 i32 i64 bool"
+        err("E-type", f"unknown dtype '{name}'", span, hint)
+
+
+def check_size_known(dim: ast.Name, sizes, err) -> None:
+    """A dimension named in a declaration is a declared size."""
+    if dim.name not in sizes:
+        hint = did_you_mean(dim.name, sizes) or f"declare it: size {dim.name}"
+        err("E-undefined", f"unknown size '{dim.name}'", dim.span, hint)
+
+
 @dataclass(frozen=True)
 class Checked:
     """A program that passed every check: declarations and the desugared body."""
@@ -84,9 +106,7 @@ class _Checker:
                          "give each size, param and tensor its own name")
                 continue
             if isinstance(decl, ast.SizeDecl):
-                if decl.value is not None and (not isinstance(decl.value, int) or decl.value < 0):
-                    self.err("E-type", f"size {decl.name} must be a non-negative integer",
-                             decl.span, "write size N = 64")
+                check_size_value(decl, self.err)
                 self.sizes[decl.name] = decl
             elif isinstance(decl, ast.ParamDecl):
                 self.dtype(decl.dtype, decl.dtype_span)
@@ -99,9 +119,7 @@ class _Checker:
                 self.tensors[decl.name] = decl
 
     def dtype(self, name: str, span: Span) -> None:
-        if name not in DTYPES:
-            hint = did_you_mean(name, DTYPES) or "dtypes are f32 f64 i32 i64 bool"
-            self.err("E-type", f"unknown dtype '{name}'", span, hint)
+        check_dtype(name, span, self.err)
 
     def param_value(self, decl: ast.ParamDecl) -> None:
         value, dtype = decl.value, decl.dtype
@@ -117,9 +135,8 @@ class _Checker:
 
     def dims(self, decl: ast.TensorDecl) -> None:
         for dim in decl.dims:
-            if isinstance(dim, ast.Name) and dim.name not in self.sizes:
-                hint = did_you_mean(dim.name, self.sizes) or f"declare it: size {dim.name}"
-                self.err("E-undefined", f"unknown size '{dim.name}'", dim.span, hint)
+            if isinstance(dim, ast.Name):
+                check_size_known(dim, self.sizes, self.err)
             elif isinstance(dim, ast.Num) and not isinstance(dim.value, int):
                 self.err("E-type", "a dimension is a size or an integer", dim.span)
         for hint in decl.hints:
