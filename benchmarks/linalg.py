@@ -234,23 +234,20 @@ class NumpySystem:
 def recorded_runs():
     """Every statistics record tensorc keeps while the block runs (``tc.last_stats()`` only
     keeps the last; ``solve`` makes several runs), in order, each once."""
-    from tensorc import block_execution, execution
+    from tensorc import block_runner, execution
 
-    originals = (execution.record, block_execution.record)
+    originals = (execution.record, block_runner.record)
     runs: list[dict] = []
-    seen: set[int] = set()
 
     def keep(stats: dict) -> None:
-        if id(stats) not in seen:  # a block program's record is kept twice
-            seen.add(id(stats))
-            runs.append(stats)
+        runs.append(stats)
         originals[0](stats)
 
-    execution.record = block_execution.record = keep
+    execution.record = block_runner.record = keep
     try:
         yield runs
     finally:
-        execution.record, block_execution.record = originals
+        execution.record, block_runner.record = originals
 
 
 def counts_text(runs: list[dict]) -> str:

@@ -37,13 +37,12 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 import numpy as np
 
 from tensorc.array import BlockArray
-from tensorc.codegen.block_dag import BlockDag, BlockDagError
+from tensorc.codegen.block_dag import BlockDag
 from tensorc.codegen.block_kernels import evaluate, result_flops, result_shapes
 from tensorc.codegen.block_layout import block_slices, environment, grid_coords, tensor_bounds
 from tensorc.errors import ExecutionError, ShapeError, TensorcError
-from tensorc.execution import record
 from tensorc.frontend.tc_check import DTYPES
-from tensorc.ir.block_program import LoopProgram
+from tensorc.ir.block_program import LoopProgram, block_label
 from tensorc.passes.cost import machine
 from tensorc.runtime import ray_tasks
 from tensorc.runtime.block_placement import BlockPlacer
@@ -188,9 +187,8 @@ def run_local(program: LoopProgram, dag: BlockDag, arrays: dict[str, np.ndarray]
     _check_complete(dag, frontier, tasks)
 
     def fill(name, edges, blocks):
-        spec = program.tensors[name]
         shape = tuple(e[-1] for e in edges)
-        out = np.zeros(shape, dtype=dtype or numpy_dtype(spec.dtype))
+        out = np.zeros(shape, dtype=_output_dtype(program, name, dtype))
         for coords, value in blocks.items():
             if value is not None:
                 _place(out, name, edges, coords, value)
@@ -203,13 +201,20 @@ def run_local(program: LoopProgram, dag: BlockDag, arrays: dict[str, np.ndarray]
     return outputs, stats
 
 
+def _check_block_shape(name: str, coords, shape, region) -> None:
+    want = tuple(s.stop - s.start for s in region)
+    if tuple(shape) != want:
+        raise ShapeError(f"block {block_label(name, coords)} has shape {tuple(shape)}, but "
+                         f"{name}'s block there is {want}")
+
+
+def _output_dtype(program: LoopProgram, name: str, dtype) -> np.dtype:
+    return np.dtype(dtype) if dtype is not None else numpy_dtype(program.tensors[name].dtype)
+
+
 def _place(out: np.ndarray, name: str, edges, coords, value: np.ndarray) -> None:
     region = block_slices(edges, coords)
-    want = tuple(s.stop - s.start for s in region)
-    if value.shape != want:
-        shown = f"{name}{{{', '.join(map(str, coords))}}}"
-        raise ShapeError(f"block {shown} has shape {value.shape}, but {name}'s block there is "
-                         f"{want}")
+    _check_block_shape(name, coords, value.shape, region)
     out[region] = value
 
 
@@ -293,20 +298,18 @@ def run_ray(program: LoopProgram, dag: BlockDag, inputs: dict, bounds, cluster,
     _check_complete(dag, frontier, tasks)
 
     def fill(name, edges, blocks):
-        kind = np.dtype(dtype) if dtype is not None else numpy_dtype(program.tensors[name].dtype)
+        kind = _output_dtype(program, name, dtype)
         placed = Blocks(tuple(e[-1] for e in edges), kind, edges)
         for coords, found in blocks.items():
-            want = tuple(e[c + 1] - e[c] for e, c in zip(edges, coords, strict=True))
+            region = block_slices(edges, coords)
             if found is None:
+                want = tuple(s.stop - s.start for s in region)
                 ref, _ = ray_tasks.remote("generate").options(
                     num_returns=2).remote("full", want, kind.str, (0,), 0)
                 node = 0
             else:
                 ref, node, shape = found
-                if tuple(shape) != want:
-                    shown = f"{name}{{{', '.join(map(str, coords))}}}"
-                    raise ShapeError(f"block {shown} has shape {tuple(shape)}, but {name}'s "
-                                     f"block there is {want}")
+                _check_block_shape(name, coords, shape, region)
             placed.refs[coords] = ref
             placed.nodes[coords] = node
         return BlockArray(placed, tuple(min(g, nodes) for g in placed.grid))
@@ -377,8 +380,9 @@ class _RayInputs:
 def run_block_program(program: LoopProgram, inputs: dict, counts: dict[str, int], *,
                       backend: str = "local", cluster=None, scheduler: str = "lshs",
                       workers: int | None = None, dtype=None) -> tuple[dict, dict]:
-    """Run ``program`` (module docstring); records and returns the run's statistics.
-    Outputs are ``dtype`` when given, else their declared dtype."""
+    """Run ``program`` (module docstring); returns the outputs and the run's statistics
+    (the caller records them). Outputs are ``dtype`` when given, else their declared
+    dtype."""
     shapes = {name: tuple(value.shape) for name, value in inputs.items()}
     env, bounds = environment(program, shapes, counts)
     dag = BlockDag(program, env)
@@ -388,8 +392,4 @@ def run_block_program(program: LoopProgram, inputs: dict, counts: dict[str, int]
         arrays = {name: np.asarray(value) for name, value in inputs.items()}
         outputs, stats = run_local(program, dag, arrays, bounds, workers, dtype)
     stats["block_counts"] = {c: env[c] for c in program.blocks}
-    record(stats)
     return outputs, stats
-
-
-__all__ = ["BlockDagError", "environment", "run_block_program", "run_local", "run_ray"]

@@ -29,9 +29,10 @@ from tensorc.array import BlockArray
 from tensorc.codegen.block_dag import BlockDag, BlockDagError
 from tensorc.codegen.block_layout import environment
 from tensorc.errors import PlanError
+from tensorc.execution import record
 from tensorc.frontend.block_check import parse_block_program
-from tensorc.frontend.diagnostics import Diagnostics, Source
-from tensorc.ir.block_program import LoopProgram, format_statements
+from tensorc.frontend.diagnostics import Diagnostics, Source, make_error
+from tensorc.ir.block_program import LoopProgram, block_label, format_statements
 from tensorc.passes.cost import machine
 from tensorc.passes.lower_bound import cholesky_lower_bound
 from tensorc.planning.block_counts import CountChoice, choose_counts
@@ -43,7 +44,7 @@ from tensorc.session import current, ray_cluster
 STAGES = ("program", "plan", "dag")
 DAG_LISTING_LIMIT = 200
 _PLANS: OrderedDict = OrderedDict()
-_SHIPPED: dict[str, LoopProgram] = {}
+_SHIPPED: dict[str, tuple[LoopProgram, Source]] = {}
 
 
 def _identity(value):
@@ -142,17 +143,13 @@ class BlockProgram:
             raise self._diagnostic(err) from None
         stats["plan_seconds"] = planned - started
         stats["seconds"] = time.perf_counter() - started
-        block_execution.record(stats)
+        record(stats)
         return {name: self.wrap(value) for name, value in outputs.items()}
 
     def _diagnostic(self, err: BlockDagError) -> Exception:
         diags = Diagnostics(self.source)
         diags.error(err.code, err.message, err.span)
-        try:
-            diags.raise_if_any()
-        except Exception as rendered:  # noqa: BLE001 - raise_if_any always raises
-            return rendered
-        return err
+        return make_error(diags.items)
 
     # -- explaining -----------------------------------------------------------------------
 
@@ -224,7 +221,7 @@ class BlockProgram:
             where = ", ".join(f"{v}={x}" for v, x in zip(site.loop_vars, task[1], strict=True))
             reads = []
             for e in dag.parents(task):
-                block = f"{e.read.tensor}{{{', '.join(map(str, e.coords))}}}"
+                block = block_label(e.read.tensor, e.coords)
                 origin = "input" if e.task is None else _task_name(dag, e.task)
                 reads.append(f"{block} <- {origin}")
             lines.append(f"{_task_name(dag, task)} [{where}] {site.assign}"
@@ -270,13 +267,17 @@ def compile_block_program(source: Source, wrap=_identity,
     return BlockProgram(parse_block_program(source), source, wrap, workers)
 
 
-def _shipped_program(name: str) -> LoopProgram:
+def _shipped(name: str) -> tuple[LoopProgram, Source]:
     if name not in _SHIPPED:
-        _SHIPPED[name] = parse_block_program(Source(shipped_path(name), shipped_source(name)))
+        source = Source(shipped_path(name), shipped_source(name))
+        _SHIPPED[name] = (parse_block_program(source), source)
     return _SHIPPED[name]
 
 
+def _shipped_program(name: str) -> LoopProgram:
+    return _shipped(name)[0]
+
+
 def shipped(name: str, wrap=_identity) -> BlockProgram:
-    """One of the block programs tensorc ships (parsed once per process)."""
-    program = _shipped_program(name)
-    return BlockProgram(program, Source(shipped_path(name), shipped_source(name)), wrap)
+    """One of the block programs tensorc ships (read and parsed once per process)."""
+    return BlockProgram(*_shipped(name), wrap)

@@ -44,6 +44,7 @@ from tensorc.ir.block_program import (
     Loop,
     LoopProgram,
     Statement,
+    block_label,
     cond_function,
     eval_cond,
     eval_int,
@@ -166,13 +167,13 @@ class BlockDag:
             grid = self.program.block_grid(tensor, self.env)
             if grid is not None and any(not 0 <= c < g for c, g in zip(coords, grid,
                                                                      strict=True)):
-                shown = f"{tensor}{{{', '.join(map(str, coords))}}}"
+                shown = block_label(tensor, coords)
                 size = " x ".join(map(str, grid))
                 raise BlockDagError("E-block", f"block {shown} is written outside "
                                     f"{tensor}'s {size} blocks", ref.span)
         if len(set(blocks)) != len(blocks):
             tensor, coords = next(b for b in blocks if blocks.count(b) > 1)
-            shown = f"{tensor}{{{', '.join(map(str, coords))}}}"
+            shown = block_label(tensor, coords)
             raise BlockDagError("E-cycle", f"block {shown} is written twice by one task",
                                 site.assign.span)
         return blocks
@@ -365,7 +366,7 @@ class BlockDag:
 
     def _check_input_block(self, ref: BlockRef, block: tuple[int, ...]) -> None:
         spec = self.program.tensors[ref.tensor]
-        shown = f"{ref.tensor}{{{', '.join(map(str, block))}}}"
+        shown = block_label(ref.tensor, block)
         if spec.kind != "input":
             raise BlockDagError("E-unwritten", f"block {shown} is read before any statement "
                                 "writes it", ref.span)

@@ -254,6 +254,11 @@ class BlockRef:
         return f"{self.tensor}{{{', '.join(map(str, self.coords))}}}"
 
 
+def block_label(tensor: str, coords: tuple[int, ...]) -> str:
+    """One block's name in messages: ``L{2, 1}``."""
+    return f"{tensor}{{{', '.join(map(str, coords))}}}"
+
+
 @dataclass(frozen=True)
 class Read:
     ref: BlockRef
