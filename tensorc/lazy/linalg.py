@@ -71,7 +71,6 @@ def cholesky(x, /, *, upper: bool = False) -> Array:
     or an empty one, runs as one task."""
     a = expr_of(x)
     _square(a, "cholesky")
-    _floating(a, "cholesky")
     if a.ndim > 2 or a.shape[-1] == 0 or a.dtype.kind == "c":
         return _whole(("cholesky", bool(upper)), a, a.shape)
     factor = _block_program("cholesky", dtype=a.dtype, A=wrap(a))["L"]
@@ -116,17 +115,22 @@ def _triangular(name: str, t: Array, b: Array) -> Array:
 
 def _solve_blocks(a: Expr, b: Expr) -> Array:
     rhs, vector = _as_matrix(b)
+    x = _lu_solution(a, rhs)
+    if x is None:  # LU without pivoting failed: QR needs no pivoting (a zero on R's
+        q, r = qr(wrap(a))  # diagonal raises "Singular matrix" in the solve)
+        x = _triangular("upper_solve", r, matmul(matrix_transpose(q), rhs))
+    return x[:, 0] if vector else x
+
+
+def _lu_solution(a: Expr, rhs: Array) -> Array | None:
+    """``lu_solve.tc``'s solution if its backward error passes, else ``None``."""
+    dtype = np.result_type(a.dtype, rhs.dtype)
     try:
-        dtype = np.result_type(a.dtype, rhs.dtype)
         x = _block_program("lu_solve", dtype=dtype, A=wrap(a), B=rhs)["X"]
-        tolerance = BACKWARD_EPSILONS * np.finfo(dtype).eps * a.shape[0]
-        if _backward_error(wrap(a), x, rhs) <= tolerance:
-            return x[:, 0] if vector else x
-    except LinAlgError:
-        pass  # a zero pivot: QR needs none
-    q, r = qr(wrap(a))
-    x = _triangular("upper_solve", r, matmul(matrix_transpose(q), rhs))  # a zero on R's
-    return x[:, 0] if vector else x  # diagonal raises "Singular matrix" in the solve
+    except LinAlgError:  # a zero pivot
+        return None
+    tolerance = BACKWARD_EPSILONS * np.finfo(dtype).eps * a.shape[0]
+    return x if _backward_error(wrap(a), x, rhs) <= tolerance else None
 
 
 def _backward_error(a: Array, x: Array, b: Array) -> float:
@@ -185,8 +189,7 @@ def _square(a: Expr, name: str) -> None:
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise LinAlgError(f"{name}: last 2 dimensions of the array must be square, got shape "
                           f"{a.shape}")
-    if a.dtype.kind not in "fc":
-        raise LinAlgError(f"{name}: needs a floating-point matrix, got {a.dtype}")
+    _floating(a, name)
 
 
 def solve(x1, x2, /) -> Array:
