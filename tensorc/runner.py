@@ -133,9 +133,10 @@ class StatementRunner:
         return result
 
     def _on_driver(self, statement: Statement, replicas: dict, ran: list) -> None:
-        """Run a small statement of a Ray program in this process (see :func:`_small`); its
-        operands are gathered (waiting for them), its result stays a numpy array, which a
-        later statement on the nodes distributes as its plan cuts it."""
+        """Run a small statement of a Ray program in this process (at most
+        :data:`DRIVER_BYTES` in and out); its operands are gathered (waiting for them), its
+        result stays a numpy array, which a later statement on the nodes distributes as its
+        plan cuts it."""
         started = time.perf_counter()
         env = {label: _gathered(replicas[label][0][1]) for label in statement.operands}
         if statement.program is None:
@@ -144,11 +145,9 @@ class StatementRunner:
                      else {"backend": "local", "tasks": 0})
         else:
             plan, cached = self.cached_plan(statement)
-            out = np.empty(statement.shape, dtype=plan.graph.dtype)
-            run = execution.run_local(plan, [env[label] for label in statement.operands], out,
-                                      workers=1)
-            stats = execution.local_stats(plan, run, cached=cached, plan_seconds=0.0)
-            value = out if out.dtype == statement.dtype else out.astype(statement.dtype)
+            value, stats = _run_here(statement, plan, [env[label] for label in
+                                                       statement.operands],
+                                     cached=cached, plan_seconds=0.0, workers=1)
         stats["run_seconds"] = time.perf_counter() - started
         stats["on_driver"] = True
         ran.append((statement.label, stats))
@@ -189,13 +188,10 @@ class StatementRunner:
                     progress.advance(1)
                     continue
                 plan, cached, seconds = planned[statement.label]
-                operands = [env[label] for label in statement.operands]
-                out = np.empty(statement.shape, dtype=plan.graph.dtype)
-                run = execution.run_local(plan, operands, out, workers=self.options.workers)
-                ran.append((statement.label, execution.local_stats(
-                    plan, run, cached=cached, plan_seconds=seconds)))
-                env[statement.label] = out if out.dtype == statement.dtype else out.astype(
-                    statement.dtype)
+                env[statement.label], stats = _run_here(
+                    statement, plan, [env[label] for label in statement.operands],
+                    cached=cached, plan_seconds=seconds, workers=self.options.workers)
+                ran.append((statement.label, stats))
                 progress.advance(plan.stats["tasks"])
         return {label: env[label] for label in _output_labels(unrolled)}, ran
 
@@ -282,6 +278,16 @@ class StatementRunner:
             replicas[statement.label] = [(None, result)]
             bar.advance(plan.stats["tasks"], _tasks_per_node(stats, cluster.nodes))
         flush()
+
+
+def _run_here(statement: Statement, plan: Plan, operands: list, *, cached: bool,
+              plan_seconds: float, workers) -> tuple[np.ndarray, dict]:
+    """One IR statement on the local executor: its value in the statement's dtype, and
+    its statistics."""
+    out = np.empty(statement.shape, dtype=plan.graph.dtype)
+    run = execution.run_local(plan, operands, out, workers=workers)
+    stats = execution.local_stats(plan, run, cached=cached, plan_seconds=plan_seconds)
+    return (out if out.dtype == statement.dtype else out.astype(statement.dtype)), stats
 
 
 def _nbytes(value) -> int:
