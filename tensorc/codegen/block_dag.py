@@ -126,7 +126,7 @@ class BlockDag:
         self.sites = sites_of(program)
         self.reads = [reads_of(site.assign.value) for site in self.sites]
         self._prepared_refs: dict = {}
-        self._loop_bounds: dict = {}
+        self._compiled: dict = {}  # id of a loop or if node -> (node, its functions)
         self._writers: dict[str, list[tuple[Site, int]]] = {}
         self._readers: dict[str, list[tuple[Site, BlockRef]]] = {}
         for site, reads in zip(self.sites, self.reads, strict=True):
@@ -202,17 +202,17 @@ class BlockDag:
         return found[1]
 
     def _condition(self, branch: If):
-        found = self._loop_bounds.get(id(branch))
+        found = self._compiled.get(id(branch))
         if found is None:
             found = (branch, cond_function(branch.cond))
-            self._loop_bounds[id(branch)] = found
+            self._compiled[id(branch)] = found
         return found[1]
 
     def _bounds(self, loop: Loop):
-        found = self._loop_bounds.get(id(loop))
+        found = self._compiled.get(id(loop))
         if found is None:
             found = (loop, tuple(int_function(e) for e in (loop.start, loop.stop, loop.step)))
-            self._loop_bounds[id(loop)] = found
+            self._compiled[id(loop)] = found
         return found[1]
 
     def instances(
@@ -322,29 +322,18 @@ class BlockDag:
 
     # ---- the DAG ------------------------------------------------------------------------
 
-    def _latest_writer(self, tensor, block, before, inclusive=False):
+    def _writer(self, tensor, block, *, before=None, after=None, latest: bool):
+        """``(key, task, result)`` of the latest write of ``block`` before ``before`` (or
+        the earliest after ``after``) over every statement writing ``tensor``; ``None``."""
         best = None
         for site, index in self._writers.get(tensor, ()):
-            ref = site.assign.targets[index]
-            for values in self.instances(site, ref, block, before=before,
-                                         before_inclusive=inclusive, descending=True):
-                task = (site.sid, values)
+            found = next(self.instances(site, site.assign.targets[index], block,
+                                        before=before, after=after, descending=latest), None)
+            if found is not None:
+                task = (site.sid, found)
                 key = self.key(task)
-                if best is None or key > best[0]:
+                if best is None or (key > best[0] if latest else key < best[0]):
                     best = (key, task, index)
-                break
-        return best
-
-    def _next_writer(self, tensor, block, after):
-        best = None
-        for site, index in self._writers.get(tensor, ()):
-            ref = site.assign.targets[index]
-            for values in self.instances(site, ref, block, after=after):
-                task = (site.sid, values)
-                key = self.key(task)
-                if best is None or key < best[0]:
-                    best = (key, task, index)
-                break
         return best
 
     def parents(self, task: Task) -> list[Edge]:
@@ -356,7 +345,7 @@ class BlockDag:
         edges = []
         for ref in self.reads[task[0]]:
             block = self.coords(ref, env)
-            found = self._latest_writer(ref.tensor, block, key)
+            found = self._writer(ref.tensor, block, before=key, latest=True)
             if found is None:
                 self._check_input_block(ref, block)
                 edges.append(Edge(ref, block, None, 0))
@@ -382,7 +371,7 @@ class BlockDag:
         key = self.key(task)
         out = []
         for tensor, block in self.written(task):
-            following = self._next_writer(tensor, block, key)
+            following = self._writer(tensor, block, after=key, latest=False)
             limit = following[0] if following else None
             readers: list[Task] = []
             for site, ref in self._readers.get(tensor, ()):
@@ -397,7 +386,7 @@ class BlockDag:
 
     def input_readers(self, tensor: str, block: tuple[int, ...]) -> list[Task]:
         """Tasks that read ``tensor``'s own block ``block`` (before its first write)."""
-        first = self._next_writer(tensor, block, None)
+        first = self._writer(tensor, block, latest=False)
         limit = first[0] if first else None
         readers: list[Task] = []
         for site, ref in self._readers.get(tensor, ()):
@@ -424,7 +413,7 @@ class BlockDag:
 
     def final_writer(self, tensor: str, block: tuple[int, ...]) -> tuple[Task, int] | None:
         """The task (and result index) whose write of ``block`` is the last, if any."""
-        found = self._latest_writer(tensor, block, None)
+        found = self._writer(tensor, block, latest=True)
         return None if found is None else (found[1], found[2])
 
     def _domain(self, site: Site) -> Iterator[tuple[int, ...]]:
