@@ -15,6 +15,7 @@ from tensorc.planning.block_counts import MIN_BLOCK
 from tensorc.programs import NAMES as PROGRAMS
 
 RNG = np.random.default_rng(7)
+HEAD = "size N\nblocks NB of N\ninput  A : f64[N, N]\n"  # the declarations the error cases share
 
 
 def spd(n: int) -> np.ndarray:
@@ -147,10 +148,7 @@ def test_errors_name_what_is_wrong():
 
 
 def test_run_time_read_of_an_unwritten_block_is_located():
-    source = """size N
-blocks NB of N
-input  A : f64[N, N]
-output L : f64[N, N]
+    source = HEAD + """output L : f64[N, N]
 tensor S : f64
 for k in 0:NB {
   S{k} = A{k, k}
@@ -167,10 +165,7 @@ for k in 0:NB {
 
 
 def test_a_task_writing_one_block_twice_is_a_cycle():
-    source = """size N
-blocks NB of N
-input  A : f64[N, N]
-output Q : f64[N, N]
+    source = HEAD + """output Q : f64[N, N]
 for i in 0:NB {
   for j in 0:NB {
     Q{i, 0}, Q{j, 0} = qr(A{i, 0})
@@ -203,10 +198,7 @@ def test_cli_checks_explains_and_runs_block_programs(capsys):
 def test_a_task_reading_only_unwritten_blocks_is_not_skipped():
     """L{k, k} reads S{k + 1}, written only later: the task at k = NB - 1 reads S{NB},
     which nothing writes; it is nobody's child and no root, and is still reported."""
-    source = """size N
-blocks NB of N
-input  A : f64[N, N]
-output L : f64[N, N]
+    source = HEAD + """output L : f64[N, N]
 tensor S : f64
 for k in 0:NB {
   S{k} = A{k, k}
@@ -223,10 +215,7 @@ for k in 0:NB {
 
 
 def test_a_write_outside_the_blocks_of_a_tensor_is_an_error():
-    source = """size N
-blocks NB of N
-input  A : f64[N, N]
-output C : f64[N, N]
+    source = HEAD + """output C : f64[N, N]
 for i in 0:NB {
   C{i + 1, 0} = A{i, 0}
 }
@@ -238,10 +227,7 @@ for i in 0:NB {
 
 
 def test_a_step_that_is_zero_at_run_time_is_a_loop_error():
-    source = """size N
-blocks NB of N
-input  A : f64[N, N]
-output C : f64[N, N]
+    source = HEAD + """output C : f64[N, N]
 for i in 0:NB:NB - 2 {
   C{i, i} = A{i, i}
 }

@@ -57,8 +57,11 @@ def test_stacks_wide_and_empty_matrices_run_as_one_task():
     q, r = tc.linalg.qr(wide)
     assert (q.shape, r.shape) == ((3, 3), (3, 5))
     np.testing.assert_allclose(np.asarray(q) @ np.asarray(r), wide, atol=1e-12)
-    q, r = tc.linalg.qr(RNG.random((6, 4)), mode="complete")
+    tall = RNG.random((6, 4))
+    q, r = tc.linalg.qr(tall, mode="complete")
     assert (q.shape, r.shape) == ((6, 6), (6, 4))
+    np.testing.assert_allclose(np.asarray(q) @ np.asarray(r), tall, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(q).T @ np.asarray(q), np.eye(6), atol=1e-12)
     assert tc.linalg.cholesky(np.ones((0, 0))).shape == (0, 0)
 
 
@@ -67,8 +70,10 @@ def test_float32_in_float32_out():
     lower = tc.linalg.cholesky(a)
     assert lower.dtype == np.float32
     np.testing.assert_allclose(np.asarray(lower), np.linalg.cholesky(a), rtol=1e-4)
-    q, r = tc.linalg.qr(RNG.random((300, 5)).astype(np.float32))
+    tall = RNG.random((300, 5)).astype(np.float32)
+    q, r = tc.linalg.qr(tall)
     assert q.dtype == r.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(q) @ np.asarray(r), tall, atol=1e-5)
 
 
 @pytest.mark.parametrize("rhs", [(BIG,), (BIG, 3)])
