@@ -27,6 +27,7 @@ by label and the label of each root.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -177,7 +178,7 @@ class _Lowering:
         is one contraction ``ij,i,ik->jk`` with no ``n x d`` temporary between statements."""
         letters = root.params[0]
         used = {c for subs in letters for c in subs} | set(root.params[1])
-        spare = (f"broadcast{k}" for k in range(10**9) if f"broadcast{k}" not in used)
+        spare = (f"broadcast{k}" for k in itertools.count() if f"broadcast{k}" not in used)
         dtype = compute_dtype(root)
 
         def spread(node: Expr, subs: tuple) -> list[tuple[Expr, tuple]]:
