@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
+from dataclasses import dataclass
+
 import numpy as np
 
 from tensorc.errors import TypeCheckError
@@ -20,7 +23,7 @@ KINDS = {
 }
 
 
-def astype(x, dtype, /, *, copy: bool = True, device=None) -> Array:
+def astype(x, dtype, /, *, copy: builtins.bool = True, device=None) -> Array:
     """``x`` converted to ``dtype`` (a ``cast`` node; none when it already has it and
     ``copy`` is false — arrays are immutable, so a copy is never needed)."""
     node = expr_of(x)
@@ -30,20 +33,37 @@ def astype(x, dtype, /, *, copy: bool = True, device=None) -> Array:
     return wrap(Expr("cast", None, (node,), None, node.shape, dtype))
 
 
-def can_cast(from_, to, /) -> bool:
+def can_cast(from_, to, /) -> builtins.bool:
+    """Whether ``from_`` (a dtype or an array) casts to ``to`` by the promotion rules."""
     source = from_.dtype if hasattr(from_, "dtype") else from_
-    return bool(np.can_cast(np.dtype(source), np.dtype(to), casting="safe"))
+    return builtins.bool(np.can_cast(np.dtype(source), np.dtype(to), casting="safe"))
 
 
-def finfo(type, /):  # noqa: A002 - the standard's name
-    return np.finfo(type.dtype if hasattr(type, "dtype") else type)
+@dataclass(frozen=True)
+class FInfo:
+    """The standard's ``finfo`` object: Python numbers, and the real ``dtype`` (a complex
+    type's is the type of its parts)."""
+
+    bits: int
+    eps: float
+    max: float
+    min: float
+    smallest_normal: float
+    dtype: np.dtype
+
+
+def finfo(type, /) -> FInfo:  # noqa: A002 - the standard's name
+    info = np.finfo(type.dtype if hasattr(type, "dtype") else type)
+    return FInfo(bits=int(info.bits), eps=float(info.eps), max=float(info.max),
+                 min=float(info.min), smallest_normal=float(info.smallest_normal),
+                 dtype=np.dtype(info.dtype))
 
 
 def iinfo(type, /):  # noqa: A002 - the standard's name
     return np.iinfo(type.dtype if hasattr(type, "dtype") else type)
 
 
-def isdtype(dtype, kind) -> bool:
+def isdtype(dtype, kind) -> builtins.bool:
     """Whether ``dtype`` is of ``kind`` (a dtype, a kind name, or a tuple of them)."""
     if isinstance(kind, tuple):
         return any(isdtype(dtype, k) for k in kind)

@@ -4,6 +4,8 @@ other key is a whole-array ``getitem`` (one task over the whole operand)."""
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from tensorc.codegen.whole_array import encode_index
@@ -25,6 +27,9 @@ def _key(key) -> tuple:
         if isinstance(item, (bool, np.bool_)):
             raise TypeCheckError("boolean indices are not supported (their result shape "
                                  "depends on the data)")
+        if isinstance(item, slice):  # bounds may be 0-d integer arrays (``__index__``)
+            item = slice(*(None if b is None else operator.index(b)
+                           for b in (item.start, item.stop, item.step)))
         if not (item is None or item is Ellipsis or isinstance(item, (slice, int, np.integer))):
             raise TypeCheckError(f"unsupported index {item!r}: basic indexing takes slices, "
                                  "integers, ... and None")
