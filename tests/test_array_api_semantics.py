@@ -43,3 +43,78 @@ def test_slice_bounds_may_be_zero_d_integer_arrays() -> None:
     same(tc.asarray(x)[start:stop:step], x[2:9:3])
     with pytest.raises(TypeError):
         tc.asarray(x)[tc.asarray(1.5):]
+
+
+RNG = np.random.default_rng(11)
+STACK = RNG.standard_normal((2, 4, 3))
+SQUARE = RNG.standard_normal((2, 3, 3))
+SYMMETRIC = SQUARE + np.swapaxes(SQUARE, -1, -2)
+
+
+@pytest.mark.parametrize(
+    ("build", "reference"),
+    [
+        (lambda: tc.linalg.cross(tc.asarray(STACK[..., :3, :]), tc.asarray(SQUARE), axis=-2),
+         lambda: np.linalg.cross(STACK[..., :3, :], SQUARE, axis=-2)),
+        (lambda: tc.linalg.eigvalsh(tc.asarray(SYMMETRIC)),
+         lambda: np.linalg.eigvalsh(SYMMETRIC)),
+        (lambda: tc.linalg.matrix_norm(tc.asarray(STACK)), lambda: np.linalg.matrix_norm(STACK)),
+        (lambda: tc.linalg.matrix_norm(tc.asarray(STACK), ord=-np.inf, keepdims=True),
+         lambda: np.linalg.matrix_norm(STACK, ord=-np.inf, keepdims=True)),
+        (lambda: tc.linalg.matrix_norm(tc.asarray(STACK), ord="nuc"),
+         lambda: np.linalg.matrix_norm(STACK, ord="nuc")),
+        (lambda: tc.linalg.matrix_power(tc.asarray(SQUARE), 3),
+         lambda: np.linalg.matrix_power(SQUARE, 3)),
+        (lambda: tc.linalg.matrix_power(tc.asarray(SQUARE), -2),
+         lambda: np.linalg.matrix_power(SQUARE, -2)),
+        (lambda: tc.linalg.matrix_power(tc.asarray(np.arange(4).reshape(2, 2)), 0),
+         lambda: np.linalg.matrix_power(np.arange(4).reshape(2, 2), 0)),
+        (lambda: tc.linalg.matrix_rank(tc.asarray(np.ones((2, 3, 3)))),
+         lambda: np.linalg.matrix_rank(np.ones((2, 3, 3)))),
+        (lambda: tc.linalg.matrix_rank(tc.asarray(STACK), rtol=tc.asarray([0.0, 1.0])),
+         lambda: np.linalg.matrix_rank(STACK, rtol=np.asarray([0.0, 1.0]))),
+        (lambda: tc.linalg.pinv(tc.asarray(STACK)), lambda: np.linalg.pinv(STACK, rtol=None)),
+        (lambda: tc.linalg.pinv(tc.asarray(STACK), rtol=0.5),
+         lambda: np.linalg.pinv(STACK, rtol=0.5)),
+        (lambda: tc.linalg.svdvals(tc.asarray(STACK.astype(np.complex64))),
+         lambda: np.linalg.svdvals(STACK.astype(np.complex64))),
+    ],
+)
+def test_linalg_extension_matches_numpy(build, reference) -> None:
+    expected = reference()
+    result = build()
+    assert result.shape == expected.shape and result.dtype == expected.dtype
+    same(result, expected, rtol=1e-5 if expected.dtype in (np.float32, np.complex64) else 1e-10)
+
+
+def test_linalg_results_are_named_tuples_like_numpy() -> None:
+    values, vectors = tc.linalg.eigh(tc.asarray(SYMMETRIC))
+    expected = np.linalg.eigh(SYMMETRIC)
+    same(values, expected.eigenvalues, rtol=1e-10)
+    same(abs(tc.sum(vectors * tc.asarray(expected.eigenvectors), axis=-2)),
+         np.ones((2, 3)), rtol=1e-10)  # eigenvectors are unique up to sign
+    sign, logabsdet = tc.linalg.slogdet(tc.asarray(SQUARE.astype(np.complex128)))
+    expected = np.linalg.slogdet(SQUARE.astype(np.complex128))
+    same(sign, expected.sign, rtol=1e-10)
+    same(logabsdet, expected.logabsdet, rtol=1e-10)
+    for full in (True, False):
+        result = tc.linalg.svd(tc.asarray(STACK), full_matrices=full)
+        expected = np.linalg.svd(STACK, full_matrices=full)
+        assert [p.shape for p in result] == [p.shape for p in expected]
+        same(result.S, expected.S, rtol=1e-10)
+        k = result.S.shape[-1]
+        rebuilt = (result.U[..., :k] * result.S[..., None, :]) @ result.Vh[..., :k, :]
+        same(rebuilt, STACK, rtol=1e-10)
+
+
+def test_linalg_extension_errors() -> None:
+    with pytest.raises(ValueError, match="size 3"):
+        tc.linalg.cross(tc.ones((2, 4)), tc.ones((2, 4)))
+    with pytest.raises(tc.LinAlgError, match="square"):
+        tc.linalg.eigh(tc.ones((2, 3)))
+    with pytest.raises(tc.LinAlgError, match="floating"):
+        tc.linalg.svd(tc.ones((2, 3), dtype=tc.int64))
+    with pytest.raises(ValueError, match="ord"):
+        tc.linalg.matrix_norm(tc.ones((2, 2)), ord=3)
+    with pytest.raises(np.linalg.LinAlgError, match="Singular"):  # numpy's words
+        np.asarray(tc.linalg.matrix_power(tc.zeros((2, 2)), -1))

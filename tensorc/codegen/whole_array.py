@@ -5,8 +5,8 @@ and returns a numpy array. ``name`` is one of :data:`WHOLE_OPERATIONS` (a closed
 parameters are plain hashable data — shapes, axes, encoded index keys — never user code).
 The array front end uses these for shape-changing manipulation (``reshape``, ``concat``,
 ``stack``), basic indexing, positional searches (``argmax``), sorting, cumulative sums and
-small linear algebra (``solve``, ``inv``). A runtime runs one as a single task on whole
-operands, so they suit operands that fit one node.
+small linear algebra (``solve``, ``inv``, ``svd``, ``eigh``, …). A runtime runs one as a
+single task on whole operands, so they suit operands that fit one node.
 
 Indexing keys are encoded by :func:`encode_index` (slices as ``("slice", start, stop,
 step)``, ``None`` as ``("newaxis",)``, ``...`` as ``("ellipsis",)``, integers as themselves),
@@ -124,6 +124,17 @@ WHOLE_OPERATIONS: dict[str, Callable[..., np.ndarray]] = {
     "diagonal": lambda x, offset: np.array(np.diagonal(x, offset, axis1=-2, axis2=-1)),
     "trace": lambda x, offset, dtype: np.asarray(
         np.trace(x, offset, axis1=-2, axis2=-1, dtype=dtype)),
+    "cross": lambda a, b, axis: np.linalg.cross(a, b, axis=axis),
+    "eigh": lambda a, part: np.linalg.eigh(a)[part],
+    "eigvalsh": lambda a: np.linalg.eigvalsh(a),
+    "matrix_norm": lambda a, keepdims, ord: np.asarray(  # noqa: A006 - numpy's name
+        np.linalg.matrix_norm(a, keepdims=keepdims, ord=ord)),
+    "matrix_power": lambda a, n: np.linalg.matrix_power(a, n),
+    "matrix_rank": lambda a, rtol=None: np.asarray(np.linalg.matrix_rank(a, rtol=rtol)),
+    "pinv": lambda a, rtol=None: np.linalg.pinv(a, rtol=rtol),
+    "slogdet": lambda a, part: np.asarray(np.linalg.slogdet(a)[part]),
+    "svd": lambda a, full_matrices, part: np.linalg.svd(a, full_matrices=full_matrices)[part],
+    "svdvals": lambda a: np.linalg.svdvals(a),
 }
 """Every whole-array operation by name: ``fn(*arrays, *params) -> ndarray``."""
 

@@ -19,6 +19,10 @@ arrays:
 Complex matrices, stacks of matrices, wide or ``mode="complete"`` QR and empty operands run
 as one task on the whole operand (numpy's routines); ``lstsq`` takes real matrices only.
 
+``cross``, ``eigh``, ``eigvalsh``, ``matrix_norm``, ``matrix_power``, ``matrix_rank``,
+``pinv``, ``slogdet``, ``svd`` and ``svdvals`` are lazy and run as one task on the whole
+operand (numpy's routines).
+
 Up to :data:`WHOLE_EDGE` rows, ``solve``, ``inv`` and ``det`` stay lazy and run as one task on
 the whole matrix (a Newton step's Hessian; batched matrices too). Numerical failures raise
 :class:`~tensorc.errors.LinAlgError` (numpy's ``LinAlgError`` too) with numpy's words.
@@ -26,18 +30,23 @@ the whole matrix (a Newton step's Hessian; batched matrices too). Numerical fail
 
 from __future__ import annotations
 
+import operator
+from typing import NamedTuple
+
 import numpy as np
 
 from tensorc.block_runner import shipped
-from tensorc.errors import LinAlgError, ShapeError
+from tensorc.errors import AxisError, LinAlgError, ShapeError
 from tensorc.lazy import statistical
 from tensorc.lazy.array_object import Array, expr_of, wrap
-from tensorc.lazy.graph import Expr, leaf, mapped
+from tensorc.lazy.graph import Expr, broadcast_shapes, leaf, mapped
 from tensorc.lazy.linear import contract, matmul, matrix_transpose, tensordot, vecdot
 from tensorc.lazy.utility import compute
 
-__all__ = ["cholesky", "det", "diagonal", "inv", "lstsq", "matmul", "matrix_transpose",
-           "outer", "qr", "solve", "tensordot", "trace", "vecdot", "vector_norm"]
+__all__ = ["cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq",
+           "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "outer",
+           "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "trace", "vecdot",
+           "vector_norm"]
 
 WHOLE_EDGE = 512
 BACKWARD_EPSILONS = 64  # times the dtype's eps and n: the backward error LU must reach
@@ -267,3 +276,146 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2) -> Array:  # noqa: A0
                               keepdims=keepdims)
     return wrap(mapped("pow", powered._expr, 1.0 / ord))  # noqa: SLF001
 
+
+
+# -- the rest of the standard's extension: one task on the whole operand (numpy's routines;
+# a function with several results runs one task per result) -----------------------------
+
+
+class EighResult(NamedTuple):
+    eigenvalues: Array
+    eigenvectors: Array
+
+
+class SlogdetResult(NamedTuple):
+    sign: Array
+    logabsdet: Array
+
+
+class SVDResult(NamedTuple):
+    U: Array  # noqa: N815 - the standard's name
+    S: Array  # noqa: N815 - the standard's name
+    Vh: Array  # noqa: N815 - the standard's name
+
+
+def _real(dtype: np.dtype) -> np.dtype:
+    """The real type of ``dtype``'s values (a complex type's parts)."""
+    return np.empty(0, dtype).real.dtype
+
+
+def _stack(a: Expr, name: str) -> None:
+    if a.ndim < 2:
+        raise LinAlgError(f"{name}: needs a matrix or a stack of matrices, got shape "
+                          f"{a.shape}")
+    _floating(a, name)
+
+
+def cross(x1, x2, /, *, axis=-1) -> Array:
+    """The cross product of the 3-element vectors along ``axis`` (the other axes
+    broadcast)."""
+    a, b = expr_of(x1), expr_of(x2)
+    axis = operator.index(axis)
+    same_rank = a.ndim == b.ndim and 0 <= axis < a.ndim
+    if not (-min(a.ndim, b.ndim) <= axis < 0 or same_rank):
+        raise AxisError(f"cross: axis {axis} is out of bounds for shapes {a.shape} and "
+                        f"{b.shape}")
+    if a.shape[axis] != 3 or b.shape[axis] != 3:
+        raise ShapeError(f"cross: axis {axis} must have size 3 in both operands, got shapes "
+                         f"{a.shape} and {b.shape}")
+    shape = broadcast_shapes(a.shape, b.shape)
+    dtype = np.result_type(a.dtype, b.dtype)
+    return wrap(Expr("whole", ("cross", axis), (a, b), None, shape, dtype))
+
+
+def eigh(x, /) -> EighResult:
+    """Eigenvalues (ascending, real) and eigenvectors of symmetric (Hermitian) matrices."""
+    a = expr_of(x)
+    _square(a, "eigh")
+    values = _whole(("eigh", 0), a, a.shape[:-1], _real(a.dtype))
+    return EighResult(values, _whole(("eigh", 1), a, a.shape))
+
+
+def eigvalsh(x, /) -> Array:
+    a = expr_of(x)
+    _square(a, "eigvalsh")
+    return _whole(("eigvalsh",), a, a.shape[:-1], _real(a.dtype))
+
+
+MATRIX_NORMS = (1, -1, 2, -2, float("inf"), -float("inf"), "fro", "nuc")
+
+
+def matrix_norm(x, /, *, keepdims=False, ord="fro") -> Array:  # noqa: A002
+    a = expr_of(x)
+    _stack(a, "matrix_norm")
+    if ord not in MATRIX_NORMS:
+        raise ValueError(f"matrix_norm: ord must be one of {MATRIX_NORMS}, got {ord!r}")
+    shape = (*a.shape[:-2], 1, 1) if keepdims else a.shape[:-2]
+    op = ("matrix_norm", bool(keepdims), ord if isinstance(ord, str) else float(ord))
+    return _whole(op, a, shape, _real(a.dtype))
+
+
+def matrix_power(x, n, /) -> Array:
+    """``x`` multiplied by itself ``n`` times (the identity for 0, powers of the inverse for
+    negative ``n``)."""
+    a = expr_of(x)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise LinAlgError(f"matrix_power: last 2 dimensions of the array must be square, got "
+                          f"shape {a.shape}")
+    n = operator.index(n)
+    if n < 0:
+        _floating(a, "matrix_power with a negative exponent")
+    return _whole(("matrix_power", n), a, a.shape)
+
+
+def _tolerance(a: Expr, rtol) -> tuple[Expr, ...]:
+    """``a`` and, when given, the relative tolerance ``rtol`` as a second operand."""
+    if rtol is None:
+        return (a,)
+    tolerance = expr_of(rtol) if isinstance(rtol, Array) else leaf(
+        np.asarray(rtol, dtype=_real(a.dtype)))
+    return (a, tolerance)
+
+
+def matrix_rank(x, /, *, rtol=None) -> Array:
+    """The number of singular values above ``rtol`` times the largest (default: the largest
+    dimension times the dtype's eps)."""
+    a = expr_of(x)
+    _stack(a, "matrix_rank")
+    return wrap(Expr("whole", ("matrix_rank",), _tolerance(a, rtol), None, a.shape[:-2],
+                     np.dtype("int64")))
+
+
+def pinv(x, /, *, rtol=None) -> Array:
+    """The Moore-Penrose pseudo-inverse (singular values at most ``rtol`` times the largest
+    are dropped; the default as :func:`matrix_rank`)."""
+    a = expr_of(x)
+    _stack(a, "pinv")
+    shape = (*a.shape[:-2], a.shape[-1], a.shape[-2])
+    return wrap(Expr("whole", ("pinv",), _tolerance(a, rtol), None, shape, a.dtype))
+
+
+def slogdet(x, /) -> SlogdetResult:
+    """The sign (a unit complex number for complex matrices) and the log of the absolute
+    value of the determinant."""
+    a = expr_of(x)
+    _square(a, "slogdet")
+    return SlogdetResult(_whole(("slogdet", 0), a, a.shape[:-2]),
+                         _whole(("slogdet", 1), a, a.shape[:-2], _real(a.dtype)))
+
+
+def svd(x, /, *, full_matrices=True) -> SVDResult:
+    """``U, S, Vh`` with ``x = U @ diag(S) @ Vh`` (singular values descending)."""
+    a = expr_of(x)
+    _stack(a, "svd")
+    *batch, m, n = a.shape
+    k = min(m, n)
+    full = bool(full_matrices)
+    return SVDResult(_whole(("svd", full, 0), a, (*batch, m, m if full else k)),
+                     _whole(("svd", full, 1), a, (*batch, k), _real(a.dtype)),
+                     _whole(("svd", full, 2), a, (*batch, n if full else k, n)))
+
+
+def svdvals(x, /) -> Array:
+    a = expr_of(x)
+    _stack(a, "svdvals")
+    return _whole(("svdvals",), a, (*a.shape[:-2], min(a.shape[-2:])), _real(a.dtype))
