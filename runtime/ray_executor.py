@@ -47,7 +47,7 @@ from tensorc.runtime.stages import INPUT, StagedProgram
 
 POLL_SECONDS = 1.0
 
-_SUBMITTING = threading.Lock()
+SUBMITTING = threading.Lock()
 
 
 def node_workers(cluster: RayCluster) -> list:
@@ -154,12 +154,15 @@ class RayExecutor:
         self.last_run: dict = {}
 
     def run(self, program: StagedProgram, inputs: Sequence[Blocks], *, pinned: bool = True,
-            measure: bool = False, pending: list | None = None,
+            measure: bool = False, pending: list | None = None, batch=None,
             ) -> tuple[Blocks, dict[int, Blocks]]:
         """Submit ``program`` and wait for it; with a ``pending`` list (and no ``measure``)
         return as soon as it is submitted, its calls' report refs appended to ``pending``
         for the caller to wait on (:func:`wait_for_calls`) after later programs that read
-        its results are submitted too."""
+        its results are submitted too. With a ``batch``
+        (:class:`~tensorc.runtime.call_batch.CallBatch`, pinned and no ``measure``) the
+        calls join the batch instead: the returned ``Blocks`` hold stand-ins, made real refs
+        when the caller flushes the batch."""
         import ray
 
         cluster = self.cluster
@@ -168,12 +171,19 @@ class RayExecutor:
         existing = self._input_copies(inputs) if measure else {}
         measure_seconds = time.perf_counter() - started
         started = time.perf_counter()
-        payloads = self._payloads(program)
-        workers = node_workers(cluster) if pinned else None
-        returned = self._submit(program, inputs, payloads, workers, pinned)
+        batched = batch is not None and pinned and not measure
+        if batched:
+            returned = batch.add(program, inputs)
+        else:
+            payloads = self._payloads(program)
+            workers = node_workers(cluster) if pinned else None
+            returned = self._submit(program, inputs, payloads, workers, pinned)
         submitted = time.perf_counter()
         reports = [refs[-1] for refs in returned]
-        if pending is not None and not measure:
+        if batched:
+            finished = submitted
+            ran_on_call = [call.node for call in program.calls]  # what was asked for
+        elif pending is not None and not measure:
             pending.extend(reports)
             finished = submitted
             ran_on_call = [call.node for call in program.calls]  # what was asked for
@@ -203,6 +213,10 @@ class RayExecutor:
             relaid[position] = self._blocks(sources, layout.bounds, layout.nodes, inputs,
                                             returned, dtype=inputs[position].dtype,
                                             shape=layout.shape)
+        if batched:
+            batch.track(result)
+            for blocks in relaid.values():
+                batch.track(blocks, keep=True)
         measured = relaid_measured = None
         if measure:
             begun = time.perf_counter()
@@ -233,7 +247,7 @@ class RayExecutor:
                 return inputs[source[1]].refs[source[2]]
             return returned[source[1]][source[2]]
 
-        with _SUBMITTING:  # every worker's queue stays in one global topological order
+        with SUBMITTING:  # every worker's queue stays in one global topological order
             for call, (key, payload) in zip(program.calls, payloads, strict=True):
                 live = call.node < cluster.nodes
                 threads = max(1, int(cluster.cpus[call.node])) if live else 1

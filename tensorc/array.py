@@ -32,6 +32,7 @@ import numpy as np
 
 from tensorc.errors import PlanError, ShapeError, TypeCheckError
 from tensorc.runtime.blocks import Blocks
+from tensorc.runtime.call_batch import Inline
 from tensorc.runtime.layout import block_cyclic_node, prime_factors
 from tensorc.runtime.ray_executor import submit
 from tensorc.session import ray_cluster
@@ -299,6 +300,20 @@ def wait(*arrays: BlockArray) -> None:
     refs = [ref for array in arrays for ref in array.blocks.refs.values()]
     if refs:
         ray.wait(refs, num_returns=len(refs), fetch_local=False)
+
+
+def inline(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> Blocks:
+    """``data`` cut at ``bounds`` as blocks that travel by value in the messages of the
+    batched calls that read them (:class:`~tensorc.runtime.call_batch.Inline`): no task
+    places them. Each block is recorded on the node ``place`` would use."""
+    cluster = ray_cluster()
+    blocks = Blocks(data.shape, data.dtype, bounds, epoch=cluster.epoch)
+    node_grid = node_grid_for(blocks.grid, cluster.nodes)
+    for coords in np.ndindex(*blocks.grid):
+        node = (node_of or {}).get(coords)
+        blocks.nodes[coords] = block_cyclic_node(coords, node_grid) if node is None else node
+        blocks.refs[coords] = Inline(np.array(data[blocks.block_slices(coords)], order="C"))
+    return blocks
 
 
 def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> BlockArray:

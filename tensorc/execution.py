@@ -36,6 +36,7 @@ from tensorc.array import (
     block_bounds,
     default_blocking,
     factor_over,
+    inline,
     node_grid_for,
     place,
 )
@@ -55,6 +56,9 @@ from tensorc.runtime.stages import relayout_moves, stage
 from tensorc.session import current, ray_cluster
 
 _state = threading.local()
+
+INLINE_BYTES = 64 * 1024
+"""A numpy operand this small travels inside the messages of batched calls."""
 
 
 def record(stats: dict) -> None:
@@ -258,7 +262,7 @@ def lost_worker(err: BaseException) -> bool:
 
 def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
                inputs_used: dict | None = None, measure: bool | None = None,
-               pending: list | None = None) -> tuple[BlockArray, dict]:
+               pending: list | None = None, batch=None) -> tuple[BlockArray, dict]:
     """Run a compiled plan on Ray: numpy operands are distributed as the plan cuts them,
     ``tc.Array`` operands are read where they are, or re-laid out first when the plan says
     so (a copy the array kept from an earlier call is reused); returns the result as a
@@ -266,7 +270,10 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     re-laid out), by position. ``measure`` (default: the session's) reads Ray's object
     directory for the bytes it moved. With a ``pending`` list the call returns once its
     work is submitted (see :meth:`RayExecutor.run`); ``run_seconds`` is then the time to
-    submit, and ``ran_on`` the nodes asked for."""
+    submit, and ``ran_on`` the nodes asked for. With a ``batch``
+    (:class:`~tensorc.runtime.call_batch.CallBatch`) the calls join it and run when it is
+    flushed; a numpy operand of at most :data:`INLINE_BYTES` then travels inside the call
+    messages (it is not distributed, nor reported in ``inputs_used``)."""
     cluster = ray_cluster()
     if measure is None:
         measure = current().measure
@@ -287,6 +294,9 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
         if not isinstance(operand, BlockArray):
             data = np.asarray(operand)
             bounds = load_bounds(graph, position, data.shape)
+            if batch is not None and data.nbytes <= INLINE_BYTES:
+                inputs.append(inline(data, bounds, planned_nodes.get(position)))
+                continue
             made = place(data, bounds, planned_nodes.get(position))
             inputs.append(made.blocks)
             if inputs_used is not None:
@@ -312,7 +322,7 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     planned = time.perf_counter()
     executor = RayExecutor(cluster)
     result, new_layouts = executor.run(program, inputs, pinned=placed.pinned, measure=measure,
-                                       pending=pending)
+                                       pending=pending, batch=batch)
     for position, blocks in new_layouts.items():
         operands[position].keep_relaid(blocks, cluster.store_bytes)
         if inputs_used is not None:

@@ -293,8 +293,11 @@ class Program:
             outputs[name] = value if keep or not isinstance(value, BlockArray) else value.numpy()
             if lazy or isinstance(outputs[name], BlockArray):
                 outputs[name] = LazyArray(leaf(outputs[name]))
-        execution.record(execution.program_stats(
-            ran, backend=backend, seconds=time.perf_counter() - started))
+        stats = execution.program_stats(ran, backend=backend,
+                                        seconds=time.perf_counter() - started)
+        if self.runner.node_calls is not None:  # the statements' calls were merged
+            stats["remote_calls"] = self.runner.node_calls
+        execution.record(stats)
         return outputs
 
     # -- explaining ----------------------------------------------------------------------

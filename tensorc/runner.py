@@ -47,6 +47,7 @@ from tensorc.passes.base import PassContext, PassOptions
 from tensorc.planning.plan import Plan, PlanCache, plan_program
 from tensorc.planning.program_layouts import ProgramPlan, plan_program_layouts
 from tensorc.progress import Progress
+from tensorc.runtime.call_batch import CallBatch
 from tensorc.runtime.local import available_cores
 from tensorc.session import ray_cluster
 
@@ -75,6 +76,9 @@ class StatementRunner:
         self.options = options or Options()
         self.plans = PlanCache()
         self._layouts: OrderedDict[tuple, ProgramPlan] = OrderedDict()
+        self.node_calls: int | None = None
+        """Calls the last Ray run submitted when its statements' calls were merged
+        (``None`` when each statement submitted its own)."""
 
     # -- planning ------------------------------------------------------------------------
     def _context(self, statement: Statement, nodes: int = 1, placed=None) -> PassContext:
@@ -157,6 +161,7 @@ class StatementRunner:
     def run(self, unrolled: Unrolled, arrays: dict, backend: str) -> tuple[dict, list]:
         """Run ``unrolled`` on ``arrays`` (inputs by label) with ``backend`` (``"local"`` or
         ``"ray"``): ``({label: value} for every output label, [(label, stats)])``."""
+        self.node_calls = None
         if backend == "ray":
             return self._run_on_ray(arrays, unrolled)
         return self._run_locally(arrays, unrolled)
@@ -210,10 +215,11 @@ class StatementRunner:
             label: [(None, value)] for label, value in arrays.items()}
         total = sum(p.stats["tasks"] for p in layouts.plans.values())
         pending = [] if pipelined and not session.current().measure else None
+        batch = CallBatch(cluster) if pending is not None else None
         with Progress(total + len(unrolled.statements) - len(layouts.plans), nodes) as bar:
             try:
                 self._ray_statements(unrolled, layouts, replicas, scheduler, cluster, ran,
-                                     bar, pending)
+                                     bar, pending, batch)
                 complete = not pending or execution.finished(pending)
             except Exception as err:  # a statement on the driver read a block a dead
                 if pending is None or not execution.lost_worker(err):  # node held
@@ -221,30 +227,54 @@ class StatementRunner:
                 complete = False
             if not complete:  # a node died: run the program again, each statement waited for
                 return self._run_on_ray(arrays, unrolled, pipelined=False)
+        self.node_calls = batch.submitted_calls if batch is not None else None
         return {label: replicas[label][0][1] for label in _output_labels(unrolled)}, ran
 
     def _ray_statements(self, unrolled, layouts, replicas, scheduler, cluster, ran, bar,
-                        pending) -> None:
+                        pending, batch) -> None:
         nbytes = {label: _nbytes(values[0][1]) for label, values in replicas.items()}
         for statement in unrolled.statements:
             nbytes[statement.label] = (math.prod(statement.shape)
                                        * np.dtype(statement.dtype).itemsize)
+        last_read = _last_reads(unrolled)
         deferred: list[Statement] = []  # small statements, run on the driver when needed
+        batched: list[str] = []  # labels made by the calls in the batch
+        position = 0
 
-        def flush() -> None:
-            for waiting in deferred:
+        def submit() -> None:  # the batched calls, merged; intermediates nobody reads
+            if batch is None or not len(batch):  # later are dropped (never returned)
+                return
+            waiting = {label for d in deferred for label in d.operands}
+            drop = [value.blocks for label in batched
+                    if last_read[label] < position and label not in waiting
+                    for _, value in replicas[label] if isinstance(value, BlockArray)]
+            pending.extend(batch.flush(drop))
+            batched.clear()
+
+        def flush(needed=None) -> None:  # the deferred statements ``needed`` reads (all
+            chosen = list(deferred)  # by default) run on the driver, in program order
+            if needed is not None:
+                wanted, chosen = set(needed), []
+                for waiting in reversed(deferred):
+                    if waiting.label in wanted:
+                        chosen.insert(0, waiting)
+                        wanted.update(waiting.operands)
+            if any(label in batched for waiting in chosen for label in waiting.operands):
+                submit()
+            for waiting in chosen:
+                deferred.remove(waiting)
                 self._on_driver(waiting, replicas, ran)
                 bar.advance(1)
-            deferred.clear()
 
-        for statement in unrolled.statements:
+        for position, statement in enumerate(unrolled.statements):
             if all(nbytes[label] <= DRIVER_BYTES
                    for label in (statement.label, *statement.operands)):
                 deferred.append(statement)  # after the statements on the nodes that do
                 continue  # not need it are submitted: the driver waits for its operands
             if any(d.label in statement.operands for d in deferred):
-                flush()
+                flush(statement.operands)
             if statement.whole is not None:
+                submit()
                 operands = [replicas[label][0][1] for label in statement.operands]
                 started = time.perf_counter()
                 result = execution.run_whole(statement.whole, operands, statement.shape,
@@ -265,7 +295,9 @@ class StatementRunner:
                         for position, label in enumerate(statement.operands)]
             used: dict[int, object] = {}
             result, stats = execution.run_on_ray(plan, operands, scheduler, inputs_used=used,
-                                                 pending=pending)
+                                                 pending=pending, batch=batch)
+            if batch is not None:
+                batched.append(statement.label)
             ran.append((statement.label, stats))
             for position, label in enumerate(statement.operands):
                 if position in used:  # distributed here (numpy) or re-laid out (a replica)
@@ -273,10 +305,13 @@ class StatementRunner:
                     kept = [(s, v) for s, v in replicas[label] if isinstance(v, BlockArray)]
                     replicas[label] = [*kept, (read, used[position])]
             if result.dtype != np.dtype(statement.dtype):
+                submit()
                 result = BlockArray(execution.cast(result.blocks, np.dtype(statement.dtype),
                                                    cluster), result.node_grid)
             replicas[statement.label] = [(None, result)]
             bar.advance(plan.stats["tasks"], _tasks_per_node(stats, cluster.nodes))
+        position = len(unrolled.statements)
+        submit()
         flush()
 
 
@@ -288,6 +323,18 @@ def _run_here(statement: Statement, plan: Plan, operands: list, *, cached: bool,
     run = execution.run_local(plan, operands, out, workers=workers)
     stats = execution.local_stats(plan, run, cached=cached, plan_seconds=plan_seconds)
     return (out if out.dtype == statement.dtype else out.astype(statement.dtype)), stats
+
+
+def _last_reads(unrolled: Unrolled) -> dict[str, float]:
+    """The position of the last statement reading each label (infinity for an output)."""
+    last: dict[str, float] = {}
+    for position, statement in enumerate(unrolled.statements):
+        last.setdefault(statement.label, -1)
+        for label in statement.operands:
+            last[label] = position
+    for label in _output_labels(unrolled):
+        last[label] = math.inf
+    return last
 
 
 def _nbytes(value) -> int:

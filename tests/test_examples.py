@@ -34,8 +34,9 @@ def test_ray_demo_runs_lshs_and_round_robin_on_four_nodes(capsys):
     from tensorc.cli import main
 
     code = main(["demo", "--n", "32", "--f", "8", "--repeats", "1", "--blocks", "2"])
-    out = capsys.readouterr().out
-    assert code == 0, out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert code == 0, out + captured.err
     assert "4 node(s)" in out
     for scheduler in ("lshs", "round_robin"):
         assert f"== scheduler {scheduler}: result OK vs numpy" in out

@@ -51,6 +51,8 @@ def evaluate(exprs: list[Expr]) -> None:
             expr.kind, expr.op, expr.args, expr.params = "leaf", None, (), None
     stats = execution.program_stats(ran, backend=where, seconds=time.perf_counter() - started)
     stats["statements_run"] = len(lowered.unrolled.statements)
+    if RUNNER.node_calls is not None:  # the statements' calls were merged
+        stats["remote_calls"] = RUNNER.node_calls
     execution.record(stats)
     for expr in pending:
         _PROGRAMS[expr] = (lowered, where, stats)

@@ -1,0 +1,302 @@
+"""Several staged programs submitted as one: their calls merged per node and level.
+
+Contract: a :class:`CallBatch` collects the calls of the staged programs
+(:class:`~tensorc.runtime.stages.StagedProgram`) of consecutive statements of one array
+program instead of submitting each program's calls on its own. :meth:`CallBatch.add` takes a
+program and its operands' :class:`~tensorc.runtime.blocks.Blocks` and returns, per call,
+:class:`Deferred` stand-ins for the refs the call will return (its exports, then its node
+report), so the next statement can be staged on them at once. :meth:`CallBatch.flush` then
+submits everything:
+
+- every call gets a *level* across the whole batch, as :mod:`tensorc.runtime.stages` levels
+  units: the largest level of the calls it reads, plus one when one of them is on another
+  node. Calls with the same node and level become one call (one Ray actor call), their steps
+  concatenated in batch order, which is a topological order. A merged call reads nothing
+  made on another node at its level or later, so the merged calls form a DAG, and they are
+  submitted in level order under the executor's submission lock (each worker's queue
+  follows one topological order);
+- a step result that a merged call only uses itself is not returned (it never enters the
+  object store); one that another merged call reads, or that a tracked ``Blocks`` which was
+  not dropped holds, is returned;
+- once submitted, every tracked ``Blocks`` holds real refs; a dropped one (an intermediate
+  the caller said nobody reads after the batch) is emptied, so a misuse fails loudly;
+- an operand given as :class:`Inline` blocks (a small driver array) travels inside the call
+  messages as a value, with no task to place it; a tracked ``Blocks`` that still holds one
+  after the flush gets it ``ray.put``.
+
+The merged calls' steps travel once per batch *shape* (the same programs bound the same
+way: an iteration of a loop), put in Ray once per session and cached (:data:`PLANS_KEPT`).
+The flush returns the merged calls' node-report refs; the caller waits on them
+(:func:`~tensorc.runtime.ray_executor.wait_for_calls`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tensorc.runtime.blocks import Blocks
+from tensorc.runtime.ray_executor import SUBMITTING, node_workers, submit
+from tensorc.runtime.stages import INPUT, NodeCall, StagedProgram
+
+PLANS_KEPT = 32
+"""Merged plans (batch shapes) a session keeps, least recently used dropped first."""
+
+REPORT = -1
+"""The :attr:`Deferred.slot` of a call's node report."""
+
+
+class Deferred:
+    """The ref a batched call will return: export ``slot`` of batch call ``entry``
+    (:data:`REPORT` for its node report)."""
+
+    __slots__ = ("entry", "slot")
+
+    def __init__(self, entry: int, slot: int) -> None:
+        self.entry = entry
+        self.slot = slot
+
+    def __repr__(self) -> str:
+        return f"Deferred(call {self.entry}, slot {self.slot})"
+
+
+class Inline:
+    """A small block passed by value in the call messages that read it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value) -> None:
+        self.value = value
+
+
+@dataclass(frozen=True)
+class MergedCall:
+    """One submitted call: ``steps`` on ``node``; ``args[i]`` is ``("d", entry, slot)`` (a
+    batch call's export, from another merged call) or ``("a", entry, k)`` (argument ``k``
+    as batch call ``entry`` bound it); ``exports`` the ``(entry, slot)`` it returns, the
+    results of its steps ``export_steps``."""
+
+    node: int
+    level: int
+    steps: tuple
+    args: tuple
+    exports: tuple[tuple[int, int], ...]
+    export_steps: tuple[int, ...]
+    entries: tuple[int, ...]
+    """The batch calls merged into it."""
+
+
+@dataclass
+class MergedPlan:
+    """The merged calls of one batch shape, and the payload refs of one session."""
+
+    calls: list[MergedCall]
+    programs: tuple
+    """The staged programs of the shape (held so their ids stay theirs)."""
+    payloads: list | None = None
+
+
+_PLANS_LOCK = threading.Lock()
+
+
+class CallBatch:
+    """Calls of consecutive staged programs, merged when flushed (module docstring)."""
+
+    def __init__(self, cluster) -> None:
+        self.cluster = cluster
+        self.calls: list[tuple[NodeCall, list]] = []
+        self.programs: list[StagedProgram] = []
+        self._tracked: list[tuple[Blocks, bool]] = []
+        self.submitted_calls = 0
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+    def add(self, program: StagedProgram, inputs: list[Blocks]) -> list[list[Deferred]]:
+        """Take ``program``'s calls, bound to ``inputs``; returns each call's refs to be:
+        its exports, then its node report."""
+        first = len(self.calls)
+        self.programs.append(program)
+        returned: list[list[Deferred]] = []
+        for c, call in enumerate(program.calls):
+            bound = []
+            for source in call.args:
+                if source[0] == INPUT:
+                    bound.append(inputs[source[1]].refs[source[2]])
+                else:
+                    bound.append(returned[source[1]][source[2]])
+            entry = first + c
+            self.calls.append((call, bound))
+            returned.append([Deferred(entry, k) for k in range(len(call.exports))]
+                            + [Deferred(entry, REPORT)])
+        return returned
+
+    def track(self, blocks: Blocks, keep: bool = False) -> None:
+        """Patch ``blocks``'s refs when the batch is submitted; ``keep``: never drop it."""
+        self._tracked.append((blocks, keep))
+
+    def flush(self, drop: Iterable[Blocks] = ()) -> list:
+        """Submit the batch (module docstring); ``drop`` lists tracked ``Blocks`` nobody reads
+        after it. Returns the report refs of the submitted calls; the batch is empty after."""
+        if not self.calls:
+            self._tracked.clear()
+            return []
+        dropped = {id(b) for b in drop}
+        kept = [(b, keep) for b, keep in self._tracked if keep or id(b) not in dropped]
+        wanted = set()
+        for blocks, _ in kept:
+            for ref in (*blocks.refs.values(), *blocks.reported.values()):
+                if type(ref) is Deferred:
+                    wanted.add((ref.entry, ref.slot))
+        plan = self._plan(frozenset(wanted))
+        results, reports = self._submit(plan)
+        for blocks, _ in kept:
+            _patch(blocks, results)
+        for blocks, keep in self._tracked:
+            if not keep and id(blocks) in dropped:
+                blocks.refs.clear()
+                blocks.reported.clear()
+        self.submitted_calls += len(plan.calls)
+        self.calls.clear()
+        self.programs.clear()
+        self._tracked.clear()
+        return reports
+
+    # -- merging -------------------------------------------------------------------------
+    def _shape(self, wanted: frozenset) -> tuple:
+        bindings = tuple(
+            (id(call), tuple((ref.entry, ref.slot) if type(ref) is Deferred else None
+                             for ref in bound))
+            for call, bound in self.calls)
+        return (tuple(id(p) for p in self.programs), bindings, wanted)
+
+    def _plan(self, wanted: frozenset) -> MergedPlan:
+        plans = _session_plans(self.cluster)
+        key = self._shape(wanted)
+        with _PLANS_LOCK:
+            plan = plans.get(key)
+            if plan is not None:
+                plans.move_to_end(key)
+                return plan
+        plan = MergedPlan(merge(self.calls, wanted), tuple(self.programs))
+        with _PLANS_LOCK:
+            plans[key] = plan
+            while len(plans) > PLANS_KEPT:
+                plans.popitem(last=False)
+        return plan
+
+    def _submit(self, plan: MergedPlan) -> tuple[dict, list]:
+        import ray
+
+        cluster = self.cluster
+        if plan.payloads is None or plan.payloads[0] is not cluster:
+            refs = [ray.put((call.steps, call.export_steps)) for call in plan.calls]
+            plan.payloads = (cluster, [(ref.hex(), [ref]) for ref in refs])
+        payloads = plan.payloads[1]
+        workers = node_workers(cluster)
+        results: dict[tuple[int, int], object] = {}
+        reports = []
+        with SUBMITTING:
+            for merged, (key, payload) in zip(plan.calls, payloads, strict=True):
+                args = []
+                for kind, entry, slot in merged.args:
+                    if kind == "d":
+                        args.append(results[(entry, slot)])
+                        continue
+                    value = self.calls[entry][1][slot]
+                    args.append(value.value if type(value) is Inline else value)
+                live = merged.node < cluster.nodes
+                threads = max(1, int(cluster.cpus[merged.node])) if live else 1
+                returns = len(merged.exports) + 1
+                if live and merged.node < len(workers):
+                    refs = workers[merged.node].stage.options(num_returns=returns).remote(
+                        key, payload, threads, *args)
+                else:
+                    refs = submit(cluster, "stage", None, key, payload, threads, *args,
+                                  returns=returns)
+                refs = list(refs) if returns > 1 else [refs]
+                for export, ref in zip(merged.exports, refs, strict=False):
+                    results[export] = ref
+                for entry in merged.entries:
+                    results[(entry, REPORT)] = refs[-1]
+                reports.append(refs[-1])
+        return results, reports
+
+
+def merge(calls: list[tuple[NodeCall, list]], wanted: frozenset) -> list[MergedCall]:
+    """The merged calls of batch ``calls`` (module docstring), ``wanted`` the ``(entry,
+    slot)`` exports that must be returned whatever reads them."""
+    count = len(calls)
+    level = [0] * count
+    for i, (call, bound) in enumerate(calls):
+        for ref in bound:
+            if type(ref) is Deferred:
+                j = ref.entry
+                level[i] = max(level[i], level[j] + (calls[j][0].node != call.node))
+    keys = sorted({(level[i], calls[i][0].node) for i in range(count)})
+    group_index = {key: g for g, key in enumerate(keys)}
+    group_of = [group_index[(level[i], calls[i][0].node)] for i in range(count)]
+    members: list[list[int]] = [[] for _ in keys]
+    for i, g in enumerate(group_of):
+        members[g].append(i)
+    returned = set(wanted)
+    for i, (_, bound) in enumerate(calls):
+        for ref in bound:
+            if type(ref) is Deferred and group_of[ref.entry] != group_of[i]:
+                returned.add((ref.entry, ref.slot))
+    offset = [0] * count
+    merged = []
+    for g, (lvl, node) in enumerate(keys):
+        steps: list = []
+        args: list[tuple] = []
+        for i in members[g]:
+            call, bound = calls[i]
+            offset[i] = len(steps)
+            for step, inputs in call.steps:
+                remapped = []
+                for kind, k in inputs:
+                    if kind == "t":
+                        remapped.append(("t", offset[i] + k))
+                        continue
+                    ref = bound[k]
+                    if type(ref) is Deferred and group_of[ref.entry] == g:
+                        producer = calls[ref.entry][0]
+                        remapped.append(("t", offset[ref.entry] + producer.exports[ref.slot]))
+                        continue
+                    if type(ref) is Deferred:
+                        args.append(("d", ref.entry, ref.slot))
+                    else:
+                        args.append(("a", i, k))
+                    remapped.append(("x", len(args) - 1))
+                steps.append((step, tuple(remapped)))
+        exports = tuple((i, slot) for i in members[g]
+                        for slot in range(len(calls[i][0].exports)) if (i, slot) in returned)
+        export_steps = tuple(offset[i] + calls[i][0].exports[slot] for i, slot in exports)
+        merged.append(MergedCall(node, lvl, tuple(steps), tuple(args), exports, export_steps,
+                                 tuple(members[g])))
+    return merged
+
+
+def _patch(blocks: Blocks, results: dict) -> None:
+    """Real refs in place of ``blocks``'s stand-ins (an inline block is put in Ray)."""
+    for coords, ref in list(blocks.refs.items()):
+        if type(ref) is Deferred:
+            blocks.refs[coords] = results[(ref.entry, ref.slot)]
+        elif type(ref) is Inline:
+            import ray
+
+            blocks.refs[coords] = ray.put(ref.value)
+            blocks.reported.pop(coords, None)
+    for coords, ref in list(blocks.reported.items()):
+        if type(ref) is Deferred:
+            blocks.reported[coords] = results[(ref.entry, REPORT)]
+
+
+def _session_plans(cluster) -> OrderedDict:
+    plans = getattr(cluster, "merged_plans", None)
+    if plans is None:
+        plans = OrderedDict()
+        cluster.merged_plans = plans
+    return plans

@@ -1,0 +1,140 @@
+"""Merging the calls of consecutive statements (``runtime/call_batch.py``).
+
+The merge itself is checked without Ray: merged calls are run in order with the workers'
+own step runner and must give what the separate calls give. On the shared 4-node cluster
+(with ``measure`` off, which is when array programs batch their calls), a Newton step runs
+as fewer calls than its statements planned, and gives numpy's answer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorc as tc
+from tensorc import session as tensorc_session
+from tensorc.runtime.call_batch import REPORT, Deferred, Inline, merge
+from tensorc.runtime.ray_tasks import run_steps
+from tensorc.runtime.stages import RUN, NodeCall, Step
+
+
+def _call(node: int, steps, nargs: int, exports) -> NodeCall:
+    return NodeCall(node, 0, tuple(steps), tuple(("in", 0, (k,)) for k in range(nargs)),
+                    tuple(exports), ())
+
+
+def _run_separately(calls):
+    """Each batch call run on its own, in order: ``{(entry, slot): value}``."""
+    out = {}
+    for entry, (call, bound) in enumerate(calls):
+        args = [out[(r.entry, r.slot)] if isinstance(r, Deferred) else r.value for r in bound]
+        for slot, value in enumerate(run_steps(call.steps, tuple(args), call.exports)):
+            out[(entry, slot)] = value
+    return out
+
+
+def _run_merged(calls, merged):
+    out = {}
+    for m in merged:
+        args = [out[(entry, slot)] if kind == "d" else calls[entry][1][slot].value
+                for kind, entry, slot in m.args]
+        for key, value in zip(m.exports, run_steps(m.steps, tuple(args), m.export_steps),
+                              strict=True):
+            out[key] = value
+    return out
+
+
+def _two_statement_batch():
+    """Statement A: node 0 doubles x0, node 1 negates x1. Statement B: node 0 adds 1 to
+    A's node-0 result; node 1 multiplies A's two results (one crosses nodes)."""
+    x0, x1 = Inline(np.arange(4.0)), Inline(np.arange(4.0) + 10)
+    double = Step(RUN, lambda a: 2 * a)
+    calls = [
+        (_call(0, [(double, (("x", 0),))], 1, [0]), [x0]),
+        (_call(1, [(Step(RUN, np.negative), (("x", 0),))], 1, [0]), [x1]),
+        (_call(0, [(Step(RUN, lambda a: a + 1), (("x", 0),))], 1, [0]), [Deferred(0, 0)]),
+        (_call(1, [(Step(RUN, np.multiply), (("x", 0), ("x", 1)))], 2, [0]),
+         [Deferred(1, 0), Deferred(0, 0)]),
+    ]
+    return calls
+
+
+def test_calls_on_one_node_and_level_merge_and_cross_node_reads_start_a_level():
+    calls = _two_statement_batch()
+    merged = merge(calls, frozenset({(2, 0), (3, 0)}))
+    assert [(m.node, m.level, m.entries) for m in merged] == [
+        (0, 0, (0, 2)), (1, 0, (1,)), (1, 1, (3,))]
+    # A's node-0 result is read on node 1 (returned); A's node-1 result only by node 1's
+    # next call, at the next level (returned too: another call reads it)
+    assert merged[0].exports == ((0, 0), (2, 0))
+    assert merged[1].exports == ((1, 0),)
+    # inside the merged node-0 call, B reads A's result as a step, not as an argument
+    assert merged[0].steps[1][1] == (("t", 0),)
+    separate, together = _run_separately(calls), _run_merged(calls, merged)
+    for key in [(2, 0), (3, 0)]:
+        np.testing.assert_array_equal(together[key], separate[key])
+
+
+def test_a_result_only_its_own_merged_call_reads_is_not_returned():
+    calls = _two_statement_batch()[:3]  # A on both nodes, B on node 0
+    merged = merge(calls, frozenset({(2, 0)}))
+    assert [m.exports for m in merged] == [((2, 0),), ()]
+    assert _run_merged(calls, merged)[(2, 0)].tolist() == [1.0, 3.0, 5.0, 7.0]
+    # asked for (a tracked array still holds it), it is returned as well
+    assert merge(calls, frozenset({(0, 0), (2, 0)}))[0].exports == ((0, 0), (2, 0))
+    assert REPORT == -1
+
+
+@pytest.fixture
+def batching(ray_cluster):
+    """The shared cluster with ``measure`` off: array programs merge their calls."""
+    session = tensorc_session.current()
+    before = session.measure
+    session.measure = False
+    yield ray_cluster
+    session.measure = before
+
+
+def newton_step(xp, X, y, w):
+    p = 1.0 / (1.0 + xp.exp(-(X @ w)))
+    gradient = X.T @ (p - y)
+    hessian = X.T @ (X * (p * (1.0 - p))[:, None])
+    return w - xp.linalg.solve(hessian, gradient)
+
+
+def test_a_newton_step_runs_as_merged_calls_and_matches_numpy(batching):
+    rng = np.random.default_rng(5)
+    X, y = rng.normal(size=(20000, 6)), (rng.random(20000) > 0.5).astype(float)
+    x, labels = tc.asarray(X, grid=(4, 1)), tc.asarray(y, grid=(4,))
+    w, expected = tc.zeros(6), np.zeros(6)
+    for _ in range(3):  # the second and third steps reuse the merged plan
+        w = newton_step(tc, x, labels, w).compute()
+        expected = newton_step(np, X, y, expected)
+        np.testing.assert_allclose(w.numpy(), expected, rtol=1e-9)
+        stats = tc.last_stats()
+        planned = sum(s.get("remote_calls") or 0 for s in stats["statements"])
+        # four row blocks: one call per node for every row-wise statement, then the sums
+        assert stats["remote_calls"] < planned
+        assert stats["remote_calls"] <= 4 + 4
+
+
+def test_an_intermediate_asked_for_stays_readable_after_the_batch(batching):
+    x = tc.random((4096, 8), grid=(4, 1), seed=21)
+    centred = x - tc.mean(x, axis=0)
+    scaled = centred * 2.0
+    total = tc.sum(scaled * centred, axis=0)
+    tc.compute(centred, total)  # centred is an output: its blocks are returned
+    data = x.numpy()
+    want = data - data.mean(0)
+    np.testing.assert_allclose(centred.numpy(), want, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(total.numpy(), (2 * want * want).sum(0), rtol=1e-10)
+    # and it feeds a later program, from the blocks the batch returned
+    np.testing.assert_allclose(tc.max(centred, axis=0).numpy(), want.max(0), rtol=1e-10, atol=1e-12)
+
+
+def test_a_whole_array_step_between_batched_statements(batching):
+    x = tc.random((4096, 4), grid=(4, 1), seed=22)
+    shifted = (x + 1.0)[10:3000]  # the slice is a whole-array step after a batched one
+    result = tc.sum(shifted * 3.0, axis=0)
+    np.testing.assert_allclose(result.numpy(), ((x.numpy() + 1.0)[10:3000] * 3.0).sum(0),
+                               rtol=1e-10)
