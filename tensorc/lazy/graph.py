@@ -63,7 +63,10 @@ def leaf(value) -> Expr:
 
 @functools.lru_cache(maxsize=4096)
 def _probe(op: str, kinds: tuple) -> np.dtype:
-    values = [np.ones(1, dtype=k) if isinstance(k, np.dtype) else k for k in kinds]
+    """numpy's result dtype of ``op`` on ``kinds``: dtypes, and Python scalars as
+    ``(type, value)`` pairs (``1``, ``1.0`` and ``True`` are equal keys, not equal kinds;
+    the value matters only where numpy refuses an int the dtype cannot hold)."""
+    values = [np.ones(1, dtype=k) if isinstance(k, np.dtype) else k[1] for k in kinds]
     with np.errstate(all="ignore"):
         return np.asarray(CALL_FUNCS[op](*values)).dtype
 
@@ -74,7 +77,8 @@ def map_dtypes(op: str, args: tuple) -> tuple[np.dtype, np.dtype]:
     promoted; the result type when the operator makes floats of integers)."""
     kinds = tuple(a.dtype if isinstance(a, Expr) else _scalar(a) for a in args)
     try:
-        result = _probe(op, kinds)
+        result = _probe(op, tuple(k if isinstance(k, np.dtype) else (type(k), k)
+                                  for k in kinds))
         arrays = [k for k in kinds if isinstance(k, np.dtype)]
         scalars = [k for k in kinds if not isinstance(k, np.dtype)]
         compute = np.result_type(*arrays, *scalars)

@@ -1,0 +1,36 @@
+"""Lazy ``tc.Array`` semantics on the local executor checked against numpy 2 and the array
+API 2024.12: result dtypes and values, call-time argument checks (error class and message)
+and numpy interop signatures."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tensorc as tc
+
+
+def same(array, expected) -> None:
+    """``array`` evaluates to ``expected``: shape, dtype and values (NaN and the sign of zero
+    included)."""
+    got = np.asarray(array)
+    expected = np.asarray(expected)
+    assert got.shape == expected.shape
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected, strict=True)
+    if got.dtype.kind == "f":
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+
+
+# -- 1. a Python scalar's type, not only its value, decides the result dtype --------------
+def test_scalar_types_are_not_conflated_by_the_dtype_cache() -> None:
+    bools = np.array([True, False])
+    ints = np.arange(3)
+    b, x = tc.asarray(bools), tc.asarray(ints)
+    same(b + True, bools + True)
+    same(b + 1, bools + 1)  # int64 [2, 1], not bool
+    same(b + 1.0, bools + 1.0)
+    same(x + 1.0, ints + 1.0)
+    same(x + 1, ints + 1)  # int64, not float64
+    same(x + True, ints + True)
+    assert (x * 1).dtype == np.dtype("int64")
+    assert (x * 1.0).dtype == np.dtype("float64")
