@@ -34,3 +34,22 @@ def test_scalar_types_are_not_conflated_by_the_dtype_cache() -> None:
     same(x + True, ints + True)
     assert (x * 1).dtype == np.dtype("int64")
     assert (x * 1.0).dtype == np.dtype("float64")
+
+
+# -- 2. signed zeros and NaN are distinct constants --------------------------------------
+def test_signed_zero_constants_stay_distinct_in_one_program() -> None:
+    values = np.arange(1.0, 4.0)
+    a = tc.asarray(values)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        same(tc.stack([a / 0.0, a / -0.0, a * float("nan"), a + (-0.0)]),
+             np.stack([values / 0.0, values / -0.0, values * np.nan, values + (-0.0)]))
+        same(tc.stack([a * 0.0j, a * complex(0.0, -0.0)]),
+             np.stack([values * 0.0j, values * complex(0.0, -0.0)]))
+
+
+def test_signed_zero_constants_stay_distinct_across_programs() -> None:
+    values = np.arange(1.0, 4.0)
+    a = tc.asarray(values)
+    with np.errstate(divide="ignore"):
+        same(a / 0.0, values / 0.0)
+        same(a / -0.0, values / -0.0)

@@ -83,6 +83,16 @@ def _post_order(roots: list[Expr]) -> list[Expr]:
     return order
 
 
+def scalar_key(value) -> tuple:
+    """A hashable key of a Python scalar operand, equal exactly for the same type and bits:
+    ``0.0`` and ``-0.0`` differ (``a / -0.0`` is ``-inf``), every NaN is one key."""
+    if isinstance(value, float):
+        return ("scalar", "float", value.hex())
+    if isinstance(value, complex):
+        return ("scalar", "complex", value.real.hex(), value.imag.hex())
+    return ("scalar", type(value).__name__, value)
+
+
 def _canonical(roots: list[Expr]) -> dict[int, Expr]:
     """Each node's representative: structurally equal nodes map to one (CSE)."""
     number_of_node: dict[int, int] = {}  # a node's class, as a small integer: keys stay flat
@@ -93,7 +103,7 @@ def _canonical(roots: list[Expr]) -> dict[int, Expr]:
             key = ("leaf", id(node.value))
         else:
             args = tuple(("expr", number_of_node[id(a)]) if isinstance(a, Expr)
-                         else ("scalar", type(a).__name__, a) for a in node.args)
+                         else scalar_key(a) for a in node.args)
             key = (node.kind, node.op, node.params, node.shape, node.dtype.str, args)
         number, representative = chosen.setdefault(key, (len(chosen), node))
         number_of_node[id(node)] = number
