@@ -118,3 +118,109 @@ def test_linalg_extension_errors() -> None:
         tc.linalg.matrix_norm(tc.ones((2, 2)), ord=3)
     with pytest.raises(np.linalg.LinAlgError, match="Singular"):  # numpy's words
         np.asarray(tc.linalg.matrix_power(tc.zeros((2, 2)), -1))
+
+
+GRID = np.arange(24).reshape(2, 3, 4)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        (0, np.array([2, 0, 1])),
+        (np.array([1, 0]), slice(None), np.array([3, -1])),
+        (Ellipsis, np.array([[0, 1], [3, 2]])),
+        (np.array([[1], [0]]), 2, np.array([0, 3, 1])),
+        (slice(None), np.array([], dtype=np.int64)),
+        (None, 1, np.array([2]), slice(1, 3)),
+    ],
+)
+def test_integer_array_indices_select_as_numpy_does(key) -> None:
+    lazy_key = tuple(tc.asarray(k) if isinstance(k, np.ndarray) else k for k in key)
+    same(tc.asarray(GRID)[lazy_key], GRID[key])
+
+
+def test_boolean_masks_select_nothing_but_assign() -> None:
+    x = tc.asarray(GRID)
+    with pytest.raises(tc.UnsupportedError, match="boolean array indexing") as raised:
+        _ = x[x > 3]
+    assert isinstance(raised.value, NotImplementedError)
+    with pytest.raises(IndexError, match="integer or boolean"):
+        _ = x[tc.asarray([0.5])]
+
+
+def test_setitem_updates_the_array_like_numpy() -> None:
+    reference = GRID.astype(np.float32)
+    x = tc.asarray(reference)
+    steps = [
+        ((1, slice(None), 2), 7.5),
+        ((Ellipsis, 0), np.arange(3, dtype=np.float32)),
+        (reference > 10, -1.0),
+        (reference[..., 0] < 5, np.float32(2.5)),  # a mask of the leading axes
+        ((0, np.array([2, 0])), np.array([1.0, 2.0, 3.0, 4.0], np.float32)),
+        ((slice(None, None, -1), 1, slice(1, 3)), 9.0),
+    ]
+    expected = reference.copy()
+    for key, value in steps:
+        if isinstance(key, tuple):
+            lazy_key = tuple(tc.asarray(k) if isinstance(k, np.ndarray) else k for k in key)
+        else:
+            lazy_key = tc.asarray(key)
+        x[lazy_key] = tc.asarray(value) if isinstance(value, np.ndarray) else value
+        expected[key] = value
+        assert x.dtype == np.float32 and x.shape == GRID.shape
+        same(x, expected)
+
+
+def test_setitem_converts_values_as_numpy_does_and_checks_shapes() -> None:
+    x = tc.zeros(3, dtype=tc.int8)
+    x[0] = 1.9  # numpy truncates a float assigned to an integer array
+    same(x, np.array([1, 0, 0], np.int8))
+    with pytest.raises(OverflowError):
+        x[1] = 300
+    with pytest.raises(ValueError, match="cannot assign a value of shape"):
+        x[:2] = tc.ones(3, dtype=tc.int8)
+    with pytest.raises(ValueError, match="cannot assign a value of shape"):
+        x[x > 0] = tc.ones(2, dtype=tc.int8)[None]
+    with pytest.raises(IndexError, match="does not match"):
+        x[tc.asarray([True, False])] = 1
+
+
+def test_updates_show_in_the_same_array_not_in_copies() -> None:
+    x = tc.asarray(np.arange(4.0))
+    built_before = x * 2
+    alias, copy = tc.asarray(x, copy=False), tc.asarray(x, copy=True)
+    same_dtype, converted = tc.astype(x, tc.float64, copy=False), tc.astype(x, tc.float64)
+    assert alias is x and same_dtype is x and copy is not x and converted is not x
+    x[0] = 10.0
+    same(alias, [10.0, 1, 2, 3])
+    same(copy, np.arange(4.0))
+    same(converted, np.arange(4.0))
+    same(built_before, np.arange(4.0) * 2)
+    with pytest.raises(ValueError, match="copy=False"):
+        tc.asarray(x, dtype=tc.float32, copy=False)
+
+
+def test_in_place_operators_keep_the_array_and_its_dtype() -> None:
+    x = tc.asarray(np.arange(6, dtype=np.int32).reshape(2, 3))
+    alias = x
+    expected = np.arange(6, dtype=np.int32).reshape(2, 3)
+    x += tc.asarray(np.array([1, 2, 3], np.int64))  # same_kind: int64 result cast to int32
+    expected += np.array([1, 2, 3], np.int64)
+    x *= 3
+    expected *= 3
+    x //= 2
+    expected //= 2
+    x ^= 5
+    expected ^= 5
+    assert x is alias
+    same(x, expected)
+    with pytest.raises(TypeError, match="cannot cast"):
+        x += 1.5
+    with pytest.raises(ValueError, match="cannot change the shape"):
+        x += tc.ones((4, 2, 3), dtype=tc.int32)
+    flags = tc.asarray([True, False])
+    flags |= tc.asarray([False, False])
+    same(flags, [True, False])
+    m = tc.asarray(np.eye(2))
+    m @= tc.asarray(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    same(m, [[1.0, 2.0], [3.0, 4.0]])

@@ -4,13 +4,14 @@ Contract: :func:`apply_whole(op, *arrays)` applies ``op = (name, *params)`` to n
 and returns a numpy array. ``name`` is one of :data:`WHOLE_OPERATIONS` (a closed table; the
 parameters are plain hashable data — shapes, axes, encoded index keys — never user code).
 The array front end uses these for shape-changing manipulation (``reshape``, ``concat``,
-``stack``), basic indexing, positional searches (``argmax``), sorting, cumulative sums and
-small linear algebra (``solve``, ``inv``, ``svd``, ``eigh``, …). A runtime runs one as a
-single task on whole operands, so they suit operands that fit one node.
+``stack``), indexing and ``x[key] = value``, positional searches (``argmax``), sorting,
+cumulative sums and small linear algebra (``solve``, ``inv``, ``svd``, ``eigh``, …). A
+runtime runs one as a single task on whole operands, so they suit operands that fit one node.
 
 Indexing keys are encoded by :func:`encode_index` (slices as ``("slice", start, stop,
 step)``, ``None`` as ``("newaxis",)``, ``...`` as ``("ellipsis",)``, integers as themselves),
-so a statement holding one stays hashable.
+so a statement holding one stays hashable; an index array is an operand of the operation and
+stands in the key as ``("array", k)``, ``k`` its place among the key's arrays.
 """
 
 from __future__ import annotations
@@ -50,6 +51,25 @@ def decode_index(key: tuple) -> tuple:
 
 def _getitem(x: np.ndarray, key: tuple) -> np.ndarray:
     return np.array(x[decode_index(key)])
+
+
+def _array_key(key: tuple, arrays: tuple) -> tuple:
+    """The index :func:`encode_index` encoded, ``("array", k)`` standing for ``arrays[k]``."""
+    return tuple(arrays[item[1]] if isinstance(item, tuple) and item[0] == "array"
+                 else decode_index((item,))[0] for item in key)
+
+
+def _getitem_arrays(x: np.ndarray, *arrays_and_key) -> np.ndarray:
+    *arrays, key = arrays_and_key
+    return np.array(x[_array_key(key, tuple(arrays))])
+
+
+def _setitem(x: np.ndarray, value: np.ndarray, *arrays_and_key) -> np.ndarray:
+    """A copy of ``x`` with ``x[key] = value`` (numpy's assignment; ``x`` is untouched)."""
+    *arrays, key = arrays_and_key
+    out = np.array(x, copy=True)
+    out[_array_key(key, tuple(arrays))] = value
+    return out
 
 
 def _argsearch(fn) -> Callable:
@@ -97,6 +117,8 @@ def _solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 WHOLE_OPERATIONS: dict[str, Callable[..., np.ndarray]] = {
     "reshape": lambda x, shape: np.reshape(x, shape),
     "getitem": _getitem,
+    "getitem_arrays": _getitem_arrays,
+    "setitem": _setitem,
     "concat": lambda *xs_axis: np.concatenate(xs_axis[:-1], axis=xs_axis[-1]),
     "stack": lambda *xs_axis: np.stack(xs_axis[:-1], axis=xs_axis[-1]),
     "broadcast_to": lambda x, shape: np.array(np.broadcast_to(x, shape)),

@@ -5,9 +5,12 @@ Operators and namespace functions add nodes and return new arrays at once (shape
 known, nothing computed); a value is computed when it is needed — ``compute()``,
 ``tc.compute(a, b, …)``, ``np.asarray``, ``float``/``int``/``bool``, printing — and then the
 whole graph under it is planned and run as one program (:mod:`tensorc.lazy.evaluate`), on
-the Ray session when there is one, else in this process. Arrays are immutable
-(``__setitem__`` raises). An evaluated array on Ray keeps its blocks on the nodes
-(``blocks``, ``block_nodes()``, ``grid``, ``block_shape``, ``node_grid``).
+the Ray session when there is one, else in this process. ``x[key] = value`` and the in-place
+operators (``x += y``) give ``x`` a new node that computes the updated array (lazily, as one
+whole-array task for ``x[key] = value``); the old node, and every array built from it
+before, keep the old values (no array is a view of another). An evaluated array on Ray
+keeps its blocks on the nodes (``blocks``, ``block_nodes()``, ``grid``, ``block_shape``,
+``node_grid``).
 
 numpy functions keep arrays on tensorc (``__array_ufunc__``/``__array_function__``, see
 :mod:`tensorc.lazy.interop`); a numpy function tensorc does not implement raises
@@ -22,7 +25,7 @@ import math
 import numpy as np
 
 from tensorc.array import BlockArray
-from tensorc.errors import TypeCheckError
+from tensorc.errors import ShapeError, TypeCheckError
 from tensorc.lazy import evaluate as _evaluate
 from tensorc.lazy.graph import Expr, leaf, mapped
 
@@ -193,8 +196,24 @@ class Array:
         return (1, 0)
 
     def __setitem__(self, key, value) -> None:
-        raise TypeError("tensorc arrays are immutable; build a new one (tc.where, tc.concat, "
-                        "or compute in numpy and tc.asarray)")
+        self._expr = _ns("indexing").setitem(self, key, value)
+
+    def _update(self, result) -> Array:
+        """``self`` given ``result``'s values (an in-place operator): the shape must stay,
+        the dtype is kept (numpy's ``same_kind`` casting)."""
+        if result is NotImplemented:
+            return NotImplemented
+        node = result._expr
+        if node.shape != self.shape:
+            raise ShapeError(f"an in-place operation cannot change the shape {self.shape} "
+                             f"into {node.shape}")
+        if node.dtype != self.dtype:
+            if not np.can_cast(node.dtype, self.dtype, casting="same_kind"):
+                raise TypeCheckError(f"cannot cast the result {node.dtype} of an in-place "
+                                     f"operation to the array's {self.dtype}")
+            node = Expr("cast", None, (node,), None, node.shape, self.dtype)
+        self._expr = node
+        return self
 
     def __getitem__(self, key) -> Array:
         return _ns("indexing").getitem(self, key)
@@ -208,6 +227,9 @@ class Array:
     # -- operators -----------------------------------------------------------------------
     def __matmul__(self, other):
         return _ns("linear").matmul(self, other)
+
+    def __imatmul__(self, other):
+        return self._update(_ns("linear").matmul(self, other))
 
     def __rmatmul__(self, other):
         return _ns("linear").matmul(other, self)
@@ -242,9 +264,17 @@ _OPERATORS = {
     "mod": "remainder", "pow": "pow", "lshift": "bitwise_left_shift",
     "rshift": "bitwise_right_shift",
 }
+def _inplace(name: str):
+    def method(self, other):
+        return self._update(getattr(self, f"__{name}__")(other))
+
+    return method
+
+
 for _name, _op in _OPERATORS.items():
     setattr(Array, f"__{_name}__", _binary(_op))
     setattr(Array, f"__r{_name}__", _binary(_op, reflected=True))
+    setattr(Array, f"__i{_name}__", _inplace(_name))
 for _name, _op in {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq",
                    "ne": "ne"}.items():
     setattr(Array, f"__{_name}__", _binary(_op))
@@ -265,6 +295,7 @@ for _name in ("and", "or", "xor"):
     _forward, _reflected = _logical(_name)
     setattr(Array, f"__{_name}__", _forward)
     setattr(Array, f"__r{_name}__", _reflected)
+    setattr(Array, f"__i{_name}__", _inplace(_name))
 Array.__hash__ = None  # arrays compare element-wise
 
 

@@ -40,13 +40,18 @@ def _from_value(value: np.ndarray, block_shape=None, grid=None) -> Array:
 def asarray(obj, /, *, dtype=None, device=None, copy=None, block_shape=None,
             grid=None) -> Array:
     """An array from ``obj`` (an ``Array``, a numpy array, nested sequences, a scalar);
-    on Ray its blocks are placed on their nodes."""
+    on Ray its blocks are placed on their nodes. An ``Array`` is returned as is unless
+    ``copy=True`` or another dtype asks for a new one (``copy=False`` then raises
+    ``ValueError``): ``x[key] = value`` on one shows in the other exactly when it is the
+    same array."""
     _check_device(device)
     if isinstance(obj, Array):
-        if dtype is not None and np.dtype(dtype) != obj.dtype:
-            return astype(obj, dtype)
+        converts = dtype is not None and np.dtype(dtype) != obj.dtype
+        if converts and copy is False:
+            raise ValueError(f"copy=False but converting {obj.dtype} to {np.dtype(dtype)} "
+                             "needs a copy")
         if block_shape is None and grid is None:
-            return obj
+            return astype(obj, obj.dtype if dtype is None else dtype, copy=bool(copy))
         obj = obj.numpy()
     if isinstance(obj, BlockArray):
         return wrap(leaf(obj))

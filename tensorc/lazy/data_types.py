@@ -24,12 +24,13 @@ KINDS = {
 
 
 def astype(x, dtype, /, *, copy: builtins.bool = True, device=None) -> Array:
-    """``x`` converted to ``dtype`` (a ``cast`` node; none when it already has it and
-    ``copy`` is false — arrays are immutable, so a copy is never needed)."""
+    """``x`` converted to ``dtype`` (a ``cast`` node); ``x`` itself when it already has the
+    dtype and ``copy`` is false, else a new array (so ``x[key] = value`` later leaves it
+    alone)."""
     node = expr_of(x)
     dtype = np.dtype(dtype)
     if node.dtype == dtype:
-        return x if isinstance(x, Array) else wrap(node)
+        return x if isinstance(x, Array) and not copy else wrap(node)
     return wrap(Expr("cast", None, (node,), None, node.shape, dtype))
 
 

@@ -1,6 +1,9 @@
-"""Basic indexing (``x[1:5, ::2]``, integers, ``...``, ``None``) and ``take``: a key that
-only adds axes (``None``) or selects everything (``...``, ``:``) is an index renaming; any
-other key is a whole-array ``getitem`` (one task over the whole operand)."""
+"""Indexing (``x[1:5, ::2]``, integers, ``...``, ``None``, integer arrays), ``x[key] = value``
+and ``take``: a key that only adds axes (``None``) or selects everything (``...``, ``:``) is
+an index renaming; any other key is a whole-array ``getitem`` (one task over the whole
+operand, the key's arrays its further operands). Selecting by a boolean mask raises
+:class:`~tensorc.errors.UnsupportedError` (the result's shape depends on the data); assigning
+through one (``x[mask] = value``) keeps the shape and is supported."""
 
 from __future__ import annotations
 
@@ -9,21 +12,36 @@ import operator
 import numpy as np
 
 from tensorc.codegen.whole_array import encode_index
-from tensorc.errors import TypeCheckError
+from tensorc.errors import ShapeError, TypeCheckError, UnsupportedError
 from tensorc.lazy.array_object import Array, expr_of, wrap
-from tensorc.lazy.graph import Expr
+from tensorc.lazy.graph import Expr, broadcast_shapes, leaf
 from tensorc.lazy.manipulation import expand_dims
 
 
-def _key(key) -> tuple:
+def _key(key, arrays: list, masks: bool = False) -> tuple:
+    """The key as plain items. Integer arrays of at least one dimension (and, with
+    ``masks``, boolean arrays) go to ``arrays`` and stand in the key as ``_ArrayIndex``
+    markers; a 0-d integer array is an integer."""
     key = key if isinstance(key, tuple) else (key,)
     out = []
     for item in key:
+        if isinstance(item, np.ndarray):
+            item = Array(leaf(item))
         if isinstance(item, Array):
-            if item.ndim != 0 or item.dtype.kind not in "iu":
-                raise TypeCheckError("array indices are not supported (basic indexing only: "
-                                     "slices, integers, ..., None); use take()")
-            item = int(item)
+            if item.dtype == np.bool_ and not masks:
+                raise UnsupportedError(
+                    "boolean array indexing is not supported: the result's shape depends on "
+                    "the data, which a planned program cannot know in advance (tc.where "
+                    "keeps the shape; x[mask] = value is supported)")
+            if item.dtype.kind not in "iub":
+                raise IndexError(f"arrays used as indices must be of integer or boolean "
+                                 f"type, not {item.dtype}")
+            if item.ndim == 0 and item.dtype.kind in "iu":
+                item = int(item)
+            else:
+                arrays.append(item)
+                out.append(_ArrayIndex(len(arrays) - 1, item))
+                continue
         if isinstance(item, (bool, np.bool_)):
             raise TypeCheckError("boolean indices are not supported (their result shape "
                                  "depends on the data)")
@@ -31,20 +49,54 @@ def _key(key) -> tuple:
             item = slice(*(None if b is None else operator.index(b)
                            for b in (item.start, item.stop, item.step)))
         if not (item is None or item is Ellipsis or isinstance(item, (slice, int, np.integer))):
-            raise TypeCheckError(f"unsupported index {item!r}: basic indexing takes slices, "
-                                 "integers, ... and None")
+            raise TypeCheckError(f"unsupported index {item!r}: indexing takes slices, "
+                                 "integers, ..., None and integer arrays")
         out.append(int(item) if isinstance(item, np.integer) else item)
     return tuple(out)
 
 
+class _ArrayIndex:
+    """An array in a key: its position among the key's arrays, and the array."""
+
+    __slots__ = ("number", "array")
+
+    def __init__(self, number: int, array: Array) -> None:
+        self.number, self.array = number, array
+
+    def probe(self) -> np.ndarray:
+        """A stand-in of the array's shape and kind (zeros: every axis has index 0, unless
+        it is empty, where numpy rightly refuses any index)."""
+        kind = np.bool_ if self.array.dtype == np.bool_ else np.intp
+        return np.zeros(self.array.shape, kind)
+
+
+def _encoded(key: tuple) -> tuple:
+    """``encode_index`` of a key whose arrays are ``("array", number)``."""
+    return tuple(("array", k.number) if isinstance(k, _ArrayIndex) else encode_index((k,))[0]
+                 for k in key)
+
+
+def _probe_key(key: tuple) -> tuple:
+    return tuple(k.probe() if isinstance(k, _ArrayIndex) else k for k in key)
+
+
+def _selected_shape(shape: tuple, key: tuple) -> tuple[int, ...]:
+    try:
+        return np.empty(shape, dtype=np.bool_)[_probe_key(key)].shape
+    except IndexError as err:
+        raise IndexError(f"index {key} for shape {shape}: {err}") from err
+
+
 def getitem(x, key) -> Array:
     node = expr_of(x)
-    key = _key(key)
-    probe = np.empty(node.shape, dtype=np.bool_)
-    try:
-        shape = probe[key].shape
-    except IndexError as err:
-        raise IndexError(f"index {key} for shape {node.shape}: {err}") from err
+    arrays: list[Array] = []
+    key = _key(key, arrays)
+    if arrays:  # integer array indexing (numpy's)
+        shape = _selected_shape(node.shape, key)
+        operands = (node, *(expr_of(a) for a in arrays))
+        return wrap(Expr("whole", ("getitem_arrays", _encoded(key)), operands, None, shape,
+                         node.dtype))
+    shape = _selected_shape(node.shape, key)
     if all(k is None or k is Ellipsis or k == slice(None) for k in key):
         added = []
         position = 0
@@ -60,6 +112,48 @@ def getitem(x, key) -> Array:
         return expand_dims(node, tuple(added)) if added else wrap(node)
     return wrap(Expr("whole", ("getitem", encode_index(key)), (node,), None, shape,
                      node.dtype))
+
+
+def setitem(x, key, value) -> Expr:
+    """The expression of ``x`` with ``x[key] = value`` (``Array.__setitem__``): the same
+    shape and dtype as ``x``; ``value`` is converted to ``x``'s dtype as numpy assigns (a
+    Python scalar now, so one that does not fit raises here). ``key`` is any index
+    ``getitem`` takes, or a boolean mask (its shape matching the leading axes)."""
+    node = expr_of(x)
+    arrays: list[Array] = []
+    key = _key(key, arrays, masks=True)
+    masks = [k for k in key if isinstance(k, _ArrayIndex) and k.array.dtype == np.bool_]
+    if masks and len(key) != 1:
+        raise UnsupportedError("a boolean mask in x[key] = value must be the whole key")
+    if isinstance(value, (bool, int, float, complex, np.generic)):
+        value_node = leaf(np.asarray(value, dtype=node.dtype))
+    else:
+        value_node = expr_of(value)
+    if masks:
+        mask = masks[0].array
+        if mask.ndim > node.ndim or any(m != n for m, n in zip(mask.shape, node.shape,
+                                                                strict=False)):
+            raise IndexError(f"boolean index of shape {mask.shape} does not match the "
+                             f"array's shape {node.shape}")
+        rest = node.shape[mask.ndim:]
+        try:
+            fits = broadcast_shapes(value_node.shape, (1, *rest))[1:] == rest
+        except ShapeError:
+            fits = False
+        if not fits or value_node.ndim > len(rest) + 1:
+            raise ShapeError(f"cannot assign a value of shape {value_node.shape} to the "
+                             f"elements a mask selects in an array of shape {node.shape}")
+    else:
+        target = _selected_shape(node.shape, key)
+        try:
+            fits = broadcast_shapes(value_node.shape, target) == target
+        except ShapeError:
+            fits = False
+        if not fits:
+            raise ShapeError(f"cannot assign a value of shape {value_node.shape} to x[key] "
+                             f"of shape {target}")
+    operands = (node, value_node, *(expr_of(a) for a in arrays))
+    return Expr("whole", ("setitem", _encoded(key)), operands, None, node.shape, node.dtype)
 
 
 def take(x, indices, /, *, axis=None) -> Array:
