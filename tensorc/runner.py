@@ -119,16 +119,20 @@ class StatementRunner:
         self.plans.put(key, plan)
         return plan, False
 
-    def plan_layouts(self, unrolled: Unrolled, nodes: int, initial=None) -> ProgramPlan:
+    def plan_layouts(self, unrolled: Unrolled, nodes: int, initial=None,
+                     skip: frozenset = frozenset()) -> ProgramPlan:
         """The whole-program plan for ``nodes`` nodes (cached): layouts flow between the
-        statements; ``initial`` gives the layouts of inputs already on the cluster."""
-        key = (unrolled, nodes, None if not initial else tuple(
+        statements; ``initial`` gives the layouts of inputs already on the cluster; the
+        statements labelled in ``skip`` run on the driver and are not planned (a later
+        statement lays their results out as it would a numpy input)."""
+        key = (unrolled, nodes, skip, None if not initial else tuple(
             (label, s.key()) for label, s in sorted(initial.items())))
         result = self._layouts.get(key)
         if result is not None:
             self._layouts.move_to_end(key)
             return result
-        planned = [st for st in unrolled.statements if st.whole is None]
+        planned = [st for st in unrolled.statements
+                   if st.whole is None and st.label not in skip]
         result = plan_program_layouts(
             planned, lambda st, placed: self.plan(st, nodes, placed), nodes, initial)
         self._layouts[key] = result
@@ -209,8 +213,9 @@ class StatementRunner:
         given = [label for label, value in arrays.items() if isinstance(value, BlockArray)]
         initial = execution.layouts_of([arrays[label] for label in given])
         ran: list[tuple[str, dict]] = []
+        on_driver = _driver_statements(unrolled, arrays)
         layouts = self.plan_layouts(
-            unrolled, nodes, {given[k]: source for k, source in initial.items()})
+            unrolled, nodes, {given[k]: source for k, source in initial.items()}, on_driver)
         replicas: dict[str, list[tuple[object, object]]] = {
             label: [(None, value)] for label, value in arrays.items()}
         total = sum(p.stats["tasks"] for p in layouts.plans.values())
@@ -219,7 +224,7 @@ class StatementRunner:
         with Progress(total + len(unrolled.statements) - len(layouts.plans), nodes) as bar:
             try:
                 self._ray_statements(unrolled, layouts, replicas, scheduler, cluster, ran,
-                                     bar, pending, batch)
+                                     bar, pending, batch, on_driver)
                 complete = not pending or execution.finished(pending)
             except Exception as err:  # a statement on the driver read a block a dead
                 if pending is None or not execution.lost_worker(err):  # node held
@@ -231,11 +236,7 @@ class StatementRunner:
         return {label: replicas[label][0][1] for label in _output_labels(unrolled)}, ran
 
     def _ray_statements(self, unrolled, layouts, replicas, scheduler, cluster, ran, bar,
-                        pending, batch) -> None:
-        nbytes = {label: _nbytes(values[0][1]) for label, values in replicas.items()}
-        for statement in unrolled.statements:
-            nbytes[statement.label] = (math.prod(statement.shape)
-                                       * np.dtype(statement.dtype).itemsize)
+                        pending, batch, on_driver) -> None:
         last_read = _last_reads(unrolled)
         deferred: list[Statement] = []  # small statements, run on the driver when needed
         batched: list[str] = []  # labels made by the calls in the batch
@@ -267,8 +268,7 @@ class StatementRunner:
                 bar.advance(1)
 
         for position, statement in enumerate(unrolled.statements):
-            if all(nbytes[label] <= DRIVER_BYTES
-                   for label in (statement.label, *statement.operands)):
+            if statement.label in on_driver:
                 deferred.append(statement)  # after the statements on the nodes that do
                 continue  # not need it are submitted: the driver waits for its operands
             if any(d.label in statement.operands for d in deferred):
@@ -323,6 +323,17 @@ def _run_here(statement: Statement, plan: Plan, operands: list, *, cached: bool,
     run = execution.run_local(plan, operands, out, workers=workers)
     stats = execution.local_stats(plan, run, cached=cached, plan_seconds=plan_seconds)
     return (out if out.dtype == statement.dtype else out.astype(statement.dtype)), stats
+
+
+def _driver_statements(unrolled: Unrolled, arrays: dict) -> frozenset[str]:
+    """The statements of a Ray program small enough to run on the driver: their result and
+    every operand at most :data:`DRIVER_BYTES`."""
+    nbytes = {label: _nbytes(value) for label, value in arrays.items()}
+    for statement in unrolled.statements:
+        nbytes[statement.label] = math.prod(statement.shape) * np.dtype(statement.dtype).itemsize
+    return frozenset(
+        statement.label for statement in unrolled.statements
+        if all(nbytes[label] <= DRIVER_BYTES for label in (statement.label, *statement.operands)))
 
 
 def _last_reads(unrolled: Unrolled) -> dict[str, float]:

@@ -100,3 +100,22 @@ def test_interpreter_merge_accumulates_with_the_monoid():
     verify(program)
     got = interpret(program, {"A": np.array([1.0, 5.0, 2.0]), "B": np.array([3.0, 0.0, 2.5])})
     assert got.tolist() == [3.0, 5.0, 2.5]
+
+
+def test_constants_are_equal_only_as_the_same_value_and_type():
+    from tensorc.ir.nodes import Const
+
+    assert Const(0.0) != Const(-0.0)
+    assert Const(1) != Const(1.0) and Const(1) != Const(True)
+    assert Const(float("nan")) == Const(float("nan"))
+    assert Const(2.5) == Const(2.5) and hash(Const(2.5)) == hash(Const(2.5))
+    assert len({Const(0.0), Const(-0.0), Const(0), Const(False)}) == 4
+
+
+def test_signed_zero_constants_get_their_own_plans():
+    import tensorc as tc
+
+    a = tc.asarray(np.arange(1.0, 4.0))
+    with np.errstate(divide="ignore"):
+        assert np.asarray(a / 0.0).tolist() == [np.inf] * 3
+        assert np.asarray(a / -0.0).tolist() == [-np.inf] * 3

@@ -63,3 +63,14 @@ def test_einsum_on_evaluated_arrays_runs_at_once() -> None:
     assert product.evaluated
     assert tc.last_stats()["backend"] == "ray"
     np.testing.assert_allclose(product.numpy(), a.numpy() @ b.numpy(), rtol=1e-10)
+
+
+def test_scalars_and_one_element_arrays_run_on_the_driver_without_a_node_plan() -> None:
+    data = np.arange(10.0)
+    a = tc.asarray(data)
+    assert float(tc.mean(a)) == 4.5
+    np.testing.assert_allclose(np.asarray(tc.sqrt(tc.sum(a * a))), np.sqrt((data**2).sum()))
+    assert np.asarray(tc.sum(a) * 2) == 90.0
+    np.testing.assert_array_equal(np.asarray(tc.asarray([3.0]) + 1), [4.0])
+    ones = tc.random((1,), seed=3)
+    np.testing.assert_array_equal(np.asarray(ones * 2), ones.numpy() * 2)

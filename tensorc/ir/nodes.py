@@ -87,11 +87,23 @@ class Arg:
     position: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Const:
-    """A literal scalar."""
+    """A literal scalar. Two are equal when they are the same value of the same type, bit
+    for bit (``-0.0`` is not ``0.0``, ``1`` is not ``1.0`` nor ``True``, NaN equals NaN):
+    plans are cached by the IR, and those constants compute different results."""
 
     value: float | int | bool
+
+    def _key(self) -> tuple:
+        value = self.value
+        return (type(value), value.hex() if isinstance(value, float) else value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Const) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
 
 @dataclass(frozen=True, slots=True)
