@@ -5,6 +5,7 @@ and numpy interop signatures."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tensorc as tc
 
@@ -53,3 +54,31 @@ def test_signed_zero_constants_stay_distinct_across_programs() -> None:
     with np.errstate(divide="ignore"):
         same(a / 0.0, values / 0.0)
         same(a / -0.0, values / -0.0)
+
+
+# -- 3. axes out of range raise (numpy's AxisError), never wrap --------------------------
+def test_moveaxis_and_permute_dims_refuse_out_of_range_axes() -> None:
+    values = np.ones((2, 3, 4))
+    a = tc.asarray(values)
+    cases = [
+        ("moveaxis", lambda: np.moveaxis(values, 5, 0), lambda: tc.moveaxis(a, 5, 0)),
+        ("moveaxis", lambda: np.moveaxis(values, 0, -4), lambda: tc.moveaxis(a, 0, -4)),
+        ("permute_dims", lambda: np.transpose(values, (0, 1, 5)),
+         lambda: tc.permute_dims(a, (0, 1, 5))),
+    ]
+    for name, numpy_call, tensorc_call in cases:
+        with pytest.raises(np.exceptions.AxisError, match="out of bounds"):
+            numpy_call()
+        with pytest.raises(tc.AxisError,
+                           match=f"{name}: .*out of bounds for array of dimension 3") as err:
+            tensorc_call()
+        assert isinstance(err.value, IndexError) and isinstance(err.value, ValueError)
+    with pytest.raises(tc.AxisError, match="repeated axis"):
+        tc.permute_dims(a, (0, 1, 1))
+    with pytest.raises(tc.AxisError, match="not a permutation"):
+        tc.permute_dims(a, (0, 1))
+    with pytest.raises(tc.ShapeError, match="same number of elements"):
+        tc.moveaxis(a, (0, 1), 2)
+    same(tc.moveaxis(a, -1, 0), np.moveaxis(values, -1, 0))
+    same(tc.moveaxis(a, (0, 1), (-1, -2)), np.moveaxis(values, (0, 1), (-1, -2)))
+    same(tc.permute_dims(a, (2, 0, -2)), np.transpose(values, (2, 0, -2)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 
 import numpy as np
 
@@ -21,11 +22,29 @@ def _whole(op: tuple, args: tuple, shape, dtype) -> Array:
     return wrap(Expr("whole", op, args, None, tuple(shape), np.dtype(dtype)))
 
 
+def _axes(name: str, what: str, axes, ndim: int) -> tuple[int, ...]:
+    """``axes`` (an int or a sequence) as non-negative axes of an ``ndim``-d array, in the
+    order given; an axis outside ``[-ndim, ndim)`` or a repeated one raises ``AxisError``
+    (numpy's message, naming the function and the argument)."""
+    axes = (axes,) if isinstance(axes, (int, np.integer)) else tuple(axes)
+    out = []
+    for a in axes:
+        a = operator.index(a)
+        if not -ndim <= a < ndim:
+            raise AxisError(f"{name}: {what}: axis {a} is out of bounds for array of "
+                            f"dimension {ndim}")
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise AxisError(f"{name}: repeated axis in {what} {axes}")
+    return tuple(out)
+
+
 def permute_dims(x, /, axes) -> Array:
     node = expr_of(x)
-    axes = tuple(int(a) % max(node.ndim, 1) for a in axes)
-    if sorted(axes) != list(range(node.ndim)):
-        raise AxisError(f"axes {axes} are not a permutation of {node.ndim} axes")
+    axes = _axes("permute_dims", "axes", axes, node.ndim)
+    if len(axes) != node.ndim:
+        raise AxisError(f"permute_dims: axes {axes} are not a permutation of {node.ndim} "
+                        "axes")
     if axes == tuple(range(node.ndim)):
         return wrap(node)
     shape = tuple(node.shape[a] for a in axes)
@@ -152,10 +171,11 @@ def roll(x, /, shift, *, axis=None) -> Array:
 
 def moveaxis(x, source, destination, /) -> Array:
     node = expr_of(x)
-    src = (source,) if isinstance(source, int) else tuple(source)
-    dst = (destination,) if isinstance(destination, int) else tuple(destination)
-    src = tuple(a % node.ndim for a in src)
-    dst = tuple(a % node.ndim for a in dst)
+    src = _axes("moveaxis", "source", source, node.ndim)
+    dst = _axes("moveaxis", "destination", destination, node.ndim)
+    if len(src) != len(dst):
+        raise ShapeError("moveaxis: `source` and `destination` arguments must have the same "
+                         "number of elements")
     order = [a for a in range(node.ndim) if a not in src]
     for d, s in sorted(zip(dst, src, strict=True)):
         order.insert(d, s)
