@@ -82,3 +82,37 @@ def test_moveaxis_and_permute_dims_refuse_out_of_range_axes() -> None:
     same(tc.moveaxis(a, -1, 0), np.moveaxis(values, -1, 0))
     same(tc.moveaxis(a, (0, 1), (-1, -2)), np.moveaxis(values, (0, 1), (-1, -2)))
     same(tc.permute_dims(a, (2, 0, -2)), np.transpose(values, (2, 0, -2)))
+
+
+# -- 4. the lazy shape is the computed one: impossible shapes are refused at once ---------
+def test_shapes_are_checked_when_the_call_is_made() -> None:
+    values = np.arange(12.0).reshape(3, 4) ** 2
+    a = tc.asarray(values)
+    with pytest.raises(tc.ShapeError, match="tril: x must have at least 2 dimensions"):
+        tc.tril(tc.arange(3))
+    with pytest.raises(tc.ShapeError, match="triu: x must have at least 2 dimensions"):
+        tc.triu(tc.asarray(1.0))
+    with pytest.raises(ValueError, match="can only specify one unknown dimension"):
+        np.reshape(values, (-2, -30))
+    with pytest.raises(tc.ShapeError, match=r"reshape: negative dimensions .*\(-2, -30\)"):
+        tc.reshape(a, (-2, -30))
+    with pytest.raises(tc.ShapeError, match=r"reshape: .*\(-2, 6\)"):
+        tc.reshape(a, (-2, 6))
+    with pytest.raises(TypeError, match="cannot be interpreted as an integer"):
+        np.reshape(values, (2.5, 4))
+    with pytest.raises(tc.TypeCheckError, match="reshape: shape must be integers"):
+        tc.reshape(a, (2.5, 4))
+    with pytest.raises(ValueError, match="order must be non-negative but got -1"):
+        np.diff(values, n=-1)
+    with pytest.raises(tc.ShapeError, match="diff: order n must be non-negative but got -1"):
+        tc.diff(a, n=-1)
+    with pytest.raises(tc.ShapeError, match="diff: x must have at least 1 dimension"):
+        tc.diff(tc.asarray(1.0))
+    for lazy, expected in ((tc.tril(a, k=1), np.tril(values, k=1)),
+                           (tc.triu(a, k=-1), np.triu(values, k=-1)),
+                           (tc.reshape(a, (-1, 6)), values.reshape(-1, 6)),
+                           (tc.diff(a, n=0), np.diff(values, n=0)),
+                           (tc.diff(a, n=2, axis=0), np.diff(values, n=2, axis=0)),
+                           (tc.diff(a, n=5), np.diff(values, n=5))):
+        assert lazy.shape == expected.shape
+        same(lazy, expected)

@@ -11,7 +11,7 @@ import operator
 
 import numpy as np
 
-from tensorc.errors import AxisError, ShapeError
+from tensorc.errors import AxisError, ShapeError, TypeCheckError
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.data_types import result_type
 from tensorc.lazy.graph import Expr, broadcast_shapes
@@ -79,11 +79,24 @@ def squeeze(x, /, axis) -> Array:
     return wrap(Expr("squeeze", None, (node,), axes, shape, node.dtype))
 
 
+def _sizes(name: str, what: str, sizes) -> tuple[int, ...]:
+    """``sizes`` (an int or a sequence of ints) as a tuple of ints; anything else (a float)
+    raises ``TypeCheckError`` naming the function and the argument."""
+    sizes = (sizes,) if isinstance(sizes, (int, np.integer)) else tuple(sizes)
+    try:
+        return tuple(operator.index(n) for n in sizes)
+    except TypeError as err:
+        raise TypeCheckError(f"{name}: {what} must be integers, got {sizes!r}") from err
+
+
 def reshape(x, /, shape, *, copy=None) -> Array:
     node = expr_of(x)
-    shape = tuple(int(n) for n in ((shape,) if isinstance(shape, int) else shape))
+    shape = _sizes("reshape", "shape", shape)
     if shape.count(-1) > 1:
         raise ShapeError(f"reshape: at most one -1 in {shape}")
+    if any(n < -1 for n in shape):
+        raise ShapeError(f"reshape: negative dimensions other than one -1 are not allowed: "
+                         f"{shape}")
     if -1 in shape:
         known = math.prod(n for n in shape if n != -1)
         if known == 0 or math.prod(node.shape) % known:
@@ -198,19 +211,32 @@ def repeat(x, repeats, /, *, axis=None) -> Array:
     return _whole(("repeat", repeats, axis), (node,), probe.shape, node.dtype)
 
 
-def tril(x, /, *, k=0) -> Array:
+def _matrices(name: str, x) -> Expr:
     node = expr_of(x)
-    return _whole(("tril", int(k)), (node,), node.shape, node.dtype)
+    if node.ndim < 2:
+        raise ShapeError(f"{name}: x must have at least 2 dimensions (a stack of matrices), "
+                         f"got {node.ndim}")
+    return node
+
+
+def tril(x, /, *, k=0) -> Array:
+    node = _matrices("tril", x)
+    return _whole(("tril", operator.index(k)), (node,), node.shape, node.dtype)
 
 
 def triu(x, /, *, k=0) -> Array:
-    node = expr_of(x)
-    return _whole(("triu", int(k)), (node,), node.shape, node.dtype)
+    node = _matrices("triu", x)
+    return _whole(("triu", operator.index(k)), (node,), node.shape, node.dtype)
 
 
 def diff(x, /, *, axis=-1, n=1, prepend=None, append=None) -> Array:
     """``n``-th differences along ``axis`` (``prepend``/``append`` joined first)."""
+    n = operator.index(n)
+    if n < 0:
+        raise ShapeError(f"diff: order n must be non-negative but got {n}")
     parts = [p for p in (prepend, x, append) if p is not None]
+    if expr_of(x).ndim == 0:
+        raise ShapeError("diff: x must have at least 1 dimension, got a 0-d array")
     node = expr_of(concat(parts, axis=axis)) if len(parts) > 1 else expr_of(x)
     (axis,) = normalise_axes(axis, node.ndim)
     shape = list(node.shape)
