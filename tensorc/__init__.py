@@ -2,7 +2,8 @@
 
 ``import tensorc as tc`` gives the public API (see ``README.md``; the layers are in
 ``docs/architecture.md``):
-the array API standard namespace (2024.12) of lazy ``tc.Array``s (``tensorc.lazy``),
+the array API standard namespace (2024.12) of lazy ``tc.Array``s (``tensorc.lazy``, with the
+``tc.linalg`` and ``tc.fft`` extensions),
 ``tc.einsum``, ``tc.tensordot``, ``tc.plan``, ``tc.last_stats``, ``tc.compile`` (``.tc``
 programs), the Ray session (``tc.init``, ``tc.shutdown``), distributed arrays (``tc.Array``,
 ``tc.random``, ``tc.zeros``, ``tc.ones``, ``tc.asarray``) and the error hierarchy.
@@ -30,7 +31,7 @@ from tensorc.errors import (
     UnknownOptionError,
     UnsupportedError,
 )
-from tensorc.lazy import linalg
+from tensorc.lazy import fft, linalg
 from tensorc.lazy.array_object import Array
 from tensorc.lazy.creation import (
     arange,
@@ -163,6 +164,7 @@ __all__ = [
     "empty_like",
     "expand_dims",
     "eye",
+    "fft",
     "finfo",
     "flip",
     "float32",

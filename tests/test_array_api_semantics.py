@@ -224,3 +224,37 @@ def test_in_place_operators_keep_the_array_and_its_dtype() -> None:
     m = tc.asarray(np.eye(2))
     m @= tc.asarray(np.array([[1.0, 2.0], [3.0, 4.0]]))
     same(m, [[1.0, 2.0], [3.0, 4.0]])
+
+
+SIGNAL = RNG.standard_normal((4, 6))
+
+
+@pytest.mark.parametrize("name", ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_axis_transforms_match_numpy(name, dtype) -> None:
+    x = SIGNAL.astype(dtype)
+    if name in ("irfft", "hfft"):
+        x = np.fft.rfft(x, axis=0)
+    rtol = 1e-4 if dtype == np.float32 else 1e-10
+    for kwargs in ({}, {"n": 5, "axis": 0, "norm": "ortho"}, {"axis": -1, "norm": "forward"}):
+        result = getattr(tc.fft, name)(tc.asarray(x), **kwargs)
+        same(result, getattr(np.fft, name)(x, **kwargs), rtol=rtol)
+
+
+@pytest.mark.parametrize("name", ["fftn", "ifftn", "rfftn", "irfftn"])
+def test_many_axis_transforms_match_numpy(name) -> None:
+    x = np.fft.rfftn(SIGNAL) if name == "irfftn" else SIGNAL
+    for kwargs in ({}, {"s": (3, 8), "axes": (1, 0)}, {"axes": (0,), "norm": "ortho"}):
+        result = getattr(tc.fft, name)(tc.asarray(x), **kwargs)
+        same(result, getattr(np.fft, name)(x, **kwargs), rtol=1e-10)
+
+
+def test_frequencies_and_shifts_match_numpy() -> None:
+    same(tc.fft.fftfreq(7, d=0.25), np.fft.fftfreq(7, d=0.25))
+    same(tc.fft.rfftfreq(8, dtype=tc.float32), np.fft.rfftfreq(8).astype(np.float32))
+    same(tc.fft.fftshift(tc.asarray(SIGNAL)), np.fft.fftshift(SIGNAL))
+    same(tc.fft.ifftshift(tc.asarray(SIGNAL), axes=(1,)), np.fft.ifftshift(SIGNAL, axes=1))
+    with pytest.raises(ValueError, match="norm"):
+        tc.fft.fft(tc.asarray(SIGNAL), norm="none")
+    with pytest.raises(ValueError, match="data points"):
+        tc.fft.irfft(tc.ones(1, dtype=tc.complex128))

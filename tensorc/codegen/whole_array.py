@@ -72,6 +72,17 @@ def _setitem(x: np.ndarray, value: np.ndarray, *arrays_and_key) -> np.ndarray:
     return out
 
 
+FFTS = {name: getattr(np.fft, name) for name in
+        ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fftn", "ifftn", "rfftn", "irfftn")}
+
+
+def _fft(x: np.ndarray, name: str, points: tuple, axes: tuple, norm: str) -> np.ndarray:
+    """numpy's transform ``name`` of ``x`` with ``points`` data points along ``axes``."""
+    if name.endswith("n"):
+        return FFTS[name](x, s=points, axes=axes, norm=norm)
+    return FFTS[name](x, n=points[0], axis=axes[0], norm=norm)
+
+
 def _argsearch(fn) -> Callable:
     def search(x: np.ndarray, axis, keepdims: bool) -> np.ndarray:
         return np.asarray(fn(x, axis=axis, keepdims=keepdims))
@@ -146,6 +157,7 @@ WHOLE_OPERATIONS: dict[str, Callable[..., np.ndarray]] = {
     "diagonal": lambda x, offset: np.array(np.diagonal(x, offset, axis1=-2, axis2=-1)),
     "trace": lambda x, offset, dtype: np.asarray(
         np.trace(x, offset, axis1=-2, axis2=-1, dtype=dtype)),
+    "fft": _fft,
     "cross": lambda a, b, axis: np.linalg.cross(a, b, axis=axis),
     "eigh": lambda a, part: np.linalg.eigh(a)[part],
     "eigvalsh": lambda a: np.linalg.eigvalsh(a),
