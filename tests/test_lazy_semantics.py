@@ -116,3 +116,66 @@ def test_shapes_are_checked_when_the_call_is_made() -> None:
                            (tc.diff(a, n=5), np.diff(values, n=5))):
         assert lazy.shape == expected.shape
         same(lazy, expected)
+
+
+# -- 5. invalid arguments are refused at the call, naming the function and argument ------
+def test_invalid_arguments_are_refused_at_the_call() -> None:
+    values = np.arange(12.0).reshape(3, 4)
+    a = tc.asarray(values)
+    rows = np.array([[0, 2, 1, 2]] * 2)
+    with pytest.raises(np.exceptions.AxisError):
+        np.roll(values, 1, axis=3)
+    with pytest.raises(tc.AxisError, match="roll: axis: axis 3 is out of bounds"):
+        tc.roll(a, 1, axis=3)
+    with pytest.raises(tc.ShapeError, match=r"roll: shift \(1, 2, 3\) and axis"):
+        tc.roll(a, (1, 2, 3), axis=(0, 1))
+    with pytest.raises(tc.TypeCheckError, match="roll: shift must be integers"):
+        tc.roll(a, 1.5)
+    with pytest.raises(tc.ShapeError, match="searchsorted: x1 must be a 1-d sorted array"):
+        tc.searchsorted(a, tc.ones(2))
+    with pytest.raises(ValueError, match="side must be 'left' or 'right'"):
+        np.searchsorted(values[0], 1.0, side="middle")
+    with pytest.raises(tc.ArgumentError, match="searchsorted: side must be 'left' or 'right'"):
+        tc.searchsorted(a[0], tc.ones(2), side="middle")
+    with pytest.raises(IndexError, match="must be an integer array"):
+        np.take_along_axis(values, np.zeros((3, 3)), axis=-1)
+    with pytest.raises(tc.TypeCheckError, match="take_along_axis: indices must be an integer "
+                                                "array, not float64"):
+        tc.take_along_axis(a, tc.zeros((3, 3)))
+    with pytest.raises(tc.AxisError, match="take_along_axis: axis 2 is out of bounds"):
+        tc.take_along_axis(a, tc.asarray(rows), axis=2)
+    with pytest.raises(tc.ShapeError, match="take_along_axis: indices of shape"):
+        tc.take_along_axis(a, tc.asarray(rows[0]), axis=0)
+    with pytest.raises(ValueError, match="zero-dimensional arrays cannot be concatenated"):
+        np.concatenate([np.asarray(1.0), np.asarray(2.0)])
+    with pytest.raises(tc.ShapeError, match="concat: zero-dimensional arrays cannot be "
+                                            "concatenated"):
+        tc.concat([tc.asarray(1.0), tc.asarray(2.0)])
+    with pytest.raises(tc.AxisError, match="concat: axis: axis 2 is out of bounds"):
+        tc.concat([a, a], axis=2)
+    with pytest.raises(TypeError, match="cannot be interpreted as an integer"):
+        np.zeros((2.5,))
+    for make in (tc.zeros, tc.ones, tc.empty, lambda shape: tc.full(shape, 1.0)):
+        with pytest.raises(tc.TypeCheckError, match=r"shape must be an int or a sequence of "
+                                                    r"ints, got \(2\.5,\)"):
+            make((2.5,))
+    with pytest.raises(tc.ShapeError, match="zeros: negative dimensions are not allowed"):
+        tc.zeros((2, -1))
+    with pytest.raises(tc.ShapeError, match="linspace: num must be non-negative"):
+        tc.linspace(0, 1, -1)
+    with pytest.raises(tc.TypeCheckError, match="linspace: num must be an integer"):
+        tc.linspace(0, 1, 2.5)
+    # what is valid matches numpy
+    same(tc.linspace(0, 10, 5, dtype=tc.int64), np.linspace(0, 10, 5, dtype=np.int64))
+    same(tc.linspace(0, 1, 5, dtype=tc.float32), np.linspace(0, 1, 5, dtype=np.float32))
+    same(tc.linspace(0, 10, 5), np.linspace(0, 10, 5))
+    same(tc.zeros(np.int64(3)), np.zeros(3))
+    same(tc.roll(a, 1, axis=-1), np.roll(values, 1, axis=-1))
+    same(tc.roll(a, (1, 2), axis=(0, 1)), np.roll(values, (1, 2), axis=(0, 1)))
+    same(tc.roll(a, 1, axis=(0, 0)), np.roll(values, 1, axis=(0, 0)))
+    same(tc.roll(a, -5), np.roll(values, -5))
+    same(tc.searchsorted(a[0], tc.asarray([2.5, 0.0]), side="right"),
+         np.searchsorted(values[0], [2.5, 0.0], side="right"))
+    same(tc.take_along_axis(a, tc.asarray(rows), axis=0),
+         np.take_along_axis(values, rows, axis=0))
+    same(tc.concat([a, a], axis=-1), np.concatenate([values, values], axis=-1))

@@ -4,11 +4,13 @@ otherwise. ``block_shape=``/``grid=`` choose the blocking on Ray."""
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from tensorc import array as blocks
 from tensorc.array import BlockArray, default_blocking
-from tensorc.errors import TypeCheckError
+from tensorc.errors import ShapeError, TypeCheckError
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.data_types import astype
 from tensorc.lazy.evaluate import backend
@@ -18,8 +20,19 @@ from tensorc.runtime.local import available_cores
 DEFAULT_FLOAT = np.dtype("float64")
 
 
-def _shape(shape) -> tuple[int, ...]:
-    return blocks.normalised_shape(shape)
+def _shape(shape, name: str = "full") -> tuple[int, ...]:
+    """``shape`` (an int or a sequence of ints) as a tuple; a size that is not an integer
+    (``2.5``) or is negative raises, naming the function."""
+    sizes = (shape,) if getattr(shape, "ndim", None) == 0 or not hasattr(
+        shape, "__len__") else shape
+    try:
+        sizes = tuple(operator.index(n) for n in sizes)
+    except TypeError as err:
+        raise TypeCheckError(f"{name}: shape must be an int or a sequence of ints, got "
+                             f"{shape!r}") from err
+    if any(n < 0 for n in sizes):
+        raise ShapeError(f"{name}: negative dimensions are not allowed: {sizes}")
+    return blocks.normalised_shape(sizes)
 
 
 def _dtype(dtype, default=DEFAULT_FLOAT) -> np.dtype:
@@ -78,18 +91,19 @@ def full(shape, fill_value, *, dtype=None, device=None, block_shape=None, grid=N
 
 
 def zeros(shape, *, dtype=None, device=None, block_shape=None, grid=None) -> Array:
-    return full(shape, 0, dtype=_dtype(dtype), device=device, block_shape=block_shape,
-                grid=grid)
+    return full(_shape(shape, "zeros"), 0, dtype=_dtype(dtype), device=device,
+                block_shape=block_shape, grid=grid)
 
 
 def ones(shape, *, dtype=None, device=None, block_shape=None, grid=None) -> Array:
-    return full(shape, 1, dtype=_dtype(dtype), device=device, block_shape=block_shape,
-                grid=grid)
+    return full(_shape(shape, "ones"), 1, dtype=_dtype(dtype), device=device,
+                block_shape=block_shape, grid=grid)
 
 
 def empty(shape, *, dtype=None, device=None, block_shape=None, grid=None) -> Array:
     """Like ``zeros`` (tensorc never hands out uninitialised memory)."""
-    return zeros(shape, dtype=dtype, device=device, block_shape=block_shape, grid=grid)
+    return zeros(_shape(shape, "empty"), dtype=dtype, device=device, block_shape=block_shape,
+                 grid=grid)
 
 
 def _like(x, dtype):
@@ -125,10 +139,20 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Array:
 
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True) -> Array:
+    """``num`` evenly spaced values from ``start`` to ``stop``; in ``dtype`` when given
+    (an integer dtype rounds towards minus infinity, as numpy's), else floating point."""
     _check_device(device)
-    kind = np.result_type(start, stop, 1.0) if dtype is None else np.dtype(dtype)
-    if kind.kind not in "fc":
-        kind = DEFAULT_FLOAT
+    try:
+        num = operator.index(num)
+    except TypeError as err:
+        raise TypeCheckError(f"linspace: num must be an integer, got {num!r}") from err
+    if num < 0:
+        raise ShapeError(f"linspace: num must be non-negative, got {num}")
+    if dtype is None:
+        kind = np.result_type(start, stop, 1.0)
+        kind = kind if kind.kind in "fc" else DEFAULT_FLOAT
+    else:
+        kind = np.dtype(dtype)
     return _from_value(np.linspace(start, stop, num, endpoint=endpoint, dtype=kind))
 
 
@@ -151,7 +175,7 @@ def random(shape, *, block_shape=None, grid=None, seed: int = 0, dtype="float64"
     """Uniform [0, 1) values. Block ``g`` of the blocking is drawn from numpy's PCG64 seeded
     with ``(seed, *g)``, so values depend on the seed and the blocking; on Ray each block is
     generated on its node."""
-    shape = _shape(shape)
+    shape = _shape(shape, "random")
     dtype = np.dtype(dtype)
     if backend() == "ray":
         return wrap(leaf(blocks.random(shape, block_shape=block_shape, grid=grid, seed=seed,

@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 from tensorc.codegen.whole_array import encode_index
-from tensorc.errors import ShapeError, TypeCheckError, UnsupportedError
+from tensorc.errors import AxisError, ShapeError, TypeCheckError, UnsupportedError
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.graph import Expr, broadcast_shapes, leaf
 from tensorc.lazy.manipulation import expand_dims
@@ -172,7 +172,18 @@ def take(x, indices, /, *, axis=None) -> Array:
 
 def take_along_axis(x, indices, /, *, axis=-1) -> Array:
     node, index = expr_of(x), expr_of(indices)
-    shape = np.take_along_axis(np.empty(node.shape, np.bool_),
-                               np.zeros(index.shape, np.int64), axis=axis).shape
-    return wrap(Expr("whole", ("take_along_axis", int(axis)), (node, index), None, shape,
+    if index.dtype.kind not in "iu":
+        raise TypeCheckError(f"take_along_axis: indices must be an integer array, not "
+                             f"{index.dtype}")
+    axis = operator.index(axis)
+    if not -node.ndim <= axis < node.ndim:
+        raise AxisError(f"take_along_axis: axis {axis} is out of bounds for array of "
+                        f"dimension {node.ndim}")
+    try:
+        shape = np.take_along_axis(np.empty(node.shape, np.bool_),
+                                   np.zeros(index.shape, np.int64), axis=axis).shape
+    except (ValueError, IndexError) as err:
+        raise ShapeError(f"take_along_axis: indices of shape {index.shape} do not fit x of "
+                         f"shape {node.shape} along axis {axis}: {err}") from err
+    return wrap(Expr("whole", ("take_along_axis", axis), (node, index), None, shape,
                      node.dtype))

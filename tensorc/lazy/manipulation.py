@@ -82,7 +82,8 @@ def squeeze(x, /, axis) -> Array:
 def _sizes(name: str, what: str, sizes) -> tuple[int, ...]:
     """``sizes`` (an int or a sequence of ints) as a tuple of ints; anything else (a float)
     raises ``TypeCheckError`` naming the function and the argument."""
-    sizes = (sizes,) if isinstance(sizes, (int, np.integer)) else tuple(sizes)
+    if getattr(sizes, "ndim", None) == 0 or not hasattr(sizes, "__len__"):
+        sizes = (sizes,)  # one size (an int, a 0-d integer array)
     try:
         return tuple(operator.index(n) for n in sizes)
     except TypeError as err:
@@ -136,7 +137,10 @@ def concat(arrays, /, *, axis=0) -> Array:
     if axis is None:
         nodes = [expr_of(reshape(n, (-1,))) for n in nodes]
         axis = 0
-    (axis,) = normalise_axes(axis, nodes[0].ndim)
+    if any(n.ndim == 0 for n in nodes):
+        raise ShapeError("concat: zero-dimensional arrays cannot be concatenated (use stack, "
+                         "or axis=None)")
+    (axis,) = _axes("concat", "axis", axis, nodes[0].ndim)
     first = nodes[0].shape
     for n in nodes:
         if n.ndim != len(first) or any(a != b for d, (a, b) in enumerate(
@@ -177,8 +181,19 @@ def flip(x, /, *, axis=None) -> Array:
 
 def roll(x, /, shift, *, axis=None) -> Array:
     node = expr_of(x)
-    shift = shift if isinstance(shift, int) else tuple(shift)
-    axis = axis if axis is None or isinstance(axis, int) else tuple(axis)
+    one = getattr(shift, "ndim", None) == 0 or not hasattr(shift, "__len__")
+    shifts = _sizes("roll", "shift", shift)
+    shift = shifts[0] if one else shifts
+    if axis is not None:
+        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+        for a in axes:  # repeated axes add up, as in numpy
+            _axes("roll", "axis", a, node.ndim)
+        axis = operator.index(axis) if isinstance(axis, (int, np.integer)) else tuple(
+            operator.index(a) for a in axes)
+        if len(shifts) != len(axes) and 1 not in (len(shifts), len(axes)):
+            raise ShapeError(f"roll: shift {shift} and axis {axis} do not broadcast")
+    elif len(shifts) != 1:
+        raise ShapeError(f"roll: a sequence shift {shift} needs axis=")
     return _whole(("roll", shift, axis), (node,), node.shape, node.dtype)
 
 

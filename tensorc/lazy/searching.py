@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensorc.errors import UnsupportedError
+from tensorc.errors import ArgumentError, ShapeError, UnsupportedError
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.graph import Expr
 from tensorc.lazy.statistical import normalise_axes
@@ -54,6 +54,11 @@ def searchsorted(x1, x2, /, *, side="left", sorter=None) -> Array:
     if sorter is not None:
         raise UnsupportedError("searchsorted: sorter= is not supported; sort first")
     a, v = expr_of(x1), expr_of(x2)
+    if a.ndim != 1:
+        raise ShapeError(f"searchsorted: x1 must be a 1-d sorted array, got {a.ndim}-d "
+                         f"shape {a.shape}")
+    if side not in ("left", "right"):
+        raise ArgumentError(f"searchsorted: side must be 'left' or 'right' (got {side!r})")
     return wrap(Expr("whole", ("searchsorted", side), (a, v), None, v.shape, INDEX))
 
 
