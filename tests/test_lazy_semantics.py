@@ -179,3 +179,32 @@ def test_invalid_arguments_are_refused_at_the_call() -> None:
     same(tc.take_along_axis(a, tc.asarray(rows), axis=0),
          np.take_along_axis(values, rows, axis=0))
     same(tc.concat([a, a], axis=-1), np.concatenate([values, values], axis=-1))
+
+
+# -- 6. numerical failures of the one-task linear algebra are tc.LinAlgError -------------
+@pytest.mark.parametrize(
+    ("tensorc_call", "numpy_call"),
+    [
+        (lambda m: tc.linalg.inv(m), np.linalg.inv),
+        (lambda m: tc.linalg.solve(m, tc.ones(m.shape[-1])),
+         lambda m: np.linalg.solve(m, np.ones(m.shape[-1]))),
+        (lambda m: tc.linalg.solve(m, tc.ones((m.shape[-1], 2))),
+         lambda m: np.linalg.solve(m, np.ones((m.shape[-1], 2)))),
+    ],
+)
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4, 4), (512, 512)])
+def test_singular_small_matrices_raise_tc_linalg_error(tensorc_call, numpy_call,
+                                                       shape) -> None:
+    singular = np.zeros(shape)
+    with pytest.raises(np.linalg.LinAlgError) as expected:
+        numpy_call(singular)
+    with pytest.raises(tc.LinAlgError) as err:
+        tensorc_call(tc.asarray(singular)).numpy()
+    assert str(err.value) == str(expected.value) == "Singular matrix"
+    assert isinstance(err.value, np.linalg.LinAlgError)
+    assert isinstance(err.value, tc.TensorcError)
+
+
+def test_a_non_definite_matrix_raises_tc_linalg_error_in_cholesky() -> None:
+    with pytest.raises(tc.LinAlgError, match="Matrix is not positive definite"):
+        tc.linalg.cholesky(tc.asarray(-np.eye(3))).numpy()

@@ -20,6 +20,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tensorc.errors import LinAlgError
+
 
 def encode_index(key: tuple) -> tuple:
     """A hashable form of a basic index (slices, integers, ``None``, ``...``)."""
@@ -174,6 +176,12 @@ WHOLE_OPERATIONS: dict[str, Callable[..., np.ndarray]] = {
 
 
 def apply_whole(op: tuple, *arrays: np.ndarray) -> np.ndarray:
-    """Apply ``op = (name, *params)`` to ``arrays``."""
+    """Apply ``op = (name, *params)`` to ``arrays``. numpy's ``LinAlgError`` (a singular
+    matrix) is raised as :class:`~tensorc.errors.LinAlgError`, with numpy's message."""
     name, *params = op
-    return np.asarray(WHOLE_OPERATIONS[name](*arrays, *params))
+    try:
+        return np.asarray(WHOLE_OPERATIONS[name](*arrays, *params))
+    except np.linalg.LinAlgError as err:
+        if isinstance(err, LinAlgError):
+            raise
+        raise LinAlgError(str(err)) from err
