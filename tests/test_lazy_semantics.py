@@ -208,3 +208,29 @@ def test_singular_small_matrices_raise_tc_linalg_error(tensorc_call, numpy_call,
 def test_a_non_definite_matrix_raises_tc_linalg_error_in_cholesky() -> None:
     with pytest.raises(tc.LinAlgError, match="Matrix is not positive definite"):
         tc.linalg.cholesky(tc.asarray(-np.eye(3))).numpy()
+
+
+# -- 7. numpy scalars are typed operands (numpy 2), not weak Python scalars ---------------
+@pytest.mark.parametrize("scalar", [np.float64(1.5), np.float32(2.0), np.int64(3),
+                                    np.int8(-2), np.uint8(7), np.bool_(True),
+                                    np.complex128(1 + 2j), np.float16(0.5)])
+@pytest.mark.parametrize("dtype", ["float32", "int16", "uint8", "bool"])
+def test_numpy_scalars_promote_as_in_numpy(scalar, dtype) -> None:
+    values = np.arange(1, 4).astype(dtype)
+    x = tc.asarray(values)
+    for name in ("add", "multiply", "subtract", "less", "equal", "maximum"):
+        fn = getattr(np, name)
+        try:
+            expected = fn(values, scalar)
+            reflected = fn(scalar, values)
+        except (TypeError, np.exceptions.DTypePromotionError):
+            continue  # e.g. bool - bool: numpy refuses, not this test's subject
+        same(getattr(tc, name)(x, scalar), expected)
+        same(getattr(tc, name)(scalar, x), reflected)
+    if values.dtype != np.bool_ and not isinstance(scalar, np.bool_):
+        same(x + scalar, values + scalar)
+        same(scalar + x, scalar + values)
+        same(x * scalar, values * scalar)
+        same(scalar - x, scalar - values)
+    same(x < scalar, values < scalar)
+    same(scalar >= x, scalar >= values)

@@ -305,15 +305,16 @@ def wrap(expr: Expr) -> Array:
 
 def operand(value, like_dtype=None):
     """The graph node of an operand: an ``Array``'s expression, a Python scalar as is, a
-    numpy array or scalar as a leaf; ``NotImplemented`` for anything else."""
+    numpy array or scalar as a leaf (a numpy scalar has its dtype, as in numpy 2, also
+    ``np.float64``, which subclasses ``float``); ``NotImplemented`` for anything else."""
     if isinstance(value, Array):
         return value._expr  # noqa: SLF001 - this module's own class
     if isinstance(value, Expr):
         return value
-    if isinstance(value, (bool, int, float, complex)):
-        return value
     if isinstance(value, np.generic):
         return leaf(np.asarray(value))
+    if isinstance(value, (bool, int, float, complex)):
+        return value
     if isinstance(value, np.ndarray):
         return leaf(value)
     if isinstance(value, BlockArray):
