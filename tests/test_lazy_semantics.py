@@ -234,3 +234,28 @@ def test_numpy_scalars_promote_as_in_numpy(scalar, dtype) -> None:
         same(scalar - x, scalar - values)
     same(x < scalar, values < scalar)
     same(scalar >= x, scalar >= values)
+
+
+# -- 8. comparing with a Python int outside the dtype compares by value (numpy 2) ---------
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint64", "int64"])
+@pytest.mark.parametrize("scalar", [-1, -129, -(2**63) - 1, 300, 2**63, 2**64, 0, 5])
+def test_comparisons_with_out_of_range_python_ints(dtype, scalar) -> None:
+    info = np.iinfo(dtype)
+    values = np.array([0, 1, 2, info.max, info.min], dtype)
+    x = tc.asarray(values)
+    for name in ("less", "less_equal", "greater", "greater_equal", "equal", "not_equal"):
+        same(getattr(tc, name)(x, scalar), getattr(np, name)(values, scalar))
+        same(getattr(tc, name)(scalar, x), getattr(np, name)(scalar, values))
+    same(x < scalar, values < scalar)
+    same(scalar < x, scalar < values)
+    same(x == scalar, values == scalar)
+    same(x != scalar, values != scalar)
+    same(tc.stack([x >= scalar, x <= scalar]), np.stack([values >= scalar, values <= scalar]))
+
+
+def test_arithmetic_with_out_of_range_python_ints_still_overflows_as_numpy() -> None:
+    values = np.array([1, 2], np.uint8)
+    with pytest.raises(OverflowError, match="Python integer 300 out of bounds for uint8"):
+        _ = values + 300
+    with pytest.raises(OverflowError, match="Python integer 300 out of bounds for uint8"):
+        _ = tc.asarray(values) + 300

@@ -110,8 +110,36 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
         raise ShapeError(f"shapes {', '.join(map(str, shapes))} do not broadcast") from err
 
 
+_COMPARISONS = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+"""Comparison operators and each one's mirror (``s < x`` is ``x > s``)."""
+
+
+def _in_range_comparison(op: str, args: tuple) -> tuple[str, tuple]:
+    """``(op, args)`` of a comparison of an integer array with a Python int outside its
+    dtype, rewritten against the dtype's nearest bound: numpy 2 compares by value
+    (``uint8 < -1`` is all false), where converting the int would overflow."""
+    if op not in _COMPARISONS or len(args) != 2:
+        return op, args
+    first, second = args
+    if isinstance(first, Expr) and type(second) is int:
+        array, scalar = first, second
+    elif isinstance(second, Expr) and type(first) is int:
+        array, scalar, op = second, first, _COMPARISONS[op]
+    else:
+        return op, args
+    if array.dtype.kind not in "iu":
+        return op, args
+    info = np.iinfo(array.dtype)
+    if scalar < info.min:  # x < s, x <= s, x == s never hold; x > s, x >= s, x != s always
+        return ("lt" if op in ("lt", "le", "eq") else "ge"), (array, int(info.min))
+    if scalar > info.max:  # x < s, x <= s, x != s always hold; x > s, x >= s, x == s never
+        return ("le" if op in ("lt", "le", "ne") else "gt"), (array, int(info.max))
+    return (op, args) if array is first else (_COMPARISONS[op], (scalar, array))
+
+
 def mapped(op: str, *args) -> Expr:
     """The element-wise ``op`` of ``args`` (at least one ``Expr``)."""
+    op, args = _in_range_comparison(op, args)
     shapes = [a.shape for a in args if isinstance(a, Expr)]
     shape = broadcast_shapes(*shapes)
     result, _ = map_dtypes(op, args)
