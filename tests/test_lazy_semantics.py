@@ -259,3 +259,37 @@ def test_arithmetic_with_out_of_range_python_ints_still_overflows_as_numpy() -> 
         _ = values + 300
     with pytest.raises(OverflowError, match="Python integer 300 out of bounds for uint8"):
         _ = tc.asarray(values) + 300
+
+
+# -- 11. Python conversions and the namespace version follow numpy 2 ---------------------
+def test_only_0d_arrays_convert_to_python_scalars() -> None:
+    for shape in ((1,), (1, 1), (2, 2)):
+        for kind in (float, int, complex):
+            with pytest.raises(TypeError, match="only 0-dimensional arrays can be converted"):
+                kind(np.ones(shape))
+            with pytest.raises(tc.TypeCheckError, match="only a 0-d array converts to .* "
+                                                        "only 0-dimensional arrays"):
+                kind(tc.ones(shape))
+    assert float(tc.asarray(2.5)) == float(np.asarray(2.5)) == 2.5
+    assert int(tc.asarray(3)) == 3 and complex(tc.asarray(1j)) == 1j
+    assert [10, 20, 30][tc.asarray(1)] == 20
+    # bool keeps numpy's truth value: any one-element array has one
+    assert bool(tc.ones((1, 1))) is bool(np.ones((1, 1))) is True
+    assert bool(tc.zeros(1)) is bool(np.zeros(1)) is False
+    for shape in ((2,), (0,)):
+        with pytest.raises(ValueError, match="truth value of an"):
+            bool(np.ones(shape))
+        with pytest.raises(tc.ShapeError, match="truth value of an .* is ambiguous"):
+            bool(tc.ones(shape))
+
+
+def test_unknown_array_api_versions_raise_value_error() -> None:
+    x = tc.ones(3)
+    with pytest.raises(ValueError, match="2099.1"):
+        np.ones(3).__array_namespace__(api_version="2099.1")
+    with pytest.raises(ValueError, match="version '2099.1' of the array API standard is not "
+                                         "supported"):
+        x.__array_namespace__(api_version="2099.1")
+    assert x.__array_namespace__() is tc
+    assert x.__array_namespace__(api_version="2024.12") is tc
+    assert x.__array_namespace__(api_version="2023.12") is tc

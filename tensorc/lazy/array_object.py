@@ -141,13 +141,20 @@ class Array:
 
     # -- Python protocol -----------------------------------------------------------------
     def _scalar(self, kind):
-        if self.size != 1 and self.ndim != 0:
-            raise TypeCheckError(f"only a 0-d (or one-element) array converts to "
-                                 f"{kind.__name__}, this one has shape {self.shape}")
-        return kind(self.numpy().reshape(()).item())
+        """The value of a 0-d array as a Python ``kind`` (numpy 2: only 0-d arrays convert,
+        a ``TypeError`` otherwise)."""
+        if self.ndim != 0:
+            raise TypeCheckError(f"only a 0-d array converts to {kind.__name__} (numpy: only "
+                                 f"0-dimensional arrays can be converted to Python scalars), "
+                                 f"this one has shape {self.shape}")
+        return kind(self.numpy().item())
 
     def __bool__(self) -> bool:
-        return self._scalar(bool)
+        if self.size != 1:  # numpy's truth value: any one-element array has one
+            what = "an empty array" if self.size == 0 else "an array with more than one element"
+            raise ShapeError(f"the truth value of {what} (shape {self.shape}) is ambiguous; "
+                             "use tc.any(x) or tc.all(x)")
+        return bool(self.numpy().reshape(()).item())
 
     def __float__(self) -> float:
         return self._scalar(float)
@@ -186,7 +193,9 @@ class Array:
 
     def __array_namespace__(self, /, *, api_version=None):
         if api_version not in (None, "2024.12", "2023.12", "2022.12", "2021.12"):
-            raise TypeCheckError(f"tensorc implements array API 2024.12, not {api_version}")
+            raise ValueError(f"version {api_version!r} of the array API standard is not "
+                             "supported: tensorc implements 2024.12 (and the earlier 2023.12, "
+                             "2022.12, 2021.12)")
         return importlib.import_module("tensorc")
 
     def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
