@@ -293,3 +293,17 @@ def test_unknown_array_api_versions_raise_value_error() -> None:
     assert x.__array_namespace__() is tc
     assert x.__array_namespace__(api_version="2024.12") is tc
     assert x.__array_namespace__(api_version="2023.12") is tc
+
+
+# -- 10. a lazy 0-d fill value ------------------------------------------------------------
+def test_full_takes_a_lazy_0d_fill_value() -> None:
+    values = np.arange(6.0).reshape(2, 3)
+    x = tc.asarray(values)
+    same(tc.full((2,), tc.sum(x)), np.full((2,), np.sum(values)))
+    same(tc.full((2, 2), tc.sum(x), dtype=tc.int32), np.full((2, 2), np.sum(values), np.int32))
+    same(tc.full((), tc.max(x)), np.full((), np.max(values)))
+    same(tc.full_like(x, tc.min(x) + 1), np.full_like(values, np.min(values) + 1))
+    same(tc.full((3,), tc.asarray(np.float32(2))), np.full((3,), np.asarray(np.float32(2))))
+    with pytest.raises(tc.ShapeError, match="full: fill_value must be a scalar or a 0-d "
+                                            r"array, got shape \(2, 3\)"):
+        tc.full((2,), x)

@@ -15,6 +15,7 @@ from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.data_types import astype
 from tensorc.lazy.evaluate import backend
 from tensorc.lazy.graph import leaf
+from tensorc.lazy.manipulation import broadcast_to
 from tensorc.runtime.local import available_cores
 
 DEFAULT_FLOAT = np.dtype("float64")
@@ -77,8 +78,16 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None, block_shape=None,
 
 
 def full(shape, fill_value, *, dtype=None, device=None, block_shape=None, grid=None) -> Array:
+    """An array of ``shape`` filled with ``fill_value``: a Python or numpy scalar, or a 0-d
+    ``tc.Array`` (lazy: the result is its value broadcast, in ``dtype`` when given)."""
     _check_device(device)
     shape = _shape(shape)
+    if isinstance(fill_value, Array):
+        if fill_value.ndim != 0:
+            raise ShapeError(f"full: fill_value must be a scalar or a 0-d array, got shape "
+                             f"{fill_value.shape}")
+        value = fill_value if dtype is None else astype(fill_value, dtype)
+        return broadcast_to(value, shape)
     if dtype is None:
         dtype = np.asarray(fill_value).dtype
         if dtype.kind == "i":
