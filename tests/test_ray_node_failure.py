@@ -15,44 +15,101 @@ import pytest
 import tensorc as tc
 
 
-@pytest.mark.last
-def test_node_removed_mid_run_still_gives_the_right_answer():
-    tc.shutdown()  # the shared cluster is done: this test kills nodes of its own
+@pytest.fixture(scope="module")
+def dying_cluster():
+    """A 4-node cluster of this module's own (the shared one is done): each test kills one
+    of its worker nodes."""
+    tc.shutdown()
     session = tc.init(num_nodes=4)
     try:
-        def operands():
-            return (tc.random((128, 128, 128), grid=(8, 8, 8), seed=11),
-                    tc.random((128, 24), grid=(8, 1), seed=12),
-                    tc.random((128, 24), grid=(8, 1), seed=13))
-
-        # equal seeds and blocking give equal values: gather one set for the reference, so
-        # the set under test keeps its only copies on the nodes that made them
-        expected = np.einsum("ijk,jf,kf->if", *[a.numpy() for a in operands()], optimize=True)
-        inputs = operands()
-        cluster = session.cluster.local_cluster
-        victim = next(iter(cluster.worker_nodes))  # any node but the head (the driver)
-        outcome: dict = {}
-
-        def call():
-            try:
-                result = tc.einsum("ijk,jf,kf->if", *inputs)
-                outcome["finished"] = time.monotonic()
-                outcome["value"] = result.numpy()
-            except Exception as err:  # noqa: BLE001 - reported below
-                outcome["error"] = err
-
-        worker = threading.Thread(target=call)
-        worker.start()
-        time.sleep(0.3)
-        cluster.remove_node(victim, allow_graceful=False)
-        removed = time.monotonic()
-        worker.join(timeout=240)
-        assert not worker.is_alive(), "the call hung after a node died"
-        if "error" in outcome:
-            error = outcome["error"]
-            assert isinstance(error, tc.ExecutionError), repr(error)
-            pytest.fail(f"the call raised instead of recovering: {error}")
-        assert removed < outcome["finished"], "the node died after the run ended: not mid-run"
-        np.testing.assert_allclose(outcome["value"], expected, rtol=1e-10)
+        yield session
     finally:
         tc.shutdown()
+
+
+def _kill_a_worker_node(session) -> None:
+    cluster = session.cluster.local_cluster
+    victim = next(iter(cluster.worker_nodes))  # any node but the head (the driver)
+    cluster.remove_node(victim, allow_graceful=False)
+
+
+@pytest.mark.last
+def test_node_removed_mid_run_still_gives_the_right_answer(dying_cluster):
+    session = dying_cluster
+
+    def operands():
+        return (tc.random((128, 128, 128), grid=(8, 8, 8), seed=11),
+                tc.random((128, 24), grid=(8, 1), seed=12),
+                tc.random((128, 24), grid=(8, 1), seed=13))
+
+    # equal seeds and blocking give equal values: gather one set for the reference, so
+    # the set under test keeps its only copies on the nodes that made them
+    expected = np.einsum("ijk,jf,kf->if", *[a.numpy() for a in operands()], optimize=True)
+    inputs = operands()
+    outcome: dict = {}
+
+    def call():
+        try:
+            result = tc.einsum("ijk,jf,kf->if", *inputs)
+            outcome["finished"] = time.monotonic()
+            outcome["value"] = result.numpy()
+        except Exception as err:  # noqa: BLE001 - reported below
+            outcome["error"] = err
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    time.sleep(0.3)
+    _kill_a_worker_node(session)
+    removed = time.monotonic()
+    worker.join(timeout=240)
+    assert not worker.is_alive(), "the call hung after a node died"
+    if "error" in outcome:
+        error = outcome["error"]
+        assert isinstance(error, tc.ExecutionError), repr(error)
+        pytest.fail(f"the call raised instead of recovering: {error}")
+    assert removed < outcome["finished"], "the node died after the run ended: not mid-run"
+    np.testing.assert_allclose(outcome["value"], expected, rtol=1e-10)
+
+
+def newton_steps(xp, X, y, steps: int):
+    w = xp.zeros(X.shape[1], dtype=X.dtype)
+    for _ in range(steps):
+        p = 1.0 / (1.0 + xp.exp(-(X @ w)))
+        hessian = X.T @ (X * (p * (1.0 - p))[:, None]) + 1e-6 * xp.eye(X.shape[1])
+        w = w - xp.linalg.solve(hessian, X.T @ (p - y) + 1e-6 * w)
+        if hasattr(w, "compute"):
+            w = w.compute()
+    return w
+
+
+@pytest.mark.last
+def test_node_removed_while_array_programs_run_loses_nothing(dying_cluster):
+    """Array programs merge their statements' calls (measure is off here): a node dying
+    under a batch makes the program run again, and the blocks it held are rebuilt."""
+    session = dying_cluster
+    assert not session.measure
+    X = tc.random((400_000, 8), grid=(8, 1), seed=31)  # blocks made on the nodes, by seed
+    data = X.numpy()
+    chance = 1.0 / (1.0 + np.exp(-(data - 0.5) @ np.linspace(-1, 1, 8)))
+    labels = (np.random.default_rng(32).random(len(data)) < chance).astype(np.float64)
+    y = tc.asarray(labels, grid=(8,))
+    expected = newton_steps(np, data, labels, 24)
+    outcome: dict = {}
+
+    def fit():
+        try:
+            outcome["value"] = np.asarray(newton_steps(tc, X, y, 24))
+            outcome["finished"] = time.monotonic()
+        except Exception as err:  # noqa: BLE001 - reported below
+            outcome["error"] = err
+
+    worker = threading.Thread(target=fit)
+    worker.start()
+    time.sleep(0.5)
+    _kill_a_worker_node(session)
+    removed = time.monotonic()
+    worker.join(timeout=240)
+    assert not worker.is_alive(), "the fit hung after a node died"
+    assert "error" not in outcome, f"the fit raised instead of recovering: {outcome['error']!r}"
+    assert removed < outcome["finished"], "the node died after the fit ended: not mid-run"
+    np.testing.assert_allclose(outcome["value"], expected, rtol=1e-8)

@@ -16,6 +16,7 @@ from tensorc.lazy.data_types import astype
 from tensorc.lazy.evaluate import backend
 from tensorc.lazy.graph import leaf
 from tensorc.lazy.manipulation import broadcast_to
+from tensorc.runner import DRIVER_BYTES
 from tensorc.runtime.local import available_cores
 
 DEFAULT_FLOAT = np.dtype("float64")
@@ -46,7 +47,11 @@ def _check_device(device) -> None:
 
 
 def _from_value(value: np.ndarray, block_shape=None, grid=None) -> Array:
-    if backend() == "ray":
+    """A leaf of ``value``: on Ray its blocks are placed on the nodes, unless it is at most
+    :data:`~tensorc.runner.DRIVER_BYTES` and no blocking is asked for (it stays on the
+    driver, and the programs that read it pass it inside their calls)."""
+    small = value.nbytes <= DRIVER_BYTES and block_shape is None and grid is None
+    if backend() == "ray" and not small:
         return wrap(leaf(blocks.asarray(value, block_shape=block_shape, grid=grid)))
     return wrap(leaf(value))
 
