@@ -307,3 +307,117 @@ def test_full_takes_a_lazy_0d_fill_value() -> None:
     with pytest.raises(tc.ShapeError, match="full: fill_value must be a scalar or a 0-d "
                                             r"array, got shape \(2, 3\)"):
         tc.full((2,), x)
+
+
+# -- 9. numpy functions on tc.Array take numpy's signatures -------------------------------
+V = np.arange(1.0, 13.0).reshape(3, 4)
+SPD = V[:, :3].T @ V[:, :3] + np.eye(3)
+NUMPY_CALLS = {
+    "sum positional axis": lambda a: np.sum(a, 0),
+    "sum keepdims": lambda a: np.sum(a, axis=1, keepdims=True),
+    "sum positional dtype": lambda a: np.sum(a, None, np.float32),
+    "prod": lambda a: np.prod(a, 1),
+    "max": lambda a: np.max(a, 0),
+    "amin": lambda a: np.amin(a, 1, keepdims=True),
+    "any": lambda a: np.any(a > 5, 0),
+    "all": lambda a: np.all(a > 0),
+    "mean": lambda a: np.mean(a, 0),
+    "mean dtype": lambda a: np.mean(a, dtype=np.float32),
+    "var ddof": lambda a: np.var(a, 0, ddof=1),
+    "std": lambda a: np.std(a, axis=1),
+    "argmax": lambda a: np.argmax(a, 1),
+    "argmin flat": lambda a: np.argmin(a),
+    "count_nonzero": lambda a: np.count_nonzero(a > 4, axis=0),
+    "cumsum flattens": lambda a: np.cumsum(a),
+    "cumsum axis": lambda a: np.cumsum(a, 1),
+    "cumprod dtype": lambda a: np.cumprod(a, axis=0, dtype=np.float32),
+    "sort": lambda a: np.sort(-a),
+    "sort flattens": lambda a: np.sort(-a, None),
+    "argsort": lambda a: np.argsort(-a, 0),
+    "where": lambda a: np.where(a > 5, a, 0.0),
+    "clip a_min": lambda a: np.clip(a, a_min=2, a_max=None),
+    "clip positional": lambda a: np.clip(a, 2, 8),
+    "clip max": lambda a: np.clip(a, max=3),
+    "squeeze all": lambda a: np.squeeze(np.reshape(a, (1, 3, 1, 4))),
+    "tile int": lambda a: np.tile(a, 2),
+    "tile longer": lambda a: np.tile(a, (2, 1, 2)),
+    "take flattens": lambda a: np.take(a, [0, 5, 11]),
+    "take axis": lambda a: np.take(a, [3, 0], axis=1),
+    "concatenate": lambda a: np.concatenate((a, a), 1),
+    "concatenate flattens": lambda a: np.concatenate([a, a], axis=None),
+    "stack": lambda a: np.stack([a, a], 1),
+    "zeros_like": lambda a: np.zeros_like(a),
+    "ones_like dtype": lambda a: np.ones_like(a, dtype=np.int32),
+    "full_like": lambda a: np.full_like(a, 7.0),
+    "zeros_like shape": lambda a: np.zeros_like(a, shape=(2,)),
+    "tensordot": lambda a: np.tensordot(a, a, 2),
+    "tensordot positional axes": lambda a: np.tensordot(a, np.transpose(a), 1),
+    "dot": lambda a: np.dot(a, np.transpose(a)),
+    "outer": lambda a: np.outer(a[0], a[1]),
+    "transpose": lambda a: np.transpose(a),
+    "reshape": lambda a: np.reshape(a, (4, 3)),
+    "reshape int": lambda a: np.reshape(a, -1),
+    "expand_dims": lambda a: np.expand_dims(a, 1),
+    "broadcast_to": lambda a: np.broadcast_to(a[0], (2, 4)),
+    "flip": lambda a: np.flip(a, 0),
+    "flip all": lambda a: np.flip(a),
+    "roll flattens": lambda a: np.roll(a, 2),
+    "roll axis": lambda a: np.roll(a, 1, 0),
+    "moveaxis": lambda a: np.moveaxis(a, 0, 1),
+    "repeat": lambda a: np.repeat(a, 2, 1),
+    "trace": lambda a: np.trace(a),
+    "trace offset": lambda a: np.trace(a, 1),
+    "diagonal": lambda a: np.diagonal(a),
+    "diagonal offset": lambda a: np.diagonal(a, -1),
+    "einsum": lambda a: np.einsum("ij,ij->i", a, a),
+    "einsum optimize": lambda a: np.einsum("ij->j", a, optimize=True),
+    "isclose": lambda a: np.isclose(a, a + 1e-9),
+    "astype": lambda a: np.astype(a, np.float32),
+    "linalg.svd values": lambda a: np.linalg.svd(a, compute_uv=False),
+    "linalg.norm": lambda a: np.linalg.norm(a),
+}
+
+
+@pytest.mark.parametrize("name", list(NUMPY_CALLS))
+def test_numpy_functions_adapt_numpy_signatures(name) -> None:
+    call = NUMPY_CALLS[name]
+    result = call(tc.asarray(V))
+    assert isinstance(result, tc.Array)  # stayed on tensorc
+    expected = call(V)
+    got = np.asarray(result)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_numpy_linalg_functions_on_tc_arrays() -> None:
+    a = tc.asarray(SPD)
+    for fn in (np.linalg.det, np.linalg.inv, np.linalg.cholesky, np.linalg.eigvalsh,
+               lambda m: np.linalg.solve(m, np.arange(3.0)),
+               lambda m: np.linalg.matrix_power(m, 2)):
+        result = fn(a)
+        assert isinstance(result, tc.Array)
+        np.testing.assert_allclose(np.asarray(result), fn(SPD), rtol=1e-9)
+    q, r = np.linalg.qr(tc.asarray(V))
+    np.testing.assert_allclose(np.asarray(q) @ np.asarray(r), V, atol=1e-12)
+    assert np.asarray(np.linalg.qr(tc.asarray(V), mode="r")).shape == np.linalg.qr(
+        V, mode="r").shape
+    assert np.allclose(tc.asarray(V), V) and np.shape(tc.asarray(V)) == (3, 4)
+    assert np.ndim(tc.asarray(V)) == 2 and np.size(tc.asarray(V), 1) == 4
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda a: np.sum(a, where=np.ones((3, 4), bool)), r"numpy.sum with where=\.\.\."),
+    (lambda a: np.sum(a, out=np.empty(4)), r"numpy.sum with out=\.\.\."),
+    (lambda a: np.max(a, initial=5), "numpy.max with initial=5"),
+    (lambda a: np.sort(a, order="f"), "numpy.sort with order='f'"),
+    (lambda a: np.reshape(a, (4, 3), order="F"), "numpy.reshape with order='F'"),
+    (lambda a: np.linalg.qr(a, mode="raw"), "numpy.linalg.qr with mode='raw'"),
+    (lambda a: np.linalg.eigh(a, UPLO="U"), "numpy.linalg.eigh with UPLO='U'"),
+    (lambda a: np.clip(a, 0, 1, dtype=np.float32), "numpy.clip with dtype="),
+    (lambda a: np.where(a > 1), "numpy.where with only a condition"),
+    (lambda a: np.nonzero(a), "numpy.nonzero is not supported on tc.Array"),
+    (lambda a: np.percentile(a, 50), "numpy.percentile is not supported on tc.Array"),
+])
+def test_numpy_arguments_tensorc_cannot_honour_are_named(call, message) -> None:
+    with pytest.raises(tc.UnsupportedError, match=message):
+        call(tc.asarray(V))

@@ -3,17 +3,21 @@
 Contract: ``np.<ufunc>(x, …)`` (``__call__`` of a ufunc with a tensorc meaning) returns the
 tensorc element-wise function's lazy result; ``np.<function>(x, …)`` for the functions in
 :data:`FUNCTIONS` (``np.sum``, ``np.einsum``, ``np.tensordot``, ``np.matmul``, …) calls the
-tensorc function. Anything else raises :class:`~tensorc.errors.UnsupportedError` naming the
-numpy function, instead of gathering a possibly large array; ``np.asarray(x)`` gathers.
+tensorc function, its arguments bound to numpy's own signature first (a positional
+``axis``, ``a_min``/``a_max``, ``dtype=``, ``ddof=``, numpy's flattening when ``axis`` is
+``None``). Anything else — a function, or an argument such as ``out=`` or ``where=`` — raises
+:class:`~tensorc.errors.UnsupportedError` naming it, instead of gathering a possibly large
+array; ``np.asarray(x)`` gathers.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 
 import numpy as np
 
-from tensorc.errors import UnsupportedError
+from tensorc.errors import ArgumentError, UnsupportedError
 
 UFUNCS = {
     "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide",
@@ -37,26 +41,6 @@ UFUNCS = {
 }
 """numpy ufunc name → the tensorc function it becomes."""
 
-FUNCTIONS = {
-    "sum": "sum", "prod": "prod", "max": "max", "amax": "max", "min": "min", "amin": "min",
-    "mean": "mean", "var": "var", "std": "std", "any": "any", "all": "all",
-    "argmax": "argmax", "argmin": "argmin", "where": "where", "einsum": "einsum",
-    "tensordot": "tensordot", "matmul": "matmul", "dot": "_dot", "transpose": "_transpose",
-    "reshape": "reshape", "concatenate": "concat", "stack": "stack",
-    "expand_dims": "expand_dims", "squeeze": "squeeze", "broadcast_to": "broadcast_to",
-    "clip": "clip", "sort": "sort", "argsort": "argsort", "flip": "flip", "roll": "roll",
-    "moveaxis": "moveaxis", "tile": "tile", "repeat": "repeat", "cumsum": "cumulative_sum",
-    "cumprod": "cumulative_prod", "outer": "_outer", "vecdot": "vecdot", "astype": "astype",
-    "zeros_like": "zeros_like", "ones_like": "ones_like", "full_like": "full_like",
-    "empty_like": "empty_like", "shape": "_shape", "ndim": "_ndim", "size": "_size",
-    "result_type": "result_type", "isclose": "_isclose", "allclose": "_allclose",
-    "count_nonzero": "count_nonzero", "take": "take", "trace": "_trace",
-    "diagonal": "_diagonal", "linalg.solve": "linalg.solve", "linalg.inv": "linalg.inv",
-    "linalg.det": "linalg.det", "linalg.norm": "_norm", "asarray": "_gather",
-    "array": "_gather", "asanyarray": "_gather", "copy": "_gather",
-}
-"""numpy function name (``linalg.`` prefixed for ``np.linalg``) → tensorc function."""
-
 def _namespace():
     return importlib.import_module("tensorc")
 
@@ -76,26 +60,242 @@ def array_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
 
 def array_function(func, types, args, kwargs):
     module = func.__module__ or ""
-    prefix = "linalg." if "linalg" in module else ""
-    name = FUNCTIONS.get(prefix + func.__name__)
-    if name is None:
-        raise UnsupportedError(f"numpy.{prefix}{func.__name__} is not supported on tc.Array "
-                               "(tensorc would have to gather the array); use np.asarray(x) "
-                               "to gather it explicitly")
-    if name.startswith("_"):
-        return globals()[name](*args, **kwargs)
-    target = _namespace()
-    for part in name.split("."):
-        target = getattr(target, part)
-    if name in ("sum", "prod", "max", "min", "mean", "any", "all", "var", "std"):
-        kwargs = dict(kwargs)
-        if kwargs.pop("out", None) is not None:
-            raise UnsupportedError(f"numpy.{func.__name__}(out=...) on tc.Array")
-        if name in ("var", "std") and "ddof" in kwargs:
-            kwargs["correction"] = kwargs.pop("ddof")
-    if name == "concat" and "axis" not in kwargs and len(args) > 1:
-        return target(args[0], axis=args[1])
-    return target(*args, **kwargs)
+    name = ("linalg." if "linalg" in module else "") + func.__name__
+    adapter = FUNCTIONS.get(name)
+    if adapter is None:
+        raise UnsupportedError(f"numpy.{name} is not supported on tc.Array (tensorc would "
+                               "have to gather the array); use np.asarray(x) to gather it "
+                               "explicitly")
+    try:
+        arguments = inspect.signature(func).bind(*args, **kwargs).arguments
+    except TypeError as err:
+        raise ArgumentError(f"numpy.{name}: {err}") from err
+    return adapter(_Call(name, dict(arguments)))
+
+
+class _Call:
+    """The arguments of one numpy call, bound to numpy's own signature by name."""
+
+    def __init__(self, name: str, arguments: dict) -> None:
+        self.name, self.arguments = name, arguments
+
+    def __getitem__(self, param: str):
+        return self.arguments[param]
+
+    def get(self, param: str, default=None):
+        """The argument, or ``default`` when it is not given (or numpy's ``_NoValue``)."""
+        value = self.arguments.get(param, default)
+        return default if value is np._NoValue else value  # noqa: SLF001 - numpy's marker
+
+    def only_defaults(self, **defaults) -> None:
+        """Refuse an argument tensorc has no meaning for unless it has its default value."""
+        for param, default in defaults.items():
+            value = self.arguments.get(param, default)
+            plain = value is np._NoValue or value is default or (  # noqa: SLF001
+                isinstance(value, str) and value == default)
+            if not plain:
+                shown = repr(value) if isinstance(value, (str, int, float)) else "..."
+                raise UnsupportedError(f"numpy.{self.name} with {param}={shown} is not "
+                                       "supported on tc.Array; use the tensorc function or "
+                                       "np.asarray(x)")
+        extra = self.arguments.get("kwargs")
+        if extra:
+            raise UnsupportedError(f"numpy.{self.name} with {', '.join(extra)}= is not "
+                                   "supported on tc.Array")
+
+    def axis(self, default=None):
+        axis = self.get("axis", default)
+        return tuple(axis) if isinstance(axis, list) else axis
+
+
+def _flat(x, call: _Call):
+    """``x`` and the axis of a numpy function that flattens when ``axis`` is ``None``."""
+    axis = call.axis()
+    return (_namespace().reshape(x, (-1,)), 0) if axis is None else (x, axis)
+
+
+def _cast(x, dtype):
+    return x if dtype is None else _namespace().astype(x, dtype)
+
+
+def _sum_like(target: str):
+    def adapt(call: _Call):
+        call.only_defaults(out=None, initial=np._NoValue, where=True)  # noqa: SLF001
+        return getattr(_namespace(), target)(call["a"], axis=call.axis(),
+                                             dtype=call.get("dtype"),
+                                             keepdims=call.get("keepdims", False))
+
+    return adapt
+
+
+def _fold(target: str):
+    def adapt(call: _Call):
+        call.only_defaults(out=None, initial=np._NoValue, where=True)  # noqa: SLF001
+        return getattr(_namespace(), target)(call["a"], axis=call.axis(),
+                                             keepdims=call.get("keepdims", False))
+
+    return adapt
+
+
+def _moment(target: str):
+    def adapt(call: _Call):
+        call.only_defaults(out=None, where=True, mean=np._NoValue)  # noqa: SLF001
+        kwargs = {}
+        if target in ("var", "std"):
+            kwargs["correction"] = call.get("correction", call.get("ddof", 0))
+        return getattr(_namespace(), target)(_cast(call["a"], call.get("dtype")),
+                                             axis=call.axis(),
+                                             keepdims=call.get("keepdims", False), **kwargs)
+
+    return adapt
+
+
+def _arg(target: str):
+    def adapt(call: _Call):
+        call.only_defaults(out=None)
+        return getattr(_namespace(), target)(call["a"], axis=call.axis(),
+                                             keepdims=call.get("keepdims", False))
+
+    return adapt
+
+
+def _cumulative(target: str):
+    def adapt(call: _Call):
+        call.only_defaults(out=None)
+        x, axis = _flat(call["a"], call)
+        return getattr(_namespace(), target)(x, axis=axis, dtype=call.get("dtype"))
+
+    return adapt
+
+
+def _sorting(target: str):
+    def adapt(call: _Call):  # kind= only chooses numpy's algorithm: tensorc's is stable
+        call.only_defaults(order=None)
+        x, axis = call["a"], call.axis(-1)
+        if axis is None:
+            x, axis = _namespace().reshape(x, (-1,)), 0
+        return getattr(_namespace(), target)(x, axis=axis)
+
+    return adapt
+
+
+def _where(call: _Call):
+    if "x" not in call.arguments or "y" not in call.arguments:
+        raise UnsupportedError("numpy.where with only a condition is nonzero, which tensorc "
+                               "does not support (its result shape depends on the data)")
+    return _namespace().where(call["condition"], call["x"], call["y"])
+
+
+def _clip(call: _Call):
+    call.only_defaults(out=None)
+    low = call.get("a_min", call.get("min"))
+    high = call.get("a_max", call.get("max"))
+    return _namespace().clip(call["a"], low, high)
+
+
+def _squeeze(call: _Call):
+    x, axis = call["a"], call.axis()
+    if axis is None:
+        axis = tuple(d for d, n in enumerate(x.shape) if n == 1)
+    return _namespace().squeeze(x, axis)
+
+
+def _tile(call: _Call):
+    reps = call["reps"]
+    reps = tuple(reps) if hasattr(reps, "__len__") else (reps,)
+    return _namespace().tile(call["A"], reps)
+
+
+def _take(call: _Call):
+    call.only_defaults(out=None, mode="raise")
+    x, axis = _flat(call["a"], call)
+    return _namespace().take(x, call["indices"], axis=axis)
+
+
+def _joined(target: str):
+    def adapt(call: _Call):
+        call.only_defaults(out=None, casting="same_kind")
+        out = getattr(_namespace(), target)(list(call["arrays"]), axis=call.get("axis", 0))
+        return _cast(out, call.get("dtype"))
+
+    return adapt
+
+
+def _like(target: str):
+    def adapt(call: _Call):
+        call.only_defaults(order="K", subok=True)
+        tc, x = _namespace(), call["a"]
+        kwargs = {"dtype": call.get("dtype"), "device": call.get("device")}
+        shape = call.get("shape")
+        if target == "full_like":
+            if shape is None:
+                return tc.full_like(x, call["fill_value"], **kwargs)
+            return tc.full(shape, call["fill_value"], **{**kwargs, "dtype": kwargs["dtype"]
+                                                         or x.dtype})
+        if shape is None:
+            return getattr(tc, target)(x, **kwargs)
+        return getattr(tc, target.removesuffix("_like"))(
+            shape, **{**kwargs, "dtype": kwargs["dtype"] or x.dtype})
+
+    return adapt
+
+
+def _matrix_axes(x, call: _Call):
+    """``x`` with numpy's ``axis1``/``axis2`` moved last (the standard's matrix axes)."""
+    axes = (call.get("axis1", 0), call.get("axis2", 1))
+    return _namespace().moveaxis(x, axes, (-2, -1))
+
+
+def _qr(call: _Call):
+    mode = call.get("mode", "reduced")
+    if mode not in ("reduced", "complete", "r"):
+        raise UnsupportedError(f"numpy.linalg.qr with mode={mode!r} is not supported on "
+                               "tc.Array (reduced, complete and r are)")
+    result = _namespace().linalg.qr(call["a"], mode="reduced" if mode == "r" else mode)
+    return result.R if mode == "r" else result
+
+
+def _svd(call: _Call):
+    call.only_defaults(hermitian=False)
+    tc = _namespace()
+    if not call.get("compute_uv", True):
+        return tc.linalg.svdvals(call["a"])
+    return tc.linalg.svd(call["a"], full_matrices=call.get("full_matrices", True))
+
+
+def _lower_only(target: str):
+    def adapt(call: _Call):
+        call.only_defaults(UPLO="L")
+        return getattr(_namespace().linalg, target)(call["a"])
+
+    return adapt
+
+
+def _direct(target: str, *params: str, **keywords: str):
+    """Call ``target`` with numpy's ``params`` positionally and its ``keywords`` (numpy name
+    → tensorc name) by keyword; ``out=`` is refused."""
+    def adapt(call: _Call):
+        call.only_defaults(out=None)
+        fn = _namespace()
+        for part in target.split("."):
+            fn = getattr(fn, part)
+        positional = [call[p] for p in params if p in call.arguments]
+        named = {mine: call.get(theirs) for theirs, mine in keywords.items()
+                 if theirs in call.arguments}
+        return fn(*positional, **named)
+
+    return adapt
+
+
+def _einsum(call: _Call):
+    call.only_defaults(out=None)  # optimize= is a hint: tensorc plans the contraction itself
+    return _namespace().einsum(*call["operands"])
+
+
+def _bound(fn):
+    """A helper below taking numpy's own arguments by name."""
+    return lambda call: fn(**{k: v for k, v in call.arguments.items()
+                              if v is not np._NoValue})  # noqa: SLF001
 
 
 def _gather(a, *args, **kwargs):
@@ -145,16 +345,66 @@ def _allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     return bool(_namespace().all(_isclose(a, b, rtol, atol, equal_nan)))
 
 
-def _trace(a, offset=0):
-    return _namespace().linalg.trace(a, offset=offset)
-
-
-def _diagonal(a, offset=0):
-    return _namespace().linalg.diagonal(a, offset=offset)
-
-
 def _norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002
     if ord not in (None, 2) or (axis is None and x.ndim != 1 and ord is not None):
         raise UnsupportedError("numpy.linalg.norm on tc.Array supports the 2-norm / "
                                "Frobenius norm only")
     return _namespace().linalg.vector_norm(x, axis=axis, keepdims=keepdims)
+
+
+FUNCTIONS = {
+    "sum": _sum_like("sum"), "prod": _sum_like("prod"),
+    "max": _fold("max"), "amax": _fold("max"), "min": _fold("min"), "amin": _fold("min"),
+    "any": _fold("any"), "all": _fold("all"),
+    "mean": _moment("mean"), "var": _moment("var"), "std": _moment("std"),
+    "argmax": _arg("argmax"), "argmin": _arg("argmin"),
+    "count_nonzero": _direct("count_nonzero", "a", axis="axis", keepdims="keepdims"),
+    "cumsum": _cumulative("cumulative_sum"), "cumprod": _cumulative("cumulative_prod"),
+    "sort": _sorting("sort"), "argsort": _sorting("argsort"),
+    "where": _where, "clip": _clip, "squeeze": _squeeze, "tile": _tile, "take": _take,
+    "concatenate": _joined("concat"), "stack": _joined("stack"),
+    "zeros_like": _like("zeros_like"), "ones_like": _like("ones_like"),
+    "empty_like": _like("empty_like"), "full_like": _like("full_like"),
+    "einsum": _einsum,
+    "tensordot": _direct("tensordot", "a", "b", axes="axes"),
+    "dot": _bound(lambda a, b, out=None: _dot(a, b)),
+    "outer": _bound(lambda a, b, out=None: _outer(a, b)),
+    "transpose": _bound(lambda a, axes=None: _transpose(a, axes)),
+    "reshape": lambda call: (call.only_defaults(order="C"), _namespace().reshape(
+        call["a"], call["shape"], copy=call.get("copy")))[1],
+    "expand_dims": _direct("expand_dims", "a", axis="axis"),
+    "broadcast_to": lambda call: (call.only_defaults(subok=False), _namespace().broadcast_to(
+        call["array"], call["shape"]))[1],
+    "flip": _direct("flip", "m", axis="axis"),
+    "roll": _direct("roll", "a", "shift", axis="axis"),
+    "moveaxis": _direct("moveaxis", "a", "source", "destination"),
+    "repeat": _direct("repeat", "a", "repeats", axis="axis"),
+    "astype": _direct("astype", "x", "dtype", copy="copy", device="device"),
+    "result_type": lambda call: _namespace().result_type(*call["arrays_and_dtypes"]),
+    "shape": _bound(_shape), "ndim": _bound(_ndim), "size": _bound(_size),
+    "isclose": _bound(_isclose), "allclose": _bound(_allclose),
+    "trace": lambda call: (call.only_defaults(out=None), _namespace().linalg.trace(
+        _matrix_axes(call["a"], call), offset=call.get("offset", 0),
+        dtype=call.get("dtype")))[1],
+    "diagonal": lambda call: _namespace().linalg.diagonal(
+        _matrix_axes(call["a"], call), offset=call.get("offset", 0)),
+    "linalg.solve": _direct("linalg.solve", "a", "b"),
+    "linalg.inv": _direct("linalg.inv", "a"),
+    "linalg.det": _direct("linalg.det", "a"),
+    "linalg.slogdet": _direct("linalg.slogdet", "a"),
+    "linalg.matrix_power": _direct("linalg.matrix_power", "a", "n"),
+    "linalg.svdvals": _direct("linalg.svdvals", "x"),
+    "linalg.cholesky": _direct("linalg.cholesky", "a", upper="upper"),
+    "linalg.qr": _qr, "linalg.svd": _svd,
+    "linalg.eigh": _lower_only("eigh"), "linalg.eigvalsh": _lower_only("eigvalsh"),
+    "linalg.norm": _bound(lambda x, ord=None, axis=None, keepdims=False:  # noqa: A006
+                          _norm(x, ord, axis, keepdims)),
+    "asarray": _bound(lambda a, *args, **kwargs: _gather(a, *args, **kwargs)),
+    "array": _bound(lambda object, *args, **kwargs: _gather(object, *args, **kwargs)),  # noqa: A006
+    "asanyarray": _bound(lambda a, *args, **kwargs: _gather(a, *args, **kwargs)),
+    "copy": _bound(lambda a, *args, **kwargs: _gather(a, *args, **kwargs)),
+}
+"""numpy function name (``linalg.`` prefixed for ``np.linalg``) → its adapter, which takes
+the call's arguments bound to numpy's signature and calls the tensorc function (numpy's
+positional ``axis``, ``a_min``/``a_max``, ``dtype=``, ``ddof=``, flattening when ``axis`` is
+``None``); an argument tensorc has no meaning for raises ``UnsupportedError`` naming it."""
