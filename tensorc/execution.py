@@ -41,12 +41,13 @@ from tensorc.array import (
     place,
 )
 from tensorc.codegen.taskgraph import LOAD
-from tensorc.codegen.whole_array import apply_whole
+from tensorc.codegen.whole_array import apply_whole, decode_index
 from tensorc.errors import PlanError
 from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.passes.distribution import layout
 from tensorc.passes.lower_bound import communication_lower_bound
 from tensorc.planning.plan import Plan
+from tensorc.runtime.block_slicing import slice_blocks
 from tensorc.runtime.blocks import Blocks
 from tensorc.runtime.layout import block_cyclic_output_nodes, load_bounds, load_layout
 from tensorc.runtime.local import LocalExecutor
@@ -118,11 +119,17 @@ def cast(blocks: Blocks, dtype: np.dtype, cluster) -> Blocks:
 
 
 def run_whole(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
-              dtype: np.dtype) -> BlockArray:
-    """A whole-array operation (:mod:`tensorc.codegen.whole_array`) on the Ray session: one
-    task, on the node holding most of the operands' bytes, stitches each operand from its
-    blocks, applies ``op`` and cuts the result (``shape``, ``dtype``) into the default
-    blocking; every result block stays on that node."""
+              dtype: np.dtype) -> tuple[BlockArray, dict]:
+    """A whole-array operation (:mod:`tensorc.codegen.whole_array`) on the Ray session:
+    ``(result, {"tasks": count, "blockwise": bool})``. A basic index of a distributed
+    array runs block by block where the blocks are (:func:`getitem_blockwise`); anything
+    else is one task, on the node holding most of the operands' bytes, that stitches each
+    operand from its blocks, applies ``op`` and cuts the result (``shape``, ``dtype``) into
+    the default blocking; every result block stays on that node."""
+    if op[0] == "getitem" and isinstance(operands[0], BlockArray):
+        found = getitem_blockwise(op[1], operands[0], dtype)
+        if found is not None:
+            return found
     cluster = ray_cluster()
     held = [0] * cluster.nodes
     described, refs = [], []
@@ -148,7 +155,42 @@ def run_whole(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
                      returns=len(coords) + 1)
     for k, c in enumerate(coords):
         out.refs[c], out.reported[c], out.nodes[c] = results[k], results[-1], node
-    return BlockArray(out, node_grid_for(out.grid, cluster.nodes))
+    return BlockArray(out, node_grid_for(out.grid, cluster.nodes)), {"tasks": 1}
+
+
+def getitem_blockwise(key: tuple, operand: BlockArray,
+                      dtype: np.dtype) -> tuple[BlockArray, dict] | None:
+    """``operand[key]`` for a basic ``key`` (encoded as :func:`~tensorc.codegen.whole_array.
+    encode_index` does) block by block (:mod:`tensorc.runtime.block_slicing`): each result
+    block is cut out of its one stored block by a task on that block's node, or is that
+    block when the key keeps it whole; ``(result, {"tasks": count, "blockwise": True})``, or
+    ``None`` for a key it does not take."""
+    cluster = ray_cluster()
+    blocks = operand.blocks.resolve(cluster.index_of, cluster.epoch)
+    sliced = slice_blocks(blocks.bounds, decode_index(key))
+    if sliced is None:
+        return None
+    bounds, mapping = sliced
+    out = Blocks(tuple(edges[-1] for edges in bounds), dtype, bounds, epoch=cluster.epoch)
+    tasks = 0
+    for coords, piece in mapping.items():
+        node = blocks.nodes.get(piece.source)
+        out.nodes[coords] = node
+        if piece.whole and np.dtype(blocks.dtype) == dtype:
+            out.refs[coords] = blocks.refs[piece.source]
+            if piece.source in blocks.reported:
+                out.reported[coords] = blocks.reported[piece.source]
+            continue
+        out.refs[coords], out.reported[coords] = submit(
+            cluster, "run", node, functools.partial(_cut, piece.key, dtype),
+            blocks.refs[piece.source])
+        tasks += 1
+    return BlockArray(out, node_grid_for(out.grid, cluster.nodes)), {"tasks": tasks,
+                                                                      "blockwise": True}
+
+
+def _cut(key: tuple, dtype: np.dtype, block: np.ndarray) -> np.ndarray:
+    return np.array(block[key], dtype=dtype, order="C")
 
 
 def _apply_whole(op: tuple, *values: np.ndarray) -> np.ndarray:

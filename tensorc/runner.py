@@ -277,10 +277,10 @@ class StatementRunner:
                 submit()
                 operands = [replicas[label][0][1] for label in statement.operands]
                 started = time.perf_counter()
-                result = execution.run_whole(statement.whole, operands, statement.shape,
-                                             np.dtype(statement.dtype))
-                ran.append((statement.label, _whole_stats(
-                    statement, "ray", time.perf_counter() - started)))
+                result, how = execution.run_whole(statement.whole, operands,
+                                                  statement.shape, np.dtype(statement.dtype))
+                ran.append((statement.label, {**_whole_stats(
+                    statement, "ray", time.perf_counter() - started), **how}))
                 replicas[statement.label] = [(None, result)]
                 bar.advance(1)
                 continue
