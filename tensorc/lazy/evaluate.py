@@ -7,7 +7,9 @@ builds the same computation each iteration plans once): on the Ray session when 
 (results stay on the nodes as :class:`~tensorc.array.BlockArray`), else in this process
 (numpy). Each evaluated node becomes a leaf holding its value (its operands are released),
 ``tc.last_stats()`` reports the run, and :func:`last_program` keeps what ``explain()``
-shows.
+shows. A ``deferred`` node under them (:mod:`tensorc.lazy.graph`) is computed first, its
+operands evaluated as their own program and its callable run on their values; the rest is
+then one program reading its value.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ import weakref
 from tensorc import execution, session
 from tensorc.array import BlockArray
 from tensorc.errors import ExecutionError
-from tensorc.lazy.graph import Expr
-from tensorc.lazy.lowering import LoweredProgram, lower
+from tensorc.lazy.graph import Expr, leaf
+from tensorc.lazy.lowering import LoweredProgram, lower, post_order
 from tensorc.runner import StatementRunner
 
 RUNNER = StatementRunner()
@@ -36,6 +38,10 @@ def backend() -> str:
 def evaluate(exprs: list[Expr]) -> None:
     """Evaluate ``exprs`` (see the module docstring)."""
     pending = [e for e in dict.fromkeys(exprs) if e.value is None]
+    if not pending:
+        return
+    _run_deferred(pending)
+    pending = [e for e in pending if e.value is None]
     if not pending:
         return
     started = time.perf_counter()
@@ -56,6 +62,24 @@ def evaluate(exprs: list[Expr]) -> None:
     execution.record(stats)
     for expr in pending:
         _PROGRAMS[expr] = (lowered, where, stats)
+
+
+def _run_deferred(roots: list[Expr]) -> None:
+    """Compute every ``deferred`` node under ``roots``, innermost first."""
+    for node in post_order(roots):
+        if node.kind != "deferred" or node.value is not None:
+            continue
+        evaluate([a for a in node.args if isinstance(a, Expr)])
+        value = node.op(*(a.value if isinstance(a, Expr) else a for a in node.args))
+        if tuple(value.shape) != node.shape:
+            raise ExecutionError(f"{node.params} made shape {tuple(value.shape)}, not "
+                                 f"{node.shape}")
+        if value.dtype != node.dtype:  # convert as a program of its own
+            converted = Expr("cast", None, (leaf(value),), None, node.shape, node.dtype)
+            evaluate([converted])
+            value = converted.value
+        node.value = value
+        node.kind, node.op, node.args, node.params = "leaf", None, (), None
 
 
 def last_program(expr: Expr) -> tuple[LoweredProgram, str, dict] | None:

@@ -17,7 +17,13 @@ it. Kinds:
   ``squeeze`` (drop the size-1 axes ``params``) — pure index renamings;
 - ``cast`` — convert to ``dtype``;
 - ``whole`` — a whole-array operation (``op``, a tuple for
-  :mod:`tensorc.codegen.whole_array`) whose result has the given shape and dtype.
+  :mod:`tensorc.codegen.whole_array`) whose result has the given shape and dtype;
+- ``deferred`` — work that is not one array program (a block program such as a large
+  ``linalg.solve``, re-blocking an array on Ray): ``op`` is a callable, ``params`` its name.
+  When the node's value is needed, its operands are evaluated first (their own program),
+  then ``op(*operand values)`` runs and returns the value (a numpy array or a
+  ``BlockArray`` of the node's shape; :mod:`tensorc.lazy.evaluate`). Lowering never sees
+  one not yet evaluated, except for ``explain()``, where it stands as an input.
 """
 
 from __future__ import annotations
@@ -59,6 +65,11 @@ class Expr:
 def leaf(value) -> Expr:
     """An evaluated value (numpy array or ``BlockArray``) as a graph leaf."""
     return Expr("leaf", None, (), None, tuple(value.shape), value.dtype, value)
+
+
+def deferred(fn, args: tuple, shape, dtype, name: str) -> Expr:
+    """A ``deferred`` node (module docstring): ``fn(*values of args)`` computes it."""
+    return Expr("deferred", fn, tuple(args), name, shape, dtype)
 
 
 @functools.lru_cache(maxsize=4096)

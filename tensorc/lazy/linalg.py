@@ -3,8 +3,9 @@
 Contractions (``matmul``, ``tensordot``, ``vecdot``, ``outer``, ``vector_norm``) join the
 lazy program like any other operation. The factorisations run the block programs tensorc
 ships (:mod:`tensorc.programs`, the same files as ``examples/*.tc``), locally or on Ray with
-every task placed by the scheduler; they evaluate their operands first and return evaluated
-arrays:
+every task placed by the scheduler; ``cholesky``, ``qr`` and ``lstsq`` evaluate their
+operands first and return evaluated arrays, ``solve`` and ``inv`` return lazy arrays whose
+evaluation runs them (a ``deferred`` node, :mod:`tensorc.lazy.graph`):
 
 - ``cholesky`` — ``cholesky.tc`` (right-looking blocked Cholesky);
 - ``qr`` — ``tsqr_q.tc`` (TSQR with the tree's Q) for ``m >= n`` and ``mode="reduced"``;
@@ -23,7 +24,7 @@ as one task on the whole operand (numpy's routines); ``lstsq`` takes real matric
 ``pinv``, ``slogdet``, ``svd`` and ``svdvals`` are lazy and run as one task on the whole
 operand (numpy's routines).
 
-Up to :data:`WHOLE_EDGE` rows, ``solve``, ``inv`` and ``det`` stay lazy and run as one task on
+Up to :data:`WHOLE_EDGE` rows, ``solve``, ``inv`` and ``det`` run as one task on
 the whole matrix (a Newton step's Hessian; batched matrices too). Numerical failures raise
 :class:`~tensorc.errors.LinAlgError` (numpy's ``LinAlgError`` too) with numpy's words.
 """
@@ -39,7 +40,7 @@ from tensorc.block_runner import shipped
 from tensorc.errors import AxisError, LinAlgError, ShapeError
 from tensorc.lazy import statistical
 from tensorc.lazy.array_object import Array, expr_of, wrap
-from tensorc.lazy.graph import Expr, broadcast_shapes, leaf, mapped
+from tensorc.lazy.graph import Expr, broadcast_shapes, deferred, leaf, mapped
 from tensorc.lazy.linear import contract, matmul, matrix_transpose, tensordot, vecdot
 from tensorc.lazy.utility import compute
 
@@ -218,8 +219,19 @@ def solve(x1, x2, /) -> Array:
     dtype = np.result_type(a.dtype, b.dtype)
     if (a.ndim == 2 and b.ndim <= 2 and a.shape[0] > WHOLE_EDGE and 0 not in b.shape
             and dtype.kind == "f"):
-        return _solve_blocks(a, b)
+        return wrap(deferred(_solved, (a, b), shape, dtype, "linalg.solve (block programs)"))
     return wrap(Expr("whole", ("solve",), (a, b), None, shape, dtype))
+
+
+def _solved(a, b):
+    """The value of ``solve(a, b)`` by the block programs (a ``deferred`` node's callable:
+    ``a`` and ``b`` are evaluated values)."""
+    return _solve_blocks(leaf(a), leaf(b)).value()
+
+
+def _inverted(a):
+    """The value of ``inv(a)`` by the block programs (a ``deferred`` node's callable)."""
+    return _solved(a, np.eye(a.shape[0], dtype=a.dtype))
 
 
 def inv(x, /) -> Array:
@@ -228,7 +240,7 @@ def inv(x, /) -> Array:
     a = expr_of(x)
     _square(a, "inv")
     if a.ndim == 2 and a.shape[0] > WHOLE_EDGE and a.dtype.kind == "f":
-        return _solve_blocks(a, expr_of(wrap(leaf(np.eye(a.shape[0], dtype=a.dtype)))))
+        return wrap(deferred(_inverted, (a,), a.shape, a.dtype, "linalg.inv (block programs)"))
     return wrap(Expr("whole", ("inv",), (a,), None, a.shape, a.dtype))
 
 

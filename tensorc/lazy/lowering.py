@@ -65,7 +65,7 @@ class LoweredProgram:
     labels: tuple[str, ...]
 
 
-def _post_order(roots: list[Expr]) -> list[Expr]:
+def post_order(roots: list[Expr]) -> list[Expr]:
     order, seen, stack = [], set(), [(r, False) for r in reversed(roots)]
     while stack:
         node, done = stack.pop()
@@ -98,7 +98,7 @@ def _canonical(roots: list[Expr]) -> dict[int, Expr]:
     number_of_node: dict[int, int] = {}  # a node's class, as a small integer: keys stay flat
     chosen: dict[tuple, tuple[int, Expr]] = {}  # (hashing nested keys of a shared graph
     rep: dict[int, Expr] = {}  # would cost time exponential in its depth)
-    for node in _post_order(roots):
+    for node in post_order(roots):
         if node.value is not None:
             key = ("leaf", id(node.value))
         else:
@@ -116,7 +116,7 @@ class _Lowering:
         self.rep = _canonical(roots)
         self.roots = [self.rep[id(r)] for r in roots]
         self.uses: dict[int, int] = {}
-        for node in _post_order(self.roots):
+        for node in post_order(self.roots):
             if node.value is None:
                 for arg in node.args:
                     if isinstance(arg, Expr):
@@ -173,9 +173,9 @@ class _Lowering:
         found = self.labels.get(id(node))
         if found is not None:
             return found
-        if node.value is not None:
-            label = f"x{len(self.inputs)}"
-            self.inputs[label] = node.value
+        if node.value is not None or node.kind == "deferred":
+            label = f"x{len(self.inputs)}"  # a deferred node is computed before the
+            self.inputs[label] = node.value if node.value is not None else node  # program
         else:
             label = self.statement(node)
         self.labels[id(node)] = label
