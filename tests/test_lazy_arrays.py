@@ -245,3 +245,80 @@ def test_a_long_chain_of_shared_expressions_lowers_in_linear_time() -> None:
         x, ref = x - 0.1 * (x * x - 2.0), ref - 0.1 * (ref * ref - 2.0)
     close(x, ref)
     assert tc.last_stats()["statements_run"] == 39
+
+
+# -- calls that used to evaluate their operands at call time: nothing runs until needed --
+def _fresh_marker():
+    """Run a known program and return its statistics (what no later call may replace)."""
+    tc.einsum("ij,jk->ik", np.ones((2, 2)), np.ones((2, 2)))
+    return tc.last_stats()
+
+
+def test_asarray_with_a_blocking_keeps_a_lazy_array_lazy() -> None:
+    x = tc.asarray(X) * 2.0
+    marker = _fresh_marker()
+    blocked = tc.asarray(x, block_shape=(16, 3))
+    gridded = tc.asarray(x + 1, grid=(2, 2), dtype=np.float32)
+    assert not blocked.evaluated and not gridded.evaluated and not x.evaluated
+    assert tc.last_stats() == marker
+    close(blocked, X * 2.0)
+    close(gridded, (X * 2.0 + 1).astype(np.float32))
+
+
+def test_large_solve_and_inv_stay_lazy_until_a_value_is_needed() -> None:
+    from tensorc.lazy.linalg import WHOLE_EDGE
+
+    n = WHOLE_EDGE + 8
+    rng = np.random.default_rng(11)
+    a_value = rng.random((n, n)) + n * np.eye(n)
+    b_value = rng.random((n, 2))
+    a, b = tc.asarray(a_value) * 1.0, tc.asarray(b_value) + 0.0
+    marker = _fresh_marker()
+    x = tc.linalg.solve(a, b)
+    v = tc.linalg.solve(a, b[:, 0])
+    inverse = tc.linalg.inv(a)
+    checked = tc.sum(x, axis=0)  # a later operation on the lazy result
+    assert not any(t.evaluated for t in (a, b, x, v, inverse, checked))
+    assert tc.last_stats() == marker
+    assert x.shape == (n, 2) and v.shape == (n,) and inverse.shape == (n, n)
+    np.testing.assert_allclose(np.asarray(x), np.linalg.solve(a_value, b_value), rtol=1e-9)
+    np.testing.assert_allclose(np.asarray(v), np.linalg.solve(a_value, b_value[:, 0]),
+                               rtol=1e-9)
+    np.testing.assert_allclose(np.asarray(checked), np.linalg.solve(a_value, b_value).sum(0),
+                               rtol=1e-9)
+    np.testing.assert_allclose(np.asarray(inverse), np.linalg.inv(a_value), rtol=1e-9,
+                               atol=1e-12)
+    assert x.dtype == np.asarray(x).dtype == np.float64
+
+
+def test_take_with_an_index_array_and_meshgrid_stay_lazy() -> None:
+    x = tc.asarray(X) + 1.0
+    indices = tc.asarray(np.array([5, 0, -1, 2])) % 6
+    u, w = tc.asarray(V) * 2.0, tc.asarray(np.arange(3)) + 1
+    marker = _fresh_marker()
+    rows = tc.take(x, tc.asarray(np.array([3, -1, 0])) + 0, axis=0)
+    columns = tc.take(x, indices, axis=-1)
+    flat = tc.take(u, indices)
+    grids = tc.meshgrid(u, w) + tc.meshgrid(u, w, np.arange(2.0), indexing="ij")
+    assert not any(t.evaluated for t in (x, indices, u, w, rows, columns, flat, *grids))
+    assert tc.last_stats() == marker
+    close(rows, np.take(X + 1.0, [3, -1, 0], axis=0))
+    close(columns, np.take(X + 1.0, np.array([5, 0, -1, 2]) % 6, axis=1))
+    close(flat, np.take(V * 2.0, np.array([5, 0, -1, 2]) % 6))
+    expected = (np.meshgrid(V * 2.0, np.arange(3) + 1)
+                + np.meshgrid(V * 2.0, np.arange(3) + 1, np.arange(2.0), indexing="ij"))
+    assert len(grids) == len(expected)
+    for got, want in zip(grids, expected, strict=True):
+        close(got, want)
+
+
+def test_repeat_evaluates_only_counts_it_needs_for_its_shape() -> None:
+    """The result's length is the counts' sum (a data-dependent shape): an Array of counts
+    is read at call time, ``x`` stays lazy; already evaluated counts run no program."""
+    x = tc.asarray(V) + 1.0
+    counts = tc.asarray(np.array([1, 0, 2, 1, 3, 1]))
+    marker = _fresh_marker()
+    repeated = tc.repeat(x, counts)
+    assert not x.evaluated and not repeated.evaluated and tc.last_stats() == marker
+    assert repeated.shape == (8,)
+    close(repeated, np.repeat(V + 1.0, [1, 0, 2, 1, 3, 1]))

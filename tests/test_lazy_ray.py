@@ -74,3 +74,22 @@ def test_scalars_and_one_element_arrays_run_on_the_driver_without_a_node_plan() 
     np.testing.assert_array_equal(np.asarray(tc.asarray([3.0]) + 1), [4.0])
     ones = tc.random((1,), seed=3)
     np.testing.assert_array_equal(np.asarray(ones * 2), ones.numpy() * 2)
+
+
+def test_asarray_of_a_lazy_array_re_cuts_its_blocks_on_the_nodes(monkeypatch) -> None:
+    """``asarray(lazy, block_shape=...)`` stays lazy, and its evaluation re-cuts the
+    distributed value where it is: nothing is gathered to the driver."""
+    data = np.arange(512 * 32, dtype=float).reshape(512, 32)
+    x = tc.asarray(data, grid=(4, 2)) * 2.0
+    blocked = tc.asarray(x, block_shape=(100, 7))
+    assert not x.evaluated and not blocked.evaluated
+
+    def no_gather(self):
+        raise AssertionError("gathered to the driver")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(BlockArray, "numpy", no_gather)
+        value = blocked.value()
+    assert isinstance(value, BlockArray)
+    assert blocked.block_shape == (100, 7) and blocked.grid == (6, 5)
+    np.testing.assert_array_equal(blocked.numpy(), data * 2.0)

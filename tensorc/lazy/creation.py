@@ -1,9 +1,12 @@
 """The standard's creation functions, plus ``tc.random``: evaluated arrays made where they
 will be used — on their nodes with a Ray session (:mod:`tensorc.array`), in this process
-otherwise. ``block_shape=``/``grid=`` choose the blocking on Ray."""
+otherwise. ``block_shape=``/``grid=`` choose the blocking on Ray; ``asarray`` of a lazy
+array with a blocking stays lazy (a ``deferred`` node that re-cuts its value on the nodes
+when it is needed)."""
 
 from __future__ import annotations
 
+import functools
 import operator
 
 import numpy as np
@@ -14,10 +17,14 @@ from tensorc.errors import ShapeError, TypeCheckError
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.data_types import astype
 from tensorc.lazy.evaluate import backend
-from tensorc.lazy.graph import leaf
-from tensorc.lazy.manipulation import broadcast_to
+from tensorc.lazy.graph import deferred, leaf
+from tensorc.lazy.manipulation import broadcast_to, expand_dims, reshape
 from tensorc.runner import DRIVER_BYTES
+from tensorc.runtime.blocks import Blocks
+from tensorc.runtime.layout import block_cyclic_node
 from tensorc.runtime.local import available_cores
+from tensorc.runtime.ray_executor import submit
+from tensorc.session import ray_cluster
 
 DEFAULT_FLOAT = np.dtype("float64")
 
@@ -69,9 +76,14 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None, block_shape=None,
         if converts and copy is False:
             raise ValueError(f"copy=False but converting {obj.dtype} to {np.dtype(dtype)} "
                              "needs a copy")
+        source = astype(obj, obj.dtype if dtype is None else dtype, copy=True)
         if block_shape is None and grid is None:
-            return astype(obj, obj.dtype if dtype is None else dtype, copy=bool(copy))
-        obj = obj.numpy()
+            return astype(obj, source.dtype, copy=bool(copy))
+        if backend() != "ray":  # blocking is a Ray layout: nothing to re-cut here
+            return source
+        node = expr_of(source)
+        return wrap(deferred(functools.partial(_reblocked, block_shape, grid), (node,),
+                             node.shape, node.dtype, "asarray (re-blocked)"))
     if isinstance(obj, BlockArray):
         return wrap(leaf(obj))
     if copy is False and dtype is not None and np.asarray(obj).dtype != np.dtype(dtype):
@@ -80,6 +92,69 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None, block_shape=None,
     if value.dtype.hasobject:
         raise TypeCheckError(f"cannot make an array of {type(obj).__name__} values")
     return _from_value(value, block_shape, grid)
+
+
+def _reblocked(block_shape, grid, value):
+    """``value`` (an evaluated array) in the blocking ``block_shape``/``grid`` asks for: the
+    callable of the ``deferred`` node ``asarray(x, block_shape=…)`` of a lazy ``x`` makes. A
+    distributed value is re-cut where it is (:func:`_recut`), never gathered; a driver
+    value is placed on the nodes."""
+    if isinstance(value, BlockArray):
+        return _recut(value, block_shape, grid)
+    if backend() == "ray":
+        return blocks.asarray(np.asarray(value), block_shape=block_shape, grid=grid)
+    return np.array(value, copy=True)
+
+
+def _recut(value: BlockArray, block_shape, grid) -> BlockArray:
+    """``value`` cut into the blocking ``block_shape``/``grid`` asks for, on the Ray nodes:
+    a new block that is a stored block unchanged is that block; any other is stitched on
+    its block-cyclic node from the stored blocks overlapping it, each cut first on the node
+    holding it when only part of it is needed and it lives elsewhere (only the needed
+    elements travel). Nothing passes through the driver."""
+    cluster = ray_cluster()
+    cluster.refresh()
+    stored = value.blocks.resolve(cluster.index_of, cluster.epoch)
+    shape = tuple(stored.shape)
+    if 0 in shape:
+        return blocks.asarray(np.empty(shape, stored.dtype), block_shape=block_shape,
+                              grid=grid)
+    bounds = blocks.block_bounds(shape, default_blocking(shape, block_shape, grid,
+                                                         cluster.total_cpus))
+    if tuple(tuple(b) for b in bounds) == tuple(tuple(b) for b in stored.bounds):
+        return value
+    out = Blocks(shape, stored.dtype, bounds, epoch=cluster.epoch)
+    node_grid = blocks.node_grid_for(out.grid, cluster.nodes)
+    for coords in np.ndindex(*out.grid):
+        slices = out.block_slices(coords)
+        pieces = stored.pieces(slices)
+        first = pieces[0][0]
+        if len(pieces) == 1 and stored.block_slices(first) == slices:
+            out.refs[coords] = stored.refs[first]
+            out.nodes[coords] = stored.nodes.get(first)
+            if first in stored.reported:
+                out.reported[coords] = stored.reported[first]
+            continue
+        node = block_cyclic_node(coords, node_grid)
+        refs, layout = [], []
+        for source, into, out_of in pieces:
+            ref, holder = stored.refs[source], stored.nodes.get(source)
+            whole = tuple(slice(0, s.stop - s.start) for s in stored.block_slices(source))
+            if holder != node and tuple(out_of) != whole:
+                ref, _ = submit(cluster, "run", holder, functools.partial(_cut, tuple(out_of)),
+                                ref)
+                out_of = tuple(slice(0, s.stop - s.start) for s in out_of)
+            refs.append(ref)
+            layout.append((tuple(into), tuple(out_of)))
+        extent = tuple(s.stop - s.start for s in slices)
+        out.nodes[coords] = node
+        out.refs[coords], out.reported[coords] = submit(cluster, "piece", node, extent,
+                                                        tuple(layout), *refs)
+    return BlockArray(out, node_grid)
+
+
+def _cut(key: tuple, block: np.ndarray) -> np.ndarray:
+    return np.array(block[key], order="C")
 
 
 def full(shape, fill_value, *, dtype=None, device=None, block_shape=None, grid=None) -> Array:
@@ -176,8 +251,21 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None) -> Array:
 
 
 def meshgrid(*arrays, indexing="xy") -> list[Array]:
-    values = [np.asarray(a) for a in arrays]
-    return [_from_value(np.array(m)) for m in np.meshgrid(*values, indexing=indexing)]
+    """Coordinate matrices from coordinate vectors (numpy's: each input is flattened), lazy:
+    each result is its input with size-1 axes inserted, broadcast to the grid's shape."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    flat = [reshape(a, (-1,)) for a in arrays]
+    shape = [f.shape[0] for f in flat]
+    swap = indexing == "xy" and len(flat) > 1  # "xy": the first two axes exchanged
+    if swap:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for k, f in enumerate(flat):
+        axis = 1 - k if swap and k < 2 else k
+        others = tuple(d for d in range(len(flat)) if d != axis)
+        out.append(broadcast_to(expand_dims(f, others) if others else f, tuple(shape)))
+    return out
 
 
 def from_dlpack(x, /, *, device=None, copy=None) -> Array:

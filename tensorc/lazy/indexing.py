@@ -157,12 +157,25 @@ def setitem(x, key, value) -> Expr:
 
 
 def take(x, indices, /, *, axis=None) -> Array:
+    """The elements of ``x`` at ``indices`` (1-d integers) along ``axis``. Given indices
+    are part of the operation; an ``Array`` of indices stays lazy: it is the operand of a
+    whole-array ``x[:, …, indices]`` (integer array indexing, numpy's ``take``)."""
     node = expr_of(x)
-    values = np.asarray(indices.numpy() if isinstance(indices, Array) else indices)
     if axis is None:
         if node.ndim != 1:
             raise TypeCheckError("take needs axis= for arrays of more than one dimension")
         axis = 0
+    if isinstance(indices, Array):
+        if indices.ndim != 1:
+            raise TypeCheckError("take takes a 1-d array of indices")
+        if indices.dtype.kind not in "iu":
+            raise IndexError(f"take: indices must be an integer array, not {indices.dtype}")
+        axis = operator.index(axis)
+        if not -node.ndim <= axis < node.ndim:
+            raise AxisError(f"take: axis {axis} is out of bounds for array of dimension "
+                            f"{node.ndim}")
+        return getitem(wrap(node), (slice(None),) * (axis % node.ndim) + (indices,))
+    values = np.asarray(indices)
     shape = np.take(np.empty(node.shape, np.bool_), values, axis=axis).shape
     op = ("take", tuple(int(v) for v in values.ravel()), axis)
     if values.ndim != 1:

@@ -218,6 +218,9 @@ def tile(x, repetitions, /) -> Array:
 
 
 def repeat(x, repeats, /, *, axis=None) -> Array:
+    """Each element of ``x`` repeated ``repeats`` times (numpy's). An ``Array`` of counts is
+    evaluated here: the result's length is their sum, and an array's shape is known when it
+    is made (the standard: a data-dependent output shape); ``x`` stays lazy."""
     node = expr_of(x)
     if not isinstance(repeats, int):
         counts = np.asarray(repeats.numpy() if isinstance(repeats, Array) else repeats)
