@@ -27,6 +27,7 @@ import functools
 import math
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -49,6 +50,7 @@ from tensorc.passes.lower_bound import communication_lower_bound
 from tensorc.planning.plan import Plan
 from tensorc.runtime.block_slicing import slice_blocks
 from tensorc.runtime.blocks import Blocks
+from tensorc.runtime.blockwise import blockwise_program
 from tensorc.runtime.layout import block_cyclic_output_nodes, load_bounds, load_layout
 from tensorc.runtime.local import LocalExecutor
 from tensorc.runtime.ray_executor import RayExecutor, WorkerLost, submit, wait_for_calls
@@ -121,15 +123,14 @@ def cast(blocks: Blocks, dtype: np.dtype, cluster) -> Blocks:
 def run_whole(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
               dtype: np.dtype) -> tuple[BlockArray, dict]:
     """A whole-array operation (:mod:`tensorc.codegen.whole_array`) on the Ray session:
-    ``(result, {"tasks": count, "blockwise": bool})``. A basic index of a distributed
-    array runs block by block where the blocks are (:func:`getitem_blockwise`); anything
-    else is one task, on the node holding most of the operands' bytes, that stitches each
-    operand from its blocks, applies ``op`` and cuts the result (``shape``, ``dtype``) into
-    the default blocking; every result block stays on that node."""
-    if op[0] == "getitem" and isinstance(operands[0], BlockArray):
-        found = getitem_blockwise(op[1], operands[0], dtype)
-        if found is not None:
-            return found
+    ``(result, {"tasks": count, ...})``. What :func:`run_blockwise` takes runs block by
+    block where the blocks are; anything else is one task, on the node holding most of the
+    operands' bytes, that stitches each operand from its blocks, applies ``op`` and cuts
+    the result (``shape``, ``dtype``) into the default blocking; every result block stays
+    on that node. It reads real refs: flush any batch its operands came from first."""
+    found = run_blockwise(op, operands, shape, dtype)
+    if found is not None:
+        return found
     cluster = ray_cluster()
     held = [0] * cluster.nodes
     described, refs = [], []
@@ -158,39 +159,93 @@ def run_whole(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
     return BlockArray(out, node_grid_for(out.grid, cluster.nodes)), {"tasks": 1}
 
 
-def getitem_blockwise(key: tuple, operand: BlockArray,
-                      dtype: np.dtype) -> tuple[BlockArray, dict] | None:
-    """``operand[key]`` for a basic ``key`` (encoded as :func:`~tensorc.codegen.whole_array.
-    encode_index` does) block by block (:mod:`tensorc.runtime.block_slicing`): each result
-    block is cut out of its one stored block by a task on that block's node, or is that
-    block when the key keeps it whole; ``(result, {"tasks": count, "blockwise": True})``, or
-    ``None`` for a key it does not take."""
+def run_blockwise(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
+                  dtype: np.dtype, *, batch=None,
+                  pending: list | None = None) -> tuple[BlockArray, dict] | None:
+    """``op`` block by block on the nodes holding the blocks, or ``None`` when it cannot be:
+
+    - a basic index (``getitem``; :mod:`tensorc.runtime.block_slicing`): each result block
+      is cut out of its one stored block, or is that block when the index keeps it whole;
+    - an operation along one axis (:data:`ALONG_AXIS`) whose blocks do not split that axis:
+      each block is one result block (the axis keeps its length, changes it, or goes);
+    - ``("astype",)``: each block converted to ``dtype`` (a result computed in a wider
+      dtype than its statement's, such as a comparison).
+
+    The per-block steps form a staged program (:mod:`tensorc.runtime.blockwise`, cached by
+    the operation and the layout) run by the Ray executor: one call per node, merged into
+    ``batch`` when given."""
+    if len(operands) != 1 or not isinstance(operands[0], BlockArray):
+        return None
     cluster = ray_cluster()
-    blocks = operand.blocks.resolve(cluster.index_of, cluster.epoch)
+    blocks = operands[0].blocks.resolve(cluster.index_of, cluster.epoch)
+    key = (op, blocks.key(), np.dtype(dtype).str, tuple(shape))
+    program = _BLOCKWISE.get(key)
+    if program is None:
+        if op[0] == "astype":
+            kernel = functools.partial(np.asarray, dtype=np.dtype(dtype))
+            found = blocks.bounds, {coords: (coords, kernel) for coords in blocks.refs}
+        elif op[0] == "getitem":
+            found = _getitem_pieces(op[1], blocks, np.dtype(dtype))
+        elif op[0] in ALONG_AXIS:
+            found = _along_axis_pieces(op, blocks, tuple(shape), np.dtype(dtype))
+        else:
+            found = None
+        if found is None:
+            return None
+        program = blockwise_program(blocks, found[1], found[0], np.dtype(dtype))
+        _BLOCKWISE[key] = program
+        if len(_BLOCKWISE) > BLOCKWISE_KEPT:
+            _BLOCKWISE.popitem(last=False)
+    else:
+        _BLOCKWISE.move_to_end(key)
+    executor = RayExecutor(cluster)
+    result, _ = executor.run(program, [blocks], measure=current().measure, pending=pending,
+                             batch=batch)
+    tasks = sum(len(call.steps) for call in program.calls)
+    return (BlockArray(result, node_grid_for(result.grid, cluster.nodes)),
+            {"tasks": tasks, "blockwise": True, "remote_calls": len(program.calls)})
+
+
+BLOCKWISE_KEPT = 64
+"""Block-by-block programs kept (by operation and layout), least recently used dropped."""
+
+_BLOCKWISE: OrderedDict = OrderedDict()
+
+ALONG_AXIS = frozenset({"argmax", "argmin", "sort", "argsort", "cumulative_sum",
+                        "cumulative_prod"})
+"""Whole-array operations along one axis (``op[1]``, normalised; ``None``: all axes)."""
+
+
+def _getitem_pieces(key: tuple, blocks: Blocks, dtype: np.dtype):
     sliced = slice_blocks(blocks.bounds, decode_index(key))
     if sliced is None:
         return None
     bounds, mapping = sliced
-    out = Blocks(tuple(edges[-1] for edges in bounds), dtype, bounds, epoch=cluster.epoch)
-    tasks = 0
-    for coords, piece in mapping.items():
-        node = blocks.nodes.get(piece.source)
-        out.nodes[coords] = node
-        if piece.whole and np.dtype(blocks.dtype) == dtype:
-            out.refs[coords] = blocks.refs[piece.source]
-            if piece.source in blocks.reported:
-                out.reported[coords] = blocks.reported[piece.source]
-            continue
-        out.refs[coords], out.reported[coords] = submit(
-            cluster, "run", node, functools.partial(_cut, piece.key, dtype),
-            blocks.refs[piece.source])
-        tasks += 1
-    return BlockArray(out, node_grid_for(out.grid, cluster.nodes)), {"tasks": tasks,
-                                                                      "blockwise": True}
+    same = np.dtype(blocks.dtype) == dtype
+    return bounds, {
+        coords: (piece.source, None if piece.whole and same
+                 else functools.partial(_cut, piece.key, dtype))
+        for coords, piece in mapping.items()}
 
 
 def _cut(key: tuple, dtype: np.dtype, block: np.ndarray) -> np.ndarray:
     return np.array(block[key], dtype=dtype, order="C")
+
+
+def _along_axis_pieces(op: tuple, blocks: Blocks, shape: tuple[int, ...], dtype: np.dtype):
+    axis = op[1]
+    if axis is None or len(blocks.bounds[axis]) != 2 or len(blocks.refs) == 1:
+        return None  # every axis, split along the axis, or one block: the whole-array task
+    kept = len(shape) == len(blocks.bounds)
+    bounds = tuple((0, shape[axis]) if d == axis else edges
+                   for d, edges in enumerate(blocks.bounds) if kept or d != axis)
+    kernel = functools.partial(_along_axis, op, dtype)
+    return bounds, {(coords if kept else coords[:axis] + coords[axis + 1:]): (coords, kernel)
+                    for coords in blocks.refs}
+
+
+def _along_axis(op: tuple, dtype: np.dtype, block: np.ndarray) -> np.ndarray:
+    return np.asarray(apply_whole(op, block), dtype=dtype)
 
 
 def _apply_whole(op: tuple, *values: np.ndarray) -> np.ndarray:

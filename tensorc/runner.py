@@ -240,6 +240,7 @@ class StatementRunner:
         last_read = _last_reads(unrolled)
         deferred: list[Statement] = []  # small statements, run on the driver when needed
         batched: list[str] = []  # labels made by the calls in the batch
+        superseded: list = []  # results of the batch replaced by their conversion
         position = 0
 
         def submit() -> None:  # the batched calls, merged; intermediates nobody reads
@@ -249,8 +250,9 @@ class StatementRunner:
             drop = [value.blocks for label in batched
                     if last_read[label] < position and label not in waiting
                     for _, value in replicas[label] if isinstance(value, BlockArray)]
-            pending.extend(batch.flush(drop))
+            pending.extend(batch.flush(drop + superseded))
             batched.clear()
+            superseded.clear()
 
         def flush(needed=None) -> None:  # the deferred statements ``needed`` reads (all
             chosen = list(deferred)  # by default) run on the driver, in program order
@@ -274,11 +276,17 @@ class StatementRunner:
             if any(d.label in statement.operands for d in deferred):
                 flush(statement.operands)
             if statement.whole is not None:
-                submit()
                 operands = [replicas[label][0][1] for label in statement.operands]
                 started = time.perf_counter()
-                result, how = execution.run_whole(statement.whole, operands,
-                                                  statement.shape, np.dtype(statement.dtype))
+                shape, dtype = statement.shape, np.dtype(statement.dtype)
+                found = execution.run_blockwise(statement.whole, operands, shape, dtype,
+                                                batch=batch, pending=pending)
+                if found is not None and batch is not None:
+                    batched.append(statement.label)
+                if found is None:  # one task reading real refs: the batch goes first
+                    submit()
+                    found = execution.run_whole(statement.whole, operands, shape, dtype)
+                result, how = found
                 ran.append((statement.label, {**_whole_stats(
                     statement, "ray", time.perf_counter() - started), **how}))
                 replicas[statement.label] = [(None, result)]
@@ -304,10 +312,11 @@ class StatementRunner:
                     read = layouts.reads[statement.label][position]
                     kept = [(s, v) for s, v in replicas[label] if isinstance(v, BlockArray)]
                     replicas[label] = [*kept, (read, used[position])]
-            if result.dtype != np.dtype(statement.dtype):
-                submit()
-                result = BlockArray(execution.cast(result.blocks, np.dtype(statement.dtype),
-                                                   cluster), result.node_grid)
+            if result.dtype != np.dtype(statement.dtype):  # converted on the nodes
+                superseded.append(result.blocks)
+                result, _ = execution.run_blockwise(("astype",), [result], statement.shape,
+                                                    np.dtype(statement.dtype), batch=batch,
+                                                    pending=pending)
             replicas[statement.label] = [(None, result)]
             bar.advance(plan.stats["tasks"], _tasks_per_node(stats, cluster.nodes))
         position = len(unrolled.statements)

@@ -138,3 +138,25 @@ def test_a_whole_array_step_between_batched_statements(batching):
     result = tc.sum(shifted * 3.0, axis=0)
     np.testing.assert_allclose(result.numpy(), ((x.numpy() + 1.0)[10:3000] * 3.0).sum(0),
                                rtol=1e-10)
+
+
+def test_a_kmeans_step_with_argmin_and_a_comparison_is_one_round_of_calls(batching):
+    """argmin along the unsplit axis and the bool conversion of a comparison run as steps
+    of the nodes' merged calls, not as tasks of their own between two batches."""
+    rng = np.random.default_rng(6)
+    data, start = rng.normal(size=(40_000, 4)), rng.normal(size=(3, 4))
+    x = tc.asarray(data, grid=(4, 1))
+
+    def step(xp, X, centres):
+        distances = (xp.sum(X * X, axis=1)[:, None] - 2.0 * (X @ centres.T)
+                     + xp.sum(centres * centres, axis=1)[None, :])
+        member = xp.astype(xp.argmin(distances, axis=1)[:, None] == xp.arange(3)[None, :],
+                           X.dtype)
+        return (member.T @ X) / xp.maximum(xp.sum(member, axis=0), 1.0)[:, None]
+
+    got = step(tc, x, tc.asarray(start)).compute()
+    np.testing.assert_allclose(got.numpy(), step(np, data, start), rtol=1e-10)
+    stats = tc.last_stats()
+    searched = [s for s in stats["statements"] if s.get("whole_array") == "argmin"]
+    assert searched and searched[0]["blockwise"]
+    assert stats["remote_calls"] <= 4 + 4  # one call per node, then the sums
