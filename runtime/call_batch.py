@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tensorc.runtime.blocks import Blocks
+from tensorc.runtime.inline import Inline
 from tensorc.runtime.ray_executor import SUBMITTING, node_workers, submit
 from tensorc.runtime.stages import INPUT, NodeCall, StagedProgram
 
@@ -60,15 +61,6 @@ class Deferred:
 
     def __repr__(self) -> str:
         return f"Deferred(call {self.entry}, slot {self.slot})"
-
-
-class Inline:
-    """A small block passed by value in the call messages that read it."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value) -> None:
-        self.value = value
 
 
 @dataclass(frozen=True)
@@ -136,6 +128,16 @@ class CallBatch:
     def track(self, blocks: Blocks, keep: bool = False) -> None:
         """Patch ``blocks``'s refs when the batch is submitted; ``keep``: never drop it."""
         self._tracked.append((blocks, keep))
+
+    def discard(self) -> None:
+        """Forget the batch without submitting it (its program failed on the driver): every
+        tracked ``Blocks`` is emptied, so nothing can read its stand-ins."""
+        for blocks, _ in self._tracked:
+            blocks.refs.clear()
+            blocks.reported.clear()
+        self.calls.clear()
+        self.programs.clear()
+        self._tracked.clear()
 
     def flush(self, drop: Iterable[Blocks] = ()) -> list:
         """Submit the batch (module docstring); ``drop`` lists tracked ``Blocks`` nobody reads

@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from tensorc.errors import ExecutionError
 from tensorc.runtime import ray_tasks
 from tensorc.runtime.blocks import Blocks
+from tensorc.runtime.inline import Inline
 from tensorc.runtime.ray_cluster import RayCluster
 from tensorc.runtime.stages import INPUT, StagedProgram
 
@@ -244,7 +245,8 @@ class RayExecutor:
 
         def bind(source: tuple):
             if source[0] == INPUT:
-                return inputs[source[1]].refs[source[2]]
+                ref = inputs[source[1]].refs[source[2]]
+                return ref.value if type(ref) is Inline else ref
             return returned[source[1]][source[2]]
 
         with SUBMITTING:  # every worker's queue stays in one global topological order

@@ -32,7 +32,7 @@ import numpy as np
 
 from tensorc.errors import PlanError, ShapeError, TypeCheckError
 from tensorc.runtime.blocks import Blocks
-from tensorc.runtime.call_batch import Inline
+from tensorc.runtime.inline import Inline
 from tensorc.runtime.layout import block_cyclic_node, prime_factors
 from tensorc.runtime.ray_executor import submit
 from tensorc.session import ray_cluster
@@ -103,6 +103,15 @@ class BlockArray:
         self._blocks = blocks
         self.node_grid = node_grid
         self._relaid: dict[tuple, Blocks] = {}
+
+    def forget_unsubmitted(self) -> None:
+        """Drop kept re-laid-out copies whose blocks were never made (their refs were
+        emptied when the batch of calls that was to make them was discarded)."""
+        for key, blocks in list(self._relaid.items()):
+            if not blocks.refs:
+                for entry in [e for e in _KEPT if e[0]() is self and e[1] == key]:
+                    _forget(entry)
+                self._relaid.pop(key, None)
 
     def relaid(self, layout_key: tuple) -> Blocks | None:
         """A kept copy of this array in the layout ``Blocks.key()`` gives, if any."""

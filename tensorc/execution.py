@@ -391,7 +391,8 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
         if not isinstance(operand, BlockArray):
             data = np.asarray(operand)
             bounds = load_bounds(graph, position, data.shape)
-            if batch is not None and data.nbytes <= INLINE_BYTES:
+            batched = batch is not None and not measure and scheduler != "ray_default"
+            if batched and data.nbytes <= INLINE_BYTES:
                 inputs.append(inline(data, bounds, planned_nodes.get(position)))
                 continue
             made = place(data, bounds, planned_nodes.get(position))

@@ -227,12 +227,18 @@ class StatementRunner:
                                      bar, pending, batch, on_driver)
                 complete = not pending or execution.finished(pending)
             except Exception as err:  # a statement on the driver read a block a dead
-                if pending is None or not execution.lost_worker(err):  # node held
+                if batch is not None and len(batch):  # node held, or failed: calls not
+                    batch.discard()  # submitted are forgotten, with the copies they were
+                    for value in arrays.values():  # to make of the inputs
+                        if isinstance(value, BlockArray):
+                            value.forget_unsubmitted()
+                if pending is None or not execution.lost_worker(err):
                     raise
                 complete = False
             if not complete:  # a node died: run the program again, each statement waited for
                 return self._run_on_ray(arrays, unrolled, pipelined=False)
-        self.node_calls = batch.submitted_calls if batch is not None else None
+        submitted = batch.submitted_calls if batch is not None else 0
+        self.node_calls = submitted or None
         return {label: replicas[label][0][1] for label in _output_labels(unrolled)}, ran
 
     def _ray_statements(self, unrolled, layouts, replicas, scheduler, cluster, ran, bar,

@@ -160,3 +160,31 @@ def test_a_kmeans_step_with_argmin_and_a_comparison_is_one_round_of_calls(batchi
     searched = [s for s in stats["statements"] if s.get("whole_array") == "argmin"]
     assert searched and searched[0]["blockwise"]
     assert stats["remote_calls"] <= 4 + 4  # one call per node, then the sums
+
+
+def test_small_driver_operands_under_rays_own_placement(batching):
+    """Under ``ray_default`` the calls are not merged; a small numpy operand is placed as
+    before, never handed to a task as a stand-in."""
+    session = tensorc_session.current()
+    before = session.scheduler
+    session.scheduler = "ray_default"
+    try:
+        x = tc.random((100_000, 8), grid=(4, 1), seed=23)
+        total = tc.sum(x * np.arange(8.0), axis=0)
+        np.testing.assert_allclose(total.numpy(), (x.numpy() * np.arange(8.0)).sum(0),
+                                   rtol=1e-10)
+        assert tc.last_stats()["remote_calls"] > 0
+    finally:
+        session.scheduler = before
+
+
+def test_a_program_failing_on_the_driver_leaves_its_inputs_usable(batching):
+    """A statement on the driver raising (a singular solve) after node statements joined
+    the batch: the batch is forgotten, and so are the re-laid-out copies it was to make of
+    the inputs; the next program on the same inputs is right."""
+    c = tc.random((100_000, 32), grid=(1, 4), seed=24)  # column blocks: c.T @ c re-lays out
+    singular = tc.asarray(np.ones((32, 32)))
+    with pytest.raises(tc.LinAlgError, match="Singular matrix"):
+        tc.compute(c.T @ c, c @ tc.linalg.inv(singular))
+    data = c.numpy()
+    np.testing.assert_allclose((c.T @ c + 1.0).numpy(), data.T @ data + 1.0, rtol=1e-10)

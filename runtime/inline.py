@@ -1,0 +1,18 @@
+"""A block passed by value: the one stand-in for a Ray ref that a call may be bound to.
+
+Contract: :class:`Inline` wraps a small driver array (a block of a numpy operand of at most
+``tensorc.execution.INLINE_BYTES``) kept in ``Blocks.refs`` in place of an ObjectRef. The Ray
+executor passes its ``value`` inside the call message that reads it, so no task places it on
+a node first (:mod:`tensorc.runtime.call_batch`, :mod:`tensorc.runtime.ray_executor`).
+"""
+
+from __future__ import annotations
+
+
+class Inline:
+    """A small block passed by value in the call messages that read it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value) -> None:
+        self.value = value
