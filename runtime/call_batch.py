@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from tensorc.runtime.blocks import Blocks
 from tensorc.runtime.inline import Inline
-from tensorc.runtime.ray_executor import SUBMITTING, node_workers, submit
+from tensorc.runtime.ray_executor import SUBMITTING, node_workers, put_payloads, submit_stage
 from tensorc.runtime.stages import INPUT, NodeCall, StagedProgram
 
 PLANS_KEPT = 32
@@ -190,35 +190,22 @@ class CallBatch:
         return plan
 
     def _submit(self, plan: MergedPlan) -> tuple[dict, list]:
-        import ray
-
         cluster = self.cluster
         if plan.payloads is None or plan.payloads[0] is not cluster:
-            refs = [ray.put((call.steps, call.export_steps)) for call in plan.calls]
-            plan.payloads = (cluster, [(ref.hex(), [ref]) for ref in refs])
-        payloads = plan.payloads[1]
+            plan.payloads = (cluster, put_payloads((call.steps, call.export_steps)
+                                                   for call in plan.calls))
         workers = node_workers(cluster)
         results: dict[tuple[int, int], object] = {}
         reports = []
         with SUBMITTING:
-            for merged, (key, payload) in zip(plan.calls, payloads, strict=True):
+            for merged, (key, payload) in zip(plan.calls, plan.payloads[1], strict=True):
                 args = []
                 for kind, entry, slot in merged.args:
-                    if kind == "d":
-                        args.append(results[(entry, slot)])
-                        continue
-                    value = self.calls[entry][1][slot]
+                    value = (results[(entry, slot)] if kind == "d"
+                             else self.calls[entry][1][slot])
                     args.append(value.value if type(value) is Inline else value)
-                live = merged.node < cluster.nodes
-                threads = max(1, int(cluster.cpus[merged.node])) if live else 1
-                returns = len(merged.exports) + 1
-                if live and merged.node < len(workers):
-                    refs = workers[merged.node].stage.options(num_returns=returns).remote(
-                        key, payload, threads, *args)
-                else:
-                    refs = submit(cluster, "stage", None, key, payload, threads, *args,
-                                  returns=returns)
-                refs = list(refs) if returns > 1 else [refs]
+                refs = submit_stage(cluster, workers, merged.node, key, payload, args,
+                                    len(merged.exports) + 1)
                 for export, ref in zip(merged.exports, refs, strict=False):
                     results[export] = ref
                 for entry in merged.entries:

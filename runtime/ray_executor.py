@@ -143,6 +143,31 @@ def wait_for_calls(cluster: RayCluster, reports: list) -> None:
         raise ExecutionError(f"a call of the program failed on Ray: {err}") from err
 
 
+def put_payloads(contents) -> list[tuple[str, list]]:
+    """Each call's ``(steps, exports)`` put in Ray once: ``(key, [ref])`` per call, the key
+    the workers cache it by, the ref in a list so Ray does not fetch it for every call."""
+    import ray
+
+    refs = [ray.put(content) for content in contents]
+    return [(ref.hex(), [ref]) for ref in refs]
+
+
+def submit_stage(cluster: RayCluster, workers, node: int, key: str, payload: list,
+                 args: Sequence, returns: int, pinned: bool = True) -> list:
+    """One staged call on node ``node``'s worker (``workers[node]``), or as a ``stage`` task
+    (soft-pinned when ``pinned`` and the node is live; Ray decides otherwise) when there is
+    no such worker; returns its ``returns`` refs, the reported node id last."""
+    live = node < cluster.nodes
+    threads = max(1, int(cluster.cpus[node])) if live else 1
+    if workers is not None and node < len(workers):
+        refs = workers[node].stage.options(num_returns=returns).remote(
+            key, payload, threads, *args)
+    else:
+        refs = submit(cluster, "stage", node if live and pinned else None, key, payload,
+                      threads, *args, returns=returns)
+    return [refs] if returns == 1 else list(refs)
+
+
 class WorkerLost(Exception):
     """A node worker died during a run (its node did)."""
 
@@ -251,28 +276,16 @@ class RayExecutor:
 
         with SUBMITTING:  # every worker's queue stays in one global topological order
             for call, (key, payload) in zip(program.calls, payloads, strict=True):
-                live = call.node < cluster.nodes
-                threads = max(1, int(cluster.cpus[call.node])) if live else 1
-                args = [bind(s) for s in call.args]
-                returns = len(call.exports) + 1
-                if workers is not None and call.node < len(workers):
-                    refs = workers[call.node].stage.options(num_returns=returns).remote(
-                        key, payload, threads, *args)
-                else:
-                    node = call.node if live and pinned else None
-                    refs = submit(cluster, "stage", node, key, payload, threads, *args,
-                                  returns=returns)
-                returned.append(list(refs))
+                returned.append(submit_stage(
+                    cluster, workers, call.node, key, payload, [bind(s) for s in call.args],
+                    len(call.exports) + 1, pinned))
         return returned
 
     def _payloads(self, program: StagedProgram) -> list[tuple[str, list]]:
         """Each call's steps as an object in Ray, put once per program and session."""
-        import ray
-
         kept = program.payloads
         if kept is None or kept[0] is not self.cluster:
-            refs = [ray.put((call.steps, call.exports)) for call in program.calls]
-            kept = (self.cluster, [(ref.hex(), [ref]) for ref in refs])
+            kept = (self.cluster, put_payloads((c.steps, c.exports) for c in program.calls))
             program.payloads = kept
         return kept[1]
 

@@ -162,6 +162,12 @@ class Schedule:
         return "\n".join(lines)
 
 
+def pins(scheduler: str) -> bool:
+    """Whether the executor pins tasks to the nodes ``scheduler`` chose (every scheduler
+    but ``ray_default``, which leaves placement to Ray)."""
+    return scheduler != "ray_default"
+
+
 def schedule(
     graph: TaskGraph,
     nodes: int,
@@ -219,7 +225,7 @@ def schedule(
         scheduler=scheduler,
         nodes=nodes,
         node_of=node_of,
-        pinned=scheduler != "ray_default",
+        pinned=pins(scheduler),
         reduce_groups=groups,
         memory_bytes=list(state.peak),
         net_in_bytes=list(state.net_in),

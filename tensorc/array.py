@@ -220,6 +220,13 @@ def node_grid_for(grid: Sequence[int], nodes: int) -> tuple[int, ...]:
 
 
 
+def _layout_node(coords, node_grid, node_of=None) -> int:
+    """The node of block ``coords``: ``node_of``'s (a plan's layout) when it has one, else
+    the block-cyclic layout's over ``node_grid``."""
+    node = (node_of or {}).get(coords)
+    return block_cyclic_node(coords, node_grid) if node is None else node
+
+
 def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> BlockArray:
     """One remote ``name`` task per block, pinned to the block's layout node (block-cyclic,
     or ``node_of[coords]`` when a plan gives the nodes); ``args_of`` gives each block's
@@ -228,9 +235,7 @@ def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> BlockArra
     blocks = Blocks(shape, dtype, bounds, epoch=cluster.epoch)
     node_grid = node_grid_for(blocks.grid, cluster.nodes)
     for coords in np.ndindex(*blocks.grid):
-        node = (node_of or {}).get(coords)
-        if node is None:
-            node = block_cyclic_node(coords, node_grid)
+        node = _layout_node(coords, node_grid, node_of)
         blocks.nodes[coords] = node
         blocks.refs[coords], blocks.reported[coords] = submit(
             cluster, name, node, *args_of(coords, blocks.block_slices(coords))
@@ -313,14 +318,13 @@ def wait(*arrays: BlockArray) -> None:
 
 def inline(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> Blocks:
     """``data`` cut at ``bounds`` as blocks that travel by value in the messages of the
-    batched calls that read them (:class:`~tensorc.runtime.call_batch.Inline`): no task
+    batched calls that read them (:class:`~tensorc.runtime.inline.Inline`): no task
     places them. Each block is recorded on the node ``place`` would use."""
     cluster = ray_cluster()
     blocks = Blocks(data.shape, data.dtype, bounds, epoch=cluster.epoch)
     node_grid = node_grid_for(blocks.grid, cluster.nodes)
     for coords in np.ndindex(*blocks.grid):
-        node = (node_of or {}).get(coords)
-        blocks.nodes[coords] = block_cyclic_node(coords, node_grid) if node is None else node
+        blocks.nodes[coords] = _layout_node(coords, node_grid, node_of)
         blocks.refs[coords] = Inline(np.array(data[blocks.block_slices(coords)], order="C"))
     return blocks
 

@@ -51,11 +51,16 @@ from tensorc.planning.plan import Plan
 from tensorc.runtime.block_slicing import slice_blocks
 from tensorc.runtime.blocks import Blocks
 from tensorc.runtime.blockwise import blockwise_program
-from tensorc.runtime.layout import block_cyclic_output_nodes, load_bounds, load_layout
+from tensorc.runtime.layout import (
+    block_cyclic_node,
+    block_cyclic_output_nodes,
+    load_bounds,
+    load_layout,
+)
 from tensorc.runtime.local import LocalExecutor
 from tensorc.runtime.ray_executor import RayExecutor, WorkerLost, submit, wait_for_calls
-from tensorc.runtime.schedule import schedule
-from tensorc.runtime.stages import relayout_moves, stage
+from tensorc.runtime.schedule import pins, schedule
+from tensorc.runtime.stages import relayout_moves, relayout_program, stage
 from tensorc.session import current, ray_cluster
 
 _state = threading.local()
@@ -109,15 +114,28 @@ def forced_block_shape(spec: EinsumSpec, operands) -> dict[str, int] | None:
     return chosen or None
 
 
-def cast(blocks: Blocks, dtype: np.dtype, cluster) -> Blocks:
-    """``blocks`` converted to ``dtype``, each block on the node holding it."""
-    convert = functools.partial(np.asarray, dtype=dtype)
-    blocks.resolve(cluster.index_of, cluster.epoch)
-    out = Blocks(blocks.shape, dtype, blocks.bounds, dict(blocks.nodes), epoch=cluster.epoch)
-    for coords, ref in blocks.refs.items():
-        node = blocks.nodes.get(coords)
-        out.refs[coords], out.reported[coords] = submit(cluster, "run", node, convert, ref)
-    return out
+def cast(blocks: Blocks, dtype: np.dtype, *, batch=None, pending: list | None = None,
+         ) -> Blocks:
+    """``blocks`` converted to ``dtype``, each block on the node holding it: a step of that
+    node's call (:func:`run_blockwise`), merged into ``batch`` when given. Without a
+    ``pending`` list the conversion is submitted and not waited for (reading the result
+    waits)."""
+    return _blockwise(("astype",), blocks, blocks.shape, dtype, batch=batch,
+                      pending=[] if pending is None else pending)[0]
+
+
+def relayout(value: BlockArray, bounds, node_grid: tuple[int, ...]) -> BlockArray:
+    """``value`` re-cut at block ``bounds`` onto the block-cyclic layout over ``node_grid``,
+    on the nodes (:func:`~tensorc.runtime.stages.relayout_program`'s calls: only the
+    elements a new block needs travel, nothing passes through the driver; a block that is
+    unchanged is reused). Submitted, not waited for (reading the result waits)."""
+    cluster = ray_cluster()
+    stored = value.blocks.resolve(cluster.index_of, cluster.epoch)
+    target = Blocks.layout(bounds, {}).grid
+    nodes = {c: block_cyclic_node(c, node_grid) for c in np.ndindex(*target)}
+    program = relayout_program(stored, bounds, nodes)
+    result, _ = RayExecutor(cluster).run(program, [stored], pending=[])
+    return BlockArray(result, node_grid)
 
 
 def run_whole(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
@@ -176,14 +194,24 @@ def run_blockwise(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
     ``batch`` when given."""
     if len(operands) != 1 or not isinstance(operands[0], BlockArray):
         return None
+    found = _blockwise(op, operands[0].blocks, shape, dtype, batch=batch, pending=pending)
+    if found is None:
+        return None
+    result, stats = found
+    return BlockArray(result, node_grid_for(result.grid, ray_cluster().nodes)), stats
+
+
+def _blockwise(op: tuple, blocks: Blocks, shape, dtype, *, batch,
+               pending) -> tuple[Blocks, dict] | None:
+    """:func:`run_blockwise` on one operand's ``blocks``: the result's blocks and stats."""
     cluster = ray_cluster()
-    blocks = operands[0].blocks.resolve(cluster.index_of, cluster.epoch)
+    blocks = blocks.resolve(cluster.index_of, cluster.epoch)
     key = (op, blocks.key(), np.dtype(dtype).str, tuple(shape))
     program = _BLOCKWISE.get(key)
     if program is None:
         if op[0] == "astype":
             kernel = functools.partial(np.asarray, dtype=np.dtype(dtype))
-            found = blocks.bounds, {coords: (coords, kernel) for coords in blocks.refs}
+            found = blocks.bounds, {c: (c, kernel) for c in np.ndindex(*blocks.grid)}
         elif op[0] == "getitem":
             found = _getitem_pieces(op[1], blocks, np.dtype(dtype))
         elif op[0] in ALONG_AXIS:
@@ -202,8 +230,7 @@ def run_blockwise(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
     result, _ = executor.run(program, [blocks], measure=current().measure, pending=pending,
                              batch=batch)
     tasks = sum(len(call.steps) for call in program.calls)
-    return (BlockArray(result, node_grid_for(result.grid, cluster.nodes)),
-            {"tasks": tasks, "blockwise": True, "remote_calls": len(program.calls)})
+    return result, {"tasks": tasks, "blockwise": True, "remote_calls": len(program.calls)}
 
 
 BLOCKWISE_KEPT = 64
@@ -234,14 +261,14 @@ def _cut(key: tuple, dtype: np.dtype, block: np.ndarray) -> np.ndarray:
 
 def _along_axis_pieces(op: tuple, blocks: Blocks, shape: tuple[int, ...], dtype: np.dtype):
     axis = op[1]
-    if axis is None or len(blocks.bounds[axis]) != 2 or len(blocks.refs) == 1:
+    if axis is None or len(blocks.bounds[axis]) != 2 or math.prod(blocks.grid) == 1:
         return None  # every axis, split along the axis, or one block: the whole-array task
     kept = len(shape) == len(blocks.bounds)
     bounds = tuple((0, shape[axis]) if d == axis else edges
                    for d, edges in enumerate(blocks.bounds) if kept or d != axis)
     kernel = functools.partial(_along_axis, op, dtype)
     return bounds, {(coords if kept else coords[:axis] + coords[axis + 1:]): (coords, kernel)
-                    for coords in blocks.refs}
+                    for coords in np.ndindex(*blocks.grid)}
 
 
 def _along_axis(op: tuple, dtype: np.dtype, block: np.ndarray) -> np.ndarray:
@@ -391,7 +418,7 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
         if not isinstance(operand, BlockArray):
             data = np.asarray(operand)
             bounds = load_bounds(graph, position, data.shape)
-            batched = batch is not None and not measure and scheduler != "ray_default"
+            batched = batch is not None and not measure and pins(scheduler)
             if batched and data.nbytes <= INLINE_BYTES:
                 inputs.append(inline(data, bounds, planned_nodes.get(position)))
                 continue
@@ -426,7 +453,7 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
         if inputs_used is not None:
             inputs_used[position] = BlockArray(blocks, operands[position].node_grid)
     if result_type is not None and np.dtype(result.dtype) != np.dtype(result_type):
-        result = cast(result, np.dtype(result_type), cluster)
+        result = cast(result, np.dtype(result_type), batch=batch, pending=pending)
     run = executor.last_run
     nodes = placed.nodes  # the cluster may have lost a node during the run
     if not relayouts:
@@ -507,12 +534,13 @@ PER_NODE_SUMMED = ("node_recv_bytes", "node_send_bytes", "measured_node_recv_byt
 
 
 def program_stats(statements: Sequence[tuple[str, dict]], *, backend: str,
-                  seconds: float) -> dict:
+                  seconds: float, remote_calls: int | None = None) -> dict:
     """One ``.tc`` program run's statistics from its statements' (label, stats): counts,
     bytes and seconds summed over the statements (per node too), the busiest node of
     those sums, the peak memory of any statement, each statement's own stats under
     ``statements`` and how many small ones ran on the driver (``statements_on_driver``).
-    ``seconds`` is the whole run, wall clock."""
+    ``seconds`` is the whole run, wall clock; ``remote_calls``, when given, the calls the run
+    submitted (its statements' calls merged), in place of their sum."""
     total: dict = {"backend": backend, "program_seconds": seconds,
                    "statements": [{"label": label, **stats} for label, stats in statements],
                    "statements_on_driver": sum(1 for _, s in statements if s.get("on_driver"))}
@@ -520,6 +548,8 @@ def program_stats(statements: Sequence[tuple[str, dict]], *, backend: str,
     for key in SUMMED:
         values = [s[key] for s in runs if s.get(key) is not None]
         total[key] = sum(values) if values else None
+    if remote_calls is not None:
+        total["remote_calls"] = remote_calls
     for key in PER_NODE_SUMMED:
         rows = [s[key] for s in runs if s.get(key)]
         if rows:

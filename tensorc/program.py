@@ -293,11 +293,9 @@ class Program:
             outputs[name] = value if keep or not isinstance(value, BlockArray) else value.numpy()
             if lazy or isinstance(outputs[name], BlockArray):
                 outputs[name] = LazyArray(leaf(outputs[name]))
-        stats = execution.program_stats(ran, backend=backend,
-                                        seconds=time.perf_counter() - started)
-        if self.runner.node_calls is not None:  # the statements' calls were merged
-            stats["remote_calls"] = self.runner.node_calls
-        execution.record(stats)
+        execution.record(execution.program_stats(
+            ran, backend=backend, seconds=time.perf_counter() - started,
+            remote_calls=self.runner.node_calls))
         return outputs
 
     # -- explaining ----------------------------------------------------------------------

@@ -226,12 +226,9 @@ class StatementRunner:
                 self._ray_statements(unrolled, layouts, replicas, scheduler, cluster, ran,
                                      bar, pending, batch, on_driver)
                 complete = not pending or execution.finished(pending)
-            except Exception as err:  # a statement on the driver read a block a dead
-                if batch is not None and len(batch):  # node held, or failed: calls not
-                    batch.discard()  # submitted are forgotten, with the copies they were
-                    for value in arrays.values():  # to make of the inputs
-                        if isinstance(value, BlockArray):
-                            value.forget_unsubmitted()
+            except Exception as err:  # a statement on the driver failed, or read a block
+                if batch is not None and len(batch):  # a dead node held: the calls not
+                    _discard(batch, arrays)  # submitted are forgotten
                 if pending is None or not execution.lost_worker(err):
                     raise
                 complete = False
@@ -247,21 +244,20 @@ class StatementRunner:
         deferred: list[Statement] = []  # small statements, run on the driver when needed
         batched: list[str] = []  # labels made by the calls in the batch
         superseded: list = []  # results of the batch replaced by their conversion
-        position = 0
 
-        def submit() -> None:  # the batched calls, merged; intermediates nobody reads
-            if batch is None or not len(batch):  # later are dropped (never returned)
-                return
+        def submit(now: int) -> None:  # the batched calls, merged, before statement
+            if batch is None or not len(batch):  # ``now``; intermediates no later statement
+                return  # reads are dropped (never returned)
             waiting = {label for d in deferred for label in d.operands}
             drop = [value.blocks for label in batched
-                    if last_read[label] < position and label not in waiting
+                    if last_read[label] < now and label not in waiting
                     for _, value in replicas[label] if isinstance(value, BlockArray)]
             pending.extend(batch.flush(drop + superseded))
             batched.clear()
             superseded.clear()
 
-        def flush(needed=None) -> None:  # the deferred statements ``needed`` reads (all
-            chosen = list(deferred)  # by default) run on the driver, in program order
+        def flush(now: int, needed=None) -> None:  # the deferred statements ``needed``
+            chosen = list(deferred)  # reads (all by default) run on the driver, in order
             if needed is not None:
                 wanted, chosen = set(needed), []
                 for waiting in reversed(deferred):
@@ -269,29 +265,29 @@ class StatementRunner:
                         chosen.insert(0, waiting)
                         wanted.update(waiting.operands)
             if any(label in batched for waiting in chosen for label in waiting.operands):
-                submit()
+                submit(now)
             for waiting in chosen:
                 deferred.remove(waiting)
                 self._on_driver(waiting, replicas, ran)
                 bar.advance(1)
 
-        for position, statement in enumerate(unrolled.statements):
+        for now, statement in enumerate(unrolled.statements):
             if statement.label in on_driver:
                 deferred.append(statement)  # after the statements on the nodes that do
                 continue  # not need it are submitted: the driver waits for its operands
             if any(d.label in statement.operands for d in deferred):
-                flush(statement.operands)
+                flush(now, statement.operands)
             if statement.whole is not None:
                 operands = [replicas[label][0][1] for label in statement.operands]
                 started = time.perf_counter()
                 shape, dtype = statement.shape, np.dtype(statement.dtype)
                 found = execution.run_blockwise(statement.whole, operands, shape, dtype,
                                                 batch=batch, pending=pending)
-                if found is not None and batch is not None:
-                    batched.append(statement.label)
                 if found is None:  # one task reading real refs: the batch goes first
-                    submit()
+                    submit(now)
                     found = execution.run_whole(statement.whole, operands, shape, dtype)
+                elif batch is not None:
+                    batched.append(statement.label)
                 result, how = found
                 ran.append((statement.label, {**_whole_stats(
                     statement, "ray", time.perf_counter() - started), **how}))
@@ -320,14 +316,13 @@ class StatementRunner:
                     replicas[label] = [*kept, (read, used[position])]
             if result.dtype != np.dtype(statement.dtype):  # converted on the nodes
                 superseded.append(result.blocks)
-                result, _ = execution.run_blockwise(("astype",), [result], statement.shape,
-                                                    np.dtype(statement.dtype), batch=batch,
-                                                    pending=pending)
+                result = BlockArray(execution.cast(result.blocks, np.dtype(statement.dtype),
+                                                   batch=batch, pending=pending),
+                                    result.node_grid)
             replicas[statement.label] = [(None, result)]
             bar.advance(plan.stats["tasks"], _tasks_per_node(stats, cluster.nodes))
-        position = len(unrolled.statements)
-        submit()
-        flush()
+        submit(len(unrolled.statements))
+        flush(len(unrolled.statements))
 
 
 def _run_here(statement: Statement, plan: Plan, operands: list, *, cached: bool,
@@ -338,6 +333,15 @@ def _run_here(statement: Statement, plan: Plan, operands: list, *, cached: bool,
     run = execution.run_local(plan, operands, out, workers=workers)
     stats = execution.local_stats(plan, run, cached=cached, plan_seconds=plan_seconds)
     return (out if out.dtype == statement.dtype else out.astype(statement.dtype)), stats
+
+
+def _discard(batch: CallBatch, arrays: dict) -> None:
+    """Forget a batch that will not be submitted, and the re-laid-out copies of the
+    program's inputs its calls were to make."""
+    batch.discard()
+    for value in arrays.values():
+        if isinstance(value, BlockArray):
+            value.forget_unsubmitted()
 
 
 def _driver_statements(unrolled: Unrolled, arrays: dict) -> frozenset[str]:

@@ -55,10 +55,9 @@ def evaluate(exprs: list[Expr]) -> None:
         if expr.value is None:
             expr.value = values[label] if label in values else lowered.inputs[label]
             expr.kind, expr.op, expr.args, expr.params = "leaf", None, (), None
-    stats = execution.program_stats(ran, backend=where, seconds=time.perf_counter() - started)
+    stats = execution.program_stats(ran, backend=where, seconds=time.perf_counter() - started,
+                                    remote_calls=RUNNER.node_calls)
     stats["statements_run"] = len(lowered.unrolled.statements)
-    if RUNNER.node_calls is not None:  # the statements' calls were merged
-        stats["remote_calls"] = RUNNER.node_calls
     execution.record(stats)
     for expr in pending:
         _PROGRAMS[expr] = (lowered, where, stats)
