@@ -249,9 +249,29 @@ def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
                 value[index] = args[0]
                 continue
         value[index] = units.add(node_of[index], Step(RUN, kernel), args, task.nbytes, index)
-    return _calls(graph, units, value, relaid, {p: layouts[p] for p in relaid},
-                  repartition_units, pinned=schedule.pinned,
-                  output_nodes={t: node_of[t] for t, _ in graph.outputs})
+    starts = [sorted({slices[d].start for _, slices in graph.outputs})
+              for d in range(len(graph.output_shape))]
+    bounds = tuple(tuple(starts[d]) + (graph.output_shape[d],)
+                   for d in range(len(graph.output_shape)))
+    outputs, nodes = {}, {}
+    for task, slices in graph.outputs:
+        coords = tuple(starts[d].index(s.start) for d, s in enumerate(slices))
+        outputs[coords] = value[task]
+        nodes[coords] = units.node_of(value[task]) if schedule.pinned else node_of[task]
+    return _calls(units, outputs, bounds, nodes, graph.dtype, relaid,
+                  {p: layouts[p] for p in relaid}, repartition_units)
+
+
+def relayout_program(stored: Blocks, bounds, target: Mapping) -> StagedProgram:
+    """The calls re-cutting ``stored`` at ``bounds`` onto ``target`` nodes (what a plan's
+    re-layout of an operand does before its graph runs) as a program of their own, whose
+    result is the re-cut array: a new block that is a stored block unchanged is that block,
+    any other is stitched on its node from the stored pieces, each cut first on its holder
+    when only part of it travels."""
+    units = _Units([stored])
+    layout, sources = _relayout(units, 0, bounds, target)
+    return _calls(units, sources, layout.bounds, dict(layout.nodes), stored.dtype, {}, {},
+                  len(units.node))
 
 
 def _levels(units: _Units) -> list[int]:
@@ -264,9 +284,10 @@ def _levels(units: _Units) -> list[int]:
     return level
 
 
-def _calls(graph: TaskGraph, units: _Units, value: list, relaid: dict, relaid_layouts: dict,
-           repartition_units: int, *, pinned: bool,
-           output_nodes: dict[int, int]) -> StagedProgram:
+def _calls(units: _Units, outputs: dict, bounds, nodes: dict, dtype, relaid: dict,
+           relaid_layouts: dict, repartition_units: int) -> StagedProgram:
+    """The units as calls; ``outputs`` gives the source of each result block (``bounds``,
+    on ``nodes``), ``relaid`` of each block of a re-laid-out operand."""
     level = _levels(units)
     keys = sorted({(level[u], units.node[u]) for u in range(len(units.node))})
     call_index = {key: i for i, key in enumerate(keys)}
@@ -274,7 +295,7 @@ def _calls(graph: TaskGraph, units: _Units, value: list, relaid: dict, relaid_la
     members: list[list[int]] = [[] for _ in keys]
     for u, c in enumerate(call_of):
         members[c].append(u)
-    outputs_needed = {value[t] for t, _ in graph.outputs}
+    outputs_needed = set(outputs.values())
     outputs_needed.update(s for sources in relaid.values() for s in sources.values())
     exported: set[int] = {s[1] for s in outputs_needed if s[0] == "u"}
     for u, args in enumerate(units.args):
@@ -321,22 +342,13 @@ def _calls(graph: TaskGraph, units: _Units, value: list, relaid: dict, relaid_la
     def bind(source: tuple) -> tuple:
         return export_slot[source[1]] if source[0] == "u" else source
 
-    starts = [sorted({slices[d].start for _, slices in graph.outputs})
-              for d in range(len(graph.output_shape))]
-    bounds = tuple(tuple(starts[d]) + (graph.output_shape[d],)
-                   for d in range(len(graph.output_shape)))
-    outputs, nodes = {}, {}
-    for task, slices in graph.outputs:
-        coords = tuple(starts[d].index(s.start) for d, s in enumerate(slices))
-        outputs[coords] = bind(value[task])
-        nodes[coords] = units.node_of(value[task]) if pinned else output_nodes[task]
     return StagedProgram(
         calls=calls,
-        outputs=outputs,
-        output_bounds=bounds,
+        outputs={coords: bind(source) for coords, source in outputs.items()},
+        output_bounds=tuple(bounds),
         output_nodes=nodes,
-        output_shape=tuple(graph.output_shape),
-        dtype=graph.dtype,
+        output_shape=tuple(edges[-1] for edges in bounds),
+        dtype=dtype,
         relaid={p: {c: bind(s) for c, s in sources.items()} for p, sources in relaid.items()},
         relaid_layouts=relaid_layouts,
         transfers=transfers,

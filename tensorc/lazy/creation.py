@@ -12,6 +12,7 @@ import operator
 import numpy as np
 
 from tensorc import array as blocks
+from tensorc import execution
 from tensorc.array import BlockArray, default_blocking
 from tensorc.errors import ShapeError, TypeCheckError
 from tensorc.lazy.array_object import Array, expr_of, wrap
@@ -20,10 +21,7 @@ from tensorc.lazy.evaluate import backend
 from tensorc.lazy.graph import deferred, leaf
 from tensorc.lazy.manipulation import broadcast_to, expand_dims, reshape
 from tensorc.runner import DRIVER_BYTES
-from tensorc.runtime.blocks import Blocks
-from tensorc.runtime.layout import block_cyclic_node
 from tensorc.runtime.local import available_cores
-from tensorc.runtime.ray_executor import submit
 from tensorc.session import ray_cluster
 
 DEFAULT_FLOAT = np.dtype("float64")
@@ -107,54 +105,20 @@ def _reblocked(block_shape, grid, value):
 
 
 def _recut(value: BlockArray, block_shape, grid) -> BlockArray:
-    """``value`` cut into the blocking ``block_shape``/``grid`` asks for, on the Ray nodes:
-    a new block that is a stored block unchanged is that block; any other is stitched on
-    its block-cyclic node from the stored blocks overlapping it, each cut first on the node
-    holding it when only part of it is needed and it lives elsewhere (only the needed
-    elements travel). Nothing passes through the driver."""
+    """``value`` cut into the blocking ``block_shape``/``grid`` asks for, on the Ray nodes
+    (:func:`~tensorc.execution.relayout`): nothing passes through the driver."""
     cluster = ray_cluster()
     cluster.refresh()
-    stored = value.blocks.resolve(cluster.index_of, cluster.epoch)
-    shape = tuple(stored.shape)
+    shape = tuple(value.shape)
     if 0 in shape:
-        return blocks.asarray(np.empty(shape, stored.dtype), block_shape=block_shape,
+        return blocks.asarray(np.empty(shape, value.dtype), block_shape=block_shape,
                               grid=grid)
     bounds = blocks.block_bounds(shape, default_blocking(shape, block_shape, grid,
                                                          cluster.total_cpus))
-    if tuple(tuple(b) for b in bounds) == tuple(tuple(b) for b in stored.bounds):
+    if tuple(tuple(b) for b in bounds) == tuple(tuple(b) for b in value.blocks.bounds):
         return value
-    out = Blocks(shape, stored.dtype, bounds, epoch=cluster.epoch)
-    node_grid = blocks.node_grid_for(out.grid, cluster.nodes)
-    for coords in np.ndindex(*out.grid):
-        slices = out.block_slices(coords)
-        pieces = stored.pieces(slices)
-        first = pieces[0][0]
-        if len(pieces) == 1 and stored.block_slices(first) == slices:
-            out.refs[coords] = stored.refs[first]
-            out.nodes[coords] = stored.nodes.get(first)
-            if first in stored.reported:
-                out.reported[coords] = stored.reported[first]
-            continue
-        node = block_cyclic_node(coords, node_grid)
-        refs, layout = [], []
-        for source, into, out_of in pieces:
-            ref, holder = stored.refs[source], stored.nodes.get(source)
-            whole = tuple(slice(0, s.stop - s.start) for s in stored.block_slices(source))
-            if holder != node and tuple(out_of) != whole:
-                ref, _ = submit(cluster, "run", holder, functools.partial(_cut, tuple(out_of)),
-                                ref)
-                out_of = tuple(slice(0, s.stop - s.start) for s in out_of)
-            refs.append(ref)
-            layout.append((tuple(into), tuple(out_of)))
-        extent = tuple(s.stop - s.start for s in slices)
-        out.nodes[coords] = node
-        out.refs[coords], out.reported[coords] = submit(cluster, "piece", node, extent,
-                                                        tuple(layout), *refs)
-    return BlockArray(out, node_grid)
-
-
-def _cut(key: tuple, block: np.ndarray) -> np.ndarray:
-    return np.array(block[key], order="C")
+    grid_of = tuple(len(edges) - 1 for edges in bounds)
+    return execution.relayout(value, bounds, blocks.node_grid_for(grid_of, cluster.nodes))
 
 
 def full(shape, fill_value, *, dtype=None, device=None, block_shape=None, grid=None) -> Array:
