@@ -12,6 +12,7 @@ array; ``np.asarray(x)`` gathers.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 
@@ -58,6 +59,12 @@ def array_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
     return getattr(_namespace(), name)(*inputs)
 
 
+@functools.cache
+def _signature(func) -> inspect.Signature:
+    """numpy's own signature of ``func``, read once per function."""
+    return inspect.signature(func)
+
+
 def array_function(func, types, args, kwargs):
     module = func.__module__ or ""
     name = ("linalg." if "linalg" in module else "") + func.__name__
@@ -67,7 +74,7 @@ def array_function(func, types, args, kwargs):
                                "have to gather the array); use np.asarray(x) to gather it "
                                "explicitly")
     try:
-        arguments = inspect.signature(func).bind(*args, **kwargs).arguments
+        arguments = _signature(func).bind(*args, **kwargs).arguments
     except TypeError as err:
         raise ArgumentError(f"numpy.{name}: {err}") from err
     return adapter(_Call(name, dict(arguments)))
