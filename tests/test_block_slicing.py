@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tensorc.array import BlockArray
 from tensorc.runtime.block_slicing import slice_blocks
 
 
@@ -92,9 +93,9 @@ def test_a_sliced_distributed_array_stays_on_its_nodes(ray_cluster, key):
     picked = x[key]
     np.testing.assert_array_equal(picked.numpy(), x.numpy()[key])
     value = picked.value()
-    if not isinstance(value, np.ndarray):  # not a small result gathered to the driver
-        assert set(value.block_nodes().values()) <= nodes
-        assert len(set(value.block_nodes().values())) > 1
+    assert isinstance(value, BlockArray)  # stays on the nodes: x is not small
+    assert set(value.block_nodes().values()) <= nodes
+    assert len(set(value.block_nodes().values())) > 1  # not gathered to one node
     stats = [s for s in tc.last_stats()["statements"] if s.get("whole_array") == "getitem"]
     assert stats and stats[0].get("blockwise")
 

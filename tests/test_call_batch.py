@@ -13,7 +13,7 @@ import pytest
 
 import tensorc as tc
 from tensorc import session as tensorc_session
-from tensorc.runtime.call_batch import REPORT, Deferred, Inline, merge
+from tensorc.runtime.call_batch import Deferred, Inline, merge
 from tensorc.runtime.ray_tasks import run_steps
 from tensorc.runtime.stages import RUN, NodeCall, Step
 
@@ -82,7 +82,6 @@ def test_a_result_only_its_own_merged_call_reads_is_not_returned():
     assert _run_merged(calls, merged)[(2, 0)].tolist() == [1.0, 3.0, 5.0, 7.0]
     # asked for (a tracked array still holds it), it is returned as well
     assert merge(calls, frozenset({(0, 0), (2, 0)}))[0].exports == ((0, 0), (2, 0))
-    assert REPORT == -1
 
 
 @pytest.fixture
@@ -133,11 +132,15 @@ def test_an_intermediate_asked_for_stays_readable_after_the_batch(batching):
 
 
 def test_a_whole_array_step_between_batched_statements(batching):
+    """A reshape across blocks is one task reading real refs: the batch before it is
+    submitted first, and the statements after it batch again."""
     x = tc.random((4096, 4), grid=(4, 1), seed=22)
-    shifted = (x + 1.0)[10:3000]  # the slice is a whole-array step after a batched one
-    result = tc.sum(shifted * 3.0, axis=0)
-    np.testing.assert_allclose(result.numpy(), ((x.numpy() + 1.0)[10:3000] * 3.0).sum(0),
-                               rtol=1e-10)
+    reshaped = tc.reshape(x + 1.0, (2048, 8))
+    result = tc.sum(reshaped * 3.0, axis=0)
+    np.testing.assert_allclose(result.numpy(), ((x.numpy() + 1.0).reshape(2048, 8) * 3.0)
+                               .sum(0), rtol=1e-10)
+    whole = [s for s in tc.last_stats()["statements"] if s.get("whole_array") == "reshape"]
+    assert whole and not whole[0].get("blockwise")
 
 
 def test_a_kmeans_step_with_argmin_and_a_comparison_is_one_round_of_calls(batching):

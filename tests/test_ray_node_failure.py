@@ -27,10 +27,31 @@ def dying_cluster():
         tc.shutdown()
 
 
-def _kill_a_worker_node(session) -> None:
+def _value_despite_a_node_death(session, work, after: float):
+    """``work()`` run in a thread while one worker node (any but the head, the driver's)
+    is removed ``after`` seconds in; its value, once checked that it finished, did not
+    raise and was still running when the node died."""
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = work()
+            outcome["finished"] = time.monotonic()
+        except Exception as err:  # noqa: BLE001 - reported below
+            outcome["error"] = err
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    time.sleep(after)
     cluster = session.cluster.local_cluster
-    victim = next(iter(cluster.worker_nodes))  # any node but the head (the driver)
-    cluster.remove_node(victim, allow_graceful=False)
+    cluster.remove_node(next(iter(cluster.worker_nodes)), allow_graceful=False)
+    removed = time.monotonic()
+    worker.join(timeout=240)
+    assert not worker.is_alive(), "the work hung after a node died"
+    if "error" in outcome:
+        pytest.fail(f"the work raised instead of recovering: {outcome['error']!r}")
+    assert removed < outcome["finished"], "the node died after the work ended: not mid-run"
+    return outcome["value"]
 
 
 @pytest.mark.last
@@ -46,29 +67,9 @@ def test_node_removed_mid_run_still_gives_the_right_answer(dying_cluster):
     # the set under test keeps its only copies on the nodes that made them
     expected = np.einsum("ijk,jf,kf->if", *[a.numpy() for a in operands()], optimize=True)
     inputs = operands()
-    outcome: dict = {}
-
-    def call():
-        try:
-            result = tc.einsum("ijk,jf,kf->if", *inputs)
-            outcome["finished"] = time.monotonic()
-            outcome["value"] = result.numpy()
-        except Exception as err:  # noqa: BLE001 - reported below
-            outcome["error"] = err
-
-    worker = threading.Thread(target=call)
-    worker.start()
-    time.sleep(0.3)
-    _kill_a_worker_node(session)
-    removed = time.monotonic()
-    worker.join(timeout=240)
-    assert not worker.is_alive(), "the call hung after a node died"
-    if "error" in outcome:
-        error = outcome["error"]
-        assert isinstance(error, tc.ExecutionError), repr(error)
-        pytest.fail(f"the call raised instead of recovering: {error}")
-    assert removed < outcome["finished"], "the node died after the run ended: not mid-run"
-    np.testing.assert_allclose(outcome["value"], expected, rtol=1e-10)
+    result = _value_despite_a_node_death(
+        session, lambda: tc.einsum("ijk,jf,kf->if", *inputs), after=0.3)
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-10)
 
 
 def newton_steps(xp, X, y, steps: int):
@@ -94,22 +95,6 @@ def test_node_removed_while_array_programs_run_loses_nothing(dying_cluster):
     labels = (np.random.default_rng(32).random(len(data)) < chance).astype(np.float64)
     y = tc.asarray(labels, grid=(8,))
     expected = newton_steps(np, data, labels, 24)
-    outcome: dict = {}
-
-    def fit():
-        try:
-            outcome["value"] = np.asarray(newton_steps(tc, X, y, 24))
-            outcome["finished"] = time.monotonic()
-        except Exception as err:  # noqa: BLE001 - reported below
-            outcome["error"] = err
-
-    worker = threading.Thread(target=fit)
-    worker.start()
-    time.sleep(0.5)
-    _kill_a_worker_node(session)
-    removed = time.monotonic()
-    worker.join(timeout=240)
-    assert not worker.is_alive(), "the fit hung after a node died"
-    assert "error" not in outcome, f"the fit raised instead of recovering: {outcome['error']!r}"
-    assert removed < outcome["finished"], "the node died after the fit ended: not mid-run"
-    np.testing.assert_allclose(outcome["value"], expected, rtol=1e-8)
+    value = _value_despite_a_node_death(
+        session, lambda: np.asarray(newton_steps(tc, X, y, 24)), after=0.5)
+    np.testing.assert_allclose(value, expected, rtol=1e-8)
