@@ -55,13 +55,13 @@ def problem_for(subscripts: str, shapes, nodes: int):
     """The planning problem of one einsum after the algebraic passes (shapes only)."""
     from tensorc.frontend.einsum import einsum_program
     from tensorc.frontend.subscripts import parse_einsum
-    from tensorc.passes.base import PassContext
-    from tensorc.passes.distribution import Problem
     from tensorc.passes.pipeline import run_pipeline
+    from tensorc.planning.distribution import Problem
+    from tensorc.planning.pricing import planning_context
 
     spec = parse_einsum(subscripts, shapes)
     program = einsum_program(spec, shapes, ("float64",) * len(shapes), "float64")
-    ctx = PassContext.of(workers=2)
+    ctx = planning_context(workers=2)
     final, _ = run_pipeline(program, ctx, keep_text=False)
     return Problem(subscripts, final, nodes)
 
@@ -72,7 +72,7 @@ def target_ratio(nodes: int) -> float:
 
 
 def plan_once(subscripts: str, shapes, nodes: int, planner: str) -> tuple[Any, float]:
-    from tensorc.passes.planners import search
+    from tensorc.planning.planners import search
 
     problem = problem_for(subscripts, shapes, nodes)
     started = time.perf_counter()

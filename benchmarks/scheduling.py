@@ -1,4 +1,4 @@
-"""Scheduling-throughput benchmark: ``tensorc.runtime.schedule.schedule`` on a ~67k-task graph.
+"""Scheduling-throughput benchmark: ``tensorc.placement.schedule.schedule`` on a ~67k-task graph.
 
 Plans MTTKRP ``ijk,jf,kf->if`` (N = 256, F = 100) with grid 32×32×32 (f = 1), lays the
 operands out block-cyclically over a (2, 2) node grid, and times each scheduler on 4
@@ -15,8 +15,8 @@ import statistics
 import time
 
 import tensorc as tc
-from tensorc.runtime.layout import block_cyclic_load_nodes
-from tensorc.runtime.schedule import SCHEDULERS, schedule
+from tensorc.placement.layout import block_cyclic_load_nodes
+from tensorc.placement.schedule import SCHEDULERS, schedule
 
 
 def main() -> None:

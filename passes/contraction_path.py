@@ -1,8 +1,8 @@
 """contraction-path: a fused multi-way join, or pairwise stages along a path — by cost.
 
 For ``ReduceByKey(+, Map(#0 * … * #n, Join(inputs)), key)`` with three or more inputs the
-pass picks a contraction order (:func:`tensorc.passes.paths.choose_path`, honouring
-``optimize=``) and then decides, with :mod:`tensorc.passes.cost` under the blocking the
+pass picks a contraction order (:func:`tensorc.planning.paths.choose_path`, honouring
+``optimize=``) and then decides, with :mod:`tensorc.planning.cost` under the blocking the
 partition pass is expected to choose, between
 
 - **fused**: keep one n-way join; each block tuple runs the whole contraction in one kernel
@@ -31,10 +31,7 @@ from tensorc.ir.keys import join_of, key_of
 from tensorc.ir.nodes import Function, Join, Map, Node, ReduceByKey, is_product_of_args, mul_of_args
 from tensorc.ir.rewrite import rewrite
 from tensorc.ir.stages import stage_join, stage_parts, stage_roots
-from tensorc.passes.base import PassContext
-from tensorc.passes.blocking import choose_blocking
-from tensorc.passes.paths import Path, choose_path
-from tensorc.passes.plan_cost import block_extents, stage_seconds
+from tensorc.passes.base import PassContext, Path
 
 
 def product_join(node: Node) -> tuple[Join, tuple[str, ...]] | None:
@@ -47,16 +44,6 @@ def product_join(node: Node) -> tuple[Join, tuple[str, ...]] | None:
     if not is_product_of_args(mapped.fn, len(mapped.x.inputs)):
         return None
     return mapped.x, node.key
-
-
-def pairwise_seconds(keys, output, path, sizes, counts, itemsize, workers) -> float:
-    """One stage per step of the path, intermediates materialised between them."""
-    blocks = block_extents(sizes, counts)
-    return sum(
-        stage_seconds(step_inputs, step_output, [tuple(range(len(step_inputs)))], sizes,
-                      counts, itemsize, workers)
-        for step_inputs, step_output in path_steps(keys, output, path, blocks)
-    )
 
 
 def product_stage_joins(root: Node) -> set[Join]:
@@ -102,7 +89,8 @@ class ContractionPathPass:
     def run(self, program: Function, ctx: PassContext) -> Function:
         sizes = program.size_of
         itemsize = np.dtype(program.dtype).itemsize
-        counts = choose_blocking(program, ctx).counts()
+        pricing = ctx.require_pricing(self.name)
+        counts = pricing.block_counts(program, ctx)
 
         def rule(node: Node) -> Node | None:
             match = product_join(node)
@@ -112,15 +100,16 @@ class ContractionPathPass:
             if join.path is not None:
                 return None  # decided (the rewrite offers each replacement again)
             keys = [key_of(child) for child in join.inputs]
-            path = choose_path(keys, output, sizes, itemsize, ctx.options.optimize)
+            path = pricing.choose_path(keys, output, sizes, itemsize, ctx.options.optimize)
             if path is None:
                 ctx.note(self.name, "optimize=False: one fused join, numpy's single einsum loop")
                 return ReduceByKey(node.monoid, Map(node.x.fn, with_path(join, None),
                                                     node.x.key), node.key)
             # fused: one stage, every block tuple runs the whole path
             workers = ctx.options.workers
-            fused = stage_seconds(keys, output, path, sizes, counts, itemsize, workers)
-            pairwise = pairwise_seconds(keys, output, path, sizes, counts, itemsize, workers)
+            fused = pricing.fused_seconds(keys, output, path, sizes, counts, itemsize, workers)
+            pairwise = pricing.pairwise_seconds(keys, output, path, sizes, counts, itemsize,
+                                                workers)
             verdict = "fused join" if fused <= pairwise else "pairwise stages"
             ctx.note(
                 self.name,
@@ -142,7 +131,8 @@ class ContractionPathPass:
             if len(keys) == 2:
                 path = None if ctx.options.optimize is False else [(0, 1)]
             else:  # a product with nothing summed: the order still matters for its cost
-                path = choose_path(keys, key_of(node), sizes, itemsize, ctx.options.optimize)
+                path = pricing.choose_path(keys, key_of(node), sizes, itemsize,
+                                           ctx.options.optimize)
             return with_path(node, path)
 
         return program.with_output(rewrite(chosen, annotate))

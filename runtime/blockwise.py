@@ -1,7 +1,7 @@
 """Per-block operations as a staged program: one call per node, nothing moves.
 
 Contract: :func:`blockwise_program` takes an operand's layout (a
-:class:`~tensorc.runtime.blocks.Blocks`) and, for every result block, the operand block it
+:class:`~tensorc.placement.blocks.Blocks`) and, for every result block, the operand block it
 comes from and the kernel that makes it (``None``: the result block *is* that block), and
 returns the :class:`~tensorc.runtime.stages.StagedProgram` running each kernel on the node
 holding its block — one call per node, every step exported. The Ray executor runs it like
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tensorc.runtime.blocks import Blocks
+from tensorc.placement.blocks import Blocks
 from tensorc.runtime.stages import INPUT, RESULT, RUN, NodeCall, StagedProgram, Step
 
 Coords = tuple[int, ...]

@@ -1,7 +1,7 @@
 """The calibration probe: the distributed cost model's constants, measured on the cluster.
 
 Contract: :func:`probe(cluster) <probe>` returns the figures of a
-:class:`~tensorc.passes.cost.Machine` (a dict of its fields) measured in well under a
+:class:`~tensorc.planning.cost.Machine` (a dict of its fields) measured in well under a
 second on the running cluster, through the node workers the executor uses (``tc.init``
 installs them for planning on that session; ``tc.plan`` without a cluster keeps the
 defaults):

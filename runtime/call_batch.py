@@ -3,7 +3,7 @@
 Contract: a :class:`CallBatch` collects the calls of the staged programs
 (:class:`~tensorc.runtime.stages.StagedProgram`) of consecutive statements of one array
 program instead of submitting each program's calls on its own. :meth:`CallBatch.add` takes a
-program and its operands' :class:`~tensorc.runtime.blocks.Blocks` and returns, per call,
+program and its operands' :class:`~tensorc.placement.blocks.Blocks` and returns, per call,
 :class:`Deferred` stand-ins for the refs the call will return (its exports, then its node
 report), so the next statement can be staged on them at once. :meth:`CallBatch.flush` then
 submits everything:
@@ -37,7 +37,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tensorc.runtime.blocks import Blocks
+from tensorc.placement.blocks import Blocks
 from tensorc.runtime.inline import Inline
 from tensorc.runtime.ray_executor import SUBMITTING, node_workers, put_payloads, submit_stage
 from tensorc.runtime.stages import INPUT, NodeCall, StagedProgram

@@ -71,6 +71,12 @@ class RayCluster:
         except ValueError:
             return None
 
+    def locate(self, reported: list) -> list[int | None]:
+        """The node index each of ``reported`` (refs to node ids a task returned) names."""
+        import ray
+
+        return [self.index_of(node) for node in ray.get(list(reported))]
+
     def refresh(self) -> list[str]:
         """Re-read the live nodes; returns the ids of nodes that died since the last look."""
         node_ids, cpus = _live_nodes(self.driver_node)

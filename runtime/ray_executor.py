@@ -1,7 +1,7 @@
 """The Ray executor: a staged program as one Ray call per node and stage.
 
 Contract: ``RayExecutor(cluster).run(program, inputs, pinned=..., measure=...)`` takes a
-:class:`~tensorc.runtime.stages.StagedProgram` and one :class:`~tensorc.runtime.blocks.Blocks`
+:class:`~tensorc.runtime.stages.StagedProgram` and one :class:`~tensorc.placement.blocks.Blocks`
 per operand (Ray refs bound), submits every call without waiting between stages, waits for
 them, and returns the result's ``Blocks`` (each block stays on the node that computed it) and
 the new layouts of repartitioned operands. Statistics are in ``executor.last_run``.
@@ -40,8 +40,8 @@ import time
 from collections.abc import Sequence
 
 from tensorc.errors import ExecutionError
+from tensorc.placement.blocks import Blocks
 from tensorc.runtime import ray_tasks
-from tensorc.runtime.blocks import Blocks
 from tensorc.runtime.inline import Inline
 from tensorc.runtime.ray_cluster import RayCluster
 from tensorc.runtime.stages import INPUT, StagedProgram

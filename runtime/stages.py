@@ -1,7 +1,7 @@
 """Two-level execution: a scheduled task graph as one call per node and stage.
 
-Contract: :func:`stage` takes a task graph, its :class:`~tensorc.runtime.schedule.Schedule`,
-the layout of every operand (:class:`~tensorc.runtime.blocks.Blocks`, data not needed) and
+Contract: :func:`stage` takes a task graph, its :class:`~tensorc.placement.schedule.Schedule`,
+the layout of every operand (:class:`~tensorc.placement.blocks.Blocks`, data not needed) and
 the operands to repartition first, and returns a :class:`StagedProgram` — plain data, no Ray:
 the calls to make, in order, each on one node, each running a list of block steps with the
 in-process step runner. It is deterministic for its inputs, so a plan keeps it and a
@@ -43,7 +43,7 @@ import numpy as np
 
 from tensorc.codegen.kernels import LoadBlock
 from tensorc.codegen.taskgraph import LOAD, REDUCE, TaskGraph
-from tensorc.runtime.blocks import Blocks
+from tensorc.placement.blocks import Blocks
 
 RUN, STITCH = "run", "stitch"
 """Step kinds: ``kernel(*inputs)``, and ``kernel(stitched region, full slices)``."""

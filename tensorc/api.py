@@ -26,13 +26,13 @@ from tensorc.lazy import linear
 from tensorc.lazy.array_object import Array as LazyArray
 from tensorc.lazy.data_types import astype
 from tensorc.lazy.graph import leaf
-from tensorc.passes.paths import normalise_optimize
 from tensorc.planning.options import (
     check_backend,
     check_casting,
     check_plan_options,
     check_scheduler,
 )
+from tensorc.planning.paths import normalise_optimize
 from tensorc.planning.plan import EINSUM_PLANS, Plan, einsum_plan
 from tensorc.runtime.local import available_cores
 

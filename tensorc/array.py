@@ -31,9 +31,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from tensorc.errors import PlanError, ShapeError, TypeCheckError
-from tensorc.runtime.blocks import Blocks
+from tensorc.placement.blocks import Blocks
+from tensorc.placement.layout import block_cyclic_node, prime_factors
 from tensorc.runtime.inline import Inline
-from tensorc.runtime.layout import block_cyclic_node, prime_factors
 from tensorc.runtime.ray_executor import submit
 from tensorc.session import ray_cluster
 
@@ -96,7 +96,7 @@ def default_blocking(shape, block_shape, grid, cpus: int) -> tuple[int, ...]:
 
 
 class BlockArray:
-    """A distributed array: its :class:`~tensorc.runtime.blocks.Blocks` (Ray ObjectRefs on the
+    """A distributed array: its :class:`~tensorc.placement.blocks.Blocks` (Ray ObjectRefs on the
     nodes of the cluster) and the node grid of its block-cyclic layout."""
 
     def __init__(self, blocks: Blocks, node_grid: tuple[int, ...]) -> None:
@@ -178,7 +178,7 @@ class BlockArray:
         """Node index (in the session's node order) holding each block's primary copy, as
         the workers that made the blocks reported it."""
         cluster = ray_cluster()
-        self._blocks.resolve(cluster.index_of, cluster.epoch, verify=True)
+        self._blocks.resolve(cluster.locate, cluster.epoch, verify=True)
         return dict(sorted(self._blocks.nodes.items()))
 
     def numpy(self) -> np.ndarray:

@@ -16,7 +16,7 @@ and children symbolically):
   becomes ready. A block version is dropped once every child has read it, unless it is the
   final version of an output block;
 - **ray**: a task is submitted as soon as its parent tasks have been *submitted* (Ray
-  waits for the data), placed on a node by :class:`~tensorc.runtime.block_placement.
+  waits for the data), placed on a node by :class:`~tensorc.placement.block_placement.
   BlockPlacer` (LSHS simulating time and bytes, or round-robin); at most ``window`` tasks are
   in flight, so the driver holds the frontier, not the graph. Blocks are Ray objects, so a
   lost block is recomputed from lineage.
@@ -43,10 +43,10 @@ from tensorc.codegen.block_layout import block_slices, environment, grid_coords,
 from tensorc.errors import ExecutionError, ShapeError, TensorcError
 from tensorc.frontend.tc_check import DTYPES
 from tensorc.ir.block_program import LoopProgram, block_label
-from tensorc.passes.cost import machine
+from tensorc.placement.block_placement import BlockPlacer
+from tensorc.placement.blocks import Blocks
+from tensorc.planning.cost import machine
 from tensorc.runtime import ray_tasks
-from tensorc.runtime.block_placement import BlockPlacer
-from tensorc.runtime.blocks import Blocks
 from tensorc.runtime.local import _BlasLimit, available_cores
 from tensorc.runtime.ray_executor import submit
 

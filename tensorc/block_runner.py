@@ -33,9 +33,9 @@ from tensorc.execution import record
 from tensorc.frontend.block_check import parse_block_program
 from tensorc.frontend.diagnostics import Diagnostics, Source, make_error
 from tensorc.ir.block_program import LoopProgram, block_label, format_statements
-from tensorc.passes.cost import machine
-from tensorc.passes.lower_bound import cholesky_lower_bound
 from tensorc.planning.block_counts import CountChoice, choose_counts
+from tensorc.planning.cost import machine
+from tensorc.planning.lower_bound import cholesky_lower_bound
 from tensorc.programs import path as shipped_path
 from tensorc.programs import source as shipped_source
 from tensorc.runtime.local import available_cores

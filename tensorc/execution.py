@@ -11,7 +11,7 @@ Contract:
   one task on the node holding most of its operands;
 - :func:`prepare_ray_call` says how an einsum on Ray is planned: under LSHS (or with
   ``nodes=``/``planner=``) by the distribution planner for the session's nodes, with the
-  operands' layouts (:class:`~tensorc.runtime.blocks.Blocks`); otherwise with the blocking of
+  operands' layouts (:class:`~tensorc.placement.blocks.Blocks`); otherwise with the blocking of
   the distributed operands (the first ``tc.Array`` with an index gives its block size);
 - every run's statistics go through :func:`record` and come back from :func:`last_stats`
   (per thread): an einsum records its call; a ``.tc`` program records its whole run
@@ -45,21 +45,21 @@ from tensorc.codegen.taskgraph import LOAD
 from tensorc.codegen.whole_array import apply_whole, decode_index
 from tensorc.errors import PlanError
 from tensorc.frontend.subscripts import EinsumSpec
-from tensorc.passes.distribution import layout
-from tensorc.passes.lower_bound import communication_lower_bound
-from tensorc.planning.plan import Plan
-from tensorc.runtime.block_slicing import slice_blocks
-from tensorc.runtime.blocks import Blocks
-from tensorc.runtime.blockwise import blockwise_program
-from tensorc.runtime.layout import (
+from tensorc.placement.blocks import Blocks
+from tensorc.placement.layout import (
     block_cyclic_node,
     block_cyclic_output_nodes,
     load_bounds,
     load_layout,
 )
+from tensorc.placement.schedule import pins, schedule
+from tensorc.planning.distribution import layout
+from tensorc.planning.lower_bound import communication_lower_bound
+from tensorc.planning.plan import Plan
+from tensorc.runtime.block_slicing import slice_blocks
+from tensorc.runtime.blockwise import blockwise_program
 from tensorc.runtime.local import LocalExecutor
 from tensorc.runtime.ray_executor import RayExecutor, WorkerLost, submit, wait_for_calls
-from tensorc.runtime.schedule import pins, schedule
 from tensorc.runtime.stages import relayout_moves, relayout_program, stage
 from tensorc.session import current, ray_cluster
 
@@ -130,7 +130,7 @@ def relayout(value: BlockArray, bounds, node_grid: tuple[int, ...]) -> BlockArra
     elements a new block needs travel, nothing passes through the driver; a block that is
     unchanged is reused). Submitted, not waited for (reading the result waits)."""
     cluster = ray_cluster()
-    stored = value.blocks.resolve(cluster.index_of, cluster.epoch)
+    stored = value.blocks.resolve(cluster.locate, cluster.epoch)
     target = Blocks.layout(bounds, {}).grid
     nodes = {c: block_cyclic_node(c, node_grid) for c in np.ndindex(*target)}
     program = relayout_program(stored, bounds, nodes)
@@ -155,7 +155,7 @@ def run_whole(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
     for operand in operands:
         if not isinstance(operand, BlockArray):
             operand = place(np.asarray(operand), tuple((0, n) for n in np.shape(operand)))
-        blocks = operand.blocks.resolve(cluster.index_of, cluster.epoch)
+        blocks = operand.blocks.resolve(cluster.locate, cluster.epoch)
         whole = tuple(slice(0, n) for n in blocks.shape)
         pieces = blocks.pieces(whole)
         described.append((tuple(blocks.shape),
@@ -205,7 +205,7 @@ def _blockwise(op: tuple, blocks: Blocks, shape, dtype, *, batch,
                pending) -> tuple[Blocks, dict] | None:
     """:func:`run_blockwise` on one operand's ``blocks``: the result's blocks and stats."""
     cluster = ray_cluster()
-    blocks = blocks.resolve(cluster.index_of, cluster.epoch)
+    blocks = blocks.resolve(cluster.locate, cluster.epoch)
     key = (op, blocks.key(), np.dtype(dtype).str, tuple(shape))
     program = _BLOCKWISE.get(key)
     if program is None:
@@ -283,7 +283,7 @@ def layouts_of(operands: Sequence[object]) -> dict[int, Blocks]:
     """The layout (no data) of every ``tc.Array`` operand, by position, for the planner."""
     cluster = ray_cluster()
     return {
-        position: operand.blocks.resolve(cluster.index_of, cluster.epoch).without_data()
+        position: operand.blocks.resolve(cluster.locate, cluster.epoch).without_data()
         for position, operand in enumerate(operands) if isinstance(operand, BlockArray)
     }
 
@@ -427,7 +427,7 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
             if inputs_used is not None:
                 inputs_used[position] = made
             continue
-        blocks = operand.blocks.resolve(cluster.index_of, cluster.epoch)
+        blocks = operand.blocks.resolve(cluster.locate, cluster.epoch)
         if position in moved:
             bounds = load_bounds(graph, position, operand.shape)
             target = planned_nodes[position]

@@ -45,6 +45,7 @@ from tensorc.codegen.whole_array import apply_whole
 from tensorc.frontend.tc_lower import Statement, Unrolled
 from tensorc.passes.base import PassContext, PassOptions
 from tensorc.planning.plan import Plan, PlanCache, plan_program
+from tensorc.planning.pricing import planning_context
 from tensorc.planning.program_layouts import ProgramPlan, plan_program_layouts
 from tensorc.progress import Progress
 from tensorc.runtime.call_batch import CallBatch
@@ -91,7 +92,7 @@ class StatementRunner:
             if name in sizes:
                 block[name] = size
         layouts = {d.name: "C" for d in statement.program.inputs}
-        return PassContext(PassOptions(
+        return planning_context(PassOptions(
             optimize=self.options.optimize,
             workers=int(self.options.workers or available_cores()),
             block_shape=block or None,

@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass
 
 from tensorc.errors import ExecutionError, PlanError
-from tensorc.passes.cost import Machine, use_machine
+from tensorc.planning.cost import Machine, use_machine
 from tensorc.planning.options import BACKENDS, check_scheduler
 from tensorc.runtime.calibrate import probe as calibration_probe
 from tensorc.runtime.ray_cluster import connect, disconnect, probe

@@ -458,7 +458,7 @@ def _write_blocks(value, writer, tmp: str, target: str) -> None:
 
     cluster = ray_cluster()
     blocks = value.blocks
-    blocks.resolve(cluster.index_of, cluster.epoch)
+    blocks.resolve(cluster.locate, cluster.epoch)
     keys = sorted(blocks.refs)
     done = [submit(cluster, "run", blocks.nodes.get(k), writer, tmp, blocks.block_slices(k),
                    blocks.refs[k])[0] for k in keys]

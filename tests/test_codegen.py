@@ -22,8 +22,8 @@ from tensorc.ir.nodes import (
     Scan,
 )
 from tensorc.ir.verify import verify
-from tensorc.passes.base import PassContext
-from tensorc.passes.blocking import choose_blocking
+from tensorc.planning.blocking import choose_blocking
+from tensorc.planning.pricing import planning_context
 from tensorc.runtime.local import LocalExecutor
 
 SIZES = (("i", 5), ("j", 4), ("k", 6))
@@ -48,7 +48,7 @@ GRIDS = [None, {"i": 2}, {"i": 2, "k": 3, "j": 2}, {"k": 6}]
 
 
 def _run(program: Function, grid, arrays):
-    blocking = choose_blocking(program, PassContext.of(workers=2, grid=grid))
+    blocking = choose_blocking(program, planning_context(workers=2, grid=grid))
     graph = lower(program, blocking)
     graph.verify()
     operands = [arrays[d.name] for d in program.inputs]
@@ -77,7 +77,7 @@ def test_min_plus_reduces_partials_with_min_not_sum():
 
 def test_task_keys_are_deterministic_and_loads_precede_their_first_use():
     program = verify(Function(DECLS, SIZES, MIN_PLUS, "float64"))
-    ctx = PassContext.of(workers=2, grid={"i": 2, "k": 3})
+    ctx = planning_context(workers=2, grid={"i": 2, "k": 3})
     first = lower(program, choose_blocking(program, ctx))
     second = lower(program, choose_blocking(program, ctx))
     assert [t.key for t in first.tasks] == [t.key for t in second.tasks]

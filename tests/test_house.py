@@ -18,8 +18,8 @@ from tensorc.frontend.einsum import einsum_program
 from tensorc.frontend.subscripts import parse_einsum
 from tensorc.ir.nodes import Join, post_order
 from tensorc.ir.printer import format_program
-from tensorc.passes.base import PassContext
 from tensorc.passes.pipeline import run_pipeline
+from tensorc.planning.pricing import planning_context
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -64,7 +64,7 @@ def test_a_local_program_run_reports_its_whole_run():
 def _final(subscripts: str, *shapes, optimize="auto"):
     spec = parse_einsum(subscripts, shapes)
     program = einsum_program(spec, shapes, ("float64",) * len(shapes), "float64")
-    return run_pipeline(program, PassContext.of(optimize=optimize))[0]
+    return run_pipeline(program, planning_context(optimize=optimize))[0]
 
 
 @pytest.mark.parametrize(("optimize", "expected"), [

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from tensorc.errors import PlanError
-from tensorc.passes.lower_bound import communication_lower_bound as bound
+from tensorc.planning.lower_bound import communication_lower_bound as bound
 
 MATMUL = (["ik", "kj"], "ij")
 

@@ -11,18 +11,18 @@ import pytest
 
 from tensorc.frontend.einsum import einsum_program
 from tensorc.frontend.subscripts import parse_einsum
-from tensorc.passes import model_bound, prediction
-from tensorc.passes.base import PassContext
-from tensorc.passes.distribution import Problem, model
 from tensorc.passes.pipeline import run_pipeline
-from tensorc.passes.search import all_candidates, candidate_table
-from tensorc.runtime.blocks import Blocks
+from tensorc.placement.blocks import Blocks
+from tensorc.planning import model_bound, prediction
+from tensorc.planning.distribution import Problem, model
+from tensorc.planning.pricing import planning_context
+from tensorc.planning.search import all_candidates, candidate_table
 
 
 def _problem(subscripts: str, shapes, nodes: int, **extra) -> Problem:
     spec = parse_einsum(subscripts, shapes)
     program = einsum_program(spec, shapes, ("float64",) * len(shapes), "float64")
-    ctx = PassContext.of(workers=2)
+    ctx = planning_context(workers=2)
     final, _ = run_pipeline(program, ctx, keep_text=False)
     return Problem(subscripts, final, nodes, **extra)
 

@@ -21,13 +21,13 @@ from tensorc.ir.nodes import (
     post_order,
 )
 from tensorc.ir.verify import verify
-from tensorc.passes.base import PassContext
 from tensorc.passes.canonicalize import Canonicalize
 from tensorc.passes.contraction_path import ContractionPathPass
 from tensorc.passes.fuse_maps import FuseMaps
-from tensorc.passes.paths import check_path, choose_path, small_first_path
 from tensorc.passes.pipeline import DEFAULT_PIPELINE, run_pipeline
 from tensorc.passes.reduce_pushdown import ReducePushdown
+from tensorc.planning.paths import check_path, choose_path, small_first_path
+from tensorc.planning.pricing import planning_context
 
 EXPRESSIONS = [
     ("ijk,if,jf->if", [(4, 5, 6), (4, 3), (5, 3)]),
@@ -59,7 +59,7 @@ def test_each_pass_preserves_the_interpreted_value(one_pass, subscripts, shapes)
     arrays = _arrays(shapes)
     before = interpret(program, arrays)
     # run the pipeline up to this pass, so every pass sees the form it normally sees
-    ctx = PassContext.of(workers=2, grid={n: 2 for n, s in program.sizes if s > 1})
+    ctx = planning_context(workers=2, grid={n: 2 for n, s in program.sizes if s > 1})
     for step in DEFAULT_PIPELINE:
         after_program = verify(step.run(program, ctx))
         if step is one_pass:
@@ -72,7 +72,8 @@ def test_each_pass_preserves_the_interpreted_value(one_pass, subscripts, shapes)
 
 def test_pushdown_sums_k_inside_x_for_mttkrp():
     program = _program("ijk,if,jf->if", [(4, 5, 6), (4, 3), (5, 3)])
-    pushed = ReducePushdown().run(Canonicalize().run(program, PassContext.of()), PassContext.of())
+    ctx = planning_context()
+    pushed = ReducePushdown().run(Canonicalize().run(program, ctx), ctx)
     reduces = [n for n in post_order(pushed.output) if isinstance(n, ReduceByKey)]
     inner = [n for n in reduces if isinstance(n.x, Scan)]
     assert len(inner) == 1
@@ -82,13 +83,13 @@ def test_pushdown_sums_k_inside_x_for_mttkrp():
 
 def test_pushdown_leaves_shared_indices_alone():
     program = _program("ijk,jkf->if", [(4, 5, 6), (5, 6, 3)])
-    pushed = ReducePushdown().run(program, PassContext.of())
+    pushed = ReducePushdown().run(program, planning_context())
     assert pushed == program
 
 
 def test_fused_join_is_kept_when_the_cost_model_prefers_it():
     program = _program("ij,if,jf->if", [(64, 64), (64, 8), (64, 8)])
-    ctx = PassContext.of(workers=2)
+    ctx = planning_context(workers=2)
     result = ContractionPathPass().run(program, ctx)
     joins = [n for n in post_order(result.output) if isinstance(n, Join)]
     assert [len(j.inputs) for j in joins] == [3]
@@ -98,7 +99,7 @@ def test_fused_join_is_kept_when_the_cost_model_prefers_it():
 def test_pairwise_stages_win_for_a_long_chain_over_many_blocks():
     shapes = [(64, 64)] * 4
     program = _program("ab,bc,cd,de->ae", shapes)
-    ctx = PassContext.of(workers=2, grid={n: 4 for n in "abcde"})
+    ctx = planning_context(workers=2, grid={n: 4 for n in "abcde"})
     result = ContractionPathPass().run(program, ctx)
     joins = [n for n in post_order(result.output) if isinstance(n, Join)]
     assert sorted(len(j.inputs) for j in joins) == [2, 2, 2]
@@ -110,7 +111,7 @@ def test_fuse_maps_collapses_a_map_of_a_map():
     inner = Map(OpCall("mul", (Arg(0), Const(2.0))), scan, ("i",))
     outer = Map(OpCall("add", (Arg(0), Const(1.0))), inner, ("i",))
     program = verify(Function((InputDecl("A", (3,), "float64"),), (("i", 3),), outer, "float64"))
-    fused = verify(FuseMaps().run(program, PassContext.of()))
+    fused = verify(FuseMaps().run(program, planning_context()))
     assert fused.output == Map(
         OpCall("add", (OpCall("mul", (Arg(0), Const(2.0))), Const(1.0))), scan, ("i",)
     )
@@ -147,7 +148,7 @@ def test_check_path_refuses_a_path_that_leaves_operands():
 
 def test_pipeline_records_ir_after_every_pass():
     program = _program("ijk,if,jf->if", [(4, 5, 6), (4, 3), (5, 3)])
-    _, stages = run_pipeline(program, PassContext.of())
+    _, stages = run_pipeline(program, planning_context())
     assert [name for name, _ in stages] == [
         "input",
         "canonicalize",

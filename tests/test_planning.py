@@ -1,7 +1,7 @@
 """Distributed planning: plans as data, the checker, the searches against the exhaustive
 oracle and the communication lower bound (pure compiler: no Ray, coordinates only).
 
-Every search is priced by the one model (:func:`tensorc.passes.distribution.model`), so
+Every search is priced by the one model (:func:`tensorc.planning.distribution.model`), so
 costs are compared exactly across planners: on small contractions ``exhaustive`` is the
 oracle, ``smt`` must reach its cost and never lose to ``greedy``.
 """
@@ -20,13 +20,13 @@ from tensorc.codegen.taskgraph import LOAD, REDUCE
 from tensorc.errors import PlanError
 from tensorc.frontend.einsum import einsum_program
 from tensorc.frontend.subscripts import parse_einsum
-from tensorc.passes import model_bound
-from tensorc.passes.base import PassContext
-from tensorc.passes.distribution import Candidate, Modelled, Problem, check, model
-from tensorc.passes.lower_bound import communication_lower_bound
 from tensorc.passes.pipeline import run_pipeline
-from tensorc.passes.planners import PLANNERS, search
-from tensorc.passes.search import all_candidates
+from tensorc.planning import model_bound
+from tensorc.planning.distribution import Candidate, Modelled, Problem, check, model
+from tensorc.planning.lower_bound import communication_lower_bound
+from tensorc.planning.planners import PLANNERS, search
+from tensorc.planning.pricing import planning_context
+from tensorc.planning.search import all_candidates
 
 # costs of two different candidates may tie up to the order of float additions
 SAME_COST = 1e-12
@@ -36,7 +36,7 @@ def problem(subscripts: str, shapes: list[tuple[int, ...]], nodes: int, **kwargs
     """The contraction after the compiler's passes, to plan over ``nodes`` nodes."""
     spec = parse_einsum(subscripts, shapes)
     program = einsum_program(spec, shapes, ("float64",) * len(shapes), "float64")
-    context = PassContext.of(workers=2)
+    context = planning_context(workers=2)
     final, _ = run_pipeline(program, context, keep_text=False)
     return Problem(subscripts, final, nodes, **kwargs)
 

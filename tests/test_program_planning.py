@@ -19,10 +19,10 @@ import pytest
 
 import tensorc as tc
 from tensorc.array import factor_over
-from tensorc.passes.distribution import Problem, model
+from tensorc.placement.blocks import Blocks
+from tensorc.placement.layout import block_cyclic_node
+from tensorc.planning.distribution import Problem, model
 from tensorc.planning.program_layouts import input_layout, output_layout
-from tensorc.runtime.blocks import Blocks
-from tensorc.runtime.layout import block_cyclic_node
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NODES = 4

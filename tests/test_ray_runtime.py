@@ -14,7 +14,7 @@ import pytest
 from numpy_reference import power_iteration_case
 
 import tensorc as tc
-from tensorc.runtime.layout import block_cyclic_node
+from tensorc.placement.layout import block_cyclic_node
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 

@@ -8,15 +8,15 @@ import pytest
 import tensorc as tc
 from tensorc.codegen.taskgraph import APPLY, LOAD, PAIR, REDUCE, Task, TaskGraph
 from tensorc.errors import PlanError
-from tensorc.passes.lower_bound import communication_lower_bound
-from tensorc.runtime.cluster_state import ClusterState
-from tensorc.runtime.layout import (
+from tensorc.placement.cluster_state import ClusterState
+from tensorc.placement.layout import (
     block_cyclic_load_nodes,
     block_cyclic_node,
     block_cyclic_output_nodes,
     load_block_coords,
 )
-from tensorc.runtime.schedule import SCHEDULERS, schedule
+from tensorc.placement.schedule import SCHEDULERS, schedule
+from tensorc.planning.lower_bound import communication_lower_bound
 
 GRID = {"i": 4, "j": 4, "k": 4, "f": 1}
 

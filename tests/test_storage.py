@@ -20,7 +20,7 @@ from numpy.lib import format as npy_format
 from tensorc import session, storage
 from tensorc.array import BlockArray, asarray
 from tensorc.errors import PlanError, StorageError, TensorcError, TypeCheckError
-from tensorc.runtime.layout import block_cyclic_node
+from tensorc.placement.layout import block_cyclic_node
 from tensorc.runtime.ray_executor import submit
 
 

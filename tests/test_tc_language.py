@@ -12,8 +12,8 @@ from tensorc.frontend.subscripts import parse_einsum
 from tensorc.ir.nodes import CALL_ARITY, CALL_OPS
 from tensorc.ir.printer import format_expr, format_program
 from tensorc.ir.semantics import CALL_FUNCS
-from tensorc.passes.base import PassContext
 from tensorc.passes.pipeline import run_pipeline
+from tensorc.planning.pricing import planning_context
 
 MATMUL = """
 size M = 4, N = 5, K = 3
@@ -54,8 +54,8 @@ def test_tc_statement_prints_the_same_ir_as_einsum(subscripts, source, sizes):
     expected = einsum_program(spec, shapes, ["float64"] * len(shapes), "float64")
     assert format_program(ir) == format_program(expected)
     assert ir == expected
-    after_tc, _ = run_pipeline(ir, PassContext.of(workers=2))
-    after_einsum, _ = run_pipeline(expected, PassContext.of(workers=2))
+    after_tc, _ = run_pipeline(ir, planning_context(workers=2))
+    after_einsum, _ = run_pipeline(expected, planning_context(workers=2))
     assert format_program(after_tc) == format_program(after_einsum)
 
 

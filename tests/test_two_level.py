@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import tensorc as tc
+from tensorc.placement.blocks import Blocks
+from tensorc.placement.schedule import schedule
 from tensorc.planning.plan import EINSUM_PLANS
-from tensorc.runtime.blocks import Blocks
-from tensorc.runtime.schedule import schedule
 from tensorc.runtime.stages import INPUT, stage
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")

@@ -1,7 +1,7 @@
 """The blocking codegen lowers with: one block size per index name.
 
 Operands that share an index share its blocking, so a blocking is a block size per index
-name. The partition step (``tensorc.passes.blocking``) or the distribution planner chooses
+name. The partition step (``tensorc.planning.blocking``) or the distribution planner chooses
 it; codegen reads it here and nowhere else.
 """
 

@@ -4,8 +4,8 @@ Contract: :func:`choose_counts(program, shapes, nodes=..., cores=..., fixed=...,
 returns a :class:`CountChoice`: a count for every ``blocks`` declaration of the program and
 the simulated figures of every candidate it weighed. Nothing runs: each candidate's DAG is
 walked in program order and list-scheduled by
-:class:`~tensorc.runtime.block_placement.BlockPlacer` on ``nodes`` simulated nodes of
-``cores`` cores, with the cost model's constants (:func:`tensorc.passes.cost.machine`:
+:class:`~tensorc.placement.block_placement.BlockPlacer` on ``nodes`` simulated nodes of
+``cores`` cores, with the cost model's constants (:func:`tensorc.planning.cost.machine`:
 per-task overhead, per-core BLAS rate, bandwidth between nodes).
 
 The rules the simulation adds:
@@ -36,8 +36,8 @@ from tensorc.codegen.block_dag import BlockDag
 from tensorc.codegen.block_kernels import result_flops, result_shapes
 from tensorc.codegen.block_layout import environment
 from tensorc.ir.block_program import LoopProgram
-from tensorc.passes.cost import machine
-from tensorc.runtime.block_placement import BlockPlacer
+from tensorc.placement.block_placement import BlockPlacer
+from tensorc.planning.cost import machine
 
 MIN_BLOCK = 256
 BLAS_HALF_EDGE = 96

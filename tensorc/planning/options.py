@@ -14,8 +14,8 @@ import numpy as np
 
 from tensorc.errors import ParseError, PlanError, UnknownOptionError
 from tensorc.passes.base import PassOptions
-from tensorc.passes.planners import PLANNERS
-from tensorc.runtime.schedule import SCHEDULERS
+from tensorc.placement.schedule import SCHEDULERS
+from tensorc.planning.planners import PLANNERS
 
 PLAN_OPTIONS = ("grid", "block_shape", "workers", "nodes", "planner", "node_memory")
 BACKENDS = ("local", "ray")

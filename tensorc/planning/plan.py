@@ -23,14 +23,15 @@ from tensorc.frontend.einsum import einsum_program
 from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.ir.nodes import Function
 from tensorc.passes.base import PassContext
-from tensorc.passes.blocking import choose_blocking, scan_indices
-from tensorc.passes.cost import machine
-from tensorc.passes.distribution import DEFAULT_NODE_MEMORY, Problem
 from tensorc.passes.pipeline import run_pipeline
-from tensorc.passes.plan_cost import subtree_seconds
-from tensorc.passes.planners import search
-from tensorc.passes.search import DistributedPlan
+from tensorc.planning.blocking import choose_blocking, scan_indices
+from tensorc.planning.cost import machine
+from tensorc.planning.distribution import DEFAULT_NODE_MEMORY, Problem
 from tensorc.planning.options import PLAN_OPTIONS, freeze, pass_options
+from tensorc.planning.plan_cost import subtree_seconds
+from tensorc.planning.planners import search
+from tensorc.planning.pricing import planning_context
+from tensorc.planning.search import DistributedPlan
 
 PLAN_CACHE_SIZE = 256
 
@@ -263,7 +264,7 @@ def einsum_plan(
 ) -> tuple[Plan, bool]:
     """The plan of an einsum (checked options), from :data:`EINSUM_PLANS` when it has one;
     returns ``(plan, cached)``. ``placed`` maps operand positions to the
-    :class:`~tensorc.runtime.blocks.Blocks` layout of operands already on the cluster."""
+    :class:`~tensorc.placement.blocks.Blocks` layout of operands already on the cluster."""
     key = (
         subscripts,
         shapes,
@@ -283,7 +284,8 @@ def einsum_plan(
         plan_options, optimize, {f"in{k}": layout for k, layout in enumerate(layouts)},
         default_workers=default_workers, placed=placed,
     )
-    plan = build_plan(subscripts, spec, shapes, dtypes, compute_dtype.str, PassContext(options))
+    plan = build_plan(subscripts, spec, shapes, dtypes, compute_dtype.str,
+                      planning_context(options))
     EINSUM_PLANS.put(key, plan)
     return plan, False
 

@@ -5,7 +5,7 @@ of one unrolled ``.tc`` program (SSA order) for ``nodes`` nodes and returns a
 :class:`ProgramPlan`: each statement's :class:`~tensorc.planning.plan.Plan`, the layout each tensor
 has when each statement reads it, and the decisions taken, in order.
 
-- A tensor's *layouts* are coordinates only (:class:`~tensorc.runtime.blocks.Blocks` layouts):
+- A tensor's *layouts* are coordinates only (:class:`~tensorc.placement.blocks.Blocks` layouts):
   a program input gets the layout of the first statement that reads it (the planner lays
   it out freely there); a statement's result has the layout its plan computes it in (the
   node the modelled schedule leaves each output block on).
@@ -28,9 +28,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from tensorc.placement.blocks import Blocks
+from tensorc.placement.layout import load_bounds, load_layout, output_block_coords
 from tensorc.planning.plan import Plan
-from tensorc.runtime.blocks import Blocks
-from tensorc.runtime.layout import load_bounds, load_layout, output_block_coords
 
 REPLICA_COMBINATIONS = 8  # layouts tried per statement when operands have replicas
 

@@ -11,7 +11,7 @@ Policies:
   node's cores are simulated as busy-until times; a task's inputs arrive at their ready
   time plus their bytes over the calibrated bandwidth when they are on another node; the
   task goes to the node where it would *finish* first (compute at the calibrated per-core
-  rate), ties to the node the byte objective of :class:`~tensorc.runtime.cluster_state.
+  rate), ties to the node the byte objective of :class:`~tensorc.placement.cluster_state.
   ClusterState` prefers (peak memory + net in + net out), then to the lowest id. Bytes
   alone would put a whole factorisation on one node, and time alone would ignore memory:
   the simulated clock carries both.
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 
-from tensorc.runtime.cluster_state import ClusterState
+from tensorc.placement.cluster_state import ClusterState
 
 POLICIES = ("lshs", "round_robin")
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 from tensorc.codegen.taskgraph import LOAD, REDUCE, TaskGraph
 from tensorc.errors import PlanError
-from tensorc.runtime.cluster_state import ClusterState, Transfer, mask_nodes
+from tensorc.placement.cluster_state import ClusterState, Transfer, mask_nodes
 
 SCHEDULERS = ("lshs", "round_robin", "ray_default")
 

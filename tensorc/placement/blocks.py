@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from tensorc.runtime.layout import block_pieces
+from tensorc.placement.layout import block_pieces
 
 Coords = tuple[int, ...]
 
@@ -60,21 +60,19 @@ class Blocks:
     def block_slices(self, coords: Coords) -> tuple[slice, ...]:
         return tuple(slice(b[c], b[c + 1]) for b, c in zip(self.bounds, coords, strict=True))
 
-    def resolve(self, index_of: Callable[[str], int | None], epoch: int | None = None,
+    def resolve(self, locate: Callable[[list], list[int | None]], epoch: int | None = None,
                 verify: bool = False) -> Blocks:
         """Make ``nodes`` exact for the cluster in membership ``epoch``: nothing to do when
-        it was recorded in that epoch (unless ``verify``); otherwise the reported node ids
-        are read from Ray (``index_of`` maps a hex node id to its index; an unknown node
-        counts as node 0) and tracked copies are forgotten. Returns ``self``."""
+        it was recorded in that epoch (unless ``verify``); otherwise the reported node refs
+        are looked up by ``locate`` (the runtime's: reported refs to node indices; an
+        unknown node counts as node 0) and tracked copies are forgotten. Returns ``self``."""
         if (epoch is None or epoch == self.epoch) and not verify:
             return self
         if self.reported:
-            import ray
-
             keys = list(self.reported)
-            for key, node in zip(keys, ray.get([self.reported[k] for k in keys]), strict=True):
-                found = index_of(node)
-                self.nodes[key] = 0 if found is None else found
+            found = locate([self.reported[k] for k in keys])
+            for key, node in zip(keys, found, strict=True):
+                self.nodes[key] = 0 if node is None else node
         if epoch is not None and epoch != self.epoch:
             self.copies.clear()
             self.epoch = epoch

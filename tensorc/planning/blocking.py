@@ -10,7 +10,7 @@ name. The caller may force it through plan options:
 
 Otherwise the heuristic splits only the outermost dimension (in memory) of the largest
 operand, so every block of it is a zero-copy contiguous view, into 1, ``workers`` or
-``2 × workers`` blocks — whichever :mod:`tensorc.passes.plan_cost` models fastest (operands
+``2 × workers`` blocks — whichever :mod:`tensorc.planning.plan_cost` models fastest (operands
 under 8 MiB stay one block). Compute-bound plans (BLAS) split across the cores; plans bound
 by memory bandwidth (a reduction pushed into a large operand) stay one block, because the
 cores share one memory bus and splitting only adds dispatch.
@@ -27,7 +27,7 @@ from tensorc.codegen.blocking import Blocking
 from tensorc.errors import PlanError
 from tensorc.ir.nodes import Function, Scan, post_order
 from tensorc.passes.base import PassContext
-from tensorc.passes.plan_cost import subtree_seconds
+from tensorc.planning.plan_cost import subtree_seconds
 
 MIB = 1 << 20
 SPLIT_BYTES = 8 * MIB

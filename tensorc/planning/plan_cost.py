@@ -4,7 +4,7 @@ minimise.
 
 For every stage (see :mod:`tensorc.ir.stages`) under the root: one task per tuple of block
 coordinates over the stage's indices, each costing its in-block contraction path's compute
-and memory traffic (:mod:`tensorc.passes.cost`); compute spreads over the workers, memory
+and memory traffic (:mod:`tensorc.planning.cost`); compute spreads over the workers, memory
 traffic does not; partial blocks of one output block add a reduction's traffic; every task
 adds the dispatch cost.
 """
@@ -17,13 +17,13 @@ from tensorc.ir.contraction import path_steps, volume
 from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import Node, is_product_of_args
 from tensorc.ir.stages import stage_join, stage_parts, stage_roots
-from tensorc.passes.cost import (
+from tensorc.planning.cost import (
     MEMORY_BYTES_PER_SECOND,
     Work,
     parallel_seconds,
     step_work,
 )
-from tensorc.passes.paths import stage_path
+from tensorc.planning.paths import stage_path
 
 
 def block_extents(sizes: dict[str, int], counts: dict[str, int]) -> dict[str, int]:

@@ -1,7 +1,7 @@
 """Searches for a distributed plan, all behind :func:`search` and all priced by one model.
 
 Contract: ``search(problem, planner)`` returns a :class:`DistributedPlan` — the chosen
-:class:`~tensorc.passes.distribution.Candidate`, its modelled schedule and price, the
+:class:`~tensorc.planning.distribution.Candidate`, its modelled schedule and price, the
 communication lower bound, and whether the search proved the plan optimal (``True``),
 ran out of budget (``False``, with a note) or does not try (``None``). Every planner is
 deterministic, and every comparison uses one order (:func:`better`): lower modelled cost,
@@ -12,7 +12,7 @@ The candidate space (shared by every planner): a grid ``p`` with ``∏ p_i = P``
 ``m`` among the divisors of ``P`` and the powers of two up to ``P`` that the extent can be
 cut into evenly (:func:`multipliers`) — enough blocks per grid cell for an output to be
 reduce-scattered over the nodes of a split summed index, evenly when ``P`` has an odd
-factor; and the memory rule of :func:`~tensorc.passes.distribution.check`.
+factor; and the memory rule of :func:`~tensorc.planning.distribution.check`.
 
 - ``heuristic`` (NumS): factor the nodes over the indices of the largest operand by a
   softmax of their log-extents (each prime factor, largest first, goes to the index with
@@ -26,7 +26,7 @@ factor; and the memory rule of :func:`~tensorc.passes.distribution.check`.
 - ``exhaustive``: models every candidate (grouped by block counts, so each task graph is
   lowered once); proves optimality under the model. For small cases and tests (refuses
   beyond :data:`EXHAUSTIVE_LIMIT` candidates).
-- ``smt``: greedy's plan seeds z3's branch and bound (:mod:`tensorc.passes.smt_search`), so
+- ``smt``: greedy's plan seeds z3's branch and bound (:mod:`tensorc.planning.smt_search`), so
   it is never worse than greedy; with the proof it equals exhaustive.
 - ``auto``: one node needs no search; else ``smt``.
 """
@@ -40,8 +40,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tensorc.errors import PlanError
-from tensorc.passes import prediction
-from tensorc.passes.distribution import (
+from tensorc.placement.layout import prime_factors
+from tensorc.planning import prediction
+from tensorc.planning.distribution import (
     BLOCK_MEMORY_SHARE,
     Candidate,
     Modelled,
@@ -51,7 +52,6 @@ from tensorc.passes.distribution import (
     oversized_block,
     predicted_cost,
 )
-from tensorc.runtime.layout import prime_factors
 
 EXHAUSTIVE_LIMIT = 20_000  # candidates; beyond this exhaustive refuses (use smt)
 
@@ -141,7 +141,7 @@ def spread_counts(problem: Problem, grid) -> tuple[tuple[str, int], ...] | None:
     Each index starts at its grid size (its smallest legal count). While an array's block
     breaks the memory rule, the index with the largest blocks among those that can grow
     steps up to its next legal count. Then, while it helps, the one step up that lowers
-    :func:`~tensorc.passes.distribution.predicted_cost` most is taken (ties: index name) —
+    :func:`~tensorc.planning.distribution.predicted_cost` most is taken (ties: index name) —
     more blocks let an array be owned evenly and an output be reduce-scattered, at the price
     of more tasks. None when an index has no legal count for the grid."""
     p = dict(grid)

@@ -1,10 +1,10 @@
 """The planner registry: ``search(problem, planner)`` runs one named distribution search.
 
 Contract: :data:`PLANNERS` names every search; :func:`search` runs one on a
-:class:`~tensorc.passes.distribution.Problem` and returns a
-:class:`~tensorc.passes.search.DistributedPlan` (the same type whatever the planner).
-``heuristic``, ``greedy`` and ``exhaustive`` live in :mod:`tensorc.passes.search`, ``smt``
-in :mod:`tensorc.passes.smt_search` (imported on first use: it loads z3); ``auto`` is smt
+:class:`~tensorc.planning.distribution.Problem` and returns a
+:class:`~tensorc.planning.search.DistributedPlan` (the same type whatever the planner).
+``heuristic``, ``greedy`` and ``exhaustive`` live in :mod:`tensorc.planning.search`, ``smt``
+in :mod:`tensorc.planning.smt_search` (imported on first use: it loads z3); ``auto`` is smt
 seeded with greedy's plan. One node has nothing to split: every planner returns the single
 candidate, modelled.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 import time
 
 from tensorc.errors import PlanError
-from tensorc.passes.distribution import Candidate, Problem, model
-from tensorc.passes.search import DistributedPlan, exhaustive, greedy, heuristic
+from tensorc.planning.distribution import Candidate, Problem, model
+from tensorc.planning.search import DistributedPlan, exhaustive, greedy, heuristic
 
 PLANNERS = ("auto", "heuristic", "greedy", "smt", "exhaustive")
 
@@ -38,7 +38,7 @@ def search(problem: Problem, planner: str = "auto") -> DistributedPlan:
     elif planner == "exhaustive":
         found = exhaustive(problem)
     else:
-        from tensorc.passes.smt_search import smt  # loads z3 (heavy) on the first smt search
+        from tensorc.planning.smt_search import smt  # loads z3 (heavy) on the first smt search
 
         seed, _, seeded, _ = greedy(problem)
         best, optimal, evaluated, notes = smt(problem, seed=seed)

@@ -5,7 +5,7 @@ Contract: every function takes the candidates as two integer arrays of shape
 ``problem.indices`` order — and returns one value per candidate:
 
 - :func:`estimates`: elements the busiest node receives if every stage ran on its grid box
-  (the formula is :func:`tensorc.passes.distribution.estimate`'s docstring; that function
+  (the formula is :func:`tensorc.planning.distribution.estimate`'s docstring; that function
   is this one on a single row);
 - :func:`task_totals`: the exact number of compute tasks of the lowered graph (one per
   iteration block of every stage, plus one reduce per output block when the stage's summed
@@ -15,15 +15,15 @@ Contract: every function takes the candidates as two integer arrays of shape
 - :func:`fits_memory`: whether every array's largest block keeps the memory rule.
 
 The searches rank candidates by the prediction before paying for the model
-(:func:`tensorc.passes.distribution.model`); the model, not the prediction, decides.
+(:func:`tensorc.planning.distribution.model`); the model, not the prediction, decides.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tensorc.passes import cost as price
-from tensorc.passes import model_bound
+from tensorc.planning import cost as price
+from tensorc.planning import model_bound
 
 
 def _columns(problem, dims) -> list[int]:

@@ -1,16 +1,16 @@
 """The SMT planner: z3 enumerates legal candidates, the shared model prices them.
 
 Contract: ``smt(problem, seed)`` returns ``(modelled, optimal, evaluated, notes)`` like the
-other searches in :mod:`tensorc.passes.search`: the cheapest candidate it modelled under the
-shared order (lower :func:`~tensorc.passes.distribution.model` cost, then the smaller
-:class:`~tensorc.passes.distribution.Candidate`), never worse than ``seed``; ``optimal`` is
+other searches in :mod:`tensorc.planning.search`: the cheapest candidate it modelled under the
+shared order (lower :func:`~tensorc.planning.distribution.model` cost, then the smaller
+:class:`~tensorc.planning.distribution.Candidate`), never worse than ``seed``; ``optimal`` is
 True only when z3 proved that no legal candidate is cheaper — then the plan is the one
-:func:`~tensorc.passes.search.exhaustive` returns. Deterministic: every budget counts
+:func:`~tensorc.planning.search.exhaustive` returns. Deterministic: every budget counts
 resources (z3's ``rlimit``, tasks lowered and simulated), never wall time.
 
 Encoding (a plain ``z3.Solver``, never ``z3.Optimize``): one integer per index chooses its
 ``(grid size p_i, block count c_i)`` among the legal pairs
-(:func:`tensorc.passes.search.multipliers`). The product of the grid sizes is ``P``,
+(:func:`tensorc.planning.search.multipliers`). The product of the grid sizes is ``P``,
 written linearly over the prime exponents of ``P``; the memory rule (no array's block over
 a share of the node's budget) is a relaxation in integer-scaled logs (what it lets through
 is re-checked before modelling); the number of compute tasks ``T(c)`` (per stage the
@@ -21,11 +21,11 @@ own per search, so z3 enumerates the same way on every run.
 Search:
 
 1. *ranked incumbents*: the seed (greedy's plan) and the :data:`RANKED_MODELS` candidates
-   of lowest closed-form predicted cost (:func:`tensorc.passes.prediction.predicted_costs`,
+   of lowest closed-form predicted cost (:func:`tensorc.planning.prediction.predicted_costs`,
    numpy over the whole legal space) are modelled first, so the bound below starts tight
    and the budget, if it ends, ends with a good plan;
 2. *branch and bound*: z3 is asked for block counts whose valid lower bound of the model's
-   cost (:mod:`tensorc.passes.model_bound`) does not exceed the best cost so far: the
+   cost (:mod:`tensorc.planning.model_bound`) does not exceed the best cost so far: the
    average compute plus ``T(c)`` times the per-task price, exactly (``T(c) ≤ allowed``),
    and, under a condition implying that the arrays it speaks for have at least ``P``
    blocks, the network bound as well (as a per-stage bound on the counts' prime
@@ -50,9 +50,10 @@ import math
 import numpy as np
 import z3
 
-from tensorc.passes import cost as price
-from tensorc.passes import model_bound, prediction
-from tensorc.passes.distribution import (
+from tensorc.placement.layout import prime_factors
+from tensorc.planning import cost as price
+from tensorc.planning import model_bound, prediction
+from tensorc.planning.distribution import (
     BLOCK_MEMORY_SHARE,
     Candidate,
     Modelled,
@@ -61,8 +62,7 @@ from tensorc.passes.distribution import (
     model,
     oversized_block,
 )
-from tensorc.passes.search import candidate_table, grids, multipliers
-from tensorc.runtime.layout import prime_factors
+from tensorc.planning.search import candidate_table, grids, multipliers
 
 RLIMIT = 1_500_000  # z3 resource units for the whole search (deterministic)
 MAX_CHECKS = 160  # z3 calls for the whole search (each costs a millisecond or more)

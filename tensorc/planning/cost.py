@@ -178,7 +178,7 @@ def over_budget_seconds(received: float, bound_bytes: int) -> float:
 
 def distributed_cost(graph, placed, memory_budget: int, moved=None,
                      bound_bytes: int = 0, copied=None) -> CostReport:
-    """Price a task graph placed by a simulated schedule (``tensorc.runtime.schedule``);
+    """Price a task graph placed by a simulated schedule (``tensorc.placement.schedule``);
     ``moved`` adds bytes each node receives before the graph runs (a repartition), and
     ``copied`` the bytes each node stitches into new blocks for it (priced at
     :data:`NODE_COPY_BYTES_PER_SECOND`: a repartition costs its copies even when nothing

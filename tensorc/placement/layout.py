@@ -84,7 +84,7 @@ def output_block_coords(graph: TaskGraph) -> list[tuple[int, ...]]:
 def block_cyclic_load_nodes(
     graph: TaskGraph, node_grids: Sequence[Sequence[int]]
 ) -> dict[int, int]:
-    """``load_nodes`` for :func:`tensorc.runtime.schedule.schedule`: operand ``p`` laid out
+    """``load_nodes`` for :func:`tensorc.placement.schedule.schedule`: operand ``p`` laid out
     block-cyclically over ``node_grids[p]``."""
     return {
         index: block_cyclic_node(coords, node_grids[position])
@@ -103,7 +103,7 @@ def grid_node(
     grid: Sequence[tuple[str, int]],
     counts: Mapping[str, int],
 ) -> int:
-    """The node of a block under a plan's *index grid* (``tensorc.passes.distribution``).
+    """The node of a block under a plan's *index grid* (``tensorc.planning.distribution``).
 
     ``grid`` gives ``(index, nodes along it)`` per axis; the product is the node count;
     ``counts`` gives the number of blocks along each index (a multiple of its grid size).

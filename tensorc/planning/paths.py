@@ -7,7 +7,7 @@ linear format (a list of position tuples, positions into the shrinking operand l
 ``optimize`` keeps numpy's meaning: ``True``/``"greedy"`` is opt_einsum's greedy search,
 ``"optimal"`` its exhaustive one, any other opt_einsum strategy name is passed through, and an
 explicit path (``["einsum_path", (0, 1), …]`` or ``[(0, 1), …]``) is checked and used as given.
-``"auto"`` (tensorc's default) scores these candidates with :mod:`tensorc.passes.cost` and
+``"auto"`` (tensorc's default) scores these candidates with :mod:`tensorc.planning.cost` and
 keeps the cheapest, ties going to the earlier candidate:
 
 1. opt_einsum ``optimal`` (``greedy`` beyond 6 operands),
@@ -24,7 +24,7 @@ import opt_einsum as oe
 
 from tensorc.errors import PathError, PlanError
 from tensorc.ir.contraction import Key, volume
-from tensorc.passes.cost import path_seconds
+from tensorc.planning.cost import path_seconds
 
 Path = list[tuple[int, ...]]
 

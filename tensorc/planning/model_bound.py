@@ -6,10 +6,10 @@ Contract: ``cost_bound(problem, counts)`` never exceeds
 candidate of small problems (degenerate ones included); a random search over some ten
 thousand small contractions (2–4 indices, extents 1–64, 2–16 nodes) found no candidate
 below it.
-Branch and bound (:mod:`tensorc.passes.smt_search`) prunes with it, so it is computed from
+Branch and bound (:mod:`tensorc.planning.smt_search`) prunes with it, so it is computed from
 the counts alone, in closed form, without lowering the task graph.
 
-The model's cost (:func:`tensorc.passes.cost.distributed_cost`) is the busiest receiver's
+The model's cost (:func:`tensorc.planning.cost.distributed_cost`) is the busiest receiver's
 bytes over the network bandwidth, plus the busiest node's compute over its cores, plus the
 driver's submission of every compute task, plus a spill penalty (at least 0). Each term is
 bounded separately:
@@ -21,7 +21,7 @@ bounded separately:
   one remote call per task, over ``P`` nodes), and at least ``⌈T_s / P⌉`` tasks of each
   stage ``s``, each at least its smallest block's flops;
 - *network*: the argument of the communication lower bound
-  (:mod:`tensorc.passes.lower_bound`), made to hold for every candidate with the counts:
+  (:mod:`tensorc.planning.lower_bound`), made to hold for every candidate with the counts:
   per stage, some node runs at least ``1/P`` of the stage's iteration space, so it touches
   at least the box minimum of the arrays' elements; it can own at most ``⌈m_A / P⌉`` of
   an array's largest blocks (the grid layout deals an array of ``m_A`` blocks out evenly);
@@ -44,8 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tensorc.ir.contraction import flops_per_element
-from tensorc.passes import cost as price
-from tensorc.passes.lower_bound import min_accessed_elements
+from tensorc.planning import cost as price
+from tensorc.planning.lower_bound import min_accessed_elements
 
 ROUNDING = 1e-9  # relative shading of the bound against float rounding
 

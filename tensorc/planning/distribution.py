@@ -9,24 +9,24 @@ Contract:
   index; ``∏ p_i = P``) and the *block counts* ``c`` (blocks along each index, a multiple
   of ``p_i``). Every array the plan lays out — inputs given as shapes or numpy,
   intermediates, the output — is placed by the grid
-  (:func:`tensorc.runtime.layout.grid_nodes`); operands already on the cluster stay where
+  (:func:`tensorc.placement.layout.grid_nodes`); operands already on the cluster stay where
   they are unless the plan repartitions them. Every compute task runs on its iteration
   block's grid node unless a node already holds all its inputs, and output blocks are
-  offered their grid node (the LSHS hint rule, :mod:`tensorc.runtime.schedule`).
+  offered their grid node (the LSHS hint rule, :mod:`tensorc.placement.schedule`).
   Replication of a small operand is what the grid does when it splits an index the
   operand lacks: each node along that axis receives it;
 - :func:`check` refuses an illegal candidate with the reason (a :class:`PlanError`),
   including the memory rule: no array's block over ``1 / BLOCK_MEMORY_SHARE`` of a node's
   budget (:func:`oversized_block`);
-- :func:`model` is the one cost model every search uses (:mod:`tensorc.passes.cost`): it
+- :func:`model` is the one cost model every search uses (:mod:`tensorc.planning.cost`): it
   lowers the candidate's task graph (cached per block counts with the blocks' coordinates,
   :class:`Lowered`, least recently used dropped beyond :data:`GRAPH_CACHE_TASKS` tasks),
   lays the blocks out, runs the LSHS simulation with the grid's hints, and prices the
-  result (:func:`tensorc.passes.cost.distributed_cost`). It touches coordinates only, never
+  result (:func:`tensorc.planning.cost.distributed_cost`). It touches coordinates only, never
   data, and its result does not depend on what is cached;
 - :func:`estimate` and :func:`predicted_cost` are the closed-form counterparts
   (owner-computes traffic on the grid, tasks, average compute; computed for many
-  candidates at once by :mod:`tensorc.passes.prediction`) the searches rank candidates
+  candidates at once by :mod:`tensorc.planning.prediction`) the searches rank candidates
   with; the model, not the prediction, decides between candidates.
 """
 
@@ -46,12 +46,12 @@ from tensorc.errors import PlanError
 from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import Function, Scan, post_order
 from tensorc.ir.stages import stage_parts, stage_roots
-from tensorc.passes import prediction
-from tensorc.passes.cost import CostReport, distributed_cost
-from tensorc.passes.lower_bound import communication_lower_bound
-from tensorc.runtime.blocks import Blocks
-from tensorc.runtime.layout import grid_nodes, output_block_coords
-from tensorc.runtime.schedule import Schedule, schedule
+from tensorc.placement.blocks import Blocks
+from tensorc.placement.layout import grid_nodes, output_block_coords
+from tensorc.placement.schedule import Schedule, schedule
+from tensorc.planning import prediction
+from tensorc.planning.cost import CostReport, distributed_cost
+from tensorc.planning.lower_bound import communication_lower_bound
 
 DEFAULT_NODE_MEMORY = 8 << 30  # bytes per node when the caller gives no budget
 BLOCK_MEMORY_SHARE = 4  # an array's largest block may take at most 1/4 of a node's budget
@@ -359,7 +359,7 @@ class Modelled:
 
 def layout(problem: Problem, candidate: Candidate, graph: TaskGraph | None = None):
     """Load nodes, output nodes and compute-task hints of the candidate's task graph under
-    its grid (``graph`` defaults to the candidate's; :func:`tensorc.runtime.layout.grid_nodes`
+    its grid (``graph`` defaults to the candidate's; :func:`tensorc.placement.layout.grid_nodes`
     places every block), and the bytes each node receives to repartition operands
     (``problem.repartition``).
 
@@ -439,7 +439,7 @@ def estimate(problem: Problem, candidate: Candidate) -> float:
     reducer receives ``R - 1`` partials, and a cell's ``m`` output blocks are reduced by
     ``min(m, R)`` of those nodes
     (``(R - 1) |O| / (∏_{i∈O} p_i · min(m, R))``; a reduce-scatter when ``m ≥ R``).
-    Computed by :func:`tensorc.passes.prediction.estimates` on one candidate.
+    Computed by :func:`tensorc.planning.prediction.estimates` on one candidate.
     """
     p, c = candidate_arrays(problem, [candidate])
     return float(prediction.estimates(problem, p, c)[0])
@@ -448,7 +448,7 @@ def estimate(problem: Problem, candidate: Candidate) -> float:
 def predicted_cost(problem: Problem, candidate: Candidate) -> float:
     """The model's cost predicted in closed form, without lowering or simulating: the
     :func:`estimate` over the network, the average node's compute and the driver's
-    submission of every task (:func:`tensorc.passes.prediction.predicted_costs`)."""
+    submission of every task (:func:`tensorc.planning.prediction.predicted_costs`)."""
     p, c = candidate_arrays(problem, [candidate])
     return float(prediction.predicted_costs(problem, p, c)[0])
 
