@@ -234,7 +234,8 @@ class NumpySystem:
 def recorded_runs():
     """Every statistics record tensorc keeps while the block runs (``tc.last_stats()`` only
     keeps the last; ``solve`` makes several runs), in order, each once."""
-    from tensorc import block_runner, execution
+    from tensorc.driver import block_programs as block_runner
+    from tensorc.driver import stats as execution
 
     originals = (execution.record, block_runner.record)
     runs: list[dict] = []

@@ -10,6 +10,8 @@ programs), the Ray session (``tc.init``, ``tc.shutdown``), distributed arrays (`
 Heavy dependencies (Ray, z3) are imported only by the parts that need them.
 """
 
+import sys
+
 from tensorc.api import clear_plan_cache, einsum, last_stats, plan, tensordot
 from tensorc.errors import (
     ArgumentError,
@@ -97,6 +99,7 @@ from tensorc.lazy.manipulation import (
     triu,
     unstack,
 )
+from tensorc.lazy.namespace import set_namespace as _set_namespace
 from tensorc.lazy.searching import (
     argmax,
     argmin,
@@ -260,3 +263,4 @@ __all__ = [
     "tensordot",
 ]
 __version__ = "0.1.0"
+_set_namespace(sys.modules[__name__])

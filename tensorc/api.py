@@ -3,38 +3,32 @@
 ``einsum`` and ``tensordot`` take numpy arrays (or anything ``np.asarray`` accepts, Python
 scalars included) and return what ``numpy.einsum``/``numpy.tensordot`` return: same values
 up to floating-point rounding, same dtype, same shape, same keyword arguments with numpy's
-meaning. Between the call and the result sit the compiler (cached by subscripts, shapes,
-dtypes and options) and the local executor.
+meaning. A call with lazy ``tc.Array`` operands joins their program (or runs now when they
+are evaluated); any other goes to the driver (:func:`tensorc.driver.einsum.run_einsum`),
+which plans it (cached by subscripts, shapes, dtypes and options) and runs it on the
+session's executor. ``plan`` compiles without running.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
-from functools import lru_cache
-
 import numpy as np
 
-from tensorc import execution, fast_path, session
-from tensorc.array import BlockArray
-from tensorc.errors import AxisError, ParseError, PlanError, ShapeError
-from tensorc.execution import last_stats
-from tensorc.frontend import numpy_compat, views
+from tensorc import session
+from tensorc.driver import fast_path
+from tensorc.driver.einsum import NO_OPERANDS, parse, run_einsum
+from tensorc.driver.stats import last_stats
+from tensorc.errors import AxisError, PlanError, ShapeError
 from tensorc.frontend.einsum import result_dtype
-from tensorc.frontend.subscripts import EinsumSpec, parse_einsum, sublist_to_subscripts
 from tensorc.lazy import linear
 from tensorc.lazy.array_object import Array as LazyArray
 from tensorc.lazy.data_types import astype
 from tensorc.lazy.graph import leaf
-from tensorc.planning.options import (
-    check_backend,
-    check_casting,
-    check_plan_options,
-    check_scheduler,
-)
+from tensorc.planning.options import check_plan_options
 from tensorc.planning.paths import normalise_optimize
 from tensorc.planning.plan import EINSUM_PLANS, Plan, einsum_plan
-from tensorc.runtime.local import available_cores
+from tensorc.runtime.local import memory_order
+from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.task_pool import available_cores
 
 __all__ = ["clear_plan_cache", "einsum", "last_stats", "plan", "tensordot"]
 
@@ -45,43 +39,8 @@ def clear_plan_cache() -> None:
     fast_path.clear()
 
 
-@lru_cache(maxsize=4096)
-def _parse(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> EinsumSpec:
-    return parse_einsum(subscripts, shapes)
-
-
-def _layout(array: np.ndarray) -> str:
-    if array.flags.c_contiguous:
-        return "C"
-    return "F" if array.flags.f_contiguous else "other"
-
-
-def _wants_ray(backend: object, operands: Sequence[object]) -> bool:
-    if backend == "local":
-        if any(isinstance(op, BlockArray) for op in operands):
-            raise PlanError("backend='local' cannot take tc.Array operands; call .numpy() "
-                            "first or use backend='ray'")
-        return False
-    return (
-        backend == "ray"
-        or any(isinstance(op, BlockArray) for op in operands)
-        or (backend is None and session.current().backend == "ray")
-    )
-
-
-def _stand_in(operand: object) -> np.ndarray:
-    """The operand itself, or for a tc.Array a 1-element array of its rank and dtype (shape
-    and dtype are all the front end needs; the data stays on the cluster)."""
-    if isinstance(operand, BlockArray):
-        return np.zeros((1,) * operand.ndim, dtype=operand.dtype)
-    return np.asarray(operand)
-
-
-_NO_OPERANDS = object()
-
-
 def einsum(
-    subscripts=_NO_OPERANDS,
+    subscripts=NO_OPERANDS,
     *operands,
     out: np.ndarray | None = None,
     optimize: object = "auto",
@@ -115,100 +74,8 @@ def einsum(
         return _on_lazy_arrays(einsum, linear.einsum, (subscripts, *operands), out=out,
                                optimize=optimize, backend=backend, dtype=dtype, order=order,
                                casting=casting, **plan_options)
-    fast_key = fast_path.key(subscripts, operands, out, optimize, backend, dtype, order, casting,
-                             plan_options)
-    entry = fast_path.ENTRIES.get(fast_key)
-    if entry is not None:
-        return fast_path.run(entry, operands, execution.record)
-    started = time.perf_counter()
-    if subscripts is _NO_OPERANDS:
-        raise ParseError("No input operands: einsum needs at least one operand")
-    scheduler = check_scheduler(
-        plan_options.pop("scheduler", None) or session.current().scheduler
-    )
-    measure = plan_options.pop("measure", None)
-    if not isinstance(subscripts, str):
-        subscripts, operand_list = sublist_to_subscripts((subscripts, *operands))
-        operands = tuple(operand_list)
-    if not operands:
-        raise ParseError("No input operands: einsum needs at least one operand")
-    check_plan_options(plan_options)
-    check_backend(backend)
-    order = numpy_compat.normalise_order(order)
-    check_casting(casting)
-    on_ray = _wants_ray(backend, operands)
-    arrays = [_stand_in(op) for op in operands]
-    numpy_compat.check_out(out)
-    if not on_ray and numpy_compat.delegate_to_numpy(arrays):
-        return np.einsum(subscripts, *arrays, out=out, dtype=dtype, order=order,
-                         casting=casting, optimize=numpy_compat.numpy_optimize(optimize))
-    shapes = tuple(op.shape if isinstance(op, BlockArray) else a.shape
-                   for op, a in zip(operands, arrays, strict=True))
-    spec = _parse(subscripts, shapes)
-    optimize = normalise_optimize(optimize, len(arrays))
-    shape = spec.output_shape()
-    recipe = views.view_recipe(spec) if out is None and not on_ray else None
-    if recipe is not None and (dtype is None or np.dtype(dtype) == arrays[0].dtype):
-        stats = {"backend": "local", "scheduler": None, "tasks": 0, "view": True,
-                 "plan_cached": False, "measured_inter_node_bytes": None}
-        execution.record(stats)
-        fast_path.learn_view(fast_key, recipe, stats)
-        view = views.take_view(arrays[0], recipe)
-        return view[()] if view.ndim == 0 else view
-    if out is not None and out.shape != shape:
-        raise ShapeError(
-            f"out has shape {out.shape} but einsum {subscripts!r} produces shape {shape}"
-        )
-    result_type, compute = result_dtype(subscripts, arrays, dtype, casting, out, len(shape),
-                                        numpy_compat.numpy_optimize(optimize))
-    dtypes = tuple(a.dtype.str for a in arrays)
-    if on_ray:
-        keeps_arrays = any(isinstance(op, BlockArray) for op in operands)
-        if out is not None and keeps_arrays:
-            raise PlanError("out= takes a numpy array, but a tc.Array operand gives a tc.Array "
-                            "result on the cluster; drop out= (or pass numpy operands)")
-        options, placed, cpus = execution.prepare_ray_call(spec, operands, plan_options,
-                                                           scheduler)
-        plan, cached = einsum_plan(subscripts, spec, shapes, dtypes, ("C",) * len(arrays),
-                                   compute, optimize, options, default_workers=cpus,
-                                   placed=placed)
-        planned = time.perf_counter()
-        result, stats = execution.run_on_ray(plan, list(operands), scheduler,
-                                             np.dtype(result_type), measure=measure)
-        stats["plan_cached"] = cached
-        stats["plan_seconds"] += planned - started
-        stats["call_seconds"] = time.perf_counter() - started
-        execution.record(stats)
-        if keeps_arrays:
-            return result
-        gathered = result.numpy()
-        if out is not None:
-            np.copyto(out, gathered, casting="unsafe")
-            return out
-        return gathered[()] if gathered.ndim == 0 else gathered
-    plan, cached = einsum_plan(subscripts, spec, shapes, dtypes,
-                               tuple(_layout(a) for a in arrays), compute, optimize,
-                               plan_options, default_workers=available_cores())
-    planned = time.perf_counter()
-    aliased = out is not None and any(np.may_share_memory(out, a) for a in arrays)
-    if out is not None and out.dtype == compute and not aliased:
-        target = out  # final blocks land in place; an out that overlaps an input does not
-    else:
-        target = numpy_compat.allocate(shape, compute, order, arrays, subscripts)
-    run = execution.run_local(plan, arrays, target, workers=plan_options.get("workers"))
-    if out is not None and target is not out:
-        np.copyto(out, target, casting="unsafe")
-        target = out
-    stats = execution.local_stats(
-        plan, run, cached=cached,
-        plan_seconds=planned - started if cached else plan.stats["plan_seconds"])
-    execution.record(stats)
-    fast_path.learn(fast_key, plan, target, compute, result_type, stats)
-    if out is not None:
-        return out
-    if target.dtype != result_type:
-        target = target.astype(result_type)
-    return target[()] if target.ndim == 0 else target
+    return run_einsum(subscripts, operands, out=out, optimize=optimize, backend=backend,
+                      dtype=dtype, order=order, casting=casting, plan_options=plan_options)
 
 
 def tensordot_subscripts(a_ndim: int, b_ndim: int, axes, a_shape, b_shape) -> str:
@@ -323,7 +190,7 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
     shapes_or_arrays = tuple(item.value() if isinstance(item, LazyArray) else item
                              for item in shapes_or_arrays)
     if any(isinstance(item, BlockArray) for item in shapes_or_arrays):
-        placed = execution.layouts_of(shapes_or_arrays) or None
+        placed = session.executor_for(None, shapes_or_arrays).layouts_of(shapes_or_arrays) or None
     for item in shapes_or_arrays:
         if isinstance(item, BlockArray):
             shapes.append(item.shape)
@@ -337,10 +204,10 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
             array = np.asarray(item)
             shapes.append(array.shape)
             dtypes.append(array.dtype)
-            layouts.append(_layout(array))
+            layouts.append(memory_order(array))
     optimize = normalise_optimize(optimize, len(shapes))
     stand_ins = [np.zeros((1,) * len(s), dtype=d) for s, d in zip(shapes, dtypes, strict=True)]
-    spec = _parse(subscripts, tuple(shapes))
+    spec = parse(subscripts, tuple(shapes))
     _, compute = result_dtype(subscripts, stand_ins, None, "safe", None, 0)
     built, _ = einsum_plan(subscripts, spec, tuple(shapes), tuple(d.str for d in dtypes),
                            tuple(layouts), compute, optimize, plan_options,

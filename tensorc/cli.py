@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 import tensorc as tc
-from tensorc.block_runner import BlockProgram
 from tensorc.demo import local_demo, ray_demo
+from tensorc.driver.block_programs import BlockProgram
 from tensorc.errors import TcError, TensorcError
 
 

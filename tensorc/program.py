@@ -9,13 +9,14 @@ Contract:
 - ``Program.run(**inputs)`` binds inputs (numpy arrays, cast to their declared dtype), params
   (overriding declared values) and sizes (from input shapes, declared values or keywords),
   unrolls and lowers the program for those values (cached), plans each statement (cached),
-  and runs the statements' task graphs in SSA order through :mod:`tensorc.execution`, each
+  and runs the statements' task graphs in SSA order through :mod:`tensorc.runtime.ray.plans`, each
   result feeding later statements. Returns ``{output name: ndarray}``; ``tc.last_stats()``
-  then reports the whole run (:func:`tensorc.execution.program_stats`).
+  then reports the whole run (:func:`tensorc.runtime.ray.plans.program_stats`).
 - ``Program.explain(stage=None, **sizes_and_params)`` prints one stage: ``ast``, ``ir``,
   ``plan`` (the default), ``tasks``, ``schedule`` or ``dot`` (Graphviz text of the task graphs).
 - A *block program* (a file with a ``blocks`` declaration or block accesses ``X{i, j}``)
-  compiles to a :class:`~tensorc.block_runner.BlockProgram` instead: ``run(**inputs, NB=...)``
+  compiles to a :class:`~tensorc.driver.block_programs.BlockProgram` instead:
+  ``run(**inputs, NB=...)``
   and ``explain(stage, **sizes_and_counts)`` with the stages ``program``, ``plan`` and
   ``dag``; outputs computed on Ray come back as ``tc.Array``. Of the plan options only
   ``workers`` applies to it.
@@ -29,9 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tensorc import execution, session
-from tensorc.array import BlockArray
-from tensorc.block_runner import BlockProgram, compile_block_program
+from tensorc import session
+from tensorc.driver import stats as execution
+from tensorc.driver.block_programs import BlockProgram, compile_block_program
+from tensorc.driver.statements import Options, StatementRunner
 from tensorc.errors import TcParseError
 from tensorc.frontend import tc_ast as ast
 from tensorc.frontend.block_check import is_block_program
@@ -45,7 +47,7 @@ from tensorc.lazy.graph import leaf
 from tensorc.planning.options import check_plan_options
 from tensorc.planning.plan import Plan
 from tensorc.planning.program_layouts import ProgramPlan
-from tensorc.runner import Options, StatementRunner
+from tensorc.runtime.ray.arrays import BlockArray
 
 STAGES = ("ast", "ir", "plan", "tasks", "schedule", "dot")
 TASK_LINES = 400
@@ -284,9 +286,10 @@ class Program:
         inputs = {k: v.value() if isinstance(v, LazyArray) else v for k, v in inputs.items()}
         arrays, sizes, params = self.bind(inputs)
         unrolled = self.unrolled(sizes, params)
-        backend = "ray" if _distributed(arrays) else "local"
-        values, ran = self.runner.run(unrolled, arrays, backend)
-        keep = backend == "local" or any(isinstance(v, BlockArray) for v in arrays.values())
+        executor = session.executor_for(None, list(arrays.values()))
+        backend = executor.backend
+        values, ran = self.runner.run(unrolled, arrays, executor)
+        keep = executor.in_process or any(isinstance(v, BlockArray) for v in arrays.values())
         outputs = {}
         for name, label in unrolled.outputs:
             value = values[label]
@@ -454,9 +457,3 @@ _EXPLAIN = {
     "schedule": _explain_schedule,
     "dot": _explain_dot,
 }
-
-
-def _distributed(arrays: dict) -> bool:
-    """Whether to run on Ray: a ``tc.Array`` input, or a Ray session."""
-    return session.current().backend == "ray" or any(
-        isinstance(v, BlockArray) for v in arrays.values())

@@ -1,14 +1,15 @@
-"""The process's execution session: which backend runs graphs, and the Ray connection.
+"""The process's execution session: which executor runs planned units, chosen once.
 
 ``tc.init(address=None, *, backend=None, num_nodes=None, scheduler="lshs")`` chooses it;
-``tc.shutdown()`` ends it. Without ``init`` the session is the local executor and nothing
-imports Ray. Rules:
+``tc.shutdown()`` ends it. Without ``init`` the session's executor is the local one
+(:class:`~tensorc.runtime.local.LocalExecutor`) and nothing imports Ray. Rules:
 
 - ``backend="local"`` — the in-process executor; ``address`` and ``num_nodes`` must be unset.
-- ``backend="ray"`` (the default as soon as ``address`` or ``num_nodes`` is given) —
-  ``address=None`` starts a private Ray on this machine (``num_nodes > 1``: a
-  ``ray.cluster_utils.Cluster`` of that many one-CPU nodes), ``"auto"`` attaches to the
-  cluster ``ray start`` runs here, another string is a Ray address.
+- ``backend="ray"`` (the default as soon as ``address`` or ``num_nodes`` is given) — the Ray
+  executor (:class:`~tensorc.runtime.ray.executor.RayExecutor`); ``address=None`` starts a
+  private Ray on this machine (``num_nodes > 1``: a ``ray.cluster_utils.Cluster`` of that many
+  one-CPU nodes), ``"auto"`` attaches to the cluster ``ray start`` runs here, another string
+  is a Ray address.
 - ``scheduler`` is the default placement for every call (``lshs``, ``round_robin``,
   ``ray_default``); a call's own ``scheduler=`` wins.
 - ``measure=True`` reads Ray's object directory after every run for the bytes Ray really
@@ -20,28 +21,73 @@ imports Ray. Rules:
   distributed cost model prices with those figures while the session lasts
   (``tc.session.current().machine``); ``tc.shutdown()`` restores the defaults.
 - ``init`` again replaces the session (the previous one is shut down first).
+
+:func:`executor_for` is the one place a call's executor is chosen: the session's, or for a
+call given ``backend=`` or distributed operands, the one those ask for.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-from tensorc.errors import ExecutionError, PlanError
+from tensorc.errors import PlanError
 from tensorc.planning.cost import Machine, use_machine
 from tensorc.planning.options import BACKENDS, check_scheduler
-from tensorc.runtime.calibrate import probe as calibration_probe
-from tensorc.runtime.ray_cluster import connect, disconnect, probe
+from tensorc.runtime.executor import Executor
+from tensorc.runtime.local import LocalExecutor
+from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.ray.calibrate import probe as calibration_probe
+from tensorc.runtime.ray.cluster import connect, connected, disconnect, probe, set_connected
+from tensorc.runtime.ray.executor import RayExecutor
+
+LOCAL = LocalExecutor()
+"""The in-process executor (stateless: every session shares it)."""
 
 
-@dataclass
 class Session:
-    backend: str
-    scheduler: str
-    cluster: object | None = None  # tensorc.runtime.ray_cluster.RayCluster
-    measure: bool = False
-    machine: Machine | None = None
-    """The cost model's constants probed on the cluster (``None``: the defaults)."""
+    """The current session: its backend, default placement, measuring switch, cost-model
+    constants and the executor that runs its planned units. ``scheduler`` and ``measure``
+    may be changed while it lasts; the executor follows."""
+
+    def __init__(self, backend: str, scheduler: str, cluster=None, measure: bool = False,
+                 machine: Machine | None = None, executor: Executor = LOCAL) -> None:
+        self.backend = backend
+        self.cluster = cluster  # tensorc.runtime.ray.cluster.RayCluster
+        self.machine = machine
+        """The cost model's constants probed on the cluster (``None``: the defaults)."""
+        self.executor = executor
+        """What runs this session's planned units."""
+        self._scheduler = scheduler
+        self._measure = bool(measure)
+        self.scheduler = scheduler
+        self.measure = bool(measure)
+
+    @property
+    def scheduler(self) -> str:
+        """The default placement of every call (a call's own ``scheduler=`` wins)."""
+        return self._scheduler
+
+    @scheduler.setter
+    def scheduler(self, value: str) -> None:
+        self._scheduler = value
+        if isinstance(self.executor, RayExecutor):
+            self.executor.scheduler = value
+
+    @property
+    def measure(self) -> bool:
+        """Whether Ray runs read the object directory for the bytes Ray moved."""
+        return self._measure
+
+    @measure.setter
+    def measure(self, value: bool) -> None:
+        self._measure = bool(value)
+        if self.cluster is not None:
+            self.cluster.measure = bool(value)
+
+    def __repr__(self) -> str:
+        return (f"Session(backend={self.backend!r}, scheduler={self.scheduler!r}, "
+                f"measure={self.measure!r}, cluster={self.cluster!r}, machine={self.machine!r})")
 
 
 _lock = threading.Lock()
@@ -76,9 +122,11 @@ def init(
             _session = Session("local", scheduler)
             return _session
         cluster = connect(address, num_nodes)
+        set_connected(cluster)
         machine = Machine(**calibration_probe(cluster)) if calibrate else None
         use_machine(machine)
-        _session = Session("ray", scheduler, cluster, bool(measure), machine)
+        _session = Session("ray", scheduler, cluster, bool(measure), machine,
+                           RayExecutor(cluster, scheduler))
         return _session
 
 
@@ -87,6 +135,7 @@ def shutdown() -> None:
     global _session
     if _session.cluster is not None:
         disconnect(_session.cluster)
+    set_connected(None)
     use_machine(None)
     _session = Session("local", _session.scheduler)
 
@@ -97,14 +146,19 @@ def current() -> Session:
 
 def ray_cluster():
     """The connected Ray cluster, or an error saying how to connect."""
-    if _session.cluster is None:
-        raise ExecutionError(
-            "no Ray cluster: call tc.init(backend='ray') (a private cluster), "
-            "tc.init(address='auto') or tc.init(address='host:port') first"
-        )
-    import ray
+    return connected()
 
-    if not ray.is_initialized():
-        raise ExecutionError("the Ray connection is gone (ray.shutdown was called); "
-                             "call tc.init again")
-    return _session.cluster
+
+def executor_for(backend: str | None = None, operands: Sequence[object] = ()) -> Executor:
+    """The executor a call runs on: ``backend="local"`` (refused with distributed
+    operands), ``"ray"`` or distributed (``BlockArray``) operands: the Ray session's;
+    otherwise the session's own."""
+    distributed = any(isinstance(op, BlockArray) for op in operands)
+    if backend == "local":
+        if distributed:
+            raise PlanError("backend='local' cannot take tc.Array operands; call .numpy() "
+                            "first or use backend='ray'")
+        return LOCAL
+    if backend == "ray" or distributed:
+        connected()  # a clear error when there is no Ray session
+    return _session.executor

@@ -4,10 +4,10 @@
 ``write_zarr(value, path)`` write one (an ndarray, anything ``np.asarray`` takes, or a
 ``BlockArray``). Contract:
 
-- **Without a Ray session** (``tc.session.current().backend != "ray"``) a read returns an
+- **Without a Ray session** (the session's executor runs in process) a read returns an
   ndarray: ``read_npy`` a read-only view of the file memory-mapped (nothing is read until
   used; Fortran-ordered files stay Fortran-ordered), ``read_zarr`` the whole array loaded.
-- **With a Ray session** a read returns a ``BlockArray`` blocked as ``tensorc.array`` blocks
+- **With a Ray session** a read returns a ``BlockArray`` blocked as distributed arrays are
   (``block_shape=`` or ``grid=``; by default the cluster's CPUs factored over the
   dimensions), each block read *on its block-cyclic node* by one task that opens the file
   itself and copies only its block's slice: nothing passes through the driver. A ``.npy``
@@ -64,10 +64,10 @@ import uuid
 import numpy as np
 from numpy.lib import format as npy_format
 
-from tensorc.array import BlockArray, _spread, block_bounds, default_blocking
 from tensorc.errors import PlanError, StorageError, TypeCheckError
-from tensorc.runtime.ray_executor import submit
-from tensorc.session import current, ray_cluster
+from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.ray.storage_tasks import blocking_for, read_on_nodes, write_on_nodes
+from tensorc.session import current
 
 MAX_BLOCKS_PER_CPU = 4
 """Chunks-as-blocks merges chunks when there would be more blocks than this per CPU."""
@@ -88,16 +88,13 @@ def read_npy(path, *, block_shape=None, grid=None):
     shown = _shown(path)
     full = os.path.abspath(os.fspath(path))
     shape, dtype = _npy_header(full, shown)
-    if current().backend != "ray":
+    if current().executor.in_process:
         try:
             return np.load(full, mmap_mode="r").view(np.ndarray)
         except (OSError, ValueError) as err:
             raise StorageError(f"cannot read '{shown}': {err}") from err
-    cluster = ray_cluster()
-    cluster.refresh()
-    bounds = block_bounds(shape, default_blocking(shape, block_shape, grid, cluster.total_cpus))
-    return _spread(shape, dtype, bounds, "run",
-                   lambda coords, slices: (_read_npy_block, full, slices))
+    block = blocking_for(shape, block_shape, grid)
+    return read_on_nodes(shape, dtype, block, _read_npy_block, full)
 
 
 def write_npy(path, value) -> str:
@@ -215,7 +212,7 @@ def read_zarr(path_or_store, *, block_shape=None, grid=None):
     chunks, see the module docstring) are read on their nodes with one."""
     store, shown = _zarr_source(path_or_store)
     array = _open_zarr(store, shown)
-    if current().backend != "ray":
+    if current().executor.in_process:
         try:
             return np.asarray(array[...])
         except Exception as err:
@@ -231,14 +228,12 @@ def read_zarr(path_or_store, *, block_shape=None, grid=None):
     if dtype.hasobject:
         raise StorageError(f"cannot read '{shown}' on Ray: its dtype {array.dtype} is not "
                            "numeric (a BlockArray holds numbers and bools)")
-    cluster = ray_cluster()
-    cluster.refresh()
     if block_shape is None and grid is None:
-        block = _chunk_blocking(shape, tuple(array.chunks), dtype.itemsize, cluster.total_cpus)
+        block = _chunk_blocking(shape, tuple(array.chunks), dtype.itemsize,
+                                current().executor.cpus)
     else:
-        block = default_blocking(shape, block_shape, grid, cluster.total_cpus)
-    return _spread(shape, dtype, block_bounds(shape, block), "run",
-                   lambda coords, slices: (_read_zarr_block, store, slices))
+        block = blocking_for(shape, block_shape, grid)
+    return read_on_nodes(shape, dtype, block, _read_zarr_block, store)
 
 
 def write_zarr(value, path, *, chunks=None) -> str:
@@ -454,24 +449,13 @@ def _write_blocks(value, writer, tmp: str, target: str) -> None:
             raise StorageError(f"cannot write '{target}': {_first_line(err)}; nothing was "
                                f"written at '{target}'") from err
         return
-    import ray
-
-    cluster = ray_cluster()
-    blocks = value.blocks
-    blocks.resolve(cluster.locate, cluster.epoch)
-    keys = sorted(blocks.refs)
-    done = [submit(cluster, "run", blocks.nodes.get(k), writer, tmp, blocks.block_slices(k),
-                   blocks.refs[k])[0] for k in keys]
-    if done:
-        ray.wait(done, num_returns=len(done), fetch_local=True)
-    for key, ref in zip(keys, done, strict=True):
-        try:
-            ray.get(ref)
-        except Exception as err:
-            cause = getattr(err, "cause", None) or err
-            raise StorageError(
-                f"cannot write '{target}': block {key} failed ({type(cause).__name__}: "
-                f"{_first_line(cause)}); nothing was written at '{target}'") from err
+    failed = write_on_nodes(value, writer, tmp)
+    if failed is not None:
+        key, err = failed
+        cause = getattr(err, "cause", None) or err
+        raise StorageError(
+            f"cannot write '{target}': block {key} failed ({type(cause).__name__}: "
+            f"{_first_line(cause)}); nothing was written at '{target}'") from err
 
 
 def _check_parent(full: str, target: str) -> None:

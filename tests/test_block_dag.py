@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from tensorc.block_runner import shipped
 from tensorc.codegen.block_dag import BlockDag, BlockDagError
 from tensorc.codegen.block_layout import environment
+from tensorc.driver.block_programs import shipped
 from tensorc.frontend.block_check import parse_block_program
 from tensorc.frontend.diagnostics import Source
 

@@ -8,11 +8,12 @@ import pytest
 import scipy.linalg
 
 import tensorc as tc
-from tensorc.block_runner import BlockProgram, shipped
 from tensorc.cli import main
+from tensorc.driver.block_programs import BlockProgram, shipped
 from tensorc.errors import LinAlgError, PlanError, ShapeError, TcError
 from tensorc.planning.block_counts import MIN_BLOCK
 from tensorc.programs import NAMES as PROGRAMS
+from tensorc.session import executor_for
 
 RNG = np.random.default_rng(7)
 HEAD = "size N\nblocks NB of N\ninput  A : f64[N, N]\n"  # the declarations the error cases share
@@ -98,13 +99,13 @@ def test_parallel_and_serial_runs_agree():
 
 def test_block_counts_are_chosen_by_the_cost_model():
     program = shipped("cholesky")
-    choice = program.choose({"A": (4096, 4096)}, {}, backend="local")
+    choice = program.choose({"A": (4096, 4096)}, {}, executor=executor_for("local"))
     (count,) = choice.counts.values()
     assert 4096 // count >= MIN_BLOCK
     simulated = [c for c in choice.candidates if c.makespan is not None]
     best = min(simulated, key=lambda c: (c.makespan, c.tasks))
     assert best.counts == choice.counts and len(simulated) >= 3
-    small = program.choose({"A": (300, 300)}, {}, backend="local")
+    small = program.choose({"A": (300, 300)}, {}, executor=executor_for("local"))
     assert small.counts == {"NB": 1}  # too small to cut into BLAS-3 blocks
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import tensorc as tc
-from tensorc.array import BlockArray
-from tensorc.block_runner import shipped
+from tensorc.driver.block_programs import shipped
+from tensorc.runtime.ray.arrays import BlockArray
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 RNG = np.random.default_rng(5)

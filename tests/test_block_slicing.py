@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tensorc.array import BlockArray
-from tensorc.runtime.block_slicing import slice_blocks
+from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.ray.slicing import slice_blocks
 
 
 def _assembled(data: np.ndarray, bounds, key) -> np.ndarray:

@@ -13,9 +13,9 @@ import pytest
 
 import tensorc as tc
 from tensorc import session as tensorc_session
-from tensorc.runtime.call_batch import Deferred, Inline, merge
-from tensorc.runtime.ray_tasks import run_steps
-from tensorc.runtime.stages import RUN, NodeCall, Step
+from tensorc.runtime.ray.call_batch import Deferred, Inline, merge
+from tensorc.runtime.ray.stages import RUN, NodeCall, Step
+from tensorc.runtime.ray.tasks import run_steps
 
 
 def _call(node: int, steps, nargs: int, exports) -> NodeCall:

@@ -24,7 +24,7 @@ from tensorc.ir.nodes import (
 from tensorc.ir.verify import verify
 from tensorc.planning.blocking import choose_blocking
 from tensorc.planning.pricing import planning_context
-from tensorc.runtime.local import LocalExecutor
+from tensorc.runtime.task_pool import TaskPool
 
 SIZES = (("i", 5), ("j", 4), ("k", 6))
 DECLS = (
@@ -52,7 +52,7 @@ def _run(program: Function, grid, arrays):
     graph = lower(program, blocking)
     graph.verify()
     operands = [arrays[d.name] for d in program.inputs]
-    return graph, LocalExecutor(2).run(graph, None, operands)
+    return graph, TaskPool(2).run(graph, None, operands)
 
 
 @pytest.mark.parametrize("grid", GRIDS, ids=str)

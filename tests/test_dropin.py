@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tensorc as tc
-from tensorc import fast_path
+from tensorc.driver import fast_path
 
 
 @pytest.fixture

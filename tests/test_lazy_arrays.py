@@ -8,8 +8,10 @@ import pytest
 
 import tensorc as tc
 from tensorc.ir.nodes import is_product_of_args
-from tensorc.lazy import evaluate
-from tensorc.lazy.lowering import lower
+from tensorc.lazy import evaluate, namespace
+from tensorc.lazy.array_object import wrap
+from tensorc.lazy.graph import NodeKind, deferred
+from tensorc.lazy.lowering import LOWERED_AS, lower, post_order
 
 RNG = np.random.default_rng(7)
 X = RNG.random((40, 6))
@@ -322,3 +324,37 @@ def test_repeat_evaluates_only_counts_it_needs_for_its_shape() -> None:
     assert not x.evaluated and not repeated.evaluated and tc.last_stats() == marker
     assert repeated.shape == (8,)
     close(repeated, np.repeat(V + 1.0, [1, 0, 2, 1, 3, 1]))
+
+
+def test_every_node_kind_is_lowered_and_an_evaluated_node_becomes_a_leaf() -> None:
+    """``NodeKind`` is closed: the lowering lists every member, one graph holding a node of
+    every kind lowers and evaluates to numpy's values, and evaluation turns each node into a
+    leaf holding its value (operands released), shape and dtype unchanged."""
+    assert set(LOWERED_AS) == set(NodeKind)
+    x = tc.asarray(X)
+    roots = [
+        tc.astype(tc.sum(tc.exp(x), axis=0), tc.float32),  # leaf, map, reduce, cast
+        x.T @ x,  # permute, contract
+        tc.squeeze(tc.expand_dims(tc.asarray(V), axis=0), axis=0) + 1.0,  # expand, squeeze
+        tc.sort(x, axis=0),  # whole
+        wrap(deferred(lambda v: v * 2.0, (x._expr,), x.shape, x.dtype, "double")),  # noqa: SLF001
+    ]
+    nodes = [r._expr for r in roots]  # noqa: SLF001
+    assert {node.kind for node in post_order(nodes)} == set(NodeKind)
+    lower(nodes)  # the deferred node stands as an input, as in explain()
+    tc.compute(*roots)
+    expected = [np.exp(X).sum(0).astype(np.float32), X.T @ X, V + 1.0, np.sort(X, axis=0),
+                X * 2.0]
+    for root, node, want in zip(roots, nodes, expected, strict=True):
+        assert node.kind is NodeKind.LEAF and node.args == () and node.op is None
+        assert node.shape == want.shape and node.dtype == want.dtype
+        np.testing.assert_allclose(np.asarray(root), want, rtol=1e-6)
+
+
+def test_array_methods_reach_the_chapters_and_namespace_through_the_registry() -> None:
+    """``tensorc/lazy/__init__.py`` binds the chapters ``Array``'s methods call and
+    ``tensorc/__init__.py`` registers itself (``tensorc.lazy.namespace``)."""
+    assert namespace.chapters is not None
+    assert namespace.chapters.indexing is tc.lazy.indexing
+    assert namespace.get_namespace() is tc
+    assert tc.asarray(V).__array_namespace__() is tc

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tensorc as tc
-from tensorc.array import BlockArray
+from tensorc.runtime.ray.arrays import BlockArray
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 

@@ -9,7 +9,7 @@ import pytest
 
 import tensorc as tc
 from tensorc.codegen.taskgraph import PAIR
-from tensorc.runtime.local import LocalExecutor, _Run
+from tensorc.runtime.task_pool import TaskPool, _Run
 
 
 def _graph(subscripts, *shapes, **options):
@@ -21,7 +21,7 @@ def test_serial_and_parallel_runs_agree_with_numpy(workers):
     rng = np.random.default_rng(3)
     a, b = rng.random((30, 20)), rng.random((20, 10))
     graph = _graph("ik,kj->ij", a, b, grid={"i": 3, "k": 2, "j": 2})
-    executor = LocalExecutor(workers)
+    executor = TaskPool(workers)
     result = executor.run(graph, None, [a, b])
     np.testing.assert_allclose(result, a @ b)
     assert executor.last_run["workers"] == min(workers, graph.max_width())
@@ -32,7 +32,7 @@ def test_intermediates_are_freed_after_their_last_consumer():
     a, b = rng.random((30, 20)), rng.random((20, 10))
     graph = _graph("ik,kj->ij", a, b, grid={"i": 3, "k": 2, "j": 2})
     state = _Run(graph, [a, b], np.empty((30, 10)))
-    LocalExecutor._run_serial(state)
+    TaskPool._run_serial(state)
     assert all(value is None for value in state.values)
 
 
@@ -49,7 +49,7 @@ def test_a_failing_kernel_stops_the_run_and_names_the_task():
     bad = dataclasses.replace(graph, kernels=kernels)
     for workers in (1, 2):
         with pytest.raises(tc.ExecutionError) as info:
-            LocalExecutor(workers).run(bad, None, [a, b], np.empty((8, 6)))
+            TaskPool(workers).run(bad, None, [a, b], np.empty((8, 6)))
         assert "failed: FloatingPointError: overflow in block" in str(info.value)
         assert f"task {pair.key} (pair) failed" in str(info.value)
 

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 import tensorc as tc
-from tensorc.array import factor_over
 from tensorc.placement.blocks import Blocks
 from tensorc.placement.layout import block_cyclic_node
 from tensorc.planning.distribution import Problem, model
 from tensorc.planning.program_layouts import input_layout, output_layout
+from tensorc.runtime.ray.arrays import factor_over
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NODES = 4

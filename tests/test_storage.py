@@ -18,10 +18,10 @@ import zarr
 from numpy.lib import format as npy_format
 
 from tensorc import session, storage
-from tensorc.array import BlockArray, asarray
 from tensorc.errors import PlanError, StorageError, TensorcError, TypeCheckError
 from tensorc.placement.layout import block_cyclic_node
-from tensorc.runtime.ray_executor import submit
+from tensorc.runtime.ray.arrays import BlockArray, asarray
+from tensorc.runtime.ray.calls import submit
 
 
 def _values():
@@ -308,7 +308,7 @@ def test_npy_on_ray_default_blocking_and_fortran_files(ray_cluster, tmp_path):
     value = np.asfortranarray(VALUES["float64"])
     np.save(tmp_path / "f.npy", value)
     array = storage.read_npy(tmp_path / "f.npy")
-    assert array.grid == (2, 2)  # 4 CPUs factored over (10, 7), as tensorc.array does
+    assert array.grid == (2, 2)  # 4 CPUs factored over (10, 7), as tensorc.runtime.ray.arrays does
     _on_layout_nodes(array)
     _same(array.numpy(), VALUES["float64"])
     by_grid = storage.read_npy(tmp_path / "f.npy", grid=(1, 4))

@@ -10,7 +10,7 @@ import tensorc as tc
 from tensorc.placement.blocks import Blocks
 from tensorc.placement.schedule import schedule
 from tensorc.planning.plan import EINSUM_PLANS
-from tensorc.runtime.stages import INPUT, stage
+from tensorc.runtime.ray.stages import INPUT, stage
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 

@@ -1,3 +1,14 @@
 """Lazy arrays: the array API standard namespace of ``tc.Array`` (one module per chapter of
 the standard, as ``import tensorc as tc`` exports them), their expression graph, its
-lowering to one statement program, and evaluation."""
+lowering to one statement program, and evaluation.
+
+The chapter modules ``tc.Array``'s methods call are imported here, in one place, and bound
+into :mod:`tensorc.lazy.namespace` (``array_object`` cannot import them: they import it);
+see that module for the wiring.
+"""
+
+from tensorc.lazy import explaining, indexing, interop, linear, manipulation
+from tensorc.lazy.namespace import Chapters, bind_chapters
+
+bind_chapters(Chapters(explaining=explaining, indexing=indexing, interop=interop,
+                       linear=linear, manipulation=manipulation))

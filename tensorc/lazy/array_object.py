@@ -15,19 +15,26 @@ keeps its blocks on the nodes (``blocks``, ``block_nodes()``, ``grid``, ``block_
 numpy functions keep arrays on tensorc (``__array_ufunc__``/``__array_function__``, see
 :mod:`tensorc.lazy.interop`); a numpy function tensorc does not implement raises
 :class:`~tensorc.errors.UnsupportedError` naming it rather than gathering the array.
+
+Wiring: the chapter modules import this one (they build ``Array``s), so the methods that call
+chapter functions (``.T``, ``.mT``, ``@``, ``x[k]``, ``x[k] = v``, ``explain()``, numpy
+interop) reach them through :mod:`tensorc.lazy.namespace` (``_chapters()``), bound once by
+``tensorc/lazy/__init__.py``; ``__array_namespace__()`` returns the ``tensorc`` module that
+``tensorc/__init__.py`` registers there. This module imports no chapter and nothing loads a
+module by name, so every import edge is visible to import-linter and there is no cycle.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import numpy as np
 
-from tensorc.array import BlockArray
 from tensorc.errors import ShapeError, TypeCheckError
 from tensorc.lazy import evaluate as _evaluate
-from tensorc.lazy.graph import Expr, leaf, mapped
+from tensorc.lazy import namespace as _namespace
+from tensorc.lazy.graph import ArrayNode, NodeKind, leaf, mapped
+from tensorc.runtime.ray.arrays import BlockArray
 
 REPR_ELEMENTS = 1000
 """Arrays up to this size print their values (larger ones print a summary)."""
@@ -39,7 +46,7 @@ class Array:
     __slots__ = ("_expr", "__weakref__")
     __array_priority__ = 20
 
-    def __init__(self, expr: Expr) -> None:
+    def __init__(self, expr: ArrayNode) -> None:
         self._expr = expr
 
     # -- attributes ----------------------------------------------------------------------
@@ -77,11 +84,11 @@ class Array:
         if self.ndim != 2:
             raise TypeCheckError(f".T needs a 2-d array, got {self.ndim}-d; use "
                                  "permute_dims or matrix_transpose")
-        return _ns("manipulation").permute_dims(self, (1, 0))
+        return _chapters().manipulation.permute_dims(self, (1, 0))
 
     @property
     def mT(self) -> Array:  # noqa: N802 - the standard's name
-        return _ns("linear").matrix_transpose(self)
+        return _chapters().linear.matrix_transpose(self)
 
     @property
     def evaluated(self) -> bool:
@@ -110,7 +117,7 @@ class Array:
 
     def explain(self) -> str:
         """The program that computes this array, its plan and (once run) its statistics."""
-        return _ns("explaining").explain(self)
+        return _chapters().explaining.explain(self)
 
     # -- distributed layout (evaluated on Ray) -------------------------------------------
     def _blocks_value(self) -> BlockArray:
@@ -196,7 +203,7 @@ class Array:
             raise ValueError(f"version {api_version!r} of the array API standard is not "
                              "supported: tensorc implements 2024.12 (and the earlier 2023.12, "
                              "2022.12, 2021.12)")
-        return importlib.import_module("tensorc")
+        return _namespace.get_namespace()
 
     def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
         return self.numpy().__dlpack__(stream=stream)
@@ -205,7 +212,7 @@ class Array:
         return (1, 0)
 
     def __setitem__(self, key, value) -> None:
-        self._expr = _ns("indexing").setitem(self, key, value)
+        self._expr = _chapters().indexing.setitem(self, key, value)
 
     def _update(self, result) -> Array:
         """``self`` given ``result``'s values (an in-place operator): the shape must stay,
@@ -220,28 +227,28 @@ class Array:
             if not np.can_cast(node.dtype, self.dtype, casting="same_kind"):
                 raise TypeCheckError(f"cannot cast the result {node.dtype} of an in-place "
                                      f"operation to the array's {self.dtype}")
-            node = Expr("cast", None, (node,), None, node.shape, self.dtype)
+            node = ArrayNode(NodeKind.CAST, None, (node,), None, node.shape, self.dtype)
         self._expr = node
         return self
 
     def __getitem__(self, key) -> Array:
-        return _ns("indexing").getitem(self, key)
+        return _chapters().indexing.getitem(self, key)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return _ns("interop").array_ufunc(ufunc, method, inputs, kwargs)
+        return _chapters().interop.array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        return _ns("interop").array_function(func, types, args, kwargs)
+        return _chapters().interop.array_function(func, types, args, kwargs)
 
     # -- operators -----------------------------------------------------------------------
     def __matmul__(self, other):
-        return _ns("linear").matmul(self, other)
+        return _chapters().linear.matmul(self, other)
 
     def __imatmul__(self, other):
-        return self._update(_ns("linear").matmul(self, other))
+        return self._update(_chapters().linear.matmul(self, other))
 
     def __rmatmul__(self, other):
-        return _ns("linear").matmul(other, self)
+        return _chapters().linear.matmul(other, self)
 
     def __neg__(self):
         return wrap(mapped("neg", self._expr))
@@ -294,7 +301,7 @@ for _name in ("and", "or", "xor"):
             if other_expr is NotImplemented:
                 return NotImplemented
             both = (self._expr, other_expr)
-            is_bool = all(e.dtype == np.bool_ if isinstance(e, Expr) else isinstance(e, bool)
+            is_bool = all(e.dtype == np.bool_ if isinstance(e, ArrayNode) else isinstance(e, bool)
                           for e in both)
             op = name if is_bool else f"bitwise_{name}"
             return wrap(mapped(op, *(both[::-1] if reflected else both)))
@@ -308,7 +315,7 @@ for _name in ("and", "or", "xor"):
 Array.__hash__ = None  # arrays compare element-wise
 
 
-def wrap(expr: Expr) -> Array:
+def wrap(expr: ArrayNode) -> Array:
     return Array(expr)
 
 
@@ -318,7 +325,7 @@ def operand(value, like_dtype=None):
     ``np.float64``, which subclasses ``float``); ``NotImplemented`` for anything else."""
     if isinstance(value, Array):
         return value._expr  # noqa: SLF001 - this module's own class
-    if isinstance(value, Expr):
+    if isinstance(value, ArrayNode):
         return value
     if isinstance(value, np.generic):
         return leaf(np.asarray(value))
@@ -331,10 +338,10 @@ def operand(value, like_dtype=None):
     return NotImplemented
 
 
-def expr_of(value) -> Expr:
+def expr_of(value) -> ArrayNode:
     """The graph node of an array argument (an ``Array`` or anything numpy converts)."""
     found = operand(value)
-    if isinstance(found, Expr):
+    if isinstance(found, ArrayNode):
         return found
     if found is NotImplemented or isinstance(found, (bool, int, float, complex)):
         try:
@@ -347,5 +354,7 @@ def expr_of(value) -> Expr:
     return found
 
 
-def _ns(name: str):
-    return importlib.import_module(f"tensorc.lazy.{name}")
+def _chapters() -> _namespace.Chapters:
+    """The chapter modules ``Array``'s methods call, bound by ``tensorc/lazy/__init__.py``
+    (they import this module, so it cannot import them; :mod:`tensorc.lazy.namespace`)."""
+    return _namespace.chapters

@@ -1,7 +1,7 @@
 """The standard's creation functions, plus ``tc.random``: evaluated arrays made where they
-will be used — on their nodes with a Ray session (:mod:`tensorc.array`), in this process
-otherwise. ``block_shape=``/``grid=`` choose the blocking on Ray; ``asarray`` of a lazy
-array with a blocking stays lazy (a ``deferred`` node that re-cuts its value on the nodes
+will be used — on their nodes with a Ray session (:mod:`tensorc.runtime.ray.arrays`), in this
+process otherwise. ``block_shape=``/``grid=`` choose the blocking on Ray; ``asarray`` of a
+lazy array with a blocking stays lazy (a ``deferred`` node that re-cuts its value on the nodes
 when it is needed)."""
 
 from __future__ import annotations
@@ -11,18 +11,18 @@ import operator
 
 import numpy as np
 
-from tensorc import array as blocks
-from tensorc import execution
-from tensorc.array import BlockArray, default_blocking
 from tensorc.errors import ShapeError, TypeCheckError
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.data_types import astype
 from tensorc.lazy.evaluate import backend
 from tensorc.lazy.graph import deferred, leaf
 from tensorc.lazy.manipulation import broadcast_to, expand_dims, reshape
-from tensorc.runner import DRIVER_BYTES
-from tensorc.runtime.local import available_cores
-from tensorc.session import ray_cluster
+from tensorc.runtime.ray import arrays as blocks
+from tensorc.runtime.ray import plans as execution
+from tensorc.runtime.ray.arrays import BlockArray, default_blocking
+from tensorc.runtime.ray.cluster import connected as ray_cluster
+from tensorc.runtime.ray.statements import DRIVER_BYTES
+from tensorc.runtime.task_pool import available_cores
 
 DEFAULT_FLOAT = np.dtype("float64")
 
@@ -53,7 +53,7 @@ def _check_device(device) -> None:
 
 def _from_value(value: np.ndarray, block_shape=None, grid=None) -> Array:
     """A leaf of ``value``: on Ray its blocks are placed on the nodes, unless it is at most
-    :data:`~tensorc.runner.DRIVER_BYTES` and no blocking is asked for (it stays on the
+    :data:`~tensorc.driver.statements.DRIVER_BYTES` and no blocking is asked for (it stays on the
     driver, and the programs that read it pass it inside their calls)."""
     small = value.nbytes <= DRIVER_BYTES and block_shape is None and grid is None
     if backend() == "ray" and not small:
@@ -106,7 +106,7 @@ def _reblocked(block_shape, grid, value):
 
 def _recut(value: BlockArray, block_shape, grid) -> BlockArray:
     """``value`` cut into the blocking ``block_shape``/``grid`` asks for, on the Ray nodes
-    (:func:`~tensorc.execution.relayout`): nothing passes through the driver."""
+    (:func:`~tensorc.runtime.ray.plans.relayout`): nothing passes through the driver."""
     cluster = ray_cluster()
     cluster.refresh()
     shape = tuple(value.shape)

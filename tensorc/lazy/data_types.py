@@ -9,7 +9,7 @@ import numpy as np
 
 from tensorc.errors import TypeCheckError
 from tensorc.lazy.array_object import Array, expr_of, wrap
-from tensorc.lazy.graph import Expr
+from tensorc.lazy.graph import ArrayNode, NodeKind
 
 bool = np.dtype("bool")  # noqa: A001 - the standard's name
 int8, int16, int32, int64 = (np.dtype(f"int{n}") for n in (8, 16, 32, 64))
@@ -31,7 +31,7 @@ def astype(x, dtype, /, *, copy: builtins.bool = True, device=None) -> Array:
     dtype = np.dtype(dtype)
     if node.dtype == dtype:
         return x if isinstance(x, Array) and not copy else wrap(node)
-    return wrap(Expr("cast", None, (node,), None, node.shape, dtype))
+    return wrap(ArrayNode(NodeKind.CAST, None, (node,), None, node.shape, dtype))
 
 
 def can_cast(from_, to, /) -> builtins.bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tensorc.lazy.array_object import Array, expr_of, operand, wrap
 from tensorc.lazy.data_types import astype
-from tensorc.lazy.graph import Expr, mapped
+from tensorc.lazy.graph import ArrayNode, mapped
 
 UNARY = {
     "abs": "abs", "acos": "acos", "acosh": "acosh", "asin": "asin", "asinh": "asinh",
@@ -37,7 +37,7 @@ def arguments(*values) -> list:
     one array: when all are scalars the first becomes an array)."""
     found = [operand(v) for v in values]
     found = [expr_of(v) if f is NotImplemented else f for v, f in zip(values, found, strict=True)]
-    if not any(isinstance(f, Expr) for f in found):
+    if not any(isinstance(f, ArrayNode) for f in found):
         found[0] = expr_of(values[0])
     return found
 

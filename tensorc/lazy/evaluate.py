@@ -1,10 +1,10 @@
 """Evaluating lazy arrays: lower the graph, plan it as one program, run it, keep the values.
 
-Contract: ``evaluate(exprs)`` evaluates every not-yet-evaluated ``Expr`` in ``exprs`` in one
+Contract: ``evaluate(exprs)`` evaluates every not-yet-evaluated ``ArrayNode`` in ``exprs`` in one
 program (:mod:`tensorc.lazy.lowering`), planned by the whole-program planner and run by one
-:class:`~tensorc.runner.StatementRunner` (plans cached across evaluations, so a loop that
+:class:`~tensorc.driver.statements.StatementRunner` (plans cached across evaluations, so a loop that
 builds the same computation each iteration plans once): on the Ray session when there is one
-(results stay on the nodes as :class:`~tensorc.array.BlockArray`), else in this process
+(results stay on the nodes as :class:`~tensorc.runtime.ray.arrays.BlockArray`), else in this process
 (numpy). Each evaluated node becomes a leaf holding its value (its operands are released),
 ``tc.last_stats()`` reports the run, and :func:`last_program` keeps what ``explain()``
 shows. A ``deferred`` node under them (:mod:`tensorc.lazy.graph`) is computed first, its
@@ -17,12 +17,13 @@ from __future__ import annotations
 import time
 import weakref
 
-from tensorc import execution, session
-from tensorc.array import BlockArray
+from tensorc import session
+from tensorc.driver import stats as execution
+from tensorc.driver.statements import StatementRunner
 from tensorc.errors import ExecutionError
-from tensorc.lazy.graph import Expr, leaf
+from tensorc.lazy.graph import ArrayNode, NodeKind, leaf
 from tensorc.lazy.lowering import LoweredProgram, lower, post_order
-from tensorc.runner import StatementRunner
+from tensorc.runtime.ray.arrays import BlockArray
 
 RUNNER = StatementRunner()
 """The runner of every array program (its plan caches are shared by all evaluations)."""
@@ -35,7 +36,7 @@ def backend() -> str:
     return "ray" if session.current().backend == "ray" else "local"
 
 
-def evaluate(exprs: list[Expr]) -> None:
+def evaluate(exprs: list[ArrayNode]) -> None:
     """Evaluate ``exprs`` (see the module docstring)."""
     pending = [e for e in dict.fromkeys(exprs) if e.value is None]
     if not pending:
@@ -50,11 +51,10 @@ def evaluate(exprs: list[Expr]) -> None:
     if where == "local" and any(isinstance(v, BlockArray) for v in lowered.inputs.values()):
         raise ExecutionError("this array lives on a Ray session that has been shut down; "
                              "call tc.init(...) again and recreate it")
-    values, ran = RUNNER.run(lowered.unrolled, lowered.inputs, where)
+    values, ran = RUNNER.run(lowered.unrolled, lowered.inputs, session.current().executor)
     for expr, label in zip(pending, lowered.labels, strict=True):
         if expr.value is None:
-            expr.value = values[label] if label in values else lowered.inputs[label]
-            expr.kind, expr.op, expr.args, expr.params = "leaf", None, (), None
+            expr.become_leaf(values[label] if label in values else lowered.inputs[label])
     stats = execution.program_stats(ran, backend=where, seconds=time.perf_counter() - started,
                                     remote_calls=RUNNER.node_calls)
     stats["statements_run"] = len(lowered.unrolled.statements)
@@ -63,24 +63,23 @@ def evaluate(exprs: list[Expr]) -> None:
         _PROGRAMS[expr] = (lowered, where, stats)
 
 
-def _run_deferred(roots: list[Expr]) -> None:
+def _run_deferred(roots: list[ArrayNode]) -> None:
     """Compute every ``deferred`` node under ``roots``, innermost first."""
     for node in post_order(roots):
-        if node.kind != "deferred" or node.value is not None:
+        if node.kind is not NodeKind.DEFERRED or node.value is not None:
             continue
-        evaluate([a for a in node.args if isinstance(a, Expr)])
-        value = node.op(*(a.value if isinstance(a, Expr) else a for a in node.args))
+        evaluate([a for a in node.args if isinstance(a, ArrayNode)])
+        value = node.op(*(a.value if isinstance(a, ArrayNode) else a for a in node.args))
         if tuple(value.shape) != node.shape:
             raise ExecutionError(f"{node.params} made shape {tuple(value.shape)}, not "
                                  f"{node.shape}")
         if value.dtype != node.dtype:  # convert as a program of its own
-            converted = Expr("cast", None, (leaf(value),), None, node.shape, node.dtype)
+            converted = ArrayNode(NodeKind.CAST, None, (leaf(value),), None, node.shape, node.dtype)
             evaluate([converted])
             value = converted.value
-        node.value = value
-        node.kind, node.op, node.args, node.params = "leaf", None, (), None
+        node.become_leaf(value)
 
 
-def last_program(expr: Expr) -> tuple[LoweredProgram, str, dict] | None:
+def last_program(expr: ArrayNode) -> tuple[LoweredProgram, str, dict] | None:
     """The program that evaluated ``expr`` (its lowering, backend and statistics)."""
     return _PROGRAMS.get(expr)

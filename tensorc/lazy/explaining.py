@@ -7,7 +7,7 @@ import json
 from tensorc.ir.printer import format_program
 from tensorc.lazy import evaluate
 from tensorc.lazy.lowering import lower
-from tensorc.session import ray_cluster
+from tensorc.runtime.ray.cluster import connected as ray_cluster
 
 
 def explain(array) -> str:

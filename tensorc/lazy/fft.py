@@ -11,7 +11,7 @@ import numpy as np
 from tensorc.errors import ShapeError
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.creation import DEFAULT_FLOAT, _check_device, _from_value
-from tensorc.lazy.graph import Expr
+from tensorc.lazy.graph import ArrayNode, NodeKind
 from tensorc.lazy.manipulation import roll
 from tensorc.lazy.statistical import normalise_axes
 
@@ -53,7 +53,7 @@ def _one_axis(name: str, x, n, axis, norm) -> Array:
     points, length = _length(name, node.shape[axis], n)
     shape = tuple(length if d == axis else k for d, k in enumerate(node.shape))
     op = ("fft", name, (points,), (axis,), _norm(norm))
-    return wrap(Expr("whole", op, (node,), None, shape, _dtype(name, node.dtype)))
+    return wrap(ArrayNode(NodeKind.WHOLE, op, (node,), None, shape, _dtype(name, node.dtype)))
 
 
 def _many_axes(name: str, x, s, axes, norm) -> Array:
@@ -76,7 +76,7 @@ def _many_axes(name: str, x, s, axes, norm) -> Array:
         points.append(count)
         shape[axis] = length
     op = ("fft", name, tuple(points), axes, _norm(norm))
-    return wrap(Expr("whole", op, (node,), None, shape, _dtype(one, node.dtype)))
+    return wrap(ArrayNode(NodeKind.WHOLE, op, (node,), None, shape, _dtype(one, node.dtype)))
 
 
 def fft(x, /, *, n=None, axis=-1, norm="backward") -> Array:

@@ -14,7 +14,7 @@ import numpy as np
 from tensorc.codegen.whole_array import encode_index
 from tensorc.errors import AxisError, ShapeError, TypeCheckError, UnsupportedError
 from tensorc.lazy.array_object import Array, expr_of, wrap
-from tensorc.lazy.graph import Expr, broadcast_shapes, leaf
+from tensorc.lazy.graph import ArrayNode, NodeKind, broadcast_shapes, leaf
 from tensorc.lazy.manipulation import expand_dims
 
 
@@ -94,8 +94,8 @@ def getitem(x, key) -> Array:
     if arrays:  # integer array indexing (numpy's)
         shape = _selected_shape(node.shape, key)
         operands = (node, *(expr_of(a) for a in arrays))
-        return wrap(Expr("whole", ("getitem_arrays", _encoded(key)), operands, None, shape,
-                         node.dtype))
+        return wrap(ArrayNode(NodeKind.WHOLE, ("getitem_arrays", _encoded(key)), operands,
+                              None, shape, node.dtype))
     shape = _selected_shape(node.shape, key)
     if all(k is None or k is Ellipsis or k == slice(None) for k in key):
         added = []
@@ -110,11 +110,11 @@ def getitem(x, key) -> Array:
             else:
                 position += 1
         return expand_dims(node, tuple(added)) if added else wrap(node)
-    return wrap(Expr("whole", ("getitem", encode_index(key)), (node,), None, shape,
-                     node.dtype))
+    return wrap(ArrayNode(NodeKind.WHOLE, ("getitem", encode_index(key)), (node,), None, shape,
+                          node.dtype))
 
 
-def setitem(x, key, value) -> Expr:
+def setitem(x, key, value) -> ArrayNode:
     """The expression of ``x`` with ``x[key] = value`` (``Array.__setitem__``): the same
     shape and dtype as ``x``; ``value`` is converted to ``x``'s dtype as numpy assigns (a
     Python scalar now, so one that does not fit raises here). ``key`` is any index
@@ -153,7 +153,8 @@ def setitem(x, key, value) -> Expr:
             raise ShapeError(f"cannot assign a value of shape {value_node.shape} to x[key] "
                              f"of shape {target}")
     operands = (node, value_node, *(expr_of(a) for a in arrays))
-    return Expr("whole", ("setitem", _encoded(key)), operands, None, node.shape, node.dtype)
+    return ArrayNode(NodeKind.WHOLE, ("setitem", _encoded(key)), operands, None, node.shape,
+                     node.dtype)
 
 
 def take(x, indices, /, *, axis=None) -> Array:
@@ -180,7 +181,7 @@ def take(x, indices, /, *, axis=None) -> Array:
     op = ("take", tuple(int(v) for v in values.ravel()), axis)
     if values.ndim != 1:
         raise TypeCheckError("take takes a 1-d array of indices")
-    return wrap(Expr("whole", op, (node,), None, shape, node.dtype))
+    return wrap(ArrayNode(NodeKind.WHOLE, op, (node,), None, shape, node.dtype))
 
 
 def take_along_axis(x, indices, /, *, axis=-1) -> Array:
@@ -198,5 +199,5 @@ def take_along_axis(x, indices, /, *, axis=-1) -> Array:
     except (ValueError, IndexError) as err:
         raise ShapeError(f"take_along_axis: indices of shape {index.shape} do not fit x of "
                          f"shape {node.shape} along axis {axis}: {err}") from err
-    return wrap(Expr("whole", ("take_along_axis", axis), (node, index), None, shape,
-                     node.dtype))
+    return wrap(ArrayNode(NodeKind.WHOLE, ("take_along_axis", axis), (node, index), None, shape,
+                          node.dtype))

@@ -8,17 +8,20 @@ tensorc function, its arguments bound to numpy's own signature first (a position
 ``None``). Anything else — a function, or an argument such as ``out=`` or ``where=`` — raises
 :class:`~tensorc.errors.UnsupportedError` naming it, instead of gathering a possibly large
 array; ``np.asarray(x)`` gathers.
+
+The ``tensorc`` functions are reached through :func:`tensorc.lazy.namespace.get_namespace`
+(registered by ``tensorc/__init__.py``), never by importing ``tensorc`` back.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 
 import numpy as np
 
 from tensorc.errors import ArgumentError, UnsupportedError
+from tensorc.lazy.namespace import get_namespace
 
 UFUNCS = {
     "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide",
@@ -43,7 +46,10 @@ UFUNCS = {
 """numpy ufunc name → the tensorc function it becomes."""
 
 def _namespace():
-    return importlib.import_module("tensorc")
+    """The ``tensorc`` module (numpy functions become ``tc.<function>``, which includes
+    ``tc.einsum`` from a layer above this one), as ``tensorc/__init__.py`` registers it in
+    :mod:`tensorc.lazy.namespace`."""
+    return get_namespace()
 
 
 def array_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):

@@ -36,11 +36,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tensorc.block_runner import shipped
+from tensorc.driver.block_programs import shipped
 from tensorc.errors import AxisError, LinAlgError, ShapeError
 from tensorc.lazy import statistical
 from tensorc.lazy.array_object import Array, expr_of, wrap
-from tensorc.lazy.graph import Expr, broadcast_shapes, deferred, leaf, mapped
+from tensorc.lazy.graph import ArrayNode, NodeKind, broadcast_shapes, deferred, leaf, mapped
 from tensorc.lazy.linear import contract, matmul, matrix_transpose, tensordot, vecdot
 from tensorc.lazy.utility import compute
 
@@ -59,20 +59,20 @@ def _block_program(name: str, dtype=None, **inputs) -> dict[str, Array]:
     return shipped(name, lambda value: wrap(leaf(value))).run(dtype=dtype, **values)
 
 
-def _floating(a: Expr, name: str) -> None:
+def _floating(a: ArrayNode, name: str) -> None:
     if a.dtype.kind not in "fc":
         raise LinAlgError(f"{name}: needs a floating-point matrix, got {a.dtype}")
 
 
-def _matrix(a: Expr, name: str) -> None:
+def _matrix(a: ArrayNode, name: str) -> None:
     if a.ndim != 2:
         raise LinAlgError(f"{name}: needs a 2-d matrix, got shape {a.shape} (stacks of "
                           "matrices are not supported by the block programs)")
     _floating(a, name)
 
 
-def _whole(op: tuple, a: Expr, shape, dtype=None) -> Array:
-    return wrap(Expr("whole", op, (a,), None, tuple(shape), dtype or a.dtype))
+def _whole(op: tuple, a: ArrayNode, shape, dtype=None) -> Array:
+    return wrap(ArrayNode(NodeKind.WHOLE, op, (a,), None, tuple(shape), dtype or a.dtype))
 
 
 def cholesky(x, /, *, upper: bool = False) -> Array:
@@ -112,7 +112,7 @@ def qr(x, /, *, mode: str = "reduced") -> QRResult:
     return QRResult((out["Q"], out["R"]))
 
 
-def _as_matrix(b: Expr) -> tuple[Array, bool]:
+def _as_matrix(b: ArrayNode) -> tuple[Array, bool]:
     if b.ndim == 1:
         return wrap(b)[:, None], True
     return wrap(b), False
@@ -123,7 +123,7 @@ def _triangular(name: str, t: Array, b: Array) -> Array:
     return _block_program(name, dtype=b.dtype, **{key: t, "B": b})["X"]
 
 
-def _solve_blocks(a: Expr, b: Expr) -> Array:
+def _solve_blocks(a: ArrayNode, b: ArrayNode) -> Array:
     rhs, vector = _as_matrix(b)
     x = _lu_solution(a, rhs)
     if x is None:  # LU without pivoting failed: QR needs no pivoting (a zero on R's
@@ -132,7 +132,7 @@ def _solve_blocks(a: Expr, b: Expr) -> Array:
     return x[:, 0] if vector else x
 
 
-def _lu_solution(a: Expr, rhs: Array) -> Array | None:
+def _lu_solution(a: ArrayNode, rhs: Array) -> Array | None:
     """``lu_solve.tc``'s solution if its backward error passes, else ``None``."""
     dtype = np.result_type(a.dtype, rhs.dtype)
     try:
@@ -195,7 +195,7 @@ def lstsq(a, b, /, rcond=None):
     return x, residuals, rank, s
 
 
-def _square(a: Expr, name: str) -> None:
+def _square(a: ArrayNode, name: str) -> None:
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise LinAlgError(f"{name}: last 2 dimensions of the array must be square, got shape "
                           f"{a.shape}")
@@ -220,7 +220,7 @@ def solve(x1, x2, /) -> Array:
     if (a.ndim == 2 and b.ndim <= 2 and a.shape[0] > WHOLE_EDGE and 0 not in b.shape
             and dtype.kind == "f"):
         return wrap(deferred(_solved, (a, b), shape, dtype, "linalg.solve (block programs)"))
-    return wrap(Expr("whole", ("solve",), (a, b), None, shape, dtype))
+    return wrap(ArrayNode(NodeKind.WHOLE, ("solve",), (a, b), None, shape, dtype))
 
 
 def _solved(a, b):
@@ -241,26 +241,26 @@ def inv(x, /) -> Array:
     _square(a, "inv")
     if a.ndim == 2 and a.shape[0] > WHOLE_EDGE and a.dtype.kind == "f":
         return wrap(deferred(_inverted, (a,), a.shape, a.dtype, "linalg.inv (block programs)"))
-    return wrap(Expr("whole", ("inv",), (a,), None, a.shape, a.dtype))
+    return wrap(ArrayNode(NodeKind.WHOLE, ("inv",), (a,), None, a.shape, a.dtype))
 
 
 def det(x, /) -> Array:
     a = expr_of(x)
     _square(a, "det")
-    return wrap(Expr("whole", ("det",), (a,), None, a.shape[:-2], a.dtype))
+    return wrap(ArrayNode(NodeKind.WHOLE, ("det",), (a,), None, a.shape[:-2], a.dtype))
 
 
 def diagonal(x, /, *, offset=0) -> Array:
     a = expr_of(x)
     shape = np.diagonal(np.empty(a.shape, np.bool_), offset, axis1=-2, axis2=-1).shape
-    return wrap(Expr("whole", ("diagonal", int(offset)), (a,), None, shape, a.dtype))
+    return wrap(ArrayNode(NodeKind.WHOLE, ("diagonal", int(offset)), (a,), None, shape, a.dtype))
 
 
 def trace(x, /, *, offset=0, dtype=None) -> Array:
     a = expr_of(x)
     out = np.dtype(dtype) if dtype is not None else np.trace(np.ones((1, 1), a.dtype)).dtype
     op = ("trace", int(offset), None if dtype is None else out.str)
-    return wrap(Expr("whole", op, (a,), None, a.shape[:-2], out))
+    return wrap(ArrayNode(NodeKind.WHOLE, op, (a,), None, a.shape[:-2], out))
 
 
 def outer(x1, x2, /) -> Array:
@@ -315,7 +315,7 @@ def _real(dtype: np.dtype) -> np.dtype:
     return np.empty(0, dtype).real.dtype
 
 
-def _stack(a: Expr, name: str) -> None:
+def _stack(a: ArrayNode, name: str) -> None:
     if a.ndim < 2:
         raise LinAlgError(f"{name}: needs a matrix or a stack of matrices, got shape "
                           f"{a.shape}")
@@ -336,7 +336,7 @@ def cross(x1, x2, /, *, axis=-1) -> Array:
                          f"{a.shape} and {b.shape}")
     shape = broadcast_shapes(a.shape, b.shape)
     dtype = np.result_type(a.dtype, b.dtype)
-    return wrap(Expr("whole", ("cross", axis), (a, b), None, shape, dtype))
+    return wrap(ArrayNode(NodeKind.WHOLE, ("cross", axis), (a, b), None, shape, dtype))
 
 
 def eigh(x, /) -> EighResult:
@@ -379,7 +379,7 @@ def matrix_power(x, n, /) -> Array:
     return _whole(("matrix_power", n), a, a.shape)
 
 
-def _tolerance(a: Expr, rtol) -> tuple[Expr, ...]:
+def _tolerance(a: ArrayNode, rtol) -> tuple[ArrayNode, ...]:
     """``a`` and, when given, the relative tolerance ``rtol`` as a second operand."""
     if rtol is None:
         return (a,)
@@ -393,8 +393,8 @@ def matrix_rank(x, /, *, rtol=None) -> Array:
     dimension times the dtype's eps)."""
     a = expr_of(x)
     _stack(a, "matrix_rank")
-    return wrap(Expr("whole", ("matrix_rank",), _tolerance(a, rtol), None, a.shape[:-2],
-                     np.dtype("int64")))
+    return wrap(ArrayNode(NodeKind.WHOLE, ("matrix_rank",), _tolerance(a, rtol), None,
+                          a.shape[:-2], np.dtype("int64")))
 
 
 def pinv(x, /, *, rtol=None) -> Array:
@@ -403,7 +403,7 @@ def pinv(x, /, *, rtol=None) -> Array:
     a = expr_of(x)
     _stack(a, "pinv")
     shape = (*a.shape[:-2], a.shape[-1], a.shape[-2])
-    return wrap(Expr("whole", ("pinv",), _tolerance(a, rtol), None, shape, a.dtype))
+    return wrap(ArrayNode(NodeKind.WHOLE, ("pinv",), _tolerance(a, rtol), None, shape, a.dtype))
 
 
 def slogdet(x, /) -> SlogdetResult:

@@ -9,13 +9,15 @@ import numpy as np
 from tensorc.errors import ShapeError
 from tensorc.frontend.subscripts import parse_einsum, sublist_to_subscripts
 from tensorc.lazy.array_object import Array, expr_of, wrap
-from tensorc.lazy.graph import Expr, broadcast_shapes
+from tensorc.lazy.elementwise import conj
+from tensorc.lazy.graph import ArrayNode, NodeKind, broadcast_shapes
 from tensorc.lazy.manipulation import expand_dims, matrix_transpose, squeeze
 
 __all__ = ["einsum", "matmul", "matrix_transpose", "tensordot", "vecdot"]
 
 
-def contract(nodes: list[Expr], letters: list[tuple[str, ...]], output: tuple[str, ...]) -> Array:
+def contract(nodes: list[ArrayNode], letters: list[tuple[str, ...]],
+             output: tuple[str, ...]) -> Array:
     """The sum over every index not in ``output`` of the product of ``nodes``."""
     sizes: dict[str, int] = {}
     for node, subs in zip(nodes, letters, strict=True):
@@ -25,7 +27,7 @@ def contract(nodes: list[Expr], letters: list[tuple[str, ...]], output: tuple[st
     dtype = np.result_type(*(n.dtype for n in nodes))
     shape = tuple(sizes[n] for n in output)
     params = (tuple(tuple(s) for s in letters), tuple(output))
-    return wrap(Expr("contract", None, tuple(nodes), params, shape, dtype))
+    return wrap(ArrayNode(NodeKind.CONTRACT, None, tuple(nodes), params, shape, dtype))
 
 
 def einsum(subscripts, *operands) -> Array:
@@ -60,7 +62,7 @@ def matmul(x1, x2, /) -> Array:
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
     names = tuple(f"b{k}" for k in range(len(batch)))
 
-    def batch_names(node: Expr, tag: str) -> tuple[str, ...]:
+    def batch_names(node: ArrayNode, tag: str) -> tuple[str, ...]:
         offset = len(batch) - (node.ndim - 2)
         return tuple(f"b{offset + d}~{tag}" if n == 1 and batch[offset + d] != 1
                      else f"b{offset + d}" for d, n in enumerate(node.shape[:-2]))
@@ -99,8 +101,6 @@ def tensordot(x1, x2, /, *, axes=2) -> Array:
 def vecdot(x1, x2, /, *, axis=-1) -> Array:
     a, b = expr_of(x1), expr_of(x2)
     if a.dtype.kind == "c":
-        from tensorc.lazy.elementwise import conj
-
         a = conj(wrap(a))._expr  # noqa: SLF001
     shape = broadcast_shapes(a.shape, b.shape)
     n = len(shape)
@@ -109,7 +109,7 @@ def vecdot(x1, x2, /, *, axis=-1) -> Array:
         raise ShapeError(f"vecdot: axis {axis} has {a.shape[axis - n]} and {b.shape[axis - n]}")
     names = [f"d{k}" for k in range(n)]
 
-    def subs(node: Expr, tag: str) -> tuple[str, ...]:
+    def subs(node: ArrayNode, tag: str) -> tuple[str, ...]:
         offset = n - node.ndim
         return tuple(f"d{offset + d}~{tag}" if e == 1 and shape[offset + d] != 1 and
                      offset + d != axis else f"d{offset + d}" for d, e in enumerate(node.shape))

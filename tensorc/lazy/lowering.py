@@ -1,9 +1,9 @@
 """Lower an expression graph to one SSA statement program (the IR ``.tc`` programs use).
 
-Contract: ``lower(roots) -> LoweredProgram`` turns the graph under ``roots`` (``Expr`` nodes not yet
-evaluated) into an :class:`~tensorc.frontend.tc_lower.Unrolled` program whose statements are
-IR ``Function``s (join / map / reduceByKey) or whole-array operations, plus the input values
-by label and the label of each root.
+Contract: ``lower(roots) -> LoweredProgram`` turns the graph under ``roots`` (``ArrayNode``
+nodes not yet evaluated) into an :class:`~tensorc.frontend.tc_lower.Unrolled` program whose
+statements are IR ``Function``s (join / map / reduceByKey) or whole-array operations, plus the
+input values by label and the label of each root.
 
 - Common subexpressions are shared: structurally equal nodes over the same leaf values
   become one statement.
@@ -45,15 +45,30 @@ from tensorc.ir.nodes import (
     Scan,
     mul_of_args,
 )
-from tensorc.lazy.graph import RENAMINGS, Expr, compute_dtype
+from tensorc.lazy.graph import RENAMINGS, ArrayNode, NodeKind, compute_dtype
 
 REDUCTION_NAMES = {"+": "sum", "*": "prod", "max": "max", "min": "min", "or": "any",
                    "and": "all"}
 
-INLINED_INTO = ("map", "reduce", "permute", "expand", "squeeze")
+INLINED_INTO = frozenset({NodeKind.MAP, NodeKind.REDUCE, *RENAMINGS})
+"""Statement kinds whose element-wise operands may be fused into them."""
 RECOMPUTE_USES = 3  # an element-wise expression read by at most this many statements and
 RECOMPUTE_MAPS = 6  # of at most this many operations is recomputed in each, not stored
-"""Statement kinds whose element-wise operands may be fused into them."""
+
+LOWERED_AS = {
+    NodeKind.LEAF: "an input",
+    NodeKind.DEFERRED: "an input (its value computed before the program)",
+    NodeKind.MAP: "inlined into the statement reading it, or an element-wise statement",
+    NodeKind.PERMUTE: "an index renaming inlined into its reader, or an element-wise statement",
+    NodeKind.EXPAND: "an index renaming inlined into its reader, or an element-wise statement",
+    NodeKind.SQUEEZE: "an index renaming inlined into its reader, or an element-wise statement",
+    NodeKind.REDUCE: "a reduction statement",
+    NodeKind.CONTRACT: "a contraction statement (sum of products)",
+    NodeKind.CAST: "a cast statement",
+    NodeKind.WHOLE: "a whole-array statement",
+}
+"""How each :class:`~tensorc.lazy.graph.NodeKind` is lowered (``_Lowering.label`` and
+``_Lowering.statement`` handle exactly these; a test checks every kind is listed)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +80,7 @@ class LoweredProgram:
     labels: tuple[str, ...]
 
 
-def post_order(roots: list[Expr]) -> list[Expr]:
+def post_order(roots: list[ArrayNode]) -> list[ArrayNode]:
     order, seen, stack = [], set(), [(r, False) for r in reversed(roots)]
     while stack:
         node, done = stack.pop()
@@ -78,7 +93,7 @@ def post_order(roots: list[Expr]) -> list[Expr]:
         stack.append((node, True))
         if node.value is None:
             for arg in reversed(node.args):
-                if isinstance(arg, Expr) and id(arg) not in seen:
+                if isinstance(arg, ArrayNode) and id(arg) not in seen:
                     stack.append((arg, False))
     return order
 
@@ -93,16 +108,16 @@ def scalar_key(value) -> tuple:
     return ("scalar", type(value).__name__, value)
 
 
-def _canonical(roots: list[Expr]) -> dict[int, Expr]:
+def _canonical(roots: list[ArrayNode]) -> dict[int, ArrayNode]:
     """Each node's representative: structurally equal nodes map to one (CSE)."""
     number_of_node: dict[int, int] = {}  # a node's class, as a small integer: keys stay flat
-    chosen: dict[tuple, tuple[int, Expr]] = {}  # (hashing nested keys of a shared graph
-    rep: dict[int, Expr] = {}  # would cost time exponential in its depth)
+    chosen: dict[tuple, tuple[int, ArrayNode]] = {}  # (hashing nested keys of a shared graph
+    rep: dict[int, ArrayNode] = {}  # would cost time exponential in its depth)
     for node in post_order(roots):
         if node.value is not None:
-            key = ("leaf", id(node.value))
+            key = (NodeKind.LEAF, id(node.value))
         else:
-            args = tuple(("expr", number_of_node[id(a)]) if isinstance(a, Expr)
+            args = tuple(("expr", number_of_node[id(a)]) if isinstance(a, ArrayNode)
                          else scalar_key(a) for a in node.args)
             key = (node.kind, node.op, node.params, node.shape, node.dtype.str, args)
         number, representative = chosen.setdefault(key, (len(chosen), node))
@@ -112,14 +127,14 @@ def _canonical(roots: list[Expr]) -> dict[int, Expr]:
 
 
 class _Lowering:
-    def __init__(self, roots: list[Expr]) -> None:
+    def __init__(self, roots: list[ArrayNode]) -> None:
         self.rep = _canonical(roots)
         self.roots = [self.rep[id(r)] for r in roots]
         self.uses: dict[int, int] = {}
         for node in post_order(self.roots):
             if node.value is None:
                 for arg in node.args:
-                    if isinstance(arg, Expr):
+                    if isinstance(arg, ArrayNode):
                         arg = self.rep[id(arg)]
                         self.uses[id(arg)] = self.uses.get(id(arg), 0) + 1
         self.requested = {id(r) for r in self.roots}
@@ -128,28 +143,28 @@ class _Lowering:
         self.statements: list[Statement] = []
 
     def arg(self, a):
-        return self.rep[id(a)] if isinstance(a, Expr) else a
+        return self.rep[id(a)] if isinstance(a, ArrayNode) else a
 
     # -- which node is a statement -------------------------------------------------------
-    def inlined(self, child: Expr, parent_kind: str, dtype: np.dtype) -> bool:
+    def inlined(self, child: ArrayNode, parent_kind: NodeKind, dtype: np.dtype) -> bool:
         """Whether ``child`` is computed inside the statement reading it."""
         if child.value is not None or id(child) in self.requested:
             return False
-        if child.kind in RENAMINGS and parent_kind != "whole":
+        if child.kind in RENAMINGS and parent_kind is not NodeKind.WHOLE:
             # free to repeat (X.T read twice is two scans of X), unless it would repeat
             # element-wise work fused under it
             inner = self.arg(child.args[0])
             single = inner.value is None and self.uses.get(id(inner), 0) == 1 and (
-                inner.kind == "map" or inner.kind in RENAMINGS)
+                inner.kind is NodeKind.MAP or inner.kind in RENAMINGS)
             return self.uses.get(id(child), 0) == 1 or not single
-        fusable = (child.kind == "map" and parent_kind in INLINED_INTO
+        fusable = (child.kind is NodeKind.MAP and parent_kind in INLINED_INTO
                    and compute_dtype(child) == dtype)
         if self.uses.get(id(child), 0) != 1:  # recomputing a few element-wise operations
             return (fusable and self.uses.get(id(child), 0) <= RECOMPUTE_USES  # beats a
                     and self._map_count(child) <= RECOMPUTE_MAPS)  # statement between them
         return fusable
 
-    def _map_count(self, node: Expr) -> int:
+    def _map_count(self, node: ArrayNode) -> int:
         """Element-wise operations a statement reading ``node`` would compute for it,
         counting every map under it that could be inlined (used once, or small enough to be
         recomputed itself), each time it is reached; stops past :data:`RECOMPUTE_MAPS`, so a
@@ -162,18 +177,19 @@ class _Lowering:
                 return count
             for arg in current.args:
                 arg = self.arg(arg)
-                if (isinstance(arg, Expr) and arg.value is None and arg.kind == "map"
+                if (isinstance(arg, ArrayNode) and arg.value is None
+                        and arg.kind is NodeKind.MAP
                         and id(arg) not in self.requested
                         and self.uses.get(id(arg), 0) <= RECOMPUTE_USES):
                     stack.append(arg)
         return count
 
-    def label(self, node: Expr) -> str:
+    def label(self, node: ArrayNode) -> str:
         """The label of an evaluated leaf (an input) or a statement (lowered on demand)."""
         found = self.labels.get(id(node))
         if found is not None:
             return found
-        if node.value is not None or node.kind == "deferred":
+        if node.value is not None or node.kind is NodeKind.DEFERRED:
             label = f"x{len(self.inputs)}"  # a deferred node is computed before the
             self.inputs[label] = node.value if node.value is not None else node  # program
         else:
@@ -181,7 +197,7 @@ class _Lowering:
         self.labels[id(node)] = label
         return label
 
-    def product_operands(self, root: Expr) -> list[tuple[Expr, tuple]]:
+    def product_operands(self, root: ArrayNode) -> list[tuple[ArrayNode, tuple]]:
         """A contraction's operands with its element-wise products spread out: an operand
         ``a * b`` used only here (same compute dtype) becomes the two operands ``a`` and
         ``b`` (a broadcast axis gets its own letter of extent 1), so ``X.T @ (X * w[:, None])``
@@ -191,11 +207,11 @@ class _Lowering:
         spare = (f"broadcast{k}" for k in itertools.count() if f"broadcast{k}" not in used)
         dtype = compute_dtype(root)
 
-        def spread(node: Expr, subs: tuple) -> list[tuple[Expr, tuple]]:
-            if not (node.kind == "map" and node.op == "mul" and node.value is None
+        def spread(node: ArrayNode, subs: tuple) -> list[tuple[ArrayNode, tuple]]:
+            if not (node.kind is NodeKind.MAP and node.op == "mul" and node.value is None
                     and id(node) not in self.requested and self.uses.get(id(node), 0) == 1
                     and compute_dtype(node) == dtype
-                    and all(isinstance(a, Expr) for a in node.args)):
+                    and all(isinstance(a, ArrayNode) for a in node.args)):
                 return [(node, subs)]
             found = []
             for child in node.args:
@@ -213,8 +229,8 @@ class _Lowering:
         return operands
 
     # -- statements ----------------------------------------------------------------------
-    def statement(self, root: Expr) -> str:
-        if root.kind == "whole":
+    def statement(self, root: ArrayNode) -> str:
+        if root.kind is NodeKind.WHOLE:
             operands = tuple(self.label(self.arg(a)) for a in root.args)
             label = f"t{len(self.statements)}"
             text = f"{label} = {root.op[0]}({', '.join(operands)})"
@@ -222,13 +238,13 @@ class _Lowering:
                                              str(root.dtype), None, operands, whole=root.op))
             return label
         body = _Body(self, compute_dtype(root), root)
-        if root.kind == "reduce":
+        if root.kind is NodeKind.REDUCE:
             x = self.arg(root.args[0])
             names = body.fresh_names(x.shape)
             out = tuple(n for d, n in enumerate(names) if d not in root.params)
-            fn = body.emit(x, names, "reduce")
+            fn = body.emit(x, names, NodeKind.REDUCE)
             monoid = root.op
-        elif root.kind == "contract":
+        elif root.kind is NodeKind.CONTRACT:
             letters, output = root.params
             operands = self.product_operands(root)
             by_letter: dict[str, str] = {}
@@ -237,27 +253,30 @@ class _Lowering:
                     if letter not in by_letter:
                         by_letter[letter] = body.fresh(extent)
             out = tuple(by_letter[c] for c in output)
-            args = [body.emit(a, tuple(by_letter[c] for c in subs), "contract", share=False)
+            args = [body.emit(a, tuple(by_letter[c] for c in subs), NodeKind.CONTRACT,
+                              share=False)
                     for a, subs in operands]
             fn = mul_of_args(len(args)) if args == [Arg(k) for k in range(len(args))] else (
                 OpCall("mul", tuple(args)) if len(args) > 1 else args[0])
             monoid = "+"
-        elif root.kind == "cast":
+        elif root.kind is NodeKind.CAST:
             out = body.fresh_names(root.shape)
-            fn = body.emit(self.arg(root.args[0]), out, "cast")
+            fn = body.emit(self.arg(root.args[0]), out, NodeKind.CAST)
             monoid = "+"
-        else:
+        elif root.kind is NodeKind.MAP or root.kind in RENAMINGS:
             out = body.fresh_names(root.shape)
-            fn = body.emit(root, out, "map", top=True)
+            fn = body.emit(root, out, NodeKind.MAP, top=True)
             monoid = "or" if body.dtype == np.bool_ else "+"
+        else:  # LEAF and DEFERRED are inputs (see label), never statements
+            raise TypeError(f"a {root.kind.value} node is not a statement")
         node = body.assemble(fn, out, monoid)
         label = f"t{len(self.statements)}"
         decls = tuple(InputDecl(f"in{k}", shape, dtype)
                       for k, (_, shape, dtype) in enumerate(body.scans))
         program = Function(decls, tuple(sorted(body.sizes.items())), node, str(body.dtype))
         operands = tuple(lab for lab, _, _ in body.scans)
-        what = (REDUCTION_NAMES[root.op] if root.kind == "reduce" else
-                root.op if root.kind == "map" else root.kind)
+        what = (REDUCTION_NAMES[root.op] if root.kind is NodeKind.REDUCE else
+                root.op if root.kind is NodeKind.MAP else root.kind.value)
         text = f"{label} = {what}({', '.join(dict.fromkeys(operands))})"
         self.statements.append(Statement(label, label, text, 0, root.shape, str(root.dtype),
                                          program, operands))
@@ -267,7 +286,7 @@ class _Lowering:
 class _Body:
     """The expression of one IR statement as it is built: scans, index names and sizes."""
 
-    def __init__(self, lowering: _Lowering, dtype: np.dtype, root: Expr) -> None:
+    def __init__(self, lowering: _Lowering, dtype: np.dtype, root: ArrayNode) -> None:
         self.lowering = lowering
         self.dtype = np.dtype(dtype)
         self.sizes: dict[str, int] = {}
@@ -283,7 +302,7 @@ class _Body:
     def fresh_names(self, shape) -> tuple[str, ...]:
         return tuple(self.fresh(n) for n in shape)
 
-    def scan(self, node: Expr, names: tuple[str, ...], share: bool = True) -> Arg:
+    def scan(self, node: ArrayNode, names: tuple[str, ...], share: bool = True) -> Arg:
         label = self.lowering.label(node)
         key = (label, names)
         if share and key in self.shared:
@@ -294,21 +313,21 @@ class _Body:
         self.shared[key] = position
         return Arg(position)
 
-    def emit(self, node: Expr, names: tuple[str, ...], parent: str, *, top: bool = False,
-             share: bool = True):
+    def emit(self, node: ArrayNode, names: tuple[str, ...], parent: NodeKind, *,
+             top: bool = False, share: bool = True):
         """The IR expression of ``node`` with its axes named ``names``."""
         low = self.lowering
         if not top and not low.inlined(node, parent, self.dtype):
             return self.scan(node, names, share)
-        if node.kind == "permute":
+        if node.kind is NodeKind.PERMUTE:
             inner = [""] * len(names)
             for j, axis in enumerate(node.params):
                 inner[axis] = names[j]
             return self.emit(low.arg(node.args[0]), tuple(inner), parent, share=share)
-        if node.kind == "expand":
+        if node.kind is NodeKind.EXPAND:
             inner = tuple(n for j, n in enumerate(names) if j not in node.params)
             return self.emit(low.arg(node.args[0]), inner, parent, share=share)
-        if node.kind == "squeeze":
+        if node.kind is NodeKind.SQUEEZE:
             child = low.arg(node.args[0])
             it = iter(names)
             inner = tuple(self.fresh(1) if d in node.params else next(it)
@@ -317,7 +336,7 @@ class _Body:
         args = []
         for arg in node.args:
             arg = low.arg(arg)
-            if not isinstance(arg, Expr):
+            if not isinstance(arg, ArrayNode):
                 args.append(Const(arg))
                 continue
             offset = node.ndim - arg.ndim
@@ -325,7 +344,7 @@ class _Body:
                 self.fresh(1) if extent == 1 and node.shape[offset + d] != 1
                 else names[offset + d]
                 for d, extent in enumerate(arg.shape))
-            args.append(self.emit(arg, inner, "map", share=share))
+            args.append(self.emit(arg, inner, NodeKind.MAP, share=share))
         return OpCall(node.op, tuple(args))
 
     def assemble(self, fn, out: tuple[str, ...], monoid: str):
@@ -346,7 +365,7 @@ class _Body:
         return ReduceByKey(monoid, Map(fn, source, key), out)
 
 
-def lower(roots: list[Expr]) -> LoweredProgram:
+def lower(roots: list[ArrayNode]) -> LoweredProgram:
     """Lower the graph under ``roots`` (see the module docstring)."""
     lowering = _Lowering(roots)
     labels = tuple(lowering.label(r) for r in lowering.roots)

@@ -14,12 +14,12 @@ import numpy as np
 from tensorc.errors import AxisError, ShapeError, TypeCheckError
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.data_types import result_type
-from tensorc.lazy.graph import Expr, broadcast_shapes
+from tensorc.lazy.graph import ArrayNode, NodeKind, broadcast_shapes
 from tensorc.lazy.statistical import normalise_axes
 
 
 def _whole(op: tuple, args: tuple, shape, dtype) -> Array:
-    return wrap(Expr("whole", op, args, None, tuple(shape), np.dtype(dtype)))
+    return wrap(ArrayNode(NodeKind.WHOLE, op, args, None, tuple(shape), np.dtype(dtype)))
 
 
 def _axes(name: str, what: str, axes, ndim: int) -> tuple[int, ...]:
@@ -48,7 +48,7 @@ def permute_dims(x, /, axes) -> Array:
     if axes == tuple(range(node.ndim)):
         return wrap(node)
     shape = tuple(node.shape[a] for a in axes)
-    return wrap(Expr("permute", None, (node,), axes, shape, node.dtype))
+    return wrap(ArrayNode(NodeKind.PERMUTE, None, (node,), axes, shape, node.dtype))
 
 
 def matrix_transpose(x, /) -> Array:
@@ -67,7 +67,7 @@ def expand_dims(x, /, axis=0) -> Array:
     shape = list(node.shape)
     for a in axes:
         shape.insert(a, 1)
-    return wrap(Expr("expand", None, (node,), axes, tuple(shape), node.dtype))
+    return wrap(ArrayNode(NodeKind.EXPAND, None, (node,), axes, tuple(shape), node.dtype))
 
 
 def squeeze(x, /, axis) -> Array:
@@ -76,7 +76,7 @@ def squeeze(x, /, axis) -> Array:
     if any(node.shape[a] != 1 for a in axes):
         raise ShapeError(f"cannot squeeze axes {axes} of shape {node.shape}: not of size 1")
     shape = tuple(n for d, n in enumerate(node.shape) if d not in axes)
-    return wrap(Expr("squeeze", None, (node,), axes, shape, node.dtype))
+    return wrap(ArrayNode(NodeKind.SQUEEZE, None, (node,), axes, shape, node.dtype))
 
 
 def _sizes(name: str, what: str, sizes) -> tuple[int, ...]:
@@ -229,7 +229,7 @@ def repeat(x, repeats, /, *, axis=None) -> Array:
     return _whole(("repeat", repeats, axis), (node,), probe.shape, node.dtype)
 
 
-def _matrices(name: str, x) -> Expr:
+def _matrices(name: str, x) -> ArrayNode:
     node = expr_of(x)
     if node.ndim < 2:
         raise ShapeError(f"{name}: x must have at least 2 dimensions (a stack of matrices), "

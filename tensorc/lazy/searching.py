@@ -9,7 +9,7 @@ import numpy as np
 
 from tensorc.errors import ArgumentError, ShapeError, UnsupportedError
 from tensorc.lazy.array_object import Array, expr_of, wrap
-from tensorc.lazy.graph import Expr
+from tensorc.lazy.graph import ArrayNode, NodeKind
 from tensorc.lazy.statistical import normalise_axes
 
 INDEX = np.dtype("int64")
@@ -25,7 +25,8 @@ def _arg(name: str, x, axis, keepdims: bool) -> Array:
         (axis,) = normalise_axes(axis, node.ndim)
         shape = tuple(1 if d == axis else n for d, n in enumerate(node.shape)
                       if keepdims or d != axis)
-    return wrap(Expr("whole", (name, axis, bool(keepdims)), (node,), None, shape, INDEX))
+    return wrap(ArrayNode(NodeKind.WHOLE, (name, axis, bool(keepdims)), (node,), None, shape,
+                          INDEX))
 
 
 def argmax(x, /, *, axis=None, keepdims=False) -> Array:
@@ -39,15 +40,15 @@ def argmin(x, /, *, axis=None, keepdims=False) -> Array:
 def sort(x, /, *, axis=-1, descending=False, stable=True) -> Array:
     node = expr_of(x)
     (axis,) = normalise_axes(axis, node.ndim)
-    return wrap(Expr("whole", ("sort", axis, bool(descending), bool(stable)), (node,), None,
-                     node.shape, node.dtype))
+    return wrap(ArrayNode(NodeKind.WHOLE, ("sort", axis, bool(descending), bool(stable)),
+                          (node,), None, node.shape, node.dtype))
 
 
 def argsort(x, /, *, axis=-1, descending=False, stable=True) -> Array:
     node = expr_of(x)
     (axis,) = normalise_axes(axis, node.ndim)
-    return wrap(Expr("whole", ("argsort", axis, bool(descending), bool(stable)), (node,),
-                     None, node.shape, INDEX))
+    return wrap(ArrayNode(NodeKind.WHOLE, ("argsort", axis, bool(descending), bool(stable)),
+                          (node,), None, node.shape, INDEX))
 
 
 def searchsorted(x1, x2, /, *, side="left", sorter=None) -> Array:
@@ -59,7 +60,7 @@ def searchsorted(x1, x2, /, *, side="left", sorter=None) -> Array:
                          f"shape {a.shape}")
     if side not in ("left", "right"):
         raise ArgumentError(f"searchsorted: side must be 'left' or 'right' (got {side!r})")
-    return wrap(Expr("whole", ("searchsorted", side), (a, v), None, v.shape, INDEX))
+    return wrap(ArrayNode(NodeKind.WHOLE, ("searchsorted", side), (a, v), None, v.shape, INDEX))
 
 
 def _data_dependent(name: str):

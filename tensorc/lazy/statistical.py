@@ -11,7 +11,7 @@ import numpy as np
 
 from tensorc.errors import AxisError
 from tensorc.lazy.array_object import Array, expr_of, wrap
-from tensorc.lazy.graph import Expr, mapped
+from tensorc.lazy.graph import ArrayNode, NodeKind, mapped
 
 
 def normalise_axes(axis, ndim: int) -> tuple[int, ...]:
@@ -30,23 +30,23 @@ def normalise_axes(axis, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def keep_dims(node: Expr, axes: tuple[int, ...], ndim: int) -> Expr:
+def keep_dims(node: ArrayNode, axes: tuple[int, ...], ndim: int) -> ArrayNode:
     """``node`` with size-1 axes inserted at ``axes`` (``keepdims=True``)."""
     shape = list(node.shape)
     for a in axes:
         shape.insert(a, 1)
-    return Expr("expand", None, (node,), axes, tuple(shape), node.dtype)
+    return ArrayNode(NodeKind.EXPAND, None, (node,), axes, tuple(shape), node.dtype)
 
 
 def reduce(monoid: str, x, axis, keepdims: bool, dtype) -> Array:
     node = expr_of(x)
     axes = normalise_axes(axis, node.ndim)
     shape = tuple(n for d, n in enumerate(node.shape) if d not in axes)
-    out = Expr("reduce", monoid, (node,), axes, shape, np.dtype(dtype))
+    out = ArrayNode(NodeKind.REDUCE, monoid, (node,), axes, shape, np.dtype(dtype))
     return wrap(keep_dims(out, axes, node.ndim) if keepdims else out)
 
 
-def _sum_dtype(x: Expr, dtype) -> np.dtype:
+def _sum_dtype(x: ArrayNode, dtype) -> np.dtype:
     if dtype is not None:
         return np.dtype(dtype)
     return np.sum(np.ones(1, x.dtype)).dtype
@@ -74,7 +74,7 @@ def min(x, /, *, axis=None, keepdims=False) -> Array:  # noqa: A001
     return reduce("min", node, axis, keepdims, node.dtype)
 
 
-def _nonempty(node: Expr, axis, name: str) -> None:
+def _nonempty(node: ArrayNode, axis, name: str) -> None:
     axes = normalise_axes(axis, node.ndim)
     if builtins.any(node.shape[a] == 0 for a in axes):
         raise ValueError(f"zero-size array to reduction operation {name} which has no "
@@ -89,7 +89,7 @@ def all(x, /, *, axis=None, keepdims=False) -> Array:  # noqa: A001
     return reduce("and", expr_of(x), axis, keepdims, np.bool_)
 
 
-def _count(node: Expr, axis) -> int:
+def _count(node: ArrayNode, axis) -> int:
     return math.prod(node.shape[a] for a in normalise_axes(axis, node.ndim))
 
 
@@ -129,7 +129,7 @@ def _cumulative(name: str, x, axis, dtype, include_initial: bool) -> Array:
     shape = list(node.shape)
     shape[axis] += 1 if include_initial else 0
     op = (name, axis, None if dtype is None else out_dtype.str, bool(include_initial))
-    return wrap(Expr("whole", op, (node,), None, tuple(shape), out_dtype))
+    return wrap(ArrayNode(NodeKind.WHOLE, op, (node,), None, tuple(shape), out_dtype))
 
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False) -> Array:

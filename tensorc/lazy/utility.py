@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from tensorc import array as blocks
-from tensorc.array import BlockArray
 from tensorc.lazy.array_object import Array, expr_of
 from tensorc.lazy.evaluate import evaluate
+from tensorc.runtime.ray import arrays as blocks
+from tensorc.runtime.ray.arrays import BlockArray
 
 
 def compute(*arrays: Array) -> tuple[Array, ...]:

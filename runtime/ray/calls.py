@@ -1,7 +1,7 @@
-"""The Ray executor: a staged program as one Ray call per node and stage.
+"""Submitting staged calls: a staged program as one Ray call per node and stage.
 
-Contract: ``RayExecutor(cluster).run(program, inputs, pinned=..., measure=...)`` takes a
-:class:`~tensorc.runtime.stages.StagedProgram` and one :class:`~tensorc.placement.blocks.Blocks`
+Contract: ``CallRunner(cluster).run(program, inputs, pinned=..., measure=...)`` takes a
+:class:`~tensorc.runtime.ray.stages.StagedProgram` and one :class:`~tensorc.placement.blocks.Blocks`
 per operand (Ray refs bound), submits every call without waiting between stages, waits for
 them, and returns the result's ``Blocks`` (each block stays on the node that computed it) and
 the new layouts of repartitioned operands. Statistics are in ``executor.last_run``.
@@ -9,7 +9,7 @@ the new layouts of repartitioned operands. Statistics are in ``executor.last_run
 Policy:
 
 - each call is ``stage(key, payload, threads, *argument_refs)`` on the node's
-  :class:`~tensorc.runtime.ray_tasks.NodeWorker` actor when the schedule is pinned (a plain
+  :class:`~tensorc.runtime.ray.tasks.NodeWorker` actor when the schedule is pinned (a plain
   task that Ray places for ``ray_default``); it runs its steps on ``threads`` threads (the
   node's CPUs). Arguments are ObjectRefs, so Ray moves blocks between nodes and frees them;
   the executor keeps no block in the driver. Calls are submitted under one process-wide lock
@@ -41,10 +41,10 @@ from collections.abc import Sequence
 
 from tensorc.errors import ExecutionError
 from tensorc.placement.blocks import Blocks
-from tensorc.runtime import ray_tasks
-from tensorc.runtime.inline import Inline
-from tensorc.runtime.ray_cluster import RayCluster
-from tensorc.runtime.stages import INPUT, StagedProgram
+from tensorc.runtime.ray import tasks as ray_tasks
+from tensorc.runtime.ray.cluster import RayCluster
+from tensorc.runtime.ray.inline import Inline
+from tensorc.runtime.ray.stages import INPUT, StagedProgram
 
 POLL_SECONDS = 1.0
 
@@ -52,7 +52,7 @@ SUBMITTING = threading.Lock()
 
 
 def node_workers(cluster: RayCluster) -> list:
-    """The :class:`~tensorc.runtime.ray_tasks.NodeWorker` of every live node, started once
+    """The :class:`~tensorc.runtime.ray.tasks.NodeWorker` of every live node, started once
     per cluster membership (a node that died takes its worker's place in the order with
     it)."""
     if cluster.workers_epoch != cluster.epoch or len(cluster.workers) != cluster.nodes:
@@ -129,7 +129,7 @@ def submit(cluster: RayCluster, name: str, node: int | None, *args, returns: int
 
 
 def wait_for_calls(cluster: RayCluster, reports: list) -> None:
-    """Wait for calls submitted without waiting (``RayExecutor.run(pending=...)``): raises
+    """Wait for calls submitted without waiting (``CallRunner.run(pending=...)``): raises
     :class:`WorkerLost` when a node worker died (the caller runs again, waiting each time)
     and :class:`~tensorc.errors.ExecutionError` for any other failure."""
     import ray
@@ -172,7 +172,7 @@ class WorkerLost(Exception):
     """A node worker died during a run (its node did)."""
 
 
-class RayExecutor:
+class CallRunner:
     """Submit a staged program to Ray; see the module docstring."""
 
     def __init__(self, cluster: RayCluster) -> None:
@@ -186,7 +186,7 @@ class RayExecutor:
         return as soon as it is submitted, its calls' report refs appended to ``pending``
         for the caller to wait on (:func:`wait_for_calls`) after later programs that read
         its results are submitted too. With a ``batch``
-        (:class:`~tensorc.runtime.call_batch.CallBatch`, pinned and no ``measure``) the
+        (:class:`~tensorc.runtime.ray.call_batch.CallBatch`, pinned and no ``measure``) the
         calls join the batch instead: the returned ``Blocks`` hold stand-ins, made real refs
         when the caller flushes the batch."""
         import ray

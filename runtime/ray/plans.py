@@ -1,46 +1,35 @@
-"""Running plans: the one place a compiled plan meets an executor and statistics are kept.
+"""Running plans on Ray: a planned einsum staged into node calls, and whole-array operations.
 
 Contract:
 
-- :func:`run_local` runs a plan's task graph on numpy arrays with the in-process executor,
-  writing the result into ``out``; :func:`run_on_ray` runs it on the Ray session: numpy
-  operands are distributed as the plan cuts them, ``tc.Array`` operands are read where they
-  live, or repartitioned first when the plan says so (:func:`repartition`); the result stays
-  distributed (a ``tc.Array``) and its blocks stay on the nodes that computed them;
-- :func:`run_whole` runs a whole-array operation (a reshape, a small solve, …) on Ray as
-  one task on the node holding most of its operands;
+- :func:`run_on_ray` runs a plan on the connected cluster: numpy operands are distributed
+  as the plan cuts them, ``BlockArray`` operands are read where they live, or re-laid out
+  first when the plan says so; the result stays distributed (a ``BlockArray``) and its
+  blocks stay on the nodes that computed them;
+- :func:`run_whole` runs a whole-array operation (a reshape, a small solve, …) as one task on
+  the node holding most of its operands; :func:`run_blockwise` runs the ones that can go
+  block by block where the blocks are; :func:`cast` and :func:`relayout` convert and re-cut
+  a distributed array on its nodes;
 - :func:`prepare_ray_call` says how an einsum on Ray is planned: under LSHS (or with
-  ``nodes=``/``planner=``) by the distribution planner for the session's nodes, with the
-  operands' layouts (:class:`~tensorc.placement.blocks.Blocks`); otherwise with the blocking of
-  the distributed operands (the first ``tc.Array`` with an index gives its block size);
-- every run's statistics go through :func:`record` and come back from :func:`last_stats`
-  (per thread): an einsum records its call; a ``.tc`` program records its whole run
-  (:func:`program_stats`), whichever the backend. Ray runs report the schedule's modelled
-  loads and the bytes Ray actually moved, measured from object locations.
+  ``nodes=``/``planner=``) by the distribution planner for the cluster's nodes, with the
+  operands' layouts (:class:`~tensorc.placement.blocks.Blocks`); otherwise with the blocking
+  of the distributed operands (the first ``BlockArray`` with an index gives its block size).
 
-``tc.einsum``, ``tc.tensordot`` and ``Program.run`` all run through here.
+Ray runs report the schedule's modelled loads, the bytes the calls carry, and (``measure``)
+the bytes Ray actually moved, measured from object locations. The Ray executor
+(:mod:`tensorc.runtime.ray.executor`) and the Ray statement runner call these.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
 
-from tensorc.array import (
-    BlockArray,
-    block_bounds,
-    default_blocking,
-    factor_over,
-    inline,
-    node_grid_for,
-    place,
-)
 from tensorc.codegen.taskgraph import LOAD
 from tensorc.codegen.whole_array import apply_whole, decode_index
 from tensorc.errors import PlanError
@@ -56,51 +45,23 @@ from tensorc.placement.schedule import pins, schedule
 from tensorc.planning.distribution import layout
 from tensorc.planning.lower_bound import communication_lower_bound
 from tensorc.planning.plan import Plan
-from tensorc.runtime.block_slicing import slice_blocks
-from tensorc.runtime.blockwise import blockwise_program
-from tensorc.runtime.local import LocalExecutor
-from tensorc.runtime.ray_executor import RayExecutor, WorkerLost, submit, wait_for_calls
-from tensorc.runtime.stages import relayout_moves, relayout_program, stage
-from tensorc.session import current, ray_cluster
-
-_state = threading.local()
+from tensorc.runtime.ray.arrays import (
+    BlockArray,
+    block_bounds,
+    default_blocking,
+    factor_over,
+    inline,
+    node_grid_for,
+    place,
+)
+from tensorc.runtime.ray.blockwise import blockwise_program
+from tensorc.runtime.ray.calls import CallRunner, WorkerLost, submit, wait_for_calls
+from tensorc.runtime.ray.cluster import connected as ray_cluster
+from tensorc.runtime.ray.slicing import slice_blocks
+from tensorc.runtime.ray.stages import relayout_moves, relayout_program, stage
 
 INLINE_BYTES = 64 * 1024
 """A numpy operand this small travels inside the messages of batched calls."""
-
-
-def record(stats: dict) -> None:
-    """Keep ``stats`` as this thread's last run (what :func:`last_stats` returns)."""
-    _state.stats = stats
-
-
-def last_stats() -> dict:
-    """Statistics of the last run in this thread (``{}`` before any)."""
-    return dict(getattr(_state, "stats", {}))
-
-
-def run_local(plan: Plan, arrays: Sequence[np.ndarray], out: np.ndarray, *,
-              workers: int | None = None) -> dict:
-    """Run ``plan``'s task graph on ``arrays`` in this process, writing the result into
-    ``out``; returns the executor's run statistics."""
-    executor = LocalExecutor(workers)
-    executor.run(plan.graph, None, arrays, out)
-    return executor.last_run
-
-
-def local_stats(plan: Plan, run: dict, *, cached: bool, plan_seconds: float) -> dict:
-    """The statistics of one local run of ``plan``."""
-    return {
-        **plan.stats,
-        "backend": "local",
-        "scheduler": None,
-        "plan_cached": cached,
-        "plan_seconds": plan_seconds,
-        "run_seconds": run["run_seconds"],
-        "workers": run["workers"],
-        "blas_threads": run["blas_threads"],
-        "measured_inter_node_bytes": None,
-    }
 
 
 def forced_block_shape(spec: EinsumSpec, operands) -> dict[str, int] | None:
@@ -126,7 +87,7 @@ def cast(blocks: Blocks, dtype: np.dtype, *, batch=None, pending: list | None = 
 
 def relayout(value: BlockArray, bounds, node_grid: tuple[int, ...]) -> BlockArray:
     """``value`` re-cut at block ``bounds`` onto the block-cyclic layout over ``node_grid``,
-    on the nodes (:func:`~tensorc.runtime.stages.relayout_program`'s calls: only the
+    on the nodes (:func:`~tensorc.runtime.ray.stages.relayout_program`'s calls: only the
     elements a new block needs travel, nothing passes through the driver; a block that is
     unchanged is reused). Submitted, not waited for (reading the result waits)."""
     cluster = ray_cluster()
@@ -134,7 +95,7 @@ def relayout(value: BlockArray, bounds, node_grid: tuple[int, ...]) -> BlockArra
     target = Blocks.layout(bounds, {}).grid
     nodes = {c: block_cyclic_node(c, node_grid) for c in np.ndindex(*target)}
     program = relayout_program(stored, bounds, nodes)
-    result, _ = RayExecutor(cluster).run(program, [stored], pending=[])
+    result, _ = CallRunner(cluster).run(program, [stored], pending=[])
     return BlockArray(result, node_grid)
 
 
@@ -182,14 +143,14 @@ def run_blockwise(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
                   pending: list | None = None) -> tuple[BlockArray, dict] | None:
     """``op`` block by block on the nodes holding the blocks, or ``None`` when it cannot be:
 
-    - a basic index (``getitem``; :mod:`tensorc.runtime.block_slicing`): each result block
+    - a basic index (``getitem``; :mod:`tensorc.runtime.ray.slicing`): each result block
       is cut out of its one stored block, or is that block when the index keeps it whole;
     - an operation along one axis (:data:`ALONG_AXIS`) whose blocks do not split that axis:
       each block is one result block (the axis keeps its length, changes it, or goes);
     - ``("astype",)``: each block converted to ``dtype`` (a result computed in a wider
       dtype than its statement's, such as a comparison).
 
-    The per-block steps form a staged program (:mod:`tensorc.runtime.blockwise`, cached by
+    The per-block steps form a staged program (:mod:`tensorc.runtime.ray.blockwise`, cached by
     the operation and the layout) run by the Ray executor: one call per node, merged into
     ``batch`` when given."""
     if len(operands) != 1 or not isinstance(operands[0], BlockArray):
@@ -226,8 +187,8 @@ def _blockwise(op: tuple, blocks: Blocks, shape, dtype, *, batch,
             _BLOCKWISE.popitem(last=False)
     else:
         _BLOCKWISE.move_to_end(key)
-    executor = RayExecutor(cluster)
-    result, _ = executor.run(program, [blocks], measure=current().measure, pending=pending,
+    executor = CallRunner(cluster)
+    result, _ = executor.run(program, [blocks], measure=cluster.measure, pending=pending,
                              batch=batch)
     tasks = sum(len(call.steps) for call in program.calls)
     return result, {"tasks": tasks, "blockwise": True, "remote_calls": len(program.calls)}
@@ -393,14 +354,14 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     ``tc.Array``. ``inputs_used`` receives the Arrays made of operands (distributed or
     re-laid out), by position. ``measure`` (default: the session's) reads Ray's object
     directory for the bytes it moved. With a ``pending`` list the call returns once its
-    work is submitted (see :meth:`RayExecutor.run`); ``run_seconds`` is then the time to
+    work is submitted (see :meth:`CallRunner.run`); ``run_seconds`` is then the time to
     submit, and ``ran_on`` the nodes asked for. With a ``batch``
-    (:class:`~tensorc.runtime.call_batch.CallBatch`) the calls join it and run when it is
+    (:class:`~tensorc.runtime.ray.call_batch.CallBatch`) the calls join it and run when it is
     flushed; a numpy operand of at most :data:`INLINE_BYTES` then travels inside the call
     messages (it is not distributed, nor reported in ``inputs_used``)."""
     cluster = ray_cluster()
     if measure is None:
-        measure = current().measure
+        measure = cluster.measure
     graph = plan.graph
     dist = plan.distribution
     if dist is not None and dist.modelled.schedule.nodes != cluster.nodes:
@@ -445,7 +406,7 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     started = time.perf_counter()  # scheduling counts as planning; distributing does not
     placed, program, relaid = _staged(plan, inputs, relayouts, scheduler, cluster)
     planned = time.perf_counter()
-    executor = RayExecutor(cluster)
+    executor = CallRunner(cluster)
     result, new_layouts = executor.run(program, inputs, pinned=placed.pinned, measure=measure,
                                        pending=pending, batch=batch)
     for position, blocks in new_layouts.items():
@@ -525,45 +486,3 @@ def _output_grid(graph) -> tuple[int, ...]:
     """Blocks per dimension of the graph's output."""
     ndim = len(graph.output_shape)
     return tuple(len({slices[d].start for _, slices in graph.outputs}) for d in range(ndim))
-
-
-SUMMED = ("tasks", "flops", "plan_seconds", "run_seconds", "inter_node_bytes",
-          "repartition_bytes", "remote_calls")
-PER_NODE_SUMMED = ("node_recv_bytes", "node_send_bytes", "measured_node_recv_bytes",
-                   "node_repartition_bytes")
-
-
-def program_stats(statements: Sequence[tuple[str, dict]], *, backend: str,
-                  seconds: float, remote_calls: int | None = None) -> dict:
-    """One ``.tc`` program run's statistics from its statements' (label, stats): counts,
-    bytes and seconds summed over the statements (per node too), the busiest node of
-    those sums, the peak memory of any statement, each statement's own stats under
-    ``statements`` and how many small ones ran on the driver (``statements_on_driver``).
-    ``seconds`` is the whole run, wall clock; ``remote_calls``, when given, the calls the run
-    submitted (its statements' calls merged), in place of their sum."""
-    total: dict = {"backend": backend, "program_seconds": seconds,
-                   "statements": [{"label": label, **stats} for label, stats in statements],
-                   "statements_on_driver": sum(1 for _, s in statements if s.get("on_driver"))}
-    runs = [stats for _, stats in statements]
-    for key in SUMMED:
-        values = [s[key] for s in runs if s.get(key) is not None]
-        total[key] = sum(values) if values else None
-    if remote_calls is not None:
-        total["remote_calls"] = remote_calls
-    for key in PER_NODE_SUMMED:
-        rows = [s[key] for s in runs if s.get(key)]
-        if rows:
-            total[key] = [sum(column) for column in zip(*rows, strict=True)]
-    measured = [s.get("measured_inter_node_bytes") for s in runs]
-    total["measured_inter_node_bytes"] = (
-        None if not runs or any(m is None for m in measured) else sum(measured))
-    if "node_recv_bytes" in total:
-        total["max_node_recv_bytes"] = max(total["node_recv_bytes"])
-    if "measured_node_recv_bytes" in total:
-        total["measured_max_node_recv_bytes"] = max(total["measured_node_recv_bytes"])
-    peaks = [s["max_node_memory_bytes"] for s in runs if s.get("max_node_memory_bytes")]
-    total["max_node_memory_bytes"] = max(peaks) if peaks else None
-    for key in ("scheduler", "nodes"):
-        values = {s.get(key) for s in runs}
-        total[key] = values.pop() if len(values) == 1 else None
-    return total

@@ -3,7 +3,7 @@
 Contract: :func:`blockwise_program` takes an operand's layout (a
 :class:`~tensorc.placement.blocks.Blocks`) and, for every result block, the operand block it
 comes from and the kernel that makes it (``None``: the result block *is* that block), and
-returns the :class:`~tensorc.runtime.stages.StagedProgram` running each kernel on the node
+returns the :class:`~tensorc.runtime.ray.stages.StagedProgram` running each kernel on the node
 holding its block — one call per node, every step exported. The Ray executor runs it like
 any staged program (merged into a batch with neighbouring statements, or on its own), so a
 slice or an operation along an unsplit axis costs a step in a node's call, not a task of its
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tensorc.placement.blocks import Blocks
-from tensorc.runtime.stages import INPUT, RESULT, RUN, NodeCall, StagedProgram, Step
+from tensorc.runtime.ray.stages import INPUT, RESULT, RUN, NodeCall, StagedProgram, Step
 
 Coords = tuple[int, ...]
 

@@ -18,7 +18,7 @@ call with the same key skips everything a small call does not need:
 - statistics are the full path's, copied, with ``fast_path: True`` and the run time.
 
 Everything keyed here is derived from a plan in ``tensorc.planning.plan.EINSUM_PLANS``;
-:func:`clear` drops it with that cache. It sits beside :mod:`tensorc.execution` in the layer
+:func:`clear` drops it with that cache. It sits beside :mod:`tensorc.runtime.ray.plans` in the layer
 order: it replays a plan that module ran, and records its statistics through it.
 """
 
@@ -135,7 +135,7 @@ def _store(call_key: tuple, entry: Entry) -> None:
 
 def run(entry: Entry, operands: Sequence[np.ndarray], record: Callable[[dict], None]) -> object:
     """Run a call whose key found ``entry`` in :data:`ENTRIES`; ``record`` receives the
-    statistics (``tensorc.execution.record``)."""
+    statistics (``tensorc.runtime.ray.plans.record``)."""
     started = time.perf_counter()
     if entry.recipe is not None:
         view = take_view(operands[0], entry.recipe)

@@ -55,6 +55,9 @@ class RayCluster:
     workers: list = field(default_factory=list, repr=False)
     """The node workers (Ray actors) the executor started, in node order."""
     workers_epoch: int = -1
+    measure: bool = False
+    """Read Ray's object directory after every run for the bytes Ray moved (the session's
+    ``tc.init(measure=...)``; a call's own ``measure=`` wins)."""
     _dead: list[str] = field(default_factory=list)
 
     @property
@@ -191,3 +194,27 @@ def disconnect(cluster: RayCluster | None) -> None:
         ray.shutdown()
     if cluster is not None and cluster.local_cluster is not None:
         cluster.local_cluster.shutdown()
+
+
+_connected: RayCluster | None = None
+
+
+def set_connected(cluster: RayCluster | None) -> None:
+    """Record the cluster this process is connected to (the session does, on ``tc.init``)."""
+    global _connected
+    _connected = cluster
+
+
+def connected() -> RayCluster:
+    """The connected Ray cluster, or an error saying how to connect."""
+    if _connected is None:
+        raise ExecutionError(
+            "no Ray cluster: call tc.init(backend='ray') (a private cluster), "
+            "tc.init(address='auto') or tc.init(address='host:port') first"
+        )
+    import ray
+
+    if not ray.is_initialized():
+        raise ExecutionError("the Ray connection is gone (ray.shutdown was called); "
+                             "call tc.init again")
+    return _connected

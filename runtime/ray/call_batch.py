@@ -1,14 +1,14 @@
 """Several staged programs submitted as one: their calls merged per node and level.
 
 Contract: a :class:`CallBatch` collects the calls of the staged programs
-(:class:`~tensorc.runtime.stages.StagedProgram`) of consecutive statements of one array
+(:class:`~tensorc.runtime.ray.stages.StagedProgram`) of consecutive statements of one array
 program instead of submitting each program's calls on its own. :meth:`CallBatch.add` takes a
 program and its operands' :class:`~tensorc.placement.blocks.Blocks` and returns, per call,
 :class:`Deferred` stand-ins for the refs the call will return (its exports, then its node
 report), so the next statement can be staged on them at once. :meth:`CallBatch.flush` then
 submits everything:
 
-- every call gets a *level* across the whole batch, as :mod:`tensorc.runtime.stages` levels
+- every call gets a *level* across the whole batch, as :mod:`tensorc.runtime.ray.stages` levels
   units: the largest level of the calls it reads, plus one when one of them is on another
   node. Calls with the same node and level become one call (one Ray actor call), their steps
   concatenated in batch order, which is a topological order. A merged call reads nothing
@@ -27,7 +27,7 @@ submits everything:
 The merged calls' steps travel once per batch *shape* (the same programs bound the same
 way: an iteration of a loop), put in Ray once per session and cached (:data:`PLANS_KEPT`).
 The flush returns the merged calls' node-report refs; the caller waits on them
-(:func:`~tensorc.runtime.ray_executor.wait_for_calls`).
+(:func:`~tensorc.runtime.ray.calls.wait_for_calls`).
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tensorc.placement.blocks import Blocks
-from tensorc.runtime.inline import Inline
-from tensorc.runtime.ray_executor import SUBMITTING, node_workers, put_payloads, submit_stage
-from tensorc.runtime.stages import INPUT, NodeCall, StagedProgram
+from tensorc.runtime.ray.calls import SUBMITTING, node_workers, put_payloads, submit_stage
+from tensorc.runtime.ray.inline import Inline
+from tensorc.runtime.ray.stages import INPUT, NodeCall, StagedProgram
 
 PLANS_KEPT = 32
 """Merged plans (batch shapes) a session keeps, least recently used dropped first."""

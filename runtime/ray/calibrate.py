@@ -25,8 +25,8 @@ import time
 
 import numpy as np
 
-from tensorc.runtime.ray_cluster import RayCluster
-from tensorc.runtime.ray_executor import node_workers
+from tensorc.runtime.ray.calls import node_workers
+from tensorc.runtime.ray.cluster import RayCluster
 
 PROBE_BYTES = 8 * 2**20
 TRIES = 3

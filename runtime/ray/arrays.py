@@ -33,9 +33,9 @@ import numpy as np
 from tensorc.errors import PlanError, ShapeError, TypeCheckError
 from tensorc.placement.blocks import Blocks
 from tensorc.placement.layout import block_cyclic_node, prime_factors
-from tensorc.runtime.inline import Inline
-from tensorc.runtime.ray_executor import submit
-from tensorc.session import ray_cluster
+from tensorc.runtime.ray.calls import submit
+from tensorc.runtime.ray.cluster import connected as ray_cluster
+from tensorc.runtime.ray.inline import Inline
 
 RANDOM_DTYPES = ("float32", "float64")
 
@@ -318,7 +318,7 @@ def wait(*arrays: BlockArray) -> None:
 
 def inline(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> Blocks:
     """``data`` cut at ``bounds`` as blocks that travel by value in the messages of the
-    batched calls that read them (:class:`~tensorc.runtime.inline.Inline`): no task
+    batched calls that read them (:class:`~tensorc.runtime.ray.inline.Inline`): no task
     places them. Each block is recorded on the node ``place`` would use."""
     cluster = ray_cluster()
     blocks = Blocks(data.shape, data.dtype, bounds, epoch=cluster.epoch)

@@ -1,6 +1,6 @@
 """What runs on the Ray workers: the remote functions and the node workers.
 
-A staged program's calls (:mod:`tensorc.runtime.stages`) run on :class:`NodeWorker` actors,
+A staged program's calls (:mod:`tensorc.runtime.ray.stages`) run on :class:`NodeWorker` actors,
 one per node; as plain ``stage`` tasks when the schedule is not pinned (``ray_default``) or
 after a node worker died. Every remote function returns two or more objects: the blocks,
 then the id of the node the worker ran on, so the executor can check placement. Blocks are plain
@@ -18,7 +18,7 @@ task on another node reads them.
   :mod:`tensorc.codegen.block_kernels` over its blocks); ``piece(shape, layout, *blocks)`` —
   a block of another blocking stitched from stored blocks (a block program's input);
 - ``stage(key, payload, threads, *blocks)`` — one call of a staged program
-  (:mod:`tensorc.runtime.stages`): the block steps of one node and stage, run in this worker
+  (:mod:`tensorc.runtime.ray.stages`): the block steps of one node and stage, run in this worker
   with :func:`run_steps`; returns the exported steps' blocks, then the node id. Ray is
   told how many values it returns per call (``num_returns``). The steps and exports travel
   once per program as an object (``payload``, a one-element list holding its ref, so Ray
@@ -219,7 +219,7 @@ class NodeWorker:
         for _ in range(repeats):
             a @ a
         flops = 2 * size**3 * repeats / (time.perf_counter() - started)
-        from tensorc.runtime.stages import RUN, Step
+        from tensorc.runtime.ray.stages import RUN, Step
 
         chain = tuple((Step(RUN, np.negative), (("x", 0),) if k == 0 else (("t", k - 1),))
                       for k in range(steps))

@@ -1,11 +1,14 @@
 """A compiled block program: plan its block counts, run it, explain it.
 
-Contract: :class:`BlockProgram` wraps a checked :class:`~tensorc.ir.block_program.LoopProgram`
-and its source. ``run(**inputs_and_counts)`` takes every input by name (ndarrays, evaluated
-``tc.Array`` values given as :class:`~tensorc.array.BlockArray`, or anything ``np.asarray``
-accepts) and optionally a block count by name (``NB=4``); counts not given are chosen by
-:func:`~tensorc.planning.block_counts.choose_counts` (cached per shapes and cluster). It runs
-on Ray when an input is a ``BlockArray`` and locally otherwise, and returns the outputs by
+Contract: :class:`BlockProgram` wraps a checked
+:class:`~tensorc.ir.block_program.LoopProgram` and its source. ``run(**inputs_and_counts)``
+takes every input by name (ndarrays, evaluated ``tc.Array`` values given as
+:class:`~tensorc.runtime.ray.arrays.BlockArray`, or anything ``np.asarray`` accepts) and
+optionally a block count by name (``NB=4``); counts not given are chosen by
+:func:`~tensorc.planning.block_counts.choose_counts` (cached per shapes and cluster). It
+builds the program's symbolic DAG for those counts and hands it to an executor
+(:meth:`~tensorc.runtime.executor.Executor.run_block_program`): the Ray session's when an
+input is a ``BlockArray``, the local one otherwise, and returns the outputs by
 name, each passed through the ``wrap`` function given at construction (``tc.compile`` wraps
 them as ``tc.Array`` where ``Program.run`` would). ``tc.last_stats()`` describes the run.
 
@@ -24,12 +27,11 @@ from collections import OrderedDict
 
 import numpy as np
 
-from tensorc import block_execution
-from tensorc.array import BlockArray
+from tensorc import session
 from tensorc.codegen.block_dag import BlockDag, BlockDagError
 from tensorc.codegen.block_layout import environment
+from tensorc.driver.stats import record
 from tensorc.errors import PlanError
-from tensorc.execution import record
 from tensorc.frontend.block_check import parse_block_program
 from tensorc.frontend.diagnostics import Diagnostics, Source, make_error
 from tensorc.ir.block_program import LoopProgram, block_label, format_statements
@@ -38,8 +40,9 @@ from tensorc.planning.cost import machine
 from tensorc.planning.lower_bound import cholesky_lower_bound
 from tensorc.programs import path as shipped_path
 from tensorc.programs import source as shipped_source
-from tensorc.runtime.local import available_cores
-from tensorc.session import current, ray_cluster
+from tensorc.runtime.executor import Executor
+from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.task_pool import available_cores
 
 STAGES = ("program", "plan", "dag")
 DAG_LISTING_LIMIT = 200
@@ -80,14 +83,14 @@ class BlockProgram:
     # -- planning -------------------------------------------------------------------------
 
     def choose(self, shapes: dict[str, tuple[int, ...]], fixed: dict[str, int], *,
-               backend: str, preferred: dict[str, int] | None = None,
+               executor: Executor, preferred: dict[str, int] | None = None,
                nodes: int | None = None) -> CountChoice:
-        """The block counts for these input shapes on this backend (cached); ``nodes``
+        """The block counts for these input shapes on ``executor`` (cached); ``nodes``
         plans for that many simulated nodes instead."""
         if nodes is not None and nodes > 1:
             cores = machine().cores_per_node
-        elif backend == "ray":
-            nodes, cores = ray_cluster().nodes, machine().cores_per_node
+        elif not executor.in_process:
+            nodes, cores = executor.nodes, machine().cores_per_node
         else:
             nodes, cores = 1, available_cores()
         key = (id(self.program), tuple(sorted(shapes.items())), tuple(sorted(fixed.items())),
@@ -128,17 +131,20 @@ class BlockProgram:
         started = time.perf_counter()
         inputs, fixed = self._split(inputs_and_counts)
         values = {name: _operand(v) for name, v in inputs.items()}
-        backend = "ray" if any(isinstance(v, BlockArray) for v in values.values()) else "local"
+        distributed = any(isinstance(v, BlockArray) for v in values.values())
+        executor = session.executor_for(None if distributed else "local", list(values.values()))
         shapes = {name: tuple(v.shape) for name, v in values.items()}
         preferred = _preferred(self.program, values)
         try:
-            choice = self.choose(shapes, fixed, backend=backend, preferred=preferred)
+            choice = self.choose(shapes, fixed, executor=executor, preferred=preferred)
             planned = time.perf_counter()
-            outputs, stats = block_execution.run_block_program(
-                self.program, values, choice.counts, backend=backend,
-                cluster=ray_cluster() if backend == "ray" else None,
-                scheduler=scheduler or current().scheduler, workers=workers or self.workers,
-                dtype=dtype)
+            env, bounds = environment(self.program, shapes, choice.counts)
+            dag = BlockDag(self.program, env)
+            outputs, stats = executor.run_block_program(
+                self.program, dag, values, bounds,
+                scheduler=scheduler or session.current().scheduler,
+                workers=workers or self.workers, dtype=dtype)
+            stats["block_counts"] = {c: env[c] for c in self.program.blocks}
         except BlockDagError as err:
             raise self._diagnostic(err) from None
         stats["plan_seconds"] = planned - started
@@ -171,7 +177,7 @@ class BlockProgram:
                          + format_statements(self.program.body))
         if stage in ("plan", "dag") or (stage is None and shapes_and_counts):
             shapes, fixed = self._shapes(shapes_and_counts)
-            choice = self.choose(shapes, fixed, backend=_backend(), nodes=nodes)
+            choice = self.choose(shapes, fixed, executor=session.current().executor, nodes=nodes)
             env, _ = environment(self.program, shapes, choice.counts)
             if stage in (None, "plan"):
                 shown = ", ".join(f"{k}={v}" for k, v in choice.counts.items())
@@ -186,7 +192,7 @@ class BlockProgram:
         known = _shipped_program("cholesky")
         if (self.program.body, self.program.tensors) != (known.body, known.tensors):
             return ""
-        nodes = nodes or (ray_cluster().nodes if _backend() == "ray" else 1)
+        nodes = nodes or session.current().executor.nodes
         bound = cholesky_lower_bound(shapes["A"][0], nodes, 8)
         chosen = next(c for c in choice.candidates if c.counts == choice.counts)
         busiest = chosen.busiest_in_bytes or 0
@@ -231,10 +237,6 @@ class BlockProgram:
 
 def _task_name(dag: BlockDag, task) -> str:
     return f"s{task[0]}({', '.join(map(str, task[1]))})"
-
-
-def _backend() -> str:
-    return current().backend
 
 
 def _operand(value):

@@ -1,0 +1,95 @@
+"""The one executor interface: what runs a planned unit, in this process or on Ray.
+
+Contract: an :class:`Executor` runs the three kinds of planned unit tensorc makes and returns
+each run's statistics (the driver records them; nothing here writes ``tc.last_stats()``):
+
+- :meth:`Executor.run_plan` — one planned einsum (a :class:`~tensorc.planning.plan.Plan`,
+  its task graph) on its operands;
+- :meth:`Executor.run_statements` — a program's SSA statements (a ``.tc`` program or a lazy
+  array program, :class:`~tensorc.frontend.tc_lower.Unrolled`), planned through the
+  driver's :class:`StatementPlanner`;
+- :meth:`Executor.run_block_program` — a block program's DAG, expanded from its ready
+  tasks (:class:`~tensorc.codegen.block_dag.BlockDag`).
+
+Two implementations: :class:`~tensorc.runtime.local.LocalExecutor` (threads in this process,
+numpy results) and :class:`~tensorc.runtime.ray.executor.RayExecutor` (node workers on a
+Ray cluster, results left on the nodes as
+:class:`~tensorc.runtime.ray.arrays.BlockArray`). The session chooses one when it starts
+(``tc.init``); nothing above the runtime branches on which it is.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+
+class StatementPlanner(Protocol):
+    """What an executor asks the driver while it runs a statement program."""
+
+    options: Any
+    """The program's plan options (``workers``, ``nodes``, ...)."""
+
+    def cached_plan(self, statement, nodes: int = 1, placed=None) -> tuple[Any, bool]:
+        """One statement's plan for ``nodes`` nodes and whether it was cached."""
+        ...
+
+    def plan_layouts(self, unrolled, nodes: int, initial=None, skip: frozenset = frozenset()):
+        """The whole program's plan (layouts flowing between statements)."""
+        ...
+
+
+class Executor(ABC):
+    """Runs planned units; see the module docstring."""
+
+    backend: ClassVar[str]
+    """``"local"`` or ``"ray"``: what ``tc.last_stats()["backend"]`` says."""
+
+    in_process: ClassVar[bool]
+    """Whether results are numpy arrays in this process (so a view, numpy's own einsum or
+    a result written into ``out`` can stand for a run)."""
+
+    @property
+    @abstractmethod
+    def nodes(self) -> int:
+        """Nodes this executor runs on (1 in this process)."""
+
+    @property
+    @abstractmethod
+    def cpus(self) -> int:
+        """Worker threads in all: what a plan's default ``workers`` is."""
+
+    @abstractmethod
+    def plan_inputs(self, spec, operands: Sequence[object], plan_options: dict,
+                    scheduler: str) -> tuple[dict, dict | None, int, tuple[str, ...]]:
+        """How an einsum on ``operands`` is planned here: ``(plan options, layouts of
+        operands already placed, default workers, memory order of each operand)``."""
+
+    @abstractmethod
+    def layouts_of(self, operands: Sequence[object]) -> dict:
+        """The layout (no data) of every operand already placed here, by position: what the
+        planner prices when it may compute in place or repartition."""
+
+    @abstractmethod
+    def run_plan(self, plan, operands: Sequence[object], *, out: np.ndarray | None = None,
+                 result_type: np.dtype | None = None, scheduler: str = "lshs",
+                 measure: bool | None = None, workers: int | None = None,
+                 cached: bool = False, plan_seconds: float = 0.0) -> tuple[object, dict]:
+        """Run one planned einsum on ``operands``: ``(result, statistics)``. In process the
+        result is written into ``out`` when given; on Ray it stays distributed (converted
+        to ``result_type`` on the nodes). ``cached`` and ``plan_seconds`` (the driver's
+        planning time) go into the statistics."""
+
+    @abstractmethod
+    def run_statements(self, planner: StatementPlanner, unrolled, arrays: dict
+                       ) -> tuple[dict, list, int | None]:
+        """Run a statement program on ``arrays`` (inputs by label): ``({output label:
+        value}, [(label, statistics)], merged node calls or None)``."""
+
+    @abstractmethod
+    def run_block_program(self, program, dag, inputs: dict, bounds, *, scheduler: str,
+                          workers: int | None, dtype) -> tuple[dict, dict]:
+        """Run a block program's DAG on ``inputs``: ``(outputs by name, statistics)``."""

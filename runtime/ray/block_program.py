@@ -1,0 +1,197 @@
+"""A block program's DAG on Ray: tasks submitted as their parents are submitted.
+
+Contract: :func:`run_ray` runs a :class:`~tensorc.ir.block_program.LoopProgram`'s DAG
+(:class:`~tensorc.codegen.block_dag.BlockDag`) on the connected cluster. A task is submitted
+as soon as its parent tasks have been *submitted* (Ray waits for the data), placed on a node
+by :class:`~tensorc.placement.block_placement.BlockPlacer` (LSHS simulating time and bytes,
+or round-robin); at most ``window`` tasks are in flight, so the driver holds the frontier, not
+the graph. Blocks are Ray objects, so a lost block is recomputed from lineage. Outputs come
+back as :class:`~tensorc.runtime.ray.arrays.BlockArray` (blocks stay on the nodes that
+computed them). The frontier bookkeeping it shares with the local run is
+:mod:`tensorc.runtime.block_frontier`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+
+import numpy as np
+
+from tensorc.codegen.block_dag import BlockDag
+from tensorc.codegen.block_layout import block_slices, tensor_bounds
+from tensorc.errors import TensorcError
+from tensorc.ir.block_program import LoopProgram
+from tensorc.placement.block_placement import BlockPlacer
+from tensorc.placement.blocks import Blocks
+from tensorc.planning.cost import machine
+from tensorc.runtime.block_frontier import (
+    _check_block_shape,
+    _check_complete,
+    _children,
+    _flops_and_shapes,
+    _Frontier,
+    _output_arrays,
+    _output_dtype,
+)
+from tensorc.runtime.ray import tasks as ray_tasks
+from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.ray.calls import submit
+
+WINDOW = 256
+
+
+def run_ray(program: LoopProgram, dag: BlockDag, inputs: dict, bounds, cluster,
+            scheduler: str = "lshs", window: int = WINDOW, dtype=None) -> tuple[dict, dict]:
+    """Run on the Ray cluster (see the module docstring)."""
+    started = time.perf_counter()
+    figures = machine()
+    nodes = cluster.nodes
+    placer = BlockPlacer(nodes, figures.cores_per_node, scheduler,
+                         flops_per_core=figures.blas_flops_per_core,
+                         bytes_per_second=figures.network_bytes_per_second,
+                         task_seconds=figures.task_seconds)
+    source = _RayInputs(program, inputs, bounds, cluster, placer, dag)
+    frontier = _Frontier(dag)
+    refs: dict = {}
+    ids: dict = {}
+    shapes: dict = {}
+    uses: dict = {}
+    finals: dict = {}
+    in_flight: deque = deque()
+    tasks = 0
+
+    def submit_task(task) -> list:
+        nonlocal tasks
+        edges = frontier.edges.pop(task)
+        args, reads, inputs_ids, edge_shapes = [], [], [], {}
+        for edge in edges:
+            if edge.task is None:
+                ref, block, shape = source.block(edge.read.tensor, edge.coords)
+            else:
+                key = (edge.task, edge.result)
+                ref, block, shape = refs[key], ids[key], shapes[key]
+            args.append(ref)
+            reads.append(edge.read)
+            inputs_ids.append(block)
+            edge_shapes[edge.read] = shape
+        for key in {(e.task, e.result) for e in edges if e.task is not None}:
+            uses[key] -= 1
+            if not uses[key]:
+                del uses[key], refs[key]
+        inputs_ids = list(dict.fromkeys(inputs_ids))  # one version read twice is one input
+        out_shapes, flops = _flops_and_shapes(dag, task, edge_shapes)
+        per_result, distinct = _children(dag, task)
+        written = dag.written(task)
+        itemsize = np.dtype(dtype or np.float64).itemsize
+        out_ids = []
+        for j, ((readers, final), shape) in enumerate(zip(per_result, out_shapes, strict=True)):
+            keep = final and program.tensors[written[j][0]].kind == "output"
+            out_ids.append(placer.add_version(math.prod(shape) * itemsize, len(readers),
+                                              retained=keep))
+        node = placer.place(inputs_ids, sum(placer.state.size[b] for b in out_ids), flops)
+        placer.run(out_ids, inputs_ids, node, flops)
+        results = len(out_shapes)
+        made = submit(cluster, "block", node, dag.sites[task[0]].assign.value, tuple(reads),
+                      *args, returns=results + 1)
+        in_flight.append(made[-1])
+        for j, ((readers, final), shape) in enumerate(zip(per_result, out_shapes, strict=True)):
+            key = (task, j)
+            tensor, coords = written[j]
+            if final and program.tensors[tensor].kind == "output":
+                finals[(tensor, coords)] = (made[j], node, shape)
+            if readers:
+                refs[key], ids[key], shapes[key] = made[j], out_ids[j], shape
+                uses[key] = len(readers)
+        tasks += 1
+        return frontier.finished(distinct)
+
+    ready = deque(frontier.start())
+    while ready:
+        ready.extend(submit_task(ready.popleft()))
+        while len(in_flight) > window:
+            _wait(in_flight.popleft())
+    _wait(list(in_flight))
+    _check_complete(dag, frontier, tasks)
+
+    def fill(name, edges, blocks):
+        kind = _output_dtype(program, name, dtype)
+        placed = Blocks(tuple(e[-1] for e in edges), kind, edges)
+        for coords, found in blocks.items():
+            region = block_slices(edges, coords)
+            if found is None:
+                want = tuple(s.stop - s.start for s in region)
+                ref, _ = ray_tasks.remote("generate").options(
+                    num_returns=2).remote("full", want, kind.str, (0,), 0)
+                node = 0
+            else:
+                ref, node, shape = found
+                _check_block_shape(name, coords, shape, region)
+            placed.refs[coords] = ref
+            placed.nodes[coords] = node
+        return BlockArray(placed, tuple(min(g, nodes) for g in placed.grid))
+
+    outputs = _output_arrays(program, bounds, finals, fill)
+    stats = {"backend": "ray", "tasks": tasks, "scheduler": scheduler,
+             "tasks_per_node": list(placer.tasks_per_node),
+             "inter_node_bytes": placer.moved_bytes(),
+             "max_node_memory_bytes": max(placer.state.peak),
+             "peak_frontier": frontier.peak, "run_seconds": time.perf_counter() - started}
+    return outputs, stats
+
+
+def _wait(refs) -> None:
+    """``ray.get`` that raises a task's own tensorc error (``LinAlgError`` from a kernel)
+    rather than Ray's wrapper around it."""
+    import ray
+
+    try:
+        ray.get(refs)
+    except ray.exceptions.RayTaskError as err:
+        cause = getattr(err, "cause", None)
+        if isinstance(cause, TensorcError):
+            raise cause from None
+        raise
+
+
+class _RayInputs:
+    """The input blocks on Ray, cut to the program's bounds on first use."""
+
+    def __init__(self, program, inputs, bounds, cluster, placer, dag) -> None:
+        self.program, self.inputs, self.cluster, self.placer = program, inputs, cluster, placer
+        self.edges = {name: tensor_bounds(program, name, bounds) for name in program.inputs()}
+        self.made: dict = {}
+        self.dag = dag
+
+    def block(self, name: str, coords: tuple[int, ...]):
+        key = (name, coords)
+        if key not in self.made:
+            self.made[key] = self._make(name, coords)
+        return self.made[key]
+
+    def _make(self, name, coords):
+        import ray
+
+        edges = self.edges[name]
+        region = block_slices(edges, coords)
+        shape = tuple(s.stop - s.start for s in region)
+        value = self.inputs[name]
+        uses = len(self.dag.input_readers(name, coords))
+        nbytes = math.prod(shape) * value.dtype.itemsize
+        if isinstance(value, np.ndarray):
+            ref = ray.put(np.ascontiguousarray(value[region]))
+            return ref, self.placer.add_version(nbytes, uses, node=0, retained=True), shape
+        stored = value.blocks
+        if stored.bounds == edges:
+            node = stored.nodes.get(coords, 0) or 0
+            block = self.placer.add_version(nbytes, uses, node=node, retained=True)
+            return stored.refs[coords], block, shape
+        pieces = stored.pieces(region)
+        layout = tuple((into, out_of) for _, into, out_of in pieces)
+        node = stored.first_node(region)
+        ref, _ = submit(self.cluster, "piece", node, shape, layout,
+                        *(stored.refs[c] for c, _, _ in pieces))
+        return ref, self.placer.add_version(nbytes, uses, node=node, retained=True), shape
+
+

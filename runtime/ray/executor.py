@@ -1,0 +1,72 @@
+"""The Ray executor: every planned unit run on the node workers of a Ray cluster.
+
+Contract: :class:`RayExecutor` implements :class:`~tensorc.runtime.executor.Executor` on a
+connected :class:`~tensorc.runtime.ray.cluster.RayCluster`: a planned einsum is scheduled and
+staged into one call per node and stage (:func:`~tensorc.runtime.ray.plans.run_on_ray`); a
+statement program is pipelined with its calls merged
+(:class:`~tensorc.runtime.ray.statements.RayStatementRun`); a block program's DAG is submitted
+task by task as its parents are submitted (:mod:`tensorc.runtime.ray.block_program`).
+Results stay on the nodes as :class:`~tensorc.runtime.ray.arrays.BlockArray`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from tensorc.runtime.executor import Executor, StatementPlanner
+from tensorc.runtime.ray import plans
+from tensorc.runtime.ray.block_program import run_ray
+from tensorc.runtime.ray.statements import RayStatementRun
+
+
+class RayExecutor(Executor):
+    """Runs planned units on a Ray cluster; see the module docstring."""
+
+    backend = "ray"
+    in_process = False
+
+    def __init__(self, cluster, scheduler: str = "lshs") -> None:
+        self.cluster = cluster
+        self.scheduler = scheduler
+        """The session's placement, for units that do not name their own."""
+
+    @property
+    def nodes(self) -> int:
+        return self.cluster.nodes
+
+    @property
+    def cpus(self) -> int:
+        return self.cluster.total_cpus
+
+    def plan_inputs(self, spec, operands: Sequence[object], plan_options: dict,
+                    scheduler: str) -> tuple[dict, dict | None, int, tuple[str, ...]]:
+        options, placed, cpus = plans.prepare_ray_call(spec, operands, plan_options, scheduler)
+        return options, placed, cpus, ("C",) * len(operands)
+
+    def layouts_of(self, operands: Sequence[object]) -> dict:
+        return plans.layouts_of(operands)
+
+    def run_plan(self, plan, operands: Sequence[object], *, out: np.ndarray | None = None,
+                 result_type=None, scheduler: str = "lshs", measure: bool | None = None,
+                 workers: int | None = None, cached: bool = False,
+                 plan_seconds: float = 0.0) -> tuple[object, dict]:
+        started = time.perf_counter()
+        result, stats = plans.run_on_ray(plan, list(operands), scheduler, result_type,
+                                         measure=measure)
+        stats["plan_cached"] = cached
+        stats["plan_seconds"] += plan_seconds
+        stats["call_seconds"] = plan_seconds + time.perf_counter() - started
+        return result, stats
+
+    def run_statements(self, planner: StatementPlanner, unrolled, arrays: dict
+                       ) -> tuple[dict, list, int | None]:
+        run = RayStatementRun(planner, self.cluster, self.scheduler)
+        values, ran = run.run(arrays, unrolled)
+        return values, ran, run.node_calls
+
+    def run_block_program(self, program, dag, inputs: dict, bounds, *, scheduler: str,
+                          workers: int | None, dtype) -> tuple[dict, dict]:
+        return run_ray(program, dag, inputs, bounds, self.cluster, scheduler, dtype=dtype)

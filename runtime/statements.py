@@ -1,0 +1,104 @@
+"""Running a statement program in this process: the local executor's statement runner.
+
+Contract: :func:`run_local` runs an :class:`~tensorc.frontend.tc_lower.Unrolled` program's
+statements in SSA order on numpy arrays, each result feeding later ones, with plans from the
+driver's planner (planned with the whole program first when ``nodes > 1`` was asked for).
+Three kinds of statement: an IR statement (planned, run on the :class:`~tensorc.runtime.
+task_pool.TaskPool`), a *fill* (a constant) and a *whole-array* statement (an operation of
+:mod:`tensorc.codegen.whole_array`, such as a reshape or a small solve). A run longer than
+about two seconds shows a progress bar on a terminal (:mod:`tensorc.progress`). The helpers
+here (one statement run here, constants, statistics) serve the Ray runner's statements that
+run on the driver too.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from tensorc.codegen.whole_array import apply_whole
+from tensorc.frontend.tc_lower import Statement, Unrolled
+from tensorc.planning.plan import Plan
+from tensorc.progress import Progress
+from tensorc.runtime.task_pool import TaskPool
+
+
+def run_local(planner, unrolled: Unrolled, arrays: dict) -> tuple[dict, list]:
+    """Run ``unrolled`` on ``arrays`` (inputs by label) in this process, statement by
+    statement in SSA order: ``({output label: ndarray}, [(label, statistics)])``."""
+    nodes = planner.options.nodes or 1
+    layouts = planner.plan_layouts(unrolled, nodes) if nodes > 1 else None
+    env: dict[str, object] = dict(arrays)
+    ran: list[tuple[str, dict]] = []
+    planned: dict[str, tuple[Plan, bool, float]] = {}
+    for statement in unrolled.statements:
+        if statement.program is None:
+            continue
+        started = time.perf_counter()
+        if layouts is not None:  # planned with the whole program, before the run
+            plan, cached = layouts.plans[statement.label], True
+        else:
+            plan, cached = planner.cached_plan(statement)
+        seconds = time.perf_counter() - started
+        planned[statement.label] = (plan, cached,
+                                    seconds if cached else plan.stats["plan_seconds"])
+    total = sum(p.stats["tasks"] for p, _, _ in planned.values())
+    with Progress(total + len(unrolled.statements) - len(planned)) as progress:
+        for statement in unrolled.statements:
+            if statement.program is None:
+                env[statement.label] = local_constant(statement, env)
+                if statement.whole is not None:
+                    ran.append((statement.label, whole_stats(statement, "local")))
+                progress.advance(1)
+                continue
+            plan, cached, seconds = planned[statement.label]
+            env[statement.label], stats = run_here(
+                statement, plan, [env[label] for label in statement.operands],
+                cached=cached, plan_seconds=seconds, workers=planner.options.workers)
+            ran.append((statement.label, stats))
+            progress.advance(plan.stats["tasks"])
+    return {label: env[label] for label in output_labels(unrolled)}, ran
+
+
+def run_here(statement: Statement, plan: Plan, operands: list, *, cached: bool,
+              plan_seconds: float, workers) -> tuple[np.ndarray, dict]:
+    """One IR statement on the local executor: its value in the statement's dtype, and
+    its statistics."""
+    out = np.empty(statement.shape, dtype=plan.graph.dtype)
+    pool = TaskPool(workers)
+    pool.run(plan.graph, None, operands, out)
+    stats = local_stats(plan, pool.last_run, cached=cached, plan_seconds=plan_seconds)
+    return (out if out.dtype == statement.dtype else out.astype(statement.dtype)), stats
+
+
+def local_stats(plan: Plan, run: dict, *, cached: bool, plan_seconds: float) -> dict:
+    """The statistics of one local run of ``plan``."""
+    return {
+        **plan.stats,
+        "backend": "local",
+        "scheduler": None,
+        "plan_cached": cached,
+        "plan_seconds": plan_seconds,
+        "run_seconds": run["run_seconds"],
+        "workers": run["workers"],
+        "blas_threads": run["blas_threads"],
+        "measured_inter_node_bytes": None,
+    }
+
+
+def output_labels(unrolled: Unrolled) -> list[str]:
+    return list(dict.fromkeys(label for _, label in unrolled.outputs))
+
+
+def local_constant(statement: Statement, env: dict) -> np.ndarray:
+    """A fill, or a whole-array statement, computed in this process."""
+    if statement.whole is None:
+        return np.full(statement.shape, statement.fill, statement.dtype)
+    values = [np.asarray(env[label]) for label in statement.operands]
+    return np.asarray(apply_whole(statement.whole, *values), dtype=statement.dtype)
+
+
+def whole_stats(statement: Statement, backend: str, seconds: float = 0.0) -> dict:
+    return {"backend": backend, "whole_array": statement.whole[0], "tasks": 1,
+            "run_seconds": seconds}

@@ -1,0 +1,251 @@
+"""The task pool: runs one TaskGraph on a thread pool inside this process.
+
+Contract: ``TaskPool().run(graph, schedule, inputs, out=None)`` returns the graph's result
+as an ndarray, written into ``out`` when given (an ndarray of the graph's output shape and
+dtype). ``schedule`` is ``None`` here: one
+process is one node, and the order below is the schedule. Statistics of the run are in
+``pool.last_run``. The local executor (:mod:`tensorc.runtime.local`) runs every
+planned einsum and statement through it.
+
+Policy:
+
+- tasks run in graph order (topological) as soon as their inputs exist, on the calling
+  thread plus helper threads from one process-wide pool (started once, reused by every run);
+- each intermediate block is dropped as soon as its last consumer has run, so peak memory
+  is the live frontier, not the whole graph;
+- a final block is computed straight into its slice of ``out`` (kernels take ``out=``);
+- BLAS threads are set deliberately: when the graph has at least two compute tasks that can
+  run at once, ``workers`` threads run tasks and each BLAS call gets
+  ``max(1, cores // workers)`` threads; otherwise tasks run in the calling thread and BLAS
+  keeps every core. The previous BLAS setting is restored afterwards;
+- a kernel that raises stops the run and surfaces as :class:`~tensorc.errors.ExecutionError`
+  naming the task.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from tensorc.codegen.taskgraph import LOAD, TaskGraph
+from tensorc.errors import ExecutionError
+
+_CONTROLLER = None
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _helper_pool(size: int) -> ThreadPoolExecutor:
+    """A process-wide pool of helper threads, started once and reused by every run."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL._max_workers < size:  # noqa: SLF001 - grow only
+            _POOL = ThreadPoolExecutor(max_workers=size, thread_name_prefix="tensorc-local")
+        return _POOL
+
+
+def _blas_controller():
+    global _CONTROLLER
+    if _CONTROLLER is None:
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER
+
+
+class _BlasLimit:
+    """Process-wide BLAS thread limit for overlapping parallel runs.
+
+    The first run to enter saves the BLAS setting and lowers it; the last to leave restores
+    it, so concurrent calls from several threads never restore each other's lowered value.
+    """
+
+    _lock = threading.Lock()
+    _active = 0
+    _saved = None
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+
+    def __enter__(self) -> None:
+        with _BlasLimit._lock:
+            if _BlasLimit._active == 0:
+                _BlasLimit._saved = _blas_controller().limit(limits=self.threads, user_api="blas")
+            _BlasLimit._active += 1
+
+    def __exit__(self, *exc) -> None:
+        with _BlasLimit._lock:
+            _BlasLimit._active -= 1
+            if _BlasLimit._active == 0 and _BlasLimit._saved is not None:
+                _BlasLimit._saved.restore_original_limits()
+                _BlasLimit._saved = None
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+class _BufferPool:
+    """Block buffers of one run, handed back when their block dies and reused by the next
+    copied block of the same shape: a graph that copies thousands of strided blocks touches
+    fresh memory (page faults) for only the few alive at once."""
+
+    def __init__(self) -> None:
+        self._free: dict[tuple, list[np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        with self._lock:
+            stack = self._free.get((shape, dtype))
+            if stack:
+                return stack.pop()
+        return np.empty(shape, dtype=dtype)
+
+    def give(self, buffer: np.ndarray) -> None:
+        with self._lock:
+            self._free.setdefault((buffer.shape, buffer.dtype), []).append(buffer)
+
+
+class _Run:
+    """The mutable state of one execution of one graph."""
+
+    def __init__(self, graph: TaskGraph, operands: Sequence[np.ndarray], out: np.ndarray):
+        self.graph = graph
+        self.operands = operands
+        self.out = out
+        self.values: list[np.ndarray | None] = [None] * len(graph.tasks)
+        self.remaining_inputs = [len(t.inputs) for t in graph.tasks]
+        self.remaining_uses = [len(c) for c in graph.consumers()]
+        self.destination: dict[int, tuple[slice, ...]] = dict(graph.outputs)
+        self.buffers = _BufferPool()
+        self.pooled: set[int] = set()  # tasks whose value is a pool buffer
+
+    def execute(self, index: int) -> None:
+        graph = self.graph
+        task = graph.tasks[index]
+        kernel = graph.kernels[task.kernel]
+        target = self.destination.get(index)
+        out = None
+        if target is not None:
+            out = self.out[target] if target else self.out  # a 0-d result is the array itself
+        try:
+            if task.kind == LOAD:
+                position, slices = task.source
+                operand = self.operands[position]
+                if out is None and kernel.copies(operand, slices):
+                    out = self.buffers.take(task.shape, graph.dtype)
+                    self.pooled.add(index)
+                value = kernel(operand, slices, out=out)
+            else:
+                value = kernel(*(self.values[s] for s in task.inputs), out=out)
+        except Exception as err:  # noqa: BLE001 - re-raised with the task named
+            raise ExecutionError(
+                f"task {task.key} ({task.kind}) failed: {type(err).__name__}: {err}"
+            ) from err
+        if target is None:
+            self.values[index] = value
+
+    def release_inputs(self, index: int) -> None:
+        """Drop every input whose last consumer was ``index`` (pool buffers go back)."""
+        for source in self.graph.tasks[index].inputs:
+            self.remaining_uses[source] -= 1
+            if self.remaining_uses[source] == 0:
+                if source in self.pooled:
+                    self.buffers.give(self.values[source])
+                self.values[source] = None
+
+
+class TaskPool:
+    """Runs task graphs on threads; see the module docstring for the policy."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers or available_cores()
+        self.last_run: dict = {}
+
+    def run(
+        self,
+        graph: TaskGraph,
+        schedule: object,
+        inputs: Sequence[np.ndarray],
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
+        started = time.perf_counter()
+        if schedule is not None:
+            raise TypeError("the local executor runs one node; it takes schedule=None")
+        if out is None:
+            out = np.empty(graph.output_shape, dtype=graph.dtype)
+        state = _Run(graph, inputs, out)
+        workers = max(1, min(self.workers, graph.max_width()))
+        blas_threads = None
+        if workers == 1:
+            self._run_serial(state)
+        else:
+            blas_threads = max(1, available_cores() // workers)
+            with _BlasLimit(blas_threads):
+                self._run_parallel(state, workers)
+        self.last_run = {
+            "run_seconds": time.perf_counter() - started,
+            "workers": workers,
+            "blas_threads": blas_threads,
+        }
+        return out
+
+    @staticmethod
+    def _run_serial(state: _Run) -> None:
+        for index in range(len(state.graph.tasks)):
+            state.execute(index)
+            state.release_inputs(index)
+
+    @staticmethod
+    def _run_parallel(state: _Run, workers: int) -> None:
+        graph = state.graph
+        consumers = graph.consumers()
+        lock = threading.Condition()
+        ready: list[int] = [i for i, t in enumerate(graph.tasks) if not t.inputs]
+        heapq.heapify(ready)
+        pending = [len(graph.tasks)]
+        failure: list[BaseException] = []
+
+        def finish(index: int) -> None:
+            # called with the lock held
+            state.release_inputs(index)
+            for consumer in consumers[index]:
+                state.remaining_inputs[consumer] -= 1
+                if state.remaining_inputs[consumer] == 0:
+                    heapq.heappush(ready, consumer)
+            pending[0] -= 1
+            lock.notify_all()
+
+        def worker() -> None:
+            while True:
+                with lock:
+                    while not ready and pending[0] and not failure:
+                        lock.wait()
+                    if failure or not pending[0]:
+                        return
+                    index = heapq.heappop(ready)
+                try:
+                    state.execute(index)
+                except BaseException as err:  # noqa: BLE001 - handed to the caller
+                    with lock:
+                        failure.append(err)
+                        lock.notify_all()
+                    return
+                with lock:
+                    finish(index)
+
+        helpers = [_helper_pool(workers - 1).submit(worker) for _ in range(workers - 1)]
+        worker()
+        for helper in helpers:
+            helper.result()
+        if failure:
+            raise failure[0]
