@@ -11,6 +11,10 @@ each run's statistics (the driver records them; nothing here writes ``tc.last_st
 - :meth:`Executor.run_block_program` — a block program's DAG, expanded from its ready
   tasks (:class:`~tensorc.codegen.block_dag.BlockDag`).
 
+It also makes the values programs start from, where they will be used: :meth:`place` (a
+driver array), :meth:`full`, :meth:`random` and :meth:`reblock` (an evaluated value cut as
+``block_shape=``/``grid=`` ask).
+
 Two implementations: :class:`~tensorc.runtime.local.LocalExecutor` (threads in this process,
 numpy results) and :class:`~tensorc.runtime.ray.executor.RayExecutor` (node workers on a
 Ray cluster, results left on the nodes as
@@ -93,3 +97,23 @@ class Executor(ABC):
     def run_block_program(self, program, dag, inputs: dict, bounds, *, scheduler: str,
                           workers: int | None, dtype) -> tuple[dict, dict]:
         """Run a block program's DAG on ``inputs``: ``(outputs by name, statistics)``."""
+
+    @abstractmethod
+    def place(self, value: np.ndarray, block_shape=None, grid=None) -> object:
+        """A driver array as this executor keeps values (on Ray: its blocks on their
+        nodes, unless it is small and no blocking is asked for)."""
+
+    @abstractmethod
+    def full(self, shape: tuple[int, ...], fill_value, dtype: np.dtype, block_shape=None,
+             grid=None) -> object:
+        """An array of ``shape`` filled with ``fill_value``, made where it will be used."""
+
+    @abstractmethod
+    def random(self, shape: tuple[int, ...], dtype: np.dtype, seed: int, block_shape=None,
+               grid=None) -> object:
+        """Uniform [0, 1) values; block ``g`` of the blocking drawn from numpy's PCG64
+        seeded with ``(seed, *g)``, so values depend on the seed and the blocking only."""
+
+    @abstractmethod
+    def reblock(self, value, block_shape=None, grid=None) -> object:
+        """An evaluated ``value`` cut as ``block_shape``/``grid`` ask (never gathered)."""

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tensorc.errors import TypeCheckError
+from tensorc.placement.blocks import RANDOM_DTYPES, block_bounds, default_blocking
 from tensorc.runtime import block_frontier, statements
 from tensorc.runtime.executor import Executor, StatementPlanner
 from tensorc.runtime.task_pool import TaskPool, available_cores
@@ -62,6 +64,31 @@ class LocalExecutor(Executor):
                           workers: int | None, dtype) -> tuple[dict, dict]:
         arrays = {name: np.asarray(value) for name, value in inputs.items()}
         return block_frontier.run_local(program, dag, arrays, bounds, workers, dtype)
+
+
+    def place(self, value: np.ndarray, block_shape=None, grid=None) -> np.ndarray:
+        return value
+
+    def full(self, shape: tuple[int, ...], fill_value, dtype: np.dtype, block_shape=None,
+             grid=None) -> np.ndarray:
+        return np.full(shape, fill_value, dtype=dtype)
+
+    def random(self, shape: tuple[int, ...], dtype: np.dtype, seed: int, block_shape=None,
+               grid=None) -> np.ndarray:
+        if dtype.name not in RANDOM_DTYPES:
+            raise TypeCheckError(f"tc.random makes {' or '.join(RANDOM_DTYPES)}, not {dtype}")
+        bounds = block_bounds(shape, default_blocking(shape, block_shape, grid,
+                                                      available_cores()))
+        out = np.empty(shape, dtype)
+        for coords in np.ndindex(*(len(b) - 1 for b in bounds)):
+            where = tuple(slice(b[c], b[c + 1]) for b, c in zip(bounds, coords, strict=True))
+            extent = tuple(s.stop - s.start for s in where)
+            rng = np.random.default_rng([int(seed), *coords])
+            out[where] = rng.random(extent, dtype=dtype)
+        return out
+
+    def reblock(self, value, block_shape=None, grid=None) -> np.ndarray:
+        return np.array(value, copy=True)
 
 
 def memory_order(array: np.ndarray) -> str:

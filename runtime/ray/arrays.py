@@ -30,14 +30,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tensorc.errors import PlanError, ShapeError, TypeCheckError
-from tensorc.placement.blocks import Blocks
-from tensorc.placement.layout import block_cyclic_node, prime_factors
+from tensorc.errors import TypeCheckError
+from tensorc.placement.blocks import (
+    RANDOM_DTYPES,
+    Blocks,
+    block_bounds,
+    default_blocking,
+    factor_over,
+    normalised_shape,
+)
+from tensorc.placement.layout import block_cyclic_node
 from tensorc.runtime.ray.calls import submit
 from tensorc.runtime.ray.cluster import connected as ray_cluster
 from tensorc.runtime.ray.inline import Inline
-
-RANDOM_DTYPES = ("float32", "float64")
 
 RELAID_PER_ARRAY = 2
 """Re-laid-out copies an array keeps."""
@@ -46,53 +51,6 @@ RELAID_BUDGET = 0.25
 """Share of the cluster's object store all kept copies may take."""
 
 _KEPT: OrderedDict = OrderedDict()  # (weakref to array, layout key) -> bytes, LRU first
-
-
-def factor_over(count: int, extents: Sequence[int]) -> tuple[int, ...]:
-    """Spread ``count`` over dimensions: each prime factor (largest first) goes to the
-    dimension with the most extent per part left; ties to the less split, then outer one."""
-    parts = [1] * len(extents)
-    if not extents:
-        return ()
-    for p in prime_factors(count):
-        best = max(range(len(extents)), key=lambda d: (extents[d] / parts[d], -parts[d], -d))
-        parts[best] *= p
-    return tuple(parts)
-
-
-def block_bounds(shape: Sequence[int], block: Sequence[int]) -> tuple[tuple[int, ...], ...]:
-    """Block boundaries (``(0, b, 2b, …, n)`` per dimension) of ``shape`` cut in ``block``."""
-    out = []
-    for n, b in zip(shape, block, strict=True):
-        b = max(1, int(b))
-        starts = list(range(0, n, b)) or [0]
-        out.append(tuple(starts) + (n,))
-    return tuple(out)
-
-
-def default_blocking(shape, block_shape, grid, cpus: int) -> tuple[int, ...]:
-    """The block shape from ``block_shape=`` or ``grid=``, else ``cpus`` factored over the
-    dimensions (largest extent first)."""
-    if block_shape is not None and grid is not None:
-        raise PlanError("give either block_shape= or grid=, not both")
-    if block_shape is not None:
-        block = tuple(int(b) for b in block_shape)
-        what = "block_shape"
-    elif grid is not None:
-        counts = tuple(int(g) for g in grid)
-        if len(counts) != len(shape) or any(g < 1 for g in counts):
-            raise PlanError(f"grid {tuple(grid)} does not fit shape {shape}: one positive "
-                            "count per dimension")
-        block = tuple(max(1, math.ceil(n / g)) for n, g in zip(shape, counts, strict=True))
-        what = "grid"
-    else:
-        counts = factor_over(cpus, shape)
-        block = tuple(max(1, math.ceil(n / g)) for n, g in zip(shape, counts, strict=True))
-        what = "block_shape"
-    if len(block) != len(shape) or any(b < 1 for b in block):
-        raise PlanError(f"{what} {block} does not fit shape {shape}: one positive size per "
-                        "dimension")
-    return block
 
 
 class BlockArray:
@@ -257,19 +215,6 @@ def _make(kind: str, shape, block_shape, grid, seed: int, dtype, value=0) -> Blo
         return kind, extent, dtype.str, (int(seed), *coords), value
 
     return _spread(shape, dtype, bounds, "generate", args_of)
-
-
-def normalised_shape(shape) -> tuple[int, ...]:
-    """``shape`` as a tuple of non-negative ints (an int is a 1-d shape)."""
-    if isinstance(shape, (int, np.integer)):
-        shape = (shape,)
-    try:
-        out = tuple(int(n) for n in shape)
-    except TypeError as err:
-        raise ShapeError(f"shape must be an int or a sequence of ints, got {shape!r}") from err
-    if any(n < 0 for n in out):
-        raise ShapeError(f"negative dimensions are not allowed: {out}")
-    return out
 
 
 def random(shape, *, block_shape=None, grid=None, seed: int = 0, dtype="float64") -> BlockArray:

@@ -16,10 +16,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tensorc.placement.blocks import block_bounds, default_blocking
 from tensorc.runtime.executor import Executor, StatementPlanner
-from tensorc.runtime.ray import plans
+from tensorc.runtime.ray import arrays, plans
 from tensorc.runtime.ray.block_program import run_ray
-from tensorc.runtime.ray.statements import RayStatementRun
+from tensorc.runtime.ray.statements import DRIVER_BYTES, RayStatementRun
 
 
 class RayExecutor(Executor):
@@ -70,3 +71,35 @@ class RayExecutor(Executor):
     def run_block_program(self, program, dag, inputs: dict, bounds, *, scheduler: str,
                           workers: int | None, dtype) -> tuple[dict, dict]:
         return run_ray(program, dag, inputs, bounds, self.cluster, scheduler, dtype=dtype)
+
+    def place(self, value: np.ndarray, block_shape=None, grid=None) -> object:
+        small = value.nbytes <= DRIVER_BYTES and block_shape is None and grid is None
+        if small:  # stays on the driver; the calls that read it carry it
+            return value
+        return arrays.asarray(value, block_shape=block_shape, grid=grid)
+
+    def full(self, shape: tuple[int, ...], fill_value, dtype: np.dtype, block_shape=None,
+             grid=None) -> object:
+        return arrays.full(shape, fill_value, block_shape=block_shape, grid=grid, dtype=dtype)
+
+    def random(self, shape: tuple[int, ...], dtype: np.dtype, seed: int, block_shape=None,
+               grid=None) -> object:
+        return arrays.random(shape, block_shape=block_shape, grid=grid, seed=seed, dtype=dtype)
+
+    def reblock(self, value, block_shape=None, grid=None) -> object:
+        """A distributed value re-cut where it is (only the elements a new block needs
+        travel, nothing through the driver); a driver value placed on the nodes."""
+        if not isinstance(value, arrays.BlockArray):
+            return arrays.asarray(np.asarray(value), block_shape=block_shape, grid=grid)
+        cluster = self.cluster
+        cluster.refresh()
+        shape = tuple(value.shape)
+        if 0 in shape:
+            return arrays.asarray(np.empty(shape, value.dtype), block_shape=block_shape,
+                                  grid=grid)
+        bounds = block_bounds(shape, default_blocking(shape, block_shape, grid,
+                                                      cluster.total_cpus))
+        if tuple(tuple(b) for b in bounds) == tuple(tuple(b) for b in value.blocks.bounds):
+            return value
+        grid_of = tuple(len(edges) - 1 for edges in bounds)
+        return plans.relayout(value, bounds, arrays.node_grid_for(grid_of, cluster.nodes))

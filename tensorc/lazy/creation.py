@@ -1,6 +1,7 @@
 """The standard's creation functions, plus ``tc.random``: evaluated arrays made where they
-will be used — on their nodes with a Ray session (:mod:`tensorc.runtime.ray.arrays`), in this
-process otherwise. ``block_shape=``/``grid=`` choose the blocking on Ray; ``asarray`` of a
+will be used, by the session's executor (:meth:`~tensorc.runtime.executor.Executor.place`,
+``full``, ``random``, ``reblock``): on their nodes with a Ray session, in this process
+otherwise. ``block_shape=``/``grid=`` choose the blocking on Ray; ``asarray`` of a
 lazy array with a blocking stays lazy (a ``deferred`` node that re-cuts its value on the nodes
 when it is needed)."""
 
@@ -11,18 +12,14 @@ import operator
 
 import numpy as np
 
+from tensorc import session
 from tensorc.errors import ShapeError, TypeCheckError
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.data_types import astype
-from tensorc.lazy.evaluate import backend
 from tensorc.lazy.graph import deferred, leaf
 from tensorc.lazy.manipulation import broadcast_to, expand_dims, reshape
-from tensorc.runtime.ray import arrays as blocks
-from tensorc.runtime.ray import plans as execution
-from tensorc.runtime.ray.arrays import BlockArray, default_blocking
-from tensorc.runtime.ray.cluster import connected as ray_cluster
-from tensorc.runtime.ray.statements import DRIVER_BYTES
-from tensorc.runtime.task_pool import available_cores
+from tensorc.placement.blocks import normalised_shape
+from tensorc.runtime.ray.arrays import BlockArray
 
 DEFAULT_FLOAT = np.dtype("float64")
 
@@ -39,7 +36,7 @@ def _shape(shape, name: str = "full") -> tuple[int, ...]:
                              f"{shape!r}") from err
     if any(n < 0 for n in sizes):
         raise ShapeError(f"{name}: negative dimensions are not allowed: {sizes}")
-    return blocks.normalised_shape(sizes)
+    return normalised_shape(sizes)
 
 
 def _dtype(dtype, default=DEFAULT_FLOAT) -> np.dtype:
@@ -52,13 +49,10 @@ def _check_device(device) -> None:
 
 
 def _from_value(value: np.ndarray, block_shape=None, grid=None) -> Array:
-    """A leaf of ``value``: on Ray its blocks are placed on the nodes, unless it is at most
-    :data:`~tensorc.driver.statements.DRIVER_BYTES` and no blocking is asked for (it stays on the
-    driver, and the programs that read it pass it inside their calls)."""
-    small = value.nbytes <= DRIVER_BYTES and block_shape is None and grid is None
-    if backend() == "ray" and not small:
-        return wrap(leaf(blocks.asarray(value, block_shape=block_shape, grid=grid)))
-    return wrap(leaf(value))
+    """A leaf of ``value``, kept where the session's executor keeps values (on Ray its
+    blocks on the nodes, unless it is small and no blocking is asked for: it then stays on
+    the driver, and the programs that read it pass it inside their calls)."""
+    return wrap(leaf(session.current().executor.place(value, block_shape, grid)))
 
 
 def asarray(obj, /, *, dtype=None, device=None, copy=None, block_shape=None,
@@ -77,7 +71,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None, block_shape=None,
         source = astype(obj, obj.dtype if dtype is None else dtype, copy=True)
         if block_shape is None and grid is None:
             return astype(obj, source.dtype, copy=bool(copy))
-        if backend() != "ray":  # blocking is a Ray layout: nothing to re-cut here
+        if session.current().executor.in_process:  # one process: nothing to re-cut
             return source
         node = expr_of(source)
         return wrap(deferred(functools.partial(_reblocked, block_shape, grid), (node,),
@@ -94,31 +88,10 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None, block_shape=None,
 
 def _reblocked(block_shape, grid, value):
     """``value`` (an evaluated array) in the blocking ``block_shape``/``grid`` asks for: the
-    callable of the ``deferred`` node ``asarray(x, block_shape=…)`` of a lazy ``x`` makes. A
-    distributed value is re-cut where it is (:func:`_recut`), never gathered; a driver
-    value is placed on the nodes."""
-    if isinstance(value, BlockArray):
-        return _recut(value, block_shape, grid)
-    if backend() == "ray":
-        return blocks.asarray(np.asarray(value), block_shape=block_shape, grid=grid)
-    return np.array(value, copy=True)
-
-
-def _recut(value: BlockArray, block_shape, grid) -> BlockArray:
-    """``value`` cut into the blocking ``block_shape``/``grid`` asks for, on the Ray nodes
-    (:func:`~tensorc.runtime.ray.plans.relayout`): nothing passes through the driver."""
-    cluster = ray_cluster()
-    cluster.refresh()
-    shape = tuple(value.shape)
-    if 0 in shape:
-        return blocks.asarray(np.empty(shape, value.dtype), block_shape=block_shape,
-                              grid=grid)
-    bounds = blocks.block_bounds(shape, default_blocking(shape, block_shape, grid,
-                                                         cluster.total_cpus))
-    if tuple(tuple(b) for b in bounds) == tuple(tuple(b) for b in value.blocks.bounds):
-        return value
-    grid_of = tuple(len(edges) - 1 for edges in bounds)
-    return execution.relayout(value, bounds, blocks.node_grid_for(grid_of, cluster.nodes))
+    callable of the ``deferred`` node ``asarray(x, block_shape=…)`` of a lazy ``x`` makes
+    (:meth:`~tensorc.runtime.executor.Executor.reblock`: a distributed value is re-cut where
+    it is, never gathered)."""
+    return session.current().executor.reblock(value, block_shape, grid)
 
 
 def full(shape, fill_value, *, dtype=None, device=None, block_shape=None, grid=None) -> Array:
@@ -137,10 +110,8 @@ def full(shape, fill_value, *, dtype=None, device=None, block_shape=None, grid=N
         if dtype.kind == "i":
             dtype = np.dtype("int64")
     dtype = np.dtype(dtype)
-    if backend() == "ray":
-        return wrap(leaf(blocks.full(shape, fill_value, block_shape=block_shape, grid=grid,
-                                     dtype=dtype)))
-    return wrap(leaf(np.full(shape, fill_value, dtype=dtype)))
+    return wrap(leaf(session.current().executor.full(shape, fill_value, dtype, block_shape,
+                                                     grid)))
 
 
 def zeros(shape, *, dtype=None, device=None, block_shape=None, grid=None) -> Array:
@@ -243,17 +214,5 @@ def random(shape, *, block_shape=None, grid=None, seed: int = 0, dtype="float64"
     generated on its node."""
     shape = _shape(shape, "random")
     dtype = np.dtype(dtype)
-    if backend() == "ray":
-        return wrap(leaf(blocks.random(shape, block_shape=block_shape, grid=grid, seed=seed,
-                                       dtype=dtype)))
-    if dtype.name not in blocks.RANDOM_DTYPES:
-        raise TypeCheckError(f"tc.random makes {' or '.join(blocks.RANDOM_DTYPES)}, not {dtype}")
-    bounds = blocks.block_bounds(shape, default_blocking(shape, block_shape, grid,
-                                                         available_cores()))
-    out = np.empty(shape, dtype)
-    for coords in np.ndindex(*(len(b) - 1 for b in bounds)):
-        where = tuple(slice(b[c], b[c + 1]) for b, c in zip(bounds, coords, strict=True))
-        extent = tuple(s.stop - s.start for s in where)
-        rng = np.random.default_rng([int(seed), *coords])
-        out[where] = rng.random(extent, dtype=dtype)
-    return wrap(leaf(out))
+    return wrap(leaf(session.current().executor.random(shape, dtype, seed, block_shape,
+                                                       grid)))

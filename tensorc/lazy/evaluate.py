@@ -32,8 +32,9 @@ _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def backend() -> str:
-    """Where array programs run now: ``"ray"`` with a Ray session, else ``"local"``."""
-    return "ray" if session.current().backend == "ray" else "local"
+    """Where array programs run now: the session's executor's backend (``"ray"`` or
+    ``"local"``)."""
+    return session.current().executor.backend
 
 
 def evaluate(exprs: list[ArrayNode]) -> None:
@@ -47,11 +48,13 @@ def evaluate(exprs: list[ArrayNode]) -> None:
         return
     started = time.perf_counter()
     lowered = lower(pending)
-    where = backend()
-    if where == "local" and any(isinstance(v, BlockArray) for v in lowered.inputs.values()):
+    executor = session.current().executor
+    where = executor.backend
+    if executor.in_process and any(isinstance(v, BlockArray)
+                                   for v in lowered.inputs.values()):
         raise ExecutionError("this array lives on a Ray session that has been shut down; "
                              "call tc.init(...) again and recreate it")
-    values, ran = RUNNER.run(lowered.unrolled, lowered.inputs, session.current().executor)
+    values, ran = RUNNER.run(lowered.unrolled, lowered.inputs, executor)
     for expr, label in zip(pending, lowered.labels, strict=True):
         if expr.value is None:
             expr.become_leaf(values[label] if label in values else lowered.inputs[label])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
+from tensorc import session
 from tensorc.ir.printer import format_program
 from tensorc.lazy import evaluate
 from tensorc.lazy.lowering import lower
-from tensorc.runtime.ray.cluster import connected as ray_cluster
 
 
 def explain(array) -> str:
@@ -35,8 +35,9 @@ def explain(array) -> str:
             lines.append(f"  whole-array {statement.whole[0]}: one task over whole operands")
     lines.append("-- plan")
     runner = evaluate.RUNNER
-    if where == "ray":
-        layouts = runner.plan_layouts(unrolled, ray_cluster().nodes)
+    executor = session.current().executor
+    if not executor.in_process:
+        layouts = runner.plan_layouts(unrolled, executor.nodes)
         lines.extend(layouts.describe())
         plans = layouts.plans
     else:

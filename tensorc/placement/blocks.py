@@ -18,10 +18,13 @@ call's argument, a gather to the driver): Ray keeps such copies, and reading the
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tensorc.placement.layout import block_pieces
+import numpy as np
+
+from tensorc.errors import PlanError, ShapeError
+from tensorc.placement.layout import block_pieces, prime_factors
 
 Coords = tuple[int, ...]
 
@@ -122,3 +125,67 @@ class Blocks:
             if len(b) > 1 and len(steps) <= 1:
                 out[index] = steps.pop() if steps else max(b[-1] - b[0], 1)
         return out
+
+
+RANDOM_DTYPES = ("float32", "float64")
+"""The dtypes ``tc.random`` makes."""
+
+
+def factor_over(count: int, extents: Sequence[int]) -> tuple[int, ...]:
+    """Spread ``count`` over dimensions: each prime factor (largest first) goes to the
+    dimension with the most extent per part left; ties to the less split, then outer one."""
+    parts = [1] * len(extents)
+    if not extents:
+        return ()
+    for p in prime_factors(count):
+        best = max(range(len(extents)), key=lambda d: (extents[d] / parts[d], -parts[d], -d))
+        parts[best] *= p
+    return tuple(parts)
+
+
+def block_bounds(shape: Sequence[int], block: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """Block boundaries (``(0, b, 2b, …, n)`` per dimension) of ``shape`` cut in ``block``."""
+    out = []
+    for n, b in zip(shape, block, strict=True):
+        b = max(1, int(b))
+        starts = list(range(0, n, b)) or [0]
+        out.append(tuple(starts) + (n,))
+    return tuple(out)
+
+
+def default_blocking(shape, block_shape, grid, cpus: int) -> tuple[int, ...]:
+    """The block shape from ``block_shape=`` or ``grid=``, else ``cpus`` factored over the
+    dimensions (largest extent first)."""
+    if block_shape is not None and grid is not None:
+        raise PlanError("give either block_shape= or grid=, not both")
+    if block_shape is not None:
+        block = tuple(int(b) for b in block_shape)
+        what = "block_shape"
+    elif grid is not None:
+        counts = tuple(int(g) for g in grid)
+        if len(counts) != len(shape) or any(g < 1 for g in counts):
+            raise PlanError(f"grid {tuple(grid)} does not fit shape {shape}: one positive "
+                            "count per dimension")
+        block = tuple(max(1, math.ceil(n / g)) for n, g in zip(shape, counts, strict=True))
+        what = "grid"
+    else:
+        counts = factor_over(cpus, shape)
+        block = tuple(max(1, math.ceil(n / g)) for n, g in zip(shape, counts, strict=True))
+        what = "block_shape"
+    if len(block) != len(shape) or any(b < 1 for b in block):
+        raise PlanError(f"{what} {block} does not fit shape {shape}: one positive size per "
+                        "dimension")
+    return block
+
+
+def normalised_shape(shape) -> tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints (an int is a 1-d shape)."""
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        out = tuple(int(n) for n in shape)
+    except TypeError as err:
+        raise ShapeError(f"shape must be an int or a sequence of ints, got {shape!r}") from err
+    if any(n < 0 for n in out):
+        raise ShapeError(f"negative dimensions are not allowed: {out}")
+    return out
