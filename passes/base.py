@@ -32,7 +32,8 @@ class PassOptions:
     """Blocks per index (``{index: count}``) or one tuple per operand, or ``None``."""
     block_shape: Any = None
     """Block size per index or one tuple per operand, or ``None``."""
-    layouts: dict[str, str] = field(default_factory=dict)
+    orders: dict[str, str] = field(default_factory=dict)
+    """Memory order of each input by name (``"C"``, ``"F"`` or ``"other"``)."""
     nodes: int = 1
     """Nodes to plan for; more than one plans a distribution (``tensorc.planning.search``)."""
     planner: str = "auto"

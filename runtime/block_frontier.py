@@ -1,6 +1,6 @@
 """Running a block program's DAG in this process, expanded from its ready tasks.
 
-Contract: :func:`run_local` runs a :class:`~tensorc.ir.block_program.LoopProgram`'s DAG
+Contract: :func:`run_block_dag_here` runs a :class:`~tensorc.ir.block_program.BlockProgramIR`'s DAG
 (:class:`~tensorc.codegen.block_dag.BlockDag`, built for the sizes and block counts: each
 dimension of a size ``N`` with a block count ``NB`` cut into ``NB`` near-equal blocks, block
 ``k`` spanning ``k*N//NB`` to ``(k+1)*N//NB``) on ndarray inputs and returns ``(outputs by
@@ -29,11 +29,11 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 import numpy as np
 
 from tensorc.codegen.block_dag import BlockDag
-from tensorc.codegen.block_kernels import evaluate, result_flops, result_shapes
+from tensorc.codegen.block_kernels import evaluate_block_expr, result_flops, result_shapes
 from tensorc.codegen.block_layout import block_slices, grid_coords, tensor_bounds
 from tensorc.errors import ExecutionError, ShapeError
 from tensorc.frontend.tc_check import DTYPES
-from tensorc.ir.block_program import LoopProgram, block_label
+from tensorc.ir.block_program import BlockProgramIR, block_label
 from tensorc.runtime.task_pool import _BlasLimit, available_cores
 
 
@@ -107,8 +107,9 @@ def _output_arrays(program, bounds, finals, fill) -> dict:
     return out
 
 
-def run_local(program: LoopProgram, dag: BlockDag, arrays: dict[str, np.ndarray], bounds,
-              workers: int | None = None, dtype=None) -> tuple[dict[str, np.ndarray], dict]:
+def run_block_dag_here(program: BlockProgramIR, dag: BlockDag, arrays: dict[str, np.ndarray],
+                       bounds, workers: int | None = None,
+                       dtype=None) -> tuple[dict[str, np.ndarray], dict]:
     """Run on this process (see the module docstring)."""
     started = time.perf_counter()
     cores = available_cores()
@@ -128,7 +129,7 @@ def run_local(program: LoopProgram, dag: BlockDag, arrays: dict[str, np.ndarray]
                     block_slices(edges_of[edge.read.tensor], edge.coords)]
             else:
                 values[edge.read] = versions[(edge.task, edge.result)]
-        return evaluate(dag.sites[task[0]].assign.value, values)
+        return evaluate_block_expr(dag.sites[task[0]].assign.value, values)
 
     def complete(task, results) -> list:
         for key in {(e.task, e.result) for e in frontier.edges.pop(task) if e.task is not None}:
@@ -192,7 +193,7 @@ def _check_block_shape(name: str, coords, shape, region) -> None:
                          f"{name}'s block there is {want}")
 
 
-def _output_dtype(program: LoopProgram, name: str, dtype) -> np.dtype:
+def _output_dtype(program: BlockProgramIR, name: str, dtype) -> np.dtype:
     return np.dtype(dtype) if dtype is not None else numpy_dtype(program.tensors[name].dtype)
 
 

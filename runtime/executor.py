@@ -18,7 +18,7 @@ driver array), :meth:`full`, :meth:`random` and :meth:`reblock` (an evaluated va
 Two implementations: :class:`~tensorc.runtime.local.LocalExecutor` (threads in this process,
 numpy results) and :class:`~tensorc.runtime.ray.executor.RayExecutor` (node workers on a
 Ray cluster, results left on the nodes as
-:class:`~tensorc.runtime.ray.arrays.BlockArray`). The session chooses one when it starts
+:class:`~tensorc.runtime.ray.arrays.DistributedArray`). The session chooses one when it starts
 (``tc.init``); nothing above the runtime branches on which it is.
 """
 

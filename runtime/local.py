@@ -37,8 +37,8 @@ class LocalExecutor(Executor):
 
     def plan_inputs(self, spec, operands: Sequence[object], plan_options: dict,
                     scheduler: str) -> tuple[dict, dict | None, int, tuple[str, ...]]:
-        layouts = tuple(memory_order(np.asarray(a)) for a in operands)
-        return plan_options, None, available_cores(), layouts
+        orders = tuple(memory_order(np.asarray(a)) for a in operands)
+        return plan_options, None, available_cores(), orders
 
     def layouts_of(self, operands: Sequence[object]) -> dict:
         return {}
@@ -57,13 +57,13 @@ class LocalExecutor(Executor):
 
     def run_statements(self, planner: StatementPlanner, unrolled, arrays: dict
                        ) -> tuple[dict, list, int | None]:
-        values, ran = statements.run_local(planner, unrolled, arrays)
+        values, ran = statements.run_statements_here(planner, unrolled, arrays)
         return values, ran, None
 
     def run_block_program(self, program, dag, inputs: dict, bounds, *, scheduler: str,
                           workers: int | None, dtype) -> tuple[dict, dict]:
         arrays = {name: np.asarray(value) for name, value in inputs.items()}
-        return block_frontier.run_local(program, dag, arrays, bounds, workers, dtype)
+        return block_frontier.run_block_dag_here(program, dag, arrays, bounds, workers, dtype)
 
 
     def place(self, value: np.ndarray, block_shape=None, grid=None) -> np.ndarray:

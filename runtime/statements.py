@@ -1,6 +1,6 @@
 """Running a statement program in this process: the local executor's statement runner.
 
-Contract: :func:`run_local` runs an :class:`~tensorc.frontend.tc_lower.Unrolled` program's
+Contract: :func:`run_statements_here` runs an :class:`~tensorc.frontend.tc_lower.Unrolled` program's
 statements in SSA order on numpy arrays, each result feeding later ones, with plans from the
 driver's planner (planned with the whole program first when ``nodes > 1`` was asked for).
 Three kinds of statement: an IR statement (planned, run on the :class:`~tensorc.runtime.
@@ -24,7 +24,7 @@ from tensorc.progress import Progress
 from tensorc.runtime.task_pool import TaskPool
 
 
-def run_local(planner, unrolled: Unrolled, arrays: dict) -> tuple[dict, list]:
+def run_statements_here(planner, unrolled: Unrolled, arrays: dict) -> tuple[dict, list]:
     """Run ``unrolled`` on ``arrays`` (inputs by label) in this process, statement by
     statement in SSA order: ``({output label: ndarray}, [(label, statistics)])``."""
     nodes = planner.options.nodes or 1

@@ -27,7 +27,7 @@ from tensorc.planning.options import check_plan_options
 from tensorc.planning.paths import normalise_optimize
 from tensorc.planning.plan import EINSUM_PLANS, Plan, einsum_plan
 from tensorc.runtime.local import memory_order
-from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.task_pool import available_cores
 
 __all__ = ["clear_plan_cache", "einsum", "last_stats", "plan", "tensordot"]
@@ -61,7 +61,7 @@ def einsum(
             explicit path), or ``"auto"`` to let tensorc's cost model choose.
         backend: ``None`` or ``"local"`` (the in-process executor).
         dtype: compute and return in this dtype (numpy's ``dtype=``, checked by ``casting``).
-        order: memory layout of the result (``"K"``, ``"A"``, ``"C"``, ``"F"``).
+        order: memory order of the result (``"K"``, ``"A"``, ``"C"``, ``"F"``).
         casting: numpy's casting rule for ``dtype=`` and ``out=``.
         **plan_options: ``grid`` / ``block_shape`` to force the blocking, ``workers``; on
             Ray also ``scheduler`` and ``measure`` (read the bytes Ray moved; default: the
@@ -71,7 +71,7 @@ def einsum(
         The result as numpy would return it (a numpy scalar for a 0-d result unless ``out``).
     """
     if isinstance(subscripts, LazyArray) or any(isinstance(op, LazyArray) for op in operands):
-        return _on_lazy_arrays(einsum, linear.einsum, (subscripts, *operands), out=out,
+        return _on_lazy_arrays(einsum, linear.lazy_einsum, (subscripts, *operands), out=out,
                                optimize=optimize, backend=backend, dtype=dtype, order=order,
                                casting=casting, **plan_options)
     return run_einsum(subscripts, operands, out=out, optimize=optimize, backend=backend,
@@ -130,7 +130,8 @@ def _on_lazy_arrays(eager, lazy, args: tuple, **options):
     if all(a.evaluated for a in args if isinstance(a, LazyArray)):
         values = [a.value() if isinstance(a, LazyArray) else a for a in args]
         result = eager(*values, **options)
-        return LazyArray(leaf(result if isinstance(result, BlockArray) else np.asarray(result)))
+        value = result if isinstance(result, DistributedArray) else np.asarray(result)
+        return LazyArray(leaf(value))
     given = {k: v for k, v in options.items()
              if v is not None and k not in ("optimize", "order", "casting", "dtype")}
     if given:
@@ -161,11 +162,11 @@ def tensordot(a, b, axes=2, backend: str | None = None, **plan_options):
             lambda x, y, **kw: tensordot(x, y, axes=axes, **kw),
             lambda x, y: linear.tensordot(x, y, axes=axes), (a, b), backend=backend,
             **plan_options)
-    a_arr = a if isinstance(a, BlockArray) else np.asarray(a)
-    b_arr = b if isinstance(b, BlockArray) else np.asarray(b)
+    a_arr = a if isinstance(a, DistributedArray) else np.asarray(a)
+    b_arr = b if isinstance(b, DistributedArray) else np.asarray(b)
     subscripts = tensordot_subscripts(a_arr.ndim, b_arr.ndim, axes, a_arr.shape, b_arr.shape)
     result = einsum(subscripts, a_arr, b_arr, backend=backend, **plan_options)
-    return result if isinstance(result, BlockArray) else np.asarray(result)
+    return result if isinstance(result, DistributedArray) else np.asarray(result)
 
 
 def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "auto",
@@ -185,31 +186,31 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
     check_plan_options(plan_options)
     shapes: list[tuple[int, ...]] = []
     dtypes: list[np.dtype] = []
-    layouts: list[str] = []
+    orders: list[str] = []
     placed = None
     shapes_or_arrays = tuple(item.value() if isinstance(item, LazyArray) else item
                              for item in shapes_or_arrays)
-    if any(isinstance(item, BlockArray) for item in shapes_or_arrays):
+    if any(isinstance(item, DistributedArray) for item in shapes_or_arrays):
         placed = session.executor_for(None, shapes_or_arrays).layouts_of(shapes_or_arrays) or None
     for item in shapes_or_arrays:
-        if isinstance(item, BlockArray):
+        if isinstance(item, DistributedArray):
             shapes.append(item.shape)
             dtypes.append(item.dtype)
-            layouts.append("C")
+            orders.append("C")
         elif isinstance(item, (tuple, list)):
             shapes.append(tuple(int(d) for d in item))
             dtypes.append(np.dtype(dtype))
-            layouts.append("C")
+            orders.append("C")
         else:
             array = np.asarray(item)
             shapes.append(array.shape)
             dtypes.append(array.dtype)
-            layouts.append(memory_order(array))
+            orders.append(memory_order(array))
     optimize = normalise_optimize(optimize, len(shapes))
     stand_ins = [np.zeros((1,) * len(s), dtype=d) for s, d in zip(shapes, dtypes, strict=True)]
     spec = parse(subscripts, tuple(shapes))
     _, compute = result_dtype(subscripts, stand_ins, None, "safe", None, 0)
     built, _ = einsum_plan(subscripts, spec, tuple(shapes), tuple(d.str for d in dtypes),
-                           tuple(layouts), compute, optimize, plan_options,
+                           tuple(orders), compute, optimize, plan_options,
                            default_workers=available_cores(), placed=placed)
     return built

@@ -46,8 +46,8 @@ from tensorc.lazy.array_object import Array as LazyArray
 from tensorc.lazy.graph import leaf
 from tensorc.planning.options import check_plan_options
 from tensorc.planning.plan import Plan
-from tensorc.planning.program_layouts import ProgramPlan
-from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.planning.program_layouts import LayoutPlan
+from tensorc.runtime.ray.arrays import DistributedArray
 
 STAGES = ("ast", "ir", "plan", "tasks", "schedule", "dot")
 TASK_LINES = 400
@@ -111,7 +111,7 @@ def _is_block_source(source: Source) -> bool:
 
 
 def _wrap_distributed(value):
-    return LazyArray(leaf(value)) if isinstance(value, BlockArray) else value
+    return LazyArray(leaf(value)) if isinstance(value, DistributedArray) else value
 
 
 class Program:
@@ -271,7 +271,7 @@ class Program:
         positions in ``placed`` already laid out there."""
         return self.runner.plan(statement, nodes, placed)
 
-    def plan_layouts(self, unrolled: Unrolled, nodes: int, initial=None) -> ProgramPlan:
+    def plan_layouts(self, unrolled: Unrolled, nodes: int, initial=None) -> LayoutPlan:
         """The whole-program plan for ``nodes`` nodes (cached): layouts flow between the
         statements (:mod:`tensorc.planning.program_layouts`); ``initial`` gives the layouts of
         inputs already on the cluster."""
@@ -289,12 +289,13 @@ class Program:
         executor = session.executor_for(None, list(arrays.values()))
         backend = executor.backend
         values, ran = self.runner.run(unrolled, arrays, executor)
-        keep = executor.in_process or any(isinstance(v, BlockArray) for v in arrays.values())
+        keep = executor.in_process or any(isinstance(v, DistributedArray) for v in arrays.values())
         outputs = {}
         for name, label in unrolled.outputs:
             value = values[label]
-            outputs[name] = value if keep or not isinstance(value, BlockArray) else value.numpy()
-            if lazy or isinstance(outputs[name], BlockArray):
+            distributed = isinstance(value, DistributedArray)
+            outputs[name] = value if keep or not distributed else value.numpy()
+            if lazy or isinstance(outputs[name], DistributedArray):
                 outputs[name] = LazyArray(leaf(outputs[name]))
         execution.record(execution.program_stats(
             ran, backend=backend, seconds=time.perf_counter() - started,
@@ -337,7 +338,7 @@ def _explain_ir(program: Program, unrolled: Unrolled) -> str:
     return "\n".join(lines)
 
 
-def _plans(program: Program, unrolled: Unrolled) -> tuple[ProgramPlan | None, dict[str, Plan]]:
+def _plans(program: Program, unrolled: Unrolled) -> tuple[LayoutPlan | None, dict[str, Plan]]:
     """The plan every explain stage shows: the whole-program plan for ``nodes`` nodes
     (when the program is compiled with ``nodes`` > 1), else each statement's local plan."""
     nodes = program.options.nodes or 1
@@ -390,7 +391,7 @@ def _explain_schedule(program: Program, unrolled: Unrolled) -> str:
     return "\n".join(lines)
 
 
-def _explain_distributed_schedule(unrolled: Unrolled, layouts: ProgramPlan) -> str:
+def _explain_distributed_schedule(unrolled: Unrolled, layouts: LayoutPlan) -> str:
     """Each statement's modelled LSHS schedule on the program's nodes: per-node loads, then
     the node of every task."""
     lines = [f"LSHS on {layouts.nodes} nodes (the schedule the plan modelled; on Ray each "

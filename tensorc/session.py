@@ -36,9 +36,15 @@ from tensorc.planning.cost import Machine, use_machine
 from tensorc.planning.options import BACKENDS, check_scheduler
 from tensorc.runtime.executor import Executor
 from tensorc.runtime.local import LocalExecutor
-from tensorc.runtime.ray.arrays import BlockArray
-from tensorc.runtime.ray.calibrate import probe as calibration_probe
-from tensorc.runtime.ray.cluster import connect, connected, disconnect, probe, set_connected
+from tensorc.runtime.ray.arrays import DistributedArray
+from tensorc.runtime.ray.calibrate import calibrate_cluster
+from tensorc.runtime.ray.cluster import (
+    check_reachable,
+    connect,
+    connected,
+    disconnect,
+    set_connected,
+)
 from tensorc.runtime.ray.executor import RayExecutor
 
 LOCAL = LocalExecutor()
@@ -115,7 +121,7 @@ def init(
     if backend == "local" and (address is not None or num_nodes not in (None, 1)):
         raise PlanError("backend='local' runs in this process; address and num_nodes need 'ray'")
     if backend == "ray" and address not in (None, "auto"):
-        probe(address)  # a dead address fails here, before the current session is touched
+        check_reachable(address)  # a dead address fails here, before the current session is touched
     with _lock:
         shutdown()
         if backend == "local":
@@ -123,7 +129,7 @@ def init(
             return _session
         cluster = connect(address, num_nodes)
         set_connected(cluster)
-        machine = Machine(**calibration_probe(cluster)) if calibrate else None
+        machine = Machine(**calibrate_cluster(cluster)) if calibrate else None
         use_machine(machine)
         _session = Session("ray", scheduler, cluster, bool(measure), machine,
                            RayExecutor(cluster, scheduler))
@@ -151,9 +157,9 @@ def ray_cluster():
 
 def executor_for(backend: str | None = None, operands: Sequence[object] = ()) -> Executor:
     """The executor a call runs on: ``backend="local"`` (refused with distributed
-    operands), ``"ray"`` or distributed (``BlockArray``) operands: the Ray session's;
+    operands), ``"ray"`` or distributed (``DistributedArray``) operands: the Ray session's;
     otherwise the session's own."""
-    distributed = any(isinstance(op, BlockArray) for op in operands)
+    distributed = any(isinstance(op, DistributedArray) for op in operands)
     if backend == "local":
         if distributed:
             raise PlanError("backend='local' cannot take tc.Array operands; call .numpy() "

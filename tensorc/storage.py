@@ -2,18 +2,18 @@
 
 ``read_npy(path)`` / ``read_zarr(path_or_store)`` read an array; ``write_npy(path, value)`` /
 ``write_zarr(value, path)`` write one (an ndarray, anything ``np.asarray`` takes, or a
-``BlockArray``). Contract:
+``DistributedArray``). Contract:
 
 - **Without a Ray session** (the session's executor runs in process) a read returns an
   ndarray: ``read_npy`` a read-only view of the file memory-mapped (nothing is read until
   used; Fortran-ordered files stay Fortran-ordered), ``read_zarr`` the whole array loaded.
-- **With a Ray session** a read returns a ``BlockArray`` blocked as distributed arrays are
+- **With a Ray session** a read returns a ``DistributedArray`` blocked as distributed arrays are
   (``block_shape=`` or ``grid=``; by default the cluster's CPUs factored over the
   dimensions), each block read *on its block-cyclic node* by one task that opens the file
   itself and copies only its block's slice: nothing passes through the driver. A ``.npy``
   block is a copy out of a memory map, so a node reads only the pages of its blocks. The
   driver checks the file (or store) before submitting anything; a file changed after that
-  fails when its blocks are used. A ``BlockArray``'s blocks are written the same way, one task
+  fails when its blocks are used. A ``DistributedArray``'s blocks are written the same way, one task
   per block on the block's node. **The nodes must share the filesystem the path is on**
   (true of this machine's nodes; a multi-machine cluster needs a shared filesystem whose
   writes to disjoint byte ranges of one file are coherent).
@@ -36,7 +36,7 @@
 - ``write_npy`` follows ``np.save``: a path not ending in ``.npy`` gets ``.npy`` appended.
   Both writes return the path written, as a string.
 - ``write_zarr`` makes a zarr v3 array at a local directory path. ``chunks=None`` means: for
-  a ``BlockArray`` its block shape (per dimension the greatest common divisor of the inner
+  a ``DistributedArray`` its block shape (per dimension the greatest common divisor of the inner
   block boundaries, which is the block shape for a regular blocking), so every block is
   whole chunks and no two tasks write one chunk; given chunks must divide every inner block
   boundary for the same reason. For an ndarray, zarr's default (``"auto"``).
@@ -65,7 +65,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from tensorc.errors import PlanError, StorageError, TypeCheckError
-from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.ray.storage_tasks import blocking_for, read_on_nodes, write_on_nodes
 from tensorc.session import current
 
@@ -83,7 +83,7 @@ _ZARR_MARKERS = ("zarr.json", ".zarray", ".zgroup")
 
 def read_npy(path, *, block_shape=None, grid=None):
     """The array in ``.npy`` file ``path``: a memory-mapped, read-only ndarray without a Ray
-    session; a ``BlockArray`` whose blocks are read on their nodes with one (see the module
+    session; a ``DistributedArray`` whose blocks are read on their nodes with one (see the module
     docstring)."""
     shown = _shown(path)
     full = os.path.abspath(os.fspath(path))
@@ -98,8 +98,8 @@ def read_npy(path, *, block_shape=None, grid=None):
 
 
 def write_npy(path, value) -> str:
-    """Write ``value`` (an ndarray or a ``BlockArray``) to ``.npy`` file ``path`` (``.npy``
-    appended when missing, as ``np.save`` does); returns the path written. A ``BlockArray``'s
+    """Write ``value`` (an ndarray or a ``DistributedArray``) to ``.npy`` file ``path`` (``.npy``
+    appended when missing, as ``np.save`` does); returns the path written. A ``DistributedArray``'s
     blocks are written on their nodes into a memory map of a temporary file that replaces
     ``path`` once every block is in (see the module docstring)."""
     target = _shown(path)
@@ -208,7 +208,7 @@ def _write_npy_block(tmp: str, slices: tuple[slice, ...], block) -> int:
 
 def read_zarr(path_or_store, *, block_shape=None, grid=None):
     """The zarr array at ``path_or_store`` (a directory path, a URL zarr opens, or a zarr
-    store): an ndarray without a Ray session; a ``BlockArray`` whose blocks (by default the
+    store): an ndarray without a Ray session; a ``DistributedArray`` whose blocks (by default the
     chunks, see the module docstring) are read on their nodes with one."""
     store, shown = _zarr_source(path_or_store)
     array = _open_zarr(store, shown)
@@ -227,7 +227,7 @@ def read_zarr(path_or_store, *, block_shape=None, grid=None):
     shape, dtype = tuple(array.shape), np.dtype(array.dtype)
     if dtype.hasobject:
         raise StorageError(f"cannot read '{shown}' on Ray: its dtype {array.dtype} is not "
-                           "numeric (a BlockArray holds numbers and bools)")
+                           "numeric (a distributed array holds numbers and bools)")
     if block_shape is None and grid is None:
         block = _chunk_blocking(shape, tuple(array.chunks), dtype.itemsize,
                                 current().executor.cpus)
@@ -237,8 +237,8 @@ def read_zarr(path_or_store, *, block_shape=None, grid=None):
 
 
 def write_zarr(value, path, *, chunks=None) -> str:
-    """Write ``value`` (an ndarray or a ``BlockArray``) as a zarr v3 array at directory
-    ``path``; returns the path. A ``BlockArray``'s blocks are written on their nodes into a
+    """Write ``value`` (an ndarray or a ``DistributedArray``) as a zarr v3 array at directory
+    ``path``; returns the path. A ``DistributedArray``'s blocks are written on their nodes into a
     temporary store that replaces ``path`` once every block is in (see the module
     docstring)."""
     if not isinstance(path, (str, os.PathLike)) or "://" in os.fspath(path):
@@ -365,8 +365,8 @@ def _write_zarr_block(store: str, slices: tuple[slice, ...], block) -> int:
 
 def _write_chunks(value, chunks, target: str):
     """The chunk shape ``write_zarr`` uses (``None``: zarr's default), checked against the
-    blocks of a ``BlockArray``."""
-    if isinstance(value, BlockArray):
+    blocks of a ``DistributedArray``."""
+    if isinstance(value, DistributedArray):
         bounds = value.blocks.bounds
         inner = [edges[1:-1] for edges in bounds]
         if chunks is None:
@@ -383,7 +383,7 @@ def _write_chunks(value, chunks, target: str):
     if len(out) != ndim or any(c < 1 for c in out):
         raise PlanError(f"cannot write '{target}': chunks {out} do not fit an array of "
                         f"{ndim} dimension(s): one positive size per dimension")
-    if isinstance(value, BlockArray):
+    if isinstance(value, DistributedArray):
         for d, (c, cuts) in enumerate(zip(out, inner, strict=True)):
             bad = [cut for cut in cuts if cut % c]
             if bad:
@@ -427,9 +427,9 @@ def _install_dir(tmp: str, full: str, target: str) -> None:
 
 
 def _value_meta(value, target: str):
-    """``(value, shape, dtype)`` of a value to write: a ``BlockArray`` as it is, anything
+    """``(value, shape, dtype)`` of a value to write: a ``DistributedArray`` as it is, anything
     else as the ndarray ``np.asarray`` makes of it (once); an object dtype is refused."""
-    if not isinstance(value, BlockArray):
+    if not isinstance(value, DistributedArray):
         value = np.asarray(value)
     if value.dtype.hasobject:
         raise TypeCheckError(f"cannot write '{target}': dtype {value.dtype} holds Python "
@@ -439,10 +439,10 @@ def _value_meta(value, target: str):
 
 def _write_blocks(value, writer, tmp: str, target: str) -> None:
     """Write every block of ``value`` into ``tmp`` with ``writer(tmp, slices, block)``: an
-    ndarray as one block on the driver; a ``BlockArray``'s blocks by one task each on the
+    ndarray as one block on the driver; a ``DistributedArray``'s blocks by one task each on the
     block's node. Waits for every task, then raises a ``StorageError`` naming the first
     block that failed."""
-    if not isinstance(value, BlockArray):
+    if not isinstance(value, DistributedArray):
         try:
             writer(tmp, tuple(slice(0, n) for n in value.shape), value)
         except Exception as err:

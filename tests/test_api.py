@@ -278,11 +278,11 @@ def test_numpy_optimize_forms_are_accepted(optimize):
 
 
 @pytest.mark.parametrize("order", ["K", "A", "C", "F"])
-@pytest.mark.parametrize("layout", ["C", "F"])
-def test_result_layout_follows_numpy(order, layout):
+@pytest.mark.parametrize("operand_order", ["C", "F"])
+def test_result_order_follows_numpy(order, operand_order):
     rng = np.random.default_rng(9)
-    a = np.asarray(rng.random((5, 4)), order=layout)
-    b = np.asarray(rng.random((4, 3)), order=layout)
+    a = np.asarray(rng.random((5, 4)), order=operand_order)
+    b = np.asarray(rng.random((4, 3)), order=operand_order)
     expected = np.einsum("ij,jk->ik", a, b, order=order)
     result = tc.einsum("ij,jk->ik", a, b, order=order)
     assert result.flags.f_contiguous == expected.flags.f_contiguous

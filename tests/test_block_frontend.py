@@ -72,7 +72,7 @@ tensor Rs : f64
 """  # five lines: the statements of a test start on line 6
 
 
-def _program(text: str, name: str = "prog.tc") -> ir.LoopProgram:
+def _program(text: str, name: str = "prog.tc") -> ir.BlockProgramIR:
     return parse_block_program(Source(name, text))
 
 

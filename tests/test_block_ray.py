@@ -8,7 +8,7 @@ import pytest
 
 import tensorc as tc
 from tensorc.driver.block_programs import shipped
-from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.ray.arrays import DistributedArray
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 RNG = np.random.default_rng(5)
@@ -28,7 +28,7 @@ def test_cholesky_on_ray_matches_numpy_and_stays_distributed():
     assert count in (1, 2, 4)
     assert sum(stats["tasks_per_node"]) == stats["tasks"]
     value = lower.value()
-    assert isinstance(value, BlockArray) and value.grid == (count, count)
+    assert isinstance(value, DistributedArray) and value.grid == (count, count)
     np.testing.assert_allclose(lower.numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
 
 

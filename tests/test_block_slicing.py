@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.ray.slicing import slice_blocks
 
 
@@ -93,7 +93,7 @@ def test_a_sliced_distributed_array_stays_on_its_nodes(ray_cluster, key):
     picked = x[key]
     np.testing.assert_array_equal(picked.numpy(), x.numpy()[key])
     value = picked.value()
-    assert isinstance(value, BlockArray)  # stays on the nodes: x is not small
+    assert isinstance(value, DistributedArray)  # stays on the nodes: x is not small
     assert set(value.block_nodes().values()) <= nodes
     assert len(set(value.block_nodes().values())) > 1  # not gathered to one node
     stats = [s for s in tc.last_stats()["statements"] if s.get("whole_array") == "getitem"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorc.codegen.lower import lower
+from tensorc.codegen.lower import lower_to_tasks
 from tensorc.codegen.taskgraph import LOAD, PAIR, REDUCE
 from tensorc.ir.interpret import interpret
 from tensorc.ir.nodes import (
@@ -49,7 +49,7 @@ GRIDS = [None, {"i": 2}, {"i": 2, "k": 3, "j": 2}, {"k": 6}]
 
 def _run(program: Function, grid, arrays):
     blocking = choose_blocking(program, planning_context(workers=2, grid=grid))
-    graph = lower(program, blocking)
+    graph = lower_to_tasks(program, blocking)
     graph.verify()
     operands = [arrays[d.name] for d in program.inputs]
     return graph, TaskPool(2).run(graph, None, operands)
@@ -78,8 +78,8 @@ def test_min_plus_reduces_partials_with_min_not_sum():
 def test_task_keys_are_deterministic_and_loads_precede_their_first_use():
     program = verify(Function(DECLS, SIZES, MIN_PLUS, "float64"))
     ctx = planning_context(workers=2, grid={"i": 2, "k": 3})
-    first = lower(program, choose_blocking(program, ctx))
-    second = lower(program, choose_blocking(program, ctx))
+    first = lower_to_tasks(program, choose_blocking(program, ctx))
+    second = lower_to_tasks(program, choose_blocking(program, ctx))
     assert [t.key for t in first.tasks] == [t.key for t in second.tasks]
     assert first.format() == second.format()
     consumers = first.consumers()

@@ -1,5 +1,5 @@
 """numpy drop-in behaviour beyond values: views, the cache-hit fast path, argument forms and
-errors numpy users rely on, result layout, and strided operands reaching BLAS uncopied."""
+errors numpy users rely on, result memory order, and strided operands reaching BLAS uncopied."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_cache_hit_takes_the_fast_path_with_equal_results(rng):
     assert not fast_path.ENTRIES
 
 
-def test_fast_path_keys_on_layout_dtype_and_shape(rng):
+def test_fast_path_keys_on_order_dtype_and_shape(rng):
     a, b = rng.random((6, 5)), rng.random((5, 7))
     for _ in range(2):
         np.testing.assert_allclose(tc.einsum("ij,jk->ki", a, b), np.einsum("ij,jk->ki", a, b))
@@ -145,7 +145,7 @@ def test_order_takes_either_case(order):
         tc.einsum("i->i", np.ones(3), order="d")
 
 
-def test_order_k_follows_numpy_layout(rng):
+def test_order_k_follows_numpy_strides(rng):
     a, b = rng.random((3, 4)), rng.random((4, 5))
     for subscripts in ("ij,jk->ki", "ij,jk->ik", "ij,jk->ik"):
         assert tc.einsum(subscripts, a, b).strides == np.einsum(subscripts, a, b).strides

@@ -548,11 +548,12 @@ def test_zero_size(rng, subscripts, shapes, dtype, plan):
 
 
 # --------------------------------------------------------------------------------------------
-# memory layouts: Fortran order, strided, negative strides, transposed and zero-stride views
+# memory orders and strides: Fortran order, strided, negative strides, transposed and
+# zero-stride views
 # --------------------------------------------------------------------------------------------
 
 
-def _layout_cases(rng):
+def _memory_cases(rng):
     r = rng
     big = random_array(r, (10, 14))
     return {
@@ -614,13 +615,13 @@ def _layout_cases(rng):
     }
 
 
-LAYOUT_NAMES = list(_layout_cases(np.random.default_rng(0)))
+MEMORY_CASE_NAMES = list(_memory_cases(np.random.default_rng(0)))
 
 
 @ALL_PLANS
-@pytest.mark.parametrize("name", LAYOUT_NAMES)
-def test_memory_layouts(rng, name, plan):
-    subscripts, operands = _layout_cases(rng)[name]
+@pytest.mark.parametrize("name", MEMORY_CASE_NAMES)
+def test_memory_orders_and_strides(rng, name, plan):
+    subscripts, operands = _memory_cases(rng)[name]
     check(subscripts, *operands, plan=plan)
 
 

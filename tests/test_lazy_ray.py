@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tensorc as tc
-from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.ray.arrays import DistributedArray
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
@@ -39,7 +39,7 @@ def test_a_program_runs_on_ray_and_matches_numpy() -> None:
 def test_values_stay_on_the_nodes_and_feed_later_programs() -> None:
     x = tc.random((512, 32), grid=(4, 2), seed=4)  # 128 KiB: more than the driver takes
     centred = (x - tc.mean(x, axis=0)).compute()
-    assert isinstance(centred.value(), BlockArray)
+    assert isinstance(centred.value(), DistributedArray)
     nodes = set(centred.block_nodes().values())
     assert len(nodes) > 1  # spread over the cluster, not gathered on the driver
     total = tc.sum(centred * centred, axis=0)
@@ -88,8 +88,8 @@ def test_asarray_of_a_lazy_array_re_cuts_its_blocks_on_the_nodes(monkeypatch) ->
         raise AssertionError("gathered to the driver")
 
     with monkeypatch.context() as patched:
-        patched.setattr(BlockArray, "numpy", no_gather)
+        patched.setattr(DistributedArray, "numpy", no_gather)
         value = blocked.value()
-    assert isinstance(value, BlockArray)
+    assert isinstance(value, DistributedArray)
     assert blocked.block_shape == (100, 7) and blocked.grid == (6, 5)
     np.testing.assert_array_equal(blocked.numpy(), data * 2.0)

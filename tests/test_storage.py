@@ -20,7 +20,7 @@ from numpy.lib import format as npy_format
 from tensorc import session, storage
 from tensorc.errors import PlanError, StorageError, TensorcError, TypeCheckError
 from tensorc.placement.layout import block_cyclic_node
-from tensorc.runtime.ray.arrays import BlockArray, asarray
+from tensorc.runtime.ray.arrays import DistributedArray, asarray
 from tensorc.runtime.ray.calls import submit
 
 
@@ -54,7 +54,7 @@ def _left_in(directory) -> list[str]:
     return sorted(os.listdir(directory))
 
 
-def _on_layout_nodes(array: BlockArray) -> None:
+def _on_layout_nodes(array: DistributedArray) -> None:
     nodes = array.block_nodes()
     assert nodes == {c: block_cyclic_node(c, array.node_grid) for c in np.ndindex(*array.grid)}
 
@@ -293,7 +293,7 @@ def test_npy_round_trip_on_ray(ray_cluster, tmp_path, name):
     storage.write_npy(path, value)
     block_shape = {2: (4, 3), 3: (2, 3, 2)}.get(value.ndim, ())
     array = storage.read_npy(path, block_shape=block_shape)
-    assert isinstance(array, BlockArray)
+    assert isinstance(array, DistributedArray)
     assert array.shape == value.shape and array.dtype == value.dtype
     if value.ndim == 2:
         assert array.block_shape == (4, 3) and array.grid == (3, 3)
@@ -380,7 +380,7 @@ def test_memory_store_is_refused_on_ray(ray_cluster):
         storage.read_zarr(store)
 
 
-def _with_failing_block(ray_cluster) -> BlockArray:
+def _with_failing_block(ray_cluster) -> DistributedArray:
     """A (10, 7) array cut (4, 3) whose block (1, 0) raises when read."""
 
     def boom():

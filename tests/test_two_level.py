@@ -1,5 +1,5 @@
 """Two-level execution on the shared 4-node Ray cluster: calls per node and stage, cached
-staged programs, transfers counted from arguments, re-laid-out copies kept on arrays."""
+staged calls, transfers counted from arguments, re-laid-out copies kept on arrays."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_a_repeated_call_reuses_its_staged_program():
     plan = next(p for p in reversed(EINSUM_PLANS._plans.values())  # noqa: SLF001
                 if p.subscripts == "ijk,if,jf->if")
     staged = len(plan.runs)
-    again = _inputs(40)  # fresh arrays, same layout: the same staged program
+    again = _inputs(40)  # fresh arrays, same layout: the same staged calls
     tc.einsum("ijk,if,jf->if", *again, measure=False)
     stats = tc.last_stats()
     assert stats["plan_cached"] and len(plan.runs) == staged

@@ -1,8 +1,9 @@
-"""Distributed arrays: ``tc.Array`` and its creation functions.
+"""Distributed arrays: :class:`DistributedArray` and its creation functions.
 
-An :class:`Array` is a grid of blocks, each a Ray ObjectRef, laid out hierarchically and
-cyclically over a node grid (NumS): with node grid ``(C0, C1, …)``, block ``(g0, g1, …)`` is
-made on node ``ravel(g0 % C0, g1 % C1, …)`` of the cluster's node order. Contract:
+A :class:`DistributedArray` (the value of an evaluated ``tc.Array`` on Ray) is a grid of
+blocks, each a Ray ObjectRef, laid out hierarchically and cyclically over a node grid (NumS):
+with node grid ``(C0, C1, …)``, block ``(g0, g1, …)`` is made on node
+``ravel(g0 % C0, g1 % C1, …)`` of the cluster's node order. Contract:
 
 - ``tc.random``, ``tc.zeros``, ``tc.ones`` make every block *on its node* (one remote task per
   block; nothing passes through the driver). ``tc.random`` seeds block ``g`` with
@@ -53,7 +54,7 @@ RELAID_BUDGET = 0.25
 _KEPT: OrderedDict = OrderedDict()  # (weakref to array, layout key) -> bytes, LRU first
 
 
-class BlockArray:
+class DistributedArray:
     """A distributed array: its :class:`~tensorc.placement.blocks.Blocks` (Ray ObjectRefs on the
     nodes of the cluster) and the node grid of its block-cyclic layout."""
 
@@ -158,7 +159,7 @@ class BlockArray:
         return result if dtype is None else result.astype(dtype, copy=False)
 
     def __repr__(self) -> str:
-        return (f"tc.Array(shape={self.shape}, dtype={self.dtype}, grid={self.grid}, "
+        return (f"DistributedArray(shape={self.shape}, dtype={self.dtype}, grid={self.grid}, "
                 f"node_grid={self.node_grid})")
 
 
@@ -185,7 +186,7 @@ def _layout_node(coords, node_grid, node_of=None) -> int:
     return block_cyclic_node(coords, node_grid) if node is None else node
 
 
-def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> BlockArray:
+def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> DistributedArray:
     """One remote ``name`` task per block, pinned to the block's layout node (block-cyclic,
     or ``node_of[coords]`` when a plan gives the nodes); ``args_of`` gives each block's
     arguments from its coordinates and slices."""
@@ -198,10 +199,10 @@ def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> BlockArra
         blocks.refs[coords], blocks.reported[coords] = submit(
             cluster, name, node, *args_of(coords, blocks.block_slices(coords))
         )
-    return BlockArray(blocks, node_grid)
+    return DistributedArray(blocks, node_grid)
 
 
-def _make(kind: str, shape, block_shape, grid, seed: int, dtype, value=0) -> BlockArray:
+def _make(kind: str, shape, block_shape, grid, seed: int, dtype, value=0) -> DistributedArray:
     cluster = ray_cluster()
     cluster.refresh()
     shape = normalised_shape(shape)
@@ -217,27 +218,28 @@ def _make(kind: str, shape, block_shape, grid, seed: int, dtype, value=0) -> Blo
     return _spread(shape, dtype, bounds, "generate", args_of)
 
 
-def random(shape, *, block_shape=None, grid=None, seed: int = 0, dtype="float64") -> BlockArray:
+def random(shape, *, block_shape=None, grid=None, seed: int = 0,
+           dtype="float64") -> DistributedArray:
     """Uniform [0, 1) values, each block generated on its node."""
     return _make("random", shape, block_shape, grid, seed, dtype)
 
 
-def zeros(shape, *, block_shape=None, grid=None, dtype="float64") -> BlockArray:
+def zeros(shape, *, block_shape=None, grid=None, dtype="float64") -> DistributedArray:
     return _make("full", shape, block_shape, grid, 0, dtype, 0)
 
 
-def ones(shape, *, block_shape=None, grid=None, dtype="float64") -> BlockArray:
+def ones(shape, *, block_shape=None, grid=None, dtype="float64") -> DistributedArray:
     return _make("full", shape, block_shape, grid, 0, dtype, 1)
 
 
-def full(shape, value, *, block_shape=None, grid=None, dtype="float64") -> BlockArray:
+def full(shape, value, *, block_shape=None, grid=None, dtype="float64") -> DistributedArray:
     """Every element ``value``, each block made on its node."""
     return _make("full", shape, block_shape, grid, 0, dtype, value)
 
 
-def asarray(array, *, block_shape=None, grid=None) -> BlockArray:
+def asarray(array, *, block_shape=None, grid=None) -> DistributedArray:
     """Distribute a driver array: cut into blocks, each placed on its layout node."""
-    if isinstance(array, BlockArray):
+    if isinstance(array, DistributedArray):
         if block_shape is None and grid is None:
             return array
         array = array.numpy()
@@ -251,7 +253,7 @@ def asarray(array, *, block_shape=None, grid=None) -> BlockArray:
     return place(data, bounds)
 
 
-def wait(*arrays: BlockArray) -> None:
+def wait(*arrays: DistributedArray) -> None:
     """Block until every block of ``arrays`` exists on its node (nothing is fetched to the
     driver): what a benchmark does before starting its clock."""
     import ray
@@ -274,7 +276,7 @@ def inline(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) 
     return blocks
 
 
-def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> BlockArray:
+def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> DistributedArray:
     """Place ``data`` cut at ``bounds`` on the nodes of the block-cyclic layout, or on
     ``node_of[block coordinates]`` when given (a plan's layout)."""
 

@@ -1,12 +1,13 @@
 """A block program's DAG on Ray: tasks submitted as their parents are submitted.
 
-Contract: :func:`run_ray` runs a :class:`~tensorc.ir.block_program.LoopProgram`'s DAG
+Contract: :func:`run_block_dag_on_ray` runs a
+:class:`~tensorc.ir.block_program.BlockProgramIR`'s DAG
 (:class:`~tensorc.codegen.block_dag.BlockDag`) on the connected cluster. A task is submitted
 as soon as its parent tasks have been *submitted* (Ray waits for the data), placed on a node
 by :class:`~tensorc.placement.block_placement.BlockPlacer` (LSHS simulating time and bytes,
 or round-robin); at most ``window`` tasks are in flight, so the driver holds the frontier, not
 the graph. Blocks are Ray objects, so a lost block is recomputed from lineage. Outputs come
-back as :class:`~tensorc.runtime.ray.arrays.BlockArray` (blocks stay on the nodes that
+back as :class:`~tensorc.runtime.ray.arrays.DistributedArray` (blocks stay on the nodes that
 computed them). The frontier bookkeeping it shares with the local run is
 :mod:`tensorc.runtime.block_frontier`.
 """
@@ -22,7 +23,7 @@ import numpy as np
 from tensorc.codegen.block_dag import BlockDag
 from tensorc.codegen.block_layout import block_slices, tensor_bounds
 from tensorc.errors import TensorcError
-from tensorc.ir.block_program import LoopProgram
+from tensorc.ir.block_program import BlockProgramIR
 from tensorc.placement.block_placement import BlockPlacer
 from tensorc.placement.blocks import Blocks
 from tensorc.planning.cost import machine
@@ -36,13 +37,13 @@ from tensorc.runtime.block_frontier import (
     _output_dtype,
 )
 from tensorc.runtime.ray import tasks as ray_tasks
-from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.ray.calls import submit
 
 WINDOW = 256
 
 
-def run_ray(program: LoopProgram, dag: BlockDag, inputs: dict, bounds, cluster,
+def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, bounds, cluster,
             scheduler: str = "lshs", window: int = WINDOW, dtype=None) -> tuple[dict, dict]:
     """Run on the Ray cluster (see the module docstring)."""
     started = time.perf_counter()
@@ -130,7 +131,7 @@ def run_ray(program: LoopProgram, dag: BlockDag, inputs: dict, bounds, cluster,
                 _check_block_shape(name, coords, shape, region)
             placed.refs[coords] = ref
             placed.nodes[coords] = node
-        return BlockArray(placed, tuple(min(g, nodes) for g in placed.grid))
+        return DistributedArray(placed, tuple(min(g, nodes) for g in placed.grid))
 
     outputs = _output_arrays(program, bounds, finals, fill)
     stats = {"backend": "ray", "tasks": tasks, "scheduler": scheduler,
@@ -188,9 +189,9 @@ class _RayInputs:
             block = self.placer.add_version(nbytes, uses, node=node, retained=True)
             return stored.refs[coords], block, shape
         pieces = stored.pieces(region)
-        layout = tuple((into, out_of) for _, into, out_of in pieces)
+        piece_slices = tuple((into, out_of) for _, into, out_of in pieces)
         node = stored.first_node(region)
-        ref, _ = submit(self.cluster, "piece", node, shape, layout,
+        ref, _ = submit(self.cluster, "piece", node, shape, piece_slices,
                         *(stored.refs[c] for c, _, _ in pieces))
         return ref, self.placer.add_version(nbytes, uses, node=node, retained=True), shape
 

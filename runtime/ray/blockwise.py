@@ -1,11 +1,11 @@
-"""Per-block operations as a staged program: one call per node, nothing moves.
+"""Per-block operations as staged calls: one call per node, nothing moves.
 
-Contract: :func:`blockwise_program` takes an operand's layout (a
+Contract: :func:`blockwise_calls` takes an operand's layout (a
 :class:`~tensorc.placement.blocks.Blocks`) and, for every result block, the operand block it
 comes from and the kernel that makes it (``None``: the result block *is* that block), and
-returns the :class:`~tensorc.runtime.ray.stages.StagedProgram` running each kernel on the node
+returns the :class:`~tensorc.runtime.ray.stages.StagedCalls` running each kernel on the node
 holding its block — one call per node, every step exported. The Ray executor runs it like
-any staged program (merged into a batch with neighbouring statements, or on its own), so a
+any staged calls (merged into a batch with neighbouring statements, or on its own), so a
 slice or an operation along an unsplit axis costs a step in a node's call, not a task of its
 own. Plain data, no Ray.
 """
@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tensorc.placement.blocks import Blocks
-from tensorc.runtime.ray.stages import INPUT, RESULT, RUN, NodeCall, StagedProgram, Step
+from tensorc.runtime.ray.stages import INPUT, RESULT, RUN, NodeCall, StagedCalls, Step
 
 Coords = tuple[int, ...]
 
 
-def blockwise_program(layout: Blocks, pieces: Mapping[Coords, tuple[Coords, object]],
-                      bounds: tuple[tuple[int, ...], ...], dtype) -> StagedProgram:
-    """The staged program of ``pieces`` (result coords → (operand coords, kernel or
+def blockwise_calls(layout: Blocks, pieces: Mapping[Coords, tuple[Coords, object]],
+                      bounds: tuple[tuple[int, ...], ...], dtype) -> StagedCalls:
+    """The staged calls of ``pieces`` (result coords → (operand coords, kernel or
     ``None``)) over ``layout``; the result has block ``bounds`` and ``dtype``."""
     by_node: dict[int, list[tuple[Coords, Coords, object]]] = {}
     outputs: dict[Coords, tuple] = {}
@@ -43,7 +43,7 @@ def blockwise_program(layout: Blocks, pieces: Mapping[Coords, tuple[Coords, obje
         for k, (target, _, _) in enumerate(work):
             outputs[target] = (RESULT, len(calls), k)
         calls.append(NodeCall(node, 0, steps, args, tuple(range(len(work))), ()))
-    return StagedProgram(
+    return StagedCalls(
         calls=calls, outputs=outputs, output_bounds=bounds, output_nodes=nodes,
         output_shape=tuple(edges[-1] for edges in bounds), dtype=dtype, relaid={},
         relaid_layouts={}, transfers=[], levels=1 if calls else 0)

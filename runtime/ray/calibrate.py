@@ -1,6 +1,6 @@
 """The calibration probe: the distributed cost model's constants, measured on the cluster.
 
-Contract: :func:`probe(cluster) <probe>` returns the figures of a
+Contract: :func:`calibrate_cluster(cluster) <calibrate_cluster>` returns the figures of a
 :class:`~tensorc.planning.cost.Machine` (a dict of its fields) measured in well under a
 second on the running cluster, through the node workers the executor uses (``tc.init``
 installs them for planning on that session; ``tc.plan`` without a cluster keeps the
@@ -37,7 +37,7 @@ def _clamp(value: float, low: float, high: float) -> float:
     return min(max(value, low), high)
 
 
-def probe(cluster: RayCluster) -> dict:
+def calibrate_cluster(cluster: RayCluster) -> dict:
     """Measure the model's constants on ``cluster`` (module docstring)."""
     import ray
 

@@ -1,9 +1,9 @@
-"""Several staged programs submitted as one: their calls merged per node and level.
+"""Several staged calls submitted as one: their calls merged per node and level.
 
-Contract: a :class:`CallBatch` collects the calls of the staged programs
-(:class:`~tensorc.runtime.ray.stages.StagedProgram`) of consecutive statements of one array
-program instead of submitting each program's calls on its own. :meth:`CallBatch.add` takes a
-program and its operands' :class:`~tensorc.placement.blocks.Blocks` and returns, per call,
+Contract: a :class:`CallBatch` collects the staged calls
+(:class:`~tensorc.runtime.ray.stages.StagedCalls`) of consecutive statements of one array
+program instead of submitting each statement's calls on its own. :meth:`CallBatch.add` takes
+staged calls and their operands' :class:`~tensorc.placement.blocks.Blocks` and returns, per call,
 :class:`Deferred` stand-ins for the refs the call will return (its exports, then its node
 report), so the next statement can be staged on them at once. :meth:`CallBatch.flush` then
 submits everything:
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray.calls import SUBMITTING, node_workers, put_payloads, submit_stage
 from tensorc.runtime.ray.inline import Inline
-from tensorc.runtime.ray.stages import INPUT, NodeCall, StagedProgram
+from tensorc.runtime.ray.stages import INPUT, NodeCall, StagedCalls
 
 PLANS_KEPT = 32
 """Merged plans (batch shapes) a session keeps, least recently used dropped first."""
@@ -85,8 +85,8 @@ class MergedPlan:
     """The merged calls of one batch shape, and the payload refs of one session."""
 
     calls: list[MergedCall]
-    programs: tuple
-    """The staged programs of the shape (held so their ids stay theirs)."""
+    staged: tuple
+    """The staged calls of the shape (held so their ids stay theirs)."""
     payloads: list | None = None
 
 
@@ -94,25 +94,25 @@ _PLANS_LOCK = threading.Lock()
 
 
 class CallBatch:
-    """Calls of consecutive staged programs, merged when flushed (module docstring)."""
+    """Calls of consecutive statements' staged calls, merged when flushed (module docstring)."""
 
     def __init__(self, cluster) -> None:
         self.cluster = cluster
         self.calls: list[tuple[NodeCall, list]] = []
-        self.programs: list[StagedProgram] = []
+        self.staged: list[StagedCalls] = []
         self._tracked: list[tuple[Blocks, bool]] = []
         self.submitted_calls = 0
 
     def __len__(self) -> int:
         return len(self.calls)
 
-    def add(self, program: StagedProgram, inputs: list[Blocks]) -> list[list[Deferred]]:
-        """Take ``program``'s calls, bound to ``inputs``; returns each call's refs to be:
+    def add(self, staged: StagedCalls, inputs: list[Blocks]) -> list[list[Deferred]]:
+        """Take ``staged``'s calls, bound to ``inputs``; returns each call's refs to be:
         its exports, then its node report."""
         first = len(self.calls)
-        self.programs.append(program)
+        self.staged.append(staged)
         returned: list[list[Deferred]] = []
-        for c, call in enumerate(program.calls):
+        for c, call in enumerate(staged.calls):
             bound = []
             for source in call.args:
                 if source[0] == INPUT:
@@ -136,7 +136,7 @@ class CallBatch:
             blocks.refs.clear()
             blocks.reported.clear()
         self.calls.clear()
-        self.programs.clear()
+        self.staged.clear()
         self._tracked.clear()
 
     def flush(self, drop: Iterable[Blocks] = ()) -> list:
@@ -162,7 +162,7 @@ class CallBatch:
                 blocks.reported.clear()
         self.submitted_calls += len(plan.calls)
         self.calls.clear()
-        self.programs.clear()
+        self.staged.clear()
         self._tracked.clear()
         return reports
 
@@ -172,7 +172,7 @@ class CallBatch:
             (id(call), tuple((ref.entry, ref.slot) if type(ref) is Deferred else None
                              for ref in bound))
             for call, bound in self.calls)
-        return (tuple(id(p) for p in self.programs), bindings, wanted)
+        return (tuple(id(p) for p in self.staged), bindings, wanted)
 
     def _plan(self, wanted: frozenset) -> MergedPlan:
         plans = _session_plans(self.cluster)
@@ -182,7 +182,7 @@ class CallBatch:
             if plan is not None:
                 plans.move_to_end(key)
                 return plan
-        plan = MergedPlan(merge(self.calls, wanted), tuple(self.programs))
+        plan = MergedPlan(merge(self.calls, wanted), tuple(self.staged))
         with _PLANS_LOCK:
             plans[key] = plan
             while len(plans) > PLANS_KEPT:

@@ -1,7 +1,7 @@
-"""Submitting staged calls: a staged program as one Ray call per node and stage.
+"""Submitting staged calls: one Ray call per node and stage.
 
-Contract: ``CallRunner(cluster).run(program, inputs, pinned=..., measure=...)`` takes a
-:class:`~tensorc.runtime.ray.stages.StagedProgram` and one :class:`~tensorc.placement.blocks.Blocks`
+Contract: ``CallRunner(cluster).run(staged, inputs, pinned=..., measure=...)`` takes a
+:class:`~tensorc.runtime.ray.stages.StagedCalls` and one :class:`~tensorc.placement.blocks.Blocks`
 per operand (Ray refs bound), submits every call without waiting between stages, waits for
 them, and returns the result's ``Blocks`` (each block stays on the node that computed it) and
 the new layouts of repartitioned operands. Statistics are in ``executor.last_run``.
@@ -25,7 +25,7 @@ Policy:
   Soft affinity lets Ray run a call elsewhere when its node is gone, and lineage
   reconstruction (task retries are on) recomputes blocks lost with a node;
 - transfers are always counted from the calls' arguments (``transfer_bytes``, free: the
-  staged program knows them). With ``measure=True`` the executor also reads Ray's object
+  staged calls know them). With ``measure=True`` the executor also reads Ray's object
   directory before and after the run (``ray.experimental.get_object_locations``): a copy on a
   node other than the block's producer, not there before, was moved by Ray. An argument Ray
   inlined into the task message has no location; it is counted from the arguments. That
@@ -44,7 +44,7 @@ from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.cluster import RayCluster
 from tensorc.runtime.ray.inline import Inline
-from tensorc.runtime.ray.stages import INPUT, StagedProgram
+from tensorc.runtime.ray.stages import INPUT, StagedCalls
 
 POLL_SECONDS = 1.0
 
@@ -173,18 +173,18 @@ class WorkerLost(Exception):
 
 
 class CallRunner:
-    """Submit a staged program to Ray; see the module docstring."""
+    """Submit staged calls to Ray; see the module docstring."""
 
     def __init__(self, cluster: RayCluster) -> None:
         self.cluster = cluster
         self.last_run: dict = {}
 
-    def run(self, program: StagedProgram, inputs: Sequence[Blocks], *, pinned: bool = True,
+    def run(self, staged: StagedCalls, inputs: Sequence[Blocks], *, pinned: bool = True,
             measure: bool = False, pending: list | None = None, batch=None,
             ) -> tuple[Blocks, dict[int, Blocks]]:
-        """Submit ``program`` and wait for it; with a ``pending`` list (and no ``measure``)
+        """Submit ``staged`` and wait for it; with a ``pending`` list (and no ``measure``)
         return as soon as it is submitted, its calls' report refs appended to ``pending``
-        for the caller to wait on (:func:`wait_for_calls`) after later programs that read
+        for the caller to wait on (:func:`wait_for_calls`) after later calls that read
         its results are submitted too. With a ``batch``
         (:class:`~tensorc.runtime.ray.call_batch.CallBatch`, pinned and no ``measure``) the
         calls join the batch instead: the returned ``Blocks`` hold stand-ins, made real refs
@@ -199,43 +199,43 @@ class CallRunner:
         started = time.perf_counter()
         batched = batch is not None and pinned and not measure
         if batched:
-            returned = batch.add(program, inputs)
+            returned = batch.add(staged, inputs)
         else:
-            payloads = self._payloads(program)
+            payloads = self._payloads(staged)
             workers = node_workers(cluster) if pinned else None
-            returned = self._submit(program, inputs, payloads, workers, pinned)
+            returned = self._submit(staged, inputs, payloads, workers, pinned)
         submitted = time.perf_counter()
         reports = [refs[-1] for refs in returned]
         if batched:
             finished = submitted
-            ran_on_call = [call.node for call in program.calls]  # what was asked for
+            ran_on_call = [call.node for call in staged.calls]  # what was asked for
         elif pending is not None and not measure:
             pending.extend(reports)
             finished = submitted
-            ran_on_call = [call.node for call in program.calls]  # what was asked for
+            ran_on_call = [call.node for call in staged.calls]  # what was asked for
         else:
             try:
-                self._wait(program, reports, dead_before, workers is not None)
+                self._wait(staged, reports, dead_before, workers is not None)
             except WorkerLost:
-                # a node (and its worker) died mid-run: run the program again as plain
+                # a node (and its worker) died mid-run: run the calls again as plain
                 # tasks, soft-pinned, which Ray can rebuild by lineage when a block is lost
                 cluster.refresh()
-                returned = self._submit(program, inputs, payloads, None, pinned)
+                returned = self._submit(staged, inputs, payloads, None, pinned)
                 reports = [refs[-1] for refs in returned]
-                self._wait(program, reports, dead_before, False)
+                self._wait(staged, reports, dead_before, False)
             finished = time.perf_counter()
             ran_on_call = [cluster.index_of(n) for n in ray.get(reports)]
-        ran_on = {task: ran_on_call[c] for c, call in enumerate(program.calls)
+        ran_on = {task: ran_on_call[c] for c, call in enumerate(staged.calls)
                   for task in call.tasks}
-        for source, node, _ in program.transfers:
+        for source, node, _ in staged.transfers:
             if source[0] == INPUT:
                 inputs[source[1]].add_copies(source[2], (node,))
-        result = self._blocks(program.outputs, program.output_bounds, program.output_nodes,
-                              inputs, returned, dtype=program.dtype,
-                              shape=program.output_shape)
+        result = self._blocks(staged.outputs, staged.output_bounds, staged.output_nodes,
+                              inputs, returned, dtype=staged.dtype,
+                              shape=staged.output_shape)
         relaid = {}
-        for position, sources in program.relaid.items():
-            layout = program.relaid_layouts[position]
+        for position, sources in staged.relaid.items():
+            layout = staged.relaid_layouts[position]
             relaid[position] = self._blocks(sources, layout.bounds, layout.nodes, inputs,
                                             returned, dtype=inputs[position].dtype,
                                             shape=layout.shape)
@@ -246,22 +246,22 @@ class CallRunner:
         measured = relaid_measured = None
         if measure:
             begun = time.perf_counter()
-            measured, relaid_measured = self._measure(program, inputs, returned, ran_on_call,
+            measured, relaid_measured = self._measure(staged, inputs, returned, ran_on_call,
                                                       existing)
             measure_seconds += time.perf_counter() - begun
         self.last_run = {
             "run_seconds": finished - started,
             "submit_seconds": submitted - started,
             "ran_on": ran_on,
-            "remote_calls": len(program.calls),
-            "stages": program.levels,
+            "remote_calls": len(staged.calls),
+            "stages": staged.levels,
             "measured_node_recv_bytes": measured,
             "measured_node_repartition_bytes": relaid_measured,
             "measure_seconds": measure_seconds if measure else None,
         }
         return result, relaid
 
-    def _submit(self, program: StagedProgram, inputs, payloads, workers,
+    def _submit(self, staged: StagedCalls, inputs, payloads, workers,
                 pinned: bool) -> list[list]:
         """Submit every call (on the node workers, or as tasks when ``workers`` is None,
         soft-pinned when ``pinned``); returns each call's refs, the reported node id last."""
@@ -275,18 +275,18 @@ class CallRunner:
             return returned[source[1]][source[2]]
 
         with SUBMITTING:  # every worker's queue stays in one global topological order
-            for call, (key, payload) in zip(program.calls, payloads, strict=True):
+            for call, (key, payload) in zip(staged.calls, payloads, strict=True):
                 returned.append(submit_stage(
                     cluster, workers, call.node, key, payload, [bind(s) for s in call.args],
                     len(call.exports) + 1, pinned))
         return returned
 
-    def _payloads(self, program: StagedProgram) -> list[tuple[str, list]]:
-        """Each call's steps as an object in Ray, put once per program and session."""
-        kept = program.payloads
+    def _payloads(self, staged: StagedCalls) -> list[tuple[str, list]]:
+        """Each call's steps as an object in Ray, put once per ``StagedCalls`` and session."""
+        kept = staged.payloads
         if kept is None or kept[0] is not self.cluster:
-            kept = (self.cluster, put_payloads((c.steps, c.exports) for c in program.calls))
-            program.payloads = kept
+            kept = (self.cluster, put_payloads((c.steps, c.exports) for c in staged.calls))
+            staged.payloads = kept
         return kept[1]
 
     def _blocks(self, sources: dict, bounds, nodes: dict, inputs, returned, *,
@@ -305,7 +305,7 @@ class CallRunner:
                 out.reported[coords] = returned[source[1]][-1]
         return out
 
-    def _wait(self, program: StagedProgram, pending: list, dead_before,
+    def _wait(self, staged: StagedCalls, pending: list, dead_before,
               on_workers: bool) -> None:
         import ray
 
@@ -324,9 +324,9 @@ class CallRunner:
                 except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
                     if on_workers:  # a worker died, or a block it made died with it
                         raise WorkerLost from err
-                    raise self._failure(program, call_of, ready, err, dead_before) from err
+                    raise self._failure(staged, call_of, ready, err, dead_before) from err
                 except ray.exceptions.RayError as err:
-                    raise self._failure(program, call_of, ready, err, dead_before) from err
+                    raise self._failure(staged, call_of, ready, err, dead_before) from err
             if waiting:
                 self.cluster.refresh()
             if waiting and time.monotonic() - last_progress > limit:
@@ -340,7 +340,7 @@ class CallRunner:
         dead = [n for n in self.cluster.dead_nodes if n not in dead_before]
         return f"; node(s) died during the run: {', '.join(dead)}" if dead else ""
 
-    def _failure(self, program, call_of, ready, err, dead_before) -> ExecutionError:
+    def _failure(self, staged, call_of, ready, err, dead_before) -> ExecutionError:
         import ray
 
         where = "a call"
@@ -349,7 +349,7 @@ class CallRunner:
                 ray.get(ref, timeout=0)
             except ray.exceptions.RayError:
                 if ref in call_of:
-                    call = program.calls[call_of[ref]]
+                    call = staged.calls[call_of[ref]]
                     where = (f"the call on node {call.node} (stage {call.level}, "
                              f"{len(call.steps)} block step(s))")
                 break
@@ -364,7 +364,7 @@ class CallRunner:
         refs = [ref for blocks in inputs for ref in blocks.refs.values()]
         return object_copies(self.cluster, refs)
 
-    def _measure(self, program, inputs, returned, ran_on_call,
+    def _measure(self, staged, inputs, returned, ran_on_call,
                  existing) -> tuple[list[int], list[int]]:
         """Bytes each node received, in all and to re-lay operands out, read from Ray's
         object directory (module docstring)."""
@@ -391,11 +391,11 @@ class CallRunner:
         for copies in copied.values():
             for node, size in copies:
                 per_node[node] += size
-        for source, node, nbytes in program.transfers:  # inlined: counted from the arguments
+        for source, node, nbytes in staged.transfers:  # inlined: counted from the arguments
             if ref_of(source) not in located:
                 per_node[node] += nbytes
         relaid = [0] * self.cluster.nodes
-        for source, node, nbytes in program.repartition_transfers:
+        for source, node, nbytes in staged.repartition_transfers:
             ref = ref_of(source)
             if ref not in located:
                 relaid[node] += nbytes

@@ -122,7 +122,7 @@ def _head_node_args() -> dict:
     return args
 
 
-def probe(address: str) -> None:
+def check_reachable(address: str) -> None:
     """Fail fast when ``host:port`` does not accept connections."""
     target = address[len("ray://"):] if address.startswith("ray://") else address
     host, sep, port = target.rpartition(":")
@@ -164,7 +164,7 @@ def connect(address: str | None = None, num_nodes: int | None = None) -> RayClus
             ray.init(address="local", log_to_driver=False, include_dashboard=False)
         else:
             if address != "auto":
-                probe(address)
+                check_reachable(address)
             ray.init(address=address, log_to_driver=False)
     except ExecutionError:
         raise

@@ -6,7 +6,7 @@ staged into one call per node and stage (:func:`~tensorc.runtime.ray.plans.run_o
 statement program is pipelined with its calls merged
 (:class:`~tensorc.runtime.ray.statements.RayStatementRun`); a block program's DAG is submitted
 task by task as its parents are submitted (:mod:`tensorc.runtime.ray.block_program`).
-Results stay on the nodes as :class:`~tensorc.runtime.ray.arrays.BlockArray`.
+Results stay on the nodes as :class:`~tensorc.runtime.ray.arrays.DistributedArray`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 from tensorc.placement.blocks import block_bounds, default_blocking
 from tensorc.runtime.executor import Executor, StatementPlanner
 from tensorc.runtime.ray import arrays, plans
-from tensorc.runtime.ray.block_program import run_ray
+from tensorc.runtime.ray.block_program import run_block_dag_on_ray
 from tensorc.runtime.ray.statements import DRIVER_BYTES, RayStatementRun
 
 
@@ -70,7 +70,8 @@ class RayExecutor(Executor):
 
     def run_block_program(self, program, dag, inputs: dict, bounds, *, scheduler: str,
                           workers: int | None, dtype) -> tuple[dict, dict]:
-        return run_ray(program, dag, inputs, bounds, self.cluster, scheduler, dtype=dtype)
+        return run_block_dag_on_ray(program, dag, inputs, bounds, self.cluster, scheduler,
+                                    dtype=dtype)
 
     def place(self, value: np.ndarray, block_shape=None, grid=None) -> object:
         small = value.nbytes <= DRIVER_BYTES and block_shape is None and grid is None
@@ -89,7 +90,7 @@ class RayExecutor(Executor):
     def reblock(self, value, block_shape=None, grid=None) -> object:
         """A distributed value re-cut where it is (only the elements a new block needs
         travel, nothing through the driver); a driver value placed on the nodes."""
-        if not isinstance(value, arrays.BlockArray):
+        if not isinstance(value, arrays.DistributedArray):
             return arrays.asarray(np.asarray(value), block_shape=block_shape, grid=grid)
         cluster = self.cluster
         cluster.refresh()

@@ -3,8 +3,8 @@
 Contract:
 
 - :func:`run_on_ray` runs a plan on the connected cluster: numpy operands are distributed
-  as the plan cuts them, ``BlockArray`` operands are read where they live, or re-laid out
-  first when the plan says so; the result stays distributed (a ``BlockArray``) and its
+  as the plan cuts them, ``DistributedArray`` operands are read where they live, or re-laid
+  out first when the plan says so; the result stays distributed (a ``DistributedArray``) and its
   blocks stay on the nodes that computed them;
 - :func:`run_whole` runs a whole-array operation (a reshape, a small solve, …) as one task on
   the node holding most of its operands; :func:`run_blockwise` runs the ones that can go
@@ -13,7 +13,8 @@ Contract:
 - :func:`prepare_ray_call` says how an einsum on Ray is planned: under LSHS (or with
   ``nodes=``/``planner=``) by the distribution planner for the cluster's nodes, with the
   operands' layouts (:class:`~tensorc.placement.blocks.Blocks`); otherwise with the blocking
-  of the distributed operands (the first ``BlockArray`` with an index gives its block size).
+  of the distributed operands (the first ``DistributedArray`` with an index gives its block
+  size).
 
 Ray runs report the schedule's modelled loads, the bytes the calls carry, and (``measure``)
 the bytes Ray actually moved, measured from object locations. The Ray executor
@@ -46,7 +47,7 @@ from tensorc.planning.distribution import layout
 from tensorc.planning.lower_bound import communication_lower_bound
 from tensorc.planning.plan import Plan
 from tensorc.runtime.ray.arrays import (
-    BlockArray,
+    DistributedArray,
     block_bounds,
     default_blocking,
     factor_over,
@@ -54,11 +55,11 @@ from tensorc.runtime.ray.arrays import (
     node_grid_for,
     place,
 )
-from tensorc.runtime.ray.blockwise import blockwise_program
+from tensorc.runtime.ray.blockwise import blockwise_calls
 from tensorc.runtime.ray.calls import CallRunner, WorkerLost, submit, wait_for_calls
 from tensorc.runtime.ray.cluster import connected as ray_cluster
 from tensorc.runtime.ray.slicing import slice_blocks
-from tensorc.runtime.ray.stages import relayout_moves, relayout_program, stage
+from tensorc.runtime.ray.stages import relayout_calls, relayout_moves, stage
 
 INLINE_BYTES = 64 * 1024
 """A numpy operand this small travels inside the messages of batched calls."""
@@ -68,7 +69,7 @@ def forced_block_shape(spec: EinsumSpec, operands) -> dict[str, int] | None:
     """Block size per index taken from the distributed operands (first one wins)."""
     chosen: dict[str, int] = {}
     for labels, operand in zip(spec.inputs, operands, strict=True):
-        if not isinstance(operand, BlockArray):
+        if not isinstance(operand, DistributedArray):
             continue
         for label, size in zip(labels, operand.block_shape, strict=True):
             chosen.setdefault(label, max(1, size))
@@ -85,22 +86,22 @@ def cast(blocks: Blocks, dtype: np.dtype, *, batch=None, pending: list | None = 
                       pending=[] if pending is None else pending)[0]
 
 
-def relayout(value: BlockArray, bounds, node_grid: tuple[int, ...]) -> BlockArray:
+def relayout(value: DistributedArray, bounds, node_grid: tuple[int, ...]) -> DistributedArray:
     """``value`` re-cut at block ``bounds`` onto the block-cyclic layout over ``node_grid``,
-    on the nodes (:func:`~tensorc.runtime.ray.stages.relayout_program`'s calls: only the
+    on the nodes (:func:`~tensorc.runtime.ray.stages.relayout_calls`'s calls: only the
     elements a new block needs travel, nothing passes through the driver; a block that is
     unchanged is reused). Submitted, not waited for (reading the result waits)."""
     cluster = ray_cluster()
     stored = value.blocks.resolve(cluster.locate, cluster.epoch)
     target = Blocks.layout(bounds, {}).grid
     nodes = {c: block_cyclic_node(c, node_grid) for c in np.ndindex(*target)}
-    program = relayout_program(stored, bounds, nodes)
+    program = relayout_calls(stored, bounds, nodes)
     result, _ = CallRunner(cluster).run(program, [stored], pending=[])
-    return BlockArray(result, node_grid)
+    return DistributedArray(result, node_grid)
 
 
 def run_whole(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
-              dtype: np.dtype) -> tuple[BlockArray, dict]:
+              dtype: np.dtype) -> tuple[DistributedArray, dict]:
     """A whole-array operation (:mod:`tensorc.codegen.whole_array`) on the Ray session:
     ``(result, {"tasks": count, ...})``. What :func:`run_blockwise` takes runs block by
     block where the blocks are; anything else is one task, on the node holding most of the
@@ -114,7 +115,7 @@ def run_whole(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
     held = [0] * cluster.nodes
     described, refs = [], []
     for operand in operands:
-        if not isinstance(operand, BlockArray):
+        if not isinstance(operand, DistributedArray):
             operand = place(np.asarray(operand), tuple((0, n) for n in np.shape(operand)))
         blocks = operand.blocks.resolve(cluster.locate, cluster.epoch)
         whole = tuple(slice(0, n) for n in blocks.shape)
@@ -135,12 +136,12 @@ def run_whole(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
                      returns=len(coords) + 1)
     for k, c in enumerate(coords):
         out.refs[c], out.reported[c], out.nodes[c] = results[k], results[-1], node
-    return BlockArray(out, node_grid_for(out.grid, cluster.nodes)), {"tasks": 1}
+    return DistributedArray(out, node_grid_for(out.grid, cluster.nodes)), {"tasks": 1}
 
 
 def run_blockwise(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
                   dtype: np.dtype, *, batch=None,
-                  pending: list | None = None) -> tuple[BlockArray, dict] | None:
+                  pending: list | None = None) -> tuple[DistributedArray, dict] | None:
     """``op`` block by block on the nodes holding the blocks, or ``None`` when it cannot be:
 
     - a basic index (``getitem``; :mod:`tensorc.runtime.ray.slicing`): each result block
@@ -150,16 +151,16 @@ def run_blockwise(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
     - ``("astype",)``: each block converted to ``dtype`` (a result computed in a wider
       dtype than its statement's, such as a comparison).
 
-    The per-block steps form a staged program (:mod:`tensorc.runtime.ray.blockwise`, cached by
+    The per-block steps form staged calls (:mod:`tensorc.runtime.ray.blockwise`, cached by
     the operation and the layout) run by the Ray executor: one call per node, merged into
     ``batch`` when given."""
-    if len(operands) != 1 or not isinstance(operands[0], BlockArray):
+    if len(operands) != 1 or not isinstance(operands[0], DistributedArray):
         return None
     found = _blockwise(op, operands[0].blocks, shape, dtype, batch=batch, pending=pending)
     if found is None:
         return None
     result, stats = found
-    return BlockArray(result, node_grid_for(result.grid, ray_cluster().nodes)), stats
+    return DistributedArray(result, node_grid_for(result.grid, ray_cluster().nodes)), stats
 
 
 def _blockwise(op: tuple, blocks: Blocks, shape, dtype, *, batch,
@@ -181,7 +182,7 @@ def _blockwise(op: tuple, blocks: Blocks, shape, dtype, *, batch,
             found = None
         if found is None:
             return None
-        program = blockwise_program(blocks, found[1], found[0], np.dtype(dtype))
+        program = blockwise_calls(blocks, found[1], found[0], np.dtype(dtype))
         _BLOCKWISE[key] = program
         if len(_BLOCKWISE) > BLOCKWISE_KEPT:
             _BLOCKWISE.popitem(last=False)
@@ -241,11 +242,11 @@ def _apply_whole(op: tuple, *values: np.ndarray) -> np.ndarray:
 
 
 def layouts_of(operands: Sequence[object]) -> dict[int, Blocks]:
-    """The layout (no data) of every ``tc.Array`` operand, by position, for the planner."""
+    """The layout (no data) of every ``DistributedArray`` operand, by position, for the planner."""
     cluster = ray_cluster()
     return {
         position: operand.blocks.resolve(cluster.locate, cluster.epoch).without_data()
-        for position, operand in enumerate(operands) if isinstance(operand, BlockArray)
+        for position, operand in enumerate(operands) if isinstance(operand, DistributedArray)
     }
 
 
@@ -255,9 +256,10 @@ def prepare_ray_call(spec: EinsumSpec, operands: Sequence[object], plan_options:
 
     Under LSHS (the scheduler the planner's model simulates), or when ``nodes=`` or
     ``planner=`` asks for it, the distribution planner plans for the session's nodes and
-    ``placed`` gives the layout of every ``tc.Array`` operand; otherwise the blocking follows
-    the distributed operands (each index takes its block size from the first ``tc.Array``
-    with it; ``grid=``/``block_shape=`` override), so loads are the stored blocks. Nothing
+    ``placed`` gives the layout of every ``DistributedArray`` operand; otherwise the blocking
+    follows the distributed operands (each index takes its block size from the first
+    ``DistributedArray`` with it; ``grid=``/``block_shape=`` override), so loads are the
+    stored blocks. Nothing
     here asks Ray anything: the session knows its nodes and every array where its blocks
     are."""
     cluster = ray_cluster()
@@ -280,11 +282,11 @@ def prepare_ray_call(spec: EinsumSpec, operands: Sequence[object], plan_options:
 
 
 RUN_CACHE_SIZE = 8
-"""Staged programs a plan keeps, one per input layout it met (least recently used go)."""
+"""Staged calls a plan keeps, one per input layout it met (least recently used go)."""
 
 
 def _staged(plan: Plan, inputs: list[Blocks], relayouts: dict, scheduler: str, cluster):
-    """``(schedule, staged program, modelled repartition bytes per node)`` of ``plan`` on
+    """``(schedule, staged calls, modelled repartition bytes per node)`` of ``plan`` on
     these input layouts, from the plan's cache when it met them before."""
     key = (scheduler, cluster.nodes, cluster.epoch, tuple(sorted(relayouts)),
            tuple((b.key(), b.copies_key()) for b in inputs))
@@ -347,11 +349,11 @@ def lost_worker(err: BaseException) -> bool:
 
 def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
                inputs_used: dict | None = None, measure: bool | None = None,
-               pending: list | None = None, batch=None) -> tuple[BlockArray, dict]:
+               pending: list | None = None, batch=None) -> tuple[DistributedArray, dict]:
     """Run a compiled plan on Ray: numpy operands are distributed as the plan cuts them,
-    ``tc.Array`` operands are read where they are, or re-laid out first when the plan says
+    ``DistributedArray`` operands are read where they are, or re-laid out first when the plan says
     so (a copy the array kept from an earlier call is reused); returns the result as a
-    ``tc.Array``. ``inputs_used`` receives the Arrays made of operands (distributed or
+    ``DistributedArray``. ``inputs_used`` receives the arrays made of operands (distributed or
     re-laid out), by position. ``measure`` (default: the session's) reads Ray's object
     directory for the bytes it moved. With a ``pending`` list the call returns once its
     work is submitted (see :meth:`CallRunner.run`); ``run_seconds`` is then the time to
@@ -376,7 +378,7 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     moved = plan.problem.repartition if plan.problem is not None else frozenset()
     reused, local = [], []  # re-layouts kept from earlier calls; those left to the loads
     for position, operand in enumerate(operands):
-        if not isinstance(operand, BlockArray):
+        if not isinstance(operand, DistributedArray):
             data = np.asarray(operand)
             bounds = load_bounds(graph, position, data.shape)
             batched = batch is not None and not measure and pins(scheduler)
@@ -397,7 +399,7 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
                 blocks = kept
                 reused.append(position)
                 if inputs_used is not None:
-                    inputs_used[position] = BlockArray(kept, operand.node_grid)
+                    inputs_used[position] = DistributedArray(kept, operand.node_grid)
             elif relayout_moves(blocks, bounds, target):
                 relayouts[position] = (bounds, target)
             else:
@@ -412,7 +414,7 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     for position, blocks in new_layouts.items():
         operands[position].keep_relaid(blocks, cluster.store_bytes)
         if inputs_used is not None:
-            inputs_used[position] = BlockArray(blocks, operands[position].node_grid)
+            inputs_used[position] = DistributedArray(blocks, operands[position].node_grid)
     if result_type is not None and np.dtype(result.dtype) != np.dtype(result_type):
         result = cast(result, np.dtype(result_type), batch=batch, pending=pending)
     run = executor.last_run
@@ -463,7 +465,7 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
         )
     else:
         stats["lower_bound_bytes"] = None
-    return BlockArray(result, factor_over(cluster.nodes, _output_grid(graph))), stats
+    return DistributedArray(result, factor_over(cluster.nodes, _output_grid(graph))), stats
 
 
 def _measured(per_node: list[int] | None, relaid: list[int] | None) -> dict:

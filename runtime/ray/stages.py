@@ -2,7 +2,7 @@
 
 Contract: :func:`stage` takes a task graph, its :class:`~tensorc.placement.schedule.Schedule`,
 the layout of every operand (:class:`~tensorc.placement.blocks.Blocks`, data not needed) and
-the operands to repartition first, and returns a :class:`StagedProgram` — plain data, no Ray:
+the operands to repartition first, and returns a :class:`StagedCalls` — plain data, no Ray:
 the calls to make, in order, each on one node, each running a list of block steps with the
 in-process step runner. It is deterministic for its inputs, so a plan keeps it and a
 repeated call only binds block refs and submits.
@@ -27,7 +27,7 @@ Units:
   the elements the new block needs travel), then each new block is stitched on its node.
   New blocks are returned, so the operand can keep its new layout for later calls.
 
-Bytes between nodes are counted from the calls' arguments (:attr:`StagedProgram.transfers`):
+Bytes between nodes are counted from the calls' arguments (:attr:`StagedCalls.transfers`):
 an argument produced on another node, once per receiving node, unless the receiving node
 already holds a copy (``Blocks.copies``). That is what Ray must move, objects it inlines
 into task messages included.
@@ -56,12 +56,12 @@ INPUT, RESULT = "in", "out"
 @dataclass(frozen=True)
 class Step:
     """What one unit computes: ``kind`` (:data:`RUN` or :data:`STITCH`), the kernel, and for
-    a stitch the region's shape and ``layout[k] = (into, out_of)`` per input piece."""
+    a stitch the region's shape and ``piece_slices[k] = (into, out_of)`` per input piece."""
 
     kind: str
     kernel: object
     shape: tuple[int, ...] = ()
-    layout: tuple = ()
+    piece_slices: tuple = ()
 
 
 @dataclass
@@ -82,7 +82,7 @@ class NodeCall:
 
 
 @dataclass
-class StagedProgram:
+class StagedCalls:
     """A scheduled graph as calls (see the module docstring)."""
 
     calls: list[NodeCall]
@@ -113,7 +113,7 @@ class StagedProgram:
 
 
 class _Units:
-    """The units of one program, in creation (topological) order."""
+    """The units of one graph, in creation (topological) order."""
 
     def __init__(self, inputs: Sequence[Blocks]) -> None:
         self.inputs = inputs
@@ -167,7 +167,7 @@ def _relayout(units: _Units, position: int, bounds, target: Mapping) -> tuple[Bl
                 and stored.nodes.get(first, 0) == node):
             sources[coords] = (INPUT, position, first)  # already there, already this block
             continue
-        args, layout = [], []
+        args, piece_slices = [], []
         for source, into, out_of in pieces:
             arg = (INPUT, position, source)
             holder = stored.nodes.get(source, 0)
@@ -179,8 +179,8 @@ def _relayout(units: _Units, position: int, bounds, target: Mapping) -> tuple[Bl
                                 math.prod(extent) * dtype.itemsize)
                 out_of = piece
             args.append(arg)
-            layout.append((into, out_of))
-        sources[coords] = units.add(node, Step(STITCH, identity, shape, tuple(layout)), args,
+            piece_slices.append((into, out_of))
+        sources[coords] = units.add(node, Step(STITCH, identity, shape, tuple(piece_slices)), args,
                                     math.prod(shape) * dtype.itemsize)
     return new, sources
 
@@ -200,7 +200,7 @@ def relayout_moves(stored: Blocks, bounds, target: Mapping) -> bool:
 
 
 def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
-          relayouts: Mapping[int, tuple] | None = None) -> StagedProgram:
+          relayouts: Mapping[int, tuple] | None = None) -> StagedCalls:
     """The calls that run ``graph`` as ``schedule`` places it (module docstring).
 
     ``inputs[p]`` is operand ``p``'s stored layout; ``relayouts[p] = (bounds, node_of)``
@@ -232,9 +232,9 @@ def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
                 value[index] = block(position, first)
                 continue
             shape = tuple(s.stop - s.start for s in slices)
-            layout = tuple((into, out_of) for _, into, out_of in pieces)
+            piece_slices = tuple((into, out_of) for _, into, out_of in pieces)
             value[index] = units.add(
-                node_of[index], Step(STITCH, kernel, shape, layout),
+                node_of[index], Step(STITCH, kernel, shape, piece_slices),
                 [block(position, c) for c, _, _ in pieces], task.nbytes, index)
             continue
         args = [value[s] for s in task.inputs]
@@ -262,9 +262,9 @@ def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
                   {p: layouts[p] for p in relaid}, repartition_units)
 
 
-def relayout_program(stored: Blocks, bounds, target: Mapping) -> StagedProgram:
+def relayout_calls(stored: Blocks, bounds, target: Mapping) -> StagedCalls:
     """The calls re-cutting ``stored`` at ``bounds`` onto ``target`` nodes (what a plan's
-    re-layout of an operand does before its graph runs) as a program of their own, whose
+    re-layout of an operand does before its graph runs) as staged calls of their own, whose
     result is the re-cut array: a new block that is a stored block unchanged is that block,
     any other is stitched on its node from the stored pieces, each cut first on its holder
     when only part of it travels."""
@@ -285,7 +285,7 @@ def _levels(units: _Units) -> list[int]:
 
 
 def _calls(units: _Units, outputs: dict, bounds, nodes: dict, dtype, relaid: dict,
-           relaid_layouts: dict, repartition_units: int) -> StagedProgram:
+           relaid_layouts: dict, repartition_units: int) -> StagedCalls:
     """The units as calls; ``outputs`` gives the source of each result block (``bounds``,
     on ``nodes``), ``relaid`` of each block of a re-laid-out operand."""
     level = _levels(units)
@@ -342,7 +342,7 @@ def _calls(units: _Units, outputs: dict, bounds, nodes: dict, dtype, relaid: dic
     def bind(source: tuple) -> tuple:
         return export_slot[source[1]] if source[0] == "u" else source
 
-    return StagedProgram(
+    return StagedCalls(
         calls=calls,
         outputs={coords: bind(source) for coords, source in outputs.items()},
         output_bounds=tuple(bounds),

@@ -29,7 +29,7 @@ import numpy as np
 from tensorc.frontend.tc_lower import Statement, Unrolled
 from tensorc.progress import Progress
 from tensorc.runtime.ray import plans as execution
-from tensorc.runtime.ray.arrays import BlockArray, full
+from tensorc.runtime.ray.arrays import DistributedArray, full
 from tensorc.runtime.ray.call_batch import CallBatch
 from tensorc.runtime.statements import (
     local_constant,
@@ -79,7 +79,7 @@ class RayStatementRun:
         cluster.refresh()
         scheduler = self.scheduler
         nodes = self.planner.options.nodes or cluster.nodes
-        given = [label for label, value in arrays.items() if isinstance(value, BlockArray)]
+        given = [label for label, value in arrays.items() if isinstance(value, DistributedArray)]
         initial = execution.layouts_of([arrays[label] for label in given])
         ran: list[tuple[str, dict]] = []
         on_driver = _driver_statements(unrolled, arrays)
@@ -121,7 +121,7 @@ class RayStatementRun:
             waiting = {label for d in deferred for label in d.operands}
             drop = [value.blocks for label in batched
                     if last_read[label] < now and label not in waiting
-                    for _, value in replicas[label] if isinstance(value, BlockArray)]
+                    for _, value in replicas[label] if isinstance(value, DistributedArray)]
             pending.extend(batch.flush(drop + superseded))
             batched.clear()
             superseded.clear()
@@ -182,11 +182,11 @@ class RayStatementRun:
             for position, label in enumerate(statement.operands):
                 if position in used:  # distributed here (numpy) or re-laid out (a replica)
                     read = layouts.reads[statement.label][position]
-                    kept = [(s, v) for s, v in replicas[label] if isinstance(v, BlockArray)]
+                    kept = [(s, v) for s, v in replicas[label] if isinstance(v, DistributedArray)]
                     replicas[label] = [*kept, (read, used[position])]
             if result.dtype != np.dtype(statement.dtype):  # converted on the nodes
                 superseded.append(result.blocks)
-                result = BlockArray(execution.cast(result.blocks, np.dtype(statement.dtype),
+                result = DistributedArray(execution.cast(result.blocks, np.dtype(statement.dtype),
                                                    batch=batch, pending=pending),
                                     result.node_grid)
             replicas[statement.label] = [(None, result)]
@@ -200,7 +200,7 @@ def _discard(batch: CallBatch, arrays: dict) -> None:
     program's inputs its calls were to make."""
     batch.discard()
     for value in arrays.values():
-        if isinstance(value, BlockArray):
+        if isinstance(value, DistributedArray):
             value.forget_unsubmitted()
 
 
@@ -228,7 +228,7 @@ def _last_reads(unrolled: Unrolled) -> dict[str, float]:
 
 
 def _nbytes(value) -> int:
-    return value.nbytes if isinstance(value, BlockArray) else np.asarray(value).nbytes
+    return value.nbytes if isinstance(value, DistributedArray) else np.asarray(value).nbytes
 
 
 def _tasks_per_node(stats: dict, nodes: int) -> list[int] | None:
@@ -243,7 +243,7 @@ def _tasks_per_node(stats: dict, nodes: int) -> list[int] | None:
 
 
 def _gathered(value) -> np.ndarray:
-    return value.numpy() if isinstance(value, BlockArray) else np.asarray(value)
+    return value.numpy() if isinstance(value, DistributedArray) else np.asarray(value)
 
 
 def _replica(options: list, wanted) -> object:

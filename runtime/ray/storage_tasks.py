@@ -1,9 +1,9 @@
 """Storage on the nodes: blocks read from, and written to, files by tasks on their nodes.
 
-Contract: :func:`read_on_nodes` makes a ``BlockArray`` whose every block is read by one task
+Contract: :func:`read_on_nodes` makes a ``DistributedArray`` whose every block is read by one task
 on its block-cyclic node, ``read_block(source, slices)`` opening the file itself (nothing
 passes through the driver); :func:`write_on_nodes` runs ``writer(target, slices, block)``
-for every block of a ``BlockArray`` on the block's node, waits for all of them and returns
+for every block of a ``DistributedArray`` on the block's node, waits for all of them and returns
 the first failure as ``(block coordinates, cause)``, or ``None``. File formats, checks and
 atomic replacement are :mod:`tensorc.storage`'s.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tensorc.runtime.ray.arrays import BlockArray, _spread, block_bounds, default_blocking
+from tensorc.runtime.ray.arrays import DistributedArray, _spread, block_bounds, default_blocking
 from tensorc.runtime.ray.calls import submit
 from tensorc.runtime.ray.cluster import connected
 
@@ -25,14 +25,14 @@ def blocking_for(shape: tuple[int, ...], block_shape, grid) -> tuple[int, ...]:
 
 
 def read_on_nodes(shape: tuple[int, ...], dtype: np.dtype, block: tuple[int, ...],
-                  read_block: Callable, source) -> BlockArray:
-    """A ``BlockArray`` of ``shape`` cut in blocks of ``block``, each read on its node."""
+                  read_block: Callable, source) -> DistributedArray:
+    """A ``DistributedArray`` of ``shape`` cut in blocks of ``block``, each read on its node."""
     connected().refresh()
     return _spread(shape, dtype, block_bounds(shape, block), "run",
                    lambda coords, slices: (read_block, source, slices))
 
 
-def write_on_nodes(value: BlockArray, writer: Callable, target: str):
+def write_on_nodes(value: DistributedArray, writer: Callable, target: str):
     """Write every block of ``value`` on its node; the first failure or ``None``."""
     import ray
 

@@ -1,6 +1,6 @@
 """What runs on the Ray workers: the remote functions and the node workers.
 
-A staged program's calls (:mod:`tensorc.runtime.ray.stages`) run on :class:`NodeWorker` actors,
+Staged calls (:mod:`tensorc.runtime.ray.stages`) run on :class:`NodeWorker` actors,
 one per node; as plain ``stage`` tasks when the schedule is not pinned (``ray_default``) or
 after a node worker died. Every remote function returns two or more objects: the blocks,
 then the id of the node the worker ran on, so the executor can check placement. Blocks are plain
@@ -15,13 +15,13 @@ task on another node reads them.
 - ``whole(fn, op, operands, out_slices, *blocks)`` — a whole-array operation on operands
   stitched from their blocks, its result cut into blocks (all on the node it ran on);
 - ``block(expr, reads, *blocks)`` — one task of a block program (a kernel expression of
-  :mod:`tensorc.codegen.block_kernels` over its blocks); ``piece(shape, layout, *blocks)`` —
+  :mod:`tensorc.codegen.block_kernels` over its blocks); ``piece(shape, piece_slices, *blocks)`` —
   a block of another blocking stitched from stored blocks (a block program's input);
-- ``stage(key, payload, threads, *blocks)`` — one call of a staged program
+- ``stage(key, payload, threads, *blocks)`` — one of the staged calls
   (:mod:`tensorc.runtime.ray.stages`): the block steps of one node and stage, run in this worker
   with :func:`run_steps`; returns the exported steps' blocks, then the node id. Ray is
   told how many values it returns per call (``num_returns``). The steps and exports travel
-  once per program as an object (``payload``, a one-element list holding its ref, so Ray
+  once per ``StagedCalls`` as an object (``payload``, a one-element list holding its ref, so Ray
   does not fetch it for every call); each worker keeps the last few it read by ``key``.
 
 Workers limit BLAS to ``TENSORC_WORKER_BLAS_THREADS`` threads (default 1: a call runs its
@@ -36,7 +36,8 @@ import os
 
 import numpy as np
 
-from tensorc.codegen.block_kernels import evaluate
+from tensorc.codegen.block_kernels import evaluate_block_expr
+from tensorc.runtime.ray.stages import RUN, Step
 
 MAX_RETRIES = 3
 
@@ -74,13 +75,13 @@ def _run(kernel, *blocks: np.ndarray):
 
 
 def _whole(fn, op: tuple, operands: tuple, out_slices: tuple, *blocks: np.ndarray):
-    """``fn(op, *whole operands)`` cut into blocks: ``operands[k] = (shape, layout, count)``
+    """``fn(op, *whole operands)`` cut into blocks: ``operands[k] = (shape, piece_slices, count)``
     stitches operand ``k`` from the next ``count`` blocks; returns the result's blocks at
     ``out_slices``, then the node id."""
     node = _worker_setup()
     values, at = [], 0
-    for shape, layout, count in operands:
-        values.append(stitch(shape, layout, blocks[at:at + count]))
+    for shape, piece_slices, count in operands:
+        values.append(stitch(shape, piece_slices, blocks[at:at + count]))
         at += count
     result = fn(op, *values)
     return (*(np.array(result[s], order="C") for s in out_slices), node)
@@ -90,23 +91,23 @@ def _block(expr, reads: tuple, *blocks: np.ndarray):
     """One task of a block program: ``expr`` over the blocks ``reads`` name (in order);
     returns its results, then the node id."""
     node = _worker_setup()
-    return (*evaluate(expr, dict(zip(reads, blocks, strict=True))), node)
+    return (*evaluate_block_expr(expr, dict(zip(reads, blocks, strict=True))), node)
 
 
-def _piece(shape: tuple[int, ...], layout: tuple, *blocks: np.ndarray):
+def _piece(shape: tuple[int, ...], piece_slices: tuple, *blocks: np.ndarray):
     """One block of another blocking, stitched from the stored blocks overlapping it."""
-    return np.array(stitch(shape, layout, blocks), order="C"), _worker_setup()
+    return np.array(stitch(shape, piece_slices, blocks), order="C"), _worker_setup()
 
 
-def stitch(shape: tuple[int, ...], layout: tuple, pieces) -> np.ndarray:
-    """One array of ``shape`` from stored blocks; ``layout[k] = (into, out_of)``: the region
+def stitch(shape: tuple[int, ...], piece_slices: tuple, pieces) -> np.ndarray:
+    """One array of ``shape`` from stored blocks; ``piece_slices[k] = (into, out_of)``: the region
     slices block ``k`` fills and the slices of block ``k`` that fill them."""
     if len(pieces) == 1:
-        part = np.asarray(pieces[0][layout[0][1]])  # a 0-d block indexed by () is a scalar
+        part = np.asarray(pieces[0][piece_slices[0][1]])  # a 0-d block indexed by () is a scalar
         if part.shape == tuple(shape):
             return part
     region = np.empty(shape, dtype=pieces[0].dtype)
-    for (into, out_of), piece in zip(layout, pieces, strict=True):
+    for (into, out_of), piece in zip(piece_slices, pieces, strict=True):
         region[into] = piece[out_of]
     return region
 
@@ -114,7 +115,7 @@ def stitch(shape: tuple[int, ...], layout: tuple, pieces) -> np.ndarray:
 def _step_value(step, blocks: list):
     if step.kind == "run":
         return step.kernel(*blocks)
-    region = stitch(step.shape, step.layout, blocks)
+    region = stitch(step.shape, step.piece_slices, blocks)
     return step.kernel(region, tuple(slice(0, n) for n in step.shape))
 
 
@@ -219,8 +220,6 @@ class NodeWorker:
         for _ in range(repeats):
             a @ a
         flops = 2 * size**3 * repeats / (time.perf_counter() - started)
-        from tensorc.runtime.ray.stages import RUN, Step
-
         chain = tuple((Step(RUN, np.negative), (("x", 0),) if k == 0 else (("t", k - 1),))
                       for k in range(steps))
         started = time.perf_counter()

@@ -1,6 +1,6 @@
 """The task DAG of a block program, derived symbolically and expanded on demand.
 
-Contract: ``BlockDag(program, env)`` analyses a :class:`~tensorc.ir.block_program.LoopProgram`
+Contract: ``BlockDag(program, env)`` analyses a :class:`~tensorc.ir.block_program.BlockProgramIR`
 for one environment ``env`` (every block count and size bound to an integer). A *task* is
 one execution of one assignment: ``(sid, values)``, the statement's index in program order
 and the values of its enclosing loop variables, outer first. Nothing is enumerated up front:
@@ -38,11 +38,11 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from tensorc.ir.block_program import (
+    BlockProgramIR,
     BlockRef,
     BlockWrite,
     If,
     Loop,
-    LoopProgram,
     Statement,
     block_label,
     cond_function,
@@ -110,7 +110,7 @@ def _flatten(body: tuple[Statement, ...], levels: tuple[_Level, ...], out: list[
             _flatten(stmt.orelse, (*levels, _Level(position, stmt, 1)), out)
 
 
-def sites_of(program: LoopProgram) -> list[Site]:
+def sites_of(program: BlockProgramIR) -> list[Site]:
     """Every assignment of ``program`` in program order, with its enclosing path."""
     out: list[Site] = []
     _flatten(program.body, (), out)
@@ -120,7 +120,7 @@ def sites_of(program: LoopProgram) -> list[Site]:
 class BlockDag:
     """The symbolic DAG of ``program`` for the block counts and sizes in ``env``."""
 
-    def __init__(self, program: LoopProgram, env: dict[str, int]) -> None:
+    def __init__(self, program: BlockProgramIR, env: dict[str, int]) -> None:
         self.program = program
         self.env = dict(env)
         self.sites = sites_of(program)

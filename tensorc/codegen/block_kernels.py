@@ -1,6 +1,6 @@
 """Block kernels: what one task of a block program computes, and the shapes it produces.
 
-Contract: :func:`evaluate(expr, blocks)` computes a block expression
+Contract: :func:`evaluate_block_expr(expr, blocks)` computes a block expression
 (:mod:`tensorc.ir.block_program`) given the value of every block it reads (``blocks`` maps
 each :class:`~tensorc.ir.block_program.BlockRef` to an ndarray) and returns a tuple with one
 ndarray per result. :func:`result_shapes(expr, shapes)` gives the result shapes from the
@@ -167,7 +167,8 @@ def _value(expr: BlockExpr, blocks: dict[BlockRef, np.ndarray]):
     return _MULTI[name](*args)
 
 
-def evaluate(expr: BlockExpr, blocks: dict[BlockRef, np.ndarray]) -> tuple[np.ndarray, ...]:
+def evaluate_block_expr(expr: BlockExpr,
+                        blocks: dict[BlockRef, np.ndarray]) -> tuple[np.ndarray, ...]:
     """The results of one task: a tuple of C-contiguous blocks (one per result)."""
     value = _value(expr, blocks)
     results = value if isinstance(expr, Kernel) and expr.name in _MULTI else (value,)

@@ -11,10 +11,10 @@ naming the input, the size and the dimension.
 from __future__ import annotations
 
 from tensorc.errors import ShapeError
-from tensorc.ir.block_program import LoopProgram
+from tensorc.ir.block_program import BlockProgramIR
 
 
-def environment(program: LoopProgram, shapes: dict[str, tuple[int, ...]],
+def environment(program: BlockProgramIR, shapes: dict[str, tuple[int, ...]],
                 counts: dict[str, int]) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
     """The sizes read off the inputs' shapes and the block counts, and the block bounds of
     every size: ``(env, bounds by size name)``."""
@@ -51,7 +51,7 @@ def environment(program: LoopProgram, shapes: dict[str, tuple[int, ...]],
     return env, bounds
 
 
-def tensor_bounds(program: LoopProgram, name: str, bounds: dict) -> tuple[tuple[int, ...], ...]:
+def tensor_bounds(program: BlockProgramIR, name: str, bounds: dict) -> tuple[tuple[int, ...], ...]:
     return tuple(bounds[dim] for dim in program.tensors[name].dims)
 
 

@@ -24,7 +24,7 @@ import opt_einsum as oe
 
 from tensorc.ir.contraction import path_operands, path_steps, uses_blas
 from tensorc.ir.nodes import Expr
-from tensorc.ir.semantics import MONOID_UFUNCS, align, evaluate
+from tensorc.ir.semantics import MONOID_UFUNCS, align, evaluate_map_expr
 
 
 def _letters(keys: Sequence[Sequence[str]]) -> dict[str, str]:
@@ -92,7 +92,7 @@ class LoadBlock:
         return view
 
 
-def _matrix_layout(key, contracted, free, contracted_first):
+def _matrix_orientation(key, contracted, free, contracted_first):
     """How a block keyed ``key`` views as a matrix, or ``None`` when it needs a transpose."""
     if key == (*contracted, *free):
         return "rows" if contracted_first else "transposed"
@@ -132,32 +132,33 @@ class _Step:
                 contracted = tuple(n for n in a if n in b)
                 a_free = tuple(n for n in a if n not in contracted)
                 b_free = tuple(n for n in b if n not in contracted)
-                a_layout = _matrix_layout(a, contracted, a_free, contracted_first=False)
-                b_layout = _matrix_layout(b, contracted, b_free, contracted_first=True)
-                if contracted and a_layout and b_layout and output[nb:] == (*a_free, *b_free):
-                    self.gemm = (a_layout, b_layout, len(a_free), len(b_free), nb)
+                a_orientation = _matrix_orientation(a, contracted, a_free, contracted_first=False)
+                b_orientation = _matrix_orientation(b, contracted, b_free, contracted_first=True)
+                if (contracted and a_orientation and b_orientation
+                        and output[nb:] == (*a_free, *b_free)):
+                    self.gemm = (a_orientation, b_orientation, len(a_free), len(b_free), nb)
 
     def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         """``a @ b`` on matrix views of the blocks. Strided blocks go to BLAS as they are
         (a leading-dimension stride or a transpose is BLAS's own business); a block is
         copied, once, only when it has no matrix view BLAS takes."""
-        a_layout, b_layout, a_free, b_free, nb = self.gemm
+        a_orientation, b_orientation, a_free, b_free, nb = self.gemm
         batch_shape = a.shape[:nb]
         stack = (math.prod(batch_shape),) if nb else ()
         a_dims, b_dims = a.shape[nb:], b.shape[nb:]
-        a_split = a_free if a_layout == "rows" else len(a_dims) - a_free
-        b_split = len(b_dims) - b_free if b_layout == "rows" else b_free
-        a_free_shape = a_dims[:a_split] if a_layout == "rows" else a_dims[a_split:]
-        inner_shape = a_dims[a_split:] if a_layout == "rows" else a_dims[:a_split]
-        b_free_shape = b_dims[b_split:] if b_layout == "rows" else b_dims[:b_split]
+        a_split = a_free if a_orientation == "rows" else len(a_dims) - a_free
+        b_split = len(b_dims) - b_free if b_orientation == "rows" else b_free
+        a_free_shape = a_dims[:a_split] if a_orientation == "rows" else a_dims[a_split:]
+        inner_shape = a_dims[a_split:] if a_orientation == "rows" else a_dims[:a_split]
+        b_free_shape = b_dims[b_split:] if b_orientation == "rows" else b_dims[:b_split]
         rows, inner, cols = math.prod(a_free_shape), math.prod(inner_shape), math.prod(b_free_shape)
-        left = _blas_matrix(a, (*stack, rows, inner) if a_layout == "rows"
+        left = _blas_matrix(a, (*stack, rows, inner) if a_orientation == "rows"
                             else (*stack, inner, rows))
-        right = _blas_matrix(b, (*stack, inner, cols) if b_layout == "rows"
+        right = _blas_matrix(b, (*stack, inner, cols) if b_orientation == "rows"
                              else (*stack, cols, inner))
-        if a_layout != "rows":
+        if a_orientation != "rows":
             left = left.swapaxes(-1, -2)
-        if b_layout != "rows":
+        if b_orientation != "rows":
             right = right.swapaxes(-1, -2)
         if out is not None and out.dtype == left.dtype:
             target = _matrix_view(out, (*stack, rows, cols))
@@ -296,7 +297,7 @@ class ElementwiseBlock:
             align(b, k, self.join_key) for b, k in zip(blocks, self.inputs, strict=True)
         ]
         full_shape = np.broadcast_shapes(*(v.shape for v in values)) if values else ()
-        value = np.asarray(evaluate(self.fn, values, self.dtype), self.dtype)
+        value = np.asarray(evaluate_map_expr(self.fn, values, self.dtype), self.dtype)
         result = np.broadcast_to(value, full_shape)
         if self.dropped and self.monoid is not None:
             ufunc = MONOID_UFUNCS[self.monoid]

@@ -1,6 +1,6 @@
 """Codegen: partial evaluation of the IR over block coordinates into a TaskGraph.
 
-``lower(program, blocking)`` touches no data. Each IR node becomes a *blocked
+``lower_to_tasks(program, blocking)`` touches no data. Each IR node becomes a *blocked
 value* — its key and a map from block coordinates to the task that produces that block:
 
 - ``Scan`` → one ``load`` task per block (repeated indices read diagonal blocks);
@@ -245,7 +245,7 @@ def _loads_before_first_use(
     return reordered, [(renumber[t], slices) for t, slices in outputs]
 
 
-def lower(program: Function, blocking: Blocking) -> TaskGraph:
+def lower_to_tasks(program: Function, blocking: Blocking) -> TaskGraph:
     """Partially evaluate ``program`` over the block coordinates of ``blocking``.
 
     Every product stage runs exactly the contraction path its join carries

@@ -1,14 +1,14 @@
 """A compiled block program: plan its block counts, run it, explain it.
 
 Contract: :class:`BlockProgram` wraps a checked
-:class:`~tensorc.ir.block_program.LoopProgram` and its source. ``run(**inputs_and_counts)``
+:class:`~tensorc.ir.block_program.BlockProgramIR` and its source. ``run(**inputs_and_counts)``
 takes every input by name (ndarrays, evaluated ``tc.Array`` values given as
-:class:`~tensorc.runtime.ray.arrays.BlockArray`, or anything ``np.asarray`` accepts) and
+:class:`~tensorc.runtime.ray.arrays.DistributedArray`, or anything ``np.asarray`` accepts) and
 optionally a block count by name (``NB=4``); counts not given are chosen by
 :func:`~tensorc.planning.block_counts.choose_counts` (cached per shapes and cluster). It
 builds the program's symbolic DAG for those counts and hands it to an executor
 (:meth:`~tensorc.runtime.executor.Executor.run_block_program`): the Ray session's when an
-input is a ``BlockArray``, the local one otherwise, and returns the outputs by
+input is a ``DistributedArray``, the local one otherwise, and returns the outputs by
 name, each passed through the ``wrap`` function given at construction (``tc.compile`` wraps
 them as ``tc.Array`` where ``Program.run`` would). ``tc.last_stats()`` describes the run.
 
@@ -34,20 +34,20 @@ from tensorc.driver.stats import record
 from tensorc.errors import PlanError
 from tensorc.frontend.block_check import parse_block_program
 from tensorc.frontend.diagnostics import Diagnostics, Source, make_error
-from tensorc.ir.block_program import LoopProgram, block_label, format_statements
+from tensorc.ir.block_program import BlockProgramIR, block_label, format_statements
 from tensorc.planning.block_counts import CountChoice, choose_counts
 from tensorc.planning.cost import machine
 from tensorc.planning.lower_bound import cholesky_lower_bound
 from tensorc.programs import path as shipped_path
 from tensorc.programs import source as shipped_source
 from tensorc.runtime.executor import Executor
-from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.task_pool import available_cores
 
 STAGES = ("program", "plan", "dag")
 DAG_LISTING_LIMIT = 200
 _PLANS: OrderedDict = OrderedDict()
-_SHIPPED: dict[str, tuple[LoopProgram, Source]] = {}
+_SHIPPED: dict[str, tuple[BlockProgramIR, Source]] = {}
 
 
 def _identity(value):
@@ -57,7 +57,7 @@ def _identity(value):
 class BlockProgram:
     """A checked block program (see the module docstring)."""
 
-    def __init__(self, program: LoopProgram, source: Source, wrap=_identity,
+    def __init__(self, program: BlockProgramIR, source: Source, wrap=_identity,
                  workers: int | None = None) -> None:
         self.program = program
         self.source = source
@@ -131,7 +131,7 @@ class BlockProgram:
         started = time.perf_counter()
         inputs, fixed = self._split(inputs_and_counts)
         values = {name: _operand(v) for name, v in inputs.items()}
-        distributed = any(isinstance(v, BlockArray) for v in values.values())
+        distributed = any(isinstance(v, DistributedArray) for v in values.values())
         executor = session.executor_for(None if distributed else "local", list(values.values()))
         shapes = {name: tuple(v.shape) for name, v in values.items()}
         preferred = _preferred(self.program, values)
@@ -240,21 +240,21 @@ def _task_name(dag: BlockDag, task) -> str:
 
 
 def _operand(value):
-    if isinstance(value, BlockArray):
+    if isinstance(value, DistributedArray):
         return value
     unwrap = getattr(value, "value", None)
     if callable(unwrap) and hasattr(value, "__array_namespace__"):
         value = unwrap()
-        if isinstance(value, BlockArray):
+        if isinstance(value, DistributedArray):
             return value
     return np.asarray(value)
 
 
-def _preferred(program: LoopProgram, values: dict) -> dict[str, int]:
+def _preferred(program: BlockProgramIR, values: dict) -> dict[str, int]:
     """Counts matching how distributed inputs are already cut (no re-blocking needed)."""
     preferred: dict[str, int] = {}
     for name, value in values.items():
-        if not isinstance(value, BlockArray):
+        if not isinstance(value, DistributedArray):
             continue
         for dim, grid in zip(program.tensors[name].dims, value.grid, strict=True):
             for count, size in program.blocks.items():
@@ -269,14 +269,14 @@ def compile_block_program(source: Source, wrap=_identity,
     return BlockProgram(parse_block_program(source), source, wrap, workers)
 
 
-def _shipped(name: str) -> tuple[LoopProgram, Source]:
+def _shipped(name: str) -> tuple[BlockProgramIR, Source]:
     if name not in _SHIPPED:
         source = Source(shipped_path(name), shipped_source(name))
         _SHIPPED[name] = (parse_block_program(source), source)
     return _SHIPPED[name]
 
 
-def _shipped_program(name: str) -> LoopProgram:
+def _shipped_program(name: str) -> BlockProgramIR:
     return _shipped(name)[0]
 
 

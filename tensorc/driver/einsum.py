@@ -40,7 +40,7 @@ from tensorc.planning.options import (
 )
 from tensorc.planning.paths import normalise_optimize
 from tensorc.planning.plan import einsum_plan
-from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.ray.arrays import DistributedArray
 
 NO_OPERANDS = object()
 """``einsum()`` called with nothing at all."""
@@ -55,7 +55,7 @@ def parse(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> EinsumSpec:
 def stand_in(operand: object) -> np.ndarray:
     """The operand itself, or for a distributed array a 1-element array of its rank and
     dtype (shape and dtype are all the front end needs; the data stays on the cluster)."""
-    if isinstance(operand, BlockArray):
+    if isinstance(operand, DistributedArray):
         return np.zeros((1,) * operand.ndim, dtype=operand.dtype)
     return np.asarray(operand)
 
@@ -90,7 +90,7 @@ def run_einsum(subscripts, operands: tuple, *, out, optimize, backend, dtype, or
     if executor.in_process and numpy_compat.delegate_to_numpy(arrays):
         return np.einsum(subscripts, *arrays, out=out, dtype=dtype, order=order,
                          casting=casting, optimize=numpy_compat.numpy_optimize(optimize))
-    shapes = tuple(op.shape if isinstance(op, BlockArray) else a.shape
+    shapes = tuple(op.shape if isinstance(op, DistributedArray) else a.shape
                    for op, a in zip(operands, arrays, strict=True))
     spec = parse(subscripts, shapes)
     optimize = normalise_optimize(optimize, len(arrays))
@@ -104,15 +104,15 @@ def run_einsum(subscripts, operands: tuple, *, out, optimize, backend, dtype, or
         )
     result_type, compute = result_dtype(subscripts, arrays, dtype, casting, out, len(shape),
                                         numpy_compat.numpy_optimize(optimize))
-    keeps_arrays = any(isinstance(op, BlockArray) for op in operands)
+    keeps_arrays = any(isinstance(op, DistributedArray) for op in operands)
     if out is not None and keeps_arrays:
         raise PlanError("out= takes a numpy array, but a tc.Array operand gives a tc.Array "
                         "result on the cluster; drop out= (or pass numpy operands)")
     inputs = arrays if executor.in_process else list(operands)
-    options, placed, workers, layouts = executor.plan_inputs(spec, inputs, plan_options,
-                                                             scheduler)
+    options, placed, workers, orders = executor.plan_inputs(spec, inputs, plan_options,
+                                                            scheduler)
     dtypes = tuple(a.dtype.str for a in arrays)
-    plan, cached = einsum_plan(subscripts, spec, shapes, dtypes, layouts, compute, optimize,
+    plan, cached = einsum_plan(subscripts, spec, shapes, dtypes, orders, compute, optimize,
                                options, default_workers=workers, placed=placed)
     planned = time.perf_counter()
     target = None
@@ -127,7 +127,7 @@ def run_einsum(subscripts, operands: tuple, *, out, optimize, backend, dtype, or
         scheduler=scheduler, measure=measure, workers=plan_options.get("workers"),
         cached=cached, plan_seconds=planned - started)
     record(stats)
-    if isinstance(result, BlockArray):
+    if isinstance(result, DistributedArray):
         if keeps_arrays:
             return result
         result = result.numpy()

@@ -13,8 +13,8 @@ call with the same key skips everything a small call does not need:
 - a view einsum (``ij->ji``, ``ii->i``) is the view, taken by its recipe;
 - a plan of at most :data:`MAX_TASKS` tasks with no two runnable at once runs its kernels in
   order in the calling thread (no executor object, no thread pool, no BLAS re-limit: the
-  executor would run such a graph serially too), into a result allocated in the layout the
-  full path chose;
+  executor would run such a graph serially too), into a result allocated in the memory order
+  the full path chose;
 - statistics are the full path's, copied, with ``fast_path: True`` and the run time.
 
 Everything keyed here is derived from a plan in ``tensorc.planning.plan.EINSUM_PLANS``;
@@ -57,7 +57,7 @@ def key(subscripts, operands: Sequence[object], out, optimize, backend, dtype, o
         or backend not in (None, "local")
         or type(subscripts) is not str
         or not isinstance(optimize, (bool, str))
-        or session._session.backend != "local"  # noqa: SLF001 - one attribute read
+        or not session._session.executor.in_process  # noqa: SLF001 - attribute reads only
     ):
         return None
     parts: list[object] = [subscripts, optimize]
@@ -66,14 +66,14 @@ def key(subscripts, operands: Sequence[object], out, optimize, backend, dtype, o
             return None
         flags = operand.flags
         if flags.c_contiguous:
-            layout = "C"
+            operand_order = "C"
         elif flags.f_contiguous:
-            layout = "F"
+            operand_order = "F"
         else:
             return None
         parts.append(operand.shape)
         parts.append(operand.dtype)
-        parts.append(layout)
+        parts.append(operand_order)
     return tuple(parts)
 
 
@@ -102,7 +102,7 @@ def learn_view(call_key: tuple | None, recipe: Recipe, stats: dict) -> None:
 def learn(call_key: tuple | None, plan, target: np.ndarray, compute: np.dtype,
           result_type: np.dtype, stats: dict) -> None:
     """Remember ``plan`` for ``call_key`` when its graph is small and serial. ``target`` is
-    the result array the full path allocated (its layout is kept)."""
+    the result array the full path allocated (its memory order is kept)."""
     if call_key is None:
         return
     graph = plan.graph

@@ -27,7 +27,7 @@ from tensorc.frontend.tc_lower import Statement, Unrolled
 from tensorc.passes.base import PassContext, PassOptions
 from tensorc.planning.plan import Plan, PlanCache, plan_program
 from tensorc.planning.pricing import planning_context
-from tensorc.planning.program_layouts import ProgramPlan, plan_program_layouts
+from tensorc.planning.program_layouts import LayoutPlan, plan_program_layouts
 from tensorc.runtime.executor import Executor
 from tensorc.runtime.task_pool import available_cores
 
@@ -54,7 +54,7 @@ class StatementRunner:
     def __init__(self, options: Options | None = None) -> None:
         self.options = options or Options()
         self.plans = PlanCache()
-        self._layouts: OrderedDict[tuple, ProgramPlan] = OrderedDict()
+        self._layouts: OrderedDict[tuple, LayoutPlan] = OrderedDict()
         self.node_calls: int | None = None
         """Calls the last Ray run submitted when its statements' calls were merged
         (``None`` when each statement submitted its own)."""
@@ -69,12 +69,12 @@ class StatementRunner:
         for name, size in self.options.block_shape:
             if name in sizes:
                 block[name] = size
-        layouts = {d.name: "C" for d in statement.program.inputs}
+        orders = {d.name: "C" for d in statement.program.inputs}
         return planning_context(PassOptions(
             optimize=self.options.optimize,
             workers=int(self.options.workers or available_cores()),
             block_shape=block or None,
-            layouts=layouts,
+            orders=orders,
             nodes=nodes,
             planner=self.options.planner,
             placed=placed,
@@ -99,7 +99,7 @@ class StatementRunner:
         return plan, False
 
     def plan_layouts(self, unrolled: Unrolled, nodes: int, initial=None,
-                     skip: frozenset = frozenset()) -> ProgramPlan:
+                     skip: frozenset = frozenset()) -> LayoutPlan:
         """The whole-program plan for ``nodes`` nodes (cached): layouts flow between the
         statements; ``initial`` gives the layouts of inputs already on the cluster; the
         statements labelled in ``skip`` run on the driver and are not planned (a later

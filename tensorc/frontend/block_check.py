@@ -69,7 +69,7 @@ def is_block_program(module: ast.Module) -> bool:
     return bool(ast.block_syntax(module))
 
 
-def check_block_program(module: ast.Module, source: Source) -> ir.LoopProgram:
+def check_block_program(module: ast.Module, source: Source) -> ir.BlockProgramIR:
     """The IR of a parsed block program; every error raised in one ``TcError``."""
     diags = Diagnostics(source)
     program = _Checker(source, module, diags).program()
@@ -77,7 +77,7 @@ def check_block_program(module: ast.Module, source: Source) -> ir.LoopProgram:
     return program
 
 
-def parse_block_program(source: Source) -> ir.LoopProgram:
+def parse_block_program(source: Source) -> ir.BlockProgramIR:
     """Parse and check ``source`` as a block program (raises every error found)."""
     return check_block_program(parse(source), source)
 
@@ -118,7 +118,7 @@ class _Checker:
         return self.source.line(span.line)[span.col - 1 : span.end_col - 1]
 
     # -- the program ---------------------------------------------------------------------
-    def program(self) -> ir.LoopProgram:
+    def program(self) -> ir.BlockProgramIR:
         if not is_block_program(self.module):
             self.err("E-block", "not a block program: it has no 'blocks' declaration and no "
                      "block access", NO_SPAN, "declare 'blocks NB of N' and read blocks as X{...}")
@@ -137,7 +137,7 @@ class _Checker:
             for name, decl in self.tensors.items()
         }
         blocks = {count: decl.size.name for count, decl in self.counts.items()}
-        return ir.LoopProgram(tuple(self.sizes), blocks, tensors, body, self.source.name)
+        return ir.BlockProgramIR(tuple(self.sizes), blocks, tensors, body, self.source.name)
 
     # -- declarations --------------------------------------------------------------------
     def declared(self) -> set[str]:
@@ -402,7 +402,7 @@ class _Checker:
         names = ir.names_in(expr)
         return [var for var, _ in self.scope if var in names]
 
-    def int_expr(self, e: ast.Expr, subscript: bool = False) -> ir.IntExpr | None:
+    def int_expr(self, e: ast.ExprSyntax, subscript: bool = False) -> ir.IntExpr | None:
         """``e`` as an index expression (``None`` after reporting why it is not one);
         ``subscript`` adds the affinity rules of block coordinates."""
         if isinstance(e, ast.Num):
@@ -515,7 +515,7 @@ class _Checker:
         return result
 
     # -- conditions ----------------------------------------------------------------------
-    def cond_expr(self, e: ast.Expr) -> ir.CondExpr | None:
+    def cond_expr(self, e: ast.ExprSyntax) -> ir.CondExpr | None:
         if isinstance(e, ast.Binary) and e.op in _COMPARE:
             a, b = self.int_expr(e.a), self.int_expr(e.b)
             return None if a is None or b is None else ir.Compare(_COMPARE[e.op], a, b)
@@ -535,7 +535,7 @@ class _Checker:
         self.err("E-block", f"element access '{self.text(e.span)}' in a block program", e.span,
                  f"read a block: {e.tensor}{{...}}")
 
-    def block_expr(self, e: ast.Expr, top: bool = False) -> ir.BlockExpr | None:
+    def block_expr(self, e: ast.ExprSyntax, top: bool = False) -> ir.BlockExpr | None:
         """``e`` as a block expression; ``top`` when it is a whole right side (where a
         kernel with several results may stand)."""
         if isinstance(e, ast.BlockAccess):

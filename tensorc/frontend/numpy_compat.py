@@ -1,7 +1,7 @@
 """numpy.einsum's argument conventions that sit outside subscripts and shapes.
 
 - :func:`normalise_order`: ``order=`` as numpy takes it (one letter, any case);
-- :func:`result_layout` / :func:`allocate`: the memory layout of the result, numpy's own
+- :func:`allocate`: the memory order of the result, numpy's own
   answer: ``C``/``F`` as asked, ``A`` Fortran when every operand is, ``K`` the axis order
   numpy's iterator picks from the operands' strides (asked of ``numpy.einsum`` on tiny
   stand-ins with the operands' stride order, cached per stride-order signature);
@@ -41,7 +41,7 @@ def check_out(out: object) -> None:
 
 
 def _stride_signature(array: np.ndarray) -> object:
-    """What decides numpy's K layout about one operand: ``"C"`` for C-contiguous arrays,
+    """What decides numpy's K order about one operand: ``"C"`` for C-contiguous arrays,
     else the axes from the largest absolute stride down and which axes have size 1."""
     if array.flags.c_contiguous:
         return "C"
@@ -73,7 +73,7 @@ def _k_axes(subscripts: str, signatures: tuple, ndims: tuple[int, ...]) -> tuple
 
 def allocate(shape: tuple[int, ...], dtype, order: str, arrays: Sequence[np.ndarray],
              subscripts: str) -> np.ndarray:
-    """An empty result in numpy's layout for ``order`` (see the module docstring)."""
+    """An empty result in numpy's memory order for ``order`` (see the module docstring)."""
     if order == "C" or len(shape) < 2:
         return np.empty(shape, dtype=dtype)
     if order == "F":

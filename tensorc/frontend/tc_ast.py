@@ -47,7 +47,7 @@ class Access:
     """``tensor[subscripts]`` (subscripts are expressions so affine forms parse)."""
 
     tensor: str
-    subs: tuple[Expr, ...]
+    subs: tuple[ExprSyntax, ...]
     span: Span
 
 
@@ -56,7 +56,7 @@ class Call:
     """A built-in ``fn(args)`` (``exp``, ``pow``, ``max`` ...)."""
 
     fn: str
-    args: tuple[Expr, ...]
+    args: tuple[ExprSyntax, ...]
     span: Span
 
 
@@ -66,7 +66,7 @@ class Reduce:
 
     op: str
     indices: tuple[Name, ...]
-    body: Expr
+    body: ExprSyntax
     span: Span
 
 
@@ -75,14 +75,14 @@ class Aggregate:
     """``+/v`` in a comprehension head (``op`` without the slash)."""
 
     op: str
-    body: Expr
+    body: ExprSyntax
     span: Span
 
 
 @dataclass(frozen=True)
 class Unary:
     op: str  # "neg" | "not"
-    x: Expr
+    x: ExprSyntax
     span: Span
 
 
@@ -91,7 +91,7 @@ class BlockAccess:
     """``X{coords}``: one block of a tensor (block programs only); ``span`` covers it all."""
 
     tensor: str
-    coords: tuple[Expr, ...]
+    coords: tuple[ExprSyntax, ...]
     span: Span
 
 
@@ -101,8 +101,8 @@ class Binary:
     (block programs) ``pow`` for ``**`` and ``matmul`` for ``@``."""
 
     op: str
-    a: Expr
-    b: Expr
+    a: ExprSyntax
+    b: ExprSyntax
     span: Span
 
 
@@ -110,9 +110,9 @@ class Binary:
 class Cond:
     """``c ? a : b``."""
 
-    c: Expr
-    a: Expr
-    b: Expr
+    c: ExprSyntax
+    a: ExprSyntax
+    b: ExprSyntax
     span: Span
 
 
@@ -120,12 +120,13 @@ class Cond:
 class Tuple:
     """A parenthesised tuple; only comprehension keys and patterns may use one."""
 
-    items: tuple[Expr, ...]
+    items: tuple[ExprSyntax, ...]
     span: Span
 
 
-Expr = (Num | Name | Access | BlockAccess | Call | Reduce | Aggregate | Unary | Binary | Cond
-        | Tuple)
+ExprSyntax = (Num | Name | Access | BlockAccess | Call | Reduce | Aggregate | Unary | Binary
+              | Cond | Tuple)
+"""An expression of the syntax tree (the IR's ``Map`` expressions are ``tensorc.ir.nodes.Expr``)."""
 
 # ---- declarations ------------------------------------------------------------------------
 
@@ -189,10 +190,10 @@ class Binding:
     (block programs only)."""
 
     name: Name
-    lo: Expr
-    hi: Expr
+    lo: ExprSyntax
+    hi: ExprSyntax
     span: Span
-    step: Expr | None = None
+    step: ExprSyntax | None = None
 
 
 @dataclass(frozen=True)
@@ -204,9 +205,9 @@ class Assign:
     """
 
     target: str
-    subs: tuple[Expr, ...]
+    subs: tuple[ExprSyntax, ...]
     op: str
-    rhs: Expr
+    rhs: ExprSyntax
     span: Span
     op_span: Span
     target_span: Span
@@ -219,7 +220,7 @@ class Assign:
 class Generator:
     """``pattern <- Tensor``."""
 
-    pattern: Expr
+    pattern: ExprSyntax
     source: Name
     span: Span
 
@@ -228,28 +229,28 @@ class Generator:
 class RangeGenerator:
     """``i <- lo:hi``."""
 
-    var: Expr
-    lo: Expr
-    hi: Expr
+    var: ExprSyntax
+    lo: ExprSyntax
+    hi: ExprSyntax
     span: Span
 
 
 @dataclass(frozen=True)
 class Let:
     name: str
-    value: Expr
+    value: ExprSyntax
     span: Span
 
 
 @dataclass(frozen=True)
 class Condition:
-    expr: Expr
+    expr: ExprSyntax
     span: Span
 
 
 @dataclass(frozen=True)
 class GroupBy:
-    key: Expr
+    key: ExprSyntax
     span: Span
 
 
@@ -258,7 +259,7 @@ Qualifier = Generator | RangeGenerator | Let | Condition | GroupBy
 
 @dataclass(frozen=True)
 class Comprehension:
-    head: Expr
+    head: ExprSyntax
     qualifiers: tuple[Qualifier, ...]
     span: Span
 
@@ -268,7 +269,7 @@ class CompAssign:
     """``Target = [ head | qualifiers ]``."""
 
     target: str
-    subs: tuple[Expr, ...]
+    subs: tuple[ExprSyntax, ...]
     op: str
     comp: Comprehension
     span: Span
@@ -285,7 +286,7 @@ class For:
 
 @dataclass(frozen=True)
 class Repeat:
-    count: Expr
+    count: ExprSyntax
     var: str | None
     body: tuple[Stmt, ...]
     span: Span
@@ -303,7 +304,7 @@ class BlockAssign:
 
     targets: tuple[BlockAccess | Access | Name, ...]
     op: str
-    rhs: Expr | Comprehension
+    rhs: ExprSyntax | Comprehension
     span: Span
     op_span: Span
     where: tuple[Binding, ...] = ()
@@ -313,7 +314,7 @@ class BlockAssign:
 class IfStmt:
     """``if cond { then } else { orelse }`` (``else if`` nests an ``IfStmt`` in ``orelse``)."""
 
-    cond: Expr
+    cond: ExprSyntax
     then: tuple[Stmt, ...]
     orelse: tuple[Stmt, ...]
     span: Span

@@ -314,7 +314,7 @@ class _Statement:
                      f"dimension {position} of {stmt.target}")
         return decl
 
-    def subscript(self, sub: ast.Expr, where: str) -> str | None:
+    def subscript(self, sub: ast.ExprSyntax, where: str) -> str | None:
         if isinstance(sub, ast.Name):
             if sub.name in self.c.declared() or sub.name in self.c.repeat_vars:
                 self.err("E-type", f"subscript '{sub.name}' is {self.describe(sub.name)}, not an "
@@ -338,7 +338,7 @@ class _Statement:
             return "a repeat counter"
         return "a tensor"
 
-    def collect_index_names(self, expr: ast.Expr) -> None:
+    def collect_index_names(self, expr: ast.ExprSyntax) -> None:
         for node in accesses(expr):
             if isinstance(node, ast.Access):
                 for sub in node.subs:
@@ -349,7 +349,7 @@ class _Statement:
             self.index_names.add(binding.name.name)
 
     # -- expressions: (kind, free indices) -------------------------------------------------
-    def expr(self, e: ast.Expr) -> tuple[str | None, dict[str, Span]]:
+    def expr(self, e: ast.ExprSyntax) -> tuple[str | None, dict[str, Span]]:
         method = getattr(self, f"_{type(e).__name__.lower()}")
         return method(e)
 

@@ -84,7 +84,7 @@ def _check_range(binding: ast.Binding, diags: Diagnostics) -> None:
                     hi.span, "loops over values are not allowed: the task graph must be static")
 
 
-def is_affine(expr: ast.Expr) -> bool:
+def is_affine(expr: ast.ExprSyntax) -> bool:
     if isinstance(expr, (ast.Name, ast.Num)):
         return True
     if isinstance(expr, ast.Unary) and expr.op == "neg":
@@ -97,7 +97,7 @@ def is_affine(expr: ast.Expr) -> bool:
     return False
 
 
-def accesses(expr: ast.Expr):
+def accesses(expr: ast.ExprSyntax):
     """Every tensor access (and bare name) under ``expr``, in source order."""
     if isinstance(expr, (ast.Access, ast.Name)):
         yield expr
@@ -105,7 +105,7 @@ def accesses(expr: ast.Expr):
         yield from accesses(child)
 
 
-def _children(expr: ast.Expr) -> tuple:
+def _children(expr: ast.ExprSyntax) -> tuple:
     if isinstance(expr, ast.Access):
         return expr.subs
     if isinstance(expr, ast.Call):
@@ -162,7 +162,7 @@ def _same_subs(a: tuple, b: tuple) -> bool:
 # ---- comprehensions ------------------------------------------------------------------------
 
 
-def _key_names(expr: ast.Expr, diags: Diagnostics, what: str) -> list[ast.Name] | None:
+def _key_names(expr: ast.ExprSyntax, diags: Diagnostics, what: str) -> list[ast.Name] | None:
     if isinstance(expr, ast.Name):
         return [expr]
     if isinstance(expr, ast.Tuple) and all(isinstance(i, ast.Name) for i in expr.items):
@@ -172,7 +172,7 @@ def _key_names(expr: ast.Expr, diags: Diagnostics, what: str) -> list[ast.Name] 
     return None
 
 
-def substitute(expr: ast.Expr, names: dict[str, ast.Expr]) -> ast.Expr:
+def substitute(expr: ast.ExprSyntax, names: dict[str, ast.ExprSyntax]) -> ast.ExprSyntax:
     """``expr`` with bare names replaced (index renames and value variables)."""
     if isinstance(expr, ast.Name):
         return names.get(expr.name, expr)
@@ -205,13 +205,13 @@ class _Comp:
         self.stmt = stmt
         self.diags = diags
         self.indices: list[str] = []  # generator index variables, in binding order
-        self.values: dict[str, ast.Expr] = {}  # value variable -> its access / let expression
-        self.renames: dict[str, ast.Expr] = {}
-        self.conditions: list[ast.Expr] = []
+        self.values: dict[str, ast.ExprSyntax] = {}  # value variable -> its access / let expression
+        self.renames: dict[str, ast.ExprSyntax] = {}
+        self.conditions: list[ast.ExprSyntax] = []
         self.group: list[ast.Name] | None = None
         self.ranges: list[ast.Binding] = []
 
-    def resolve(self, expr: ast.Expr) -> ast.Expr:
+    def resolve(self, expr: ast.ExprSyntax) -> ast.ExprSyntax:
         expr = substitute(expr, self.renames)
         return substitute(expr, self.values)
 
@@ -297,12 +297,13 @@ class _Comp:
         return ast.Assign(stmt.target, subs, "=", value, stmt.span, stmt.op_span,
                           stmt.target_span, tuple(self.ranges))
 
-    def head_value(self, value: ast.Expr, reduced: tuple[ast.Name, ...]) -> ast.Expr | None:
+    def head_value(self, value: ast.ExprSyntax,
+                   reduced: tuple[ast.Name, ...]) -> ast.ExprSyntax | None:
         condition = None
         for c in self.conditions:
             condition = c if condition is None else ast.Binary("and", condition, c, c.span)
 
-        def aggregate(expr: ast.Expr) -> ast.Expr:
+        def aggregate(expr: ast.ExprSyntax) -> ast.ExprSyntax:
             if isinstance(expr, ast.Aggregate):
                 reducer = AGGREGATE_REDUCER.get(expr.op, expr.op)
                 body = expr.body
@@ -327,7 +328,7 @@ class _Comp:
         return aggregate(value)
 
 
-def _rebuild(expr: ast.Expr, fn) -> ast.Expr:
+def _rebuild(expr: ast.ExprSyntax, fn) -> ast.ExprSyntax:
     if isinstance(expr, ast.Call):
         return replace(expr, args=tuple(fn(a) for a in expr.args))
     if isinstance(expr, ast.Unary):

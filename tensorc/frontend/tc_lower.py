@@ -44,7 +44,7 @@ from tensorc.ir.nodes import (
     ReduceByKey,
     Scan,
 )
-from tensorc.ir.semantics import MONOID_IDENTITY, evaluate
+from tensorc.ir.semantics import MONOID_IDENTITY, evaluate_map_expr
 
 MONOID_CALL = {"+": "add", "*": "mul", "max": "max", "min": "min", "or": "or", "and": "and"}
 FOLDED = {"add", "mul", "and", "or"}
@@ -139,7 +139,7 @@ class _Lowering:
             else:
                 self.assign(stmt)
 
-    def count(self, expr: ast.Expr) -> int:
+    def count(self, expr: ast.ExprSyntax) -> int:
         value = expr.value if isinstance(expr, ast.Num) else self.scalars[expr.name]
         return int(value)
 
@@ -165,7 +165,7 @@ class _Lowering:
         line = stmt.span.line
         text = self.checked.source.line(line).strip()
         if not leaves and old is None:
-            value = evaluate(fn, [], np.dtype(dtype)).item()
+            value = evaluate_map_expr(fn, [], np.dtype(dtype)).item()
             self.fills[label] = value
             self.statements.append(Statement(label, target, text, line, shape, dtype, None, (),
                                              value))
@@ -213,7 +213,7 @@ class _Lowering:
         return tuple(sorted((n, max(1, v)) for n, v in chosen.items()))
 
     # -- expressions ---------------------------------------------------------------------
-    def expr(self, e: ast.Expr, leaves: list[Node], ops: _Operands) -> Expr:
+    def expr(self, e: ast.ExprSyntax, leaves: list[Node], ops: _Operands) -> Expr:
         if isinstance(e, ast.Num):
             return Const(e.value)
         if isinstance(e, ast.Name):

@@ -1,6 +1,6 @@
 """Block programs: loop programs over the *blocks* of tensors (numpywren's LAmbdaPACK idea).
 
-Contract: a :class:`LoopProgram` is plain, immutable data the ``.tc`` front end builds from a
+Contract: a :class:`BlockProgramIR` is plain, immutable data the ``.tc`` front end builds from a
 block program and the rest of tensorc reads:
 
 - **index expressions** (:class:`IntConst`, :class:`Var`, :class:`IntOp`, :class:`IntCall`) are
@@ -403,7 +403,7 @@ class TensorSpec:
 
 
 @dataclass(frozen=True)
-class LoopProgram:
+class BlockProgramIR:
     """A whole block program. ``blocks`` maps each block count to the size it cuts: a
     dimension of that size has that many blocks, every other dimension has one."""
 

@@ -23,7 +23,7 @@ from tensorc.ir.nodes import (
     Scan,
     post_order,
 )
-from tensorc.ir.semantics import MONOID_UFUNCS, align, evaluate
+from tensorc.ir.semantics import MONOID_UFUNCS, align, evaluate_map_expr
 
 
 class _Context:
@@ -68,7 +68,7 @@ def _map(node: Map, env: dict, ctx: _Context):
     source = env[node.x]
     values = source.values if isinstance(source, _Joined) else [source]
     key = key_of(node.x)
-    result = np.asarray(evaluate(node.fn, values, ctx.dtype), dtype=ctx.dtype)
+    result = np.asarray(evaluate_map_expr(node.fn, values, ctx.dtype), dtype=ctx.dtype)
     result = np.broadcast_to(result, ctx.full_shape(key))
     return align(result, key, node.key)
 

@@ -3,7 +3,7 @@ block kernels so both compute with the same definitions.
 
 - :data:`MONOID_UFUNCS` — each monoid of ``ReduceByKey``/``Merge`` as a numpy ufunc;
 - :data:`CALL_FUNCS` — each ``OpCall`` operator as a vectorised numpy function;
-- :func:`evaluate` — a ``Map`` expression over broadcast numpy values;
+- :func:`evaluate_map_expr` — a ``Map`` expression over broadcast numpy values;
 - :func:`align` — view an array keyed ``have`` with the axes of ``want`` (size-1 where it has
   none), the one primitive both joins and element-wise kernels need.
 """
@@ -119,14 +119,14 @@ CALL_FUNCS: dict[str, Callable[..., np.ndarray]] = {
 """The numpy meaning of every ``OpCall`` operator (vectorised; variadic ones fold left)."""
 
 
-def evaluate(expr: Expr, values: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
+def evaluate_map_expr(expr: Expr, values: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
     """The value of ``expr`` with ``Arg(k)`` bound to ``values[k]`` (numpy broadcasting)."""
     if isinstance(expr, Arg):
         return values[expr.position]
     if isinstance(expr, Const):
         return np.asarray(expr.value, dtype=dtype)
     if isinstance(expr, OpCall):
-        args = [evaluate(a, values, dtype) for a in expr.args]
+        args = [evaluate_map_expr(a, values, dtype) for a in expr.args]
         fn = CALL_FUNCS[expr.op]
         if CALL_ARITY[expr.op] is not None:
             return fn(*args)

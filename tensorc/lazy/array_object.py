@@ -34,7 +34,7 @@ from tensorc.errors import ShapeError, TypeCheckError
 from tensorc.lazy import evaluate as _evaluate
 from tensorc.lazy import namespace as _namespace
 from tensorc.lazy.graph import ArrayNode, NodeKind, leaf, mapped
-from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.ray.arrays import DistributedArray
 
 REPR_ELEMENTS = 1000
 """Arrays up to this size print their values (larger ones print a summary)."""
@@ -98,18 +98,18 @@ class Array:
     # -- evaluation ----------------------------------------------------------------------
     def compute(self) -> Array:
         """Evaluate (the whole graph under this array, as one program); returns ``self``."""
-        _evaluate.evaluate([self._expr])
+        _evaluate.evaluate_graph([self._expr])
         return self
 
-    def value(self) -> np.ndarray | BlockArray:
-        """The evaluated value: a numpy array (local) or a ``BlockArray`` (Ray)."""
+    def value(self) -> np.ndarray | DistributedArray:
+        """The evaluated value: a numpy array (local) or a ``DistributedArray`` (Ray)."""
         self.compute()
         return self._expr.value
 
     def numpy(self) -> np.ndarray:
         """Evaluate and gather into one numpy array."""
         value = self.value()
-        return value.numpy() if isinstance(value, BlockArray) else np.asarray(value)
+        return value.numpy() if isinstance(value, DistributedArray) else np.asarray(value)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         result = self.numpy()
@@ -120,9 +120,9 @@ class Array:
         return _chapters().explaining.explain(self)
 
     # -- distributed layout (evaluated on Ray) -------------------------------------------
-    def _blocks_value(self) -> BlockArray:
+    def _blocks_value(self) -> DistributedArray:
         value = self.value()
-        if not isinstance(value, BlockArray):
+        if not isinstance(value, DistributedArray):
             raise TypeCheckError("this array was computed in this process, not on Ray "
                                  "(tc.init(...) first)")
         return value
@@ -192,7 +192,7 @@ class Array:
         if self.size <= REPR_ELEMENTS:
             text = np.array2string(self.numpy(), separator=", ", prefix="tc.Array(")
             return f"tc.Array({text}, dtype={self.dtype})"
-        where = "Ray" if isinstance(self._expr.value, BlockArray) else "local"
+        where = "Ray" if isinstance(self._expr.value, DistributedArray) else "local"
         state = f"evaluated, {where}" if self.evaluated else "not evaluated"
         return f"tc.Array(shape={self.shape}, dtype={self.dtype}, {state})"
 
@@ -333,7 +333,7 @@ def operand(value, like_dtype=None):
         return value
     if isinstance(value, np.ndarray):
         return leaf(value)
-    if isinstance(value, BlockArray):
+    if isinstance(value, DistributedArray):
         return leaf(value)
     return NotImplemented
 

@@ -19,7 +19,7 @@ from tensorc.lazy.data_types import astype
 from tensorc.lazy.graph import deferred, leaf
 from tensorc.lazy.manipulation import broadcast_to, expand_dims, reshape
 from tensorc.placement.blocks import normalised_shape
-from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.ray.arrays import DistributedArray
 
 DEFAULT_FLOAT = np.dtype("float64")
 
@@ -76,7 +76,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None, block_shape=None,
         node = expr_of(source)
         return wrap(deferred(functools.partial(_reblocked, block_shape, grid), (node,),
                              node.shape, node.dtype, "asarray (re-blocked)"))
-    if isinstance(obj, BlockArray):
+    if isinstance(obj, DistributedArray):
         return wrap(leaf(obj))
     if copy is False and dtype is not None and np.asarray(obj).dtype != np.dtype(dtype):
         raise ValueError("copy=False but converting to the dtype asked for needs a copy")

@@ -1,11 +1,12 @@
 """Evaluating lazy arrays: lower the graph, plan it as one program, run it, keep the values.
 
-Contract: ``evaluate(exprs)`` evaluates every not-yet-evaluated ``ArrayNode`` in ``exprs`` in one
-program (:mod:`tensorc.lazy.lowering`), planned by the whole-program planner and run by one
-:class:`~tensorc.driver.statements.StatementRunner` (plans cached across evaluations, so a loop that
-builds the same computation each iteration plans once): on the Ray session when there is one
-(results stay on the nodes as :class:`~tensorc.runtime.ray.arrays.BlockArray`), else in this process
-(numpy). Each evaluated node becomes a leaf holding its value (its operands are released),
+Contract: ``evaluate_graph(exprs)`` evaluates every not-yet-evaluated ``ArrayNode`` in
+``exprs`` in one program (:mod:`tensorc.lazy.lowering`), planned by the whole-program planner
+and run by one :class:`~tensorc.driver.statements.StatementRunner` (plans cached across
+evaluations, so a loop that builds the same computation each iteration plans once): on the
+Ray session when there is one (results stay on the nodes as
+:class:`~tensorc.runtime.ray.arrays.DistributedArray`), else in this process (numpy). Each
+evaluated node becomes a leaf holding its value (its operands are released),
 ``tc.last_stats()`` reports the run, and :func:`last_program` keeps what ``explain()``
 shows. A ``deferred`` node under them (:mod:`tensorc.lazy.graph`) is computed first, its
 operands evaluated as their own program and its callable run on their values; the rest is
@@ -22,8 +23,8 @@ from tensorc.driver import stats as execution
 from tensorc.driver.statements import StatementRunner
 from tensorc.errors import ExecutionError
 from tensorc.lazy.graph import ArrayNode, NodeKind, leaf
-from tensorc.lazy.lowering import LoweredProgram, lower, post_order
-from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.lazy.lowering import LoweredGraph, lower_graph, post_order
+from tensorc.runtime.ray.arrays import DistributedArray
 
 RUNNER = StatementRunner()
 """The runner of every array program (its plan caches are shared by all evaluations)."""
@@ -37,7 +38,7 @@ def backend() -> str:
     return session.current().executor.backend
 
 
-def evaluate(exprs: list[ArrayNode]) -> None:
+def evaluate_graph(exprs: list[ArrayNode]) -> None:
     """Evaluate ``exprs`` (see the module docstring)."""
     pending = [e for e in dict.fromkeys(exprs) if e.value is None]
     if not pending:
@@ -47,10 +48,10 @@ def evaluate(exprs: list[ArrayNode]) -> None:
     if not pending:
         return
     started = time.perf_counter()
-    lowered = lower(pending)
+    lowered = lower_graph(pending)
     executor = session.current().executor
     where = executor.backend
-    if executor.in_process and any(isinstance(v, BlockArray)
+    if executor.in_process and any(isinstance(v, DistributedArray)
                                    for v in lowered.inputs.values()):
         raise ExecutionError("this array lives on a Ray session that has been shut down; "
                              "call tc.init(...) again and recreate it")
@@ -71,18 +72,18 @@ def _run_deferred(roots: list[ArrayNode]) -> None:
     for node in post_order(roots):
         if node.kind is not NodeKind.DEFERRED or node.value is not None:
             continue
-        evaluate([a for a in node.args if isinstance(a, ArrayNode)])
+        evaluate_graph([a for a in node.args if isinstance(a, ArrayNode)])
         value = node.op(*(a.value if isinstance(a, ArrayNode) else a for a in node.args))
         if tuple(value.shape) != node.shape:
             raise ExecutionError(f"{node.params} made shape {tuple(value.shape)}, not "
                                  f"{node.shape}")
         if value.dtype != node.dtype:  # convert as a program of its own
             converted = ArrayNode(NodeKind.CAST, None, (leaf(value),), None, node.shape, node.dtype)
-            evaluate([converted])
+            evaluate_graph([converted])
             value = converted.value
         node.become_leaf(value)
 
 
-def last_program(expr: ArrayNode) -> tuple[LoweredProgram, str, dict] | None:
+def last_program(expr: ArrayNode) -> tuple[LoweredGraph, str, dict] | None:
     """The program that evaluated ``expr`` (its lowering, backend and statistics)."""
     return _PROGRAMS.get(expr)

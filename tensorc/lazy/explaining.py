@@ -7,7 +7,7 @@ import json
 from tensorc import session
 from tensorc.ir.printer import format_program
 from tensorc.lazy import evaluate
-from tensorc.lazy.lowering import lower
+from tensorc.lazy.lowering import lower_graph
 
 
 def explain(array) -> str:
@@ -17,8 +17,8 @@ def explain(array) -> str:
     found = evaluate.last_program(expr)
     if found is None and expr.value is not None:
         return f"{array!r}: a given value (no program)"
-    lowered, where, stats = found if found is not None else (lower([expr]), evaluate.backend(),
-                                                             None)
+    lowered, where, stats = (found if found is not None
+                             else (lower_graph([expr]), evaluate.backend(), None))
     unrolled = lowered.unrolled
     lines = [f"array program: {len(unrolled.statements)} statement(s), backend {where}"
              + ("" if stats else " (not evaluated yet)")]

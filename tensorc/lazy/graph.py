@@ -6,7 +6,7 @@ of the lazy array graph only.)
 Contract: an :class:`ArrayNode` knows its ``shape`` and ``dtype`` at once (numpy's own
 promotion, found by applying the numpy function to one-element arrays, so every result type is
 numpy's), its operation and its operands; ``value`` is set once it has been evaluated (a numpy
-array or a :class:`~tensorc.runtime.ray.arrays.BlockArray`), after which it is a leaf for
+array or a :class:`~tensorc.runtime.ray.arrays.DistributedArray`), after which it is a leaf for
 every program that reads it. Its ``kind`` is one of the closed enum :class:`NodeKind` (the
 lowering handles every member, ``tests/test_lazy_arrays.py`` checks it):
 
@@ -26,7 +26,7 @@ lowering handles every member, ``tests/test_lazy_arrays.py`` checks it):
   ``linalg.solve``, re-blocking an array on Ray): ``op`` is a callable, ``params`` its name.
   When the node's value is needed, its operands are evaluated first (their own program),
   then ``op(*operand values)`` runs and returns the value (a numpy array or a
-  ``BlockArray`` of the node's shape; :mod:`tensorc.lazy.evaluate`). Lowering never sees
+  ``DistributedArray`` of the node's shape; :mod:`tensorc.lazy.evaluate`). Lowering never sees
   one not yet evaluated, except for ``explain()``, where it stands as an input.
 
 Mutation: a node is not immutable. Exactly one change ever happens to it, on evaluation
@@ -103,7 +103,7 @@ class ArrayNode:
 
 
 def leaf(value) -> ArrayNode:
-    """An evaluated value (numpy array or ``BlockArray``) as a graph leaf."""
+    """An evaluated value (numpy array or ``DistributedArray``) as a graph leaf."""
     return ArrayNode(NodeKind.LEAF, None, (), None, tuple(value.shape), value.dtype, value)
 
 

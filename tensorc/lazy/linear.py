@@ -1,6 +1,7 @@
-"""Contractions: ``matmul``/``@``, ``tensordot``, ``vecdot``, ``matrix_transpose`` and a
-lazy ``einsum``. Each is one ``contract`` node (a sum of products over named indices), so
-its statement runs as BLAS block products and its operands' transposes are free."""
+"""Contractions: ``matmul``/``@``, ``tensordot``, ``vecdot``, ``matrix_transpose`` and
+:func:`lazy_einsum` (what ``tc.einsum`` builds for lazy operands). Each is one ``contract``
+node (a sum of products over named indices), so its statement runs as BLAS block products
+and its operands' transposes are free."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tensorc.lazy.elementwise import conj
 from tensorc.lazy.graph import ArrayNode, NodeKind, broadcast_shapes
 from tensorc.lazy.manipulation import expand_dims, matrix_transpose, squeeze
 
-__all__ = ["einsum", "matmul", "matrix_transpose", "tensordot", "vecdot"]
+__all__ = ["lazy_einsum", "matmul", "matrix_transpose", "tensordot", "vecdot"]
 
 
 def contract(nodes: list[ArrayNode], letters: list[tuple[str, ...]],
@@ -30,7 +31,7 @@ def contract(nodes: list[ArrayNode], letters: list[tuple[str, ...]],
     return wrap(ArrayNode(NodeKind.CONTRACT, None, tuple(nodes), params, shape, dtype))
 
 
-def einsum(subscripts, *operands) -> Array:
+def lazy_einsum(subscripts, *operands) -> Array:
     """``numpy.einsum`` semantics, lazily (one contraction node)."""
     if not isinstance(subscripts, str):
         subscripts, operands = sublist_to_subscripts((subscripts, *operands))

@@ -1,6 +1,6 @@
 """Lower an expression graph to one SSA statement program (the IR ``.tc`` programs use).
 
-Contract: ``lower(roots) -> LoweredProgram`` turns the graph under ``roots`` (``ArrayNode``
+Contract: ``lower_graph(roots) -> LoweredGraph`` turns the graph under ``roots`` (``ArrayNode``
 nodes not yet evaluated) into an :class:`~tensorc.frontend.tc_lower.Unrolled` program whose
 statements are IR ``Function``s (join / map / reduceByKey) or whole-array operations, plus the
 input values by label and the label of each root.
@@ -72,8 +72,9 @@ LOWERED_AS = {
 
 
 @dataclass(frozen=True)
-class LoweredProgram:
-    """A lowered graph: the program, its input values by label, each root's label."""
+class LoweredGraph:
+    """A lowered graph: its statements (``Unrolled``), its input values by label, each
+    root's label."""
 
     unrolled: Unrolled
     inputs: dict
@@ -365,10 +366,10 @@ class _Body:
         return ReduceByKey(monoid, Map(fn, source, key), out)
 
 
-def lower(roots: list[ArrayNode]) -> LoweredProgram:
+def lower_graph(roots: list[ArrayNode]) -> LoweredGraph:
     """Lower the graph under ``roots`` (see the module docstring)."""
     lowering = _Lowering(roots)
     labels = tuple(lowering.label(r) for r in lowering.roots)
     outputs = tuple((label, label) for label in dict.fromkeys(labels))
     unrolled = Unrolled(tuple(lowering.statements), outputs)
-    return LoweredProgram(unrolled, lowering.inputs, labels)
+    return LoweredGraph(unrolled, lowering.inputs, labels)

@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 from tensorc.lazy.array_object import Array, expr_of
-from tensorc.lazy.evaluate import evaluate
+from tensorc.lazy.evaluate import evaluate_graph
 from tensorc.runtime.ray import arrays as blocks
-from tensorc.runtime.ray.arrays import BlockArray
+from tensorc.runtime.ray.arrays import DistributedArray
 
 
 def compute(*arrays: Array) -> tuple[Array, ...]:
     """Evaluate ``arrays`` together, as one program (shared work computed once)."""
-    evaluate([expr_of(a) for a in arrays])
+    evaluate_graph([expr_of(a) for a in arrays])
     return arrays
 
 
@@ -22,4 +22,4 @@ def wait(*arrays) -> None:
     if lazy:
         compute(*lazy)
     stored = [a.value() if isinstance(a, Array) else a for a in arrays]
-    blocks.wait(*(s for s in stored if isinstance(s, BlockArray)))
+    blocks.wait(*(s for s in stored if isinstance(s, DistributedArray)))

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from tensorc.codegen.block_dag import BlockDag
 from tensorc.codegen.block_kernels import result_flops, result_shapes
 from tensorc.codegen.block_layout import environment
-from tensorc.ir.block_program import LoopProgram
+from tensorc.ir.block_program import BlockProgramIR
 from tensorc.placement.block_placement import BlockPlacer
 from tensorc.planning.cost import machine
 
@@ -81,7 +81,7 @@ def _options(extent: int, preferred: int | None) -> list[int]:
     return sorted(found)
 
 
-def simulate(program: LoopProgram, env: dict[str, int], bounds: dict, *, nodes: int, cores: int,
+def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, nodes: int, cores: int,
              limit: int = MAX_SIMULATED_TASKS, input_node=None) -> CountCandidate | None:
     """Simulated makespan, task count and bytes of one choice of counts (``None`` when the
     DAG has more than ``limit`` tasks)."""
@@ -126,7 +126,7 @@ def simulate(program: LoopProgram, env: dict[str, int], bounds: dict, *, nodes: 
                           placer.moved_bytes(), max(placer.state.net_in))
 
 
-def choose_counts(program: LoopProgram, shapes: dict[str, tuple[int, ...]], *, nodes: int,
+def choose_counts(program: BlockProgramIR, shapes: dict[str, tuple[int, ...]], *, nodes: int,
                   cores: int, fixed: dict[str, int] | None = None,
                   preferred: dict[str, int] | None = None, input_node=None) -> CountChoice:
     """The block counts with the smallest simulated makespan (module docstring)."""

@@ -115,7 +115,7 @@ def _heuristic(program: Function, ctx: PassContext) -> dict[str, int]:
         return {}
     _, decl = best
     order = list(dict.fromkeys(scans.get(decl.name, ())))
-    if ctx.options.layouts.get(decl.name) == "F":
+    if ctx.options.orders.get(decl.name) == "F":
         order.reverse()
     split = next((name for name in order if sizes[name] >= ctx.options.workers), None)
     if split is None:

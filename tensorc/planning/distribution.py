@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tensorc.codegen.blocking import Blocking
-from tensorc.codegen.lower import lower
+from tensorc.codegen.lower import lower_to_tasks
 from tensorc.codegen.taskgraph import LOAD, TaskGraph
 from tensorc.errors import PlanError
 from tensorc.ir.keys import key_of
@@ -200,7 +200,7 @@ class Problem:
             (i, fixed.get(i) or max(1, math.ceil(sizes[i] / c))) for i, c in counts
         )
         blocking = Blocking(sizes=tuple(sorted(sizes.items())), block=block)
-        graph = lower(self.program, blocking)
+        graph = lower_to_tasks(self.program, blocking)
         found = Lowered.of(graph, tuple(key_of(self.program.output)))
         cache[counts] = found
         total = sum(len(entry.graph.tasks) for entry in cache.values())

@@ -82,7 +82,7 @@ def freeze(option: object) -> object:
     return option
 
 
-def pass_options(plan_options: dict, optimize: object, layouts: dict[str, str], *,
+def pass_options(plan_options: dict, optimize: object, orders: dict[str, str], *,
                  default_workers: int, placed: dict | None = None) -> PassOptions:
     """The :class:`PassOptions` of checked plan options."""
     return PassOptions(
@@ -90,7 +90,7 @@ def pass_options(plan_options: dict, optimize: object, layouts: dict[str, str], 
         workers=int(plan_options.get("workers") or default_workers),
         grid=plan_options.get("grid"),
         block_shape=plan_options.get("block_shape"),
-        layouts=layouts,
+        orders=orders,
         nodes=int(plan_options.get("nodes") or 1),
         planner=plan_options.get("planner") or "auto",
         node_memory=plan_options.get("node_memory"),

@@ -2,7 +2,7 @@
 
 A :class:`Plan` holds the element IR after each pass, the chosen blocking, the task graph and
 its statistics. ``build_plan`` is pure (shapes, dtypes and options in; plan out) and
-:class:`PlanCache` memoises it by ``(subscripts, shapes, dtypes, layouts, options)`` so a
+:class:`PlanCache` memoises it by ``(subscripts, shapes, dtypes, orders, options)`` so a
 repeated call pays a dictionary lookup for planning.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from tensorc import debug
 from tensorc.codegen.blocking import Blocking
-from tensorc.codegen.lower import lower
+from tensorc.codegen.lower import lower_to_tasks
 from tensorc.codegen.taskgraph import TaskGraph
 from tensorc.frontend.einsum import einsum_program
 from tensorc.frontend.subscripts import EinsumSpec
@@ -152,7 +152,7 @@ def plan_program(
         graph = distribution.modelled.graph
     else:
         blocking = choose_blocking(final, ctx)
-        graph = lower(final, blocking)
+        graph = lower_to_tasks(final, blocking)
     graph.verify()
     stats = {
         **graph.summary(),
@@ -254,7 +254,7 @@ def einsum_plan(
     spec: EinsumSpec,
     shapes: tuple[tuple[int, ...], ...],
     dtypes: tuple[str, ...],
-    layouts: tuple[str, ...],
+    orders: tuple[str, ...],
     compute_dtype: np.dtype,
     optimize: object,
     plan_options: dict,
@@ -263,13 +263,14 @@ def einsum_plan(
     placed: dict | None = None,
 ) -> tuple[Plan, bool]:
     """The plan of an einsum (checked options), from :data:`EINSUM_PLANS` when it has one;
-    returns ``(plan, cached)``. ``placed`` maps operand positions to the
+    returns ``(plan, cached)``. ``orders`` is each operand's memory order (``"C"``, ``"F"``,
+    ``"other"``); ``placed`` maps operand positions to the
     :class:`~tensorc.placement.blocks.Blocks` layout of operands already on the cluster."""
     key = (
         subscripts,
         shapes,
         dtypes,
-        layouts,
+        orders,
         compute_dtype.str,
         freeze(optimize),
         tuple((k, freeze(plan_options.get(k))) for k in PLAN_OPTIONS),
@@ -281,7 +282,7 @@ def einsum_plan(
     if plan is not None:
         return plan, True
     options = pass_options(
-        plan_options, optimize, {f"in{k}": layout for k, layout in enumerate(layouts)},
+        plan_options, optimize, {f"in{k}": order for k, order in enumerate(orders)},
         default_workers=default_workers, placed=placed,
     )
     plan = build_plan(subscripts, spec, shapes, dtypes, compute_dtype.str,

@@ -2,7 +2,7 @@
 
 Contract: ``plan_program_layouts(statements, plan_statement, nodes)`` plans the statements
 of one unrolled ``.tc`` program (SSA order) for ``nodes`` nodes and returns a
-:class:`ProgramPlan`: each statement's :class:`~tensorc.planning.plan.Plan`, the layout each tensor
+:class:`LayoutPlan`: each statement's :class:`~tensorc.planning.plan.Plan`, the layout each tensor
 has when each statement reads it, and the decisions taken, in order.
 
 - A tensor's *layouts* are coordinates only (:class:`~tensorc.placement.blocks.Blocks` layouts):
@@ -36,7 +36,7 @@ REPLICA_COMBINATIONS = 8  # layouts tried per statement when operands have repli
 
 
 @dataclass
-class ProgramPlan:
+class LayoutPlan:
     """The plans of a program's statements and the layout decisions between them."""
 
     nodes: int
@@ -103,7 +103,7 @@ def plan_program_layouts(
     plan_statement: Callable[[object, dict[int, Blocks] | None], Plan],
     nodes: int,
     initial: dict[str, Blocks] | None = None,
-) -> ProgramPlan:
+) -> LayoutPlan:
     """Plan ``statements`` (SSA order) with layouts flowing between them (module contract).
 
     ``plan_statement(statement, placed)`` plans one statement for ``nodes`` nodes given the
@@ -111,7 +111,7 @@ def plan_program_layouts(
     that already live on the cluster.
     """
     started = time.perf_counter()
-    result = ProgramPlan(nodes)
+    result = LayoutPlan(nodes)
     layouts: dict[str, list[Blocks]] = {k: [v] for k, v in (initial or {}).items()}
     later_reads: dict[str, int] = {}
     for statement in statements:
