@@ -44,48 +44,83 @@ WINDOW = 256
 
 
 def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, bounds, cluster,
-            scheduler: str = "lshs", window: int = WINDOW, dtype=None) -> tuple[dict, dict]:
+                         scheduler: str = "lshs", window: int = WINDOW,
+                         dtype=None) -> tuple[dict, dict]:
     """Run on the Ray cluster (see the module docstring)."""
-    started = time.perf_counter()
-    figures = machine()
-    nodes = cluster.nodes
-    placer = BlockPlacer(nodes, figures.cores_per_node, scheduler,
-                         flops_per_core=figures.blas_flops_per_core,
-                         bytes_per_second=figures.network_bytes_per_second,
-                         task_seconds=figures.task_seconds)
-    source = _RayInputs(program, inputs, bounds, cluster, placer, dag)
-    frontier = _Frontier(dag)
-    refs: dict = {}
-    ids: dict = {}
-    shapes: dict = {}
-    uses: dict = {}
-    finals: dict = {}
-    in_flight: deque = deque()
-    tasks = 0
+    return _RayDagRun(program, dag, inputs, bounds, cluster, scheduler, dtype).run(window)
 
-    def submit_task(task) -> list:
-        nonlocal tasks
-        edges = frontier.edges.pop(task)
+
+class _RayDagRun:
+    """One block program's DAG on Ray: the frontier, the refs of live block versions, the
+    placer's simulated cluster and the final output blocks."""
+
+    def __init__(self, program: BlockProgramIR, dag: BlockDag, inputs: dict, bounds, cluster,
+                 scheduler: str, dtype) -> None:
+        figures = machine()
+        self.program, self.dag, self.bounds = program, dag, bounds
+        self.cluster, self.scheduler, self.dtype = cluster, scheduler, dtype
+        self.placer = BlockPlacer(cluster.nodes, figures.cores_per_node, scheduler,
+                                  flops_per_core=figures.blas_flops_per_core,
+                                  bytes_per_second=figures.network_bytes_per_second,
+                                  task_seconds=figures.task_seconds)
+        self.source = _RayInputs(program, inputs, bounds, cluster, self.placer, dag)
+        self.frontier = _Frontier(dag)
+        self.refs: dict = {}
+        self.ids: dict = {}
+        self.shapes: dict = {}
+        self.uses: dict = {}
+        self.finals: dict = {}
+        self.in_flight: deque = deque()
+        self.tasks = 0
+
+    def run(self, window: int) -> tuple[dict, dict]:
+        """Submit every task as its parents are submitted, at most ``window`` in flight."""
+        started = time.perf_counter()
+        ready = deque(self.frontier.start())
+        while ready:
+            ready.extend(self.submit(ready.popleft()))
+            while len(self.in_flight) > window:
+                _wait(self.in_flight.popleft())
+        _wait(list(self.in_flight))
+        _check_complete(self.dag, self.frontier, self.tasks)
+        outputs = _output_arrays(self.program, self.bounds, self.finals, self.output)
+        placer = self.placer
+        stats = {"backend": "ray", "tasks": self.tasks, "scheduler": self.scheduler,
+                 "tasks_per_node": list(placer.tasks_per_node),
+                 "inter_node_bytes": placer.moved_bytes(),
+                 "max_node_memory_bytes": max(placer.state.peak),
+                 "peak_frontier": self.frontier.peak,
+                 "run_seconds": time.perf_counter() - started}
+        return outputs, stats
+
+    def _read(self, edges) -> tuple[list, list, list, dict]:
+        """The refs, reads, simulated block ids and shapes of a task's input edges; a
+        version whose last reader this is is released."""
         args, reads, inputs_ids, edge_shapes = [], [], [], {}
         for edge in edges:
             if edge.task is None:
-                ref, block, shape = source.block(edge.read.tensor, edge.coords)
+                ref, block, shape = self.source.block(edge.read.tensor, edge.coords)
             else:
                 key = (edge.task, edge.result)
-                ref, block, shape = refs[key], ids[key], shapes[key]
+                ref, block, shape = self.refs[key], self.ids[key], self.shapes[key]
             args.append(ref)
             reads.append(edge.read)
             inputs_ids.append(block)
             edge_shapes[edge.read] = shape
         for key in {(e.task, e.result) for e in edges if e.task is not None}:
-            uses[key] -= 1
-            if not uses[key]:
-                del uses[key], refs[key]
-        inputs_ids = list(dict.fromkeys(inputs_ids))  # one version read twice is one input
+            self.uses[key] -= 1
+            if not self.uses[key]:
+                del self.uses[key], self.refs[key]
+        return args, reads, list(dict.fromkeys(inputs_ids)), edge_shapes
+
+    def submit(self, task) -> list:
+        """Place and submit ``task``; returns the children that became ready."""
+        dag, program, placer = self.dag, self.program, self.placer
+        args, reads, inputs_ids, edge_shapes = self._read(self.frontier.edges.pop(task))
         out_shapes, flops = _flops_and_shapes(dag, task, edge_shapes)
         per_result, distinct = _children(dag, task)
         written = dag.written(task)
-        itemsize = np.dtype(dtype or np.float64).itemsize
+        itemsize = np.dtype(self.dtype or np.float64).itemsize
         out_ids = []
         for j, ((readers, final), shape) in enumerate(zip(per_result, out_shapes, strict=True)):
             keep = final and program.tensors[written[j][0]].kind == "output"
@@ -93,31 +128,23 @@ def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, b
                                               retained=keep))
         node = placer.place(inputs_ids, sum(placer.state.size[b] for b in out_ids), flops)
         placer.run(out_ids, inputs_ids, node, flops)
-        results = len(out_shapes)
-        made = submit(cluster, "block", node, dag.sites[task[0]].assign.value, tuple(reads),
-                      *args, returns=results + 1)
-        in_flight.append(made[-1])
+        made = submit(self.cluster, "block", node, dag.sites[task[0]].assign.value,
+                      tuple(reads), *args, returns=len(out_shapes) + 1)
+        self.in_flight.append(made[-1])
         for j, ((readers, final), shape) in enumerate(zip(per_result, out_shapes, strict=True)):
             key = (task, j)
             tensor, coords = written[j]
             if final and program.tensors[tensor].kind == "output":
-                finals[(tensor, coords)] = (made[j], node, shape)
+                self.finals[(tensor, coords)] = (made[j], node, shape)
             if readers:
-                refs[key], ids[key], shapes[key] = made[j], out_ids[j], shape
-                uses[key] = len(readers)
-        tasks += 1
-        return frontier.finished(distinct)
+                self.refs[key], self.ids[key], self.shapes[key] = made[j], out_ids[j], shape
+                self.uses[key] = len(readers)
+        self.tasks += 1
+        return self.frontier.finished(distinct)
 
-    ready = deque(frontier.start())
-    while ready:
-        ready.extend(submit_task(ready.popleft()))
-        while len(in_flight) > window:
-            _wait(in_flight.popleft())
-    _wait(list(in_flight))
-    _check_complete(dag, frontier, tasks)
-
-    def fill(name, edges, blocks):
-        kind = _output_dtype(program, name, dtype)
+    def output(self, name, edges, blocks) -> DistributedArray:
+        """Output ``name`` from its final blocks; a block no statement wrote is zeros."""
+        kind = _output_dtype(self.program, name, self.dtype)
         placed = Blocks(tuple(e[-1] for e in edges), kind, edges)
         for coords, found in blocks.items():
             region = block_slices(edges, coords)
@@ -131,15 +158,7 @@ def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, b
                 _check_block_shape(name, coords, shape, region)
             placed.refs[coords] = ref
             placed.nodes[coords] = node
-        return DistributedArray(placed, tuple(min(g, nodes) for g in placed.grid))
-
-    outputs = _output_arrays(program, bounds, finals, fill)
-    stats = {"backend": "ray", "tasks": tasks, "scheduler": scheduler,
-             "tasks_per_node": list(placer.tasks_per_node),
-             "inter_node_bytes": placer.moved_bytes(),
-             "max_node_memory_bytes": max(placer.state.peak),
-             "peak_frontier": frontier.peak, "run_seconds": time.perf_counter() - started}
-    return outputs, stats
+        return DistributedArray(placed, tuple(min(g, self.cluster.nodes) for g in placed.grid))
 
 
 def _wait(refs) -> None:

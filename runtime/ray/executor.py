@@ -18,7 +18,7 @@ import numpy as np
 
 from tensorc.placement.blocks import block_bounds, default_blocking
 from tensorc.runtime.executor import Executor, StatementPlanner
-from tensorc.runtime.ray import arrays, plans
+from tensorc.runtime.ray import arrays, plans, whole_array
 from tensorc.runtime.ray.block_program import run_block_dag_on_ray
 from tensorc.runtime.ray.statements import DRIVER_BYTES, RayStatementRun
 
@@ -103,4 +103,4 @@ class RayExecutor(Executor):
         if tuple(tuple(b) for b in bounds) == tuple(tuple(b) for b in value.blocks.bounds):
             return value
         grid_of = tuple(len(edges) - 1 for edges in bounds)
-        return plans.relayout(value, bounds, arrays.node_grid_for(grid_of, cluster.nodes))
+        return whole_array.relayout(value, bounds, arrays.node_grid_for(grid_of, cluster.nodes))

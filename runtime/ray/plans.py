@@ -1,43 +1,39 @@
-"""Running plans on Ray: a planned einsum staged into node calls, and whole-array operations.
+"""Running a planned einsum on Ray: operands bound, the graph scheduled and staged into node
+calls, the calls run, the statistics of the run.
 
 Contract:
 
 - :func:`run_on_ray` runs a plan on the connected cluster: numpy operands are distributed
   as the plan cuts them, ``DistributedArray`` operands are read where they live, or re-laid
-  out first when the plan says so; the result stays distributed (a ``DistributedArray``) and its
-  blocks stay on the nodes that computed them;
-- :func:`run_whole` runs a whole-array operation (a reshape, a small solve, …) as one task on
-  the node holding most of its operands; :func:`run_blockwise` runs the ones that can go
-  block by block where the blocks are; :func:`cast` and :func:`relayout` convert and re-cut
-  a distributed array on its nodes;
+  out first when the plan says so (a repartition is the first units of the staged calls);
+  the result stays distributed and its blocks stay on the nodes that computed them. The
+  schedule and staged calls of a plan are cached per input layout (``Plan.runs``);
 - :func:`prepare_ray_call` says how an einsum on Ray is planned: under LSHS (or with
   ``nodes=``/``planner=``) by the distribution planner for the cluster's nodes, with the
-  operands' layouts (:class:`~tensorc.placement.blocks.Blocks`); otherwise with the blocking
-  of the distributed operands (the first ``DistributedArray`` with an index gives its block
-  size).
+  operands' layouts (:class:`~tensorc.placement.blocks.Blocks`, :func:`layouts_of`);
+  otherwise with the blocking of the distributed operands (the first ``DistributedArray``
+  with an index gives its block size);
+- :func:`finished` and :func:`lost_worker` tell a pipelined statement program whether its
+  calls completed or a node worker died.
 
 Ray runs report the schedule's modelled loads, the bytes the calls carry, and (``measure``)
-the bytes Ray actually moved, measured from object locations. The Ray executor
-(:mod:`tensorc.runtime.ray.executor`) and the Ray statement runner call these.
+the bytes Ray actually moved, measured from object locations. Whole-array operations are
+:mod:`tensorc.runtime.ray.whole_array`'s.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from tensorc.codegen.taskgraph import LOAD
-from tensorc.codegen.whole_array import apply_whole, decode_index
 from tensorc.errors import PlanError
 from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.placement.blocks import Blocks
 from tensorc.placement.layout import (
-    block_cyclic_node,
     block_cyclic_output_nodes,
     load_bounds,
     load_layout,
@@ -48,18 +44,14 @@ from tensorc.planning.lower_bound import communication_lower_bound
 from tensorc.planning.plan import Plan
 from tensorc.runtime.ray.arrays import (
     DistributedArray,
-    block_bounds,
-    default_blocking,
     factor_over,
     inline,
-    node_grid_for,
     place,
 )
-from tensorc.runtime.ray.blockwise import blockwise_calls
-from tensorc.runtime.ray.calls import CallRunner, WorkerLost, submit, wait_for_calls
+from tensorc.runtime.ray.calls import CallRunner, WorkerLost, wait_for_calls
 from tensorc.runtime.ray.cluster import connected as ray_cluster
-from tensorc.runtime.ray.slicing import slice_blocks
-from tensorc.runtime.ray.stages import relayout_calls, relayout_moves, stage
+from tensorc.runtime.ray.stages import relayout_moves, stage
+from tensorc.runtime.ray.whole_array import cast
 
 INLINE_BYTES = 64 * 1024
 """A numpy operand this small travels inside the messages of batched calls."""
@@ -74,171 +66,6 @@ def forced_block_shape(spec: EinsumSpec, operands) -> dict[str, int] | None:
         for label, size in zip(labels, operand.block_shape, strict=True):
             chosen.setdefault(label, max(1, size))
     return chosen or None
-
-
-def cast(blocks: Blocks, dtype: np.dtype, *, batch=None, pending: list | None = None,
-         ) -> Blocks:
-    """``blocks`` converted to ``dtype``, each block on the node holding it: a step of that
-    node's call (:func:`run_blockwise`), merged into ``batch`` when given. Without a
-    ``pending`` list the conversion is submitted and not waited for (reading the result
-    waits)."""
-    return _blockwise(("astype",), blocks, blocks.shape, dtype, batch=batch,
-                      pending=[] if pending is None else pending)[0]
-
-
-def relayout(value: DistributedArray, bounds, node_grid: tuple[int, ...]) -> DistributedArray:
-    """``value`` re-cut at block ``bounds`` onto the block-cyclic layout over ``node_grid``,
-    on the nodes (:func:`~tensorc.runtime.ray.stages.relayout_calls`'s calls: only the
-    elements a new block needs travel, nothing passes through the driver; a block that is
-    unchanged is reused). Submitted, not waited for (reading the result waits)."""
-    cluster = ray_cluster()
-    stored = value.blocks.resolve(cluster.locate, cluster.epoch)
-    target = Blocks.layout(bounds, {}).grid
-    nodes = {c: block_cyclic_node(c, node_grid) for c in np.ndindex(*target)}
-    program = relayout_calls(stored, bounds, nodes)
-    result, _ = CallRunner(cluster).run(program, [stored], pending=[])
-    return DistributedArray(result, node_grid)
-
-
-def run_whole(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
-              dtype: np.dtype) -> tuple[DistributedArray, dict]:
-    """A whole-array operation (:mod:`tensorc.codegen.whole_array`) on the Ray session:
-    ``(result, {"tasks": count, ...})``. What :func:`run_blockwise` takes runs block by
-    block where the blocks are; anything else is one task, on the node holding most of the
-    operands' bytes, that stitches each operand from its blocks, applies ``op`` and cuts
-    the result (``shape``, ``dtype``) into the default blocking; every result block stays
-    on that node. It reads real refs: flush any batch its operands came from first."""
-    found = run_blockwise(op, operands, shape, dtype)
-    if found is not None:
-        return found
-    cluster = ray_cluster()
-    held = [0] * cluster.nodes
-    described, refs = [], []
-    for operand in operands:
-        if not isinstance(operand, DistributedArray):
-            operand = place(np.asarray(operand), tuple((0, n) for n in np.shape(operand)))
-        blocks = operand.blocks.resolve(cluster.locate, cluster.epoch)
-        whole = tuple(slice(0, n) for n in blocks.shape)
-        pieces = blocks.pieces(whole)
-        described.append((tuple(blocks.shape),
-                          tuple((into, out_of) for _, into, out_of in pieces), len(pieces)))
-        for coords, _, _ in pieces:
-            refs.append(blocks.refs[coords])
-            node = blocks.nodes.get(coords)
-            if node is not None and 0 <= node < cluster.nodes:
-                held[node] += math.prod(b.stop - b.start for b in blocks.block_slices(coords))
-    node = max(range(cluster.nodes), key=lambda n: (held[n], -n))
-    bounds = block_bounds(shape, default_blocking(shape, None, None, cluster.total_cpus))
-    out = Blocks(shape, dtype, bounds, epoch=cluster.epoch)
-    coords = list(np.ndindex(*out.grid))
-    results = submit(cluster, "whole", node, _apply_whole, op, tuple(described),
-                     tuple(out.block_slices(c) for c in coords), *refs,
-                     returns=len(coords) + 1)
-    for k, c in enumerate(coords):
-        out.refs[c], out.reported[c], out.nodes[c] = results[k], results[-1], node
-    return DistributedArray(out, node_grid_for(out.grid, cluster.nodes)), {"tasks": 1}
-
-
-def run_blockwise(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
-                  dtype: np.dtype, *, batch=None,
-                  pending: list | None = None) -> tuple[DistributedArray, dict] | None:
-    """``op`` block by block on the nodes holding the blocks, or ``None`` when it cannot be:
-
-    - a basic index (``getitem``; :mod:`tensorc.runtime.ray.slicing`): each result block
-      is cut out of its one stored block, or is that block when the index keeps it whole;
-    - an operation along one axis (:data:`ALONG_AXIS`) whose blocks do not split that axis:
-      each block is one result block (the axis keeps its length, changes it, or goes);
-    - ``("astype",)``: each block converted to ``dtype`` (a result computed in a wider
-      dtype than its statement's, such as a comparison).
-
-    The per-block steps form staged calls (:mod:`tensorc.runtime.ray.blockwise`, cached by
-    the operation and the layout) run by the Ray executor: one call per node, merged into
-    ``batch`` when given."""
-    if len(operands) != 1 or not isinstance(operands[0], DistributedArray):
-        return None
-    found = _blockwise(op, operands[0].blocks, shape, dtype, batch=batch, pending=pending)
-    if found is None:
-        return None
-    result, stats = found
-    return DistributedArray(result, node_grid_for(result.grid, ray_cluster().nodes)), stats
-
-
-def _blockwise(op: tuple, blocks: Blocks, shape, dtype, *, batch,
-               pending) -> tuple[Blocks, dict] | None:
-    """:func:`run_blockwise` on one operand's ``blocks``: the result's blocks and stats."""
-    cluster = ray_cluster()
-    blocks = blocks.resolve(cluster.locate, cluster.epoch)
-    key = (op, blocks.key(), np.dtype(dtype).str, tuple(shape))
-    program = _BLOCKWISE.get(key)
-    if program is None:
-        if op[0] == "astype":
-            kernel = functools.partial(np.asarray, dtype=np.dtype(dtype))
-            found = blocks.bounds, {c: (c, kernel) for c in np.ndindex(*blocks.grid)}
-        elif op[0] == "getitem":
-            found = _getitem_pieces(op[1], blocks, np.dtype(dtype))
-        elif op[0] in ALONG_AXIS:
-            found = _along_axis_pieces(op, blocks, tuple(shape), np.dtype(dtype))
-        else:
-            found = None
-        if found is None:
-            return None
-        program = blockwise_calls(blocks, found[1], found[0], np.dtype(dtype))
-        _BLOCKWISE[key] = program
-        if len(_BLOCKWISE) > BLOCKWISE_KEPT:
-            _BLOCKWISE.popitem(last=False)
-    else:
-        _BLOCKWISE.move_to_end(key)
-    executor = CallRunner(cluster)
-    result, _ = executor.run(program, [blocks], measure=cluster.measure, pending=pending,
-                             batch=batch)
-    tasks = sum(len(call.steps) for call in program.calls)
-    return result, {"tasks": tasks, "blockwise": True, "remote_calls": len(program.calls)}
-
-
-BLOCKWISE_KEPT = 64
-"""Block-by-block programs kept (by operation and layout), least recently used dropped."""
-
-_BLOCKWISE: OrderedDict = OrderedDict()
-
-ALONG_AXIS = frozenset({"argmax", "argmin", "sort", "argsort", "cumulative_sum",
-                        "cumulative_prod"})
-"""Whole-array operations along one axis (``op[1]``, normalised; ``None``: all axes)."""
-
-
-def _getitem_pieces(key: tuple, blocks: Blocks, dtype: np.dtype):
-    sliced = slice_blocks(blocks.bounds, decode_index(key))
-    if sliced is None:
-        return None
-    bounds, mapping = sliced
-    same = np.dtype(blocks.dtype) == dtype
-    return bounds, {
-        coords: (piece.source, None if piece.whole and same
-                 else functools.partial(_cut, piece.key, dtype))
-        for coords, piece in mapping.items()}
-
-
-def _cut(key: tuple, dtype: np.dtype, block: np.ndarray) -> np.ndarray:
-    return np.array(block[key], dtype=dtype, order="C")
-
-
-def _along_axis_pieces(op: tuple, blocks: Blocks, shape: tuple[int, ...], dtype: np.dtype):
-    axis = op[1]
-    if axis is None or len(blocks.bounds[axis]) != 2 or math.prod(blocks.grid) == 1:
-        return None  # every axis, split along the axis, or one block: the whole-array task
-    kept = len(shape) == len(blocks.bounds)
-    bounds = tuple((0, shape[axis]) if d == axis else edges
-                   for d, edges in enumerate(blocks.bounds) if kept or d != axis)
-    kernel = functools.partial(_along_axis, op, dtype)
-    return bounds, {(coords if kept else coords[:axis] + coords[axis + 1:]): (coords, kernel)
-                    for coords in np.ndindex(*blocks.grid)}
-
-
-def _along_axis(op: tuple, dtype: np.dtype, block: np.ndarray) -> np.ndarray:
-    return np.asarray(apply_whole(op, block), dtype=dtype)
-
-
-def _apply_whole(op: tuple, *values: np.ndarray) -> np.ndarray:
-    return apply_whole(op, *values)
 
 
 def layouts_of(operands: Sequence[object]) -> dict[int, Blocks]:
@@ -351,78 +178,106 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
                inputs_used: dict | None = None, measure: bool | None = None,
                pending: list | None = None, batch=None) -> tuple[DistributedArray, dict]:
     """Run a compiled plan on Ray: numpy operands are distributed as the plan cuts them,
-    ``DistributedArray`` operands are read where they are, or re-laid out first when the plan says
-    so (a copy the array kept from an earlier call is reused); returns the result as a
-    ``DistributedArray``. ``inputs_used`` receives the arrays made of operands (distributed or
-    re-laid out), by position. ``measure`` (default: the session's) reads Ray's object
-    directory for the bytes it moved. With a ``pending`` list the call returns once its
-    work is submitted (see :meth:`CallRunner.run`); ``run_seconds`` is then the time to
-    submit, and ``ran_on`` the nodes asked for. With a ``batch``
-    (:class:`~tensorc.runtime.ray.call_batch.CallBatch`) the calls join it and run when it is
-    flushed; a numpy operand of at most :data:`INLINE_BYTES` then travels inside the call
+    ``DistributedArray`` operands are read where they are, or re-laid out first when the
+    plan says so (a copy the array kept from an earlier call is reused); returns the result
+    as a ``DistributedArray``. ``inputs_used`` receives the arrays made of operands
+    (distributed or re-laid out), by position. ``measure`` (default: the session's) reads
+    Ray's object directory for the bytes it moved. With a ``pending`` list the call returns
+    once its work is submitted (see :meth:`CallRunner.run`); ``run_seconds`` is then the time
+    to submit, and ``ran_on`` the nodes asked for. With a ``batch``
+    (:class:`~tensorc.runtime.ray.call_batch.CallBatch`) the calls join it and run when it
+    is flushed; a numpy operand of at most :data:`INLINE_BYTES` then travels inside the call
     messages (it is not distributed, nor reported in ``inputs_used``)."""
     cluster = ray_cluster()
     if measure is None:
         measure = cluster.measure
-    graph = plan.graph
     dist = plan.distribution
     if dist is not None and dist.modelled.schedule.nodes != cluster.nodes:
         raise PlanError(f"the plan is for {dist.modelled.schedule.nodes} nodes but the Ray "
                         f"session has {cluster.nodes}")
-    planned_nodes = {}  # operand position -> node of each block under the plan's grid
-    if dist is not None:
-        for position in range(len(operands)):
-            planned_nodes[position] = load_layout(graph, dist.modelled.load_nodes, position)
-    inputs: list[Blocks] = []
-    relayouts: dict[int, tuple] = {}
-    moved = plan.problem.repartition if plan.problem is not None else frozenset()
-    reused, local = [], []  # re-layouts kept from earlier calls; those left to the loads
-    for position, operand in enumerate(operands):
-        if not isinstance(operand, DistributedArray):
-            data = np.asarray(operand)
-            bounds = load_bounds(graph, position, data.shape)
-            batched = batch is not None and not measure and pins(scheduler)
-            if batched and data.nbytes <= INLINE_BYTES:
-                inputs.append(inline(data, bounds, planned_nodes.get(position)))
-                continue
-            made = place(data, bounds, planned_nodes.get(position))
-            inputs.append(made.blocks)
-            if inputs_used is not None:
-                inputs_used[position] = made
-            continue
-        blocks = operand.blocks.resolve(cluster.locate, cluster.epoch)
-        if position in moved:
-            bounds = load_bounds(graph, position, operand.shape)
-            target = planned_nodes[position]
-            kept = operand.relaid(Blocks.layout(bounds, target).key())
-            if kept is not None and kept.epoch == cluster.epoch:
-                blocks = kept
-                reused.append(position)
-                if inputs_used is not None:
-                    inputs_used[position] = DistributedArray(kept, operand.node_grid)
-            elif relayout_moves(blocks, bounds, target):
-                relayouts[position] = (bounds, target)
-            else:
-                local.append(position)
-        inputs.append(blocks)
+    inlined = batch is not None and not measure and pins(scheduler)
+    bound = _bind_inputs(plan, operands, cluster, inlined, inputs_used)
     started = time.perf_counter()  # scheduling counts as planning; distributing does not
-    placed, program, relaid = _staged(plan, inputs, relayouts, scheduler, cluster)
+    placed, staged, relaid = _staged(plan, bound.inputs, bound.relayouts, scheduler, cluster)
     planned = time.perf_counter()
-    executor = CallRunner(cluster)
-    result, new_layouts = executor.run(program, inputs, pinned=placed.pinned, measure=measure,
-                                       pending=pending, batch=batch)
+    runner = CallRunner(cluster)
+    result, new_layouts = runner.run(staged, bound.inputs, pinned=placed.pinned,
+                                     measure=measure, pending=pending, batch=batch)
     for position, blocks in new_layouts.items():
         operands[position].keep_relaid(blocks, cluster.store_bytes)
         if inputs_used is not None:
             inputs_used[position] = DistributedArray(blocks, operands[position].node_grid)
     if result_type is not None and np.dtype(result.dtype) != np.dtype(result_type):
         result = cast(result, np.dtype(result_type), batch=batch, pending=pending)
-    run = executor.last_run
+    stats = _run_stats(plan, placed, staged, runner.last_run, bound,
+                       relaid if bound.relayouts else [0] * placed.nodes, measure, cluster)
+    stats["plan_seconds"] = planned - started
+    return DistributedArray(result, factor_over(cluster.nodes, _output_grid(plan.graph))), stats
+
+
+@dataclass
+class _BoundInputs:
+    """A plan's operands as the staged calls read them: one ``Blocks`` each, the
+    re-layouts still to make (position -> (bounds, nodes)), and which operands the plan
+    repartitions, reuses a kept copy of, or leaves to the loads to stitch."""
+
+    inputs: list[Blocks] = field(default_factory=list)
+    relayouts: dict[int, tuple] = field(default_factory=dict)
+    moved: frozenset = frozenset()
+    reused: list[int] = field(default_factory=list)
+    local: list[int] = field(default_factory=list)
+
+
+def _bind_inputs(plan: Plan, operands, cluster, inlined: bool,
+                 inputs_used: dict | None) -> _BoundInputs:
+    """Each operand as ``Blocks``: a numpy operand distributed as the plan cuts it (or, when
+    ``inlined`` and small, carried inside the call messages); a distributed one where it is,
+    or its kept re-laid-out copy, or marked for re-layout when the plan repartitions it."""
+    graph = plan.graph
+    dist = plan.distribution
+    planned_nodes = {}  # operand position -> node of each block under the plan's grid
+    if dist is not None:
+        for position in range(len(operands)):
+            planned_nodes[position] = load_layout(graph, dist.modelled.load_nodes, position)
+    bound = _BoundInputs(
+        moved=plan.problem.repartition if plan.problem is not None else frozenset())
+    for position, operand in enumerate(operands):
+        if not isinstance(operand, DistributedArray):
+            data = np.asarray(operand)
+            bounds = load_bounds(graph, position, data.shape)
+            if inlined and data.nbytes <= INLINE_BYTES:
+                bound.inputs.append(inline(data, bounds, planned_nodes.get(position)))
+                continue
+            made = place(data, bounds, planned_nodes.get(position))
+            bound.inputs.append(made.blocks)
+            if inputs_used is not None:
+                inputs_used[position] = made
+            continue
+        blocks = operand.blocks.resolve(cluster.locate, cluster.epoch)
+        if position in bound.moved:
+            bounds = load_bounds(graph, position, operand.shape)
+            target = planned_nodes[position]
+            kept = operand.relaid(Blocks.layout(bounds, target).key())
+            if kept is not None and kept.epoch == cluster.epoch:
+                blocks = kept
+                bound.reused.append(position)
+                if inputs_used is not None:
+                    inputs_used[position] = DistributedArray(kept, operand.node_grid)
+            elif relayout_moves(blocks, bounds, target):
+                bound.relayouts[position] = (bounds, target)
+            else:
+                bound.local.append(position)
+        bound.inputs.append(blocks)
+    return bound
+
+
+def _run_stats(plan: Plan, placed, staged, run: dict, bound: _BoundInputs,
+               relaid: list[int], measure: bool, cluster) -> dict:
+    """The statistics of one run: the schedule's modelled loads (plus the repartition's
+    bytes), the bytes the calls carried, what the run measured, the lower bound."""
     nodes = placed.nodes  # the cluster may have lost a node during the run
-    if not relayouts:
-        relaid = [0] * nodes
     recv = [a + b for a, b in zip(placed.net_in_bytes, relaid, strict=True)]
-    sent = program.recv_bytes(nodes)
+    sent = staged.recv_bytes(nodes)
     stats = {
         **plan.stats,
         "backend": "ray",
@@ -436,15 +291,14 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
         "node_memory_bytes": list(placed.memory_bytes),
         "node_recv_bytes": recv,
         "node_send_bytes": list(placed.net_out_bytes),
-        "repartitioned": sorted(moved),
-        "relayout_reused": reused,
-        "relayout_in_loads": local,
+        "repartitioned": sorted(bound.moved),
+        "relayout_reused": bound.reused,
+        "relayout_in_loads": bound.local,
         "repartition_bytes": sum(relaid),
         "node_repartition_bytes": list(relaid),
         "transfer_bytes": sum(sent),
         "node_transfer_bytes": sent,
-        "node_repartition_transfer_bytes": program.recv_bytes(nodes, repartition=True),
-        "plan_seconds": planned - started,
+        "node_repartition_transfer_bytes": staged.recv_bytes(nodes, repartition=True),
         "run_seconds": run["run_seconds"],
         "measure_seconds": run["measure_seconds"],
         "remote_calls": run["remote_calls"],
@@ -455,17 +309,19 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     }
     stats.update(_measured(run["measured_node_recv_bytes"],
                            run["measured_node_repartition_bytes"]))
+    dist = plan.distribution
     if dist is not None:
-        bound = dist.lower_bound_bytes
-        stats["lower_bound_ratio"] = stats["max_node_recv_bytes"] / bound if bound else None
+        bound_bytes = dist.lower_bound_bytes
+        stats["lower_bound_ratio"] = (stats["max_node_recv_bytes"] / bound_bytes
+                                      if bound_bytes else None)
     elif plan.spec is not None:  # not planned for the cluster: the einsum as written
         spec = plan.spec
         stats["lower_bound_bytes"] = communication_lower_bound(
-            spec.inputs, spec.output, spec.size_of, cluster.nodes, np.dtype(graph.dtype).itemsize
-        )
+            spec.inputs, spec.output, spec.size_of, cluster.nodes,
+            np.dtype(plan.graph.dtype).itemsize)
     else:
         stats["lower_bound_bytes"] = None
-    return DistributedArray(result, factor_over(cluster.nodes, _output_grid(graph))), stats
+    return stats
 
 
 def _measured(per_node: list[int] | None, relaid: list[int] | None) -> dict:

@@ -28,7 +28,7 @@ import numpy as np
 
 from tensorc.frontend.tc_lower import Statement, Unrolled
 from tensorc.progress import Progress
-from tensorc.runtime.ray import plans as execution
+from tensorc.runtime.ray import plans, whole_array
 from tensorc.runtime.ray.arrays import DistributedArray, full
 from tensorc.runtime.ray.call_batch import CallBatch
 from tensorc.runtime.statements import (
@@ -80,7 +80,7 @@ class RayStatementRun:
         scheduler = self.scheduler
         nodes = self.planner.options.nodes or cluster.nodes
         given = [label for label, value in arrays.items() if isinstance(value, DistributedArray)]
-        initial = execution.layouts_of([arrays[label] for label in given])
+        initial = plans.layouts_of([arrays[label] for label in given])
         ran: list[tuple[str, dict]] = []
         on_driver = _driver_statements(unrolled, arrays)
         layouts = self.planner.plan_layouts(
@@ -94,11 +94,11 @@ class RayStatementRun:
             try:
                 self._ray_statements(unrolled, layouts, replicas, scheduler, cluster, ran,
                                      bar, pending, batch, on_driver)
-                complete = not pending or execution.finished(pending)
+                complete = not pending or plans.finished(pending)
             except Exception as err:  # a statement on the driver failed, or read a block
                 if batch is not None and len(batch):  # a dead node held: the calls not
                     _discard(batch, arrays)  # submitted are forgotten
-                if pending is None or not execution.lost_worker(err):
+                if pending is None or not plans.lost_worker(err):
                     raise
                 complete = False
             if not complete:  # a node died: run the program again, each statement waited for
@@ -151,11 +151,11 @@ class RayStatementRun:
                 operands = [replicas[label][0][1] for label in statement.operands]
                 started = time.perf_counter()
                 shape, dtype = statement.shape, np.dtype(statement.dtype)
-                found = execution.run_blockwise(statement.whole, operands, shape, dtype,
+                found = whole_array.run_blockwise(statement.whole, operands, shape, dtype,
                                                 batch=batch, pending=pending)
                 if found is None:  # one task reading real refs: the batch goes first
                     submit(now)
-                    found = execution.run_whole(statement.whole, operands, shape, dtype)
+                    found = whole_array.run_whole(statement.whole, operands, shape, dtype)
                 elif batch is not None:
                     batched.append(statement.label)
                 result, how = found
@@ -174,7 +174,7 @@ class RayStatementRun:
             operands = [_replica(replicas[label], placed.get(position))
                         for position, label in enumerate(statement.operands)]
             used: dict[int, object] = {}
-            result, stats = execution.run_on_ray(plan, operands, scheduler, inputs_used=used,
+            result, stats = plans.run_on_ray(plan, operands, scheduler, inputs_used=used,
                                                  pending=pending, batch=batch)
             if batch is not None:
                 batched.append(statement.label)
@@ -186,7 +186,7 @@ class RayStatementRun:
                     replicas[label] = [*kept, (read, used[position])]
             if result.dtype != np.dtype(statement.dtype):  # converted on the nodes
                 superseded.append(result.blocks)
-                result = DistributedArray(execution.cast(result.blocks, np.dtype(statement.dtype),
+                result = DistributedArray(whole_array.cast(result.blocks, np.dtype(statement.dtype),
                                                    batch=batch, pending=pending),
                                     result.node_grid)
             replicas[statement.label] = [(None, result)]
