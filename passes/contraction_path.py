@@ -1,9 +1,10 @@
 """contraction-path: a fused multi-way join, or pairwise stages along a path — by cost.
 
 For ``ReduceByKey(+, Map(#0 * … * #n, Join(inputs)), key)`` with three or more inputs the
-pass picks a contraction order (:func:`tensorc.planning.paths.choose_path`, honouring
-``optimize=``) and then decides, with :mod:`tensorc.planning.cost` under the blocking the
-partition pass is expected to choose, between
+pass asks the context's pricing model (``ctx.pricing``, a
+:class:`~tensorc.passes.base.ContractionPricing` the planner supplies: passes price nothing
+themselves) for a contraction order, honouring ``optimize=``, and then decides, under the
+blocking the planner is expected to choose, between
 
 - **fused**: keep one n-way join; each block tuple runs the whole contraction in one kernel
   (the chosen path runs inside the block), so no intermediate ever crosses tasks; and

@@ -9,9 +9,10 @@ Contract:
 - ``Program.run(**inputs)`` binds inputs (numpy arrays, cast to their declared dtype), params
   (overriding declared values) and sizes (from input shapes, declared values or keywords),
   unrolls and lowers the program for those values (cached), plans each statement (cached),
-  and runs the statements' task graphs in SSA order through :mod:`tensorc.runtime.ray.plans`, each
-  result feeding later statements. Returns ``{output name: ndarray}``; ``tc.last_stats()``
-  then reports the whole run (:func:`tensorc.runtime.ray.plans.program_stats`).
+  and hands the statements to the session's executor
+  (:meth:`~tensorc.runtime.executor.Executor.run_statements`), which runs them in SSA order,
+  each result feeding later statements. Returns ``{output name: ndarray}``;
+  ``tc.last_stats()`` then reports the whole run (:func:`tensorc.driver.stats.program_stats`).
 - ``Program.explain(stage=None, **sizes_and_params)`` prints one stage: ``ast``, ``ir``,
   ``plan`` (the default), ``tasks``, ``schedule`` or ``dot`` (Graphviz text of the task graphs).
 - A *block program* (a file with a ``blocks`` declaration or block accesses ``X{i, j}``)

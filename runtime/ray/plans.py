@@ -53,6 +53,12 @@ from tensorc.runtime.ray.cluster import connected as ray_cluster
 from tensorc.runtime.ray.stages import relayout_moves, stage
 from tensorc.runtime.ray.whole_array import cast
 
+
+class NodesChanged(PlanError):
+    """The cluster's node count is not the one the plan was made for (a node died or
+    joined since): plan again."""
+
+
 INLINE_BYTES = 64 * 1024
 """A numpy operand this small travels inside the messages of batched calls."""
 
@@ -166,11 +172,12 @@ def finished(pending: list) -> bool:
 
 
 def lost_worker(err: BaseException) -> bool:
-    """Whether ``err`` is Ray saying a node worker, or a block it held, is gone (a node
-    died): a pipelined program then runs again, each statement waited for."""
+    """Whether ``err`` says a node died: Ray saying a node worker, or a block it held, is
+    gone, or a plan meeting fewer nodes than it was made for. A pipelined program then runs
+    again, each statement waited for."""
     import ray
 
-    return isinstance(err, (WorkerLost, ray.exceptions.RayActorError,
+    return isinstance(err, (WorkerLost, NodesChanged, ray.exceptions.RayActorError,
                             ray.exceptions.ObjectLostError))
 
 
@@ -193,8 +200,8 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
         measure = cluster.measure
     dist = plan.distribution
     if dist is not None and dist.modelled.schedule.nodes != cluster.nodes:
-        raise PlanError(f"the plan is for {dist.modelled.schedule.nodes} nodes but the Ray "
-                        f"session has {cluster.nodes}")
+        raise NodesChanged(f"the plan is for {dist.modelled.schedule.nodes} nodes but the Ray "
+                           f"session has {cluster.nodes}")
     inlined = batch is not None and not measure and pins(scheduler)
     bound = _bind_inputs(plan, operands, cluster, inlined, inputs_used)
     started = time.perf_counter()  # scheduling counts as planning; distributing does not

@@ -40,6 +40,9 @@ from tensorc.runtime.statements import (
 
 DRIVER_BYTES = 64 * 1024  # statements of a Ray program this small run on the driver
 
+REPLANS = 3
+"""Times a program re-run after a node died is planned again when more nodes die."""
+
 
 class RayStatementRun:
     """One statement program's run on Ray; see the module docstring."""
@@ -72,9 +75,11 @@ class RayStatementRun:
         replicas[statement.label] = [(None, value)]
 
 
-    def run(self, arrays: dict, unrolled: Unrolled,
-            pipelined: bool = True) -> tuple[dict, list]:
-        """Run ``unrolled`` on ``arrays``; see the module docstring."""
+    def run(self, arrays: dict, unrolled: Unrolled, pipelined: bool = True,
+            replans: int = REPLANS) -> tuple[dict, list]:
+        """Run ``unrolled`` on ``arrays``; see the module docstring. A run that is not
+        pipelined and finds the cluster's nodes changed under it (another node died while
+        it ran again) is planned again for the nodes left, at most ``replans`` times."""
         cluster = self.cluster
         cluster.refresh()
         scheduler = self.scheduler
@@ -98,6 +103,8 @@ class RayStatementRun:
             except Exception as err:  # a statement on the driver failed, or read a block
                 if batch is not None and len(batch):  # a dead node held: the calls not
                     _discard(batch, arrays)  # submitted are forgotten
+                if pending is None and isinstance(err, plans.NodesChanged) and replans:
+                    return self.run(arrays, unrolled, pipelined=False, replans=replans - 1)
                 if pending is None or not plans.lost_worker(err):
                     raise
                 complete = False
@@ -106,7 +113,6 @@ class RayStatementRun:
         submitted = batch.submitted_calls if batch is not None else 0
         self.node_calls = submitted or None
         return {label: replicas[label][0][1] for label in output_labels(unrolled)}, ran
-
 
     def _ray_statements(self, unrolled, layouts, replicas, scheduler, cluster, ran, bar,
                         pending, batch, on_driver) -> None:

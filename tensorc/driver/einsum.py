@@ -21,6 +21,7 @@ way, through the layers:
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -60,6 +61,22 @@ def stand_in(operand: object) -> np.ndarray:
     return np.asarray(operand)
 
 
+@dataclass
+class _Call:
+    """One einsum call after the front end: checked options, the executor, the operands and
+    their stand-ins, the parsed subscripts and numpy's result and compute dtypes."""
+
+    subscripts: str
+    operands: tuple
+    arrays: list
+    executor: object
+    scheduler: str
+    measure: object
+    order: str
+    spec: EinsumSpec | None = None
+    shapes: tuple = ()
+
+
 def run_einsum(subscripts, operands: tuple, *, out, optimize, backend, dtype, order, casting,
                plan_options: dict):
     """One einsum call; see the module docstring."""
@@ -69,6 +86,43 @@ def run_einsum(subscripts, operands: tuple, *, out, optimize, backend, dtype, or
     if entry is not None:
         return fast_path.run(entry, operands, record)
     started = time.perf_counter()
+    call = _checked(subscripts, operands, out, backend, order, casting, plan_options)
+    arrays = call.arrays
+    if call.executor.in_process and numpy_compat.delegate_to_numpy(arrays):
+        return np.einsum(call.subscripts, *arrays, out=out, dtype=dtype, order=call.order,
+                         casting=casting, optimize=numpy_compat.numpy_optimize(optimize))
+    call.shapes = tuple(op.shape if isinstance(op, DistributedArray) else a.shape
+                        for op, a in zip(call.operands, arrays, strict=True))
+    call.spec = parse(call.subscripts, call.shapes)
+    optimize = normalise_optimize(optimize, len(arrays))
+    shape = call.spec.output_shape()
+    recipe = views.view_recipe(call.spec) if out is None and call.executor.in_process else None
+    if recipe is not None and (dtype is None or np.dtype(dtype) == arrays[0].dtype):
+        return _view(arrays[0], recipe, fast_key)
+    if out is not None and out.shape != shape:
+        raise ShapeError(f"out has shape {out.shape} but einsum {call.subscripts!r} produces "
+                         f"shape {shape}")
+    result_type, compute = result_dtype(call.subscripts, arrays, dtype, casting, out,
+                                        len(shape), numpy_compat.numpy_optimize(optimize))
+    keeps_arrays = any(isinstance(op, DistributedArray) for op in call.operands)
+    if out is not None and keeps_arrays:
+        raise PlanError("out= takes a numpy array, but a tc.Array operand gives a tc.Array "
+                        "result on the cluster; drop out= (or pass numpy operands)")
+    result, plan, stats = _plan_and_run(call, optimize, compute, np.dtype(result_type), out,
+                                        plan_options, started)
+    if isinstance(result, DistributedArray):
+        if keeps_arrays:
+            return result
+        result = result.numpy()
+    else:
+        fast_path.learn(fast_key, plan, result, compute, result_type, stats)
+    return _delivered(result, out, result_type)
+
+
+def _checked(subscripts, operands: tuple, out, backend, order, casting,
+             plan_options: dict) -> _Call:
+    """The front end's checks, once: operands present, numpy's interleaved form turned into
+    subscripts, plan options, backend, order and casting valid; the executor chosen."""
     if subscripts is NO_OPERANDS:
         raise ParseError("No input operands: einsum needs at least one operand")
     scheduler = check_scheduler(
@@ -87,33 +141,22 @@ def run_einsum(subscripts, operands: tuple, *, out, optimize, backend, dtype, or
     executor = session.executor_for(backend, operands)
     arrays = [stand_in(op) for op in operands]
     numpy_compat.check_out(out)
-    if executor.in_process and numpy_compat.delegate_to_numpy(arrays):
-        return np.einsum(subscripts, *arrays, out=out, dtype=dtype, order=order,
-                         casting=casting, optimize=numpy_compat.numpy_optimize(optimize))
-    shapes = tuple(op.shape if isinstance(op, DistributedArray) else a.shape
-                   for op, a in zip(operands, arrays, strict=True))
-    spec = parse(subscripts, shapes)
-    optimize = normalise_optimize(optimize, len(arrays))
-    shape = spec.output_shape()
-    recipe = views.view_recipe(spec) if out is None and executor.in_process else None
-    if recipe is not None and (dtype is None or np.dtype(dtype) == arrays[0].dtype):
-        return _view(arrays[0], recipe, fast_key)
-    if out is not None and out.shape != shape:
-        raise ShapeError(
-            f"out has shape {out.shape} but einsum {subscripts!r} produces shape {shape}"
-        )
-    result_type, compute = result_dtype(subscripts, arrays, dtype, casting, out, len(shape),
-                                        numpy_compat.numpy_optimize(optimize))
-    keeps_arrays = any(isinstance(op, DistributedArray) for op in operands)
-    if out is not None and keeps_arrays:
-        raise PlanError("out= takes a numpy array, but a tc.Array operand gives a tc.Array "
-                        "result on the cluster; drop out= (or pass numpy operands)")
-    inputs = arrays if executor.in_process else list(operands)
-    options, placed, workers, orders = executor.plan_inputs(spec, inputs, plan_options,
-                                                            scheduler)
+    return _Call(subscripts, operands, arrays, executor, scheduler, measure, order)
+
+
+def _plan_and_run(call: _Call, optimize, compute: np.dtype, result_type: np.dtype, out,
+                  plan_options: dict, started: float):
+    """Plan the call (cached) with the executor's planning inputs and run it there; the
+    statistics are recorded. Returns ``(result, plan, statistics)``: in process the result
+    is ``out`` when the final blocks could land there, else an array in numpy's memory
+    order."""
+    executor, arrays = call.executor, call.arrays
+    inputs = arrays if executor.in_process else list(call.operands)
+    options, placed, workers, orders = executor.plan_inputs(call.spec, inputs, plan_options,
+                                                            call.scheduler)
     dtypes = tuple(a.dtype.str for a in arrays)
-    plan, cached = einsum_plan(subscripts, spec, shapes, dtypes, orders, compute, optimize,
-                               options, default_workers=workers, placed=placed)
+    plan, cached = einsum_plan(call.subscripts, call.spec, call.shapes, dtypes, orders, compute,
+                               optimize, options, default_workers=workers, placed=placed)
     planned = time.perf_counter()
     target = None
     if executor.in_process:
@@ -121,18 +164,19 @@ def run_einsum(subscripts, operands: tuple, *, out, optimize, backend, dtype, or
         if out is not None and out.dtype == compute and not aliased:
             target = out  # final blocks land in place; an out that overlaps an input does not
         else:
-            target = numpy_compat.allocate(shape, compute, order, arrays, subscripts)
+            target = numpy_compat.allocate(call.spec.output_shape(), compute, call.order,
+                                           arrays, call.subscripts)
     result, stats = executor.run_plan(
-        plan, inputs, out=target, result_type=np.dtype(result_type),
-        scheduler=scheduler, measure=measure, workers=plan_options.get("workers"),
-        cached=cached, plan_seconds=planned - started)
+        plan, inputs, out=target, result_type=result_type, scheduler=call.scheduler,
+        measure=call.measure, workers=plan_options.get("workers"), cached=cached,
+        plan_seconds=planned - started)
     record(stats)
-    if isinstance(result, DistributedArray):
-        if keeps_arrays:
-            return result
-        result = result.numpy()
-    else:
-        fast_path.learn(fast_key, plan, result, compute, result_type, stats)
+    return result, plan, stats
+
+
+def _delivered(result: np.ndarray, out, result_type):
+    """What numpy returns: ``out`` (filled) when given, else the result in numpy's dtype, a
+    0-d result as a numpy scalar."""
     if out is not None:
         if result is not out:
             np.copyto(out, result, casting="unsafe")

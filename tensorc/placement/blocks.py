@@ -4,7 +4,7 @@ Contract: :class:`Blocks` is an array cut into blocks — its shape, dtype, bloc
 per dimension (``(0, …, n)``) — and the node index (in the session's node order) holding
 each block. The planner reads it as a *layout* (:meth:`Blocks.layout` makes one without
 data, and :meth:`Blocks.key` is what plan caches key on); the Ray runtime reads it as
-*data*: ``refs`` holds each block's Ray ObjectRef. ``tc.Array`` wraps one.
+*data*: ``refs`` holds each block's Ray ObjectRef. A ``DistributedArray`` wraps one.
 
 ``nodes`` is where tensorc asked Ray to make each block (soft node affinity; a live node
 runs what it is offered), so the hot path never asks Ray where a block is. Blocks a Ray task
