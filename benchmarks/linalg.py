@@ -234,21 +234,21 @@ class NumpySystem:
 def recorded_runs():
     """Every statistics record tensorc keeps while the block runs (``tc.last_stats()`` only
     keeps the last; ``solve`` makes several runs), in order, each once."""
-    from tensorc.driver import block_programs as block_runner
-    from tensorc.driver import stats as execution
+    from tensorc.driver import block_programs
+    from tensorc.driver import stats as run_stats
 
-    originals = (execution.record, block_runner.record)
+    originals = (run_stats.record, block_programs.record)
     runs: list[dict] = []
 
     def keep(stats: dict) -> None:
         runs.append(stats)
         originals[0](stats)
 
-    execution.record = block_runner.record = keep
+    run_stats.record = block_programs.record = keep
     try:
         yield runs
     finally:
-        execution.record, block_runner.record = originals
+        run_stats.record, block_programs.record = originals
 
 
 def counts_text(runs: list[dict]) -> str:

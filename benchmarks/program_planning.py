@@ -88,7 +88,7 @@ def plan_once(source: str, nodes: int, planner: str) -> dict[str, Any]:
     planned = program.plan_layouts(unrolled, nodes)
     return {
         "statements": sum(s.program is not None for s in unrolled.statements),
-        "distinct_plans": len(program._plans),
+        "distinct_plans": len(program.runner.plans),
         "decisions": list(planned.decisions),
         "modelled_ms": planned.cost * 1e3,
         "planners": sorted({p.stats["planner"] for p in planned.plans.values()}),

@@ -13,7 +13,8 @@ each run's statistics (the driver records them; nothing here writes ``tc.last_st
 
 It also makes the values programs start from, where they will be used: :meth:`place` (a
 driver array), :meth:`full`, :meth:`random` and :meth:`reblock` (an evaluated value cut as
-``block_shape=``/``grid=`` ask).
+``block_shape=``/``grid=`` ask), and runs the operations whose result shape depends on
+the data (:meth:`select`, :meth:`unique`, :meth:`nonzero`) on values evaluated for them.
 
 Two implementations: :class:`~tensorc.runtime.local.LocalExecutor` (threads in this process,
 numpy results) and :class:`~tensorc.runtime.ray.executor.RayExecutor` (node workers on a
@@ -117,3 +118,22 @@ class Executor(ABC):
     @abstractmethod
     def reblock(self, value, block_shape=None, grid=None) -> object:
         """An evaluated ``value`` cut as ``block_shape``/``grid`` ask (never gathered)."""
+
+    @abstractmethod
+    def select(self, value, mask) -> object:
+        """``value[mask]`` for a boolean ``mask`` (at least 1-d) of ``value``'s leading
+        dimensions: the selected elements (or sub-arrays) in C order, one result dimension
+        for the mask's. A data-dependent shape: the caller has evaluated both (a
+        synchronisation point); on Ray the result stays distributed."""
+
+    @abstractmethod
+    def unique(self, value, kind: str) -> tuple:
+        """numpy 2's ``unique_values``/``unique_counts``/``unique_inverse``/``unique_all`` of
+        ``value`` by ``kind`` (``"values"``, ``"counts"``, ``"inverse"``, ``"all"``; values
+        sorted, each NaN distinct): the tuple of
+        :func:`tensorc.runtime.data_dependent.unique_of`."""
+
+    @abstractmethod
+    def nonzero(self, value) -> tuple:
+        """``np.nonzero(value)`` (``value`` at least 1-d): one int64 index array per
+        dimension."""

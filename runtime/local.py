@@ -16,7 +16,7 @@ import numpy as np
 
 from tensorc.errors import TypeCheckError
 from tensorc.placement.blocks import RANDOM_DTYPES, block_bounds, default_blocking
-from tensorc.runtime import block_frontier, statements
+from tensorc.runtime import block_frontier, data_dependent, statements
 from tensorc.runtime.executor import Executor, StatementPlanner
 from tensorc.runtime.task_pool import TaskPool, available_cores
 
@@ -89,6 +89,15 @@ class LocalExecutor(Executor):
 
     def reblock(self, value, block_shape=None, grid=None) -> np.ndarray:
         return np.array(value, copy=True)
+
+    def select(self, value, mask) -> np.ndarray:
+        return np.asarray(value)[np.asarray(mask)]
+
+    def unique(self, value, kind: str) -> tuple:
+        return data_dependent.unique_of(value, kind)
+
+    def nonzero(self, value) -> tuple:
+        return tuple(i.astype(data_dependent.INDEX) for i in np.nonzero(np.asarray(value)))
 
 
 def memory_order(array: np.ndarray) -> str:

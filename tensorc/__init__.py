@@ -95,11 +95,13 @@ from tensorc.lazy.manipulation import (
     squeeze,
     stack,
     tile,
+    transpose,
     tril,
     triu,
     unstack,
 )
 from tensorc.lazy.namespace import set_namespace as _set_namespace
+from tensorc.lazy.numpy_functions import pad
 from tensorc.lazy.searching import (
     argmax,
     argmin,
@@ -227,6 +229,8 @@ __all__ = [
     "take_along_axis",
     "tril",
     "triu",
+    "pad",
+    "transpose",
     "from_zarr",
     "load",
     "save",

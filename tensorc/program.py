@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from tensorc import session
-from tensorc.driver import stats as execution
+from tensorc.driver import stats as run_stats
 from tensorc.driver.block_programs import BlockProgram, compile_block_program
 from tensorc.driver.statements import Options, StatementRunner
 from tensorc.errors import TcParseError
@@ -298,7 +298,7 @@ class Program:
             outputs[name] = value if keep or not distributed else value.numpy()
             if lazy or isinstance(outputs[name], DistributedArray):
                 outputs[name] = LazyArray(leaf(outputs[name]))
-        execution.record(execution.program_stats(
+        run_stats.record(run_stats.program_stats(
             ran, backend=backend, seconds=time.perf_counter() - started,
             remote_calls=self.runner.node_calls))
         return outputs

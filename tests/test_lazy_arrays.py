@@ -190,8 +190,9 @@ def test_numpy_functions_without_a_tensorc_meaning_raise() -> None:
         np.fft.fft(x)
     with pytest.raises(tc.UnsupportedError, match="numpy.add.reduce is not supported"):
         np.add.reduce(x)
-    with pytest.raises(NotImplementedError, match="nonzero is not supported"):
-        tc.nonzero(x)
+    # nonzero's shape depends on the data: a synchronisation point (tests/test_data_dependent.py)
+    for found, expected in zip(tc.nonzero(x), np.nonzero(X), strict=True):
+        np.testing.assert_array_equal(found.numpy(), expected)
 
 
 def test_bad_input_gets_clear_errors() -> None:
@@ -206,8 +207,8 @@ def test_bad_input_gets_clear_errors() -> None:
         tc.linalg.inv(x)
     with pytest.raises(tc.ShapeError, match="cannot assign a value of shape"):
         x[0, :] = tc.ones(5)
-    with pytest.raises(tc.UnsupportedError, match="boolean array indexing"):
-        _ = x[x > 0.5]
+    with pytest.raises(IndexError, match="boolean index did not match"):
+        _ = x[tc.ones(7, dtype=tc.bool)]
     with pytest.raises(tc.TypeCheckError, match="only a 0-d"):
         float(x)
 

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from tensorc.placement.blocks import block_bounds, default_blocking
+from tensorc.runtime import data_dependent as kernels
 from tensorc.runtime.executor import Executor, StatementPlanner
-from tensorc.runtime.ray import arrays, plans, whole_array
+from tensorc.runtime.ray import arrays, data_dependent, plans, whole_array
 from tensorc.runtime.ray.block_program import run_block_dag_on_ray
 from tensorc.runtime.ray.statements import DRIVER_BYTES, RayStatementRun
 
@@ -104,3 +105,25 @@ class RayExecutor(Executor):
             return value
         grid_of = tuple(len(edges) - 1 for edges in bounds)
         return whole_array.relayout(value, bounds, arrays.node_grid_for(grid_of, cluster.nodes))
+
+    def select(self, value, mask) -> object:
+        """Block by block where ``value``'s blocks are, the result distributed in blocks of
+        uneven size (:func:`~tensorc.runtime.ray.data_dependent.select`); a driver value
+        (small) is selected here."""
+        if not isinstance(value, arrays.DistributedArray) or value.size == 0:
+            return np.asarray(value)[np.asarray(mask)]
+        return data_dependent.select(value, mask)
+
+    def unique(self, value, kind: str) -> tuple:
+        """Per block on its node, merged on the driver when small, else on one node
+        (:func:`~tensorc.runtime.ray.data_dependent.unique`)."""
+        if not isinstance(value, arrays.DistributedArray) or value.size == 0:
+            return kernels.unique_of(np.asarray(value), kind)
+        return data_dependent.unique(value, kind, self.reblock)
+
+    def nonzero(self, value) -> tuple:
+        """Per block on its node, block offsets added, each result cut along the blocks
+        (:func:`~tensorc.runtime.ray.data_dependent.nonzero`)."""
+        if not isinstance(value, arrays.DistributedArray) or value.size == 0:
+            return tuple(i.astype(kernels.INDEX) for i in np.nonzero(np.asarray(value)))
+        return data_dependent.nonzero(value)

@@ -240,6 +240,63 @@ class Array:
     def __array_function__(self, func, types, args, kwargs):
         return _chapters().interop.array_function(func, types, args, kwargs)
 
+    # -- numpy's array methods -----------------------------------------------------------
+    # What clients (scikit-learn, xarray, scipy) call on arrays, with numpy's signatures:
+    # each is the numpy function on this array, which __array_function__ keeps on tensorc.
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def real(self) -> Array:
+        return np.real(self)
+
+    @property
+    def imag(self) -> Array:
+        return np.imag(self)
+
+    def transpose(self, *axes) -> Array:
+        """numpy's ``x.transpose(*axes)`` / ``x.transpose(axes)``; no axes reverses them."""
+        if len(axes) == 1 and (axes[0] is None or hasattr(axes[0], "__len__")):
+            axes = axes[0]
+        return np.transpose(self, tuple(axes) if axes else None)
+
+    def reshape(self, *shape, order="C", copy=None) -> Array:
+        if len(shape) == 1 and hasattr(shape[0], "__len__"):
+            shape = shape[0]
+        return np.reshape(self, tuple(shape), order=order, copy=copy)
+
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True) -> Array:
+        return np.astype(self, dtype, copy=copy)
+
+    def copy(self, order="C") -> Array:
+        """A new array of the same values (a node of its own: it shares no memory)."""
+        node = self._expr
+        return wrap(ArrayNode(NodeKind.CAST, None, (node,), None, node.shape, node.dtype))
+
+    def ravel(self, order="C") -> Array:
+        return np.ravel(self, order=order)
+
+    def flatten(self, order="C") -> Array:
+        return np.ravel(self.copy(), order=order)
+
+    def squeeze(self, axis=None) -> Array:
+        return np.squeeze(self, axis)
+
+    def dot(self, b, out=None) -> Array:
+        return np.dot(self, b, out=out)
+
+    def round(self, decimals=0, out=None) -> Array:
+        return np.round(self, decimals, out=out)
+
+    def clip(self, min=None, max=None, out=None) -> Array:  # noqa: A002 - numpy's names
+        return np.clip(self, min, max, out=out)
+
+    def conj(self) -> Array:
+        return np.conjugate(self)
+
+    conjugate = conj
+
     # -- operators -----------------------------------------------------------------------
     def __matmul__(self, other):
         return _chapters().linear.matmul(self, other)
@@ -313,6 +370,22 @@ for _name in ("and", "or", "xor"):
     setattr(Array, f"__r{_name}__", _reflected)
     setattr(Array, f"__i{_name}__", _inplace(_name))
 Array.__hash__ = None  # arrays compare element-wise
+
+
+def _numpy_method(name: str):
+    function = getattr(np, name)
+
+    def method(self, *args, **kwargs):
+        return function(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = f"numpy's ``x.{name}(...)``: ``np.{name}(x, ...)`` (kept on tensorc)."
+    return method
+
+
+for _name in ("sum", "prod", "mean", "std", "var", "max", "min", "argmax", "argmin", "any",
+              "all", "cumsum", "cumprod", "trace", "diagonal", "argsort"):
+    setattr(Array, _name, _numpy_method(_name))
 
 
 def wrap(expr: ArrayNode) -> Array:

@@ -19,7 +19,7 @@ import time
 import weakref
 
 from tensorc import session
-from tensorc.driver import stats as execution
+from tensorc.driver import stats as run_stats
 from tensorc.driver.statements import StatementRunner
 from tensorc.errors import ExecutionError
 from tensorc.lazy.graph import ArrayNode, NodeKind, leaf
@@ -59,10 +59,10 @@ def evaluate_graph(exprs: list[ArrayNode]) -> None:
     for expr, label in zip(pending, lowered.labels, strict=True):
         if expr.value is None:
             expr.become_leaf(values[label] if label in values else lowered.inputs[label])
-    stats = execution.program_stats(ran, backend=where, seconds=time.perf_counter() - started,
+    stats = run_stats.program_stats(ran, backend=where, seconds=time.perf_counter() - started,
                                     remote_calls=RUNNER.node_calls)
     stats["statements_run"] = len(lowered.unrolled.statements)
-    execution.record(stats)
+    run_stats.record(stats)
     for expr in pending:
         _PROGRAMS[expr] = (lowered, where, stats)
 

@@ -6,7 +6,7 @@ import json
 
 from tensorc import session
 from tensorc.ir.printer import format_program
-from tensorc.lazy import evaluate
+from tensorc.lazy import data_dependent, evaluate
 from tensorc.lazy.lowering import lower_graph
 
 
@@ -16,6 +16,9 @@ def explain(array) -> str:
     expr = array._expr  # noqa: SLF001 - the lazy package's own class
     found = evaluate.last_program(expr)
     if found is None and expr.value is not None:
+        cut = data_dependent.sync_point(expr)
+        if cut is not None:
+            return f"{array!r}: the result of a {cut}"
         return f"{array!r}: a given value (no program)"
     lowered, where, stats = (found if found is not None
                              else (lower_graph([expr]), evaluate.backend(), None))
@@ -23,8 +26,10 @@ def explain(array) -> str:
     lines = [f"array program: {len(unrolled.statements)} statement(s), backend {where}"
              + ("" if stats else " (not evaluated yet)")]
     for label, value in lowered.inputs.items():
+        cut = data_dependent.sync_input(value)
         lines.append(f"  input {label}: {getattr(value, 'dtype', '')}"
-                     f"{list(getattr(value, 'shape', ()))}")
+                     f"{list(getattr(value, 'shape', ()))}"
+                     + (f" (from the synchronisation point of {cut})" if cut else ""))
     for statement in unrolled.statements:
         lines.append(f"== {statement.text}   # {statement.dtype}{list(statement.shape)}")
         if statement.program is not None:

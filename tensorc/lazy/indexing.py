@@ -1,9 +1,11 @@
 """Indexing (``x[1:5, ::2]``, integers, ``...``, ``None``, integer arrays), ``x[key] = value``
 and ``take``: a key that only adds axes (``None``) or selects everything (``...``, ``:``) is
 an index renaming; any other key is a whole-array ``getitem`` (one task over the whole
-operand, the key's arrays its further operands). Selecting by a boolean mask raises
-:class:`~tensorc.errors.UnsupportedError` (the result's shape depends on the data); assigning
-through one (``x[mask] = value``) keeps the shape and is supported."""
+operand, the key's arrays its further operands). Selecting by a boolean mask (``x[mask]``,
+``x[mask, :]``, a mask of the leading dimensions first in the key) is a synchronisation
+point (:func:`tensorc.lazy.data_dependent.select`: the result's shape depends on the data,
+so its operands are evaluated at the call); assigning through one (``x[mask] = value``)
+keeps the shape and stays lazy."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 
 from tensorc.codegen.whole_array import encode_index
 from tensorc.errors import AxisError, ShapeError, TypeCheckError, UnsupportedError
+from tensorc.lazy import data_dependent
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.graph import ArrayNode, NodeKind, broadcast_shapes, leaf
 from tensorc.lazy.manipulation import expand_dims
@@ -30,9 +33,8 @@ def _key(key, arrays: list, masks: bool = False) -> tuple:
         if isinstance(item, Array):
             if item.dtype == np.bool_ and not masks:
                 raise UnsupportedError(
-                    "boolean array indexing is not supported: the result's shape depends on "
-                    "the data, which a planned program cannot know in advance (tc.where "
-                    "keeps the shape; x[mask] = value is supported)")
+                    "a boolean mask is supported first in the key (x[mask], x[mask, :]) "
+                    "and not combined with integer arrays")
             if item.dtype.kind not in "iub":
                 raise IndexError(f"arrays used as indices must be of integer or boolean "
                                  f"type, not {item.dtype}")
@@ -43,8 +45,8 @@ def _key(key, arrays: list, masks: bool = False) -> tuple:
                 out.append(_ArrayIndex(len(arrays) - 1, item))
                 continue
         if isinstance(item, (bool, np.bool_)):
-            raise TypeCheckError("boolean indices are not supported (their result shape "
-                                 "depends on the data)")
+            raise TypeCheckError("a Python bool index is supported only as the whole key "
+                                 "(x[True], x[False])")
         if isinstance(item, slice):  # bounds may be 0-d integer arrays (``__index__``)
             item = slice(*(None if b is None else operator.index(b)
                            for b in (item.start, item.stop, item.step)))
@@ -87,8 +89,37 @@ def _selected_shape(shape: tuple, key: tuple) -> tuple[int, ...]:
         raise IndexError(f"index {key} for shape {shape}: {err}") from err
 
 
+def _mask_first(key):
+    """``(mask, rest)`` when ``key`` selects by a boolean mask first (``x[mask, ...]``):
+    the mask as an ``Array`` (a Python bool as a 0-d one), the rest of the key."""
+    items = key if isinstance(key, tuple) else (key,)
+    if not items:
+        return None
+    first = items[0]
+    if isinstance(first, (bool, np.bool_)):
+        return Array(leaf(np.asarray(first, np.bool_))), items[1:]
+    if isinstance(first, np.ndarray) and first.dtype == np.bool_:
+        return Array(leaf(first)), items[1:]
+    if isinstance(first, Array) and first.dtype == np.bool_:
+        return first, items[1:]
+    return None
+
+
 def getitem(x, key) -> Array:
     node = expr_of(x)
+    masked = _mask_first(key)
+    if masked is not None:
+        mask, rest = masked
+        arrays: list[Array] = []
+        rest = _key(rest, arrays) if rest else ()
+        if arrays:
+            raise UnsupportedError("a boolean mask combined with integer array indices is "
+                                   "not supported; index in two steps")
+        first = key[0] if isinstance(key, tuple) else key
+        if isinstance(first, (bool, np.bool_)):  # the shape is known: no synchronisation
+            chosen = data_dependent.scalar_mask(node, bool(first))
+            return chosen[(slice(None), *rest)] if rest else chosen
+        return data_dependent.select(node, mask, rest)
     arrays: list[Array] = []
     key = _key(key, arrays)
     if arrays:  # integer array indexing (numpy's)

@@ -7,7 +7,17 @@ tensorc function, its arguments bound to numpy's own signature first (a position
 ``axis``, ``a_min``/``a_max``, ``dtype=``, ``ddof=``, numpy's flattening when ``axis`` is
 ``None``). Anything else — a function, or an argument such as ``out=`` or ``where=`` — raises
 :class:`~tensorc.errors.UnsupportedError` naming it, instead of gathering a possibly large
-array; ``np.asarray(x)`` gathers.
+array; ``np.asarray(x)`` gathers. numpy's functions beyond the standard (the nan
+reductions, ``median``/``quantile``/``percentile``, ``pad``) are
+:mod:`tensorc.lazy.numpy_functions`.
+
+Memory (``np.may_share_memory``, ``np.shares_memory``; nothing is computed): two tensorc
+arrays share memory when they are the same array, or when following index renamings (axis
+permutations, inserted or dropped size-1 axes: the graph's views) from each reaches one
+node; a tensorc array and a numpy array (or two tensorc arrays over leaves) when the node so
+reached is a leaf holding a numpy array that numpy's own test finds sharing memory with the
+other. An empty array shares nothing. Anything else (a computed result, a copy) shares
+nothing: ``x[key] = value`` gives ``x`` a new node and never writes into another array.
 
 The ``tensorc`` functions are reached through :func:`tensorc.lazy.namespace.get_namespace`
 (registered by ``tensorc/__init__.py``), never by importing ``tensorc`` back.
@@ -21,6 +31,9 @@ import inspect
 import numpy as np
 
 from tensorc.errors import ArgumentError, UnsupportedError
+from tensorc.lazy import numpy_functions as nf
+from tensorc.lazy.array_object import Array
+from tensorc.lazy.graph import RENAMINGS, ArrayNode, NodeKind
 from tensorc.lazy.namespace import get_namespace
 
 UFUNCS = {
@@ -193,10 +206,61 @@ def _sorting(target: str):
 
 
 def _where(call: _Call):
+    if "x" not in call.arguments and "y" not in call.arguments:
+        return _namespace().nonzero(call["condition"])  # numpy: where(c) is nonzero(c)
     if "x" not in call.arguments or "y" not in call.arguments:
-        raise UnsupportedError("numpy.where with only a condition is nonzero, which tensorc "
-                               "does not support (its result shape depends on the data)")
+        raise ValueError("either both or neither of x and y should be given")
     return _namespace().where(call["condition"], call["x"], call["y"])
+
+
+def _nonzero(call: _Call):
+    return _namespace().nonzero(call["a"])
+
+
+def _flatnonzero(call: _Call):
+    xp = _namespace()
+    return xp.nonzero(xp.reshape(call["a"], (-1,)))[0]
+
+
+def _argwhere(call: _Call):
+    xp = _namespace()
+    x = call["a"]
+    if x.ndim == 0:  # numpy: a 0-d input is treated as 1-d
+        x = xp.reshape(x, (1,))
+    return xp.stack(xp.nonzero(x), axis=1)
+
+
+def _extract(call: _Call):
+    xp = _namespace()
+    condition = xp.astype(xp.asarray(call["condition"]), xp.bool)
+    return xp.reshape(call["arr"], (-1,))[xp.reshape(condition, (-1,))]
+
+
+def _unique(call: _Call):
+    """``np.unique`` from ``unique_all``'s fields. numpy merges every NaN into one
+    (``equal_nan=True``, its default) where the standard's functions keep each NaN apart,
+    so a floating input needs ``equal_nan=False`` (an integer or bool input has no NaN)."""
+    xp = _namespace()
+    x = call["ar"]
+    call.only_defaults(axis=None, sorted=True)
+    floating = np.dtype(x.dtype).kind in "fc"
+    if floating and call.get("equal_nan", True):
+        raise UnsupportedError("numpy.unique with equal_nan=True (its default) merges every "
+                               "NaN into one, which tensorc's unique does not; pass "
+                               "equal_nan=False, or use tc.unique_values")
+    found = xp.unique_all(x)  # values flattened, inverse_indices in x's shape: numpy 2's
+    out = [found.values]
+    if call.get("return_index", False):
+        out.append(found.indices)
+    if call.get("return_inverse", False):
+        out.append(found.inverse_indices)
+    if call.get("return_counts", False):
+        out.append(found.counts)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _unique_part(name: str):
+    return lambda call: getattr(_namespace(), name)(call["x"])
 
 
 def _clip(call: _Call):
@@ -324,11 +388,6 @@ def _dot(a, b):
     return tc.tensordot(a, b, axes=([-1], [-2]))
 
 
-def _transpose(a, axes=None):
-    tc = _namespace()
-    return tc.permute_dims(a, tuple(reversed(range(a.ndim))) if axes is None else axes)
-
-
 def _outer(a, b):
     tc = _namespace()
     return tc.linalg.outer(tc.reshape(a, (-1,)), tc.reshape(b, (-1,)))
@@ -365,6 +424,124 @@ def _norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002
     return _namespace().linalg.vector_norm(x, axis=axis, keepdims=keepdims)
 
 
+def _nan_reduction(target, *, dtype: bool = True, moment: bool = False):
+    """``np.nan<target>``: numpy's arguments to :mod:`tensorc.lazy.numpy_functions`."""
+    def adapt(call: _Call):
+        call.only_defaults(out=None, initial=np._NoValue, where=True,  # noqa: SLF001
+                           mean=np._NoValue)  # noqa: SLF001
+        kwargs = {"axis": call.axis(), "keepdims": bool(call.get("keepdims", False))}
+        if dtype:
+            kwargs["dtype"] = call.get("dtype")
+        if moment:
+            kwargs["correction"] = call.get("correction", call.get("ddof", 0))
+        return target(call["a"], **kwargs)
+
+    return adapt
+
+
+def _quantile_like(target, *, q: bool = True):
+    def adapt(call: _Call):
+        call.only_defaults(out=None, overwrite_input=False, weights=None, interpolation=None)
+        kwargs = {"axis": call.axis(), "keepdims": bool(call.get("keepdims", False))}
+        if q:
+            kwargs["method"] = call.get("method", "linear")
+            return target(call["a"], call["q"], **kwargs)
+        return target(call["a"], **kwargs)
+
+    return adapt
+
+
+def _pad(call: _Call):
+    extra = dict(call.get("kwargs") or {})
+    values = extra.pop("constant_values", 0)
+    if extra:
+        raise UnsupportedError(f"numpy.pad with {', '.join(extra)}= is not supported on "
+                               "tc.Array")
+    return nf.pad(call["array"], call["pad_width"], call.get("mode", "constant"),
+                  constant_values=values)
+
+
+def _round(call: _Call):
+    """numpy's ``round``: ``rint`` of ``x`` scaled by ``10**decimals`` and scaled back (an
+    integer array with ``decimals >= 0`` is itself)."""
+    call.only_defaults(out=None)
+    tc, x, decimals = _namespace(), call["a"], int(call.get("decimals", 0))
+    if x.dtype.kind in "iub":
+        if decimals >= 0:
+            return tc.astype(x, x.dtype, copy=True)
+        raise UnsupportedError("numpy.round of an integer array with decimals < 0 is not "
+                               "supported on tc.Array")
+    if decimals == 0:
+        return tc.round(x)
+    factor = 10.0 ** abs(decimals)
+    if decimals > 0:
+        return tc.divide(tc.round(tc.multiply(x, factor)), factor)
+    return tc.multiply(tc.round(tc.divide(x, factor)), factor)
+
+
+def _diff(call: _Call):
+    tc = _namespace()
+    ends = {side: call.get(side) for side in ("prepend", "append")}
+    x = call["a"]
+    axis = call.get("axis", -1)
+    for side, value in ends.items():
+        if value is not None and getattr(value, "ndim", np.ndim(value)) == 0:
+            shape = list(x.shape)
+            shape[axis] = 1
+            ends[side] = tc.full(tuple(shape), value, dtype=tc.result_type(x, value)
+                                 if not isinstance(value, Array) else value.dtype)
+    return tc.diff(x, axis=axis, n=call.get("n", 1), **ends)
+
+
+def _base(node: ArrayNode) -> ArrayNode:
+    """The node ``node`` is an index renaming (a view) of, following renamings down."""
+    while node.kind in RENAMINGS:
+        node = node.args[0]
+    return node
+
+
+def _buffer(value):
+    """The numpy array a tensorc array's memory is, if it has one here."""
+    if isinstance(value, Array):
+        base = _base(value._expr)  # noqa: SLF001 - tc.Array's graph node
+        return base.value if base.kind is NodeKind.LEAF and isinstance(
+            base.value, np.ndarray) else None
+    return value if isinstance(value, np.ndarray) else None
+
+
+def _sharing(numpy_test):
+    """``np.may_share_memory``/``np.shares_memory`` (the rule: README, "numpy interop")."""
+    def test(a, b, max_work=None):
+        if any(getattr(v, "size", 1) == 0 for v in (a, b)):
+            return False
+        if a is b:
+            return True
+        if isinstance(a, Array) and isinstance(b, Array) and (
+                _base(a._expr) is _base(b._expr)):  # noqa: SLF001
+            return True
+        first, second = _buffer(a), _buffer(b)
+        if first is None or second is None:
+            return False
+        return bool(numpy_test(first, second))
+
+    return lambda call: test(call["a"], call["b"])
+
+
+def _ravel(call: _Call):
+    call.only_defaults(order="C")
+    return _namespace().reshape(call["a"], (-1,))
+
+
+def _part(name: str):
+    def adapt(call: _Call):
+        x = call["val"]
+        if name == "imag" and x.dtype.kind != "c":
+            return _namespace().zeros_like(x)
+        return getattr(_namespace(), name)(x) if x.dtype.kind == "c" else x
+
+    return adapt
+
+
 FUNCTIONS = {
     "sum": _sum_like("sum"), "prod": _sum_like("prod"),
     "max": _fold("max"), "amax": _fold("max"), "min": _fold("min"), "amin": _fold("min"),
@@ -374,7 +551,13 @@ FUNCTIONS = {
     "count_nonzero": _direct("count_nonzero", "a", axis="axis", keepdims="keepdims"),
     "cumsum": _cumulative("cumulative_sum"), "cumprod": _cumulative("cumulative_prod"),
     "sort": _sorting("sort"), "argsort": _sorting("argsort"),
-    "where": _where, "clip": _clip, "squeeze": _squeeze, "tile": _tile, "take": _take,
+    "where": _where, "nonzero": _nonzero, "flatnonzero": _flatnonzero,
+    "argwhere": _argwhere, "extract": _extract, "unique": _unique,
+    "unique_values": _unique_part("unique_values"),
+    "unique_counts": _unique_part("unique_counts"),
+    "unique_inverse": _unique_part("unique_inverse"),
+    "unique_all": _unique_part("unique_all"),
+    "clip": _clip, "squeeze": _squeeze, "tile": _tile, "take": _take,
     "concatenate": _joined("concat"), "stack": _joined("stack"),
     "zeros_like": _like("zeros_like"), "ones_like": _like("ones_like"),
     "empty_like": _like("empty_like"), "full_like": _like("full_like"),
@@ -382,7 +565,7 @@ FUNCTIONS = {
     "tensordot": _direct("tensordot", "a", "b", axes="axes"),
     "dot": _bound(lambda a, b, out=None: _dot(a, b)),
     "outer": _bound(lambda a, b, out=None: _outer(a, b)),
-    "transpose": _bound(lambda a, axes=None: _transpose(a, axes)),
+    "transpose": _bound(lambda a, axes=None: _namespace().transpose(a, axes)),
     "reshape": lambda call: (call.only_defaults(order="C"), _namespace().reshape(
         call["a"], call["shape"], copy=call.get("copy")))[1],
     "expand_dims": _direct("expand_dims", "a", axis="axis"),
@@ -416,6 +599,23 @@ FUNCTIONS = {
     "array": _bound(lambda object, *args, **kwargs: _gather(object, *args, **kwargs)),  # noqa: A006
     "asanyarray": _bound(lambda a, *args, **kwargs: _gather(a, *args, **kwargs)),
     "copy": _bound(lambda a, *args, **kwargs: _gather(a, *args, **kwargs)),
+    "nansum": _nan_reduction(nf.nansum), "nanprod": _nan_reduction(nf.nanprod),
+    "nanmean": _nan_reduction(nf.nanmean),
+    "nanvar": _nan_reduction(nf.nanvar, moment=True),
+    "nanstd": _nan_reduction(nf.nanstd, moment=True),
+    "nanmax": _nan_reduction(nf.nanmax, dtype=False),
+    "nanmin": _nan_reduction(nf.nanmin, dtype=False),
+    "nanargmax": _nan_reduction(nf.nanargmax, dtype=False),
+    "nanargmin": _nan_reduction(nf.nanargmin, dtype=False),
+    "median": _quantile_like(nf.median, q=False),
+    "nanmedian": _quantile_like(nf.nanmedian, q=False),
+    "quantile": _quantile_like(nf.quantile), "percentile": _quantile_like(nf.percentile),
+    "nanquantile": _quantile_like(nf.nanquantile),
+    "nanpercentile": _quantile_like(nf.nanpercentile),
+    "pad": _pad, "round": _round, "around": _round, "diff": _diff, "ravel": _ravel,
+    "real": _part("real"), "imag": _part("imag"),
+    "may_share_memory": _sharing(np.may_share_memory),
+    "shares_memory": _sharing(np.shares_memory),
 }
 """numpy function name (``linalg.`` prefixed for ``np.linalg``) → its adapter, which takes
 the call's arguments bound to numpy's signature and calls the tensorc function (numpy's

@@ -51,6 +51,13 @@ def permute_dims(x, /, axes) -> Array:
     return wrap(ArrayNode(NodeKind.PERMUTE, None, (node,), axes, shape, node.dtype))
 
 
+def transpose(x, /, axes=None) -> Array:
+    """numpy's ``transpose`` (not the standard's; ``permute_dims`` is): ``axes`` permuted,
+    reversed when ``axes`` is ``None``."""
+    node = expr_of(x)
+    return permute_dims(node, tuple(reversed(range(node.ndim))) if axes is None else axes)
+
+
 def matrix_transpose(x, /) -> Array:
     node = expr_of(x)
     if node.ndim < 2:

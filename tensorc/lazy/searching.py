@@ -1,7 +1,8 @@
 """The standard's searching, sorting and set functions. ``argmax``/``argmin``, ``sort``,
-``argsort`` and ``searchsorted`` run as one task over the whole operand; functions whose
-result shape depends on the data (``nonzero``, ``unique_*``) raise
-:class:`~tensorc.errors.UnsupportedError` naming themselves."""
+``argsort`` and ``searchsorted`` run as one task over the whole operand; ``nonzero`` and
+``unique_*``, whose result shape depends on the data, are synchronisation points
+(:mod:`tensorc.lazy.data_dependent`: their operand is evaluated at the call, the rest stays
+lazy)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ import numpy as np
 
 from tensorc.errors import ArgumentError, ShapeError, UnsupportedError
 from tensorc.lazy.array_object import Array, expr_of, wrap
+from tensorc.lazy.data_dependent import (  # noqa: F401 - the chapter's set functions
+    nonzero,
+    unique_all,
+    unique_counts,
+    unique_inverse,
+    unique_values,
+)
 from tensorc.lazy.graph import ArrayNode, NodeKind
 from tensorc.lazy.statistical import normalise_axes
 
@@ -61,20 +69,3 @@ def searchsorted(x1, x2, /, *, side="left", sorter=None) -> Array:
     if side not in ("left", "right"):
         raise ArgumentError(f"searchsorted: side must be 'left' or 'right' (got {side!r})")
     return wrap(ArrayNode(NodeKind.WHOLE, ("searchsorted", side), (a, v), None, v.shape, INDEX))
-
-
-def _data_dependent(name: str):
-    def fn(*args, **kwargs):
-        raise UnsupportedError(f"{name} is not supported: its result shape depends on the "
-                               "data, which a planned program cannot know in advance; "
-                               "gather with np.asarray(x) and use numpy")
-
-    fn.__name__ = name
-    return fn
-
-
-nonzero = _data_dependent("nonzero")
-unique_all = _data_dependent("unique_all")
-unique_counts = _data_dependent("unique_counts")
-unique_inverse = _data_dependent("unique_inverse")
-unique_values = _data_dependent("unique_values")

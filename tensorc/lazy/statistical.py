@@ -100,7 +100,10 @@ def mean(x, /, *, axis=None, keepdims=False) -> Array:
     return wrap(mapped("div", total._expr, float(count) if count else float("nan")))  # noqa: SLF001
 
 
-def var(x, /, *, axis=None, correction=0.0, keepdims=False) -> Array:
+def var(x, /, *, axis=None, correction=0.0, keepdims=False, ddof=None) -> Array:
+    """The variance (``ddof=``, numpy's name for ``correction``, is accepted too: xarray
+    passes it to the namespace's ``var``/``std``)."""
+    correction = correction if ddof is None else ddof
     node = expr_of(x)
     centred = mapped("sub", node, mean(node, axis=axis, keepdims=True)._expr)  # noqa: SLF001
     squares = sum(wrap(mapped("square", centred)), axis=axis, keepdims=keepdims)
@@ -108,9 +111,9 @@ def var(x, /, *, axis=None, correction=0.0, keepdims=False) -> Array:
     return wrap(mapped("div", squares._expr, float(dof) if dof > 0 else float("nan")))  # noqa: SLF001
 
 
-def std(x, /, *, axis=None, correction=0.0, keepdims=False) -> Array:
-    return wrap(mapped("sqrt", var(x, axis=axis, correction=correction,
-                                   keepdims=keepdims)._expr))  # noqa: SLF001
+def std(x, /, *, axis=None, correction=0.0, keepdims=False, ddof=None) -> Array:
+    return wrap(mapped("sqrt", var(x, axis=axis, correction=correction, keepdims=keepdims,
+                                   ddof=ddof)._expr))  # noqa: SLF001
 
 
 def count_nonzero(x, /, *, axis=None, keepdims=False) -> Array:

@@ -309,6 +309,9 @@ class PlanCache:
             self.misses += 1
         return plan
 
+    def __len__(self) -> int:
+        return len(self._plans)
+
     def put(self, key: tuple, plan: Plan) -> None:
         self._plans[key] = plan
         if len(self._plans) > self.size:
