@@ -73,6 +73,7 @@ from tensorc.lazy.data_types import (
     uint32,
     uint64,
 )
+from tensorc.lazy.einops_backend import register as _register_einops
 from tensorc.lazy.elementwise import *  # noqa: F403 - the standard's element-wise functions
 from tensorc.lazy.elementwise import FUNCTIONS as _ELEMENTWISE
 from tensorc.lazy.elementwise import clip, where
@@ -268,3 +269,4 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 _set_namespace(sys.modules[__name__])
+_register_einops()

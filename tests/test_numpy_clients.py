@@ -294,3 +294,23 @@ def test_scikit_learn_with_array_api_dispatch_on_tc_arrays():
     done = subprocess.run([sys.executable, "-c", SKLEARN], env=env, capture_output=True,
                           text=True, timeout=120, check=False)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+EINOPS_CASES = {
+    "rearrange": lambda einops, m: einops.rearrange(m, "a b c -> (a c) b"),
+    "reduce mean": lambda einops, m: einops.reduce(m, "a b c -> a c", "mean"),
+    "reduce max": lambda einops, m: einops.reduce(m, "a b c -> b", "max"),
+    "repeat": lambda einops, m: einops.repeat(m, "a b c -> a b c d", d=2),
+    "repeat merged": lambda einops, m: einops.repeat(m, "a b c -> (a r) b c", r=2),
+    "einsum": lambda einops, m: einops.einsum(m, m, "a b c, a b d -> c d"),
+    "list of arrays": lambda einops, m: einops.rearrange([m, m], "n a b c -> a (n b) c"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EINOPS_CASES))
+def test_plain_einops_takes_and_returns_lazy_tc_arrays(case):
+    einops = pytest.importorskip("einops")
+    a = np.arange(24.0).reshape(2, 3, 4)
+    got = EINOPS_CASES[case](einops, tc.asarray(a))
+    assert isinstance(got, tc.Array)
+    np.testing.assert_allclose(np.asarray(got), EINOPS_CASES[case](einops, a))
