@@ -209,3 +209,18 @@ def test_numpy_data_dependent_functions_forward_to_the_namespace(name):
 def test_numpy_unique_of_floats_names_its_nan_rule():
     with pytest.raises(tc.UnsupportedError, match="equal_nan=False"):
         np.unique(tc.asarray(np.array([1.0, np.nan, np.nan])))
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_searchsorted_with_a_sorter_indexes_the_sorted_order_as_numpy(side):
+    a = np.array([5.0, 1.0, 4.0, 2.0, 3.0, 2.0])
+    order, v = np.argsort(a, kind="stable"), np.array([0.5, 2.0, 3.5, 9.0])
+    got = tc.searchsorted(tc.asarray(a), tc.asarray(v), side=side, sorter=tc.asarray(order))
+    np.testing.assert_array_equal(np.asarray(got), np.searchsorted(a, v, side=side,
+                                                                   sorter=order))
+
+
+def test_searchsorted_refuses_a_sorter_of_another_shape():
+    a = tc.asarray(np.array([3.0, 1.0, 2.0]))
+    with pytest.raises(tc.ShapeError, match="sorter must be integer indices of x1's shape"):
+        tc.searchsorted(a, tc.asarray(np.array([1.5])), sorter=tc.asarray(np.array([1, 2])))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensorc.errors import ArgumentError, ShapeError, UnsupportedError
+from tensorc.errors import ArgumentError, ShapeError
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.data_dependent import (  # noqa: F401 - the chapter's set functions
     nonzero,
@@ -60,12 +60,19 @@ def argsort(x, /, *, axis=-1, descending=False, stable=True) -> Array:
 
 
 def searchsorted(x1, x2, /, *, side="left", sorter=None) -> Array:
-    if sorter is not None:
-        raise UnsupportedError("searchsorted: sorter= is not supported; sort first")
+    """Insertion indices of ``x2`` in the sorted ``x1`` (numpy's); with ``sorter``, ``x1``
+    is sorted by those indices and the result indexes ``x1[sorter]``."""
     a, v = expr_of(x1), expr_of(x2)
     if a.ndim != 1:
         raise ShapeError(f"searchsorted: x1 must be a 1-d sorted array, got {a.ndim}-d "
                          f"shape {a.shape}")
     if side not in ("left", "right"):
         raise ArgumentError(f"searchsorted: side must be 'left' or 'right' (got {side!r})")
+    if sorter is not None:
+        order = expr_of(sorter)
+        if order.shape != a.shape or np.dtype(order.dtype).kind not in "iu":
+            raise ShapeError(f"searchsorted: sorter must be integer indices of x1's shape "
+                             f"{a.shape}, got {order.dtype}{list(order.shape)}")
+        a = ArrayNode(NodeKind.WHOLE, ("take_along_axis", 0), (a, order), None, a.shape,
+                      a.dtype)  # x1[sorter], sorted
     return wrap(ArrayNode(NodeKind.WHOLE, ("searchsorted", side), (a, v), None, v.shape, INDEX))
