@@ -11,6 +11,7 @@ Heavy dependencies (Ray, z3) are imported only by the parts that need them.
 """
 
 import sys
+from types import SimpleNamespace as _SimpleNamespace
 
 from tensorc.api import clear_plan_cache, einsum, last_stats, plan, tensordot
 from tensorc.errors import (
@@ -34,6 +35,7 @@ from tensorc.errors import (
     UnsupportedError,
 )
 from tensorc.lazy import fft, linalg
+from tensorc.lazy import stride_tricks as _stride_tricks
 from tensorc.lazy.array_object import Array
 from tensorc.lazy.creation import (
     arange,
@@ -268,5 +270,7 @@ __all__ = [
     "tensordot",
 ]
 __version__ = "0.1.0"
+lib = _SimpleNamespace(stride_tricks=_stride_tricks)
+"""numpy's ``lib.stride_tricks.sliding_window_view`` for clients that look it up here."""
 _set_namespace(sys.modules[__name__])
 _register_einops()

@@ -314,3 +314,32 @@ def test_plain_einops_takes_and_returns_lazy_tc_arrays(case):
     got = EINOPS_CASES[case](einops, tc.asarray(a))
     assert isinstance(got, tc.Array)
     np.testing.assert_allclose(np.asarray(got), EINOPS_CASES[case](einops, a))
+
+
+@pytest.mark.parametrize(("window", "axis"), [((3,), 0), ((2,), 1), ((3, 2), (0, 1)),
+                                              ((2, 2), None)])
+def test_sliding_window_view_is_numpys(window, axis):
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    a = np.arange(60.0).reshape(12, 5)
+    got = tc.lib.stride_tricks.sliding_window_view(tc.asarray(a), window, axis)
+    assert isinstance(got, tc.Array)
+    np.testing.assert_array_equal(np.asarray(got), sliding_window_view(a, window, axis))
+
+
+ROLLING = {
+    "mean": lambda da: da.rolling(n=3).mean(),
+    "centred sum": lambda da: da.rolling(n=3, center=True).sum(),
+    "max, min_periods": lambda da: da.rolling(n=4, min_periods=2).max(),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROLLING))
+def test_xarray_rolling_stays_lazy_and_equals_numpy(case):
+    xr = pytest.importorskip("xarray")
+    a = np.arange(60.0).reshape(12, 5)
+    a[3, 1] = np.nan
+    got = ROLLING[case](xr.DataArray(tc.asarray(a), dims=("n", "f")))
+    assert isinstance(got.data, tc.Array)
+    want = ROLLING[case](xr.DataArray(a, dims=("n", "f")))
+    np.testing.assert_allclose(np.asarray(got.data), want.data, equal_nan=True)
