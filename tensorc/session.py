@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from tensorc.errors import PlanError
+from tensorc.errors import ExecutionError, PlanError
 from tensorc.planning.cost import Machine, use_machine
 from tensorc.planning.options import BACKENDS, check_scheduler
 from tensorc.runtime.executor import Executor
@@ -39,6 +39,7 @@ from tensorc.runtime.local import LocalExecutor
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.ray.calibrate import calibrate_cluster
 from tensorc.runtime.ray.cluster import (
+    NO_CLUSTER,
     check_reachable,
     connect,
     connected,
@@ -129,7 +130,12 @@ def init(
             return _session
         cluster = connect(address, num_nodes)
         set_connected(cluster)
-        machine = Machine(**calibrate_cluster(cluster)) if calibrate else None
+        try:
+            machine = Machine(**calibrate_cluster(cluster)) if calibrate else None
+        except BaseException:  # a half-made session is no session: back to local
+            set_connected(None)
+            disconnect(cluster)
+            raise
         use_machine(machine)
         _session = Session("ray", scheduler, cluster, bool(measure), machine,
                            RayExecutor(cluster, scheduler))
@@ -166,5 +172,7 @@ def executor_for(backend: str | None = None, operands: Sequence[object] = ()) ->
                             "first or use backend='ray'")
         return LOCAL
     if backend == "ray" or distributed:
-        connected()  # a clear error when there is no Ray session
+        if _session.executor.in_process:
+            raise ExecutionError(NO_CLUSTER)
+        connected()  # a clear error when the connection is gone
     return _session.executor

@@ -313,3 +313,23 @@ def test_debug_hook_logs_passes_and_dumps_the_plan(monkeypatch, tmp_path, capsys
     assert "[tensorc] reduce-pushdown: summed private indices" in err
     dumped = tmp_path / f"plan-{plan.graph.name}.txt"
     assert dumped.read_text() == plan.explain() + "\n"
+
+
+def test_a_ray_call_without_a_ray_session_says_how_to_connect_even_after_a_failed_init(
+        monkeypatch):
+    from tensorc import session
+
+    if session.current().backend == "ray":
+        pytest.skip("tc.init would end the shared Ray session")
+
+    def failing(cluster):
+        raise RuntimeError("calibration failed")
+
+    monkeypatch.setattr(session, "calibrate_cluster", failing)
+    monkeypatch.setattr(session, "connect", lambda address, nodes: object())
+    monkeypatch.setattr(session, "disconnect", lambda cluster: None)
+    with pytest.raises(RuntimeError, match="calibration failed"):
+        tc.init(backend="ray")
+    assert tc.session.current().backend == "local"
+    with pytest.raises(tc.ExecutionError, match="no Ray cluster: call tc.init"):
+        tc.einsum("ij->i", np.ones((2, 2)), backend="ray")

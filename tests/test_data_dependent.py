@@ -224,3 +224,9 @@ def test_searchsorted_refuses_a_sorter_of_another_shape():
     a = tc.asarray(np.array([3.0, 1.0, 2.0]))
     with pytest.raises(tc.ShapeError, match="sorter must be integer indices of x1's shape"):
         tc.searchsorted(a, tc.asarray(np.array([1.5])), sorter=tc.asarray(np.array([1, 2])))
+
+
+@pytest.mark.parametrize("value", [3.0, 0.0])
+def test_argwhere_of_a_0d_array_has_no_column_as_numpy(value):
+    got = np.argwhere(tc.asarray(np.asarray(value)))
+    assert np.asarray(got).shape == np.argwhere(np.asarray(value)).shape

@@ -343,3 +343,12 @@ def test_xarray_rolling_stays_lazy_and_equals_numpy(case):
     assert isinstance(got.data, tc.Array)
     want = ROLLING[case](xr.DataArray(a, dims=("n", "f")))
     np.testing.assert_allclose(np.asarray(got.data), want.data, equal_nan=True)
+
+
+def test_diff_with_a_python_scalar_end_takes_numpys_dtype():
+    i = np.array([[3, 0, 1], [1, 0, 3]], np.int32)
+    for ends in ({"prepend": 0}, {"append": 2.5}):
+        want = np.diff(i, **ends)
+        got = np.asarray(np.diff(tc.asarray(i), **ends))
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

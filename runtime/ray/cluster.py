@@ -205,13 +205,14 @@ def set_connected(cluster: RayCluster | None) -> None:
     _connected = cluster
 
 
+NO_CLUSTER = ("no Ray cluster: call tc.init(backend='ray') (a private cluster), "
+              "tc.init(address='auto') or tc.init(address='host:port') first")
+
+
 def connected() -> RayCluster:
     """The connected Ray cluster, or an error saying how to connect."""
     if _connected is None:
-        raise ExecutionError(
-            "no Ray cluster: call tc.init(backend='ray') (a private cluster), "
-            "tc.init(address='auto') or tc.init(address='host:port') first"
-        )
+        raise ExecutionError(NO_CLUSTER)
     import ray
 
     if not ray.is_initialized():

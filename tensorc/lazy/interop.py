@@ -225,8 +225,8 @@ def _flatnonzero(call: _Call):
 def _argwhere(call: _Call):
     xp = _namespace()
     x = call["a"]
-    if x.ndim == 0:  # numpy: a 0-d input is treated as 1-d
-        x = xp.reshape(x, (1,))
+    if x.ndim == 0:  # numpy: argwhere(atleast_1d(x))[:, :0], no column for no axis
+        return xp.stack(xp.nonzero(xp.reshape(x, (1,))), axis=1)[:, :0]
     return xp.stack(xp.nonzero(x), axis=1)
 
 
@@ -488,8 +488,10 @@ def _diff(call: _Call):
         if value is not None and getattr(value, "ndim", np.ndim(value)) == 0:
             shape = list(x.shape)
             shape[axis] = 1
-            ends[side] = tc.full(tuple(shape), value, dtype=tc.result_type(x, value)
-                                 if not isinstance(value, Array) else value.dtype)
+            # numpy makes the scalar an array first (a Python int is int64), then joins
+            ends[side] = tc.full(tuple(shape), value, dtype=np.result_type(
+                x.dtype, np.asarray(value).dtype) if not isinstance(value, Array)
+                else value.dtype)
     return tc.diff(x, axis=axis, n=call.get("n", 1), **ends)
 
 
