@@ -230,3 +230,21 @@ def test_searchsorted_refuses_a_sorter_of_another_shape():
 def test_argwhere_of_a_0d_array_has_no_column_as_numpy(value):
     got = np.argwhere(tc.asarray(np.asarray(value)))
     assert np.asarray(got).shape == np.argwhere(np.asarray(value)).shape
+
+
+LATER_MASKS = {
+    "x[:, m]": lambda x, a: x[:, a[0, :, 0] > 0.5],
+    "x[:, :, m]": lambda x, a: x[:, :, a[0, 0, :] > 0.3],
+    "x[:, m2d]": lambda x, a: x[:, a[0] > 0.5],
+    "x[:, m, 1:4]": lambda x, a: x[:, a[0, :, 0] > 0.5, 1:4],
+    "x[:, none selected]": lambda x, a: x[:, a[0, :, 0] > 2],
+}
+
+
+@pytest.mark.parametrize("case", sorted(LATER_MASKS))
+def test_a_mask_after_full_slices_selects_as_numpy(case):
+    a = np.random.default_rng(7).random((4, 5, 6))
+    want = LATER_MASKS[case](a, a)
+    for mask_source in (a, tc.asarray(a)):  # a numpy mask, and a lazy tc one
+        got = LATER_MASKS[case](tc.asarray(a), mask_source)
+        np.testing.assert_array_equal(np.asarray(got), want)

@@ -2,7 +2,9 @@
 and ``take``: a key that only adds axes (``None``) or selects everything (``...``, ``:``) is
 an index renaming; any other key is a whole-array ``getitem`` (one task over the whole
 operand, the key's arrays its further operands). Selecting by a boolean mask (``x[mask]``,
-``x[mask, :]``, a mask of the leading dimensions first in the key) is a synchronisation
+``x[mask, :]``, a mask first in the key; or after full slices, ``x[:, mask]``, which selects
+with the masked axes moved first and puts the result axis back where numpy does) is a
+synchronisation
 point (:func:`tensorc.lazy.data_dependent.select`: the result's shape depends on the data,
 so its operands are evaluated at the call); assigning through one (``x[mask] = value``)
 keeps the shape and stays lazy."""
@@ -18,7 +20,7 @@ from tensorc.errors import AxisError, ShapeError, TypeCheckError, UnsupportedErr
 from tensorc.lazy import data_dependent
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.graph import ArrayNode, NodeKind, broadcast_shapes, leaf
-from tensorc.lazy.manipulation import expand_dims
+from tensorc.lazy.manipulation import expand_dims, moveaxis, permute_dims
 
 
 def _key(key, arrays: list, masks: bool = False) -> tuple:
@@ -105,8 +107,39 @@ def _mask_first(key):
     return None
 
 
+def _mask_after_slices(key):
+    """``(d, mask, rest)`` when ``key`` is ``d >= 1`` full slices, then a boolean mask of one
+    or more dimensions, then slices only (``x[:, mask]``, ``x[:, :, mask, 1:]``): numpy keeps
+    the selected axis at position ``d``."""
+    items = key if isinstance(key, tuple) else (key,)
+    d = 0
+    while d < len(items) and isinstance(items[d], slice) and items[d] == slice(None):
+        d += 1
+    if d == 0 or d == len(items):
+        return None
+    mask = items[d]
+    if isinstance(mask, np.ndarray) and mask.dtype == np.bool_ and mask.ndim >= 1:
+        mask = Array(leaf(mask))
+    if not (isinstance(mask, Array) and mask.dtype == np.bool_ and mask.ndim >= 1):
+        return None
+    rest = items[d + 1:]
+    if not all(isinstance(item, slice) for item in rest):
+        return None
+    return d, mask, rest
+
+
 def getitem(x, key) -> Array:
     node = expr_of(x)
+    later = _mask_after_slices(key)
+    if later is not None:  # move the masked axes first, select, put the result axis back
+        d, mask, rest = later
+        m = mask.ndim
+        if d + m > node.ndim:
+            raise IndexError(f"too many indices for array: array is {node.ndim}-dimensional, "
+                             f"but {d + m} were indexed")
+        order = (*range(d, d + m), *range(d), *range(d + m, node.ndim))
+        chosen = getitem(permute_dims(wrap(node), order), (mask, *([slice(None)] * d), *rest))
+        return moveaxis(chosen, 0, d)
     masked = _mask_first(key)
     if masked is not None:
         mask, rest = masked
