@@ -65,10 +65,8 @@ class Session:
         """The cost model's constants probed on the cluster (``None``: the defaults)."""
         self.executor = executor
         """What runs this session's planned units."""
-        self._scheduler = scheduler
-        self._measure = bool(measure)
-        self.scheduler = scheduler
-        self.measure = bool(measure)
+        self.scheduler = scheduler  # the setters pass both on to the executor and cluster
+        self.measure = measure
 
     @property
     def scheduler(self) -> str:
@@ -154,11 +152,6 @@ def shutdown() -> None:
 
 def current() -> Session:
     return _session
-
-
-def ray_cluster():
-    """The connected Ray cluster, or an error saying how to connect."""
-    return connected()
 
 
 def executor_for(backend: str | None = None, operands: Sequence[object] = ()) -> Executor:

@@ -228,8 +228,10 @@ def test_searchsorted_refuses_a_sorter_of_another_shape():
 
 @pytest.mark.parametrize("value", [3.0, 0.0])
 def test_argwhere_of_a_0d_array_has_no_column_as_numpy(value):
-    got = np.argwhere(tc.asarray(np.asarray(value)))
-    assert np.asarray(got).shape == np.argwhere(np.asarray(value)).shape
+    got = np.asarray(np.argwhere(tc.asarray(np.asarray(value))))
+    want = np.argwhere(np.asarray(value))
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
 
 
 LATER_MASKS = {

@@ -32,62 +32,45 @@ import numpy as np
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime import data_dependent as kernels
 from tensorc.runtime.ray.arrays import DistributedArray, node_grid_for
+from tensorc.runtime.ray.calls import submit
 from tensorc.runtime.ray.cluster import connected as ray_cluster
 from tensorc.runtime.ray.inline import Inline
 from tensorc.runtime.ray.statements import DRIVER_BYTES
-from tensorc.runtime.ray.tasks import MAX_RETRIES, stitch
+from tensorc.runtime.ray.tasks import stitch
 from tensorc.runtime.ray.whole_array import relayout
-
-_REMOTES: dict = {}
-
-
-def _node_id() -> str:
-    import ray
-
-    return ray.get_runtime_context().get_node_id()
 
 
 def _select_block(block, mask_shape, mask_pieces, *pieces):
-    """``block[mask]`` with the mask stitched from ``pieces``; returns (rows, count, node)."""
+    """``block[mask]`` with the mask stitched from ``pieces``: ``(rows, count)``."""
     mask = stitch(mask_shape, mask_pieces, pieces) if pieces else np.ones(mask_shape, bool)
     chosen = np.array(np.asarray(block)[np.asarray(mask, bool)], order="C")
-    return chosen, int(chosen.shape[0]), _node_id()
+    return chosen, int(chosen.shape[0])
 
 
 def _nonzero_block(block, starts):
     found = kernels.nonzero_part(block, starts)
-    return (*found, int(found[0].shape[0]) if found else 0, _node_id())
+    return (*found, int(found[0].shape[0]) if found else 0)
 
 
 def _unique_block(block, starts, shape):
     part = kernels.unique_part(block, starts, shape)
-    return part, int(sum(a.nbytes for a in part)), _node_id()
+    return part, int(sum(a.nbytes for a in part))
 
 
 def _merge(dtype, *parts):
     values, index, counts = kernels.merge_unique(parts, dtype)
-    return values, index, counts, int(values.shape[0]), _node_id()
+    return values, index, counts, int(values.shape[0])
 
 
 def _inverse_block(block, starts, shape, values, index):
-    return kernels.inverse_part(block, starts, shape, values, index), _node_id()
+    return (kernels.inverse_part(block, starts, shape, values, index),)
 
 
 def _call(cluster, fn, node: int | None, returns: int, *args) -> list:
-    """Remote ``fn(*args)`` on node index ``node`` (soft affinity); its ``returns`` refs."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    remote = _REMOTES.get(fn.__name__)
-    if remote is None:
-        remote = ray.remote(max_retries=MAX_RETRIES, num_cpus=1)(fn)
-        _REMOTES[fn.__name__] = remote
-    options = {"num_returns": returns}
-    if node is not None and 0 <= node < len(cluster.node_ids):
-        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
-            cluster.node_ids[node], soft=True)
-    refs = remote.options(**options).remote(*args)
-    return [refs] if returns == 1 else list(refs)
+    """``fn(*args)`` as a task on node index ``node`` (soft affinity, the project's
+    ``run_many`` task): the refs of its results, then of the node id that ran it
+    (``returns`` in all)."""
+    return list(submit(cluster, "run_many", node, fn, *args, returns=returns))
 
 
 def _arg(ref):

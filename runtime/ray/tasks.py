@@ -74,6 +74,12 @@ def _run(kernel, *blocks: np.ndarray):
     return kernel(*blocks), node
 
 
+def _run_many(kernel, *args):
+    """``kernel(*args)``'s several results, then the node id (a task with more returns)."""
+    node = _worker_setup()
+    return (*kernel(*args), node)
+
+
 def _whole(fn, op: tuple, operands: tuple, out_slices: tuple, *blocks: np.ndarray):
     """``fn(op, *whole operands)`` cut into blocks: ``operands[k] = (shape, piece_slices, count)``
     stitches operand ``k`` from the next ``count`` blocks; returns the result's blocks at
@@ -248,8 +254,8 @@ def remote(name: str, returns: int = 2):
     if fn is None:
         import ray
 
-        body = {"generate": _generate, "place": _place, "run": _run, "stage": _stage,
-                "whole": _whole, "block": _block, "piece": _piece}[name]
+        body = {"generate": _generate, "place": _place, "run": _run, "run_many": _run_many,
+                "stage": _stage, "whole": _whole, "block": _block, "piece": _piece}[name]
         fn = ray.remote(num_returns=2, max_retries=MAX_RETRIES, num_cpus=1)(body)
         _REMOTES[name] = fn
     return fn if returns == 2 else fn.options(num_returns=returns)
