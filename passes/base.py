@@ -44,6 +44,14 @@ class PassOptions:
     """Operand position → its :class:`~tensorc.placement.blocks.Blocks` layout, for operands
     already on the cluster; the planner weighs computing in that layout against
     repartitioning them."""
+    memory_limit: int | None = None
+    """Bytes one worker (this process, or one Ray node) may hold while the plan runs:
+    blocks read or copied, intermediates and the result (``None``: no budget)."""
+    memory_source: str = ""
+    """Where ``memory_limit`` came from, for ``explain()``."""
+    stored: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Input name → chunk shape, for inputs read from storage block by block (blocks align
+    with these chunks; their reads count against ``memory_limit``)."""
 
 
 @dataclass

@@ -38,8 +38,10 @@ class StatementPlanner(Protocol):
     options: Any
     """The program's plan options (``workers``, ``nodes``, ...)."""
 
-    def cached_plan(self, statement, nodes: int = 1, placed=None) -> tuple[Any, bool]:
-        """One statement's plan for ``nodes`` nodes and whether it was cached."""
+    def cached_plan(self, statement, nodes: int = 1, placed=None,
+                    stored: dict | None = None) -> tuple[Any, bool]:
+        """One statement's plan for ``nodes`` nodes and whether it was cached (``stored``:
+        operand positions read from storage → their chunk shapes)."""
         ...
 
     def plan_layouts(self, unrolled, nodes: int, initial=None, skip: frozenset = frozenset()):
@@ -66,6 +68,11 @@ class Executor(ABC):
     @abstractmethod
     def cpus(self) -> int:
         """Worker threads in all: what a plan's default ``workers`` is."""
+
+    @abstractmethod
+    def default_memory_limit(self) -> tuple[int, str]:
+        """The memory budget of one worker when nobody set one: ``(bytes, how it was
+        chosen)``, for ``explain()``."""
 
     @abstractmethod
     def plan_inputs(self, spec, operands: Sequence[object], plan_options: dict,

@@ -10,6 +10,7 @@ on a thread pool (:mod:`tensorc.runtime.block_frontier`). Results are numpy arra
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,7 +19,8 @@ from tensorc.errors import TypeCheckError
 from tensorc.placement.blocks import RANDOM_DTYPES, block_bounds, default_blocking
 from tensorc.runtime import block_frontier, data_dependent, statements
 from tensorc.runtime.executor import Executor, StatementPlanner
-from tensorc.runtime.task_pool import TaskPool, available_cores
+from tensorc.runtime.task_pool import TaskPool, admission_budget, available_cores
+from tensorc.stored import StoredArray
 
 
 class LocalExecutor(Executor):
@@ -26,6 +28,9 @@ class LocalExecutor(Executor):
 
     backend = "local"
     in_process = True
+
+    def __init__(self) -> None:
+        self._default_memory: int | None = None
 
     @property
     def nodes(self) -> int:
@@ -35,9 +40,19 @@ class LocalExecutor(Executor):
     def cpus(self) -> int:
         return available_cores()
 
+    def default_memory_limit(self) -> tuple[int, str]:
+        if self._default_memory is None:
+            available = available_memory()
+            self._default_memory = int(DEFAULT_MEMORY_FRACTION * available)
+        return self._default_memory, (
+            f"the default: {DEFAULT_MEMORY_FRACTION:.0%} of the memory available when the "
+            "session started")
+
     def plan_inputs(self, spec, operands: Sequence[object], plan_options: dict,
                     scheduler: str) -> tuple[dict, dict | None, int, tuple[str, ...]]:
-        orders = tuple(memory_order(np.asarray(a)) for a in operands)
+        orders = tuple(("F" if getattr(a, "fortran", False) else "C")
+                       if isinstance(a, StoredArray) else memory_order(np.asarray(a))
+                       for a in operands)
         return plan_options, None, available_cores(), orders
 
     def layouts_of(self, operands: Sequence[object]) -> dict:
@@ -49,7 +64,7 @@ class LocalExecutor(Executor):
                  plan_seconds: float = 0.0) -> tuple[object, dict]:
         if out is None:
             out = np.empty(plan.graph.output_shape, dtype=plan.graph.dtype)
-        pool = TaskPool(workers)
+        pool = TaskPool(workers, admission_budget(plan))
         pool.run(plan.graph, None, operands, out)
         seconds = plan_seconds if cached else plan.stats["plan_seconds"]
         return out, statements.local_stats(plan, pool.last_run, cached=cached,
@@ -98,6 +113,24 @@ class LocalExecutor(Executor):
 
     def nonzero(self, value) -> tuple:
         return tuple(i.astype(data_dependent.INDEX) for i in np.nonzero(np.asarray(value)))
+
+
+DEFAULT_MEMORY_FRACTION = 0.6
+"""Of the memory available at the first planned call: the default budget of a local run
+(Dask's workers spill at 60 % of their limit)."""
+
+
+def available_memory() -> int:
+    """Bytes of memory available to new allocations (Linux's MemAvailable; elsewhere the
+    physical memory)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def memory_order(array: np.ndarray) -> str:

@@ -21,7 +21,8 @@ from tensorc.codegen.whole_array import apply_whole
 from tensorc.frontend.tc_lower import Statement, Unrolled
 from tensorc.planning.plan import Plan
 from tensorc.progress import Progress
-from tensorc.runtime.task_pool import TaskPool
+from tensorc.runtime.task_pool import TaskPool, admission_budget
+from tensorc.stored import StoredArray
 
 
 def run_statements_here(planner, unrolled: Unrolled, arrays: dict) -> tuple[dict, list]:
@@ -39,7 +40,9 @@ def run_statements_here(planner, unrolled: Unrolled, arrays: dict) -> tuple[dict
         if layouts is not None:  # planned with the whole program, before the run
             plan, cached = layouts.plans[statement.label], True
         else:
-            plan, cached = planner.cached_plan(statement)
+            stored = {k: env[label].chunks for k, label in enumerate(statement.operands)
+                      if isinstance(env.get(label), StoredArray)}
+            plan, cached = planner.cached_plan(statement, stored=stored)
         seconds = time.perf_counter() - started
         planned[statement.label] = (plan, cached,
                                     seconds if cached else plan.stats["plan_seconds"])
@@ -66,7 +69,7 @@ def run_here(statement: Statement, plan: Plan, operands: list, *, cached: bool,
     """One IR statement on the local executor: its value in the statement's dtype, and
     its statistics."""
     out = np.empty(statement.shape, dtype=plan.graph.dtype)
-    pool = TaskPool(workers)
+    pool = TaskPool(workers, admission_budget(plan))
     pool.run(plan.graph, None, operands, out)
     stats = local_stats(plan, pool.last_run, cached=cached, plan_seconds=plan_seconds)
     return (out if out.dtype == statement.dtype else out.astype(statement.dtype)), stats
@@ -84,6 +87,8 @@ def local_stats(plan: Plan, run: dict, *, cached: bool, plan_seconds: float) -> 
         "workers": run["workers"],
         "blas_threads": run["blas_threads"],
         "measured_inter_node_bytes": None,
+        "peak_rss_bytes": run.get("peak_rss_bytes"),
+        "rss_before_bytes": run.get("rss_before_bytes"),
     }
 
 

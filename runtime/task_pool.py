@@ -13,6 +13,11 @@ Policy:
   thread plus helper threads from one process-wide pool (started once, reused by every run);
 - each intermediate block is dropped as soon as its last consumer has run, so peak memory
   is the live frontier, not the whole graph;
+- a block of a stored operand (:class:`~tensorc.stored.StoredArray`: zarr, ``.npy``) is read
+  by the task that loads it, in its worker thread, never the whole operand;
+- with a ``budget`` (bytes), ready compute tasks run first and a read starts only when the
+  bytes alive plus its block fit the budget (or nothing else runs): the policy
+  :mod:`tensorc.planning.memory_fit` models when it chooses the blocking;
 - a final block is computed straight into its slice of ``out`` (kernels take ``out=``);
 - BLAS threads are set deliberately: when the graph has at least two compute tasks that can
   run at once, ``workers`` threads run tasks and each BLAS call gets
@@ -34,7 +39,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from tensorc.codegen.taskgraph import LOAD, TaskGraph
-from tensorc.errors import ExecutionError
+from tensorc.errors import ExecutionError, StorageError
+from tensorc.planning.memory_fit import allocations, transients
+from tensorc.runtime.resident import PeakResident
+from tensorc.stored import StoredArray
 
 _CONTROLLER = None
 _POOL: ThreadPoolExecutor | None = None
@@ -120,6 +128,10 @@ class _Run:
 
     def __init__(self, graph: TaskGraph, operands: Sequence[np.ndarray], out: np.ndarray):
         self.graph = graph
+        stored = {k for k, op in enumerate(operands) if isinstance(op, StoredArray)}
+        self.alloc = allocations(graph, stored)
+        self.extra = transients(graph, self.alloc)
+        self.live = 0
         self.operands = operands
         self.out = out
         self.values: list[np.ndarray | None] = [None] * len(graph.tasks)
@@ -141,12 +153,17 @@ class _Run:
             if task.kind == LOAD:
                 position, slices = task.source
                 operand = self.operands[position]
-                if out is None and kernel.copies(operand, slices):
+                if isinstance(operand, StoredArray):
+                    operand = operand.read(slices)
+                    slices = (slice(None),) * operand.ndim
+                elif out is None and kernel.copies(operand, slices):
                     out = self.buffers.take(task.shape, graph.dtype)
                     self.pooled.add(index)
                 value = kernel(operand, slices, out=out)
             else:
                 value = kernel(*(self.values[s] for s in task.inputs), out=out)
+        except StorageError:
+            raise  # names the file and chunk already
         except Exception as err:  # noqa: BLE001 - re-raised with the task named
             raise ExecutionError(
                 f"task {task.key} ({task.kind}) failed: {type(err).__name__}: {err}"
@@ -159,16 +176,26 @@ class _Run:
         for source in self.graph.tasks[index].inputs:
             self.remaining_uses[source] -= 1
             if self.remaining_uses[source] == 0:
+                self.live -= self.alloc[source]
                 if source in self.pooled:
                     self.buffers.give(self.values[source])
                 self.values[source] = None
 
 
+def admission_budget(plan) -> int | None:
+    """The budget a plan's reads are admitted against (``None``: no budget)."""
+    memory = plan.memory
+    if memory is None:
+        return None
+    return memory.budget if memory.admit is None else memory.admit
+
+
 class TaskPool:
     """Runs task graphs on threads; see the module docstring for the policy."""
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, budget: int | None = None) -> None:
         self.workers = workers or available_cores()
+        self.budget = budget
         self.last_run: dict = {}
 
     def run(
@@ -186,16 +213,18 @@ class TaskPool:
         state = _Run(graph, inputs, out)
         workers = max(1, min(self.workers, graph.max_width()))
         blas_threads = None
-        if workers == 1:
-            self._run_serial(state)
-        else:
-            blas_threads = max(1, available_cores() // workers)
-            with _BlasLimit(blas_threads):
-                self._run_parallel(state, workers)
+        with PeakResident() as resident:
+            if workers == 1:
+                self._run_serial(state)
+            else:
+                blas_threads = max(1, available_cores() // workers)
+                with _BlasLimit(blas_threads):
+                    self._run_parallel(state, workers, self.budget)
         self.last_run = {
             "run_seconds": time.perf_counter() - started,
             "workers": workers,
             "blas_threads": blas_threads,
+            **resident.stats(),
         }
         return out
 
@@ -206,14 +235,33 @@ class TaskPool:
             state.release_inputs(index)
 
     @staticmethod
-    def _run_parallel(state: _Run, workers: int) -> None:
+    def _run_parallel(state: _Run, workers: int, budget: int | None) -> None:
         graph = state.graph
+        tasks = graph.tasks
         consumers = graph.consumers()
+        alloc, extra = state.alloc, state.extra
         lock = threading.Condition()
-        ready: list[int] = [i for i, t in enumerate(graph.tasks) if not t.inputs]
-        heapq.heapify(ready)
-        pending = [len(graph.tasks)]
+        computes: list[int] = []
+        reads: list[int] = []
+        for index, task in enumerate(tasks):
+            if not task.inputs:
+                (reads if task.kind == LOAD else computes).append(index)
+        heapq.heapify(computes)
+        heapq.heapify(reads)
+        pending = [len(tasks)]
+        running = [0]
         failure: list[BaseException] = []
+
+        def take() -> int | None:
+            # called with the lock held: compute first; a read when it fits the budget
+            if computes and (not reads or computes[0] < reads[0]):
+                return heapq.heappop(computes)
+            if reads and (budget is None or (not running[0] and not computes)
+                          or state.live + alloc[reads[0]] + extra[reads[0]] <= budget):
+                return heapq.heappop(reads)
+            if computes:
+                return heapq.heappop(computes)
+            return None
 
         def finish(index: int) -> None:
             # called with the lock held
@@ -221,18 +269,26 @@ class TaskPool:
             for consumer in consumers[index]:
                 state.remaining_inputs[consumer] -= 1
                 if state.remaining_inputs[consumer] == 0:
-                    heapq.heappush(ready, consumer)
+                    heapq.heappush(reads if tasks[consumer].kind == LOAD else computes,
+                                   consumer)
             pending[0] -= 1
+            running[0] -= 1
+            state.live -= extra[index]
             lock.notify_all()
 
         def worker() -> None:
             while True:
                 with lock:
-                    while not ready and pending[0] and not failure:
+                    index = None
+                    while pending[0] and not failure:
+                        index = take()
+                        if index is not None:
+                            break
                         lock.wait()
-                    if failure or not pending[0]:
+                    if failure or index is None:
                         return
-                    index = heapq.heappop(ready)
+                    running[0] += 1
+                    state.live += alloc[index] + extra[index]
                 try:
                     state.execute(index)
                 except BaseException as err:  # noqa: BLE001 - handed to the caller

@@ -29,6 +29,7 @@ from tensorc.planning.plan import EINSUM_PLANS, Plan, einsum_plan
 from tensorc.runtime.local import memory_order
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.task_pool import available_cores
+from tensorc.stored import StoredArray
 
 __all__ = ["clear_plan_cache", "einsum", "last_stats", "plan", "tensordot"]
 
@@ -192,8 +193,10 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
                              for item in shapes_or_arrays)
     if any(isinstance(item, DistributedArray) for item in shapes_or_arrays):
         placed = session.executor_for(None, shapes_or_arrays).layouts_of(shapes_or_arrays) or None
+    stored = {f"in{k}": item.chunks for k, item in enumerate(shapes_or_arrays)
+              if isinstance(item, StoredArray)}
     for item in shapes_or_arrays:
-        if isinstance(item, DistributedArray):
+        if isinstance(item, (DistributedArray, StoredArray)):
             shapes.append(item.shape)
             dtypes.append(item.dtype)
             orders.append("C")
@@ -210,7 +213,10 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
     stand_ins = [np.zeros((1,) * len(s), dtype=d) for s, d in zip(shapes, dtypes, strict=True)]
     spec = parse(subscripts, tuple(shapes))
     _, compute = result_dtype(subscripts, stand_ins, None, "safe", None, 0)
+    budget, source = session.current().memory_budget(plan_options.get("memory_limit"))
+    plan_options["memory_limit"] = budget
     built, _ = einsum_plan(subscripts, spec, tuple(shapes), tuple(d.str for d in dtypes),
                            tuple(orders), compute, optimize, plan_options,
-                           default_workers=available_cores(), placed=placed)
+                           default_workers=available_cores(), placed=placed, stored=stored,
+                           memory_source=source)
     return built

@@ -55,6 +55,11 @@ class ExecutionError(TensorcError, RuntimeError):
     """A failure while running a task graph (a kernel raised, a node died)."""
 
 
+class MemoryLimitError(PlanError, MemoryError):
+    """A plan cannot run within its memory budget (``memory_limit=``); raised before anything
+    runs, naming the smallest budget that would work and the operation that needs it."""
+
+
 class StorageError(TensorcError, OSError):
     """A file or store that cannot be read or written (missing, not the format it claims,
     truncated, or a write that failed part way); the message names the path. Also an

@@ -49,6 +49,7 @@ from tensorc.planning.options import check_plan_options
 from tensorc.planning.plan import Plan
 from tensorc.planning.program_layouts import LayoutPlan
 from tensorc.runtime.ray.arrays import DistributedArray
+from tensorc.stored import StoredArray
 
 STAGES = ("ast", "ir", "plan", "tasks", "schedule", "dot")
 TASK_LINES = 400
@@ -79,12 +80,16 @@ def compile(  # noqa: A001 - the public name is tc.compile
     optimize: object = "auto",
     nodes: int | None = None,
     planner: str = "auto",
+    memory_limit=None,
 ) -> Program | BlockProgram:
     """Parse and check a ``.tc`` program (a path ending in ``.tc``, or the source text).
 
     ``nodes`` plans the whole program for that many nodes (on Ray it defaults to the
-    session's node count) with ``planner`` (see :func:`tensorc.plan`)."""
-    check_plan_options({"nodes": nodes, "planner": planner, "workers": workers})
+    session's node count) with ``planner`` (see :func:`tensorc.plan`); ``memory_limit``
+    (bytes or ``"2GB"``) is the budget of one worker for every statement (default: the
+    session's); inputs given as stored arrays (``tc.from_zarr``, ``tc.load``) stream."""
+    checked_options = check_plan_options({"nodes": nodes, "planner": planner,
+                                          "workers": workers, "memory_limit": memory_limit})
     source = _read(path_or_source)
     if _is_block_source(source):
         if grid or block_shape or optimize != "auto":
@@ -100,6 +105,7 @@ def compile(  # noqa: A001 - the public name is tc.compile
         optimize,
         nodes,
         planner,
+        checked_options["memory_limit"],
     )
     return Program(checked, options)
 
@@ -204,8 +210,9 @@ class Program:
 
     @staticmethod
     def _array(name: str, value, decl: ast.TensorDecl, diags: Diagnostics):
-        distributed = not isinstance(value, np.ndarray) and hasattr(value, "shape") and hasattr(
-            value, "dtype") and hasattr(value, "block_shape")
+        distributed = isinstance(value, StoredArray) or (  # stays where it is
+            not isinstance(value, np.ndarray) and hasattr(value, "shape")
+            and hasattr(value, "dtype") and hasattr(value, "block_shape"))
         if not distributed:
             try:
                 value = np.asarray(value)

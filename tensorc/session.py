@@ -20,6 +20,12 @@
   overhead, bandwidth into a node, one core's BLAS rate, cores per node — and the
   distributed cost model prices with those figures while the session lasts
   (``tc.session.current().machine``); ``tc.shutdown()`` restores the defaults.
+- ``memory_limit`` (bytes or a size such as ``"4GB"``) is the memory budget of one worker:
+  this process for local runs, each node on Ray. Every plan is blocked so that its
+  modelled peak fits (``explain()`` shows both), and a plan that cannot fit is refused
+  before it runs. A call's own ``memory_limit=`` wins; unset, the executor's default (a
+  fraction of the memory available) applies. It may be changed while the session lasts
+  (``tc.session.current().memory_limit = "2GB"``), also without ``init``.
 - ``init`` again replaces the session (the previous one is shut down first).
 
 :func:`executor_for` is the one place a call's executor is chosen: the session's, or for a
@@ -33,7 +39,7 @@ from collections.abc import Sequence
 
 from tensorc.errors import ExecutionError, PlanError
 from tensorc.planning.cost import Machine, use_machine
-from tensorc.planning.options import BACKENDS, check_scheduler
+from tensorc.planning.options import BACKENDS, check_scheduler, memory_bytes
 from tensorc.runtime.executor import Executor
 from tensorc.runtime.local import LocalExecutor
 from tensorc.runtime.ray.arrays import DistributedArray
@@ -58,7 +64,8 @@ class Session:
     may be changed while it lasts; the executor follows."""
 
     def __init__(self, backend: str, scheduler: str, cluster=None, measure: bool = False,
-                 machine: Machine | None = None, executor: Executor = LOCAL) -> None:
+                 machine: Machine | None = None, executor: Executor = LOCAL,
+                 memory_limit=None) -> None:
         self.backend = backend
         self.cluster = cluster  # tensorc.runtime.ray.cluster.RayCluster
         self.machine = machine
@@ -67,6 +74,26 @@ class Session:
         """What runs this session's planned units."""
         self.scheduler = scheduler  # the setters pass both on to the executor and cluster
         self.measure = measure
+        self.memory_limit = memory_limit
+
+    @property
+    def memory_limit(self) -> int | None:
+        """The budget of one worker set for this session, in bytes (``None``: the
+        executor's default)."""
+        return self._memory_limit
+
+    @memory_limit.setter
+    def memory_limit(self, value) -> None:
+        self._memory_limit = None if value is None else memory_bytes(value)
+
+    def memory_budget(self, call_limit: int | None = None) -> tuple[int, str]:
+        """The budget a call plans with and where it came from: the call's own
+        ``memory_limit=``, the session's, or the executor's default."""
+        if call_limit is not None:
+            return call_limit, "the call's memory_limit="
+        if self._memory_limit is not None:
+            return self._memory_limit, "the session's memory_limit (tc.init)"
+        return self.executor.default_memory_limit()
 
     @property
     def scheduler(self) -> str:
@@ -107,10 +134,13 @@ def init(
     scheduler: str = "lshs",
     measure: bool = False,
     calibrate: bool = True,
+    memory_limit=None,
 ) -> Session:
     """Start (or replace) the session; see the module docstring."""
     global _session
     check_scheduler(scheduler)
+    if memory_limit is not None:
+        memory_limit = memory_bytes(memory_limit)
     if backend is None:
         backend = "ray" if address is not None or num_nodes is not None else "local"
     if backend not in BACKENDS:
@@ -124,7 +154,7 @@ def init(
     with _lock:
         shutdown()
         if backend == "local":
-            _session = Session("local", scheduler)
+            _session = Session("local", scheduler, memory_limit=memory_limit)
             return _session
         cluster = connect(address, num_nodes)
         set_connected(cluster)
@@ -136,7 +166,7 @@ def init(
             raise
         use_machine(machine)
         _session = Session("ray", scheduler, cluster, bool(measure), machine,
-                           RayExecutor(cluster, scheduler))
+                           RayExecutor(cluster, scheduler), memory_limit)
         return _session
 
 

@@ -68,6 +68,7 @@ from tensorc.errors import PlanError, StorageError, TypeCheckError
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.ray.storage_tasks import blocking_for, read_on_nodes, write_on_nodes
 from tensorc.session import current
+from tensorc.stored import NpyFile, ZarrArray
 
 MAX_BLOCKS_PER_CPU = 4
 """Chunks-as-blocks merges chunks when there would be more blocks than this per CPU."""
@@ -87,12 +88,9 @@ def read_npy(path, *, block_shape=None, grid=None):
     docstring)."""
     shown = _shown(path)
     full = os.path.abspath(os.fspath(path))
-    shape, dtype = _npy_header(full, shown)
+    shape, dtype, fortran, offset = _npy_header(full, shown)
     if current().executor.in_process:
-        try:
-            return np.load(full, mmap_mode="r").view(np.ndarray)
-        except (OSError, ValueError) as err:
-            raise StorageError(f"cannot read '{shown}': {err}") from err
+        return NpyFile(full, shape, dtype, offset, fortran, shown=shown)
     block = blocking_for(shape, block_shape, grid)
     return read_on_nodes(shape, dtype, block, _read_npy_block, full)
 
@@ -138,11 +136,11 @@ def _npy_header(full: str, shown: str):
                 raise StorageError(f"'{shown}' is not a .npy file (bad magic string)") from err
             try:
                 if version == (1, 0):
-                    shape, _, dtype = npy_format.read_array_header_1_0(fp)
+                    shape, fortran, dtype = npy_format.read_array_header_1_0(fp)
                 elif version == (2, 0):
-                    shape, _, dtype = npy_format.read_array_header_2_0(fp)
+                    shape, fortran, dtype = npy_format.read_array_header_2_0(fp)
                 elif version == (3, 0):  # utf-8 header: numpy reads it only in open_memmap
-                    shape, dtype, offset = _npy_header_3_0(full)
+                    shape, dtype, offset, fortran = _npy_header_3_0(full)
                     fp.seek(offset)
                 else:
                     raise StorageError(
@@ -175,14 +173,16 @@ def _npy_header(full: str, shown: str):
         raise StorageError(
             f"'{shown}' is truncated: its header describes {need} bytes of data ({dtype}, "
             f"shape {tuple(shape)}), the file holds {size - offset}")
-    return tuple(shape), dtype
+    return tuple(shape), dtype, bool(fortran) and len(shape) > 1, offset
 
 
 def _npy_header_3_0(full: str):
-    """``(shape, dtype, data offset)`` of a format 3.0 file (numpy has no public reader of
-    its utf-8 header but ``open_memmap``, which maps the data without reading it)."""
+    """``(shape, dtype, data offset, Fortran order)`` of a format 3.0 file (numpy has no
+    public reader of its utf-8 header but ``open_memmap``, which maps the data without
+    reading it)."""
     marray = npy_format.open_memmap(full, mode="r")
-    return marray.shape, marray.dtype, marray.offset
+    return (marray.shape, marray.dtype, marray.offset,
+            not marray.flags.c_contiguous and marray.ndim > 1)
 
 
 def _read_npy_block(full: str, slices: tuple[slice, ...]) -> np.ndarray:
@@ -206,17 +206,19 @@ def _write_npy_block(tmp: str, slices: tuple[slice, ...], block) -> int:
 # ---------------------------------------------------------------- zarr
 
 
-def read_zarr(path_or_store, *, block_shape=None, grid=None):
+def read_zarr(path_or_store, *, block_shape=None, grid=None, missing_chunks="error"):
     """The zarr array at ``path_or_store`` (a directory path, a URL zarr opens, or a zarr
     store): an ndarray without a Ray session; a ``DistributedArray`` whose blocks (by default the
     chunks, see the module docstring) are read on their nodes with one."""
     store, shown = _zarr_source(path_or_store)
     array = _open_zarr(store, shown)
     if current().executor.in_process:
-        try:
-            return np.asarray(array[...])
-        except Exception as err:
-            raise StorageError(f"cannot read '{shown}': {_first_line(err)}") from err
+        if np.dtype(array.dtype).hasobject:  # not numbers: read whole, as zarr gives it
+            try:
+                return np.asarray(array[...])
+            except Exception as err:
+                raise StorageError(f"cannot read '{shown}': {_first_line(err)}") from err
+        return ZarrArray(array, store, shown, missing_chunks)
     from zarr.storage import MemoryStore
 
     if isinstance(store, MemoryStore):

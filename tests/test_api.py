@@ -186,8 +186,12 @@ OPTION_ERRORS = [
     (
         {"blocks": 3},
         "unknown plan option 'blocks'; tensorc.einsum takes grid, block_shape, workers, "
-        "nodes, planner, node_memory",
+        "nodes, planner, node_memory, memory_limit",
     ),
+    ({"memory_limit": "lots"}, "memory_limit must be bytes or a size such as '768MB' or "
+     "'4GB', got 'lots'"),
+    ({"memory_limit": 0}, "memory_limit must be a positive number of bytes or a size such as "
+     "'4GB', got 0"),
     ({"optimize": [(0, 5)]}, "path step (0, 5) names positions outside 0..1 (or repeats one)"),
     ({"optimize": "fastest"}, "unknown optimize strategy 'fastest'"),
     ({"backend": "spark"}, "unknown backend 'spark'; choose one of local, ray (or None: the "

@@ -19,9 +19,29 @@ import numpy as np
 from tensorc.placement.blocks import block_bounds, default_blocking
 from tensorc.runtime import data_dependent as kernels
 from tensorc.runtime.executor import Executor, StatementPlanner
+from tensorc.runtime.local import DEFAULT_MEMORY_FRACTION, available_memory
 from tensorc.runtime.ray import arrays, data_dependent, plans, whole_array
 from tensorc.runtime.ray.block_program import run_block_dag_on_ray
 from tensorc.runtime.ray.statements import DRIVER_BYTES, RayStatementRun
+
+
+def node_memory_budget(nodes: int) -> int:
+    """The default budget of one node: a fraction of the smaller of Ray's ``memory``
+    resource of a node and this machine's available memory shared by the nodes on it."""
+    import ray
+
+    per_host: dict[str, list[float]] = {}
+    for node in ray.nodes():
+        if node.get("Alive"):
+            per_host.setdefault(node.get("NodeManagerAddress", ""), []).append(
+                float(node.get("Resources", {}).get("memory", 0.0)))
+    shares = []
+    local = available_memory()
+    for memories in per_host.values():
+        for memory in memories:
+            share = local / len(memories)
+            shares.append(min(memory, share) if memory else share)
+    return int(DEFAULT_MEMORY_FRACTION * min(shares or [local / max(nodes, 1)]))
 
 
 class RayExecutor(Executor):
@@ -34,6 +54,7 @@ class RayExecutor(Executor):
         self.cluster = cluster
         self.scheduler = scheduler
         """The session's placement, for units that do not name their own."""
+        self._default_memory: int | None = None
 
     @property
     def nodes(self) -> int:
@@ -42,6 +63,13 @@ class RayExecutor(Executor):
     @property
     def cpus(self) -> int:
         return self.cluster.total_cpus
+
+    def default_memory_limit(self) -> tuple[int, str]:
+        if self._default_memory is None:
+            self._default_memory = node_memory_budget(self.cluster.nodes)
+        return self._default_memory, (
+            f"the default: {DEFAULT_MEMORY_FRACTION:.0%} of each node's memory (Ray's "
+            "'memory' resource, shared among the nodes on one machine)")
 
     def plan_inputs(self, spec, operands: Sequence[object], plan_options: dict,
                     scheduler: str) -> tuple[dict, dict | None, int, tuple[str, ...]]:

@@ -42,6 +42,7 @@ from tensorc.planning.options import (
 from tensorc.planning.paths import normalise_optimize
 from tensorc.planning.plan import einsum_plan
 from tensorc.runtime.ray.arrays import DistributedArray
+from tensorc.stored import StoredArray, from_memmap
 
 NO_OPERANDS = object()
 """``einsum()`` called with nothing at all."""
@@ -54,9 +55,10 @@ def parse(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> EinsumSpec:
 
 
 def stand_in(operand: object) -> np.ndarray:
-    """The operand itself, or for a distributed array a 1-element array of its rank and
-    dtype (shape and dtype are all the front end needs; the data stays on the cluster)."""
-    if isinstance(operand, DistributedArray):
+    """The operand itself, or for a distributed or stored array a 1-element array of its
+    rank and dtype (shape and dtype are all the front end needs; the data stays on the
+    cluster or in its file)."""
+    if isinstance(operand, (DistributedArray, StoredArray)):
         return np.zeros((1,) * operand.ndim, dtype=operand.dtype)
     return np.asarray(operand)
 
@@ -91,12 +93,14 @@ def run_einsum(subscripts, operands: tuple, *, out, optimize, backend, dtype, or
     if call.executor.in_process and numpy_compat.delegate_to_numpy(arrays):
         return np.einsum(call.subscripts, *arrays, out=out, dtype=dtype, order=call.order,
                          casting=casting, optimize=numpy_compat.numpy_optimize(optimize))
-    call.shapes = tuple(op.shape if isinstance(op, DistributedArray) else a.shape
+    call.shapes = tuple(op.shape if isinstance(op, (DistributedArray, StoredArray)) else a.shape
                         for op, a in zip(call.operands, arrays, strict=True))
+    stored = any(isinstance(op, StoredArray) for op in call.operands)
     call.spec = parse(call.subscripts, call.shapes)
     optimize = normalise_optimize(optimize, len(arrays))
     shape = call.spec.output_shape()
-    recipe = views.view_recipe(call.spec) if out is None and call.executor.in_process else None
+    recipe = (views.view_recipe(call.spec)
+              if out is None and call.executor.in_process and not stored else None)
     if recipe is not None and (dtype is None or np.dtype(dtype) == arrays[0].dtype):
         return _view(arrays[0], recipe, fast_key)
     if out is not None and out.shape != shape:
@@ -138,6 +142,7 @@ def _checked(subscripts, operands: tuple, out, backend, order, casting,
     check_backend(backend)
     order = numpy_compat.normalise_order(order)
     check_casting(casting)
+    operands = tuple(_stored_memmap(op) for op in operands)
     executor = session.executor_for(backend, operands)
     arrays = [stand_in(op) for op in operands]
     numpy_compat.check_out(out)
@@ -151,12 +156,21 @@ def _plan_and_run(call: _Call, optimize, compute: np.dtype, result_type: np.dtyp
     is ``out`` when the final blocks could land there, else an array in numpy's memory
     order."""
     executor, arrays = call.executor, call.arrays
-    inputs = arrays if executor.in_process else list(call.operands)
+    if executor.in_process:
+        inputs = [op if isinstance(op, StoredArray) else a
+                  for op, a in zip(call.operands, arrays, strict=True)]
+    else:
+        inputs = list(call.operands)
+    budget, source = session.current().memory_budget(plan_options.get("memory_limit"))
+    plan_options = {**plan_options, "memory_limit": budget}
+    stored = {f"in{k}": op.chunks for k, op in enumerate(call.operands)
+              if isinstance(op, StoredArray)}
     options, placed, workers, orders = executor.plan_inputs(call.spec, inputs, plan_options,
                                                             call.scheduler)
     dtypes = tuple(a.dtype.str for a in arrays)
     plan, cached = einsum_plan(call.subscripts, call.spec, call.shapes, dtypes, orders, compute,
-                               optimize, options, default_workers=workers, placed=placed)
+                               optimize, options, default_workers=workers, placed=placed,
+                               stored=stored, memory_source=source)
     planned = time.perf_counter()
     target = None
     if executor.in_process:
@@ -172,6 +186,14 @@ def _plan_and_run(call: _Call, optimize, compute: np.dtype, result_type: np.dtyp
         plan_seconds=planned - started)
     record(stats)
     return result, plan, stats
+
+
+def _stored_memmap(operand: object) -> object:
+    """A contiguous numpy memmap becomes the file behind it, read block by block (its pages
+    are then never held resident by this process); any other operand is itself."""
+    if isinstance(operand, np.memmap):
+        return from_memmap(operand) or operand
+    return operand
 
 
 def _delivered(result: np.ndarray, out, result_type):

@@ -23,6 +23,7 @@ import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from tensorc import session
 from tensorc.frontend.tc_lower import Statement, Unrolled
 from tensorc.passes.base import PassContext, PassOptions
 from tensorc.planning.plan import Plan, PlanCache, plan_program
@@ -46,6 +47,8 @@ class Options:
     optimize: object = "auto"
     nodes: int | None = None
     planner: str = "auto"
+    memory_limit: int | None = None
+    """The budget of one worker in bytes (``None``: the session's)."""
 
 
 class StatementRunner:
@@ -60,7 +63,8 @@ class StatementRunner:
         (``None`` when each statement submitted its own)."""
 
     # -- planning ------------------------------------------------------------------------
-    def _context(self, statement: Statement, nodes: int = 1, placed=None) -> PassContext:
+    def _context(self, statement: Statement, nodes: int = 1, placed=None,
+                 stored: dict | None = None) -> PassContext:
         sizes = statement.program.size_of
         block = dict(statement.block)
         for name, count in self.options.grid:
@@ -70,6 +74,8 @@ class StatementRunner:
             if name in sizes:
                 block[name] = size
         orders = {d.name: "C" for d in statement.program.inputs}
+        budget, source = session.current().memory_budget(self.options.memory_limit)
+        inputs = statement.program.inputs
         return planning_context(PassOptions(
             optimize=self.options.optimize,
             workers=int(self.options.workers or available_cores()),
@@ -78,6 +84,9 @@ class StatementRunner:
             nodes=nodes,
             planner=self.options.planner,
             placed=placed,
+            memory_limit=budget,
+            memory_source=source,
+            stored={inputs[p].name: chunks for p, chunks in (stored or {}).items()},
         ))
 
     def plan(self, statement: Statement, nodes: int = 1, placed=None) -> Plan:
@@ -85,12 +94,14 @@ class StatementRunner:
         positions in ``placed`` already laid out there."""
         return self.cached_plan(statement, nodes, placed)[0]
 
-    def cached_plan(self, statement: Statement, nodes: int = 1,
-                    placed=None) -> tuple[Plan, bool]:
-        """:meth:`plan` and whether it came from the cache."""
-        ctx = self._context(statement, nodes, placed)
+    def cached_plan(self, statement: Statement, nodes: int = 1, placed=None,
+                    stored: dict | None = None) -> tuple[Plan, bool]:
+        """:meth:`plan` and whether it came from the cache; ``stored`` maps operand
+        positions read from storage to their chunk shapes."""
+        ctx = self._context(statement, nodes, placed, stored)
         key = (statement.program, tuple(sorted((ctx.options.block_shape or {}).items())), nodes,
-               None if not placed else tuple((p, s.key()) for p, s in sorted(placed.items())))
+               None if not placed else tuple((p, s.key()) for p, s in sorted(placed.items())),
+               ctx.options.memory_limit, tuple(sorted((stored or {}).items())))
         plan = self.plans.get(key)
         if plan is not None:
             return plan, True

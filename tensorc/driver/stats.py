@@ -34,7 +34,8 @@ def program_stats(statements: Sequence[tuple[str, dict]], *, backend: str,
                   seconds: float, remote_calls: int | None = None) -> dict:
     """One ``.tc`` program run's statistics from its statements' (label, stats): counts,
     bytes and seconds summed over the statements (per node too), the busiest node of
-    those sums, the peak memory of any statement, each statement's own stats under
+    those sums, the peak memory of any statement (modelled, measured and its budget), each
+    statement's own stats under
     ``statements`` and how many small ones ran on the driver (``statements_on_driver``).
     ``seconds`` is the whole run, wall clock; ``remote_calls``, when given, the calls the run
     submitted (its statements' calls merged), in place of their sum."""
@@ -60,6 +61,11 @@ def program_stats(statements: Sequence[tuple[str, dict]], *, backend: str,
         total["measured_max_node_recv_bytes"] = max(total["measured_node_recv_bytes"])
     peaks = [s["max_node_memory_bytes"] for s in runs if s.get("max_node_memory_bytes")]
     total["max_node_memory_bytes"] = max(peaks) if peaks else None
+    for key in ("memory_limit_bytes", "modelled_peak_bytes", "peak_rss_bytes"):
+        values = [s[key] for s in runs if s.get(key) is not None]
+        total[key] = max(values) if values else None
+    before = [s["rss_before_bytes"] for s in runs if s.get("rss_before_bytes") is not None]
+    total["rss_before_bytes"] = min(before) if before else None
     for key in ("scheduler", "nodes"):
         values = {s.get(key) for s in runs}
         total[key] = values.pop() if len(values) == 1 else None

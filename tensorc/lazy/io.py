@@ -25,9 +25,12 @@ def save(path, x, /) -> str:
     return storage.write_npy(path, _stored(x))
 
 
-def from_zarr(path_or_store, *, block_shape=None, grid=None) -> Array:
-    """The zarr array at ``path_or_store`` (chunks become blocks where they fit)."""
-    return wrap(leaf(storage.read_zarr(path_or_store, block_shape=block_shape, grid=grid)))
+def from_zarr(path_or_store, *, block_shape=None, grid=None, missing_chunks="error") -> Array:
+    """The zarr array at ``path_or_store`` (chunks become blocks where they fit), read block
+    by block by the tasks that use it. A missing chunk file is an error unless
+    ``missing_chunks="fill"`` (zarr's reading: the fill value)."""
+    return wrap(leaf(storage.read_zarr(path_or_store, block_shape=block_shape, grid=grid,
+                                       missing_chunks=missing_chunks)))
 
 
 def to_zarr(x, path, /, *, chunks=None) -> str:

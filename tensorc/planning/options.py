@@ -10,6 +10,8 @@ option value hashable for plan-cache keys.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from tensorc.errors import ParseError, PlanError, UnknownOptionError
@@ -17,7 +19,8 @@ from tensorc.passes.base import PassOptions
 from tensorc.placement.schedule import SCHEDULERS
 from tensorc.planning.planners import PLANNERS
 
-PLAN_OPTIONS = ("grid", "block_shape", "workers", "nodes", "planner", "node_memory")
+PLAN_OPTIONS = ("grid", "block_shape", "workers", "nodes", "planner", "node_memory",
+                "memory_limit")
 BACKENDS = ("local", "ray")
 
 CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
@@ -46,7 +49,33 @@ def check_plan_options(plan_options: dict) -> dict:
     workers = plan_options.get("workers")
     if workers is not None and not _positive_int(workers):
         raise PlanError(f"workers must be a positive integer, got {workers!r}")
+    if plan_options.get("memory_limit") is not None:
+        plan_options["memory_limit"] = memory_bytes(plan_options["memory_limit"])
     return plan_options
+
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def memory_bytes(value: object, what: str = "memory_limit") -> int:
+    """A memory size in bytes: a positive integer, or a string such as ``"768MB"``,
+    ``"4 GB"``, ``"1.5GiB"`` (decimal units KB/MB/GB/TB, binary KiB/MiB/GiB/TiB, as Dask
+    and cubed read them)."""
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", value)
+        unit = match.group(2).upper() if match else None
+        if match is None or unit not in _UNITS:
+            raise PlanError(f"{what} must be bytes or a size such as '768MB' or '4GB', got "
+                            f"{value!r}")
+        value = float(match.group(1)) * _UNITS[unit]
+        if value < 1:
+            raise PlanError(f"{what} must be at least one byte, got {value!r}")
+        return int(value)
+    if not _positive_int(value):
+        raise PlanError(f"{what} must be a positive number of bytes or a size such as "
+                        f"'4GB', got {value!r}")
+    return int(value)
 
 
 def check_backend(backend: object) -> None:
@@ -83,7 +112,8 @@ def freeze(option: object) -> object:
 
 
 def pass_options(plan_options: dict, optimize: object, orders: dict[str, str], *,
-                 default_workers: int, placed: dict | None = None) -> PassOptions:
+                 default_workers: int, placed: dict | None = None,
+                 stored: dict | None = None, memory_source: str = "") -> PassOptions:
     """The :class:`PassOptions` of checked plan options."""
     return PassOptions(
         optimize=optimize,
@@ -95,4 +125,7 @@ def pass_options(plan_options: dict, optimize: object, orders: dict[str, str], *
         planner=plan_options.get("planner") or "auto",
         node_memory=plan_options.get("node_memory"),
         placed=placed,
+        memory_limit=plan_options.get("memory_limit"),
+        memory_source=memory_source,
+        stored=stored or {},
     )

@@ -27,6 +27,7 @@ from tensorc.passes.pipeline import run_pipeline
 from tensorc.planning.blocking import choose_blocking, scan_indices
 from tensorc.planning.cost import machine
 from tensorc.planning.distribution import DEFAULT_NODE_MEMORY, Problem
+from tensorc.planning.memory_fit import MemoryModel, fit_blocking
 from tensorc.planning.options import PLAN_OPTIONS, freeze, pass_options
 from tensorc.planning.plan_cost import subtree_seconds
 from tensorc.planning.planners import search
@@ -51,6 +52,10 @@ class Plan:
     distribution: DistributedPlan | None = None
     """The distributed plan (nodes > 1): grid, modelled schedule, bound, search outcome."""
     problem: Problem | None = None
+    memory: MemoryModel | None = None
+    """The modelled memory of a local run against its budget (``memory_limit``)."""
+    memory_source: str = ""
+    """Where the budget came from (a call's ``memory_limit=``, ``tc.init``, the default)."""
     runs: OrderedDict = field(default_factory=OrderedDict, repr=False, compare=False)
     """What the runtime derived from this plan per input layout it met (a schedule and its
     staged calls): plans are immutable, so a repeated call reuses them."""
@@ -76,6 +81,11 @@ class Plan:
             f"  output blocks {len(self.graph.outputs)}, max width {self.stats['max_width']}"
         )
         lines.append(f"  flops {self.stats['flops']}")
+        if self.memory is not None:
+            lines.append("== memory ==")
+            lines.append(f"  {self.memory.describe()}")
+            if self.memory_source:
+                lines.append(f"  budget from {self.memory_source}")
         if self.distribution is not None:
             lines.append("== distribution ==")
             lines.extend(f"  {line}" for line in describe_distribution(self.distribution))
@@ -137,7 +147,7 @@ def plan_program(
     compute_dtype = program.dtype
     subscripts = name
     final, stages = run_pipeline(program, ctx)
-    distribution = problem = None
+    distribution = problem = memory = None
     if ctx.options.nodes > 1:
         problem, distribution = plan_distribution(subscripts, final, ctx)
         counts = distribution.candidate.counts
@@ -151,8 +161,12 @@ def plan_program(
         )
         graph = distribution.modelled.graph
     else:
-        blocking = choose_blocking(final, ctx)
-        graph = lower_to_tasks(final, blocking)
+        forced = ctx.options.grid is not None or ctx.options.block_shape is not None
+        what = f"einsum {subscripts!r}" if spec is not None else f"statement {subscripts!r}"
+        blocking, graph, memory = fit_blocking(
+            final, choose_blocking(final, ctx), budget=ctx.options.memory_limit,
+            stored=ctx.options.stored, workers=ctx.options.workers, what=what,
+            lower=lower_to_tasks, refine=not forced)
     graph.verify()
     stats = {
         **graph.summary(),
@@ -161,8 +175,11 @@ def plan_program(
         "dtype": str(np.dtype(compute_dtype)),
         **_distribution_stats(final, blocking, ctx, distribution),
     }
+    if memory is not None:
+        stats["memory_limit_bytes"] = memory.budget
+        stats["modelled_peak_bytes"] = memory.peak
     plan = Plan(subscripts, spec, final, stages, list(ctx.notes), blocking, graph, stats,
-                distribution, problem)
+                distribution, problem, memory, ctx.options.memory_source)
     debug.log(1, f"planned {subscripts!r}: {stats['tasks']} tasks, "
                  f"{stats['plan_seconds'] * 1e3:.2f} ms, blocking {stats['blocking']}")
     debug.dump(f"plan-{graph.name}.txt", plan.explain())
@@ -261,11 +278,15 @@ def einsum_plan(
     *,
     default_workers: int,
     placed: dict | None = None,
+    stored: dict | None = None,
+    memory_source: str = "",
 ) -> tuple[Plan, bool]:
     """The plan of an einsum (checked options), from :data:`EINSUM_PLANS` when it has one;
     returns ``(plan, cached)``. ``orders`` is each operand's memory order (``"C"``, ``"F"``,
     ``"other"``); ``placed`` maps operand positions to the
-    :class:`~tensorc.placement.blocks.Blocks` layout of operands already on the cluster."""
+    :class:`~tensorc.placement.blocks.Blocks` layout of operands already on the cluster;
+    ``stored`` maps input names (``in0``, ...) of operands read from storage to their chunk
+    shapes; ``memory_source`` says where ``memory_limit`` came from (``explain()``)."""
     key = (
         subscripts,
         shapes,
@@ -277,13 +298,15 @@ def einsum_plan(
         default_workers if not plan_options.get("workers") else None,
         None if not placed else tuple((p, s.key()) for p, s in sorted(placed.items())),
         machine() if plan_options.get("nodes", 1) and plan_options.get("nodes", 1) > 1 else None,
+        None if not stored else tuple(sorted(stored.items())),
     )
     plan = EINSUM_PLANS.get(key)
     if plan is not None:
         return plan, True
     options = pass_options(
         plan_options, optimize, {f"in{k}": order for k, order in enumerate(orders)},
-        default_workers=default_workers, placed=placed,
+        default_workers=default_workers, placed=placed, stored=stored,
+        memory_source=memory_source,
     )
     plan = build_plan(subscripts, spec, shapes, dtypes, compute_dtype.str,
                       planning_context(options))

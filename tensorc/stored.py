@@ -1,0 +1,265 @@
+"""Arrays that stay in their file or store and are read block by block.
+
+Contract: a :class:`StoredArray` stands for an array on disk: ``.npy`` (:class:`NpyFile`, also
+what a numpy memmap passed to ``tc.einsum`` becomes) or zarr (:class:`ZarrArray`). It has
+the array's ``shape``, ``dtype`` and ``chunks`` (the unit a read never splits: zarr's chunks
+or shards; for ``.npy`` one element: any block reads only its own bytes) and reads nothing
+until a task asks:
+
+- :meth:`StoredArray.read` ``(slices)`` returns that block as a fresh C-ordered ndarray
+  (Fortran-ordered ``.npy`` files give an F-ordered block), read straight from the file with
+  positioned reads (``.npy``: no memory map, so pages read are not kept resident by this
+  process) or through zarr (only the chunks the block touches);
+- ``np.asarray(stored)`` reads it whole (an operation that needs the whole array);
+- it pickles as its path (a Ray node worker reopens it there), so a block is read by the task
+  that needs it, wherever that runs;
+- every failure is a :class:`~tensorc.errors.StorageError` naming the path and, for zarr, the
+  chunk: a missing chunk file (zarr would silently read it as the fill value; a deleted or
+  half-copied chunk is data loss, so tensorc refuses it unless the array was opened with
+  ``missing_chunks="fill"``, for stores that omit chunks holding only the fill value), a
+  corrupt or truncated chunk, a store deleted while it is read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import mmap
+import os
+import threading
+
+import numpy as np
+
+from tensorc.errors import StorageError
+
+MISSING_CHUNKS = ("error", "fill")
+
+
+class StoredArray:
+    """An array in a file or store, read block by block (see the module docstring)."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    chunks: tuple[int, ...]
+    shown: str
+    """How messages name the file or store."""
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def read(self, slices: tuple[slice, ...]) -> np.ndarray:
+        """Block ``slices`` (unit-step slices, one per dimension) as a fresh ndarray."""
+        raise NotImplementedError
+
+    def whole(self) -> tuple[slice, ...]:
+        return tuple(slice(0, n) for n in self.shape)
+
+    def __array__(self, dtype=None, copy=None):
+        value = self.read(self.whole())
+        return value if dtype is None else value.astype(dtype, copy=False)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d stored array")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self.shown!r}, shape={self.shape}, "
+                f"dtype={self.dtype}, chunks={self.chunks})")
+
+
+def _runs(shape: tuple[int, ...], slices: tuple[slice, ...]) -> tuple[int, int]:
+    """``(leading dimensions iterated, elements per contiguous run)`` of a C-ordered block
+    ``slices`` of an array of ``shape``: trailing dimensions read whole merge into one run."""
+    split = len(shape)
+    run = 1
+    while split > 0:
+        d = split - 1
+        extent = slices[d].stop - slices[d].start
+        run *= extent
+        split = d
+        if extent != shape[d]:
+            break
+    return split, run
+
+
+class NpyFile(StoredArray):
+    """A ``.npy`` file's data (or any raw C- or F-ordered array at ``offset`` of a file)."""
+
+    def __init__(self, path: str, shape, dtype, offset: int, fortran: bool = False,
+                 shown: str | None = None) -> None:
+        self.path = os.path.abspath(path)
+        self.shape = tuple(int(n) for n in shape)
+        self.dtype = np.dtype(dtype)
+        self.offset = int(offset)
+        self.fortran = bool(fortran)
+        self.chunks = (1,) * len(self.shape)  # any block reads only its own bytes
+        self.shown = shown or path
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_fd"] = None
+        state["_lock"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            os.close(fd)
+
+    def _descriptor(self) -> int:
+        with self._lock:
+            if self._fd is None:
+                try:
+                    self._fd = os.open(self.path, os.O_RDONLY)
+                except FileNotFoundError as err:
+                    raise StorageError(f"cannot read '{self.shown}': no such file (it was "
+                                       "removed after it was opened)") from err
+                except OSError as err:
+                    raise StorageError(f"cannot read '{self.shown}': {err.strerror}") from err
+            return self._fd
+
+    def read(self, slices: tuple[slice, ...]) -> np.ndarray:
+        if self.fortran:  # the file holds the transpose in C order
+            shape, slices = self.shape[::-1], tuple(reversed(slices))
+        else:
+            shape = self.shape
+        extent = tuple(s.stop - s.start for s in slices)
+        out = np.empty(extent, dtype=self.dtype)
+        if out.size:
+            self._read_into(out, shape, slices)
+        return out.T if self.fortran else out
+
+    def _read_into(self, out: np.ndarray, shape, slices) -> None:
+        fd = self._descriptor()
+        itemsize = self.dtype.itemsize
+        split, run = _runs(shape, slices)
+        run_bytes = run * itemsize
+        strides = [itemsize * math.prod(shape[d + 1:]) for d in range(len(shape))]
+        base = self.offset + sum(s.start * st for s, st in zip(slices, strides, strict=True))
+        buffer = memoryview(out.reshape(-1).view(np.uint8))
+        leading = [range(s.stop - s.start) for s in slices[:split]]
+        for position, index in enumerate(itertools.product(*leading)):
+            at = base + sum(i * st for i, st in zip(index, strides, strict=False))
+            view = buffer[position * run_bytes:(position + 1) * run_bytes]
+            got = 0
+            while got < run_bytes:
+                try:
+                    count = os.preadv(fd, [view[got:]], at + got)
+                except OSError as err:
+                    raise StorageError(f"cannot read '{self.shown}': {err.strerror}") from err
+                if count == 0:
+                    raise StorageError(f"'{self.shown}' is truncated: it ends at byte "
+                                       f"{at + got}, inside the data its header describes")
+                got += count
+
+
+def from_memmap(array: np.memmap) -> NpyFile | None:
+    """The file behind a contiguous numpy memmap, read with positioned reads; ``None`` when
+    the memmap is not contiguous or has no file name (then it is used as an array)."""
+    filename = getattr(array, "filename", None)
+    mapped = getattr(array, "_mmap", None)
+    if not filename or not isinstance(mapped, mmap.mmap) or array.dtype.hasobject:
+        return None
+    if not (array.flags.c_contiguous or array.flags.f_contiguous) or array.ndim == 0:
+        return None
+    start = array.offset - array.offset % mmap.ALLOCATIONGRANULARITY
+    mapped_at = np.frombuffer(mapped, dtype=np.uint8).ctypes.data
+    file_offset = start + (array.ctypes.data - mapped_at)
+    fortran = not array.flags.c_contiguous
+    return NpyFile(filename, array.shape, array.dtype, file_offset, fortran, shown=filename)
+
+
+class ZarrArray(StoredArray):
+    """A zarr array (v2 or v3), read through zarr, chunk-aligned blocks at a time."""
+
+    def __init__(self, array, location, shown: str, missing_chunks: str = "error") -> None:
+        if missing_chunks not in MISSING_CHUNKS:
+            raise StorageError(f"missing_chunks must be 'error' or 'fill', got "
+                               f"{missing_chunks!r}")
+        self.location = location  # a path, URL or store zarr opens
+        self.shown = shown
+        self.shape = tuple(int(n) for n in array.shape)
+        self.dtype = np.dtype(array.dtype)
+        shards = getattr(array, "shards", None)
+        self.chunks = tuple(int(c) for c in (shards or array.chunks))
+        self.missing_chunks = missing_chunks
+        self._array = array
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_array"] = None
+        return state
+
+    def _opened(self):
+        if self._array is None:
+            import zarr
+
+            try:
+                self._array = zarr.open_array(self.location, mode="r")
+            except Exception as err:
+                raise StorageError(f"cannot open '{self.shown}': {_first_line(err)}") from err
+        return self._array
+
+    def chunk_range(self, slices: tuple[slice, ...]):
+        """The chunk coordinates block ``slices`` touches."""
+        return itertools.product(*(range(s.start // c, max(s.start // c, (s.stop - 1) // c) + 1)
+                                   for s, c in zip(slices, self.chunks, strict=True)))
+
+    def _check_chunks(self, array, slices) -> None:
+        """Refuse a block whose chunk files are missing (see the module docstring)."""
+        if self.missing_chunks == "fill" or not isinstance(self.location, str):
+            return
+        encode = getattr(array.metadata, "encode_chunk_key", None)
+        if encode is None or "://" in self.location:
+            return
+        if not os.path.isdir(self.location):
+            raise StorageError(f"cannot read '{self.shown}': the store is gone (no such "
+                               "directory; it was removed after it was opened)")
+        for coords in self.chunk_range(slices):
+            key = encode(coords)
+            if not os.path.exists(os.path.join(self.location, key)):
+                raise StorageError(
+                    f"cannot read '{self.shown}': chunk {tuple(coords)} ('{key}') is missing; "
+                    "if the store omits chunks that hold only the fill value, open it with "
+                    "tc.from_zarr(..., missing_chunks='fill')")
+
+    def read(self, slices: tuple[slice, ...]) -> np.ndarray:
+        array = self._opened()
+        self._check_chunks(array, slices)
+        try:
+            return np.asarray(array[slices])
+        except Exception as err:  # noqa: BLE001 - named by chunk below
+            raise StorageError(self._failure(array, slices, err)) from err
+
+    def _failure(self, array, slices, err) -> str:
+        """The message of a failed block read, naming the first chunk that fails alone."""
+        for coords in self.chunk_range(slices):
+            where = tuple(slice(c * k, min((c + 1) * k, n))
+                          for c, k, n in zip(coords, self.chunks, self.shape, strict=True))
+            try:
+                array[where]
+            except Exception as chunk_err:  # noqa: BLE001 - reported
+                return (f"cannot read '{self.shown}': chunk {tuple(coords)} is corrupt or "
+                        f"unreadable ({type(chunk_err).__name__}: {_first_line(chunk_err)})")
+        return f"cannot read '{self.shown}': {type(err).__name__}: {_first_line(err)}"
+
+
+def _first_line(err) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

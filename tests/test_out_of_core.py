@@ -1,0 +1,186 @@
+"""More data than memory: stored inputs stream through a plan within its memory budget.
+
+A ~256 MB zarr input runs under ``memory_limit="32MB"`` in a fresh process, whose peak
+resident memory (the kernel's high-water mark) must grow by at most 1.5× the budget plus a
+fixed allowance, with results equal to numpy's. Bad input gets a clear error and leaves
+nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import zarr
+
+import tensorc as tc
+from tensorc import session
+from tensorc.errors import MemoryLimitError, PlanError, StorageError
+from tensorc.planning.options import memory_bytes
+from tensorc.stored import NpyFile, ZarrArray
+
+CHILD = os.path.join(os.path.dirname(__file__), "clients", "out_of_core_child.py")
+ALLOWANCE = 48 << 20
+"""Resident memory a run may add beyond 1.5× its budget: thread stacks, the plan, zarr's
+event loop and codec buffers on first use."""
+
+
+@pytest.fixture(scope="module")
+def big_store(tmp_path_factory):
+    """A 256 × 256 × 512 float64 zarr array (256 MiB), chunks 32 × 64 × 512 (8 MiB)."""
+    path = str(tmp_path_factory.mktemp("ooc") / "x.zarr")
+    z = zarr.create_array(path, shape=(256, 256, 512), chunks=(32, 64, 512), dtype="f8",
+                          compressors=None)
+    for i in range(0, 256, 32):
+        z[i:i + 32] = np.random.default_rng(i).random((32, 256, 512))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["einsum", "program", "gram"])
+def test_a_store_eight_times_the_budget_streams_within_it(big_store, kind):
+    path = big_store if kind != "gram" else _tall(big_store)
+    done = subprocess.run([sys.executable, CHILD, path, kind, "32MB"], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["ok"]
+    assert report["budget"] == 32 * 10**6
+    assert report["modelled"] <= report["budget"]
+    assert report["growth"] <= 1.5 * report["budget"] + ALLOWANCE, report
+
+
+def _tall(big_store) -> str:
+    """A 32768 × 64 float64 matrix (16 MiB) beside the cube, chunks of 2048 rows."""
+    path = os.path.join(os.path.dirname(big_store), "tall.zarr")
+    if not os.path.exists(path):
+        z = zarr.create_array(path, shape=(32768, 64), chunks=(2048, 64), dtype="f8",
+                              compressors=None)
+        z[:] = np.random.default_rng(3).random((32768, 64))
+    return path
+
+
+@pytest.fixture
+def small_store(tmp_path):
+    value = np.random.default_rng(0).random((64, 48, 40))
+    path = str(tmp_path / "s.zarr")
+    z = zarr.create_array(path, shape=value.shape, chunks=(16, 16, 40), dtype="f8",
+                          compressors=None)
+    z[:] = value
+    return path, value
+
+
+def test_stored_operands_equal_numpy_and_blocks_align_with_chunks(small_store, tmp_path):
+    path, value = small_store
+    rng = np.random.default_rng(1)
+    b, c, y = rng.random((64, 5)), rng.random((48, 5)), rng.random((48, 40, 5))
+    x = tc.from_zarr(path)
+    got = np.asarray(tc.einsum("ijk,if,jf->if", x, b, c, memory_limit="1MB"))
+    np.testing.assert_allclose(got, np.einsum("ijk,if,jf->if", value, b, c))
+    stats = tc.last_stats()
+    blocks = dict(part.split(": ") for part in stats["blocking"].split(", "))
+    assert int(blocks["i"].split("/")[1].split(" ")[0]) % 16 == 0  # whole chunks
+    assert int(blocks["j"].split("/")[1].split(" ")[0]) % 16 == 0
+    assert stats["modelled_peak_bytes"] <= stats["memory_limit_bytes"] == 10**6
+    assert stats["peak_rss_bytes"] >= stats["rss_before_bytes"] > 0
+    got = np.asarray(tc.einsum("ijk,jkf->if", x, y, memory_limit="2MB"))
+    np.testing.assert_allclose(got, np.einsum("ijk,jkf->if", value, y))
+    np.save(tmp_path / "x.npy", np.asfortranarray(value))
+    loaded = tc.load(tmp_path / "x.npy")
+    assert isinstance(loaded.value(), NpyFile)
+    np.testing.assert_allclose(np.asarray(tc.einsum("ijk->kj", loaded, memory_limit="1MB")),
+                               value.sum(axis=0).T)
+    mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
+    np.testing.assert_allclose(tc.einsum("ijk,if->kf", mapped, b, memory_limit="1MB"),
+                               np.einsum("ijk,if->kf", value, b))
+
+
+def test_explain_shows_the_modelled_peak_next_to_the_budget():
+    plan = tc.plan("ij,jk->ik", (2000, 2000), (2000, 2000), memory_limit="64MB")
+    text = plan.explain()
+    assert "== memory ==" in text
+    assert "of a 64 MB budget (result 32 MB" in text
+    assert plan.stats["modelled_peak_bytes"] <= 64 * 10**6
+
+
+def test_a_budget_too_small_is_refused_before_anything_runs(small_store):
+    path, _ = small_store
+    x = tc.from_zarr(path)
+    with pytest.raises(MemoryLimitError) as info:
+        tc.einsum("ijk,if->if", x, np.ones((64, 3)), memory_limit="100kB")
+    message = str(info.value)
+    assert message.startswith("memory_limit 100 kB is too small for einsum 'ijk,if->if': "
+                              "even at its finest blocking (")
+    assert "give memory_limit of at least" in message
+    need = message.split("give memory_limit of at least ")[1].split(",")[0]
+    np.asarray(tc.einsum("ijk,if->if", x, np.ones((64, 3)),
+                         memory_limit=need.replace(" ", "")))  # the named budget works
+    assert isinstance(info.value, PlanError) and isinstance(info.value, MemoryError)
+
+
+def test_memory_limit_reads_sizes_like_dask_and_cubed():
+    assert memory_bytes("768MB") == 768 * 10**6
+    assert memory_bytes("1.5 GiB") == 3 * 2**29
+    assert memory_bytes(4096) == 4096
+    with pytest.raises(PlanError, match="memory_limit must be bytes or a size such as"):
+        memory_bytes("4 parsecs")
+
+
+def test_the_session_sets_the_budget_and_a_call_overrides_it():
+    try:
+        tc.init(backend="local", memory_limit="3GB")
+        assert session.current().memory_budget() == (3 * 10**9,
+                                                     "the session's memory_limit (tc.init)")
+        assert session.current().memory_budget(5)[0] == 5
+        plan = tc.plan("ij,jk->ik", (10, 10), (10, 10))
+        assert plan.stats["memory_limit_bytes"] == 3 * 10**9
+    finally:
+        tc.shutdown()
+    budget, source = session.current().memory_budget()
+    assert budget > 0 and source.startswith("the default: 60% of the memory available")
+
+
+def test_a_missing_chunk_is_an_error_naming_it_unless_fill_is_asked(small_store):
+    path, value = small_store
+    os.remove(os.path.join(path, "c", "1", "2", "0"))
+    x = tc.from_zarr(path)
+    with pytest.raises(StorageError, match=r"chunk \(1, 2, 0\) \('c/1/2/0'\) is missing; if "
+                       "the store omits chunks"):
+        tc.einsum("ijk->i", x)
+    filled = np.asarray(tc.einsum("ijk->i", tc.from_zarr(path, missing_chunks="fill")))
+    expected = value.copy()
+    expected[16:32, 32:48] = 0
+    np.testing.assert_allclose(filled, expected.sum(axis=(1, 2)))
+
+
+def test_a_corrupt_chunk_and_a_deleted_store_are_errors_naming_them(small_store):
+    path, _ = small_store
+    with open(os.path.join(path, "c", "2", "0", "0"), "wb") as chunk:
+        chunk.write(b"not a chunk")
+    x = tc.from_zarr(path)
+    with pytest.raises(StorageError, match=r"chunk \(2, 0, 0\) is corrupt or unreadable"):
+        tc.einsum("ijk->i", x)
+    shutil.rmtree(path)
+    with pytest.raises(StorageError, match=r"the store is gone \(no such directory"):
+        tc.einsum("ijk->j", x)
+
+
+def test_a_truncated_npy_read_block_by_block_names_the_file(tmp_path):
+    np.save(tmp_path / "t.npy", np.ones((100, 100)))
+    stored = NpyFile(str(tmp_path / "t.npy"), (200, 100), np.float64, 128)
+    with pytest.raises(StorageError, match=r"t.npy' is truncated: it ends at byte"):
+        stored.read((slice(150, 200), slice(0, 100)))
+
+
+def test_stored_arrays_pickle_as_their_path(small_store):
+    import pickle
+
+    path, value = small_store
+    stored = tc.from_zarr(path).value()
+    assert isinstance(stored, ZarrArray)
+    again = pickle.loads(pickle.dumps(stored))
+    np.testing.assert_array_equal(again.read((slice(0, 16), slice(0, 16), slice(0, 40))),
+                                  value[:16, :16])
