@@ -49,6 +49,9 @@ class PassOptions:
     blocks read or copied, intermediates and the result (``None``: no budget)."""
     memory_source: str = ""
     """Where ``memory_limit`` came from, for ``explain()``."""
+    sink_chunks: tuple[int, ...] | None = None
+    """Set when the result streams to a sink (written block by block, never held whole):
+    the sink's chunk shape, which the result's blocks align with (``()``: any blocks)."""
     stored: dict[str, tuple[int, ...]] = field(default_factory=dict)
     """Input name → chunk shape, for inputs read from storage block by block (blocks align
     with these chunks; their reads count against ``memory_limit``)."""

@@ -39,7 +39,7 @@ class StatementPlanner(Protocol):
     """The program's plan options (``workers``, ``nodes``, ...)."""
 
     def cached_plan(self, statement, nodes: int = 1, placed=None,
-                    stored: dict | None = None) -> tuple[Any, bool]:
+                    stored: dict | None = None, sink_chunks=None) -> tuple[Any, bool]:
         """One statement's plan for ``nodes`` nodes and whether it was cached (``stored``:
         operand positions read from storage → their chunk shapes)."""
         ...
@@ -96,10 +96,13 @@ class Executor(ABC):
         planning time) go into the statistics."""
 
     @abstractmethod
-    def run_statements(self, planner: StatementPlanner, unrolled, arrays: dict
-                       ) -> tuple[dict, list, int | None]:
+    def run_statements(self, planner: StatementPlanner, unrolled, arrays: dict,
+                       sinks: dict) -> tuple[dict, list, int | None]:
         """Run a statement program on ``arrays`` (inputs by label): ``({output label:
-        value}, [(label, statistics)], merged node calls or None)``."""
+        value}, [(label, statistics)], merged node calls or None)``. An output label in
+        ``sinks`` is written block by block to its :class:`~tensorc.stored.BlockSink`
+        where the executor can (its value is then ``None``), else computed and written
+        whole."""
 
     @abstractmethod
     def run_block_program(self, program, dag, inputs: dict, bounds, *, scheduler: str,

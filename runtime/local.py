@@ -70,9 +70,9 @@ class LocalExecutor(Executor):
         return out, statements.local_stats(plan, pool.last_run, cached=cached,
                                            plan_seconds=seconds)
 
-    def run_statements(self, planner: StatementPlanner, unrolled, arrays: dict
-                       ) -> tuple[dict, list, int | None]:
-        values, ran = statements.run_statements_here(planner, unrolled, arrays)
+    def run_statements(self, planner: StatementPlanner, unrolled, arrays: dict,
+                       sinks: dict) -> tuple[dict, list, int | None]:
+        values, ran = statements.run_statements_here(planner, unrolled, arrays, sinks)
         return values, ran, None
 
     def run_block_program(self, program, dag, inputs: dict, bounds, *, scheduler: str,

@@ -22,14 +22,23 @@ from tensorc.frontend.tc_lower import Statement, Unrolled
 from tensorc.planning.plan import Plan
 from tensorc.progress import Progress
 from tensorc.runtime.task_pool import TaskPool, admission_budget
-from tensorc.stored import StoredArray
+from tensorc.stored import BlockSink, StoredArray
 
 
-def run_statements_here(planner, unrolled: Unrolled, arrays: dict) -> tuple[dict, list]:
+def run_statements_here(planner, unrolled: Unrolled, arrays: dict,
+                        sinks: dict | None = None) -> tuple[dict, list]:
     """Run ``unrolled`` on ``arrays`` (inputs by label) in this process, statement by
-    statement in SSA order: ``({output label: ndarray}, [(label, statistics)])``."""
+    statement in SSA order: ``({output label: ndarray}, [(label, statistics)])``. An IR
+    statement whose label is in ``sinks`` and that no later statement reads writes its
+    blocks to that :class:`~tensorc.stored.BlockSink` as they complete (its value is
+    ``None``); any other sink gets the whole value written."""
     nodes = planner.options.nodes or 1
     layouts = planner.plan_layouts(unrolled, nodes) if nodes > 1 else None
+    sinks = dict(sinks or {})
+    read = {label for st in unrolled.statements for label in st.operands}
+    streamed = {st.label for st in unrolled.statements
+                if st.label in sinks and st.program is not None and st.label not in read
+                and layouts is None}
     env: dict[str, object] = dict(arrays)
     ran: list[tuple[str, dict]] = []
     planned: dict[str, tuple[Plan, bool, float]] = {}
@@ -42,7 +51,10 @@ def run_statements_here(planner, unrolled: Unrolled, arrays: dict) -> tuple[dict
         else:
             stored = {k: env[label].chunks for k, label in enumerate(statement.operands)
                       if isinstance(env.get(label), StoredArray)}
-            plan, cached = planner.cached_plan(statement, stored=stored)
+            sink = sinks.get(statement.label) if statement.label in streamed else None
+            plan, cached = planner.cached_plan(
+                statement, stored=stored,
+                sink_chunks=None if sink is None else (sink.chunks or ()))
         seconds = time.perf_counter() - started
         planned[statement.label] = (plan, cached,
                                     seconds if cached else plan.stats["plan_seconds"])
@@ -58,21 +70,46 @@ def run_statements_here(planner, unrolled: Unrolled, arrays: dict) -> tuple[dict
             plan, cached, seconds = planned[statement.label]
             env[statement.label], stats = run_here(
                 statement, plan, [env[label] for label in statement.operands],
-                cached=cached, plan_seconds=seconds, workers=planner.options.workers)
+                cached=cached, plan_seconds=seconds, workers=planner.options.workers,
+                sink=sinks.pop(statement.label) if statement.label in streamed else None)
             ran.append((statement.label, stats))
             progress.advance(plan.stats["tasks"])
+    for label, sink in sinks.items():  # computed whole: written whole
+        write_whole(sink, np.asarray(env[label]))
+        env[label] = None
     return {label: env[label] for label in output_labels(unrolled)}, ran
 
 
+def write_whole(sink: BlockSink, value: np.ndarray) -> None:
+    """A value computed whole, written to ``sink`` as one block."""
+    sink.open(value.shape)
+    sink.write(tuple(slice(0, n) for n in value.shape), value.astype(sink.dtype, copy=False))
+
+
 def run_here(statement: Statement, plan: Plan, operands: list, *, cached: bool,
-              plan_seconds: float, workers) -> tuple[np.ndarray, dict]:
+             plan_seconds: float, workers, sink: BlockSink | None = None
+             ) -> tuple[np.ndarray | None, dict]:
     """One IR statement on the local executor: its value in the statement's dtype, and
-    its statistics."""
-    out = np.empty(statement.shape, dtype=plan.graph.dtype)
+    its statistics; with a ``sink``, its blocks written there instead (value ``None``)."""
     pool = TaskPool(workers, admission_budget(plan))
+    if sink is not None:
+        sink.open(output_block_shape(plan))
+        pool.run(plan.graph, None, operands, sink)
+        return None, local_stats(plan, pool.last_run, cached=cached, plan_seconds=plan_seconds)
+    out = np.empty(statement.shape, dtype=plan.graph.dtype)
     pool.run(plan.graph, None, operands, out)
     stats = local_stats(plan, pool.last_run, cached=cached, plan_seconds=plan_seconds)
     return (out if out.dtype == statement.dtype else out.astype(statement.dtype)), stats
+
+
+def output_block_shape(plan: Plan) -> tuple[int, ...]:
+    """The block shape of a plan's result (its first output block's extent, which regular
+    blockings share)."""
+    shape = plan.graph.output_shape
+    if not plan.graph.outputs or not shape:
+        return tuple(shape)
+    _, slices = plan.graph.outputs[0]
+    return tuple(max(1, s.stop - s.start) for s in slices) if slices else tuple(shape)
 
 
 def local_stats(plan: Plan, run: dict, *, cached: bool, plan_seconds: float) -> dict:

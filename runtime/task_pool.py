@@ -2,7 +2,8 @@
 
 Contract: ``TaskPool().run(graph, schedule, inputs, out=None)`` returns the graph's result
 as an ndarray, written into ``out`` when given (an ndarray of the graph's output shape and
-dtype). ``schedule`` is ``None`` here: one
+dtype, or a :class:`~tensorc.stored.BlockSink`: each final block is written there as it
+completes and dropped). ``schedule`` is ``None`` here: one
 process is one node, and the order below is the schedule. Statistics of the run are in
 ``pool.last_run``. The local executor (:mod:`tensorc.runtime.local`) runs every
 planned einsum and statement through it.
@@ -42,7 +43,7 @@ from tensorc.codegen.taskgraph import LOAD, TaskGraph
 from tensorc.errors import ExecutionError, StorageError
 from tensorc.planning.memory_fit import allocations, transients
 from tensorc.runtime.resident import PeakResident
-from tensorc.stored import StoredArray
+from tensorc.stored import BlockSink, StoredArray
 
 _CONTROLLER = None
 _POOL: ThreadPoolExecutor | None = None
@@ -129,7 +130,8 @@ class _Run:
     def __init__(self, graph: TaskGraph, operands: Sequence[np.ndarray], out: np.ndarray):
         self.graph = graph
         stored = {k for k, op in enumerate(operands) if isinstance(op, StoredArray)}
-        self.alloc = allocations(graph, stored)
+        self.sink = out if isinstance(out, BlockSink) else None
+        self.alloc = allocations(graph, stored, self.sink is not None)
         self.extra = transients(graph, self.alloc)
         self.live = 0
         self.operands = operands
@@ -147,7 +149,7 @@ class _Run:
         kernel = graph.kernels[task.kernel]
         target = self.destination.get(index)
         out = None
-        if target is not None:
+        if target is not None and self.sink is None:
             out = self.out[target] if target else self.out  # a 0-d result is the array itself
         try:
             if task.kind == LOAD:
@@ -170,6 +172,8 @@ class _Run:
             ) from err
         if target is None:
             self.values[index] = value
+        elif self.sink is not None:
+            self.sink.write(target or (), np.asarray(value))
 
     def release_inputs(self, index: int) -> None:
         """Drop every input whose last consumer was ``index`` (pool buffers go back)."""
@@ -274,6 +278,8 @@ class TaskPool:
             pending[0] -= 1
             running[0] -= 1
             state.live -= extra[index]
+            if not consumers[index]:  # a final block, written to the sink (or the result)
+                state.live -= alloc[index]
             lock.notify_all()
 
         def worker() -> None:

@@ -7,9 +7,11 @@ Subcommands:
   against numpy, with per-node modelled and measured loads (``--local``: the in-process
   executor against numpy).
 - ``tensorc bench NAME [args...]`` — run ``benchmarks/NAME.py`` from a source checkout.
-- ``tensorc run FILE.tc [--input NAME=file.npy ...] [--set NAME=VALUE ...] [--random]
-  [--output out.npz]`` — run a ``.tc`` program; ``--random`` fills missing inputs with seeded
-  random data of their declared shapes; prints every output (and saves them with ``--output``).
+- ``tensorc run FILE.tc [--input NAME=file.npy|store.zarr ...] [--set NAME=VALUE ...]
+  [--random] [--output out.npz|out.zarr]`` — run a ``.tc`` program; inputs are read block
+  by block; ``--random`` fills missing inputs with seeded random data of their declared
+  shapes; prints every output and saves them with ``--output`` (``.npz``), or streams them
+  block by block into a zarr group (``.zarr``: one array per output, never held whole).
 - ``tensorc explain FILE.tc --emit ast|ir|plan|tasks|schedule|dot [--set NAME=VALUE ...]
   (a block program: ``--emit program|plan|dag --set N=4096``)
   [--nodes P] [--planner NAME]`` (``--nodes`` plans the whole program for P nodes).
@@ -21,6 +23,7 @@ Exit codes: 0 success, 1 user error (message on stderr), 2 internal error.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,12 +78,17 @@ def _scalar(text: str):
     raise UsageError(f"--set values are numbers or true/false, got {text!r}")
 
 
-def _load_inputs(items: list[str]) -> dict[str, np.ndarray]:
+def _load_inputs(items: list[str]) -> dict:
+    """``--input NAME=PATH``: a ``.npy`` file or a zarr store, read block by block by the
+    tasks that need it (never loaded whole)."""
     arrays = {}
     for name, path in _assignments(items, "--input").items():
         try:
-            arrays[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as err:
+            if os.path.isdir(path):
+                arrays[name] = tc.from_zarr(path)
+            else:
+                arrays[name] = tc.load(path)
+        except tc.StorageError as err:
             raise UsageError(f"cannot load --input {name}={path}: {err}") from err
     return arrays
 
@@ -102,6 +110,11 @@ def run_tc(options) -> int:
     if isinstance(program, BlockProgram):
         values = {k: v for k, v in values.items() if k in program.input_names
                   or k in program.program.blocks}
+    if options.output and _is_zarr_path(options.output) and not isinstance(program, BlockProgram):
+        written = program.run_to_zarr(options.output, **values)  # streamed, never whole
+        for name in program.output_names:
+            print(f"{name} : written to {written}/{name}")
+        return 0
     outputs = program.run(**values)
     for name, value in outputs.items():
         print(f"{name} : {value.dtype}{list(value.shape)}")
@@ -109,6 +122,10 @@ def run_tc(options) -> int:
     if options.output:
         np.savez(options.output, **{k: np.asarray(v) for k, v in outputs.items()})
     return 0
+
+
+def _is_zarr_path(path: str) -> bool:
+    return path.rstrip("/").endswith(".zarr")
 
 
 def _random(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
@@ -150,13 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     bench_parser.add_argument("args", nargs=argparse.REMAINDER)
     run_parser = commands.add_parser("run", help="run a .tc program")
     run_parser.add_argument("file")
-    run_parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    run_parser.add_argument("--input", action="append", default=[],
+                            metavar="NAME=FILE.npy|STORE.zarr")
     run_parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                             help="a param or size value")
     run_parser.add_argument("--random", action="store_true",
                             help="random data for every input not given")
     run_parser.add_argument("--seed", type=int, default=0)
-    run_parser.add_argument("--output", help="save the outputs to this .npz file")
+    run_parser.add_argument("--output", help="save the outputs to this .npz file, or stream "
+                            "them block by block into this .zarr group")
     explain_parser = commands.add_parser("explain", help="print a compilation stage")
     explain_parser.add_argument("file")
     explain_parser.add_argument("--emit", default="plan",

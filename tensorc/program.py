@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tensorc import session
+from tensorc import session, storage
 from tensorc.driver import stats as run_stats
 from tensorc.driver.block_programs import BlockProgram, compile_block_program
 from tensorc.driver.statements import Options, StatementRunner
@@ -49,6 +49,7 @@ from tensorc.planning.options import check_plan_options
 from tensorc.planning.plan import Plan
 from tensorc.planning.program_layouts import LayoutPlan
 from tensorc.runtime.ray.arrays import DistributedArray
+from tensorc.runtime.statements import write_whole
 from tensorc.stored import StoredArray
 
 STAGES = ("ast", "ir", "plan", "tasks", "schedule", "dot")
@@ -309,6 +310,37 @@ class Program:
             ran, backend=backend, seconds=time.perf_counter() - started,
             remote_calls=self.runner.node_calls))
         return outputs
+
+    def run_to_zarr(self, path, **inputs) -> str:
+        """Run the program and write every output as a zarr array named after it inside a
+        new zarr group at ``path`` (what ``tensorc run --output out.zarr`` does). In this
+        process each output's blocks are written as they complete and never held whole, so
+        outputs may be larger than memory; the group appears at ``path`` only when every
+        output is in (a failed run leaves nothing there). Returns the path."""
+        started = time.perf_counter()
+        inputs = {k: v.value() if isinstance(v, LazyArray) else v for k, v in inputs.items()}
+        arrays, sizes, params = self.bind(inputs)
+        unrolled = self.unrolled(sizes, params)
+        executor = session.executor_for(None, list(arrays.values()))
+        shapes = {st.label: (st.shape, st.dtype) for st in unrolled.statements}
+        specs = {name: shapes.get(label) or (arrays[label].shape, arrays[label].dtype)
+                 for name, label in unrolled.outputs}
+        with storage.streamed_zarr_group(path, specs) as sinks:
+            by_label: dict[str, object] = {}
+            for name, label in unrolled.outputs:
+                by_label.setdefault(label, sinks[name])
+            values, ran = self.runner.run(unrolled, arrays, executor,
+                                          by_label if executor.in_process else None)
+            for name, label in unrolled.outputs:
+                if by_label.get(label) is sinks[name] and values.get(label) is None:
+                    continue  # streamed
+                value = values[label] if label in values else arrays[label]
+                value = value.numpy() if isinstance(value, DistributedArray) else value
+                write_whole(sinks[name], np.asarray(value))
+        run_stats.record(run_stats.program_stats(
+            ran, backend=executor.backend, seconds=time.perf_counter() - started,
+            remote_calls=self.runner.node_calls))
+        return os.fspath(path)
 
     # -- explaining ----------------------------------------------------------------------
     def explain(self, stage: str | None = None, **sizes_and_params) -> str:

@@ -68,7 +68,7 @@ from tensorc.errors import PlanError, StorageError, TypeCheckError
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.ray.storage_tasks import blocking_for, read_on_nodes, write_on_nodes
 from tensorc.session import current
-from tensorc.stored import NpyFile, ZarrArray
+from tensorc.stored import BlockSink, NpyFile, ZarrArray
 
 MAX_BLOCKS_PER_CPU = 4
 """Chunks-as-blocks merges chunks when there would be more blocks than this per CPU."""
@@ -268,6 +268,102 @@ def write_zarr(value, path, *, chunks=None) -> str:
         _remove(tmp)
         raise
     return target
+
+
+class ZarrSink(BlockSink):
+    """A zarr v3 array written block by block into a hidden temporary store beside ``path``
+    (:func:`streamed_zarr` installs it at ``path`` when every block is in, or removes it)."""
+
+    def __init__(self, tmp: str, target: str, shape, dtype, chunks) -> None:
+        self.tmp, self.target = tmp, target
+        self.shape = tuple(int(n) for n in shape)
+        self.dtype = np.dtype(dtype)
+        self.chunks = chunks
+        self._array = None
+
+    def open(self, block_shape: tuple[int, ...]) -> None:
+        import zarr
+
+        chunks = self.chunks or tuple(max(1, int(b)) for b in block_shape) or None
+        try:
+            self._array = zarr.create_array(self.tmp, shape=self.shape, dtype=self.dtype,
+                                            chunks=chunks or "auto",
+                                            zarr_format=3,
+                                            config={"write_empty_chunks": True})
+        except Exception as err:
+            raise StorageError(f"cannot write '{self.target}': {_first_line(err)}") from err
+
+    def write(self, slices: tuple[slice, ...], block: np.ndarray) -> None:
+        try:
+            self._array[slices] = block
+        except Exception as err:
+            where = ", ".join(f"{s.start}:{s.stop}" for s in slices)
+            raise StorageError(f"cannot write '{self.target}': block [{where}] failed: "
+                               f"{_first_line(err)}") from err
+
+
+@contextlib.contextmanager
+def streamed_zarr(path, shape, dtype, chunks=None):
+    """A :class:`ZarrSink` for a result of ``shape`` and ``dtype`` to be written at
+    ``path`` block by block: installed there (replacing a store, as :func:`write_zarr`
+    does) when the block exits normally, removed otherwise, so a failed or interrupted
+    write leaves nothing that looks complete."""
+    if not isinstance(path, (str, os.PathLike)) or "://" in os.fspath(path):
+        raise StorageError(f"write_zarr writes to a local directory path, got {path!r}")
+    target = os.fspath(path)
+    full = os.path.abspath(target)
+    dtype = np.dtype(dtype)
+    if dtype.hasobject:
+        raise StorageError(f"cannot write '{target}': its dtype {dtype} holds Python objects")
+    if chunks is not None:
+        chunks = tuple(int(c) for c in chunks)
+        if len(chunks) != len(shape) or any(c < 1 for c in chunks):
+            raise PlanError(f"cannot write '{target}': chunks {chunks} do not fit an array of "
+                            f"{len(shape)} dimension(s): one positive size per dimension")
+    if os.path.lexists(full) and not _replaceable_store(full):
+        raise StorageError(f"cannot write '{target}': it exists and is not a zarr store "
+                           "(only a zarr store or an empty directory is replaced)")
+    _check_parent(full, target)
+    tmp = _temp_sibling(full, "tmp")
+    sink = ZarrSink(tmp, target, shape, dtype, chunks)
+    try:
+        yield sink
+        if sink._array is None:  # nothing was written (an empty result): still an array
+            sink.open(tuple(shape))
+        _install_dir(tmp, full, target)
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def streamed_zarr_group(path, specs: dict):
+    """A zarr group at ``path`` holding one array per name of ``specs`` (name → ``(shape,
+    dtype)``), each a :class:`ZarrSink` written block by block; the group is installed at
+    ``path`` when the block exits normally, removed otherwise."""
+    import zarr
+
+    if not isinstance(path, (str, os.PathLike)) or "://" in os.fspath(path):
+        raise StorageError(f"a zarr group is written to a local directory path, got {path!r}")
+    target = os.fspath(path)
+    full = os.path.abspath(target)
+    if os.path.lexists(full) and not _replaceable_store(full):
+        raise StorageError(f"cannot write '{target}': it exists and is not a zarr store "
+                           "(only a zarr store or an empty directory is replaced)")
+    _check_parent(full, target)
+    tmp = _temp_sibling(full, "tmp")
+    try:
+        zarr.open_group(tmp, mode="w", zarr_format=3)
+        sinks = {name: ZarrSink(os.path.join(tmp, name), f"{target}/{name}", shape, dtype, None)
+                 for name, (shape, dtype) in specs.items()}
+        yield sinks
+        for sink in sinks.values():
+            if sink._array is None:  # noqa: SLF001 - this module's own sink
+                sink.open(sink.shape)
+        _install_dir(tmp, full, target)
+    except BaseException:
+        _remove(tmp)
+        raise
 
 
 def _chunk_blocking(shape, chunks, itemsize: int, cpus: int) -> tuple[int, ...]:

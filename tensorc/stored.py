@@ -260,6 +260,25 @@ class ZarrArray(StoredArray):
         return f"cannot read '{self.shown}': {type(err).__name__}: {_first_line(err)}"
 
 
+class BlockSink:
+    """Where a result larger than memory goes: its blocks are written as they complete and
+    never held together (``tc.to_zarr`` of a lazy expression). The runtime calls
+    :meth:`open` once with the result's block shape (the plan's), then :meth:`write` per
+    block, from worker threads, never two for one chunk."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    chunks: tuple[int, ...] | None
+    """The chunk shape asked for (the plan's blocks align with it), or ``None``: the plan's
+    block shape becomes the chunk shape."""
+
+    def open(self, block_shape: tuple[int, ...]) -> None:
+        raise NotImplementedError
+
+    def write(self, slices: tuple[slice, ...], block: np.ndarray) -> None:
+        raise NotImplementedError
+
+
 def _first_line(err) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__

@@ -20,7 +20,7 @@ MISSION = {
 @pytest.mark.parametrize("name", sorted(MISSION))
 def test_explain_of_the_benchmark_expressions_matches_golden(name, golden):
     subscripts, shapes = MISSION[name]
-    plan = tc.plan(subscripts, *shapes, workers=2)
+    plan = tc.plan(subscripts, *shapes, workers=2, memory_limit="16GB")
     golden(f"explain_{name}", plan.explain())
 
 

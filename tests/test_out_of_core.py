@@ -40,9 +40,9 @@ def big_store(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("kind", ["einsum", "program", "gram"])
+@pytest.mark.parametrize("kind", ["einsum", "program", "gram", "standardize"])
 def test_a_store_eight_times_the_budget_streams_within_it(big_store, kind):
-    path = big_store if kind != "gram" else _tall(big_store)
+    path = big_store if kind in ("einsum", "program") else _tall(big_store)
     done = subprocess.run([sys.executable, CHILD, path, kind, "32MB"], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -54,13 +54,26 @@ def test_a_store_eight_times_the_budget_streams_within_it(big_store, kind):
 
 
 def _tall(big_store) -> str:
-    """A 32768 × 64 float64 matrix (16 MiB) beside the cube, chunks of 2048 rows."""
+    """A 262144 × 128 float64 matrix (256 MiB) beside the cube, chunks of 4096 rows."""
     path = os.path.join(os.path.dirname(big_store), "tall.zarr")
     if not os.path.exists(path):
-        z = zarr.create_array(path, shape=(32768, 64), chunks=(2048, 64), dtype="f8",
+        z = zarr.create_array(path, shape=(262144, 128), chunks=(4096, 128), dtype="f8",
                               compressors=None)
-        z[:] = np.random.default_rng(3).random((32768, 64))
+        for i in range(0, 262144, 32768):
+            z[i:i + 32768] = np.random.default_rng(i).random((32768, 128))
     return path
+
+
+def test_a_streamed_write_that_fails_leaves_nothing_at_the_path(small_store, tmp_path):
+    path, value = small_store
+    x = tc.from_zarr(path)
+    out = tmp_path / "out.zarr"
+    tc.to_zarr(x * 2.0, out)  # streamed: x * 2 is never held whole
+    np.testing.assert_allclose(zarr.open_array(str(out))[:], value * 2.0)
+    os.remove(os.path.join(path, "c", "3", "2", "0"))
+    with pytest.raises(StorageError, match=r"chunk \(3, 2, 0\)"):
+        tc.to_zarr(x + 1.0, tmp_path / "failed.zarr")
+    assert sorted(os.listdir(tmp_path)) == ["out.zarr", "s.zarr"]
 
 
 @pytest.fixture

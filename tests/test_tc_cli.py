@@ -40,6 +40,26 @@ def test_run_with_inputs_and_output_file(tmp_path, capsys):
         np.testing.assert_allclose(saved[name], a @ b)
 
 
+def test_run_streams_zarr_inputs_and_outputs(tmp_path, capsys):
+    import zarr
+
+    rng = np.random.default_rng(1)
+    a, b = rng.random((6, 4)), rng.random((4, 5))
+    store = zarr.create_array(str(tmp_path / "a.zarr"), shape=a.shape, chunks=(2, 4),
+                              dtype="f8")
+    store[:] = a
+    np.save(tmp_path / "b.npy", b)
+    out = tmp_path / "out.zarr"
+    code = main(["run", "examples/matmul.tc", "--input", f"A={tmp_path / 'a.zarr'}",
+                 "--input", f"B={tmp_path / 'b.npy'}", "--output", str(out)])
+    assert code == 0
+    assert f"C1 : written to {out}/C1" in capsys.readouterr().out
+    group = zarr.open_group(str(out), mode="r")
+    for name in ("C1", "C2", "C3", "C4"):
+        np.testing.assert_allclose(group[name][:], a @ b)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.zarr", "b.npy", "out.zarr"]
+
+
 def test_run_random_and_set_param(capsys):
     assert main(["run", "examples/logreg.tc", "--random", "--set", "steps=2"]) == 0
     assert "w : float64[4]" in capsys.readouterr().out

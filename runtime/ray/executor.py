@@ -91,8 +91,8 @@ class RayExecutor(Executor):
         stats["call_seconds"] = plan_seconds + time.perf_counter() - started
         return result, stats
 
-    def run_statements(self, planner: StatementPlanner, unrolled, arrays: dict
-                       ) -> tuple[dict, list, int | None]:
+    def run_statements(self, planner: StatementPlanner, unrolled, arrays: dict,
+                       sinks: dict) -> tuple[dict, list, int | None]:
         run = RayStatementRun(planner, self.cluster, self.scheduler)
         values, ran = run.run(arrays, unrolled)
         return values, ran, run.node_calls

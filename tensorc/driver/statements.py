@@ -64,7 +64,7 @@ class StatementRunner:
 
     # -- planning ------------------------------------------------------------------------
     def _context(self, statement: Statement, nodes: int = 1, placed=None,
-                 stored: dict | None = None) -> PassContext:
+                 stored: dict | None = None, sink_chunks=None) -> PassContext:
         sizes = statement.program.size_of
         block = dict(statement.block)
         for name, count in self.options.grid:
@@ -87,6 +87,7 @@ class StatementRunner:
             memory_limit=budget,
             memory_source=source,
             stored={inputs[p].name: chunks for p, chunks in (stored or {}).items()},
+            sink_chunks=sink_chunks,
         ))
 
     def plan(self, statement: Statement, nodes: int = 1, placed=None) -> Plan:
@@ -95,13 +96,14 @@ class StatementRunner:
         return self.cached_plan(statement, nodes, placed)[0]
 
     def cached_plan(self, statement: Statement, nodes: int = 1, placed=None,
-                    stored: dict | None = None) -> tuple[Plan, bool]:
+                    stored: dict | None = None, sink_chunks=None) -> tuple[Plan, bool]:
         """:meth:`plan` and whether it came from the cache; ``stored`` maps operand
-        positions read from storage to their chunk shapes."""
-        ctx = self._context(statement, nodes, placed, stored)
+        positions read from storage to their chunk shapes; ``sink_chunks`` (not ``None``)
+        plans the result to stream to a sink with that chunk shape (``()``: any)."""
+        ctx = self._context(statement, nodes, placed, stored, sink_chunks)
         key = (statement.program, tuple(sorted((ctx.options.block_shape or {}).items())), nodes,
                None if not placed else tuple((p, s.key()) for p, s in sorted(placed.items())),
-               ctx.options.memory_limit, tuple(sorted((stored or {}).items())))
+               ctx.options.memory_limit, tuple(sorted((stored or {}).items())), sink_chunks)
         plan = self.plans.get(key)
         if plan is not None:
             return plan, True
@@ -130,8 +132,11 @@ class StatementRunner:
             self._layouts.popitem(last=False)
         return result
 
-    def run(self, unrolled: Unrolled, arrays: dict, executor: Executor) -> tuple[dict, list]:
+    def run(self, unrolled: Unrolled, arrays: dict, executor: Executor,
+            sinks: dict | None = None) -> tuple[dict, list]:
         """Run ``unrolled`` on ``arrays`` (inputs by label) with ``executor``: ``({label:
-        value} for every output label, [(label, stats)])``."""
-        values, ran, self.node_calls = executor.run_statements(self, unrolled, arrays)
+        value} for every output label, [(label, stats)])``. ``sinks`` maps output labels to
+        :class:`~tensorc.stored.BlockSink`s their blocks are written to (not returned)."""
+        values, ran, self.node_calls = executor.run_statements(self, unrolled, arrays,
+                                                               sinks or {})
         return values, ran

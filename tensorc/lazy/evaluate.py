@@ -67,6 +67,23 @@ def evaluate_graph(exprs: list[ArrayNode]) -> None:
         _PROGRAMS[expr] = (lowered, where, stats)
 
 
+def evaluate_into(expr: ArrayNode, sink) -> None:
+    """Evaluate ``expr`` with its blocks written to ``sink`` (a
+    :class:`~tensorc.stored.BlockSink`) as they complete, never held whole: the program is
+    planned with its result streamed; ``expr`` itself stays unevaluated. In process only
+    (the caller writes a distributed result from the nodes instead)."""
+    _run_deferred([expr])
+    started = time.perf_counter()
+    lowered = lower_graph([expr])
+    executor = session.current().executor
+    label = lowered.labels[0]
+    _, ran = RUNNER.run(lowered.unrolled, lowered.inputs, executor, sinks={label: sink})
+    stats = run_stats.program_stats(ran, backend=executor.backend,
+                                    seconds=time.perf_counter() - started)
+    stats["statements_run"] = len(lowered.unrolled.statements)
+    run_stats.record(stats)
+
+
 def _run_deferred(roots: list[ArrayNode]) -> None:
     """Compute every ``deferred`` node under ``roots``, innermost first."""
     for node in post_order(roots):

@@ -5,8 +5,11 @@ failed write never leaves a file or store that looks complete."""
 
 from __future__ import annotations
 
-from tensorc import storage
+import os
+
+from tensorc import session, storage
 from tensorc.lazy.array_object import Array, wrap
+from tensorc.lazy.evaluate import evaluate_into
 from tensorc.lazy.graph import leaf
 
 
@@ -34,5 +37,14 @@ def from_zarr(path_or_store, *, block_shape=None, grid=None, missing_chunks="err
 
 
 def to_zarr(x, path, /, *, chunks=None) -> str:
-    """Write ``x`` as a zarr v3 array at ``path`` (chunks default to the blocks)."""
+    """Write ``x`` as a zarr v3 array at ``path`` (chunks default to the blocks). An
+    unevaluated ``x`` run in this process streams: its blocks are written as they complete
+    and the whole result is never held (a result larger than memory), within the memory
+    budget; ``x`` stays unevaluated. A failed write leaves nothing at ``path`` that looks
+    complete."""
+    if (isinstance(x, Array) and not x.evaluated and session.current().executor.in_process
+            and x.size):
+        with storage.streamed_zarr(path, x.shape, x.dtype, chunks) as sink:
+            evaluate_into(x._expr, sink)  # noqa: SLF001 - the lazy layer's own node
+        return os.fspath(path)
     return storage.write_zarr(_stored(x), path, chunks=chunks)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from tensorc.codegen.blocking import Blocking
 from tensorc.codegen.taskgraph import LOAD, TaskGraph
 from tensorc.errors import MemoryLimitError
+from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import Function
 from tensorc.planning.blocking import scan_indices
 
@@ -84,10 +85,12 @@ def format_bytes(count: float, up: bool = False) -> str:
     return f"{math.ceil(count)} B"
 
 
-def allocations(graph: TaskGraph, stored: set[int]) -> list[int]:
+def allocations(graph: TaskGraph, stored: set[int], sink: bool = False) -> list[int]:
     """Bytes each task allocates: a read of a stored operand (positions in ``stored``) its
-    block, a compute task its output unless it lands in the result, a view nothing."""
-    final = {index for index, _ in graph.outputs}
+    block, a compute task its output unless it lands in the result (with a ``sink``, a
+    final block is held until it is written), a view nothing. A block nothing reads is
+    freed when its task finishes."""
+    final = set() if sink else {index for index, _ in graph.outputs}
     sizes = []
     for index, task in enumerate(graph.tasks):
         if task.kind == LOAD:
@@ -151,6 +154,8 @@ def modelled_peak(graph: TaskGraph, alloc: list[int], workers: int, base: int,
             return peak
         now, index = heapq.heappop(running)
         live -= extra[index]
+        if not consumers[index]:  # a final block: in the result, or written to the sink
+            live -= alloc[index]
         for source in tasks[index].inputs:
             uses[source] -= 1
             if uses[source] == 0:
@@ -223,12 +228,18 @@ def _split(graph: TaskGraph, alloc: list[int], blocking: Blocking,
 
 def fit_blocking(program: Function, blocking: Blocking, *, budget: int | None,
                  stored: dict[str, tuple[int, ...]], workers: int, what: str,
-                 lower: Callable[[Function, Blocking], TaskGraph], refine: bool = True
+                 lower: Callable[[Function, Blocking], TaskGraph], refine: bool = True,
+                 sink_chunks: tuple[int, ...] | None = None
                  ) -> tuple[Blocking, TaskGraph, MemoryModel | None]:
     """The blocking of ``program`` within ``budget`` (see the module docstring); ``what``
     names the operation in an error. ``refine=False`` (a blocking the caller forced) keeps
-    the blocking and only checks it."""
+    the blocking and only checks it. ``sink_chunks`` (not ``None``): the result streams to
+    a sink, block by block, never held whole; its blocks align with these chunks."""
+    sink = sink_chunks is not None
     align = chunk_alignment(program, stored)
+    if sink_chunks:
+        for index, chunk in zip(key_of(program.output), sink_chunks, strict=False):
+            align[index] = max(align.get(index, 1), int(chunk))
     if align:
         blocking = aligned(blocking, align)
     graph = lower(program, blocking)
@@ -236,11 +247,17 @@ def fit_blocking(program: Function, blocking: Blocking, *, budget: int | None,
         return blocking, graph, None
     positions = {k for k, decl in enumerate(program.inputs) if decl.name in stored}
     itemsize = graph.dtype.itemsize
-    result = math.prod(graph.output_shape) * graph.dtype.itemsize
+    result = 0 if sink else math.prod(graph.output_shape) * graph.dtype.itemsize
+    if result > budget:
+        raise MemoryLimitError(
+            f"memory_limit {format_bytes(budget)} is too small for {what}: its result alone "
+            f"holds {format_bytes(result)}; give memory_limit of at least "
+            f"{format_bytes(result, up=True)} plus room for its blocks, or write the result "
+            "block by block with tc.to_zarr(lazy_array, path)")
     stream = max(STREAM_BLOCK_BYTES, max(math.prod(c) for c in stored.values()) * itemsize
                  ) if stored else None
     for _ in range(MAX_REFINEMENTS if refine else 1):
-        alloc = allocations(graph, positions)
+        alloc = allocations(graph, positions, sink)
         largest = max(alloc, default=0)
         streams = stream is None or largest <= stream
         if streams and 2 * sum(alloc) + result <= budget:
@@ -254,7 +271,7 @@ def fit_blocking(program: Function, blocking: Blocking, *, budget: int | None,
         if finer is None:
             break
         blocking, graph = finer, lower(program, finer)
-    alloc = allocations(graph, positions)
+    alloc = allocations(graph, positions, sink)
     peak = modelled_peak(graph, alloc, workers, result, budget)
     if peak <= budget:
         return blocking, graph, MemoryModel(budget, peak, result, max(alloc), True)

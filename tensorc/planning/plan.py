@@ -166,7 +166,7 @@ def plan_program(
         blocking, graph, memory = fit_blocking(
             final, choose_blocking(final, ctx), budget=ctx.options.memory_limit,
             stored=ctx.options.stored, workers=ctx.options.workers, what=what,
-            lower=lower_to_tasks, refine=not forced)
+            lower=lower_to_tasks, refine=not forced, sink_chunks=ctx.options.sink_chunks)
     graph.verify()
     stats = {
         **graph.summary(),

@@ -39,6 +39,11 @@ def main() -> None:
             reference[i:i + 32] = np.einsum("ijk,if,jf->if", slab, b[i:i + 32], c)
     if kind == "gram":
         reference = sum(z[i:i + 64].T @ z[i:i + 64] for i in range(0, n, 64))
+    if kind == "standardize":
+        total = sum(z[i:i + 4096].sum(axis=0) for i in range(0, n, 4096))
+        mean = total / n
+        std = np.sqrt(sum(((z[i:i + 4096] - mean) ** 2).sum(axis=0)
+                          for i in range(0, n, 4096)) / n)
     tc.init(backend="local", memory_limit=budget)
     x = tc.from_zarr(path)
     before = _status("VmRSS:")
@@ -48,6 +53,13 @@ def main() -> None:
         got = np.asarray(tc.einsum("ijk,if,jf->if", x, b, c))
     elif kind == "gram":
         got = np.asarray(x.T @ x)
+    elif kind == "standardize":  # the result (as large as the input) streams to zarr
+        out = path + ".standardized.zarr"
+        tc.to_zarr((x - tc.mean(x, axis=0)) / tc.std(x, axis=0), out)
+        written = zarr.open_array(out, mode="r")
+        rows = slice(n // 2, n // 2 + 1024)
+        reference = (z[rows] - mean) / std
+        got = written[rows]
     else:
         prog = tc.compile("size I, J, K, F\ninput X : f64[I, J, K]\ninput B : f64[I, F]\n"
                           "input C : f64[J, F]\noutput M : f64[I, F]\n"
