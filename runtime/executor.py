@@ -44,8 +44,10 @@ class StatementPlanner(Protocol):
         operand positions read from storage → their chunk shapes)."""
         ...
 
-    def plan_layouts(self, unrolled, nodes: int, initial=None, skip: frozenset = frozenset()):
-        """The whole program's plan (layouts flowing between statements)."""
+    def plan_layouts(self, unrolled, nodes: int, initial=None, skip: frozenset = frozenset(),
+                     stored: dict | None = None):
+        """The whole program's plan (layouts flowing between statements; ``stored``: input
+        labels read from storage → their chunk shapes)."""
         ...
 
 

@@ -30,14 +30,18 @@ def resident_bytes() -> int | None:
 
 
 class PeakResident:
-    """``with PeakResident() as peak: ...`` then ``peak.before`` and ``peak.peak`` (bytes)."""
+    """``with PeakResident() as peak: ...`` then ``peak.before`` and ``peak.peak`` (bytes);
+    ``PeakResident(False)`` measures nothing (both stay ``None``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
         self.before: int | None = None
         self.peak: int | None = None
         self._exact = False
 
     def __enter__(self) -> PeakResident:
+        if not self.enabled:
+            return self
         self.before = resident_bytes()
         try:
             with open("/proc/self/clear_refs", "w") as refs:
@@ -48,6 +52,8 @@ class PeakResident:
         return self
 
     def __exit__(self, *exc) -> None:
+        if not self.enabled:
+            return
         peak = _status_bytes("VmHWM:") if self._exact else None
         if peak is None:
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

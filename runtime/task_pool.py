@@ -31,6 +31,7 @@ Policy:
 from __future__ import annotations
 
 import heapq
+import math
 import os
 import threading
 import time
@@ -186,6 +187,17 @@ class _Run:
                 self.values[source] = None
 
 
+MEASURED_BYTES = 16 << 20
+"""Runs that move at least this many bytes have their peak resident memory measured (the
+measure costs two small /proc reads, ~0.1 ms: noise there, overhead on tiny runs)."""
+
+
+def measured(graph: TaskGraph, alloc: list[int]) -> bool:
+    """Whether a run of ``graph`` is large enough to measure its peak resident memory."""
+    return sum(alloc) >= MEASURED_BYTES or (
+        math.prod(graph.output_shape) * graph.dtype.itemsize >= MEASURED_BYTES)
+
+
 def admission_budget(plan) -> int | None:
     """The budget a plan's reads are admitted against (``None``: no budget)."""
     memory = plan.memory
@@ -217,7 +229,7 @@ class TaskPool:
         state = _Run(graph, inputs, out)
         workers = max(1, min(self.workers, graph.max_width()))
         blas_threads = None
-        with PeakResident() as resident:
+        with PeakResident(measured(graph, state.alloc)) as resident:
             if workers == 1:
                 self._run_serial(state)
             else:

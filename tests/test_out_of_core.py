@@ -51,6 +51,7 @@ def test_a_store_eight_times_the_budget_streams_within_it(big_store, kind):
     assert report["budget"] == 32 * 10**6
     assert report["modelled"] <= report["budget"]
     assert report["growth"] <= 1.5 * report["budget"] + ALLOWANCE, report
+    assert report["measured"] >= report["before"] > 0
 
 
 def _tall(big_store) -> str:
@@ -98,7 +99,7 @@ def test_stored_operands_equal_numpy_and_blocks_align_with_chunks(small_store, t
     assert int(blocks["i"].split("/")[1].split(" ")[0]) % 16 == 0  # whole chunks
     assert int(blocks["j"].split("/")[1].split(" ")[0]) % 16 == 0
     assert stats["modelled_peak_bytes"] <= stats["memory_limit_bytes"] == 10**6
-    assert stats["peak_rss_bytes"] >= stats["rss_before_bytes"] > 0
+    assert stats["peak_rss_bytes"] is None  # under 16 MB moved: not worth measuring
     got = np.asarray(tc.einsum("ijk,jkf->if", x, y, memory_limit="2MB"))
     np.testing.assert_allclose(got, np.einsum("ijk,jkf->if", value, y))
     np.save(tmp_path / "x.npy", np.asfortranarray(value))

@@ -84,16 +84,19 @@ class StatementRunner:
             nodes=nodes,
             planner=self.options.planner,
             placed=placed,
+            node_memory=budget if nodes > 1 else None,
             memory_limit=budget,
             memory_source=source,
             stored={inputs[p].name: chunks for p, chunks in (stored or {}).items()},
             sink_chunks=sink_chunks,
         ))
 
-    def plan(self, statement: Statement, nodes: int = 1, placed=None) -> Plan:
+    def plan(self, statement: Statement, nodes: int = 1, placed=None,
+             stored: dict | None = None) -> Plan:
         """The (cached) plan of one statement's IR for ``nodes`` nodes, its operands at
-        positions in ``placed`` already laid out there."""
-        return self.cached_plan(statement, nodes, placed)[0]
+        positions in ``placed`` already laid out there (``stored``: see
+        :meth:`cached_plan`)."""
+        return self.cached_plan(statement, nodes, placed, stored)[0]
 
     def cached_plan(self, statement: Statement, nodes: int = 1, placed=None,
                     stored: dict | None = None, sink_chunks=None) -> tuple[Plan, bool]:
@@ -112,21 +115,27 @@ class StatementRunner:
         return plan, False
 
     def plan_layouts(self, unrolled: Unrolled, nodes: int, initial=None,
-                     skip: frozenset = frozenset()) -> LayoutPlan:
+                     skip: frozenset = frozenset(), stored: dict | None = None) -> LayoutPlan:
         """The whole-program plan for ``nodes`` nodes (cached): layouts flow between the
         statements; ``initial`` gives the layouts of inputs already on the cluster; the
         statements labelled in ``skip`` run on the driver and are not planned (a later
-        statement lays their results out as it would a numpy input)."""
+        statement lays their results out as it would a numpy input); ``stored`` maps the
+        labels of inputs read from storage to their chunk shapes."""
+        stored = stored or {}
         key = (unrolled, nodes, skip, None if not initial else tuple(
-            (label, s.key()) for label, s in sorted(initial.items())))
+            (label, s.key()) for label, s in sorted(initial.items())),
+            tuple(sorted(stored.items())))
         result = self._layouts.get(key)
         if result is not None:
             self._layouts.move_to_end(key)
             return result
         planned = [st for st in unrolled.statements
                    if st.whole is None and st.label not in skip]
+        def read(st):  # operand position -> chunks, for the operands read from storage
+            return {k: stored[label] for k, label in enumerate(st.operands) if label in stored}
+
         result = plan_program_layouts(
-            planned, lambda st, placed: self.plan(st, nodes, placed), nodes, initial)
+            planned, lambda st, placed: self.plan(st, nodes, placed, read(st)), nodes, initial)
         self._layouts[key] = result
         if len(self._layouts) > LAYOUT_CACHE_SIZE:
             self._layouts.popitem(last=False)

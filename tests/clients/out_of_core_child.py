@@ -69,7 +69,9 @@ def main() -> None:
     stats = tc.last_stats()
     print(json.dumps({"ok": bool(np.allclose(got, reference)), "growth": growth,
                       "modelled": stats.get("modelled_peak_bytes"),
-                      "budget": stats.get("memory_limit_bytes")}))
+                      "budget": stats.get("memory_limit_bytes"),
+                      "measured": stats.get("peak_rss_bytes"),
+                      "before": stats.get("rss_before_bytes")}))
 
 
 if __name__ == "__main__":
