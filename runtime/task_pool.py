@@ -156,8 +156,12 @@ class _Run:
             if task.kind == LOAD:
                 position, slices = task.source
                 operand = self.operands[position]
-                if isinstance(operand, StoredArray):
-                    operand = operand.read(slices)
+                if isinstance(operand, StoredArray):  # read here, into a recycled buffer
+                    extent = tuple(s.stop - s.start for s in slices)
+                    buffer = self.buffers.take(extent, operand.dtype)
+                    operand = operand.read(slices, out=buffer)
+                    if operand is buffer:
+                        self.pooled.add(index)
                     slices = (slice(None),) * operand.ndim
                 elif out is None and kernel.copies(operand, slices):
                     out = self.buffers.take(task.shape, graph.dtype)
@@ -174,7 +178,8 @@ class _Run:
         if target is None:
             self.values[index] = value
         elif self.sink is not None:
-            self.sink.write(target or (), np.asarray(value))
+            dense = getattr(self.sink, "dense", True)  # a sparse result's sink keeps blocks
+            self.sink.write(target or (), np.asarray(value) if dense else value)
 
     def release_inputs(self, index: int) -> None:
         """Drop every input whose last consumer was ``index`` (pool buffers go back)."""

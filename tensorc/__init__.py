@@ -4,7 +4,8 @@
 ``docs/architecture.md``):
 the array API standard namespace (2024.12) of lazy ``tc.Array``s (``tensorc.lazy``, with the
 ``tc.linalg`` and ``tc.fft`` extensions),
-``tc.einsum``, ``tc.tensordot``, ``tc.plan``, ``tc.last_stats``, ``tc.compile`` (``.tc``
+``tc.einsum``, ``tc.tensordot``, ``tc.plan`` (also on scipy/pydata sparse operands, with
+``tc.sparse``: ``random``, ``from_coo``, ``load_tns``), ``tc.last_stats``, ``tc.compile`` (``.tc``
 programs), the Ray session (``tc.init``, ``tc.shutdown``), distributed arrays (``tc.Array``,
 ``tc.random``, ``tc.zeros``, ``tc.ones``, ``tc.asarray``) and the error hierarchy.
 Heavy dependencies (Ray, z3) are imported only by the parts that need them.
@@ -13,7 +14,8 @@ Heavy dependencies (Ray, z3) are imported only by the parts that need them.
 import sys
 from types import SimpleNamespace as _SimpleNamespace
 
-from tensorc.api import clear_plan_cache, einsum, last_stats, plan, tensordot
+from tensorc import sparse
+from tensorc.api import clear_plan_cache, einsum, last_stats, matmul, plan, tensordot
 from tensorc.errors import (
     ArgumentError,
     AxisError,
@@ -83,7 +85,7 @@ from tensorc.lazy.elementwise import clip, where
 from tensorc.lazy.indexing import take, take_along_axis
 from tensorc.lazy.info import __array_namespace_info__
 from tensorc.lazy.io import from_zarr, load, save, to_zarr
-from tensorc.lazy.linear import matmul, matrix_transpose, vecdot
+from tensorc.lazy.linear import matrix_transpose, vecdot
 from tensorc.lazy.manipulation import (
     broadcast_arrays,
     broadcast_to,
@@ -211,6 +213,7 @@ __all__ = [
     "roll",
     "searchsorted",
     "sort",
+    "sparse",
     "squeeze",
     "stack",
     "std",

@@ -17,7 +17,7 @@ from tensorc import session
 from tensorc.driver import fast_path
 from tensorc.driver.einsum import NO_OPERANDS, parse, run_einsum
 from tensorc.driver.stats import last_stats
-from tensorc.errors import AxisError, PlanError, ShapeError
+from tensorc.errors import AxisError, PlanError, ShapeError, UnsupportedError
 from tensorc.frontend.einsum import result_dtype
 from tensorc.lazy import linear
 from tensorc.lazy.array_object import Array as LazyArray
@@ -29,9 +29,11 @@ from tensorc.planning.plan import EINSUM_PLANS, Plan, einsum_plan
 from tensorc.runtime.local import memory_order
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.task_pool import available_cores
+from tensorc.sparse.einsum import plan_sparse_einsum
+from tensorc.sparse.formats import is_sparse
 from tensorc.stored import StoredArray
 
-__all__ = ["clear_plan_cache", "einsum", "last_stats", "plan", "tensordot"]
+__all__ = ["clear_plan_cache", "einsum", "last_stats", "matmul", "plan", "tensordot"]
 
 
 def clear_plan_cache() -> None:
@@ -131,8 +133,14 @@ def _on_lazy_arrays(eager, lazy, args: tuple, **options):
     if all(a.evaluated for a in args if isinstance(a, LazyArray)):
         values = [a.value() if isinstance(a, LazyArray) else a for a in args]
         result = eager(*values, **options)
+        if is_sparse(result):  # a sparse einsum's sparse result is no tc.Array
+            return result
         value = result if isinstance(result, DistributedArray) else np.asarray(result)
         return LazyArray(leaf(value))
+    if any(is_sparse(a) for a in args):
+        raise UnsupportedError("a scipy/pydata sparse operand cannot join a lazy tc.Array "
+                               "program: compute the tc.Array operands first (x.compute()), "
+                               "then the call runs now as a sparse einsum")
     given = {k: v for k, v in options.items()
              if v is not None and k not in ("optimize", "order", "casting", "dtype")}
     if given:
@@ -163,11 +171,27 @@ def tensordot(a, b, axes=2, backend: str | None = None, **plan_options):
             lambda x, y, **kw: tensordot(x, y, axes=axes, **kw),
             lambda x, y: linear.tensordot(x, y, axes=axes), (a, b), backend=backend,
             **plan_options)
-    a_arr = a if isinstance(a, DistributedArray) else np.asarray(a)
-    b_arr = b if isinstance(b, DistributedArray) else np.asarray(b)
+    a_arr = a if isinstance(a, DistributedArray) or is_sparse(a) else np.asarray(a)
+    b_arr = b if isinstance(b, DistributedArray) or is_sparse(b) else np.asarray(b)
     subscripts = tensordot_subscripts(a_arr.ndim, b_arr.ndim, axes, a_arr.shape, b_arr.shape)
     result = einsum(subscripts, a_arr, b_arr, backend=backend, **plan_options)
-    return result if isinstance(result, DistributedArray) else np.asarray(result)
+    kept = isinstance(result, DistributedArray) or is_sparse(result)
+    return result if kept else np.asarray(result)
+
+
+def matmul(x1, x2, /):
+    """``x1 @ x2``: the array namespace's ``matmul`` (lazy), or with a scipy or pydata sparse
+    operand a sparse :func:`einsum` (numpy's matmul rules: vectors, broadcast batches; the
+    result is sparse when both operands are)."""
+    if not (is_sparse(x1) or is_sparse(x2)):
+        return linear.matmul(x1, x2)
+    a, b = np.ndim(x1), np.ndim(x2)
+    if a == 0 or b == 0:
+        raise ShapeError("matmul takes arrays of at least one dimension, not 0-d")
+    left = "j" if a == 1 else "...ij"
+    right = "j" if b == 1 else "...jk"
+    output = "..." * (a > 1 or b > 1) + "i" * (a > 1) + "k" * (b > 1)
+    return einsum(f"{left},{right}->{output}", x1, x2)
 
 
 def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "auto",
@@ -176,6 +200,8 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
 
     With ``nodes > 1`` the ``planner`` (``auto``, ``heuristic``, ``greedy``, ``smt``,
     ``exhaustive``) chooses the index grid and block counts under the shared cost model.
+    With a scipy or pydata sparse array among ``shapes_or_arrays`` the plan is a sparse
+    one (:class:`~tensorc.sparse.plan.SparsePlan`, local only), blocked by non-zeros.
     ``plan.explain()`` prints the IR after each pass, the blocking, the task counts and,
     for several nodes, the grid, the modelled loads per node, the lower bound and the
     ratio; ``plan.stats`` holds ``tasks``, ``cost``, ``inter_node_bytes``,
@@ -183,6 +209,9 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
     and ``optimal`` (``True`` proved under the model, ``False`` out of budget, ``None``
     no claim).
     """
+    if any(is_sparse(item) for item in shapes_or_arrays):
+        return plan_sparse_einsum(subscripts, *shapes_or_arrays, optimize=optimize,
+                                  nodes=nodes, **plan_options)
     plan_options = {**plan_options, "nodes": nodes, "planner": planner}
     check_plan_options(plan_options)
     shapes: list[tuple[int, ...]] = []

@@ -56,8 +56,11 @@ class StoredArray:
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
 
-    def read(self, slices: tuple[slice, ...]) -> np.ndarray:
-        """Block ``slices`` (unit-step slices, one per dimension) as a fresh ndarray."""
+    def read(self, slices: tuple[slice, ...], out: np.ndarray | None = None) -> np.ndarray:
+        """Block ``slices`` (unit-step slices, one per dimension): into ``out`` when given (a
+        C-ordered buffer of the block's shape and this dtype, reused across reads: fresh
+        pages cost more than the read itself for blocks over glibc's mmap threshold), else
+        as a fresh ndarray."""
         raise NotImplementedError
 
     def whole(self) -> tuple[slice, ...]:
@@ -134,13 +137,15 @@ class NpyFile(StoredArray):
                     raise StorageError(f"cannot read '{self.shown}': {err.strerror}") from err
             return self._fd
 
-    def read(self, slices: tuple[slice, ...]) -> np.ndarray:
+    def read(self, slices: tuple[slice, ...], out: np.ndarray | None = None) -> np.ndarray:
         if self.fortran:  # the file holds the transpose in C order
             shape, slices = self.shape[::-1], tuple(reversed(slices))
+            out = None if out is None else out.T
         else:
             shape = self.shape
         extent = tuple(s.stop - s.start for s in slices)
-        out = np.empty(extent, dtype=self.dtype)
+        if out is None or not out.flags.c_contiguous:
+            out = np.empty(extent, dtype=self.dtype)
         if out.size:
             self._read_into(out, shape, slices)
         return out.T if self.fortran else out
@@ -239,11 +244,17 @@ class ZarrArray(StoredArray):
                     "if the store omits chunks that hold only the fill value, open it with "
                     "tc.from_zarr(..., missing_chunks='fill')")
 
-    def read(self, slices: tuple[slice, ...]) -> np.ndarray:
+    def read(self, slices: tuple[slice, ...], out: np.ndarray | None = None) -> np.ndarray:
         array = self._opened()
         self._check_chunks(array, slices)
         try:
-            return np.asarray(array[slices])
+            if out is None or not out.flags.c_contiguous or out.dtype != self.dtype:
+                return np.asarray(array[slices])
+            from zarr.core.buffer import default_buffer_prototype
+
+            wrapped = default_buffer_prototype().nd_buffer.from_numpy_array(out)
+            array.get_basic_selection(slices, out=wrapped)
+            return out
         except Exception as err:  # noqa: BLE001 - named by chunk below
             raise StorageError(self._failure(array, slices, err)) from err
 

@@ -5,7 +5,8 @@ already dispatched by the API) and returns what ``numpy.einsum`` returns. The st
 way, through the layers:
 
 1. **fast path** (:mod:`tensorc.driver.fast_path`): a repeated small local call replays its
-   plan's kernels (one dictionary look-up);
+   plan's kernels (one dictionary look-up); a call the fast path cannot take with a scipy or
+   pydata sparse operand goes to :mod:`tensorc.sparse.einsum` instead;
 2. **front end**: options checked once, subscripts parsed (cached by subscripts and shapes),
    numpy's dtype rules; the executor is chosen by the session (:func:`~tensorc.session.
    executor_for`);
@@ -42,6 +43,7 @@ from tensorc.planning.options import (
 from tensorc.planning.paths import normalise_optimize
 from tensorc.planning.plan import einsum_plan
 from tensorc.runtime.ray.arrays import DistributedArray
+from tensorc.sparse.einsum import run_sparse_einsum, sparse_call
 from tensorc.stored import StoredArray, from_memmap
 
 NO_OPERANDS = object()
@@ -87,6 +89,12 @@ def run_einsum(subscripts, operands: tuple, *, out, optimize, backend, dtype, or
     entry = fast_path.ENTRIES.get(fast_key)
     if entry is not None:
         return fast_path.run(entry, operands, record)
+    if fast_key is None and sparse_call(subscripts, operands):
+        result, stats = run_sparse_einsum(subscripts, operands, out=out, optimize=optimize,
+                                          backend=backend, dtype=dtype, order=order,
+                                          casting=casting, plan_options=plan_options)
+        record(stats)
+        return result
     started = time.perf_counter()
     call = _checked(subscripts, operands, out, backend, order, casting, plan_options)
     arrays = call.arrays

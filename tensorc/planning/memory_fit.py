@@ -86,15 +86,18 @@ def format_bytes(count: float, up: bool = False) -> str:
 
 
 def allocations(graph: TaskGraph, stored: set[int], sink: bool = False) -> list[int]:
-    """Bytes each task allocates: a read of a stored operand (positions in ``stored``) its
-    block, a compute task its output unless it lands in the result (with a ``sink``, a
-    final block is held until it is written), a view nothing. A block nothing reads is
-    freed when its task finishes."""
+    """Bytes each task allocates: a read of a stored operand (positions in ``stored``) or a
+    load whose kernel ``allocates`` (a sparse block built from its coordinates, priced by
+    its non-zeros) its block, a compute task its output unless it lands in the result
+    (with a ``sink``, a final block is held until it is written), a view nothing. A block
+    nothing reads is freed when its task finishes."""
     final = set() if sink else {index for index, _ in graph.outputs}
     sizes = []
     for index, task in enumerate(graph.tasks):
         if task.kind == LOAD:
-            sizes.append(task.nbytes if task.source[0] in stored else 0)
+            copies = task.source[0] in stored or getattr(graph.kernels[task.kernel],
+                                                         "allocates", False)
+            sizes.append(task.nbytes if copies else 0)
         else:
             sizes.append(0 if index in final else task.nbytes)
     return sizes

@@ -1,0 +1,290 @@
+"""Sparse benchmark: SpGEMM, SpMM and sparse MTTKRP; tensorc (local) against scipy.sparse,
+pydata sparse and a hand-written numpy gather.
+
+Cases (operands from ``tc.sparse.random``/a seeded generator, so every run sees the same
+data):
+
+* ``spgemm-N`` — ``ij,jk->ik`` of two N × N CSR matrices at ``--density`` (1 %): tensorc
+  (``tc.einsum``, CSR in, CSR out), scipy (``A @ B``), pydata (``GCXS @ GCXS``; skipped
+  above ``--pydata-max-n``, where its result alone outgrows memory);
+* ``spmm-N`` — ``ij,jk->ik`` of the same A with a dense N × ``--cols`` (64) matrix: tensorc,
+  scipy (``A @ D``), pydata (``COO @ ndarray``);
+* ``mttkrp-nell2`` — ``ijk,jf,kf->if`` on a generated NELL-2-like tensor (12,092 × 9,184 ×
+  28,818; ``--nnz`` non-zeros, 2M by default, ``--large`` for 10M; each coordinate drawn
+  with a power-law skew like the real tensor's, repeated coordinates summed) with rank
+  ``--rank`` (16) factors: tensorc, pydata (``sparse.einsum``; skipped above
+  ``--pydata-max-nnz``), and ``numpy-gather`` (``np.add.at(A, i, x[:, None] * B[j] *
+  C[k])``, what a numpy user writes). scipy has no n-d arrays: an unfolded X times the
+  Khatri-Rao product would need a 9,184·28,818 × rank dense operand, so it is not run.
+  ``--tns`` also times a ``.tns`` round trip of the tensor (``tc.sparse.save_tns`` /
+  ``load_tns``).
+
+Each system gets one warm-up call (checked against the reference: scipy for the matrix
+cases, numpy-gather for MTTKRP; a sparse result by its non-zero count and 256 sampled rows)
+and ``--repeats`` timed calls (wall clock). Peak memory is the process's resident
+high-water mark during the first timed call minus its resident size before it
+(``tensorc.runtime.resident.PeakResident``: every allocation counts, numba's and C++'s
+too; glibc's ``malloc_trim`` first returns memory freed by earlier calls, so reused memory
+is counted). ``mem ratio`` is (operands + that peak) / (operands + result), operands and result
+at their compressed sizes (a dense result at its dense size): 1.0 means no memory beyond
+the answer; the target is at most 2.
+
+    python benchmarks/sparse.py [--cases spgemm,spmm,mttkrp] [--n 10000,20000]
+        [--density 0.01] [--cols 64] [--nnz 2000000 | --large] [--rank 16] [--repeats 3]
+        [--systems tensorc,scipy,pydata,numpy-gather] [--tns] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+_path = sys.path[:]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+import sparse  # noqa: E402 - pydata's, not this file (benchmarks/sparse.py would shadow it)
+
+sys.path[:] = _path
+import numpy as np  # noqa: E402
+import scipy.sparse as sp  # noqa: E402
+from common import environment, format_table, write_json  # noqa: E402
+
+import tensorc as tc  # noqa: E402
+from tensorc.runtime.resident import PeakResident  # noqa: E402
+
+NELL2 = (12_092, 9_184, 28_818)
+SYSTEMS = ("tensorc", "scipy", "pydata", "numpy-gather")
+
+
+def nbytes(value) -> int:
+    """Compressed bytes of a sparse array, dense bytes of an ndarray."""
+    if sp.issparse(value):
+        value = value.tocsr() if value.format != "csr" else value
+        return value.data.nbytes + value.indices.nbytes + value.indptr.nbytes
+    if isinstance(value, sparse.GCXS):
+        return value.data.nbytes + value.indices.nbytes + value.indptr.nbytes
+    if isinstance(value, sparse.COO):
+        return value.data.nbytes + value.coords.nbytes
+    return np.asarray(value).nbytes
+
+
+def _rows(value, rows: np.ndarray) -> np.ndarray:
+    if sp.issparse(value):
+        return value.tocsr()[rows].toarray()
+    if isinstance(value, sparse.SparseArray):
+        return sp.csr_array(value.to_scipy_sparse())[rows].toarray()
+    return np.asarray(value)[rows]
+
+
+def check(result, reference) -> str:
+    """``ok`` or what differs: non-zero counts of sparse results, then sampled rows."""
+    if sp.issparse(reference) and getattr(result, "nnz", None) != reference.nnz:
+        return f"WRONG nnz {getattr(result, 'nnz', None)} != {reference.nnz}"
+    rng = np.random.default_rng(0)
+    rows = np.sort(rng.choice(reference.shape[0], min(256, reference.shape[0]), replace=False))
+    if not np.allclose(_rows(result, rows), _rows(reference, rows), rtol=1e-9, atol=1e-9):
+        return "WRONG values"
+    return "ok"
+
+
+def release_free_memory() -> None:
+    """Hand memory the allocator keeps after frees back to the system (glibc's
+    ``malloc_trim``), so the next call's resident growth is what it really allocates."""
+    with contextlib.suppress(OSError):  # not glibc: reused memory may then go uncounted
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def run_system(name: str, call, reference, operands_bytes: int, repeats: int) -> dict:
+    started = time.perf_counter()
+    result = call()
+    first = time.perf_counter() - started
+    verdict = "ok" if reference is None else check(result, reference)
+    result_bytes = nbytes(result)
+    del result
+    times, peak = [], None
+    for number in range(repeats):
+        release_free_memory()
+        with PeakResident() as resident:
+            started = time.perf_counter()
+            value = call()
+            times.append(time.perf_counter() - started)
+        del value
+        if number == 0 and resident.peak is not None:
+            peak = max(0, resident.peak - resident.before)
+    row = {"system": name, "first_s": first, "min_s": min(times),
+           "median_s": statistics.median(times), "peak_bytes": peak,
+           "result_bytes": result_bytes, "operands_bytes": operands_bytes, "check": verdict}
+    if peak is not None:
+        row["mem_ratio"] = (operands_bytes + peak) / (operands_bytes + result_bytes)
+    if name == "tensorc":
+        stats = tc.last_stats()
+        row["tasks"] = stats.get("tasks")
+        row["blocking"] = stats.get("blocking")
+        row["kernel"] = stats["steps"][0]["kernel"] if stats.get("steps") else None
+        row["modelled_peak_bytes"] = stats.get("modelled_peak_bytes")
+    return row
+
+
+def report(case: str, rows: list[dict]) -> None:
+    best = min(r["median_s"] for r in rows if r["check"] == "ok") if any(
+        r["check"] == "ok" for r in rows) else None
+    table = []
+    for r in rows:
+        ratio = f"{r['median_s'] / best:.2f}" if best else "-"
+        peak = "-" if r["peak_bytes"] is None else f"{r['peak_bytes'] / 1e6:,.0f}"
+        mem = f"{r['mem_ratio']:.2f}" if "mem_ratio" in r else "-"
+        table.append([r["system"], f"{r['median_s']:.3f}", f"{r['min_s']:.3f}",
+                      f"{r['first_s']:.3f}", ratio, peak, mem, r["check"]])
+    print(f"\n== {case}")
+    print(format_table(["system", "median s", "min s", "first s", "/fastest", "peak MB",
+                        "mem ratio", "check"], table))
+    for r in rows:
+        if r["system"] == "tensorc":
+            print(f"   tensorc: {r['tasks']} tasks, blocking {r['blocking']}, "
+                  f"{r['kernel']}")
+
+
+def spgemm(n: int, density: float, systems, repeats: int, pydata_max: int) -> list[dict]:
+    a = tc.sparse.random((n, n), density, seed=1, format="csr")
+    b = tc.sparse.random((n, n), density, seed=2, format="csr")
+    operands = nbytes(a) + nbytes(b)
+    reference = a @ b
+    rows = []
+    if "tensorc" in systems:
+        rows.append(run_system("tensorc", lambda: tc.einsum("ij,jk->ik", a, b), reference,
+                               operands, repeats))
+    if "scipy" in systems:
+        rows.append(run_system("scipy", lambda: a @ b, reference, operands, repeats))
+    if "pydata" in systems and n <= pydata_max:
+        ga, gb = sparse.GCXS.from_scipy_sparse(a), sparse.GCXS.from_scipy_sparse(b)
+        rows.append(run_system("pydata", lambda: ga @ gb, reference, operands, repeats))
+    return rows
+
+
+def spmm(n: int, density: float, cols: int, systems, repeats: int) -> list[dict]:
+    a = tc.sparse.random((n, n), density, seed=1, format="csr")
+    d = np.random.default_rng(3).random((n, cols))
+    operands = nbytes(a) + d.nbytes
+    reference = a @ d
+    rows = []
+    if "tensorc" in systems:
+        rows.append(run_system("tensorc", lambda: tc.einsum("ij,jk->ik", a, d), reference,
+                               operands, repeats))
+    if "scipy" in systems:
+        rows.append(run_system("scipy", lambda: a @ d, reference, operands, repeats))
+    if "pydata" in systems:
+        x = sparse.COO.from_scipy_sparse(a)
+        rows.append(run_system("pydata", lambda: x @ d, reference, operands, repeats))
+    return rows
+
+
+def nell2_like(nnz: int, seed: int = 0, skew: float = 2.0):
+    """A NELL-2-shaped tensor with about ``nnz`` non-zeros, each coordinate drawn as
+    ``floor(size · u^skew)`` (a power law: low indices hold most non-zeros, as in the real
+    tensor), repeated coordinates summed."""
+    rng = np.random.default_rng(seed)
+    coords = np.stack([np.minimum((size * rng.random(nnz) ** skew).astype(np.int64), size - 1)
+                       for size in NELL2])
+    return tc.sparse.from_coo(coords, rng.random(nnz), NELL2)
+
+
+def mttkrp(nnz: int, rank: int, systems, repeats: int, pydata_max: int, tns: bool) -> tuple[
+        list[dict], dict]:
+    started = time.perf_counter()
+    x = nell2_like(nnz)
+    made = time.perf_counter() - started
+    rng = np.random.default_rng(4)
+    b, c = rng.random((NELL2[1], rank)), rng.random((NELL2[2], rank))
+    operands = nbytes(x) + b.nbytes + c.nbytes
+    i, j, k = x.coords
+
+    def gather():
+        out = np.zeros((NELL2[0], rank))
+        np.add.at(out, i, x.data[:, None] * b[j] * c[k])
+        return out
+
+    reference = gather()
+    rows = []
+    if "tensorc" in systems:
+        rows.append(run_system("tensorc", lambda: tc.einsum("ijk,jf,kf->if", x, b, c),
+                               reference, operands, repeats))
+    if "numpy-gather" in systems:
+        rows.append(run_system("numpy-gather", gather, reference, operands, repeats))
+    if "pydata" in systems and x.nnz <= pydata_max:
+        rows.append(run_system("pydata", lambda: sparse.einsum("ijk,jf,kf->if", x, b, c),
+                               reference, operands, max(1, min(repeats, 2))))
+    info = {"nnz": int(x.nnz), "generate_s": made}
+    plan = tc.plan("ijk,jf,kf->if", x, b, c)
+    operand = plan.stats["operands"][0]
+    info["blocks"] = {key: operand[key] for key in ("grid", "nonempty_blocks", "block_nnz_min",
+                                                    "block_nnz_mean", "block_nnz_max")}
+    if tns:
+        with tempfile.TemporaryDirectory() as directory:
+            path = Path(directory) / "nell2.tns"
+            started = time.perf_counter()
+            tc.sparse.save_tns(path, x)
+            info["tns_save_s"] = time.perf_counter() - started
+            info["tns_bytes"] = path.stat().st_size
+            started = time.perf_counter()
+            back = tc.sparse.load_tns(path, shape=NELL2)
+            info["tns_load_s"] = time.perf_counter() - started
+            info["tns_round_trip"] = bool(np.array_equal(back.coords, x.coords)
+                                          and np.array_equal(back.data, x.data))
+    return rows, info
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="spgemm,spmm,mttkrp")
+    parser.add_argument("--n", default="10000,20000", help="matrix sizes (comma list)")
+    parser.add_argument("--density", type=float, default=0.01)
+    parser.add_argument("--cols", type=int, default=64)
+    parser.add_argument("--nnz", type=int, default=2_000_000)
+    parser.add_argument("--large", action="store_true", help="MTTKRP with 10M non-zeros")
+    parser.add_argument("--rank", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--pydata-max-n", type=int, default=10_000)
+    parser.add_argument("--pydata-max-nnz", type=int, default=5_000_000)
+    parser.add_argument("--tns", action="store_true", help="time a .tns round trip")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    systems = set(args.systems.split(","))
+    unknown = systems - set(SYSTEMS)
+    if unknown:
+        parser.error(f"unknown systems {sorted(unknown)}; choose from {', '.join(SYSTEMS)}")
+    cases = args.cases.split(",")
+    sizes = [int(n) for n in args.n.split(",")]
+    results: dict = {"environment": environment(), "cases": {}}
+    if "spgemm" in cases:
+        for n in sizes:
+            rows = spgemm(n, args.density, systems, args.repeats, args.pydata_max_n)
+            report(f"spgemm-{n} (ij,jk->ik, {args.density:.0%} non-zeros)", rows)
+            results["cases"][f"spgemm-{n}"] = rows
+    if "spmm" in cases:
+        for n in sizes:
+            rows = spmm(n, args.density, args.cols, systems, args.repeats)
+            report(f"spmm-{n} (ij,jk->ik, dense {n} x {args.cols})", rows)
+            results["cases"][f"spmm-{n}"] = rows
+    if "mttkrp" in cases:
+        nnz = 10_000_000 if args.large else args.nnz
+        rows, info = mttkrp(nnz, args.rank, systems, args.repeats, args.pydata_max_nnz,
+                            args.tns)
+        report(f"mttkrp-nell2 (ijk,jf,kf->if, {' x '.join(map(str, NELL2))}, "
+               f"{info['nnz']:,} non-zeros, rank {args.rank})", rows)
+        print(f"   tensor: {info}")
+        results["cases"]["mttkrp-nell2"] = rows
+        results["mttkrp_tensor"] = info
+    if args.json:
+        write_json(args.json, results)
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""One einsum call with sparse operands: checked, planned by non-zeros, run on the local
+executor, returned in the type the operands imply.
+
+Contract: :func:`run_sparse_einsum` takes a ``tc.einsum`` call in which some operand is a
+scipy or pydata sparse array (:func:`sparse_call`) and returns ``(result, statistics)``;
+the driver records the statistics. :func:`plan_sparse_einsum` plans the same call without
+running it (``tc.plan``). The rules:
+
+- operands: scipy sparse matrices and arrays (2-d, 1-d), pydata sparse arrays (any rank)
+  and anything ``numpy.asarray`` takes, mixed freely; sparse operands are planned from
+  their :func:`~tensorc.sparse.formats.source` (CSR, or canonical coordinates) and never
+  densified. A lazy, distributed or
+  stored tensorc array next to a sparse operand is refused (:class:`~tensorc.errors.
+  UnsupportedError`), as is a session whose executor is not in this process (Ray): sparse
+  statements run on the local executor (``backend="local"`` asks for it on a Ray session);
+- dtypes are numpy's (``dtype=``, ``casting=`` as numpy checks them);
+- the result (:func:`~tensorc.sparse.rules.sparse_result`): a numpy scalar for a 0-d
+  result; a sparse array (:func:`~tensorc.sparse.formats.result_format`) when the operands
+  imply one; else an ndarray (``out=`` receives it; ``out=`` with a sparse result is
+  refused). Plan options ``grid``, ``block_shape``, ``workers`` and ``memory_limit`` have
+  their dense meaning.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from tensorc import session
+from tensorc.errors import ParseError, PlanError, ShapeError, UnsupportedError
+from tensorc.frontend.einsum import result_dtype
+from tensorc.frontend.subscripts import EinsumSpec, parse_einsum, sublist_to_subscripts
+from tensorc.planning.options import check_backend, check_casting, check_plan_options
+from tensorc.runtime.ray.arrays import DistributedArray
+from tensorc.runtime.task_pool import available_cores
+from tensorc.sparse.formats import is_sparse, result_format, source
+from tensorc.sparse.plan import SparsePlan, plan_sparse
+from tensorc.sparse.results import SparseResultSink, empty_result
+from tensorc.sparse.rules import sparse_result
+from tensorc.stored import StoredArray
+
+SPARSE_OPTIONS = ("grid", "block_shape", "workers", "memory_limit")
+
+
+def sparse_call(subscripts: object, operands: tuple) -> bool:
+    """Whether an einsum call has a sparse operand (interleaved form included)."""
+    return is_sparse(subscripts) or any(is_sparse(op) for op in operands)
+
+
+class _Call:
+    """A checked sparse call: subscripts, operands (sparse sources or ndarrays), the original
+    sparse operands, the parsed spec."""
+
+    def __init__(self, subscripts, operands: tuple, plan_options: dict) -> None:
+        if not isinstance(subscripts, str):
+            subscripts, listed = sublist_to_subscripts((subscripts, *operands))
+            operands = tuple(listed)
+        if not operands:
+            raise ParseError("No input operands: einsum needs at least one operand")
+        plan_options = dict(plan_options)
+        plan_options.pop("scheduler", None)
+        plan_options.pop("measure", None)
+        check_plan_options(plan_options)
+        for name in plan_options:
+            if name not in SPARSE_OPTIONS:
+                raise UnsupportedError(
+                    f"plan option {name}= with sparse operands: a sparse einsum runs on the "
+                    f"local executor and takes {', '.join(SPARSE_OPTIONS)}")
+        for position, op in enumerate(operands):
+            if isinstance(op, (DistributedArray, StoredArray)) or hasattr(op, "compute"):
+                raise UnsupportedError(
+                    f"operand {position} is a {type(op).__name__} next to a sparse operand: "
+                    "sparse einsums take scipy/pydata sparse arrays and numpy arrays only "
+                    "(gather it with numpy.asarray first)")
+        self.subscripts = subscripts
+        self.originals = operands
+        self.sparse = [op for op in operands if is_sparse(op)]
+        self.operands = [source(op) if is_sparse(op) else np.asarray(op)
+                         for op in operands]
+        self.options = plan_options
+        shapes = tuple(op.shape for op in self.operands)
+        self.spec: EinsumSpec = parse_einsum(subscripts, shapes)
+        self.stand_ins = [np.zeros(tuple(1 if d == 1 else 2 for d in op.shape), op.dtype)
+                          for op in self.operands]
+
+    def flags(self) -> list[bool]:
+        return [not isinstance(op, np.ndarray) for op in self.operands]
+
+
+def _local_executor(backend, operands: tuple):
+    executor = session.executor_for(backend, ())
+    if not executor.in_process:
+        raise UnsupportedError(
+            "sparse operands run on the local executor only (sparse blocks on Ray are not "
+            "implemented yet): pass backend=\"local\" to run this call in this process, or "
+            "densify the operand yourself")
+    return executor
+
+
+def _plan(call: _Call, compute, result_sparse: bool, optimize, budget, source) -> tuple:
+    options = call.options
+    workers = options.get("workers") or available_cores()
+    fmt = result_format(call.sparse, len(call.spec.output), compute) if result_sparse else (
+        "dense")
+    return plan_sparse(call.subscripts, call.spec, call.operands, compute, result_sparse,
+                       _describe(fmt), optimize=optimize, workers=workers,
+                       grid=options.get("grid"), block_shape=options.get("block_shape"),
+                       budget=budget, memory_source=source)
+
+
+def _describe(fmt: str) -> str:
+    return {"dense": "dense numpy.ndarray", "coo": "sparse (pydata COO)",
+            "gcxs": "sparse (pydata GCXS)", "csr_array": "sparse (scipy csr_array)",
+            "csr_matrix": "sparse (scipy csr_matrix)",
+            "coo_array": "sparse (scipy coo_array)"}[fmt]
+
+
+def run_sparse_einsum(subscripts, operands: tuple, *, out, optimize, backend, dtype, order,
+                      casting, plan_options: dict) -> tuple[object, dict]:
+    """One sparse einsum call; see the module docstring."""
+    started = time.perf_counter()
+    check_backend(backend)
+    check_casting(casting)
+    call = _Call(subscripts, operands, plan_options)
+    executor = _local_executor(backend, operands)
+    spec = call.spec
+    shape = spec.output_shape()
+    if out is not None and tuple(np.shape(out)) != shape:
+        raise ShapeError(f"out has shape {np.shape(out)} but einsum {call.subscripts!r} "
+                         f"produces shape {shape}")
+    result_type, compute = result_dtype(call.subscripts, call.stand_ins, dtype, casting,
+                                        out, len(shape))
+    result_sparse = sparse_result(spec, call.flags())
+    if result_sparse and out is not None:
+        raise PlanError(f"out= takes a dense array, but einsum {call.subscripts!r} of these "
+                        "sparse operands has a sparse result; drop out=")
+    budget, source = session.current().memory_budget(call.options.get("memory_limit"))
+    plan, inputs = _plan(call, compute, result_sparse, optimize, budget, source)
+    fmt = result_format(call.sparse, len(shape), compute) if result_sparse else None
+    if result_sparse:
+        ranges = [plan.blocking.ranges(n) for n in spec.output]
+        target = SparseResultSink(shape, compute, ranges)
+    else:
+        target = np.zeros(shape, compute, order="F" if order == "F" else "C")
+    planned = time.perf_counter()
+    _, stats = executor.run_plan(plan, inputs, out=target, result_type=result_type,
+                                 workers=call.options.get("workers"), cached=False,
+                                 plan_seconds=planned - started)
+    if result_sparse:
+        result = target.assemble(fmt) if plan.graph.outputs else empty_result(
+            shape, compute, fmt)
+        if np.dtype(result_type) != compute:
+            result = result.astype(result_type)
+        return result, stats
+    if out is not None:
+        np.copyto(out, target, casting="unsafe")
+        return out, stats
+    value = target if target.dtype == result_type else target.astype(result_type)
+    return (value[()] if value.ndim == 0 else value), stats
+
+
+def plan_sparse_einsum(subscripts: str, *operands, optimize="auto", dtype=None,
+                       **plan_options) -> SparsePlan:
+    """The plan of a sparse einsum without running it (``tc.plan``)."""
+    nodes = plan_options.pop("nodes", 1)
+    plan_options.pop("planner", None)
+    if nodes != 1:
+        raise UnsupportedError("a sparse einsum is planned for the local executor only; "
+                               "nodes= over 1 is not implemented for sparse operands")
+    call = _Call(subscripts, operands, plan_options)
+    _, compute = result_dtype(call.subscripts, call.stand_ins, dtype, "safe", None,
+                              len(call.spec.output))
+    budget, source = session.current().memory_budget(call.options.get("memory_limit"))
+    plan, _ = _plan(call, compute, sparse_result(call.spec, call.flags()), optimize, budget,
+                    source)
+    return plan

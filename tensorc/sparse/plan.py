@@ -1,0 +1,240 @@
+"""The plan of one sparse einsum: blocking by non-zeros, the graph over non-empty blocks,
+its modelled memory, and what ``explain()`` shows.
+
+Contract: :func:`plan_sparse` takes the parsed call (spec, the operands as
+:func:`~tensorc.sparse.formats.source` or ndarray, compute dtype, result sparsity,
+options) and returns ``(plan, inputs)``: a :class:`SparsePlan` and the operands as the
+graph's load tasks read them (a sparse operand :func:`~tensorc.sparse.blocks.cut` into
+blocks, a dense one as it is). Steps:
+
+1. the blocking: ``grid=``/``block_shape=`` when given (checked as for dense calls), else
+   :func:`~tensorc.sparse.rules.nnz_blocking` (one index split by non-zeros);
+2. each sparse operand cut into blocks (one vectorised pass), its non-zeros per block
+   counted; the graph lowered over the non-empty blocks
+   (:func:`~tensorc.codegen.sparse_lower.lower_sparse`);
+3. the modelled peak of the local run (:func:`~tensorc.planning.memory_fit.modelled_peak`,
+   sparse blocks priced by their non-zeros through ``allocations``) over the result, held
+   throughout: a dense result's bytes, or a sparse result's estimated bytes (its blocks are
+   kept until assembled, each dropped once copied into the whole). A result larger than
+   the budget is refused at once; otherwise, over the budget, the split index's block
+   count doubles while that lowers the peak (a forced blocking is only checked); if
+   nothing fits, a :class:`~tensorc.errors.MemoryLimitError` names the smallest budget that
+   works.
+
+Sparse plans are not cached: the blocking depends on where the non-zeros are, which only a
+pass over the operand tells.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from tensorc.codegen.blocking import Blocking
+from tensorc.codegen.sparse_lower import (
+    SparseLowering,
+    SparseScan,
+    lower_sparse,
+    sparse_bytes,
+)
+from tensorc.errors import MemoryLimitError
+from tensorc.frontend.einsum import einsum_program
+from tensorc.frontend.subscripts import EinsumSpec
+from tensorc.planning.blocking import choose_blocking
+from tensorc.planning.memory_fit import MemoryModel, allocations, format_bytes, modelled_peak
+from tensorc.planning.pricing import planning_context
+from tensorc.sparse.blocks import CsrRowBlocks, SparseBlocks, cut
+from tensorc.sparse.rules import nnz_blocking, plan_steps, split_index
+
+MAX_REFINEMENTS = 10
+MAX_TASKS = 200_000
+
+
+class SparsePlan:
+    """A planned sparse einsum: its graph, memory model and statistics; :meth:`explain`."""
+
+    def __init__(self, subscripts: str, spec: EinsumSpec, lowering: SparseLowering,
+                 blocking: Blocking, memory: MemoryModel | None, operands: list[dict],
+                 result: str, memory_source: str, seconds: float) -> None:
+        self.subscripts = subscripts
+        self.spec = spec
+        self.lowering = lowering
+        self.graph = lowering.graph
+        self.blocking = blocking
+        self.memory = memory
+        self.operands = operands
+        self.result = result
+        self.memory_source = memory_source
+        final = lowering.steps[-1]
+        self.stats = {
+            **self.graph.summary(),
+            "sparse": True,
+            "plan_seconds": seconds,
+            "blocking": blocking.describe(),
+            "operands": operands,
+            "result": result,
+            "estimated_output_nnz": final.estimated_nnz,
+            "estimated_output_density": final.estimated_density,
+            "steps": [{"equation": s.equation, "kernel": s.library, "tasks": s.tasks,
+                       "reduce_tasks": s.reduce_tasks, "sparse": s.sparse_out,
+                       "estimated_density": s.estimated_density} for s in lowering.steps],
+            "memory_limit": None if memory is None else memory.budget,
+            "modelled_peak_bytes": None if memory is None else memory.peak,
+        }
+
+    def explain(self) -> str:
+        lines = [f"sparse einsum {self.subscripts!r} (local executor)", "operands:"]
+        for k, info in enumerate(self.operands):
+            shape = "×".join(str(d) for d in info["shape"]) or "scalar"
+            if not info["sparse"]:
+                lines.append(f"  in{k}  dense   {shape}")
+                continue
+            lines.append(
+                f"  in{k}  sparse  {shape}  nnz {info['nnz']:,} (density "
+                f"{info['density']:.3g}); blocks {'×'.join(map(str, info['grid'])) or '1'}: "
+                f"{info['nonempty_blocks']} non-empty of {info['blocks']}; non-zeros per "
+                f"non-empty block min/mean/max {info['block_nnz_min']:,} / "
+                f"{info['block_nnz_mean']:,.0f} / {info['block_nnz_max']:,}")
+        lines.append(f"blocking: {self.blocking.describe()}")
+        lines.append("steps:")
+        for number, step in enumerate(self.lowering.steps):
+            kind = "sparse" if step.sparse_out else "dense"
+            lines.append(
+                f"  step{number}  {step.equation}  {step.library}: {step.tasks} tasks, "
+                f"{step.reduce_tasks} reduce; result {kind}, estimated density "
+                f"{step.estimated_density:.3g} ({step.estimated_nnz:,.0f} non-zeros)")
+        stats = self.stats
+        lines.append(f"result: {self.result}, estimated density "
+                     f"{stats['estimated_output_density']:.3g}")
+        lines.append(f"tasks: {stats['tasks']} (load {stats['load_tasks']}, pair "
+                     f"{stats['pair_tasks']}, apply {stats['apply_tasks']}, reduce "
+                     f"{stats['reduce_tasks']})")
+        if self.memory is not None:
+            lines.append(f"memory: {self.memory.describe()}; budget from "
+                         f"{self.memory_source or 'the call'}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"SparsePlan({self.subscripts!r}, tasks={self.stats['tasks']})"
+
+
+def _is_cut(value: object) -> bool:
+    return isinstance(value, (SparseBlocks, CsrRowBlocks))
+
+
+def _operand_info(value: object, blocks: SparseBlocks | CsrRowBlocks | None) -> dict:
+    if blocks is None:
+        return {"sparse": False, "shape": tuple(np.shape(value))}
+    counts = list(blocks.counts.values())
+    return {
+        "sparse": True, "shape": blocks.shape, "nnz": blocks.nnz,
+        "density": blocks.nnz / math.prod(blocks.shape) if math.prod(blocks.shape) else 0.0,
+        "grid": blocks.grid, "blocks": math.prod(blocks.grid),
+        "nonempty_blocks": len(counts),
+        "block_nnz_min": min(counts, default=0), "block_nnz_max": max(counts, default=0),
+        "block_nnz_mean": sum(counts) / len(counts) if counts else 0.0,
+    }
+
+
+def _cut(spec: EinsumSpec, operands: Sequence[object], blocking: Blocking) -> list:
+    step = dict(blocking.block)
+    return [cut(op, tuple(step[n] for n in names)) if not isinstance(op, np.ndarray)
+            else op for op, names in zip(operands, spec.inputs, strict=True)]
+
+
+def _lower(spec: EinsumSpec, inputs: list, steps, blocking: Blocking, compute):
+    scans = [SparseScan(names, True, op.counts) if _is_cut(op)
+             else SparseScan(names, False) for op, names in zip(inputs, spec.inputs,
+                                                                 strict=True)]
+    return lower_sparse(scans, steps, blocking, compute)
+
+
+def _result_bytes(lowering: SparseLowering, compute: np.dtype, result_sparse: bool) -> int:
+    """Bytes the result holds: dense, or its estimated non-zeros as a sparse array."""
+    shape = lowering.graph.output_shape
+    if result_sparse:
+        return sparse_bytes(lowering.steps[-1].estimated_nnz, len(shape), compute)
+    return math.prod(shape) * compute.itemsize
+
+
+def _peak(lowering: SparseLowering, compute: np.dtype, result_sparse: bool,
+          workers: int) -> int:
+    """The modelled peak: the run's blocks over the result, which is held throughout (a
+    dense result from the start; a sparse one's blocks are kept until assembled, and each
+    is dropped once copied)."""
+    alloc = allocations(lowering.graph, set(), result_sparse)
+    base = _result_bytes(lowering, compute, result_sparse)
+    return modelled_peak(lowering.graph, alloc, workers, base)
+
+
+def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], compute,
+                result_sparse: bool, result: str, *, optimize: object, workers: int,
+                grid=None, block_shape=None, budget: int | None = None,
+                memory_source: str = "") -> tuple[SparsePlan, list]:
+    """The plan and the operands its loads read; see the module docstring."""
+    started = time.perf_counter()
+    compute = np.dtype(compute)
+    sparse = [not isinstance(op, np.ndarray) for op in operands]
+    steps = plan_steps(spec, sparse, result_sparse, optimize)
+    forced = grid is not None or block_shape is not None
+    nonzeros = {k: op.nnz for k, op in enumerate(operands) if sparse[k]}
+    if forced:
+        shapes = [tuple(op.shape) for op in operands]
+        program = einsum_program(spec, shapes, [compute.str] * len(shapes), compute.str)
+        blocking = choose_blocking(program, planning_context(grid=grid, block_shape=block_shape,
+                                                             workers=workers))
+    else:
+        blocking = nnz_blocking(spec, nonzeros, workers)
+    inputs = _cut(spec, operands, blocking)
+    lowering = _lower(spec, inputs, steps, blocking, compute)
+    memory = None
+    if budget is not None:
+        result_bytes = _result_bytes(lowering, compute, result_sparse)
+        if result_bytes > budget:
+            raise MemoryLimitError(
+                f"memory_limit {format_bytes(budget)} is too small for sparse einsum "
+                f"{subscripts!r}: its result alone holds {format_bytes(result_bytes)} "
+                f"(estimated density {lowering.steps[-1].estimated_density:.3g}); give "
+                f"memory_limit of at least {format_bytes(result_bytes, up=True)} plus room "
+                "for its blocks")
+        peak = _peak(lowering, compute, result_sparse, workers)
+        split = split_index(spec, nonzeros) or _largest_index(spec)
+        for _ in range(0 if forced else MAX_REFINEMENTS):
+            if peak <= budget or split is None or len(lowering.graph.tasks) > MAX_TASKS:
+                break
+            count = blocking.count(split) * 2
+            if count > dict(blocking.sizes)[split]:
+                break
+            finer = nnz_blocking(spec, nonzeros, workers, {split: count})
+            finer_inputs = _cut(spec, operands, finer)
+            finer_lowering = _lower(spec, finer_inputs, steps, finer, compute)
+            finer_peak = _peak(finer_lowering, compute, result_sparse, workers)
+            if finer_peak >= peak:
+                break  # finer blocks no longer help
+            blocking, inputs, lowering, peak = finer, finer_inputs, finer_lowering, finer_peak
+        if peak > budget:
+            need = _peak(lowering, compute, result_sparse, 1)
+            if need > budget:
+                raise MemoryLimitError(
+                    f"memory_limit {format_bytes(budget)} is too small for sparse einsum "
+                    f"{subscripts!r}: at blocking ({blocking.describe()}) one worker needs "
+                    f"{format_bytes(need)} (sparse blocks priced by their non-zeros, the "
+                    f"result included); give memory_limit of at least "
+                    f"{format_bytes(need, up=True)}")
+            peak = need
+        alloc = allocations(lowering.graph, set(), result_sparse)
+        memory = MemoryModel(budget, peak, result_bytes, max(alloc, default=0), False)
+    infos = [_operand_info(op, b if _is_cut(b) else None)
+             for op, b in zip(operands, inputs, strict=True)]
+    plan = SparsePlan(subscripts, spec, lowering, blocking, memory, infos, result,
+                      memory_source, time.perf_counter() - started)
+    return plan, inputs
+
+
+def _largest_index(spec: EinsumSpec) -> str | None:
+    sizes = spec.size_of
+    names = [n for n in spec.output if sizes[n] > 1]
+    return max(names, key=lambda n: sizes[n]) if names else None

@@ -1,0 +1,123 @@
+"""The decisions of a sparse statement that need no data: its result type, its steps, and
+its blocking by non-zeros.
+
+Contract:
+
+- :func:`sparse_result` is the result-type rule (the README's): a 0-d result is a numpy
+  scalar; otherwise the result is sparse when every operand that is not a scalar is
+  sparse, or when some sparse operand's indices all appear in the output (its zeros survive
+  into the result: ``ij,ij->ij``, ``ij,j->ij``, ``ij,ik,jk->ij``); else it is dense.
+- :func:`plan_steps` splits the statement into steps over the value list (opt_einsum's
+  linear path format): one step for one or two operands, and for several operands with
+  only one sparse (MTTKRP); several operands with two or more sparse are contracted pairwise
+  along opt_einsum's path (``greedy``, or ``optimal`` when asked; ``optimize=False`` keeps
+  one step), each intermediate sparse by the same rule applied to its step.
+- :func:`nnz_blocking` is the default blocking: only one index is split, the first index of
+  the sparse operand with the most non-zeros that is also an output index (so blocks of the
+  result are disjoint and need no reduction), into enough blocks that each holds at most
+  :data:`BLOCK_NNZ` of its non-zeros and at least one per worker (rounded to a multiple of
+  the workers); an operand under :data:`SPLIT_NNZ` non-zeros stays one block.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import opt_einsum as oe
+
+from tensorc.codegen.blocking import Blocking
+from tensorc.codegen.kernels import equation
+from tensorc.codegen.sparse_lower import SparseStep
+from tensorc.frontend.subscripts import EinsumSpec
+
+BLOCK_NNZ = 1 << 18
+"""Non-zeros of one block the default blocking aims at (a 3-d COO block of about 8 MB)."""
+SPLIT_NNZ = 1 << 16
+"""Sparse operands with fewer non-zeros stay one block."""
+
+
+def _keys(spec: EinsumSpec) -> list[tuple[str, ...]]:
+    return [tuple(dict.fromkeys(k)) for k in spec.inputs]
+
+
+def sparse_result(spec: EinsumSpec, sparse: Sequence[bool]) -> bool:
+    """Whether the statement's result is sparse (see the module docstring)."""
+    if not spec.output:
+        return False
+    output = set(spec.output)
+    operands = [(set(k), s) for k, s in zip(spec.inputs, sparse, strict=True) if k or s]
+    if all(s for _, s in operands):
+        return True
+    return any(s and names <= output for names, s in operands)
+
+
+def _step_sparse(keys: Sequence[tuple[str, ...]], sparse: Sequence[bool],
+                 output: tuple[str, ...]) -> bool:
+    if not output:
+        return False
+    if all(s for k, s in zip(keys, sparse, strict=True) if k or s):
+        return True
+    return any(s and set(k) <= set(output) for k, s in zip(keys, sparse, strict=True))
+
+
+def plan_steps(spec: EinsumSpec, sparse: Sequence[bool], result_sparse: bool,
+               optimize: object) -> list[SparseStep]:
+    """The statement's steps (see the module docstring)."""
+    count = len(spec.inputs)
+    everything = SparseStep(tuple(range(count)), tuple(spec.output), result_sparse)
+    if count <= 2 or sum(sparse) <= 1 or optimize is False:
+        return [everything]
+    keys = _keys(spec)
+    sizes = spec.size_of
+    shapes = [tuple(sizes[n] for n in k) for k in keys]
+    how = "optimal" if optimize == "optimal" else "greedy"
+    path, _ = oe.contract_path(equation(keys, spec.output), *shapes, shapes=True,
+                               optimize=how)
+    values = list(zip(keys, sparse, strict=True))
+    steps = []
+    for number, taken in enumerate(path):
+        taken = tuple(sorted(taken))
+        inputs = [values[t] for t in taken]
+        rest = [v for k, v in enumerate(values) if k not in taken]
+        last = number == len(path) - 1
+        if last:
+            output, out_sparse = tuple(spec.output), result_sparse
+        else:
+            needed = {n for k, _ in rest for n in k} | set(spec.output)
+            output = tuple(dict.fromkeys(n for k, _ in inputs for n in k if n in needed))
+            out_sparse = _step_sparse([k for k, _ in inputs], [s for _, s in inputs], output)
+        steps.append(SparseStep(taken, output, out_sparse))
+        values = [*rest, (output, out_sparse)]
+    return steps
+
+
+def nnz_blocking(spec: EinsumSpec, nonzeros: dict[int, int], workers: int,
+                 counts: dict[str, int] | None = None) -> Blocking:
+    """The default blocking (see the module docstring); ``nonzeros``: operand position →
+    its non-zeros; ``counts`` forces blocks per index (a refinement)."""
+    sizes = spec.size_of
+    block = {name: max(size, 1) for name, size in sizes.items()}
+    if counts is None:
+        counts = {}
+        split = split_index(spec, nonzeros)
+        if split is not None:
+            nnz = max(nonzeros.values())
+            wanted = max(math.ceil(nnz / BLOCK_NNZ), workers)
+            counts[split] = math.ceil(wanted / workers) * workers
+    for name, count in counts.items():
+        count = min(max(1, count), max(sizes[name], 1))
+        block[name] = max(1, math.ceil(sizes[name] / count))
+    ordered = tuple(sorted(sizes.items()))
+    return Blocking(sizes=ordered, block=tuple((n, block[n]) for n, _ in ordered))
+
+
+def split_index(spec: EinsumSpec, nonzeros: dict[int, int]) -> str | None:
+    """The index the default blocking splits, or ``None`` (nothing worth splitting)."""
+    if not nonzeros or max(nonzeros.values()) < SPLIT_NNZ:
+        return None
+    position = max(nonzeros, key=lambda k: (nonzeros[k], -k))
+    sizes = spec.size_of
+    indices = [n for n in spec.inputs[position] if sizes[n] > 1]
+    preferred = [n for n in indices if n in spec.output]
+    return (preferred or indices or [None])[0]

@@ -1,0 +1,329 @@
+"""Sparse operands in ``tc.einsum``: differential tests against dense numpy (and the
+libraries' own products), the result-type rule, tasks only where non-empty blocks meet,
+``tc.sparse`` constructors and ``.tns`` files, and the errors bad input gets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import sparse
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tensorc as tc
+from tensorc import session
+from tensorc.sparse.formats import is_sparse
+from tensorc.sparse.rules import BLOCK_NNZ
+
+# (subscripts, which operands are sparse) — every kernel: scipy products in each layout,
+# the fused gather-scatter (MTTKRP, SDDMM, scaling, reductions), pydata's einsum, pairwise
+# chains, diagonals, ellipses and scalars
+PATTERNS = [
+    ("ij,jk->ik", (True, False)), ("ij,jk->ik", (False, True)), ("ij,jk->ik", (True, True)),
+    ("ji,jk->ki", (True, True)), ("ij,j->i", (True, False)), ("j,jk->k", (False, True)),
+    ("ijk,jf,kf->if", (True, False, False)), ("ijk,ja,kb->iab", (True, False, False)),
+    ("ij,ik,jk->ij", (True, False, False)), ("ij,ij->ij", (True, False)),
+    ("ij,ij->ij", (True, True)), ("ij,ij->", (True, True)), ("ij->i", (True,)),
+    ("ij->ji", (True,)), ("ii->i", (True,)), ("ij,jk,kl->il", (True, True, True)),
+    ("ij,jk,kl->il", (True, True, False)), ("bij,bjk->bik", (True, True)),
+    ("...j,j->...", (True, False)), (",ij->ij", (False, True)), ("ij,kl->ijkl", (True, True)),
+]
+DTYPES = [np.float64, np.float32, np.complex128, np.int64]
+
+
+def dense(x) -> np.ndarray:
+    if sp.issparse(x):
+        return x.toarray()
+    if isinstance(x, sparse.SparseArray):
+        return x.todense()
+    return np.asarray(x)
+
+
+def _shapes(subscripts: str, rng) -> tuple[list[tuple[int, ...]], dict]:
+    terms = subscripts.split("->")[0].split(",")
+    extent = {c: int(rng.integers(0, 7)) if rng.random() < 0.1 else int(rng.integers(1, 9))
+              for c in set("".join(terms)) if c.isalpha()}
+    batch = [int(rng.integers(1, 4)) for _ in range(2)]
+    shapes = []
+    for term in terms:
+        shape = [extent[c] for c in term.replace("...", "")]
+        shapes.append(tuple(batch + shape) if "..." in term else tuple(shape))
+    return shapes, extent
+
+
+def _sparse_operand(rng, shape, dtype, kind: str, density: float):
+    """A random sparse operand of ``kind`` with duplicates or explicit zeros sometimes."""
+    size = int(np.prod(shape))
+    count = int(round(density * size))
+    flat = rng.choice(size, size=count, replace=False) if size else np.zeros(0, int)
+    coords = np.stack(np.unravel_index(flat, shape)) if shape else np.zeros((0, count), int)
+    values = rng.integers(-4, 5, count).astype(dtype) if np.dtype(dtype).kind in "iu" else (
+        rng.standard_normal(count).astype(dtype))
+    if count and rng.random() < 0.3:  # explicit zeros and repeated coordinates
+        values[: max(1, count // 4)] = 0
+        coords = np.concatenate([coords, coords[:, : count // 2]], axis=1)
+        values = np.concatenate([values, values[: count // 2]])
+    if kind in ("csr", "coo_array") and len(shape) == 2:
+        coo = sp.coo_array((values, tuple(coords)), shape=shape)  # duplicates kept
+        return coo.tocsr() if kind == "csr" else coo
+    if kind == "gcxs":
+        return sparse.GCXS.from_coo(sparse.COO(coords, values, shape=shape))
+    return sparse.COO(coords, values, shape=shape, has_duplicates=True)
+
+
+@st.composite
+def sparse_problems(draw):
+    subscripts, flags = draw(st.sampled_from(PATTERNS))
+    seed = draw(st.integers(0, 2**32 - 1))
+    density = draw(st.sampled_from([0.0, 0.05, 0.3, 1.0, None]))
+    dtype = draw(st.sampled_from(DTYPES))
+    blocking = draw(st.sampled_from([None, "grid", "grid"]))
+    rng = np.random.default_rng(seed)
+    shapes, extent = _shapes(subscripts, rng)
+    operands = []
+    for shape, is_sp in zip(shapes, flags, strict=True):
+        if not is_sp:
+            operands.append(rng.integers(-3, 4, shape).astype(dtype) if not shape or rng.random()
+                            < 0.5 else rng.standard_normal(shape).astype(dtype))
+            if not shape:
+                operands[-1] = 2.5 if rng.random() < 0.5 else operands[-1]
+            continue
+        kind = str(rng.choice(["csr", "coo", "gcxs", "coo_array"]))
+        operands.append(_sparse_operand(rng, shape, dtype, kind,
+                                        float(rng.random()) if density is None else density))
+    grid = {c: int(rng.integers(1, 4)) for c in extent} if blocking else None
+    return subscripts, operands, grid
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sparse_problems())
+def test_sparse_einsum_matches_numpy(problem):
+    subscripts, operands, grid = problem
+    expected = np.einsum(subscripts, *(dense(op) for op in operands))
+    options = {} if grid is None else {"grid": grid}
+    result = tc.einsum(subscripts, *operands, **options)
+    got = dense(result)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    if is_sparse(result):  # canonical: no stored zeros
+        data = result.data if not sp.issparse(result) else result.tocoo().data
+        assert np.all(data != 0)
+
+
+def _matrix(rows: int, columns: int, density: float, seed: int):
+    return tc.sparse.random((rows, columns), density, seed=seed, format="csr")
+
+
+def test_result_types_follow_the_rule():
+    a, b = _matrix(8, 6, 0.3, 1), _matrix(6, 5, 0.3, 2)
+    d = np.ones((6, 5))
+    assert isinstance(tc.einsum("ij,jk->ik", a, d), np.ndarray)      # S @ D: dense
+    assert isinstance(tc.einsum("ij,jk->ik", a, b), sp.csr_array)    # S @ S: sparse
+    assert isinstance(tc.einsum("ij,ij->ij", a, np.ones((8, 6))), sp.csr_array)  # zeros kept
+    assert isinstance(tc.einsum("ij,j->ij", a, np.ones(6)), sp.csr_array)
+    assert isinstance(tc.einsum("ij->", a), np.floating)             # 0-d: numpy scalar
+    assert isinstance(tc.einsum("ij->i", a), sp.coo_array)           # scipy, not 2-d
+    m = sp.csr_matrix(a)
+    assert isinstance(tc.einsum("ij,jk->ik", m, sp.csr_matrix(b)), sp.csr_matrix)
+    x = sparse.COO.from_scipy_sparse(a)
+    assert isinstance(tc.einsum("ij,jk->ik", x, b), sparse.COO)      # any pydata: pydata
+    g = sparse.GCXS.from_coo(x)
+    assert isinstance(tc.einsum("ij,jk->ik", g, sparse.GCXS.from_scipy_sparse(b)),
+                      sparse.GCXS)
+    mttkrp = tc.einsum("ijk,jf,kf->if", tc.sparse.random((5, 4, 3), 0.3), np.ones((4, 2)),
+                       np.ones((3, 2)))
+    assert isinstance(mttkrp, np.ndarray)
+
+
+def test_tensordot_and_matmul_take_sparse_operands():
+    a, b = _matrix(8, 6, 0.3, 1), _matrix(6, 5, 0.3, 2)
+    d = np.arange(30.0).reshape(6, 5)
+    np.testing.assert_allclose(tc.tensordot(a, d, axes=1), a @ d)
+    assert isinstance(tc.tensordot(a, b, axes=1), sp.csr_array)
+    np.testing.assert_allclose(tc.matmul(a, d), a @ d)
+    np.testing.assert_allclose(tc.matmul(d.T, a.T), d.T @ a.T.toarray())
+    np.testing.assert_allclose(tc.matmul(a, np.ones(6)), a @ np.ones(6))
+    np.testing.assert_allclose(tc.matmul(a, b).toarray(), (a @ b).toarray())
+
+
+def test_out_and_dtype_for_a_dense_result():
+    a = _matrix(8, 6, 0.3, 1)
+    d = np.ones((6, 5))
+    out = np.empty((8, 5), np.float32)
+    assert tc.einsum("ij,jk->ik", a, d, out=out, casting="same_kind") is out
+    np.testing.assert_allclose(out, a @ d, rtol=1e-6)
+    assert tc.einsum("ij,jk->ik", a, d, dtype=np.complex128).dtype == np.complex128
+    with pytest.raises(tc.PlanError, match="sparse result"):
+        tc.einsum("ij,ij->ij", a, np.ones((8, 6)), out=np.empty((8, 6)))
+
+
+def _occupied(matrix, step: int) -> set[tuple[int, int]]:
+    coo = matrix.tocoo()
+    return set(zip((coo.row // step).tolist(), (coo.col // step).tolist(), strict=True))
+
+
+def test_tasks_only_where_non_empty_blocks_meet():
+    # a hand-made case: A has blocks (0,0) and (1,1), B only (0,1): one product meets
+    a = np.zeros((4, 4))
+    a[0, 1], a[3, 2] = 1.0, 2.0
+    b = np.zeros((4, 4))
+    b[1, 3] = 3.0
+    result = tc.einsum("ij,jk->ik", sp.csr_array(a), sp.csr_array(b), grid={"i": 2, "j": 2,
+                                                                          "k": 2})
+    np.testing.assert_allclose(result.toarray(), a @ b)
+    stats = tc.last_stats()
+    assert (stats["pair_tasks"], stats["load_tasks"], stats["reduce_tasks"]) == (1, 2, 0)
+    # a 1 % matrix in 20 x 20 blocks: tasks only for the (i, j, k) where A(i,j), B(j,k) meet
+    n, step = 400, 20
+    x, y = _matrix(n, n, 0.003, 3), _matrix(n, n, 0.003, 4)
+    blocks = n // step
+    tc.einsum("ij,jk->ik", x, y, grid={"i": blocks, "j": blocks, "k": blocks})
+    left, right = _occupied(x, step), _occupied(y, step)
+    meeting = sum(1 for (i, j) in left for (j2, _) in right if j == j2)
+    stats = tc.last_stats()
+    assert stats["pair_tasks"] == meeting < blocks**3
+    assert stats["operands"][0]["nonempty_blocks"] == len(left) < blocks**2
+    # an empty operand: no compute task at all, the result is zeros
+    empty = sp.csr_array((50, 40))
+    np.testing.assert_array_equal(tc.einsum("ij,jk->ik", empty, np.ones((40, 3))),
+                                  np.zeros((50, 3)))
+    assert tc.last_stats()["pair_tasks"] == 0
+
+
+def test_empty_rows_and_blocks_in_a_dense_result():
+    a = _matrix(300, 200, 0.05, 5).tolil()
+    a[50:250] = 0  # empty rows and whole empty row blocks
+    a = a.tocsr()
+    d = np.random.default_rng(0).random((200, 7))
+    result = tc.einsum("ij,jk->ik", a, d, grid={"i": 6})
+    np.testing.assert_allclose(result, a @ d)
+    assert tc.last_stats()["operands"][0]["nonempty_blocks"] == 2
+
+
+def test_duplicates_are_summed_and_explicit_zeros_ignored():
+    coo = sp.coo_array(([1.0, 2.0, 0.0, 5.0], ([0, 0, 1, 2], [1, 1, 0, 2])), shape=(3, 3))
+    assert not coo.has_canonical_format
+    np.testing.assert_allclose(tc.einsum("ij,jk->ik", coo, np.eye(3)), coo.toarray())
+    result = tc.einsum("ij->ij", sparse.COO([[0, 0, 1], [1, 1, 0]], [1.0, 2.0, 0.0],
+                                             shape=(3, 3), has_duplicates=True))
+    assert result.nnz == 1 and result.todense()[0, 1] == 3.0
+
+
+def test_explain_and_stats_show_non_zeros_per_block_and_density():
+    a, b = _matrix(400, 300, 0.02, 1), _matrix(300, 200, 0.02, 2)
+    plan = tc.plan("ij,jk->ik", a, b, grid={"i": 4, "j": 2})
+    text = plan.explain()
+    assert "non-zeros per non-empty block min/mean/max" in text
+    assert "estimated density" in text and "SpGEMM" in text
+    est = plan.stats["estimated_output_density"]
+    actual = (a @ b).nnz / (400 * 200)
+    assert abs(est - actual) < 0.1 * actual + 0.01
+    tc.einsum("ijk,jf,kf->if", tc.sparse.random((50, 40, 30), 0.01), np.ones((40, 4)),
+              np.ones((30, 4)))
+    stats = tc.last_stats()
+    assert stats["sparse"] and stats["steps"][0]["kernel"].startswith("tensorc gather")
+    assert stats["modelled_peak_bytes"] > 0 and stats["operands"][0]["block_nnz_max"] > 0
+
+
+def test_blocking_by_non_zeros_and_the_memory_model():
+    x = tc.sparse.random((2000, 300, 300), 4 * BLOCK_NNZ / (2000 * 300 * 300), seed=2)
+    plan = tc.plan("ijk,jf,kf->if", x, np.ones((300, 4)), np.ones((300, 4)), workers=2)
+    info = plan.stats["operands"][0]
+    assert info["grid"][0] >= 4 and info["grid"][1:] == (1, 1)   # split by non-zeros
+    assert info["block_nnz_max"] <= 1.2 * BLOCK_NNZ
+    assert plan.stats["reduce_tasks"] == 0                           # i is an output index
+    with pytest.raises(tc.MemoryLimitError, match="sparse einsum"):
+        tc.einsum("ijk,jf,kf->if", x, np.ones((300, 4)), np.ones((300, 4)),
+                  memory_limit=10_000)
+
+
+def test_sparse_operands_are_never_densified(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a sparse operand was densified")
+
+    a, b = _matrix(60, 50, 0.1, 1), _matrix(50, 40, 0.1, 2)
+    x = tc.sparse.random((20, 15, 10), 0.1, seed=3)
+    monkeypatch.setattr(sparse.COO, "todense", refuse)
+    monkeypatch.setattr(sp.csr_array, "toarray", refuse)
+    tc.einsum("ij,jk->ik", a, np.ones((50, 3)), grid={"i": 3, "j": 2})
+    tc.einsum("ij,jk->ik", a, b, grid={"i": 2, "j": 2, "k": 2})
+    tc.einsum("ijk,jf,kf->if", x, np.ones((15, 2)), np.ones((10, 2)), grid={"j": 2})
+    tc.einsum("ijk,ijk->ik", x, x)
+
+
+def test_random_is_reproducible():
+    a = tc.sparse.random((100, 80), 0.05, seed=7)
+    b = tc.sparse.random((100, 80), 0.05, seed=7)
+    assert a.nnz == 400 and np.array_equal(a.coords, b.coords) and np.array_equal(a.data,
+                                                                                   b.data)
+    assert not np.array_equal(tc.sparse.random((100, 80), 0.05, seed=8).coords, a.coords)
+    blocked = tc.sparse.random((100, 80), 0.05, seed=7, grid=(4, 2))
+    assert blocked.nnz == 400 and blocked.shape == (100, 80)
+    assert tc.sparse.random((10, 10), 1.0).nnz == 100 and tc.sparse.random((10, 10), 0).nnz == 0
+    assert isinstance(tc.sparse.random((5, 5), 0.2, format="csr"), sp.csr_array)
+    with pytest.raises(tc.ShapeError, match="density"):
+        tc.sparse.random((5, 5), 1.5)
+
+
+def test_from_coo_sums_duplicates_and_refuses_bad_coordinates():
+    x = tc.sparse.from_coo([[0, 0, 2], [1, 1, 3]], [1.0, 2.0, 4.0], (3, 4))
+    assert x.nnz == 2 and x.todense()[0, 1] == 3.0 and x.todense()[2, 3] == 4.0
+    assert tc.sparse.from_coo(np.array([[0, 4]]), [1, 1]).shape == (5,)
+    with pytest.raises(tc.ShapeError, match=r"coordinate 5 of dimension 1 \(entry 1\) is out "
+                                            r"of bounds for shape \(3, 4\)"):
+        tc.sparse.from_coo([[0, 1], [1, 5]], [1.0, 2.0], (3, 4))
+    with pytest.raises(tc.ShapeError, match="coordinate -1 of dimension 0"):
+        tc.sparse.from_coo([[-1], [0]], [1.0], (3, 4))
+    with pytest.raises(tc.TypeCheckError, match="mixed index dtypes: int32 .dimension 0., "
+                                                "uint64 .dimension 1."):
+        tc.sparse.from_coo([np.array([0], np.int32), np.array([1], np.uint64)], [1.0], (3, 4))
+    with pytest.raises(tc.TypeCheckError, match="coordinates are integers"):
+        tc.sparse.from_coo([[0.5], [1.0]], [1.0], (3, 4))
+    with pytest.raises(tc.ShapeError, match="2 coordinates but 3 values"):
+        tc.sparse.from_coo([[0, 1], [1, 2]], [1.0, 2.0, 3.0], (3, 4))
+
+
+def test_tns_round_trip_and_errors(tmp_path):
+    x = tc.sparse.random((7, 6, 5), 0.2, seed=1)
+    path = tmp_path / "x.tns"
+    tc.sparse.save_tns(path, x)
+    back = tc.sparse.load_tns(path, shape=(7, 6, 5))
+    assert np.array_equal(back.coords, x.coords) and np.array_equal(back.data, x.data)
+    text = "# a comment\n1 1 1 1.5\n\n2 3 1 2.0\n1 1 1 0.5\n"
+    (tmp_path / "ok.tns").write_text(text)
+    y = tc.sparse.load_tns(tmp_path / "ok.tns")
+    assert y.shape == (2, 3, 1) and y.todense()[0, 0, 0] == 2.0 and y.todense()[1, 2, 0] == 2.0
+
+    def refused(content: str, match: str):
+        bad = tmp_path / "bad.tns"
+        bad.write_text(content)
+        with pytest.raises(tc.StorageError, match=match):
+            tc.sparse.load_tns(bad)
+
+    refused("1 1 1 1.0\n2 2 1.0\n", r"bad.tns:2:8: 3 fields, expected 4 \(3 coordinates and "
+                                    r"a value, as on line 1\)")
+    refused("1 1 1.0\n2 2 abc\n", r"bad.tns:2:5: value 'abc' is not a number")
+    refused("1 1 1.0\n2 x 3.0\n", r"bad.tns:2:3: coordinate 'x' is not a number")
+    refused("1 1 1.0\n2 1.5 3.0\n", r"bad.tns:2:3: coordinate '1.5' is not an integer")
+    refused("1 1 1.0\n0 2 3.0\n", r"bad.tns:2:1: coordinate '0' is below 1")
+    with pytest.raises(tc.StorageError, match="out of bounds"):
+        tc.sparse.load_tns(tmp_path / "ok.tns", shape=(2, 2, 1))
+
+
+def test_unsupported_mixes_get_clear_errors(monkeypatch):
+    a = _matrix(6, 5, 0.3, 1)
+    with pytest.raises(tc.UnsupportedError, match="cannot join a lazy tc.Array program"):
+        tc.einsum("ij,jk->ik", a, tc.ones((5, 3)) * 2)
+    filled = sparse.COO([[0], [1]], [1.0], shape=(6, 5), fill_value=1.0)
+    with pytest.raises(tc.UnsupportedError, match="fill value"):
+        tc.einsum("ij,jk->ik", filled, np.ones((5, 3)))
+
+    class RemoteExecutor:  # what a Ray session's executor answers
+        in_process = False
+
+    monkeypatch.setattr(session.current(), "executor", RemoteExecutor())
+    with pytest.raises(tc.UnsupportedError, match="local executor only"):
+        tc.einsum("ij,jk->ik", a, np.ones((5, 3)))
+    with pytest.raises(tc.UnsupportedError, match="local executor"):
+        tc.plan("ij,jk->ik", a, np.ones((5, 3)), nodes=4)
