@@ -223,7 +223,7 @@ class ClusterState:
             if mask & bit:
                 continue
             nbytes = size[source_block]
-            src = self._source(mask)
+            src = self._source(mask) if mask & (mask - 1) else mask.bit_length() - 1
             sent = net_out[src] + nbytes
             net_out[src] = sent
             if sent > self.max_out:

@@ -25,7 +25,12 @@ Policies:
   task ``i`` (``task_hints[i]``), the options are that node and the nodes already holding
   every input of the task (no transfer at all) — the plan, not the greedy rule, decides
   where its blocks are computed, so a grid that balances traffic over the whole graph is
-  not undone one task at a time. The task goes to the option minimising
+  not undone one task at a time; with ``strict_hints`` the hint is the only option (owner
+  computes: what :mod:`tensorc.planning.symbolic_cost` prices in closed form). A task with
+  one option is placed without weighing it; a task with no input anywhere (none at all) is
+  weighed on every node up to :data:`SAMPLED_NODES` nodes, and on a larger cluster on that
+  many consecutive nodes from a position that moves with the task (NumS samples a few
+  nodes rather than all). The task goes to the option minimising
   ``max(peak mem) + max(net_in) + max(net_out)`` over nodes after simulating it there (all
   three are high-water marks, so the terms are commensurate); ties go to
   the option holding the most input bytes, then the lowest id. A ``reduce`` task whose
@@ -177,6 +182,7 @@ def schedule(
     output_nodes: Sequence[int] | None = None,
     cached_copies: Mapping[int, Iterable[int]] | None = None,
     task_hints: Mapping[int, int] | None = None,
+    strict_hints: bool = False,
 ) -> Schedule:
     """Place every task of ``graph`` on one of ``nodes`` nodes (policy: module docstring).
 
@@ -192,6 +198,8 @@ def schedule(
         task_hints: compute task index → the node a plan's index grid gives its block (LSHS
             runs the task there unless a node holds all its inputs; other schedulers
             ignore it).
+        strict_hints: LSHS runs every hinted task on its hint, never on another node that
+            holds all its inputs (owner computes: what the symbolic cost model prices).
 
     Raises:
         PlanError: unknown scheduler, ``nodes < 1``, or a load task without a valid node.
@@ -216,7 +224,7 @@ def schedule(
     groups: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
     traded = [0, 0]  # tasks placed off their fewest-bytes option, and the bytes that cost
     if scheduler == "lshs":
-        _lshs(graph, state, node_of, layout, groups, task_hints or {}, traded)
+        _lshs(graph, state, node_of, layout, groups, task_hints or {}, traded, strict_hints)
     elif scheduler == "round_robin":
         _round_robin(graph, state, node_of)
     else:
@@ -304,37 +312,65 @@ def _lshs(
     groups: dict[int, list[tuple[int, tuple[int, ...]]]],
     hints: Mapping[int, int],
     traded: list[int],
+    strict: bool = False,
 ) -> None:
     every_node = (1 << state.nodes) - 1
     holders = state.holders
+    run = state.run
+    get_hint = hints.get
+    get_layout = layout.get
     for index, task in enumerate(graph.tasks):
-        if task.kind == LOAD:
+        kind = task.kind
+        if kind == LOAD:
             continue
         inputs = task.inputs
-        if task.kind == REDUCE and len(inputs) > 1:
+        if kind == REDUCE and len(inputs) > 1:
             inputs = _fold_locally(index, inputs, state, node_of, groups)
-        hint = hints.get(index)
+        hint = get_hint(index)
         if hint is not None:
             options = 1 << hint
-            common = every_node
-            for block in inputs:
-                common &= holders[block]
-            options |= common
+            if not strict:
+                common = every_node
+                for block in inputs:
+                    common &= holders[block]
+                options |= common
         else:
             options = 0
             for block in inputs:
                 options |= holders[block]
-            lay = layout.get(index)
+            lay = get_layout(index)
             if lay is not None:
                 options |= 1 << lay
         if not options:
-            options = every_node
-        node, extra = _best_node(state, inputs, task.nbytes, options)
-        if extra:
-            traded[0] += 1
-            traded[1] += extra
+            options = _sampled(index, state.nodes)
+        if options & (options - 1):
+            node, extra = _best_node(state, inputs, task.nbytes, options)
+            if extra:
+                traded[0] += 1
+                traded[1] += extra
+        else:  # one option: nothing to weigh
+            node = options.bit_length() - 1
         node_of[index] = node
-        state.run(index, inputs, node)
+        run(index, inputs, node)
+
+
+SAMPLED_NODES = 32  # nodes weighed for a task no node has inputs of, on a large cluster
+
+
+def _sampled(index: int, nodes: int) -> int:
+    """The options of a task none of whose inputs live anywhere (it has none): every node
+    on up to :data:`SAMPLED_NODES` nodes, else that many consecutive nodes starting at a
+    position that moves with the task (deterministic, and every node is offered in turn),
+    as NumS samples a few nodes instead of weighing them all."""
+    if nodes <= SAMPLED_NODES:
+        return (1 << nodes) - 1
+    start = (index * SAMPLED_NODES) % nodes
+    window = (1 << SAMPLED_NODES) - 1
+    mask = (window << start) & ((1 << nodes) - 1)
+    wrapped = start + SAMPLED_NODES - nodes
+    if wrapped > 0:
+        mask |= (1 << wrapped) - 1
+    return mask
 
 
 def _fold_locally(

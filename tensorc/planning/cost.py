@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from tensorc.ir.contraction import Key, contraction_flops, path_steps, uses_blas, volume
 
 BLAS_FLOPS_PER_CORE = 50e9
@@ -99,7 +101,7 @@ NODE_FLOPS_PER_CORE = BLAS_FLOPS_PER_CORE  # a cluster node's BLAS rate per core
 NODE_COPY_BYTES_PER_SECOND = 4e9  # stitching a re-laid-out block: fresh memory, written once
 SPILL_PENALTY = 10.0  # seconds per network-second of bytes over a node's memory budget
 COMMUNICATION_SLACK = 1.1  # the busiest receiver's budget, as a multiple of the lower bound
-OVER_BUDGET_PENALTY = 100.0  # seconds per network-second of bytes received over that budget
+OVER_BUDGET_PENALTY = 1000.0  # seconds per network-second of bytes received over that budget
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,45 @@ def over_budget_seconds(received: float, bound_bytes: int) -> float:
     return OVER_BUDGET_PENALTY * max(0.0, over) / NETWORK_BYTES_PER_SECOND
 
 
+def node_parts(received, copied, flops, tasks, memory, memory_budget: int,
+               bound_bytes: int = 0) -> dict[str, float]:
+    """The distributed price's terms in seconds from per-node figures (any sequences, or
+    numpy arrays, of one value per node: bytes received, a repartition's included; bytes
+    stitched into re-laid-out blocks; flops and tasks run; peak memory): ``network`` (the
+    busiest receiver), ``copies``, ``compute`` (the busiest node's flops and task overhead
+    over its cores), ``submission`` (the driver's, every task), and the two charges that
+    are not time, ``spill`` (bytes over a node's memory budget) and ``over_budget`` (bytes
+    over the communication budget, :func:`over_budget_seconds`)."""
+    received = np.asarray(received)
+    memory = np.asarray(memory)
+    top_received = int(received.max())
+    over = int(np.maximum(memory - memory_budget, 0).sum())
+    return {
+        "network": top_received / NETWORK_BYTES_PER_SECOND,
+        "copies": int(np.asarray(copied).max()) / NODE_COPY_BYTES_PER_SECOND,
+        "compute": float((np.asarray(flops) / NODE_FLOPS_PER_CORE
+                          + np.asarray(tasks) * RAY_TASK_SECONDS).max()) / CORES_PER_NODE,
+        "submission": int(np.asarray(tasks).sum()) * RAY_SUBMIT_SECONDS,
+        "spill": SPILL_PENALTY * over / NETWORK_BYTES_PER_SECOND,
+        "over_budget": over_budget_seconds(top_received, bound_bytes),
+    }
+
+
+TIME_PARTS = ("network", "copies", "compute", "submission")
+"""The terms of :func:`node_parts` that are modelled time (the others are charges)."""
+
+
+def node_seconds(received, copied, flops, tasks, memory, memory_budget: int,
+                 bound_bytes: int = 0) -> tuple[float, bool]:
+    """The distributed price in seconds (the sum of :func:`node_parts`) and whether every
+    node fits its memory budget: the one formula :func:`distributed_cost` (a simulated
+    schedule) and :mod:`tensorc.planning.symbolic_cost` (closed form) both price with."""
+    parts = node_parts(received, copied, flops, tasks, memory, memory_budget, bound_bytes)
+    cost = (parts["network"] + parts["copies"] + parts["compute"] + parts["submission"]
+            + parts["spill"] + parts["over_budget"])
+    return float(cost), parts["spill"] == 0
+
+
 def distributed_cost(graph, placed, memory_budget: int, moved=None,
                      bound_bytes: int = 0, copied=None) -> CostReport:
     """Price a task graph placed by a simulated schedule (``tensorc.placement.schedule``);
@@ -192,19 +233,8 @@ def distributed_cost(graph, placed, memory_budget: int, moved=None,
         if task.kind != "load":
             flops[node] += task.flops
             tasks[node] += 1
-    compute = max(
-        f / NODE_FLOPS_PER_CORE + t * RAY_TASK_SECONDS for f, t in zip(flops, tasks, strict=True)
-    ) / CORES_PER_NODE
-    submitted = sum(tasks)
-    over = sum(max(0, m - memory_budget) for m in placed.memory_bytes)
-    cost = (
-        max(received) / NETWORK_BYTES_PER_SECOND
-        + max(copied or [0]) / NODE_COPY_BYTES_PER_SECOND
-        + compute
-        + submitted * RAY_SUBMIT_SECONDS
-        + SPILL_PENALTY * over / NETWORK_BYTES_PER_SECOND
-        + over_budget_seconds(max(received), bound_bytes)
-    )
+    cost, fits = node_seconds(received, copied or [0], flops, tasks, placed.memory_bytes,
+                              memory_budget, bound_bytes)
     return CostReport(
         cost=cost,
         inter_node_bytes=sum(received),
@@ -214,6 +244,6 @@ def distributed_cost(graph, placed, memory_budget: int, moved=None,
         node_memory_bytes=tuple(placed.memory_bytes),
         node_flops=tuple(flops),
         node_tasks=tuple(tasks),
-        tasks=submitted,
-        fits=over == 0,
+        tasks=sum(tasks),
+        fits=fits,
     )

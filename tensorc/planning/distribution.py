@@ -18,12 +18,16 @@ Contract:
 - :func:`check` refuses an illegal candidate with the reason (a :class:`PlanError`),
   including the memory rule: no array's block over ``1 / BLOCK_MEMORY_SHARE`` of a node's
   budget (:func:`oversized_block`);
-- :func:`model` is the one cost model every search uses (:mod:`tensorc.planning.cost`): it
-  lowers the candidate's task graph (cached per block counts with the blocks' coordinates,
+- :func:`model` is the task-level cost model (:mod:`tensorc.planning.cost`): it lowers the
+  candidate's task graph (cached per block counts with the blocks' coordinates,
   :class:`Lowered`, least recently used dropped beyond :data:`GRAPH_CACHE_TASKS` tasks),
   lays the blocks out, runs the LSHS simulation with the grid's hints, and prices the
   result (:func:`tensorc.planning.cost.distributed_cost`). It touches coordinates only, never
   data, and its result does not depend on what is cached;
+- :func:`price` is what every search prices with: the same figures in closed form
+  (:mod:`tensorc.planning.symbolic_cost`, no task graph) where the closed form applies,
+  else :func:`model`; it returns a :class:`Priced`. :func:`lowered_plan` lowers and
+  simulates the chosen one;
 - :func:`estimate` and :func:`predicted_cost` are the closed-form counterparts
   (owner-computes traffic on the grid, tasks, average compute; computed for many
   candidates at once by :mod:`tensorc.planning.prediction`) the searches rank candidates
@@ -49,7 +53,7 @@ from tensorc.ir.stages import stage_parts, stage_roots
 from tensorc.placement.blocks import Blocks
 from tensorc.placement.layout import grid_nodes, output_block_coords
 from tensorc.placement.schedule import Schedule, schedule
-from tensorc.planning import prediction
+from tensorc.planning import prediction, symbolic_cost
 from tensorc.planning.cost import CostReport, distributed_cost
 from tensorc.planning.lower_bound import communication_lower_bound
 
@@ -410,8 +414,10 @@ def relayout_copies(problem: Problem, graph: TaskGraph, load_nodes: dict[int, in
     return copied
 
 
-def model(problem: Problem, candidate: Candidate) -> Modelled:
-    """Price ``candidate`` by simulating LSHS on its task graph (module contract)."""
+def model(problem: Problem, candidate: Candidate, strict: bool = False) -> Modelled:
+    """Price ``candidate`` by simulating LSHS on its task graph (module contract);
+    ``strict`` runs every task on its grid node (owner computes,
+    :func:`tensorc.placement.schedule.schedule`'s ``strict_hints``)."""
     check(problem, candidate)
     graph = problem.graph(candidate.counts)
     load_nodes, output_nodes, hints, moved = layout(problem, candidate)
@@ -420,11 +426,47 @@ def model(problem: Problem, candidate: Candidate) -> Modelled:
     placed = schedule(
         graph, problem.nodes, "lshs",
         load_nodes=load_nodes, output_nodes=output_nodes, task_hints=hints,
+        strict_hints=strict,
     )
     bound = problem.lower_bound_bytes()
     report = distributed_cost(graph, placed, problem.memory_bytes, moved, bound,
                               relayout_copies(problem, graph, load_nodes))
     return Modelled(candidate, graph, placed, report, load_nodes, output_nodes)
+
+
+@dataclass
+class Priced:
+    """A candidate and its price under the model every search shares: the closed form
+    (:mod:`tensorc.planning.symbolic_cost`, ``figures``) where it applies, else the
+    task-level model (``modelled``)."""
+
+    candidate: Candidate
+    cost: float
+    figures: symbolic_cost.Figures | None = None
+    modelled: Modelled | None = None
+
+    @property
+    def symbolic(self) -> bool:
+        return self.figures is not None
+
+
+def price(problem: Problem, candidate: Candidate, checked: bool = False) -> Priced:
+    """Price ``candidate`` without lowering it when the closed form applies
+    (:func:`tensorc.planning.symbolic_cost.supported`), else by :func:`model`; ``checked``
+    skips :func:`check` for a candidate drawn from the legal space."""
+    if not checked:
+        check(problem, candidate)
+    if symbolic_cost.supported(problem, candidate) is None:
+        found = symbolic_cost.figures(problem, candidate)
+        return Priced(candidate, symbolic_cost.cost_of(problem, found), figures=found)
+    modelled = model(problem, candidate)
+    return Priced(candidate, modelled.report.cost, modelled=modelled)
+
+
+def lowered_plan(problem: Problem, priced: Priced) -> Modelled:
+    """The task-level model of a priced candidate (lowered and simulated once: what a plan
+    keeps and the runtime runs)."""
+    return priced.modelled if priced.modelled is not None else model(problem, priced.candidate)
 
 
 def estimate(problem: Problem, candidate: Candidate) -> float:

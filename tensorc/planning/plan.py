@@ -27,7 +27,12 @@ from tensorc.passes.pipeline import run_pipeline
 from tensorc.planning.blocking import choose_blocking, scan_indices
 from tensorc.planning.cost import machine
 from tensorc.planning.distribution import DEFAULT_NODE_MEMORY, Problem
-from tensorc.planning.memory_fit import MemoryModel, fit_blocking
+from tensorc.planning.memory_fit import (
+    STREAM_BLOCK_BYTES,
+    MemoryModel,
+    chunk_alignment,
+    fit_blocking,
+)
 from tensorc.planning.options import PLAN_OPTIONS, freeze, pass_options
 from tensorc.planning.plan_cost import subtree_seconds
 from tensorc.planning.planners import search
@@ -192,16 +197,23 @@ def plan_distribution(
     """Search a distribution of ``final`` over ``ctx.options.nodes`` nodes. A forced blocking
     (``grid=``/``block_shape=``) fixes the block counts; the search then picks the grid.
     Operands already on the cluster (``ctx.options.placed``) are weighed both ways: computed in
-    their layout, and repartitioned to the plan's; the cheaper plan under the model wins."""
+    their layout, and repartitioned to the plan's; the cheaper plan under the model wins.
+    Inputs read from storage (``ctx.options.stored``) fix the block size of their indices
+    (:func:`stored_blocks`) unless the blocking is forced."""
     fixed_counts = fixed_blocks = None
     if ctx.options.grid is not None or ctx.options.block_shape is not None:
         forced = choose_blocking(final, ctx)
         fixed_counts = forced.counts()
         fixed_blocks = dict(forced.block)
     memory = ctx.options.node_memory or DEFAULT_NODE_MEMORY
+    streamed = ({} if fixed_counts is not None
+                else stored_blocks(final, ctx.options.stored, ctx.options.nodes))
 
     def attempt(repartition: frozenset[int]) -> tuple[Problem, DistributedPlan]:
         counts, blocks = dict(fixed_counts or {}), dict(fixed_blocks or {})
+        for index, size in streamed.items():
+            blocks[index] = size
+            counts[index] = max(1, math.ceil(final.size_of[index] / size))
         if ctx.options.placed and fixed_counts is None:
             for position, source in ctx.options.placed.items():
                 if position in repartition:
@@ -234,6 +246,42 @@ def plan_distribution(
                                      f"against {other * 1e3:.3f} ms repartitioned")
     ctx.note("distribution", f"{best.planner}: {best.candidate.describe()}")
     return problem, best
+
+
+STORED_BLOCKS_PER_NODE = 4
+"""Chunks of an input read from storage are merged into larger blocks only while every
+node keeps at least this many blocks to read."""
+
+
+def stored_blocks(final: Function, stored: dict[str, tuple[int, ...]],
+                  nodes: int) -> dict[str, int]:
+    """Block size per index of the inputs read from storage, in a plan over ``nodes``
+    nodes: whole chunks (a block never splits a chunk, so none is read twice; the largest
+    chunk where inputs share an index), merged by doubling the index with the most blocks
+    while a block of the largest such input stays within ``STREAM_BLOCK_BYTES`` and every
+    node keeps :data:`STORED_BLOCKS_PER_NODE` blocks of it to read."""
+    align = chunk_alignment(final, stored)
+    largest = max((d for d in final.inputs if d.name in stored),
+                  key=lambda d: math.prod(d.shape), default=None)
+    if not align or largest is None:
+        return {}
+    sizes = final.size_of
+    block = {index: min(max(sizes[index], 1), step) for index, step in align.items()}
+    dims = [i for i in scan_indices(final).get(largest.name, ()) if i in block]
+    itemsize = np.dtype(final.dtype).itemsize
+
+    def count(index: str) -> int:
+        return max(1, math.ceil(sizes[index] / block[index]))
+
+    while True:
+        nbytes = math.prod(block[i] for i in dims) * itemsize
+        options = [(count(i), position, i) for position, i in enumerate(dims) if count(i) > 1]
+        total = math.prod(count(i) for i in dict.fromkeys(dims))
+        if (not options or 2 * nbytes > STREAM_BLOCK_BYTES
+                or total // 2 < STORED_BLOCKS_PER_NODE * nodes):
+            return block
+        index = max(options)[2]
+        block[index] = min(sizes[index], 2 * block[index])
 
 
 def _distribution_stats(final: Function, blocking: Blocking, ctx: PassContext,

@@ -12,7 +12,12 @@ Contract: every function takes the candidates as two integer arrays of shape
   indices have several blocks);
 - :func:`predicted_costs`: the model's cost predicted from those two (the estimate over
   the network, the average node's compute, the driver's submissions);
-- :func:`fits_memory`: whether every array's largest block keeps the memory rule.
+- :func:`fits_memory`: whether every array's largest block keeps the memory rule;
+- :func:`cost_floors`: a lower bound of the closed-form model's cost
+  (:mod:`tensorc.planning.symbolic_cost`) per candidate, so a search can drop candidates
+  before pricing them: the driver's submission of every task exactly, the average node's
+  compute, and the network from :func:`busiest_floors` (bytes the busiest node receives
+  at least). Candidates outside the closed form's domain get the first two terms only.
 
 The searches rank candidates by the prediction before paying for the model
 (:func:`tensorc.planning.distribution.model`); the model, not the prediction, decides.
@@ -23,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensorc.planning import cost as price
-from tensorc.planning import model_bound
+from tensorc.planning import model_bound, symbolic_cost
 
 
 def _columns(problem, dims) -> list[int]:
@@ -107,3 +112,112 @@ def fits_memory(problem, c: np.ndarray, limit_bytes: int) -> np.ndarray:
             block = _product(largest, _columns(problem, array.dims)) * problem.itemsize
             ok &= block <= limit_bytes
     return ok
+
+
+def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
+                   total_only: bool = False) -> np.ndarray:
+    """Bytes the busiest node receives at least, per candidate (rows of ``p`` and ``c``
+    in the closed form's domain; module contract): the largest of
+
+    - the average: every block of an input is needed on each of the ``∏ p_i`` nodes along
+      the stage's indices it lacks and held by at most one of them; every partial sum of a
+      split reduction crosses from all but one of the ``∏ p_s`` nodes along its summed
+      indices;
+    - a reducer's share: some node folds at least ``⌈blocks / P⌉`` output blocks, each
+      receiving a partial block from ``∏ p_s - 1`` other nodes;
+    - an input's share, for stages that split no index they lack (every node runs some of
+      their tasks): a node needs every block of the input in its residue class (``∏ c_i /
+      p_i`` blocks) and holds at most ``⌈blocks per class / nodes sharing the class⌉`` of
+      them.
+
+    ``average=True`` gives the first alone: it depends on the grid only, so it bounds every
+    count vector of the grid at once; ``total_only=True`` the bytes all nodes receive
+    together at least.
+    """
+    shape = symbolic_cost.structure(problem)
+    nodes = problem.nodes
+    sizes = np.array([problem.sizes[i] for i in problem.indices], dtype=np.float64)
+    step = np.ceil(sizes / c)
+    smallest = np.minimum(step, sizes - (c - 1) * step)
+    m = (c // np.maximum(p, 1)).astype(np.float64)
+    total = np.zeros(len(p), dtype=np.float64)
+    top = np.zeros(len(p), dtype=np.float64)
+    everywhere = np.zeros(len(p), dtype=np.float64)
+    problem_sizes = problem.sizes
+    for stage in shape.stages:
+        outside = _columns(problem, set(problem.indices) - set(stage.dims))
+        covered = _product(p, outside) == 1
+        for value in dict.fromkeys(stage.inputs):
+            dims = shape.values[value].dims
+            columns = _columns(problem, dims)
+            lacking = _columns(problem, set(stage.dims) - set(dims))
+            total += _elements(dims, problem_sizes) * (_product(p, lacking) - 1)
+            per_class = _product(m, columns)
+            sharing = _product(p, _columns(problem, set(problem.indices) - set(dims)))
+            share = (per_class * _product(smallest, columns)
+                     - np.ceil(per_class / sharing) * _product(step, columns))
+            everywhere += np.where(covered, np.maximum(share, 0.0), 0.0)
+        summed = _columns(problem, set(stage.dims) - set(stage.output))
+        across = _product(p, summed)
+        # a reduction exists only with several blocks along the summed indices; with one,
+        # p_s = 1 too (counts are multiples of the grid in the closed form's domain)
+        total += _elements(stage.output, problem_sizes) * (across - 1)
+        out = _columns(problem, stage.output)
+        blocks = _product(c, out)
+        top = np.maximum(top, np.ceil(blocks / nodes) * (across - 1) * _product(smallest, out))
+    if total_only:
+        return total * problem.itemsize
+    floor = np.ceil(total / nodes)
+    if not average:
+        floor = np.maximum(np.maximum(floor, top), everywhere)
+    return floor * problem.itemsize
+
+
+def _elements(dims, sizes) -> float:
+    return float(np.prod([float(sizes[i]) for i in set(dims)]))
+
+
+def cost_floors(problem, p: np.ndarray, c: np.ndarray, network: bool = True,
+                grid_wide: bool = False) -> np.ndarray:
+    """A lower bound of the closed-form model's cost per candidate (module contract);
+    ``grid_wide=True`` takes only the average node's bytes for the network (a floor of
+    every candidate of the grid whose counts are at least ``c``); ``network=False``
+    leaves the network term out (a floor in or out of the closed form's domain)."""
+    nodes = problem.nodes
+    tasks = task_totals(problem, c)
+    compute = (
+        model_bound.compute_flops(problem) / price.NODE_FLOPS_PER_CORE
+        + tasks * price.RAY_TASK_SECONDS
+    ) / (nodes * price.CORES_PER_NODE)
+    floor = compute + tasks * price.RAY_SUBMIT_SECONDS
+    if network and symbolic_cost.structure(problem).unsupported is None and not (
+        problem.placed and set(problem.placed) - set(problem.repartition)
+    ):
+        inside = np.all(c % p == 0, axis=1)
+        received = busiest_floors(problem, p, c, average=grid_wide)
+        network = received / price.NETWORK_BYTES_PER_SECOND
+        bound = problem.lower_bound_bytes()
+        if bound > 0:
+            over = np.maximum(0.0, received - price.COMMUNICATION_SLACK * bound)
+            network = network + price.OVER_BUDGET_PENALTY * over / price.NETWORK_BYTES_PER_SECOND
+        floor = floor + np.where(inside, network + _spill_floors(problem, p, c), 0.0)
+    return floor * (1 - model_bound.ROUNDING)
+
+
+def _spill_floors(problem, p: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The closed form's memory charge at least: every node's memory is what it ever holds
+    (its inputs, what it receives, what it makes), so together the nodes hold at least the
+    inputs, the bytes received and every partial block made, and the charge is at least
+    their excess over all the nodes' budgets together."""
+    shape = symbolic_cost.structure(problem)
+    sizes = problem.sizes
+    held = np.zeros(len(c), dtype=np.float64)
+    for value in shape.values:
+        if value.position is not None:
+            held += _elements(value.dims, sizes)
+    for stage in shape.stages:
+        summed = _columns(problem, set(stage.dims) - set(stage.output))
+        held += _elements(stage.output, sizes) * _product(c, summed)
+    held = held * problem.itemsize + busiest_floors(problem, p, c, total_only=True)
+    over = np.maximum(0.0, held - problem.nodes * problem.memory_bytes)
+    return price.SPILL_PENALTY * over / price.NETWORK_BYTES_PER_SECOND

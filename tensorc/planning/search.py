@@ -1,11 +1,15 @@
 """Searches for a distributed plan, all behind :func:`search` and all priced by one model.
 
 Contract: ``search(problem, planner)`` returns a :class:`DistributedPlan` — the chosen
-:class:`~tensorc.planning.distribution.Candidate`, its modelled schedule and price, the
-communication lower bound, and whether the search proved the plan optimal (``True``),
-ran out of budget (``False``, with a note) or does not try (``None``). Every planner is
-deterministic, and every comparison uses one order (:func:`better`): lower modelled cost,
-then the smaller candidate.
+:class:`~tensorc.planning.distribution.Candidate` as the search priced it and as lowered
+and simulated, the communication lower bound, and whether the search proved the plan
+optimal (``True``), ran out of budget (``False``, with a note) or does not try (``None``).
+Every search prices candidates with :func:`~tensorc.planning.distribution.price` (the
+closed form, :mod:`tensorc.planning.symbolic_cost`, where it applies; the simulation
+otherwise) and returns a :class:`~tensorc.planning.distribution.Priced`; only the chosen
+plan is lowered (:mod:`tensorc.planning.planners`). Every planner is deterministic, and
+every comparison uses one order (:func:`better`): lower cost under the model, then the
+smaller candidate.
 
 The candidate space (shared by every planner): a grid ``p`` with ``∏ p_i = P`` and
 ``p_i`` at most the extent (:func:`grids`); per index a block count ``c_i = p_i · m`` for
@@ -17,22 +21,24 @@ factor; and the memory rule of :func:`~tensorc.planning.distribution.check`.
 - ``heuristic`` (NumS): factor the nodes over the indices of the largest operand by a
   softmax of their log-extents (each prime factor, largest first, goes to the index with
   the most weight per node); block counts from :func:`spread_counts` (closed form, no
-  model call). One model call.
+  model call). One pricing.
 - ``greedy`` (Spartan): whole-graph descent from the heuristic grid; moves of one prime
   factor between indices are tried with indices ordered by connectivity (how many arrays
   of the whole graph share them, then extent), counts re-spread, and the best move is
   taken while it improves the model; then each index's block count moves one legal step
-  up or down while the model improves. A few dozen model calls, no proof.
-- ``exhaustive``: models every candidate (grouped by block counts, so each task graph is
-  lowered once); proves optimality under the model. For small cases and tests (refuses
-  beyond :data:`EXHAUSTIVE_LIMIT` candidates).
-- ``smt``: greedy's plan seeds z3's branch and bound (:mod:`tensorc.planning.smt_search`), so
-  it is never worse than greedy; with the proof it equals exhaustive.
+  up or down while the model improves. A few dozen pricings, no proof.
+- ``exhaustive``: prices every candidate (grouped by block counts, so a task graph the
+  closed form cannot price is lowered once); proves optimality under the model. For small
+  cases and tests (refuses beyond :data:`EXHAUSTIVE_LIMIT` candidates).
+- ``smt``: greedy's plan seeds a branch and bound (:mod:`tensorc.planning.smt_search`: grid
+  by grid with closed-form floors, or z3 over block counts outside the closed form), so it
+  is never worse than greedy; with the proof it equals exhaustive.
 - ``auto``: one node needs no search; else ``smt``.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -46,11 +52,12 @@ from tensorc.planning.distribution import (
     BLOCK_MEMORY_SHARE,
     Candidate,
     Modelled,
+    Priced,
     Problem,
     achievable,
-    model,
     oversized_block,
     predicted_cost,
+    price,
 )
 
 EXHAUSTIVE_LIMIT = 20_000  # candidates; beyond this exhaustive refuses (use smt)
@@ -58,25 +65,37 @@ EXHAUSTIVE_LIMIT = 20_000  # candidates; beyond this exhaustive refuses (use smt
 
 @dataclass
 class DistributedPlan:
-    """The outcome of a search (module contract)."""
+    """The outcome of a search (module contract): the chosen candidate as the search priced
+    it (``priced``: in closed form where it applies) and lowered and simulated
+    (``modelled``: the task graph, the LSHS schedule the runtime follows and its price)."""
 
     planner: str
-    modelled: Modelled
+    modelled: Modelled | None
     lower_bound_bytes: int
     optimal: bool | None
     evaluated: int
     seconds: float
     notes: list[str] = field(default_factory=list)
+    priced: Priced | None = None
 
     @property
     def candidate(self) -> Candidate:
-        return self.modelled.candidate
+        return self.modelled.candidate if self.modelled is not None else self.priced.candidate
+
+    @property
+    def cost(self) -> float:
+        """The cost the search compared candidates by (the model's)."""
+        return self.priced.cost if self.priced is not None else self.modelled.report.cost
 
     @property
     def ratio(self) -> float | None:
-        """Busiest receiver's modelled bytes over the lower bound (None when the bound is 0)."""
+        """Busiest receiver's modelled bytes over the lower bound (None when the bound is 0):
+        the simulated schedule's, or the closed form's when the plan was not lowered."""
         bound = self.lower_bound_bytes
-        received = self.modelled.report.max_node_recv_bytes
+        if self.modelled is not None:
+            received = self.modelled.report.max_node_recv_bytes
+        else:
+            received = int(self.priced.figures.total_received.max())
         if bound <= 0:
             return None if received else 1.0
         return received / bound
@@ -104,6 +123,7 @@ def grids(problem: Problem) -> list[tuple[tuple[str, int], ...]]:
     return out
 
 
+@functools.lru_cache(maxsize=64)
 def multiplier_values(nodes: int) -> list[int]:
     """Blocks per grid cell an index may take: the divisors of ``P`` and the powers of two
     up to ``P`` (so an output can be reduce-scattered over the nodes of a split summed
@@ -188,7 +208,7 @@ def _candidate(problem: Problem, grid) -> Candidate | None:
     return None if counts is None else Candidate(tuple(sorted(grid)), counts)
 
 
-def heuristic(problem: Problem) -> tuple[Modelled, bool | None, int, list[str]]:
+def heuristic(problem: Problem) -> tuple[Priced, bool | None, int, list[str]]:
     """NumS: a softmax of log-extents over the largest operand's indices."""
     sizes = problem.sizes
     arrays = [a for stage in problem.stage_arrays() for a in stage[0]] or [None]
@@ -209,7 +229,7 @@ def heuristic(problem: Problem) -> tuple[Modelled, bool | None, int, list[str]]:
     candidate = _candidate(problem, tuple(sorted(grid.items())))
     if candidate is None:
         return _first_legal(problem)
-    return model(problem, candidate), None, 1, []
+    return price(problem, candidate), None, 1, []
 
 
 def _softmax(values: list[float]) -> list[float]:
@@ -219,11 +239,11 @@ def _softmax(values: list[float]) -> list[float]:
     return [e / total for e in exps]
 
 
-def _first_legal(problem: Problem) -> tuple[Modelled, bool | None, int, list[str]]:
+def _first_legal(problem: Problem) -> tuple[Priced, bool | None, int, list[str]]:
     for grid in grids(problem):
         candidate = _candidate(problem, grid)
         if candidate is not None:
-            return model(problem, candidate), None, 1, []
+            return price(problem, candidate), None, 1, []
     raise PlanError(f"no legal grid puts {problem.indices} on {problem.nodes} nodes")
 
 
@@ -238,14 +258,15 @@ def connectivity_order(problem: Problem) -> list[str]:
     return sorted(problem.indices, key=lambda i: (-shared[i], -sizes[i], i))
 
 
-def better(trial: Modelled, best: Modelled | None) -> bool:
-    """The order every search shares: lower modelled cost, then the smaller candidate."""
+def better(trial: Priced, best: Priced | None) -> bool:
+    """The order every search shares: lower cost under the model, then the smaller
+    candidate."""
     if best is None:
         return True
-    return (trial.report.cost, trial.candidate) < (best.report.cost, best.candidate)
+    return (trial.cost, trial.candidate) < (best.cost, best.candidate)
 
 
-def greedy(problem: Problem) -> tuple[Modelled, bool | None, int, list[str]]:
+def greedy(problem: Problem) -> tuple[Priced, bool | None, int, list[str]]:
     """Spartan-style descent over the whole graph: start from the heuristic grid, then take
     the best move — one prime factor of the grid moved from one index to another, trying
     indices by connectivity (block counts re-spread) — while it improves the model; then
@@ -276,7 +297,7 @@ def greedy(problem: Problem) -> tuple[Modelled, bool | None, int, list[str]]:
                     if candidate is not None:
                         moves.append(candidate)
         for candidate in moves:
-            trial = model(problem, candidate)
+            trial = price(problem, candidate)
             evaluated += 1
             if better(trial, best):
                 best, improved = trial, True
@@ -284,7 +305,7 @@ def greedy(problem: Problem) -> tuple[Modelled, bool | None, int, list[str]]:
     return best, None, evaluated + refined, []
 
 
-def _refine_counts(problem: Problem, best: Modelled, order: list[str]) -> tuple[Modelled, int]:
+def _refine_counts(problem: Problem, best: Priced, order: list[str]) -> tuple[Priced, int]:
     """Move one index's count one legal step up or down while the model improves."""
     evaluated = 0
     seen = {best.candidate}
@@ -303,7 +324,7 @@ def _refine_counts(problem: Problem, best: Modelled, order: list[str]) -> tuple[
                 if candidate in seen or oversized_block(problem, counts) is not None:
                     continue
                 seen.add(candidate)
-                trial = model(problem, candidate)
+                trial = price(problem, candidate)
                 evaluated += 1
                 if better(trial, best):
                     best, improved = trial, True
@@ -320,6 +341,18 @@ def count_vectors(problem: Problem, grid) -> list[tuple[tuple[str, int], ...]]:
         if oversized_block(problem, dict(vector)) is None:
             out.append(vector)
     return out
+
+
+def table_size(problem: Problem) -> int:
+    """How many rows :func:`candidate_table` would have before the memory rule (cheap: no
+    table is built; cached per problem)."""
+    def count() -> int:
+        total = 0
+        for grid in problem.memo("grids", lambda: grids(problem)):
+            total += math.prod(len(multipliers(problem, i, p)) for i, p in grid)
+        return total
+
+    return problem.memo("table_size", count)
 
 
 def candidate_table(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
@@ -361,9 +394,10 @@ def all_candidates(problem: Problem) -> list[Candidate]:
     )
 
 
-def exhaustive(problem: Problem) -> tuple[Modelled, bool | None, int, list[str]]:
-    """Model every legal candidate; the cheapest (then the smallest candidate) wins. Visits
-    candidates grouped by block counts, so each task graph is lowered once."""
+def exhaustive(problem: Problem) -> tuple[Priced, bool | None, int, list[str]]:
+    """Price every legal candidate; the cheapest (then the smallest candidate) wins. Visits
+    candidates grouped by block counts, so a task graph the closed form cannot price is
+    lowered once."""
     candidates = all_candidates(problem)
     if len(candidates) > EXHAUSTIVE_LIMIT:
         raise PlanError(
@@ -374,7 +408,7 @@ def exhaustive(problem: Problem) -> tuple[Modelled, bool | None, int, list[str]]
         raise PlanError(f"no legal grid puts {problem.indices} on {problem.nodes} nodes")
     best = None
     for candidate in sorted(candidates, key=lambda c: (c.counts, c.grid)):
-        trial = model(problem, candidate)
+        trial = price(problem, candidate, checked=True)
         if better(trial, best):
             best = trial
     return best, True, len(candidates), []

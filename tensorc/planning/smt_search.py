@@ -1,46 +1,61 @@
-"""The SMT planner: z3 enumerates legal candidates, the shared model prices them.
+"""The SMT planner: branch and bound over the legal candidates, proved under the model.
 
-Contract: ``smt(problem, seed)`` returns ``(modelled, optimal, evaluated, notes)`` like the
-other searches in :mod:`tensorc.planning.search`: the cheapest candidate it modelled under the
-shared order (lower :func:`~tensorc.planning.distribution.model` cost, then the smaller
+Contract: ``smt(problem, seed)`` returns ``(priced, optimal, evaluated, notes)`` like the
+other searches in :mod:`tensorc.planning.search`: the cheapest candidate it priced under the
+shared order (lower cost under the model — :func:`~tensorc.planning.distribution.price`:
+the closed form where it applies, else the simulation — then the smaller
 :class:`~tensorc.planning.distribution.Candidate`), never worse than ``seed``; ``optimal`` is
-True only when z3 proved that no legal candidate is cheaper — then the plan is the one
-:func:`~tensorc.planning.search.exhaustive` returns. Deterministic: every budget counts
-resources (z3's ``rlimit``, tasks lowered and simulated), never wall time.
-
-Encoding (a plain ``z3.Solver``, never ``z3.Optimize``): one integer per index chooses its
-``(grid size p_i, block count c_i)`` among the legal pairs
-(:func:`tensorc.planning.search.multipliers`). The product of the grid sizes is ``P``,
-written linearly over the prime exponents of ``P``; the memory rule (no array's block over
-a share of the node's budget) is a relaxation in integer-scaled logs (what it lets through
-is re-checked before modelling); the number of compute tasks ``T(c)`` (per stage the
-product of its indices' counts, plus its reduces) is a table over sums of prime exponents.
-Everything is linear integer arithmetic plus tables (``QF_LIA``), in a z3 context of its
-own per search, so z3 enumerates the same way on every run.
+True only when the search proved that no legal candidate is cheaper — then the plan is the
+one :func:`~tensorc.planning.search.exhaustive` returns. Deterministic: every budget counts
+resources (z3's ``rlimit``, candidates priced, tasks lowered and simulated), never wall
+time.
 
 Search:
 
-1. *ranked incumbents*: the seed (greedy's plan) and the :data:`RANKED_MODELS` candidates
-   of lowest closed-form predicted cost (:func:`tensorc.planning.prediction.predicted_costs`,
-   numpy over the whole legal space) are modelled first, so the bound below starts tight
-   and the budget, if it ends, ends with a good plan;
-2. *branch and bound*: z3 is asked for block counts whose valid lower bound of the model's
-   cost (:mod:`tensorc.planning.model_bound`) does not exceed the best cost so far: the
-   average compute plus ``T(c)`` times the per-task price, exactly (``T(c) ≤ allowed``),
-   and, under a condition implying that the arrays it speaks for have at least ``P``
-   blocks, the network bound as well (as a per-stage bound on the counts' prime
-   exponents, which keeps z3 fast). The constraints only tighten, so they are added to
-   the one solver as the best improves. The exact Python bound is checked next; then
-   every grid for those counts is modelled, lowest prediction first (one lowering serves
-   them all), and the counts are excluded. ``unsat`` proves that no candidate is cheaper.
+1. *ranked incumbents*: the seed (greedy's plan) and, when the legal space is small enough
+   to tabulate (:data:`TABLE_LIMIT`), the :data:`RANKED_MODELS` candidates of lowest
+   closed-form predicted cost (:func:`tensorc.planning.prediction.predicted_costs`, numpy
+   over the whole space) are priced first, so the bounds below start tight;
+2. *grid by grid* (every problem the closed form prices, :func:`symbolic_cost.closed_form`,
+   and any space too large to tabulate): grids in the order of their floor
+   (:func:`tensorc.planning.prediction.cost_floors` with the average node's bytes, which
+   depends on the grid alone); a grid whose floor at its fewest blocks exceeds the best
+   cost is passed over whole; within a grid the block counts are built index by index,
+   dropping partial vectors whose task count alone prices them out (tasks only grow with
+   counts), then each is priced, lowest prediction first, unless its own floor exceeds
+   the best cost. Going through every grid proves that no candidate is cheaper: each was
+   priced or has a floor above the plan's cost;
+3. *z3 over block counts* (problems outside the closed form: operands computed in a layout
+   of their own, uneven splits, forced blockings, merges — their candidates are priced by
+   simulation, and the closed-form floors do not apply): z3 is asked for block counts whose
+   valid lower bound of the model's cost (:mod:`tensorc.planning.model_bound`) does not
+   exceed the best cost so far: the average compute plus ``T(c)`` times the per-task price,
+   exactly (``T(c) ≤ allowed``), and, under a condition implying that the arrays it speaks
+   for have at least ``P`` blocks, the network bound as well (as a per-stage bound on the
+   counts' prime exponents, which keeps z3 fast). The constraints only tighten, so they are
+   added to the one solver as the best improves. The exact Python bound is checked next;
+   then every grid for those counts is priced, lowest prediction first, unless its floor
+   exceeds the best cost, and the counts are excluded. ``unsat`` proves that no candidate
+   is cheaper.
+
+Encoding (phase 3; a plain ``z3.Solver``, never ``z3.Optimize``): one integer per index
+chooses its ``(grid size p_i, block count c_i)`` among the legal pairs
+(:func:`tensorc.planning.search.multipliers`). The product of the grid sizes is ``P``,
+written linearly over the prime exponents of ``P``; the memory rule (no array's block over
+a share of the node's budget) is a relaxation in integer-scaled logs (what it lets through
+is re-checked before pricing); the number of compute tasks ``T(c)`` (per stage the
+product of its indices' counts, plus its reduces) is a table over sums of prime exponents.
+Everything is linear integer arithmetic plus tables (``QF_LIA``), in a z3 context of its
+own per search (built only when phase 3 runs), so z3 enumerates the same way on every run.
 
 Budgets: :data:`RLIMIT` z3 resource units and :data:`MAX_CHECKS` z3 calls over the whole
-search, and :data:`WORK_BUDGET` units of modelling (a task simulated is one unit, a task
-lowered :data:`LOWER_WEIGHT`, each counts vector charged its lowering once per search).
-Running out of any ends the search without the proof (``optimal=False``, said in the
-notes). They are sized so one contraction plans in well under a second on the development
-machine (the mission's contractions on up to 64 nodes); small problems (a few nodes,
-extents of tens) finish with the proof.
+search, and :data:`WORK_BUDGET` units of pricing (a candidate priced in closed form
+:data:`SYMBOLIC_WEIGHT`; a task simulated one, a task lowered :data:`LOWER_WEIGHT`, each
+counts vector charged its lowering once per search). Running out of any ends the search
+without the proof (``optimal=False``, said in the notes). On the development machine the
+mission's contractions plan with the proof in well under a second up to 64 nodes, and
+contractions of 8192³ elements on 1,024 or 4,096 simulated nodes in about a second
+(``benchmarks/scale.py``).
 """
 
 from __future__ import annotations
@@ -52,23 +67,25 @@ import z3
 
 from tensorc.placement.layout import prime_factors
 from tensorc.planning import cost as price
-from tensorc.planning import model_bound, prediction
+from tensorc.planning import model_bound, prediction, symbolic_cost
 from tensorc.planning.distribution import (
     BLOCK_MEMORY_SHARE,
     Candidate,
-    Modelled,
+    Priced,
     Problem,
     candidate_arrays,
-    model,
     oversized_block,
 )
-from tensorc.planning.search import candidate_table, grids, multipliers
+from tensorc.planning.distribution import price as price_candidate
+from tensorc.planning.search import candidate_table, grids, multipliers, table_size
 
 RLIMIT = 1_500_000  # z3 resource units for the whole search (deterministic)
 MAX_CHECKS = 160  # z3 calls for the whole search (each costs a millisecond or more)
 WORK_BUDGET = 45_000  # modelling units: tasks simulated, plus LOWER_WEIGHT per task lowered
 LOWER_WEIGHT = 3  # lowering a task costs about three times simulating it
+SYMBOLIC_WEIGHT = 20  # pricing a candidate in closed form costs about 20 simulated tasks
 RANKED_MODELS = 8  # candidates of lowest predicted cost modelled before branch and bound
+TABLE_LIMIT = 250_000  # legal candidates beyond which the whole space is never tabulated
 SLACK = 1e-9  # relative slack on cost comparisons (float rounding; never prunes a tie)
 LOG_SCALE = 1000  # logs enter the integer encoding as floor(LOG_SCALE · log v)
 
@@ -271,20 +288,28 @@ def _rlimit_count(solver: z3.Solver) -> int:
 class _Search:
     """The state of one SMT search: the encoding, the incumbent and the budgets."""
 
-    def __init__(self, problem: Problem, seed: Modelled | None) -> None:
+    def __init__(self, problem: Problem, seed: Priced | None) -> None:
         self.problem = problem
-        self.enc = _Encoding(problem)
+        self._enc: _Encoding | None = None
         self.best = seed
         self.priced: set[Candidate] = set()
         self.lowered: set = set()
         self.evaluated = 0
         self.work = 0
         self.rlimit_used = 0
-        self.rlimit_seen = _rlimit_count(self.enc.solver)
+        self.rlimit_seen = 0
         self.checks = 0
         self.notes: list[str] = []
         if seed is not None:
             self.priced.add(seed.candidate)
+
+    @property
+    def enc(self) -> _Encoding:
+        """The z3 encoding, built on first use (the grid-by-grid phase needs none)."""
+        if self._enc is None:
+            self._enc = _Encoding(self.problem)
+            self.rlimit_seen = _rlimit_count(self._enc.solver)
+        return self._enc
 
     def check(self) -> z3.CheckSatResult:
         solver = self.enc.solver
@@ -303,24 +328,28 @@ class _Search:
         return self.work >= WORK_BUDGET
 
     def price(self, candidate: Candidate) -> None:
-        """Model ``candidate`` (once), charging the budget; keep it if it is better."""
+        """Price ``candidate`` (once), charging the budget; keep it if it is better."""
         if candidate in self.priced:
             return
         self.priced.add(candidate)
-        fresh = candidate.counts not in self.lowered  # charged once per search, cache or not
-        self.lowered.add(candidate.counts)
-        trial = model(self.problem, candidate)
-        self.work += len(trial.graph.tasks) * (1 + (LOWER_WEIGHT if fresh else 0))
+        trial = price_candidate(self.problem, candidate, checked=True)
+        if trial.modelled is not None:  # simulated: charged its lowering once per search
+            fresh = candidate.counts not in self.lowered
+            self.lowered.add(candidate.counts)
+            self.work += len(trial.modelled.graph.tasks) * (1 + (LOWER_WEIGHT if fresh else 0))
+        else:
+            self.work += SYMBOLIC_WEIGHT
         self.evaluated += 1
         best = self.best
-        if best is None or (trial.report.cost, trial.candidate) < (
-            best.report.cost, best.candidate
-        ):
+        if best is None or (trial.cost, trial.candidate) < (best.cost, best.candidate):
             self.best = trial
 
     def rank(self) -> None:
-        """Model the candidates of lowest predicted cost (phase 1)."""
+        """Price the candidates of lowest predicted cost (phase 1; skipped when the space
+        is too large to tabulate: the seed is then the incumbent)."""
         problem = self.problem
+        if table_size(problem) > TABLE_LIMIT:
+            return
         p, c = candidate_table(problem)
         if not len(p):
             return
@@ -354,8 +383,8 @@ class _Search:
             if self.out_of_work():
                 self._stopped("model work", f"{self.work} units of {WORK_BUDGET}")
                 return False
-            if self.best is not None and self.best.report.cost != bounded:
-                bounded = self.best.report.cost
+            if self.best is not None and self.best.cost != bounded:
+                bounded = self.best.cost
                 allowed = (bounded * (1 + SLACK) - compute) / per_task
                 if tasks is None:
                     tasks = enc.tasks(cap=max(allowed, 1.0))
@@ -378,6 +407,82 @@ class _Search:
                 self._stopped("model work", f"{self.work} units of {WORK_BUDGET}")
                 return False
 
+    def by_grid(self) -> bool:
+        """Phase 2 for spaces too large to tabulate (:data:`TABLE_LIMIT`): every grid, most
+        promising first; a grid whose floor (:func:`prediction.cost_floors` at its fewest
+        blocks) exceeds the best cost is passed over whole, and within a grid the block
+        counts are enumerated index by index, dropping partial vectors whose fewest tasks
+        already price them out, then priced lowest prediction first when their floor does
+        not exceed the best cost. True when every grid was gone through (a proof: every
+        legal candidate was priced or has a floor above the plan's cost)."""
+        problem = self.problem
+        indices = problem.indices
+        limit = problem.memory_bytes // BLOCK_MEMORY_SHARE
+        layouts = []
+        for grid in problem.memo("grids", lambda: grids(problem)):
+            options = [multipliers(problem, i, p) for i, p in grid]
+            if all(options):
+                layouts.append((grid, options))
+        if not layouts:
+            return True
+        p = np.array([[v for _, v in grid] for grid, _ in layouts], dtype=np.int64)
+        least = np.array([[o[0] for o in options] for _, options in layouts], dtype=np.int64)
+        # a grid's floor at its fewest blocks bounds all its counts (only the network term
+        # depends on the grid, and every count is a multiple of it when the split is even)
+        grid_floors = prediction.cost_floors(problem, p, least, network=problem.even_split(),
+                                             grid_wide=True)
+        order = np.lexsort((np.arange(len(p)), grid_floors))
+        for row in order.tolist():
+            grid, options = layouts[row]
+            if grid_floors[row] > self._allowed():
+                continue
+            if self.out_of_work():
+                self._stopped("model work", f"{self.work} units of {WORK_BUDGET}")
+                return False
+            counts = self._grid_counts(p[row], options, limit)
+            if not len(counts):
+                continue
+            rows = np.tile(p[row], (len(counts), 1))
+            floors = prediction.cost_floors(problem, rows, counts)
+            keep = floors <= self._allowed()
+            counts, floors = counts[keep], floors[keep]
+            predicted = prediction.predicted_costs(problem, rows[: len(counts)], counts)
+            for k in np.lexsort((np.arange(len(counts)), predicted)).tolist():
+                if self.out_of_work():
+                    self._stopped("model work", f"{self.work} units of {WORK_BUDGET}")
+                    return False
+                if floors[k] > self._allowed():
+                    continue
+                self.price(Candidate(grid, tuple(zip(indices, counts[k].tolist(), strict=True))))
+        return True
+
+    def _allowed(self) -> float:
+        return math.inf if self.best is None else self.best.cost * (1 + SLACK)
+
+    def _grid_counts(self, p: np.ndarray, options: list[list[int]], limit: int) -> np.ndarray:
+        """The legal block counts for grid ``p`` (rows, in ``problem.indices`` order) whose
+        task count alone does not price them above the best cost: built index by index,
+        the indices not yet chosen at their fewest blocks (tasks only grow with counts)."""
+        problem = self.problem
+        nodes = problem.nodes
+        per_task = (
+            price.RAY_TASK_SECONDS / (nodes * price.CORES_PER_NODE) + price.RAY_SUBMIT_SECONDS
+        )
+        compute = model_bound.compute_flops(problem) / (
+            price.NODE_FLOPS_PER_CORE * nodes * price.CORES_PER_NODE
+        )
+        allowed = (self._allowed() - compute) / per_task
+        fewest = np.array([o[0] for o in options], dtype=np.int64)
+        rows = fewest.reshape(1, -1)
+        for column, values in enumerate(options):
+            values = np.asarray(values, dtype=np.int64)
+            rows = np.repeat(rows, len(values), axis=0)
+            rows[:, column] = np.tile(values, len(rows) // len(values))
+            rows = rows[prediction.task_totals(problem, rows) <= allowed]
+            if not len(rows):
+                return rows
+        return rows[prediction.fits_memory(problem, rows, limit)]
+
     def _network_floors(self) -> list[tuple[z3.BoolRef, float]]:
         """What z3 may add to the bound, and when (:func:`model_bound.network_bound_bytes`):
         for each set ``K`` of :func:`model_bound.bound_subsets`, a condition implying that
@@ -385,6 +490,8 @@ class _Search:
         smallest bound from ``K`` over the legal candidates where they do."""
         problem = self.problem
         if model_bound.bounded_arrays(problem) is None or problem.nodes == 1:
+            return []
+        if table_size(problem) > TABLE_LIMIT:
             return []
         _, c = candidate_table(problem)
         spread = {}
@@ -414,7 +521,7 @@ class _Search:
         when the budget ran out before all were priced."""
         problem = self.problem
         best = self.best
-        if best is not None and model_bound.cost_bound(problem, counts) > best.report.cost * (
+        if best is not None and model_bound.cost_bound(problem, counts) > best.cost * (
             1 + SLACK
         ):
             return True
@@ -430,19 +537,24 @@ class _Search:
             return True
         p, c = candidate_arrays(problem, group)
         predicted = prediction.predicted_costs(problem, p, c).tolist()
-        for _, candidate in sorted(zip(predicted, group, strict=True)):
+        floors = prediction.cost_floors(problem, p, c).tolist()
+        for _, floor, candidate in sorted(zip(predicted, floors, group, strict=True)):
             if self.out_of_work():
                 return False
+            if self.best is not None and floor > self.best.cost * (1 + SLACK):
+                continue
             self.price(candidate)
         return True
 
 
-def smt(problem: Problem, seed: Modelled | None = None):
+def smt(problem: Problem, seed: Priced | None = None):
     """Ranked incumbents, then branch and bound over the legal candidates (module
-    contract)."""
+    contract): by z3 over block counts, or grid by grid when the space is too large to
+    tabulate."""
     search = _Search(problem, seed)
     search.rank()
-    optimal = search.branch_and_bound()
+    by_grid = symbolic_cost.closed_form(problem) or table_size(problem) > TABLE_LIMIT
+    optimal = search.by_grid() if by_grid else search.branch_and_bound()
     if search.best is None:
         search.notes.append("smt: no legal candidate")
     return search.best, optimal, search.evaluated, search.notes

@@ -1,0 +1,272 @@
+"""A simulated scale study: plans for 4 to 4,096 nodes, strong and weak scaling.
+
+For each case (MTTKRP in both forms, the double contraction, a square matmul) and node count
+``P`` (``--nodes``, default 4, 16, 64, 256, 1024, 4096), plans the einsum from shapes alone
+with the default planner (``smt``: candidates priced in closed form, pruned by their floors,
+the chosen plan proved optimal under the model when the search completes) at the model's
+default machine (stated in the output: network into each node, seconds per block task, BLAS
+rate and cores per node), and records per node count:
+
+- the planning time (the search; lowering the chosen plan to tasks is timed apart and only
+  done up to ``--lower-limit`` tasks, where the closed-form figures are checked against the
+  LSHS simulation of the lowered graph);
+- the modelled time of the plan (network, copies, compute and submission in seconds: the
+  model's cost without its charges for bytes over the memory or communication budget,
+  which are recorded as ``modelled_cost``);
+- the busiest node's received bytes against the communication lower bound;
+- the memory per node (the most any node holds, the closed form's bound on the peak).
+
+Strong scaling keeps the problem fixed (``N = --strong-n`` for the tensor cases,
+``--strong-matmul`` for matmul, ``F = --f``); weak scaling grows it with ``P`` so that the
+work per node stays that of 4 nodes (``N ∝ P^(1/3)`` from ``--weak-n`` and
+``--weak-matmul``, rounded to a multiple of 16). The Cholesky block program and the Newton
+GLM step are not part of the study (block programs are planned by simulation, not by this
+planner).
+
+With ``--real`` (default) it then starts a private 4-node Ray cluster (``tc.init(num_nodes=4,
+measure=True)``, which also calibrates the model to it) and runs each case for real at a
+small size (``--real-n``, ``--real-matmul``): the modelled time (at the calibrated figures,
+without the model's charges) and bytes of the plan next to the measured wall time of the
+call and of the graph's run, and the bytes Ray moved (medians of ``--repeats`` calls).
+
+``--plot PATH`` draws the four figures against ``P`` (log scales; strong scaling solid, weak
+dashed); ``--json PATH`` writes every row.
+
+    python benchmarks/scale.py [--nodes 4,16,64,256,1024,4096] [--lower-limit 50000]
+                               [--no-real] [--plot scale.png] [--json scale.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+from common import environment, error_text, format_table, write_json
+from planner_targets import problem_for
+
+import tensorc as tc
+from tensorc.planning import cost, symbolic_cost
+from tensorc.planning.distribution import lowered_plan
+from tensorc.planning.planners import agreement, search
+
+CASES = {
+    "mttkrp ijk,if,jf->if": "ijk,if,jf->if",
+    "mttkrp ijk,jf,kf->if": "ijk,jf,kf->if",
+    "double ijk,jkf->if": "ijk,jkf->if",
+    "matmul ik,kj->ij": "ik,kj->ij",
+}
+
+
+def shapes_for(subscripts: str, n: int, f: int) -> list[tuple[int, ...]]:
+    if subscripts == "ik,kj->ij":
+        return [(n, n), (n, n)]
+    if subscripts == "ijk,jkf->if":
+        return [(n, n, n), (n, n, f)]
+    return [(n, n, n), (n, f), (n, f)]
+
+
+def weak_n(base: int, nodes: int) -> int:
+    """The extent that keeps the work per node of 4 nodes (``N³`` grows with ``P``)."""
+    return max(16, int(round(base * (nodes / 4) ** (1 / 3) / 16)) * 16)
+
+
+def study(args) -> list[dict[str, Any]]:
+    rows = []
+    for mode in ("strong", "weak"):
+        for name, subscripts in CASES.items():
+            matmul = subscripts == "ik,kj->ij"
+            for nodes in args.nodes:
+                if mode == "strong":
+                    n = args.strong_matmul if matmul else args.strong_n
+                else:
+                    n = weak_n(args.weak_matmul if matmul else args.weak_n, nodes)
+                shapes = shapes_for(subscripts, n, args.f)
+                row: dict[str, Any] = {"mode": mode, "case": name, "nodes": nodes, "n": n,
+                                       "f": None if matmul else args.f}
+                try:
+                    problem = problem_for(subscripts, shapes, nodes)
+                    plan = search(problem, "smt", lower=False)
+                    figures = plan.priced.figures
+                    row.update(
+                        plan_seconds=plan.seconds, optimal=plan.optimal,
+                        evaluated=plan.evaluated, grid=plan.candidate.describe(),
+                        modelled_cost=plan.cost,
+                        modelled_seconds=(sum(
+                            symbolic_cost.seconds(problem, figures)[part]
+                            for part in cost.TIME_PARTS) if figures is not None else None),
+                        tasks=int(figures.tasks.sum()) if figures is not None else None,
+                        busiest_bytes=(int(figures.total_received.max())
+                                       if figures is not None else None),
+                        lower_bound_bytes=plan.lower_bound_bytes, ratio=plan.ratio,
+                        memory_per_node=(int(figures.memory.max())
+                                         if figures is not None else None),
+                        notes=plan.notes,
+                    )
+                    if row["tasks"] is not None and row["tasks"] <= args.lower_limit:
+                        started = time.perf_counter()
+                        modelled = lowered_plan(problem, plan.priced)
+                        row["lower_seconds"] = time.perf_counter() - started
+                        words = agreement(plan.priced, modelled)[0]
+                        row["agrees"] = "equal the simulation's" in words
+                        row["simulated_peak_bytes"] = modelled.report.max_node_memory_bytes
+                except Exception as exc:  # recorded, the study goes on
+                    row["error"] = error_text(exc)
+                rows.append(row)
+                print(f"  {mode:6} {name:22} P={nodes:5} N={n:6}: "
+                      + (row.get("error") or
+                         f"plan {row['plan_seconds']:.2f} s, optimal {row['optimal']}, "
+                         f"modelled {row['modelled_seconds']:.3g} s, ratio {row['ratio']:.3f}, "
+                         f"{row['tasks']} tasks"), flush=True)
+    return rows
+
+
+def real(args) -> list[dict[str, Any]]:
+    """Each case on a private 4-node Ray cluster: modelled against measured."""
+    session = tc.init(num_nodes=4, measure=True)
+    print(f"{session.cluster.describe()}; calibrated model: {cost.machine().describe()}",
+          flush=True)
+    rows = []
+    rng = np.random.default_rng(0)
+    try:
+        for name, subscripts in CASES.items():
+            n = args.real_matmul if subscripts == "ik,kj->ij" else args.real_n
+            operands = [rng.random(s) for s in shapes_for(subscripts, n, args.real_f)]
+            expected = np.einsum(subscripts, *operands, optimize=True)
+            result = tc.einsum(subscripts, *operands)
+            plan = tc.plan(subscripts, *operands, nodes=4)
+            priced = plan.distribution.priced
+            modelled = (sum(symbolic_cost.seconds(plan.problem, priced.figures)[part]
+                            for part in cost.TIME_PARTS)
+                        if priced is not None and priced.figures is not None else None)
+            times, runs, stats = [], [], {}
+            for _ in range(args.repeats):
+                started = time.perf_counter()
+                tc.einsum(subscripts, *operands)
+                times.append(time.perf_counter() - started)
+                stats = tc.last_stats()
+                runs.append(stats["run_seconds"])
+            rows.append({
+                "case": name, "n": n, "check": bool(np.allclose(result, expected)),
+                "grid": stats["grid"], "tasks": stats["tasks"],
+                "modelled_seconds": modelled, "modelled_cost": stats["cost"],
+                "measured_call_seconds": statistics.median(times),
+                "measured_run_seconds": statistics.median(runs),
+                "modelled_bytes": stats["inter_node_bytes"],
+                "measured_bytes": stats["measured_inter_node_bytes"],
+                "modelled_busiest_bytes": stats["max_node_recv_bytes"],
+                "measured_busiest_bytes": stats["measured_max_node_recv_bytes"],
+                "lower_bound_bytes": stats["lower_bound_bytes"],
+            })
+    finally:
+        tc.shutdown()
+    return rows
+
+
+def study_table(rows: list[dict[str, Any]]) -> str:
+    return format_table(
+        ["mode", "case", "P", "N", "plan s", "optimal", "modelled s", "busiest B", "bound B",
+         "ratio", "memory/node B", "tasks", "lowered s", "agrees"],
+        [[r["mode"], r["case"], str(r["nodes"]), str(r["n"]),
+          f"{r.get('plan_seconds', float('nan')):.2f}", str(r.get("optimal")),
+          f"{r.get('modelled_seconds') or float('nan'):.3g}",
+          f"{r.get('busiest_bytes') or 0:,}", f"{r.get('lower_bound_bytes') or 0:,}",
+          f"{r['ratio']:.3f}" if r.get("ratio") else "n/a",
+          f"{r.get('memory_per_node') or 0:,}", str(r.get("tasks")),
+          f"{r['lower_seconds']:.1f}" if "lower_seconds" in r else "-",
+          str(r.get("agrees", "-"))] for r in rows],
+    )
+
+
+def plot(rows: list[dict[str, Any]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("plan_seconds", "plan time (s)"), ("modelled_seconds", "modelled time (s)"),
+              ("ratio", "busiest node's bytes / lower bound"),
+              ("memory_per_node", "memory per node (bytes)")]
+    figure, axes = plt.subplots(2, 2, figsize=(12, 9))
+    for axis, (key, label) in zip(axes.flat, panels, strict=True):
+        for index, name in enumerate(CASES):
+            for mode, style in (("strong", "-"), ("weak", "--")):
+                points = [(r["nodes"], r[key]) for r in rows
+                          if r["case"] == name and r["mode"] == mode and r.get(key)]
+                if points:
+                    axis.plot(*zip(*points, strict=True), style, marker="o",
+                              color=f"C{index}", label=f"{name} ({mode})")
+        axis.set_xscale("log", base=2)
+        if key != "ratio":
+            axis.set_yscale("log")
+        else:
+            axis.axhline(1.1, color="grey", linewidth=0.8, linestyle=":")
+        axis.set_xlabel("simulated nodes P")
+        axis.set_ylabel(label)
+        axis.grid(True, which="both", alpha=0.3)
+    axes.flat[0].legend(fontsize=7)
+    figure.suptitle(f"tensorc plans for 4 to {max(r['nodes'] for r in rows)} simulated nodes "
+                    f"({cost.machine().describe()})", fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=lambda t: [int(x) for x in t.split(",")],
+                        default=[4, 16, 64, 256, 1024, 4096])
+    parser.add_argument("--strong-n", type=int, default=1024)
+    parser.add_argument("--strong-matmul", type=int, default=16384)
+    parser.add_argument("--weak-n", type=int, default=512)
+    parser.add_argument("--weak-matmul", type=int, default=8192)
+    parser.add_argument("--f", type=int, default=256)
+    parser.add_argument("--lower-limit", type=int, default=50_000,
+                        help="lower and simulate the chosen plan up to this many tasks")
+    parser.add_argument("--study", action=argparse.BooleanOptionalAction, default=True,
+                        help="the simulated study (--no-study: only the real 4-node runs)")
+    parser.add_argument("--real", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--real-n", type=int, default=128)
+    parser.add_argument("--real-f", type=int, default=32)
+    parser.add_argument("--real-matmul", type=int, default=1024)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--plot")
+    parser.add_argument("--json")
+    args = parser.parse_args(argv)
+    machine = cost.machine().describe()
+    print(f"simulated study at the model's {machine}", flush=True)
+    payload: dict[str, Any] = {"benchmark": "scale", "args": vars(args),
+                               "environment": environment(), "machine": machine,
+                               "study": [], "real": []}
+    payload["study"] = study(args) if args.study else []
+    if payload["study"]:
+        print()
+        print(study_table(payload["study"]))
+    if args.plot and payload["study"]:
+        plot(payload["study"], args.plot)
+    if args.real:
+        payload["real"] = real(args)
+        print()
+        print(format_table(
+            ["case (4 Ray nodes)", "N", "grid", "tasks", "modelled s", "measured call s",
+             "measured run s", "modelled B", "measured B", "busiest mod B", "busiest meas B",
+             "check"],
+            [[r["case"], str(r["n"]), r["grid"], str(r["tasks"]),
+              f"{r['modelled_seconds']:.4f}" if r["modelled_seconds"] is not None else "n/a",
+              f"{r['measured_call_seconds']:.4f}",
+              f"{r['measured_run_seconds']:.4f}", f"{r['modelled_bytes']:,}",
+              f"{r['measured_bytes']:,}" if r["measured_bytes"] is not None else "n/a",
+              f"{r['modelled_busiest_bytes']:,}",
+              f"{r['measured_busiest_bytes']:,}"
+              if r["measured_busiest_bytes"] is not None else "n/a",
+              "OK" if r["check"] else "WRONG"] for r in payload["real"]],
+        ))
+    if args.json:
+        write_json(args.json, payload)
+    return payload
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,550 @@
+"""The symbolic cost model: a candidate priced in closed form, without its task graph.
+
+Contract: ``figures(problem, candidate)`` returns the per-node figures the task-level model
+(:func:`tensorc.planning.distribution.model`: lower, lay out, simulate LSHS) would give the
+candidate — bytes received, flops and tasks run, the final resident bytes, and a bound on
+the peak memory — computed from the index grid, the block counts and the structure of the
+statement alone; ``price(problem, candidate)`` turns them into the model's price with the
+same formula (:func:`tensorc.planning.cost.node_seconds`). Nothing is lowered and nothing is
+simulated: the work is numpy over arrays of one value per node and over the *within-cell*
+block coordinates of each stage (``∏ c_i / p_i`` points, the tasks one node runs times the
+nodes a stage spreads over), never over the task graph.
+
+What it models (the plan's grid places everything, :mod:`tensorc.placement.layout`):
+
+- every array a stage reads or writes sits on its grid node (:func:`grid_node`: the
+  coordinate ``a_i mod p_i`` along the axes the array has, the within-cell rank spread in
+  mixed radix over the axes it lacks); every compute task runs on its iteration block's grid
+  node, which is where LSHS's grid hints put it (a node already holding every input is only
+  ever that node for these layouts: ``tests/test_symbolic_cost.py`` holds the two together);
+- a node receives each block it needs and does not hold, once (copies stay cached until
+  the block's last consumer ran): the blocks of an input needed by the tasks of a node,
+  minus the one it holds, in closed form per (within-cell block, spread code) pair;
+- a reduction (summed indices cut in several blocks) folds its partial blocks on each node
+  that made two or more, and the final fold on the output block's grid node receives one
+  block from every other node that made some (none when one node made them all: it is then
+  the grid node too) and counts the reduce's flops and task;
+- replication is what the grid does when it splits an index an array lacks (each node
+  along that axis needs it); pairwise versus fused joins and reductions pushed into
+  operands are the stages of the final IR; operands the plan repartitions are read where
+  the grid puts them, their pieces held elsewhere received and stitched
+  (``problem.repartition``, the same bytes as :func:`distribution.layout` counts).
+
+Received bytes, flops and tasks equal the simulation's exactly, node by node; so does the
+resident memory after the run (inputs on their nodes and the output blocks). The peak of
+the simulation depends on the order tasks run in; ``memory`` here is what a node ever holds
+(its inputs, every block it receives and every block it makes), never below the simulated
+peak and equal to it when nothing is freed before the last task — the price's memory term
+is therefore conservative.
+
+Outside its domain — an operand computed in a layout of its own (placed and not
+repartitioned), a block count that is not a multiple of its grid size (an uneven problem or
+a forced blocking), a value read by two stages, a ``Merge`` — :func:`supported` says why and
+:func:`price` falls back to the task-level model (such problems are small: the operands
+already sit on a real cluster, or an extent is smaller than the node count).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tensorc.ir.contraction import flops_per_element
+from tensorc.ir.keys import key_of, unique
+from tensorc.ir.nodes import Join, Map, Merge, Scan, post_order
+from tensorc.ir.stages import folded_maps, stage_parts
+from tensorc.placement.layout import grid_nodes
+from tensorc.planning import cost as price_model
+from tensorc.planning.cost import CostReport
+
+# -- the statement's structure (per problem) ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Value:
+    """A blocked value: a scanned operand (``position``, ``indices`` as read) or a stage's
+    result; ``dims`` are its block coordinates' index names."""
+
+    dims: tuple[str, ...]
+    position: int | None = None
+    indices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage: its iteration indices (the lowering's order), the values it reads, its
+    output indices, its flops per iteration element and the value it makes."""
+
+    dims: tuple[str, ...]
+    inputs: tuple[int, ...]
+    output: tuple[str, ...]
+    per_element: int
+    value: int
+
+
+@dataclass(frozen=True)
+class Structure:
+    """The values and stages of a statement (children first) and the value it returns;
+    ``unsupported`` says why the closed form does not apply, or is None."""
+
+    values: tuple[Value, ...]
+    stages: tuple[Stage, ...]
+    final: int
+    unsupported: str | None
+
+
+def structure(problem) -> Structure:
+    """The statement's :class:`Structure` (memoised per problem)."""
+    return problem.memo("symbolic_structure", lambda: _structure(problem.program))
+
+
+def _structure(program) -> Structure:
+    values: list[Value] = []
+    stages: list[Stage] = []
+    ids: dict = {}
+    reasons: list[str] = []
+    positions = {d.name: k for k, d in enumerate(program.inputs)}
+    folded = folded_maps(program.output)
+    for node in post_order(program.output):
+        if isinstance(node, Scan):
+            ids[node] = len(values)
+            values.append(Value(tuple(key_of(node)), positions[node.tensor], tuple(node.indices)))
+        elif isinstance(node, Join) or (isinstance(node, Map) and node in folded):
+            continue
+        elif isinstance(node, Merge):
+            reasons.append("a merge (op= update)")
+        else:
+            inputs, _, output, _ = stage_parts(node)
+            if any(child not in ids for child in inputs):
+                reasons.append("a stage reads a value the closed form does not follow")
+                continue
+            keys = [values[ids[child]].dims for child in inputs]
+            dims = tuple(unique([n for k in keys for n in k]))
+            if not set(output) <= set(dims):
+                reasons.append("an output index no input has")
+                continue
+            ids[node] = len(values)
+            values.append(Value(tuple(output)))
+            stages.append(Stage(dims, tuple(ids[child] for child in inputs), tuple(output),
+                                flops_per_element(keys, output), ids[node]))
+    readers: dict[int, int] = {}
+    for stage in stages:
+        for value in set(stage.inputs):
+            readers[value] = readers.get(value, 0) + 1
+    if any(count > 1 for count in readers.values()):
+        reasons.append("a value read by two stages")
+    final = ids.get(program.output, -1)
+    if final < 0:
+        reasons.append("an output the closed form does not follow")
+    return Structure(tuple(values), tuple(stages), final, "; ".join(reasons) or None)
+
+
+def closed_form(problem) -> bool:
+    """Whether every candidate of ``problem`` is priced in closed form (its structure is
+    supported, no operand keeps a layout of its own, and every count is a multiple of its
+    grid size: the split is even and no blocking is forced)."""
+    return (
+        structure(problem).unsupported is None
+        and not (problem.placed and set(problem.placed) - set(problem.repartition))
+        and not problem.placed_counts
+        and problem.even_split()
+    )
+
+
+def supported(problem, candidate) -> str | None:
+    """Why ``candidate`` is outside the closed form's domain (module contract), or None."""
+    found = structure(problem).unsupported
+    if found:
+        return found
+    if problem.placed and set(problem.placed) - set(problem.repartition):
+        return "an operand computed in a layout of its own"
+    grid = dict(candidate.grid)
+    for index, count in candidate.counts:
+        if count % grid[index]:
+            return f"index '{index}': {count} blocks over {grid[index]} nodes"
+    if any(size < 1 for size in problem.sizes.values()):
+        return "an empty index"
+    return None
+
+
+# -- the grid of one candidate --------------------------------------------------------------
+
+
+class _Grid:
+    """Grid sizes, counts, block extents and node strides of one candidate, and the
+    within-cell block coordinates of each set of indices (cached)."""
+
+    def __init__(self, problem, candidate) -> None:
+        self.axes = problem.indices
+        self.nodes = problem.nodes
+        self.p = dict(candidate.grid)
+        self.c = dict(candidate.counts)
+        self.m = {i: self.c[i] // self.p[i] for i in self.axes}
+        fixed = problem.placed_blocks or {}
+        sizes = problem.sizes
+        self.step = {i: fixed.get(i) or max(1, math.ceil(sizes[i] / self.c[i])) for i in self.axes}
+        self.last = {i: sizes[i] - (self.c[i] - 1) * self.step[i] for i in self.axes}
+        self.stride = {}
+        stride = 1
+        for index in reversed(self.axes):
+            self.stride[index] = stride
+            stride *= self.p[index]
+        self.shape = tuple(self.p[i] for i in self.axes)
+        self._points: dict = {}
+        self._homes: dict = {}
+        self._keep: dict = {}
+
+    def ragged(self, dims) -> list[str]:
+        """Indices of ``dims`` whose last block is smaller than the others (sorted)."""
+        return [i for i in sorted(set(dims)) if self.last[i] != self.step[i]]
+
+    def points(self, dims) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+        """Every within-cell coordinate ``q`` of blocks over ``dims`` (``q_i`` in
+        ``[0, c_i / p_i)``; rows in sorted index order, columns row-major, so a column's
+        position is its row-major rank), and the node offset its within-cell rank spreads
+        it to over the indices ``dims`` lacks (:func:`tensorc.placement.layout.grid_nodes`)."""
+        key = tuple(sorted(set(dims)))
+        found = self._points.get(key)
+        if found is not None:
+            return found
+        radices = [self.m[i] for i in key]
+        count = math.prod(radices)
+        q = np.indices(radices, dtype=np.int64).reshape(len(key), count)
+        within = np.zeros(count, dtype=np.int64)
+        for row, index in enumerate(key):
+            within = within * self.m[index] + q[row]
+        offset = np.zeros(count, dtype=np.int64)
+        for index in reversed(self.axes):
+            p = self.p[index]
+            if index in key or p == 1:
+                continue
+            offset += (within % p) * self.stride[index]
+            within //= p
+        found = (key, q, offset)
+        self._points[key] = found
+        return found
+
+    def rank(self, key, q, dims) -> np.ndarray:
+        """Row-major within-cell rank over ``dims`` of the points ``q`` (rows ``key``)."""
+        rank = np.zeros(q.shape[1], dtype=np.int64)
+        for index in sorted(set(dims)):
+            rank = rank * self.m[index] + q[key.index(index)]
+        return rank
+
+    def part(self, offset: np.ndarray, dims) -> np.ndarray:
+        """The part of node offsets ``offset`` on the indices ``dims``."""
+        out = np.zeros_like(offset)
+        for index in set(dims):
+            p = self.p[index]
+            if p > 1:
+                out += (offset // self.stride[index]) % p * self.stride[index]
+        return out
+
+    def masks(self, key, q, ragged: list[str]) -> np.ndarray:
+        """Per point, bit ``j`` set when ``q`` is the last within-cell coordinate along
+        ``ragged[j]`` (where the last, smaller block can be)."""
+        mask = np.zeros(q.shape[1], dtype=np.int64)
+        for bit, index in enumerate(ragged):
+            mask |= (q[key.index(index)] == self.m[index] - 1).astype(np.int64) << bit
+        return mask
+
+    def counts(self, offsets: np.ndarray, masks: np.ndarray | None, bits: int,
+               multiplier: np.ndarray | None = None) -> np.ndarray:
+        """Points per (spread offset, mask): a ``(nodes, 2**bits)`` integer table (each
+        point counted ``multiplier`` times when given)."""
+        classes = 1 << bits
+        keys = offsets if masks is None else offsets * classes + masks
+        table = np.bincount(keys, weights=multiplier, minlength=self.nodes * classes)
+        if multiplier is not None:
+            table = np.rint(table).astype(np.int64)
+        return table.reshape(self.nodes, classes)
+
+    def expand(self, residues, weights, ragged: list[str], table: np.ndarray) -> np.ndarray:
+        """Per node: ``table`` (:meth:`counts`, masks over ``ragged``) summed with each
+        point weighted by ``∏_{i∈weights}`` of its block's extents and placed at every
+        residue of ``residues`` (the extent along a ragged index is the last block's at
+        the last residue and the last point, the step otherwise)."""
+        weights = set(weights)
+        classes = tuple(i for i in ragged if i in weights)
+        values = _weight_table(
+            tuple(ragged), classes, math.prod(self.step[i] for i in weights),
+            tuple((self.step[i], self.last[i]) for i in classes))
+        if not classes:
+            kinds = table @ values
+            keep = self._keep.get(residues)
+            if keep is None:
+                present = set(residues)
+                keep = tuple(slice(0, 1) if axis in present else slice(None)
+                             for axis in self.axes)
+                self._keep[residues] = keep
+            out = np.empty(self.shape, dtype=np.int64)
+            out[...] = kinds.reshape(self.shape)[keep]
+            return out.reshape(-1)
+        offsets, inverse = self._outside(residues)
+        return (table[offsets] @ values)[inverse, self._kind(classes)]
+
+    def _outside(self, residues) -> tuple[np.ndarray, np.ndarray]:
+        """The node offsets over the indices not in ``residues`` (every such coordinate,
+        the others at 0), and for every node the position of its own among them."""
+        key = ("outside", residues)
+        found = self._keep.get(key)
+        if found is None:
+            own = np.arange(self.nodes, dtype=np.int64)
+            for index in set(residues):
+                own = own - self._coordinate(index) * self.stride[index]
+            found = np.unique(own, return_inverse=True)
+            self._keep[key] = found
+        return found
+
+    def _kind(self, classes: tuple) -> np.ndarray:
+        """Per node, bit ``j`` set when it sits at the last residue along ``classes[j]``."""
+        key = ("kind", classes)
+        found = self._keep.get(key)
+        if found is None:
+            found = np.zeros(self.nodes, dtype=np.int64)
+            for bit, index in enumerate(classes):
+                last = (self._coordinate(index) == self.p[index] - 1).astype(np.int64)
+                found |= last << bit
+            self._keep[key] = found
+        return found
+
+    def _coordinate(self, index: str) -> np.ndarray:
+        """Every node's grid coordinate along ``index`` (cached)."""
+        key = ("coordinate", index)
+        found = self._keep.get(key)
+        if found is None:
+            found = np.arange(self.nodes, dtype=np.int64) // self.stride[index] % self.p[index]
+            self._keep[key] = found
+        return found
+
+    def home(self, dims, weights) -> np.ndarray:
+        """Per node: the sum over blocks over ``dims`` laid out on it of ``∏_{i∈weights}``
+        of their extents (``weights=()``: how many blocks); cached."""
+        cache_key = (tuple(sorted(set(dims))), tuple(sorted(set(weights))))
+        found = self._homes.get(cache_key)
+        if found is None:
+            key, q, offset = self.points(dims)
+            ragged = self.ragged(weights)
+            table = self.counts(offset, self.masks(key, q, ragged), len(ragged))
+            found = self._homes[cache_key] = self.expand(key, weights, ragged, table)
+        return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _weight_table(ragged: tuple, classes: tuple, base: int, extents: tuple) -> np.ndarray:
+    """``values[mask, kind]``: the weight ``base`` (the product of the block steps) of a
+    point with ``mask`` (over ``ragged``) at residues of class ``kind`` (over ``classes``,
+    whose ``(step, last)`` are ``extents``: the last residue or not), each class index at
+    the last point and the last residue taking its last extent instead of its step."""
+    masks = np.arange(1 << len(ragged), dtype=np.int64)[:, None]
+    kinds = np.arange(1 << len(classes), dtype=np.int64)[None, :]
+    values = np.full((len(masks), kinds.shape[1]), base, dtype=np.int64)
+    for bit, (index, (step, last)) in enumerate(zip(classes, extents, strict=True)):
+        chosen = (kinds >> bit & 1) & (masks >> ragged.index(index) & 1)
+        values = np.where(chosen == 1, values // step * last, values)
+    values.setflags(write=False)
+    return values
+
+
+# -- the figures ----------------------------------------------------------------------------
+
+
+@dataclass
+class Figures:
+    """Per-node figures of one candidate (numpy int64 arrays, one value per node)."""
+
+    received: np.ndarray
+    """Bytes each node receives while the graph runs (the simulated ``net_in``)."""
+    moved: np.ndarray
+    """Bytes each node receives to repartition operands before it runs."""
+    copied: np.ndarray
+    """Bytes each node stitches into re-laid-out blocks."""
+    flops: np.ndarray
+    tasks: np.ndarray
+    memory: np.ndarray
+    """What each node ever holds: a bound on its simulated peak (module contract)."""
+    resident: np.ndarray
+    """Bytes each node holds after the run (inputs and output blocks)."""
+
+    @property
+    def total_received(self) -> np.ndarray:
+        return self.received + self.moved
+
+
+def figures(problem, candidate) -> Figures:
+    """The per-node figures of ``candidate`` in closed form (module contract); the
+    candidate must be legal and :func:`supported`."""
+    shape = structure(problem)
+    grid = _Grid(problem, candidate)
+    itemsize = problem.itemsize
+    zeros = np.zeros(problem.nodes, dtype=np.int64)
+    received, flops, tasks, made = zeros.copy(), zeros.copy(), zeros.copy(), zeros.copy()
+    homed = zeros.copy()
+    for value in shape.values:
+        if value.position is not None:
+            homed += grid.home(value.dims, value.dims) * itemsize
+    for stage in shape.stages:
+        key, q, offset = grid.points(stage.dims)
+        ragged = grid.ragged(key)
+        table = grid.counts(offset, grid.masks(key, q, ragged), len(ragged))
+        tasks += grid.expand(key, (), ragged, table)
+        flops += stage.per_element * grid.expand(key, key, ragged, table)
+        made += itemsize * grid.expand(key, stage.output, ragged, table)
+        spread = bool(offset.any())
+        for value in dict.fromkeys(stage.inputs):
+            received += itemsize * _needed(grid, key, q, offset, spread,
+                                           shape.values[value].dims)
+        summed = set(stage.dims) - set(stage.output)
+        if math.prod(grid.c[i] for i in summed) > 1:
+            more_received, more_flops, more_tasks, more_made = _reduce(
+                grid, key, q, offset, spread, stage.output, summed)
+            received += itemsize * more_received
+            flops += more_flops
+            tasks += more_tasks
+            made += itemsize * more_made
+    resident = homed.copy()
+    final = shape.values[shape.final]
+    if final.position is None:
+        resident += grid.home(final.dims, final.dims) * itemsize
+    moved, copied = _repartition(problem, candidate, grid, shape)
+    return Figures(received, moved, copied, flops, tasks, homed + received + made, resident)
+
+
+def _needed(grid: _Grid, key, q, offset, spread: bool, dims) -> np.ndarray:
+    """Elements each node receives of a value over ``dims`` that a stage over ``key`` reads:
+    per (within-cell block, spread code) pair the stage's tasks make, the block at every
+    node of that code and residue, minus the node holding it."""
+    dims = tuple(sorted(set(dims)))
+    ragged = grid.ragged(dims)
+    bits = len(ragged)
+    _, value_q, home = grid.points(dims)
+    masks = grid.masks(dims, value_q, ragged)
+    if not spread:  # every block is needed on every node of its residues; its home is one
+        table = grid.counts(np.zeros_like(home), masks, bits)
+        return grid.expand(key, dims, ragged, table) - grid.home(dims, dims)
+    nodes = grid.nodes
+    pairs = np.unique(grid.rank(key, q, dims) * nodes + offset)
+    ranks, codes = pairs // nodes, pairs % nodes
+    masks = masks[ranks]
+    needed = grid.expand(key, dims, ragged, grid.counts(codes, masks, bits))
+    home = home[ranks]
+    held = grid.part(home, [i for i in grid.axes if i not in set(key)]) == codes
+    if held.any():
+        needed -= grid.expand(dims, dims, ragged, grid.counts(home[held], masks[held], bits))
+    return needed
+
+
+def _reduce(grid: _Grid, key, q, offset, spread: bool, output, summed):
+    """Per node, a reduction's received elements, flops, tasks and made elements (local
+    folds and final folds), for a stage over ``key`` with output indices ``output``."""
+    nodes = grid.nodes
+    out_key, out_q, home = grid.points(output)
+    ragged = grid.ragged(out_key)
+    bits = len(ragged)
+    masks = grid.masks(out_key, out_q, ragged)
+    across = math.prod(grid.p[i] for i in summed)
+    elements = grid.home(out_key, out_key)
+    tasks = grid.home(out_key, ())
+    flops = elements * (math.prod(grid.c[i] for i in summed) - 1)
+    made = elements.copy()
+    if not spread:  # each output block's partials are made on `across` nodes, its own one
+        received = elements * (across - 1)
+        if across > 1 and math.prod(grid.m[i] for i in summed) > 1:
+            table = grid.counts(np.zeros_like(home), masks, bits)
+            made += grid.expand(key, out_key, ragged, table)
+        return received, flops, tasks, made
+    pairs, parts = np.unique(grid.rank(key, q, out_key) * nodes + offset, return_counts=True)
+    ranks, codes = pairs // nodes, pairs % nodes
+    codes_per_block = np.bincount(ranks, minlength=len(home))
+    outside = [i for i in grid.axes if i not in set(key)]
+    made_here = np.isin(np.arange(len(home)) * nodes + grid.part(home, outside), pairs)
+    senders = across * codes_per_block - made_here.astype(np.int64)
+    received = grid.expand(out_key, out_key, ragged, grid.counts(home, masks, bits, senders))
+    folds = (parts >= 2) & (across * codes_per_block[ranks] > 1)
+    if folds.any():
+        table = grid.counts(codes[folds], masks[ranks[folds]], bits)
+        made += grid.expand(key, out_key, ragged, table)
+    return received, flops, tasks, made
+
+
+def _repartition(problem, candidate, grid: _Grid, shape: Structure):
+    """Bytes each node receives and stitches to re-lay the repartitioned operands out on
+    the grid (what :func:`tensorc.planning.distribution.layout` and ``relayout_copies``
+    count per load task), from the operands' blocks, not the task graph."""
+    nodes = problem.nodes
+    moved = np.zeros(nodes, dtype=np.int64)
+    copied = np.zeros(nodes, dtype=np.int64)
+    if not problem.repartition:
+        return moved, copied
+    sizes = problem.sizes
+    itemsize = problem.itemsize
+    ranges = {
+        i: [(s, min(s + grid.step[i], sizes[i])) for s in range(0, sizes[i], grid.step[i])]
+        for i in grid.axes
+    }
+    for value in shape.values:
+        if value.position is None or value.position not in problem.repartition:
+            continue
+        source = problem.placed[value.position]
+        counts = [grid.c[i] for i in value.dims]
+        coords = np.indices(counts, dtype=np.int64).reshape(len(counts), math.prod(counts)).T
+        placed = grid_nodes(value.dims, coords, candidate.grid, grid.c).tolist()
+        for row, node in zip(coords.tolist(), placed, strict=True):
+            where = dict(zip(value.dims, row, strict=True))
+            slices = tuple(slice(*ranges[i][where[i]]) for i in value.indices)
+            moved[node] += itemsize * sum(
+                n for holder, n in source.node_elements(slices) if holder != node)
+            pieces = source.pieces(slices)
+            if len(pieces) > 1 or source.block_slices(pieces[0][0]) != slices:
+                copied[node] += itemsize * math.prod(
+                    ranges[i][where[i]][1] - ranges[i][where[i]][0] for i in value.dims)
+    return moved, copied
+
+
+# -- the price --------------------------------------------------------------------------------
+
+
+def report(problem, candidate, found: Figures | None = None) -> CostReport:
+    """The model's price of ``candidate`` from its closed-form figures (a
+    :class:`~tensorc.planning.cost.CostReport`, as the task-level model reports it)."""
+    found = figures(problem, candidate) if found is None else found
+    received = found.total_received
+    cost, fits = price_model.node_seconds(
+        received, found.copied, found.flops, found.tasks, found.memory, problem.memory_bytes,
+        problem.lower_bound_bytes())
+    return CostReport(
+        cost=cost,
+        inter_node_bytes=int(received.sum()),
+        max_node_recv_bytes=int(received.max()),
+        max_node_memory_bytes=int(found.memory.max()),
+        node_recv_bytes=tuple(received.tolist()),
+        node_memory_bytes=tuple(found.memory.tolist()),
+        node_flops=tuple(found.flops.tolist()),
+        node_tasks=tuple(found.tasks.tolist()),
+        tasks=int(found.tasks.sum()),
+        fits=fits,
+    )
+
+
+def cost(problem, candidate) -> float:
+    """The model's cost of ``candidate`` in closed form (the search's hot path)."""
+    return cost_of(problem, figures(problem, candidate))
+
+
+def cost_of(problem, found: Figures) -> float:
+    """The model's cost from closed-form figures (:func:`~tensorc.planning.cost.node_seconds`'s
+    formula, on the arrays as they are)."""
+    return price_model.node_seconds(
+        found.total_received, found.copied, found.flops, found.tasks, found.memory,
+        problem.memory_bytes, problem.lower_bound_bytes())[0]
+
+
+def seconds(problem, found: Figures) -> dict[str, float]:
+    """The price's terms from closed-form figures (:func:`tensorc.planning.cost.node_parts`);
+    the modelled time is the sum of those in :data:`~tensorc.planning.cost.TIME_PARTS`."""
+    return price_model.node_parts(
+        found.total_received, found.copied, found.flops, found.tasks, found.memory,
+        problem.memory_bytes, problem.lower_bound_bytes())

@@ -1,0 +1,170 @@
+"""The closed-form cost model against the task-level simulation it stands for.
+
+``tensorc.planning.symbolic_cost`` prices a candidate from its grid, its block counts and
+the statement's stages; ``tensorc.planning.distribution.model`` lowers the task graph and
+simulates it. Per node, bytes received, flops and tasks must be equal, the resident bytes
+after the run equal, and the closed form's memory never below the simulated peak — on
+random contractions, grids, block counts and node counts up to 64 (hypothesis), against the
+owner-computes simulation (``strict``), and against LSHS itself wherever LSHS ran every
+task on its grid node. The floors the searches prune with must never exceed the price.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from tensorc.frontend.einsum import einsum_program
+from tensorc.frontend.subscripts import parse_einsum
+from tensorc.passes.pipeline import run_pipeline
+from tensorc.placement.blocks import Blocks, block_bounds
+from tensorc.planning import model_bound, prediction, symbolic_cost
+from tensorc.planning.distribution import Candidate, Problem, layout, model, price
+from tensorc.planning.pricing import planning_context
+from tensorc.planning.search import all_candidates, candidate_table
+
+
+def problem(subscripts: str, shapes, nodes: int, **kwargs) -> Problem:
+    spec = parse_einsum(subscripts, shapes)
+    program = einsum_program(spec, shapes, ("float64",) * len(shapes), "float64")
+    final, _ = run_pipeline(program, planning_context(workers=2), keep_text=False)
+    return Problem(subscripts, final, nodes, **kwargs)
+
+
+def row(plan: Problem, p: np.ndarray, c: np.ndarray, k: int) -> Candidate:
+    return Candidate(tuple(zip(plan.indices, p[k].tolist(), strict=True)),
+                     tuple(zip(plan.indices, c[k].tolist(), strict=True)))
+
+
+def followed_hints(plan: Problem, modelled) -> bool:
+    """Whether LSHS ran every compute task on its grid node."""
+    _, _, hints, _ = layout(plan, modelled.candidate, modelled.graph)
+    return all(modelled.schedule.node_of[t] == node for t, node in hints.items())
+
+
+def assert_agrees(plan: Problem, candidate: Candidate, modelled) -> None:
+    found = symbolic_cost.figures(plan, candidate)
+    report = modelled.report
+    what = f"{plan.name} on {plan.nodes}: {candidate.describe()}"
+    assert tuple(found.total_received.tolist()) == report.node_recv_bytes, what
+    assert tuple(found.flops.tolist()) == report.node_flops, what
+    assert tuple(found.tasks.tolist()) == report.node_tasks, what
+    assert found.resident.tolist() == modelled.schedule.final_memory_bytes, what
+    assert all(a >= b for a, b in zip(found.memory.tolist(), report.node_memory_bytes,
+                                      strict=True)), what
+    priced = symbolic_cost.report(plan, candidate, found)
+    if priced.node_memory_bytes == report.node_memory_bytes:
+        assert priced.cost == pytest.approx(report.cost, rel=1e-12), what
+    else:  # the closed form's memory is a bound: its price is never below
+        assert priced.cost >= report.cost * (1 - 1e-12), what
+
+
+@st.composite
+def planned(draw):
+    """A contraction of 2-3 operands over 2-4 indices (extents 1-40), 2-64 nodes, and one
+    legal candidate of it in the closed form's domain (drawn from a seeded generator, as
+    ``test_planning`` draws its contractions)."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    while True:
+        letters = list("ijkl"[: rng.integers(2, 5)])
+        operands = [
+            [str(c) for c in rng.permutation(letters)[: rng.integers(1, len(letters) + 1)]]
+            for _ in range(rng.integers(2, 4))
+        ]
+        for letter in letters:
+            if not any(letter in op for op in operands):
+                operands[rng.integers(len(operands))].append(letter)
+        output = [str(c) for c in rng.permutation(letters)[: rng.integers(0, len(letters) + 1)]]
+        extents = {letter: int(rng.integers(1, 41)) for letter in letters}
+        nodes = int(rng.choice([2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64]))
+        subscripts = ",".join("".join(op) for op in operands) + "->" + "".join(output)
+        shapes = [tuple(extents[c] for c in op) for op in operands]
+        plan = problem(subscripts, shapes, nodes)
+        p, c = candidate_table(plan)
+        inside = [k for k in range(len(p)) if np.all(c[k] % p[k] == 0)]
+        if inside and symbolic_cost.structure(plan).unsupported is None:
+            return plan, row(plan, p, c, inside[int(rng.integers(len(inside)))])
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          phases=(Phase.explicit, Phase.reuse, Phase.generate),
+          suppress_health_check=[HealthCheck.too_slow])
+@given(drawn=planned())
+def test_closed_form_equals_the_simulation_node_by_node(drawn):
+    plan, candidate = drawn
+    assert symbolic_cost.supported(plan, candidate) is None
+    assert_agrees(plan, candidate, model(plan, candidate, strict=True))
+    lshs = model(plan, candidate)
+    if followed_hints(plan, lshs):
+        assert_agrees(plan, candidate, lshs)
+    floor = prediction.cost_floors(plan, *_arrays(plan, candidate))[0]
+    assert floor <= price(plan, candidate).cost
+    assert model_bound.cost_bound(plan, dict(candidate.counts)) <= price(plan, candidate).cost
+
+
+def _arrays(plan: Problem, candidate: Candidate):
+    p = np.array([[dict(candidate.grid)[i] for i in plan.indices]], dtype=np.int64)
+    c = np.array([[dict(candidate.counts)[i] for i in plan.indices]], dtype=np.int64)
+    return p, c
+
+
+SMALL = [  # every candidate: pushdown, pairwise and fused joins, outer products, a trace
+    ("ik,kj->ij", [(12, 6), (6, 24)], 4),
+    ("ijk,if,jf->if", [(12, 6, 4), (12, 4), (6, 4)], 6),
+    ("ijk,jf,kf->if", [(12, 6, 4), (6, 4), (4, 4)], 4),
+    ("ijk,jkf->if", [(12, 6, 4), (6, 4, 4)], 6),
+    ("ij,jk,kl->il", [(16, 16), (16, 16), (16, 16)], 4),
+    ("ii->", [(24, 24)], 4),
+]
+
+
+@pytest.mark.parametrize(("subscripts", "shapes", "nodes"), SMALL)
+def test_closed_form_equals_lshs_on_every_candidate_of_small_problems(subscripts, shapes,
+                                                                      nodes):
+    plan = problem(subscripts, shapes, nodes)
+    candidates = all_candidates(plan)
+    p, c = candidate_table(plan)
+    floors = prediction.cost_floors(plan, p, c)
+    for k in range(len(p)):
+        candidate = row(plan, p, c, k)
+        assert candidate in candidates
+        priced = price(plan, candidate)
+        assert priced.symbolic
+        assert_agrees(plan, candidate, model(plan, candidate))
+        assert floors[k] <= priced.cost
+
+
+def test_repartitioned_operands_are_priced_in_closed_form():
+    rng = np.random.default_rng(3)
+    shapes = [(12, 6, 4), (6, 4), (4, 4)]
+    placed = {}
+    for position, shape in enumerate(shapes[:2]):
+        bounds = block_bounds(shape, tuple(max(1, s // 2) for s in shape))
+        coords = itertools.product(*[range(len(b) - 1) for b in bounds])
+        placed[position] = Blocks.layout(bounds, {k: int(rng.integers(4)) for k in coords})
+    plan = problem("ijk,jf,kf->if", shapes, 4, placed=placed, repartition=frozenset(placed))
+    for candidate in all_candidates(plan):
+        priced = price(plan, candidate)
+        modelled = model(plan, candidate, strict=True)
+        assert priced.symbolic
+        assert_agrees(plan, candidate, modelled)
+        assert priced.cost == pytest.approx(modelled.report.cost, rel=1e-12)
+
+
+def test_outside_the_domain_the_simulation_prices():
+    lonely = problem("k,k->", [(11,), (11,)], 5)  # too small for an even split
+    uneven = [c for c in all_candidates(lonely) if symbolic_cost.supported(lonely, c)]
+    assert uneven and not symbolic_cost.closed_form(lonely)
+    priced = price(lonely, uneven[0])
+    assert not priced.symbolic and priced.cost == model(lonely, uneven[0]).report.cost
+    on_node_0 = {(a, b): 0 for a in range(2) for b in range(2)}
+    kept = {0: Blocks.layout(((0, 16, 32), (0, 16, 32)), on_node_0)}
+    plan = problem("ik,kj->ij", [(32, 32), (32, 32)], 4, placed=kept,
+                   placed_counts={"i": 2, "k": 2})
+    candidate = all_candidates(plan)[0]
+    assert "layout of its own" in symbolic_cost.supported(plan, candidate)
+    assert not price(plan, candidate).symbolic
