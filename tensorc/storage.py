@@ -4,26 +4,29 @@
 ``write_zarr(value, path)`` write one (an ndarray, anything ``np.asarray`` takes, or a
 ``DistributedArray``). Contract:
 
-- **Without a Ray session** (the session's executor runs in process) a read returns an
-  ndarray: ``read_npy`` a read-only view of the file memory-mapped (nothing is read until
-  used; Fortran-ordered files stay Fortran-ordered), ``read_zarr`` the whole array loaded.
-- **With a Ray session** a read returns a ``DistributedArray`` blocked as distributed arrays are
-  (``block_shape=`` or ``grid=``; by default the cluster's CPUs factored over the
-  dimensions), each block read *on its block-cyclic node* by one task that opens the file
-  itself and copies only its block's slice: nothing passes through the driver. A ``.npy``
-  block is a copy out of a memory map, so a node reads only the pages of its blocks. The
-  driver checks the file (or store) before submitting anything; a file changed after that
-  fails when its blocks are used. A ``DistributedArray``'s blocks are written the same way, one task
-  per block on the block's node. **The nodes must share the filesystem the path is on**
-  (true of this machine's nodes; a multi-machine cluster needs a shared filesystem whose
-  writes to disjoint byte ranges of one file are coherent).
-- **zarr blocks follow the chunks**: with neither ``block_shape=`` nor ``grid=``, a block is
-  one chunk, unless that makes more than :data:`MAX_BLOCKS_PER_CPU` blocks per CPU, or
-  blocks under :data:`MIN_BLOCK_BYTES` while there are more blocks than CPUs: then chunks are
-  merged (the dimension with the most blocks first, the last on a tie, doubling each time)
-  into blocks that are whole multiples of the chunk shape, never below one block per CPU for
-  the size rule. An explicit ``block_shape=``/``grid=`` is used as given (a block may then
-  read parts of chunks).
+- **Without a Ray session** (the session's executor runs in process) a read returns the
+  stored array (:mod:`tensorc.stored`: ``NpyFile``, ``ZarrArray``), read block by block by
+  the tasks that use it (a zarr array of a non-numeric dtype is loaded whole).
+- **With a Ray session and neither ``block_shape=`` nor ``grid=``** a read returns the
+  stored array too: nothing is read up front. The calls that use its blocks read them from
+  the store on their nodes, within each node's memory budget, never through the driver or
+  Ray's object store (:mod:`tensorc.runtime.ray.stages`); an einsum over it is planned with
+  blocks of whole chunks. The driver asks every node's worker whether a local path exists
+  there first, and refuses one some node cannot see.
+- **With a Ray session and ``block_shape=`` or ``grid=``** a read returns a
+  ``DistributedArray``, for data wanted in the cluster's memory (read once, used by many
+  calls): blocked as asked, each block read *on its block-cyclic node* by one task that
+  opens the file itself and copies only its block's slice into Ray's object store: nothing
+  passes through the driver. A ``.npy`` block is a copy out of a memory map, so a node reads
+  only the pages of its blocks. Every block is read at once, so the array must fit the
+  object stores (beyond them Ray spills blocks to disk and reads them back, which is slow).
+  The driver checks the file (or store) before submitting anything; a file changed after
+  that fails when its blocks are used. A ``DistributedArray``'s blocks are written the same
+  way, one task per block on the block's node. **The nodes must share the filesystem the
+  path is on** (true of this machine's nodes; a multi-machine cluster needs a shared
+  filesystem whose writes to disjoint byte ranges of one file are coherent).
+- A zarr array read into a ``DistributedArray`` is blocked as ``block_shape=``/``grid=``
+  say (a block may then read parts of chunks).
 - **A write never leaves a file that looks complete but is not**: the data goes to a hidden
   temporary sibling (``.<name>.tmp-<random>``, same directory), which is renamed onto the
   path only after every block is written and flushed; on any failure the temporary is
@@ -66,15 +69,14 @@ from numpy.lib import format as npy_format
 
 from tensorc.errors import PlanError, StorageError, TypeCheckError
 from tensorc.runtime.ray.arrays import DistributedArray
-from tensorc.runtime.ray.storage_tasks import blocking_for, read_on_nodes, write_on_nodes
+from tensorc.runtime.ray.storage_tasks import (
+    blocking_for,
+    read_on_nodes,
+    unseen_by,
+    write_on_nodes,
+)
 from tensorc.session import current
 from tensorc.stored import BlockSink, NpyFile, ZarrArray
-
-MAX_BLOCKS_PER_CPU = 4
-"""Chunks-as-blocks merges chunks when there would be more blocks than this per CPU."""
-
-MIN_BLOCK_BYTES = 1 << 20
-"""... or when blocks would be smaller than this while there are more blocks than CPUs."""
 
 _ZARR_MARKERS = ("zarr.json", ".zarray", ".zgroup")
 
@@ -83,13 +85,16 @@ _ZARR_MARKERS = ("zarr.json", ".zarray", ".zgroup")
 
 
 def read_npy(path, *, block_shape=None, grid=None):
-    """The array in ``.npy`` file ``path``: a memory-mapped, read-only ndarray without a Ray
-    session; a ``DistributedArray`` whose blocks are read on their nodes with one (see the module
-    docstring)."""
+    """The array in ``.npy`` file ``path``, read block by block by the tasks that use it
+    (an ``NpyFile``); with a Ray session and ``block_shape=``/``grid=``, a
+    ``DistributedArray`` whose blocks are read on their nodes (see the module docstring)."""
     shown = _shown(path)
     full = os.path.abspath(os.fspath(path))
     shape, dtype, fortran, offset = _npy_header(full, shown)
-    if current().executor.in_process:
+    in_process = current().executor.in_process
+    if in_process or (block_shape is None and grid is None):
+        if not in_process:
+            _check_nodes_see(full, shown)
         return NpyFile(full, shape, dtype, offset, fortran, shown=shown)
     block = blocking_for(shape, block_shape, grid)
     return read_on_nodes(shape, dtype, block, _read_npy_block, full)
@@ -208,8 +213,9 @@ def _write_npy_block(tmp: str, slices: tuple[slice, ...], block) -> int:
 
 def read_zarr(path_or_store, *, block_shape=None, grid=None, missing_chunks="error"):
     """The zarr array at ``path_or_store`` (a directory path, a URL zarr opens, or a zarr
-    store): an ndarray without a Ray session; a ``DistributedArray`` whose blocks (by default the
-    chunks, see the module docstring) are read on their nodes with one."""
+    store), read block by block by the tasks that use it (a ``ZarrArray``); with a Ray
+    session and ``block_shape=``/``grid=``, a ``DistributedArray`` whose blocks are read on
+    their nodes (see the module docstring)."""
     store, shown = _zarr_source(path_or_store)
     array = _open_zarr(store, shown)
     if current().executor.in_process:
@@ -231,10 +237,10 @@ def read_zarr(path_or_store, *, block_shape=None, grid=None, missing_chunks="err
         raise StorageError(f"cannot read '{shown}' on Ray: its dtype {array.dtype} is not "
                            "numeric (a distributed array holds numbers and bools)")
     if block_shape is None and grid is None:
-        block = _chunk_blocking(shape, tuple(array.chunks), dtype.itemsize,
-                                current().executor.cpus)
-    else:
-        block = blocking_for(shape, block_shape, grid)
+        if isinstance(store, str) and "://" not in store:
+            _check_nodes_see(store, shown)
+        return ZarrArray(array, store, shown, missing_chunks)
+    block = blocking_for(shape, block_shape, grid)
     return read_on_nodes(shape, dtype, block, _read_zarr_block, store)
 
 
@@ -366,39 +372,15 @@ def streamed_zarr_group(path, specs: dict):
         raise
 
 
-def _chunk_blocking(shape, chunks, itemsize: int, cpus: int) -> tuple[int, ...]:
-    """The block shape of a zarr array read with no ``block_shape=``/``grid=``: its chunk
-    shape, or whole multiples of it when chunks are too many or too small (module
-    docstring)."""
-    shape, chunks = tuple(shape), tuple(max(1, int(c)) for c in chunks)
-    per_dim = [max(1, math.ceil(n / c)) for n, c in zip(shape, chunks, strict=True)]
-    mult = [1] * len(shape)
-
-    def counts(m):
-        return [max(1, math.ceil(k / f)) for k, f in zip(per_dim, m, strict=True)]
-
-    def block(m):
-        return tuple(max(1, c * f) for c, f in zip(chunks, m, strict=True))
-
-    while True:
-        now = counts(mult)
-        total = math.prod(now)
-        nbytes = math.prod(min(b, max(n, 1)) for b, n in zip(block(mult), shape, strict=True))
-        too_many = total > MAX_BLOCKS_PER_CPU * cpus
-        too_small = nbytes * itemsize < MIN_BLOCK_BYTES and total > cpus
-        if not (too_many or too_small):
-            break
-        options = []
-        for d in range(len(shape)):
-            if now[d] > 1:
-                merged = list(mult)
-                merged[d] *= 2
-                if too_many or math.prod(counts(merged)) >= cpus:
-                    options.append((now[d], d, merged))
-        if not options:
-            break
-        mult = max(options)[2]
-    return block(mult)
+def _check_nodes_see(full: str, shown: str) -> None:
+    """Refuse a local path some node of the Ray session cannot see (the calls reading its
+    blocks would fail there)."""
+    unseen = unseen_by(full)
+    if unseen:
+        raise StorageError(
+            f"cannot read '{shown}' on Ray: node(s) {', '.join(map(str, unseen))} of the "
+            f"session cannot see it (no '{full}' there); the nodes must share the "
+            "filesystem the path is on")
 
 
 def _zarr_source(path_or_store):

@@ -22,7 +22,7 @@ from tensorc.errors import PlanError, StorageError, TensorcError, TypeCheckError
 from tensorc.placement.layout import block_cyclic_node
 from tensorc.runtime.ray.arrays import DistributedArray, asarray
 from tensorc.runtime.ray.calls import submit
-from tensorc.stored import NpyFile, StoredArray
+from tensorc.stored import NpyFile, StoredArray, ZarrArray
 
 
 def _values():
@@ -271,21 +271,6 @@ def test_failed_zarr_write_leaves_nothing(tmp_path, monkeypatch):
     assert _left_in(tmp_path) == []
 
 
-def test_chunks_become_blocks_merged_when_too_many_or_too_small():
-    blocking = storage._chunk_blocking  # noqa: SLF001 - the rule the docstring states
-    assert blocking((10, 7), (5, 4), 8, 4) == (5, 4)  # 4 blocks for 4 CPUs: kept
-    assert blocking((), (), 8, 4) == ()
-    big = blocking((4096, 4096), (256, 256), 8, 4)  # 256 chunks of 512 KiB: too many
-    assert all(b % 256 == 0 for b in big)
-    count = math.prod(math.ceil(4096 / b) for b in big)
-    assert 4 <= count <= 16
-    tiny = blocking((40, 40), (2, 2), 8, 4)  # 400 tiny chunks: merged down to one per CPU
-    assert all(b % 2 == 0 for b in tiny)
-    assert math.prod(math.ceil(40 / b) for b in tiny) == 4
-    kept = blocking((4096, 2048), (1024, 1024), 8, 4)  # 8 chunks of 8 MiB: big enough
-    assert kept == (1024, 1024)
-
-
 # ---------------------------------------------------------------- on Ray
 
 
@@ -307,11 +292,13 @@ def test_npy_round_trip_on_ray(ray_cluster, tmp_path, name):
     assert _left_in(tmp_path) == ["a.npy", "b.npy"]
 
 
-def test_npy_on_ray_default_blocking_and_fortran_files(ray_cluster, tmp_path):
+def test_npy_on_ray_stays_in_its_file_unless_blocked_and_fortran_files(ray_cluster, tmp_path):
     value = np.asfortranarray(VALUES["float64"])
     np.save(tmp_path / "f.npy", value)
-    array = storage.read_npy(tmp_path / "f.npy")
-    assert array.grid == (2, 2)  # 4 CPUs factored over (10, 7), as tensorc.runtime.ray.arrays does
+    stored = storage.read_npy(tmp_path / "f.npy")  # no blocking: read by the calls using it
+    assert isinstance(stored, NpyFile) and stored.fortran
+    _same(stored, VALUES["float64"])
+    array = storage.read_npy(tmp_path / "f.npy", grid=(2, 2))
     _on_layout_nodes(array)
     _same(array.numpy(), VALUES["float64"])
     by_grid = storage.read_npy(tmp_path / "f.npy", grid=(1, 4))
@@ -329,11 +316,14 @@ def test_npy_errors_on_ray_come_before_any_task(ray_cluster, tmp_path):
         storage.read_npy(text)
 
 
-def test_zarr_chunks_become_blocks_on_ray(ray_cluster, tmp_path):
+def test_zarr_on_ray_stays_in_its_store_unless_blocked(ray_cluster, tmp_path):
     value = VALUES["float64"]
     path = tmp_path / "c.zarr"
     storage.write_zarr(value, path, chunks=(5, 4))
-    array = storage.read_zarr(path)
+    stored = storage.read_zarr(path)  # no blocking: read by the calls using it
+    assert isinstance(stored, ZarrArray) and stored.chunks == (5, 4)
+    _same(stored, value)
+    array = storage.read_zarr(path, block_shape=(5, 4))  # in the cluster's memory
     assert array.block_shape == (5, 4) and array.grid == (2, 2)
     _on_layout_nodes(array)
     _same(array.numpy(), value)
@@ -342,10 +332,7 @@ def test_zarr_chunks_become_blocks_on_ray(ray_cluster, tmp_path):
     _same(cut.numpy(), value)
     tiny = tmp_path / "tiny.zarr"
     zarr.create_array(tiny, data=np.arange(1600.0).reshape(40, 40), chunks=(2, 2))
-    merged = storage.read_zarr(zarr.storage.LocalStore(tiny))
-    assert all(b % 2 == 0 for b in merged.block_shape) and merged.grid == (2, 2)
-    _on_layout_nodes(merged)
-    _same(merged.numpy(), np.arange(1600.0).reshape(40, 40))
+    _same(storage.read_zarr(zarr.storage.LocalStore(tiny)), np.arange(1600.0).reshape(40, 40))
 
 
 @pytest.mark.parametrize("name", sorted(VALUES))
@@ -358,10 +345,9 @@ def test_zarr_round_trip_on_ray(ray_cluster, tmp_path, name):
     opened = zarr.open_array(path, mode="r")
     assert opened.chunks == (block_shape or ())
     _same(np.asarray(opened[...]), value)
-    back = storage.read_zarr(path)  # chunks as blocks; tiny ones merged to one per CPU
-    assert all(b % c == 0 or b == n  # whole chunks, or the whole dimension
-               for b, c, n in zip(back.block_shape, block_shape, value.shape, strict=True))
-    assert math.prod(back.grid) == (4 if value.ndim else 1)
+    _same(storage.read_zarr(path), value)  # the stored array, read on the driver here
+    back = storage.read_zarr(path, grid=(2,) * value.ndim)
+    assert math.prod(back.grid) == (2 ** value.ndim if value.ndim else 1)
     _on_layout_nodes(back)
     _same(back.numpy(), value)
     assert _left_in(tmp_path) == ["a.zarr"]
@@ -373,7 +359,7 @@ def test_write_zarr_on_ray_refuses_chunks_blocks_would_share(ray_cluster, tmp_pa
                        r"blocks \(dimension 0 is cut at \[4, 8\]"):
         storage.write_zarr(array, tmp_path / "a.zarr", chunks=(3, 3))
     storage.write_zarr(array, tmp_path / "a.zarr", chunks=(2, 3))
-    _same(storage.read_zarr(tmp_path / "a.zarr").numpy(), VALUES["float64"])
+    _same(storage.read_zarr(tmp_path / "a.zarr"), VALUES["float64"])
 
 
 def test_memory_store_is_refused_on_ray(ray_cluster):

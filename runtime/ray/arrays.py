@@ -276,6 +276,19 @@ def inline(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) 
     return blocks
 
 
+def stored_layout(shape: tuple[int, ...], dtype, bounds: tuple[tuple[int, ...], ...],
+                  node_of=None) -> Blocks:
+    """The layout (no data) of an operand read from storage by the calls that use it
+    (:mod:`tensorc.runtime.ray.stages`), cut at ``bounds``: each block recorded on the node
+    ``place`` would put it on, where the schedule expects it read."""
+    cluster = ray_cluster()
+    blocks = Blocks(tuple(shape), dtype, bounds, epoch=cluster.epoch)
+    node_grid = node_grid_for(blocks.grid, cluster.nodes)
+    for coords in np.ndindex(*blocks.grid):
+        blocks.nodes[coords] = _layout_node(coords, node_grid, node_of)
+    return blocks
+
+
 def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> DistributedArray:
     """Place ``data`` cut at ``bounds`` on the nodes of the block-cyclic layout, or on
     ``node_of[block coordinates]`` when given (a plan's layout)."""

@@ -16,16 +16,23 @@ defaults):
 
 Each figure is the median of a few tries, clamped to a sane range so a hiccup on a busy
 machine cannot make the planner absurd.
+
+Before probing, :func:`warm_up` readies the nodes for a session's first call: every node
+worker imports what reading a store needs, and one no-op task runs on every node, so Ray
+starts a worker process there for plain tasks (placing a numpy operand's blocks, ``tc.random``):
+that start costs one to a few seconds per node on a busy machine, paid here (in ``tc.init``)
+instead of by the first call.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
 import numpy as np
 
-from tensorc.runtime.ray.calls import node_workers
+from tensorc.runtime.ray.calls import node_workers, submit
 from tensorc.runtime.ray.cluster import RayCluster
 
 PROBE_BYTES = 8 * 2**20
@@ -37,13 +44,22 @@ def _clamp(value: float, low: float, high: float) -> float:
     return min(max(value, low), high)
 
 
-def calibrate_cluster(cluster: RayCluster) -> dict:
-    """Measure the model's constants on ``cluster`` (module docstring)."""
+def warm_up(cluster: RayCluster) -> None:
+    """Ready every node for the first call (module docstring); returns when they are."""
     import ray
 
+    tasks = [submit(cluster, "run", node, os.getpid)[0] for node in range(cluster.nodes)]
+    ray.get([w.warm.remote() for w in node_workers(cluster)] + tasks)
+
+
+def calibrate_cluster(cluster: RayCluster) -> dict:
+    """Measure the model's constants on ``cluster`` (module docstring), the nodes warmed up
+    first (:func:`warm_up`)."""
+    import ray
+
+    warm_up(cluster)
     workers = node_workers(cluster)
     far = workers[-1]
-    ray.get([w.node.remote() for w in workers])  # started and warm
     trips = []
     for _ in range(TRIES + 2):
         started = time.perf_counter()

@@ -22,7 +22,10 @@ submits everything:
   the caller said nobody reads after the batch) is emptied, so a misuse fails loudly;
 - an operand given as :class:`Inline` blocks (a small driver array) travels inside the call
   messages as a value, with no task to place it; a tracked ``Blocks`` that still holds one
-  after the flush gets it ``ray.put``.
+  after the flush gets it ``ray.put``. An operand read from storage (a
+  :class:`~tensorc.stored.StoredArray`, argument ``("st", position)``) travels the same way,
+  as its path: the calls read its blocks;
+- a merged call's memory budget is the smallest of its calls'.
 
 The merged calls' steps travel once per batch *shape* (the same programs bound the same
 way: an iteration of a loop), put in Ray once per session and cached (:data:`PLANS_KEPT`).
@@ -40,7 +43,7 @@ from dataclasses import dataclass
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray.calls import SUBMITTING, node_workers, put_payloads, submit_stage
 from tensorc.runtime.ray.inline import Inline
-from tensorc.runtime.ray.stages import INPUT, NodeCall, StagedCalls
+from tensorc.runtime.ray.stages import INPUT, STORED, NodeCall, StagedCalls
 
 PLANS_KEPT = 32
 """Merged plans (batch shapes) a session keeps, least recently used dropped first."""
@@ -78,6 +81,8 @@ class MergedCall:
     export_steps: tuple[int, ...]
     entries: tuple[int, ...]
     """The batch calls merged into it."""
+    budget: int | None = None
+    """The node's memory budget: the smallest of the merged calls' budgets."""
 
 
 @dataclass
@@ -106,16 +111,20 @@ class CallBatch:
     def __len__(self) -> int:
         return len(self.calls)
 
-    def add(self, staged: StagedCalls, inputs: list[Blocks]) -> list[list[Deferred]]:
-        """Take ``staged``'s calls, bound to ``inputs``; returns each call's refs to be:
-        its exports, then its node report."""
+    def add(self, staged: StagedCalls, inputs: list[Blocks],
+            stored: dict | None = None) -> list[list[Deferred]]:
+        """Take ``staged``'s calls, bound to ``inputs`` (and ``stored``, the operands read
+        from storage by position); returns each call's refs to be: its exports, then its
+        node report."""
         first = len(self.calls)
         self.staged.append(staged)
         returned: list[list[Deferred]] = []
         for c, call in enumerate(staged.calls):
             bound = []
             for source in call.args:
-                if source[0] == INPUT:
+                if source[0] == STORED:
+                    bound.append(Inline(stored[source[1]]))
+                elif source[0] == INPUT:
                     bound.append(inputs[source[1]].refs[source[2]])
                 else:
                     bound.append(returned[source[1]][source[2]])
@@ -192,7 +201,7 @@ class CallBatch:
     def _submit(self, plan: MergedPlan) -> tuple[dict, list]:
         cluster = self.cluster
         if plan.payloads is None or plan.payloads[0] is not cluster:
-            plan.payloads = (cluster, put_payloads((call.steps, call.export_steps)
+            plan.payloads = (cluster, put_payloads((call.steps, call.export_steps, call.budget)
                                                    for call in plan.calls))
         workers = node_workers(cluster)
         results: dict[tuple[int, int], object] = {}
@@ -263,8 +272,9 @@ def merge(calls: list[tuple[NodeCall, list]], wanted: frozenset) -> list[MergedC
         exports = tuple((i, slot) for i in members[g]
                         for slot in range(len(calls[i][0].exports)) if (i, slot) in returned)
         export_steps = tuple(offset[i] + calls[i][0].exports[slot] for i, slot in exports)
+        budgets = [calls[i][0].budget for i in members[g] if calls[i][0].budget is not None]
         merged.append(MergedCall(node, lvl, tuple(steps), tuple(args), exports, export_steps,
-                                 tuple(members[g])))
+                                 tuple(members[g]), min(budgets) if budgets else None))
     return merged
 
 

@@ -19,9 +19,17 @@ Policy:
   of result blocks are known without asking Ray. Every call also returns the id of the node
   it ran on; ``ran_on`` in the statistics comes from those, read after the wait;
 - input blocks read on another node are recorded as copies there (``Blocks.copies``);
+- an argument ``("st", position)`` of a call is bound to that operand itself, a
+  :class:`~tensorc.stored.StoredArray` (``stored=``), passed by value (as its path): the
+  call reads its blocks from the store on its node (:mod:`tensorc.runtime.ray.stages`);
+- every call reports the peak RSS its worker measured
+  (:class:`~tensorc.runtime.ray.tasks.NodeReport`); ``node_peak_rss_bytes`` in
+  ``last_run`` is the highest per node (``None`` until the calls were waited for);
 - the executor waits in short polls, re-reading the live nodes; a Ray failure, or no progress
   for ``TENSORC_RAY_TIMEOUT`` seconds (default 600), raises
   :class:`~tensorc.errors.ExecutionError` naming the call's tasks and any node that died.
+  A :class:`~tensorc.errors.StorageError` a call raised (a missing or corrupt chunk, a
+  store the node cannot open) is raised as it is, naming the path and chunk, not wrapped.
   Soft affinity lets Ray run a call elsewhere when its node is gone, and lineage
   reconstruction (task retries are on) recomputes blocks lost with a node;
 - transfers are always counted from the calls' arguments (``transfer_bytes``, free: the
@@ -39,12 +47,12 @@ import threading
 import time
 from collections.abc import Sequence
 
-from tensorc.errors import ExecutionError
+from tensorc.errors import ExecutionError, StorageError
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.cluster import RayCluster
 from tensorc.runtime.ray.inline import Inline
-from tensorc.runtime.ray.stages import INPUT, StagedCalls
+from tensorc.runtime.ray.stages import INPUT, STORED, StagedCalls
 
 POLL_SECONDS = 1.0
 
@@ -128,19 +136,43 @@ def submit(cluster: RayCluster, name: str, node: int | None, *args, returns: int
     return ray_tasks.remote(name).options(**options).remote(*args)
 
 
-def wait_for_calls(cluster: RayCluster, reports: list) -> None:
-    """Wait for calls submitted without waiting (``CallRunner.run(pending=...)``): raises
-    :class:`WorkerLost` when a node worker died (the caller runs again, waiting each time)
-    and :class:`~tensorc.errors.ExecutionError` for any other failure."""
+def wait_for_calls(cluster: RayCluster, reports: list) -> list[int | None]:
+    """Wait for calls submitted without waiting (``CallRunner.run(pending=...)``) and return
+    the peak RSS measured on each node (:func:`node_peaks`): raises :class:`WorkerLost` when
+    a node worker died (the caller runs again, waiting each time), a call's
+    :class:`~tensorc.errors.StorageError` as it is, and
+    :class:`~tensorc.errors.ExecutionError` for any other failure."""
     import ray
 
     try:
-        ray.get(reports)
+        reported = ray.get(reports)
     except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
         cluster.refresh()
         raise WorkerLost from err
     except ray.exceptions.RayError as err:
+        raise_storage_error(err)
         raise ExecutionError(f"a call of the program failed on Ray: {err}") from err
+    return node_peaks(cluster, reported)
+
+
+def raise_storage_error(err: BaseException) -> None:
+    """Raise the :class:`~tensorc.errors.StorageError` a remote call raised (Ray wraps it in
+    a ``RayTaskError``), unchanged: its message names the path and the chunk."""
+    cause = getattr(err, "cause", None)
+    if isinstance(cause, StorageError):
+        raise cause from err
+
+
+def node_peaks(cluster: RayCluster, reported: Sequence) -> list[int | None]:
+    """The highest peak RSS the calls' reports (:class:`~tensorc.runtime.ray.tasks.NodeReport`)
+    measured on each node, in node order (``None`` for a node with no measured call)."""
+    peaks: list[int | None] = [None] * cluster.nodes
+    for report in reported:
+        node = cluster.index_of(report)
+        peak = getattr(report, "peak_rss", None)
+        if node is not None and peak is not None:
+            peaks[node] = max(peak, peaks[node] or 0)
+    return peaks
 
 
 def put_payloads(contents) -> list[tuple[str, list]]:
@@ -181,8 +213,9 @@ class CallRunner:
 
     def run(self, staged: StagedCalls, inputs: Sequence[Blocks], *, pinned: bool = True,
             measure: bool = False, pending: list | None = None, batch=None,
-            ) -> tuple[Blocks, dict[int, Blocks]]:
-        """Submit ``staged`` and wait for it; with a ``pending`` list (and no ``measure``)
+            stored: dict | None = None) -> tuple[Blocks, dict[int, Blocks]]:
+        """Submit ``staged`` and wait for it (``stored``: the operands read from storage,
+        by position, that its read steps read); with a ``pending`` list (and no ``measure``)
         return as soon as it is submitted, its calls' report refs appended to ``pending``
         for the caller to wait on (:func:`wait_for_calls`) after later calls that read
         its results are submitted too. With a ``batch``
@@ -198,14 +231,16 @@ class CallRunner:
         measure_seconds = time.perf_counter() - started
         started = time.perf_counter()
         batched = batch is not None and pinned and not measure
+        stored = stored or {}
         if batched:
-            returned = batch.add(staged, inputs)
+            returned = batch.add(staged, inputs, stored)
         else:
             payloads = self._payloads(staged)
             workers = node_workers(cluster) if pinned else None
-            returned = self._submit(staged, inputs, payloads, workers, pinned)
+            returned = self._submit(staged, inputs, payloads, workers, pinned, stored)
         submitted = time.perf_counter()
         reports = [refs[-1] for refs in returned]
+        peaks = None
         if batched:
             finished = submitted
             ran_on_call = [call.node for call in staged.calls]  # what was asked for
@@ -220,11 +255,13 @@ class CallRunner:
                 # a node (and its worker) died mid-run: run the calls again as plain
                 # tasks, soft-pinned, which Ray can rebuild by lineage when a block is lost
                 cluster.refresh()
-                returned = self._submit(staged, inputs, payloads, None, pinned)
+                returned = self._submit(staged, inputs, payloads, None, pinned, stored)
                 reports = [refs[-1] for refs in returned]
                 self._wait(staged, reports, dead_before, False)
             finished = time.perf_counter()
-            ran_on_call = [cluster.index_of(n) for n in ray.get(reports)]
+            reported = ray.get(reports)
+            ran_on_call = [cluster.index_of(n) for n in reported]
+            peaks = node_peaks(cluster, reported)
         ran_on = {task: ran_on_call[c] for c, call in enumerate(staged.calls)
                   for task in call.tasks}
         for source, node, _ in staged.transfers:
@@ -258,17 +295,20 @@ class CallRunner:
             "measured_node_recv_bytes": measured,
             "measured_node_repartition_bytes": relaid_measured,
             "measure_seconds": measure_seconds if measure else None,
+            "node_peak_rss_bytes": peaks,
         }
         return result, relaid
 
     def _submit(self, staged: StagedCalls, inputs, payloads, workers,
-                pinned: bool) -> list[list]:
+                pinned: bool, stored: dict) -> list[list]:
         """Submit every call (on the node workers, or as tasks when ``workers`` is None,
         soft-pinned when ``pinned``); returns each call's refs, the reported node id last."""
         cluster = self.cluster
         returned: list[list] = []
 
         def bind(source: tuple):
+            if source[0] == STORED:
+                return stored[source[1]]
             if source[0] == INPUT:
                 ref = inputs[source[1]].refs[source[2]]
                 return ref.value if type(ref) is Inline else ref
@@ -285,7 +325,8 @@ class CallRunner:
         """Each call's steps as an object in Ray, put once per ``StagedCalls`` and session."""
         kept = staged.payloads
         if kept is None or kept[0] is not self.cluster:
-            kept = (self.cluster, put_payloads((c.steps, c.exports) for c in staged.calls))
+            kept = (self.cluster, put_payloads((c.steps, c.exports, c.budget)
+                                               for c in staged.calls))
             staged.payloads = kept
         return kept[1]
 
@@ -326,6 +367,7 @@ class CallRunner:
                         raise WorkerLost from err
                     raise self._failure(staged, call_of, ready, err, dead_before) from err
                 except ray.exceptions.RayError as err:
+                    raise_storage_error(err)
                     raise self._failure(staged, call_of, ready, err, dead_before) from err
             if waiting:
                 self.cluster.refresh()

@@ -6,19 +6,27 @@ Contract:
 - :func:`run_on_ray` runs a plan on the connected cluster: numpy operands are distributed
   as the plan cuts them, ``DistributedArray`` operands are read where they live, or re-laid
   out first when the plan says so (a repartition is the first units of the staged calls);
+  operands read from storage (:class:`~tensorc.stored.StoredArray`: ``tc.from_zarr``,
+  ``tc.load``, a numpy memmap) are never materialised: each block is read from the store
+  by the node call that uses it (:mod:`tensorc.runtime.ray.stages`), never through the
+  driver or Ray's object store, within the node's memory budget;
   the result stays distributed and its blocks stay on the nodes that computed them. The
   schedule and staged calls of a plan are cached per input layout (``Plan.runs``);
 - :func:`prepare_ray_call` says how an einsum on Ray is planned: under LSHS (or with
   ``nodes=``/``planner=``) by the distribution planner for the cluster's nodes, with the
   operands' layouts (:class:`~tensorc.placement.blocks.Blocks`, :func:`layouts_of`);
   otherwise with the blocking of the distributed operands (the first ``DistributedArray``
-  with an index gives its block size);
+  with an index gives its block size). The memory budget of a node (``memory_limit``) is
+  the distribution planner's per-node memory (``node_memory``) unless the call gives one;
 - :func:`finished` and :func:`lost_worker` tell a pipelined statement program whether its
   calls completed or a node worker died.
 
 Ray runs report the schedule's modelled loads, the bytes the calls carry, and (``measure``)
-the bytes Ray actually moved, measured from object locations. Whole-array operations are
-:mod:`tensorc.runtime.ray.whole_array`'s.
+the bytes Ray actually moved, measured from object locations; the bytes each node read from
+storage (``node_read_bytes``) and the operand bytes put into the object store
+(``put_bytes``); the node budget (``memory_limit_bytes``) and the peak RSS each node's
+worker measured during its calls (``node_peak_rss_bytes``, the highest ``peak_rss_bytes``).
+Whole-array operations are :mod:`tensorc.runtime.ray.whole_array`'s.
 """
 
 from __future__ import annotations
@@ -47,11 +55,13 @@ from tensorc.runtime.ray.arrays import (
     factor_over,
     inline,
     place,
+    stored_layout,
 )
 from tensorc.runtime.ray.calls import CallRunner, WorkerLost, wait_for_calls
 from tensorc.runtime.ray.cluster import connected as ray_cluster
 from tensorc.runtime.ray.stages import relayout_moves, stage
 from tensorc.runtime.ray.whole_array import cast
+from tensorc.stored import StoredArray
 
 
 class NodesChanged(PlanError):
@@ -97,6 +107,8 @@ def prepare_ray_call(spec: EinsumSpec, operands: Sequence[object], plan_options:
     are."""
     cluster = ray_cluster()
     options = dict(plan_options)
+    if options.get("node_memory") is None and options.get("memory_limit") is not None:
+        options["node_memory"] = options["memory_limit"]  # the node's budget, as planned
     placed = None
     if scheduler == "lshs" or options.get("nodes") or options.get("planner"):
         nodes = options.get("nodes") or cluster.nodes
@@ -118,11 +130,20 @@ RUN_CACHE_SIZE = 8
 """Staged calls a plan keeps, one per input layout it met (least recently used go)."""
 
 
-def _staged(plan: Plan, inputs: list[Blocks], relayouts: dict, scheduler: str, cluster):
+def node_budget(plan: Plan) -> int | None:
+    """The memory budget of one node a plan was made for (bytes; ``None``: none)."""
+    if plan.memory is not None:
+        return plan.memory.budget
+    return plan.problem.memory_bytes if plan.problem is not None else None
+
+
+def _staged(plan: Plan, inputs: list[Blocks], relayouts: dict, scheduler: str, cluster,
+            stored: frozenset = frozenset()):
     """``(schedule, staged calls, modelled repartition bytes per node)`` of ``plan`` on
-    these input layouts, from the plan's cache when it met them before."""
+    these input layouts (``stored``: the positions read from storage), from the plan's
+    cache when it met them before."""
     key = (scheduler, cluster.nodes, cluster.epoch, tuple(sorted(relayouts)),
-           tuple((b.key(), b.copies_key()) for b in inputs))
+           tuple((b.key(), b.copies_key()) for b in inputs), tuple(sorted(stored)))
     runs = plan.runs
     found = runs.get(key)
     if found is not None:
@@ -153,21 +174,26 @@ def _staged(plan: Plan, inputs: list[Blocks], relayouts: dict, scheduler: str, c
             graph, factor_over(cluster.nodes, _output_grid(graph)))
     placed = schedule(graph, cluster.nodes, scheduler, load_nodes=load_nodes,
                       output_nodes=output_nodes, cached_copies=copies, task_hints=hints)
-    found = (placed, stage(graph, placed, inputs, relayouts), relaid)
+    found = (placed, stage(graph, placed, inputs, relayouts, stored, node_budget(plan)),
+             relaid)
     runs[key] = found
     if len(runs) > RUN_CACHE_SIZE:
         runs.popitem(last=False)
     return found
 
 
-def finished(pending: list) -> bool:
+def finished(pending: list, peaks: list | None = None) -> bool:
     """Wait for the calls of plans run with ``pending=`` (:func:`run_on_ray`); ``False``
     when a node worker died meanwhile (the caller runs the work again, waiting each call),
-    an :class:`~tensorc.errors.ExecutionError` for any other failure."""
+    a call's :class:`~tensorc.errors.StorageError` as it is, an
+    :class:`~tensorc.errors.ExecutionError` for any other failure. ``peaks`` (a list)
+    receives the peak RSS measured on each node during the calls."""
     try:
-        wait_for_calls(ray_cluster(), pending)
+        measured = wait_for_calls(ray_cluster(), pending)
     except WorkerLost:
         return False
+    if peaks is not None:
+        peaks[:] = measured
     return True
 
 
@@ -205,11 +231,13 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     inlined = batch is not None and not measure and pins(scheduler)
     bound = _bind_inputs(plan, operands, cluster, inlined, inputs_used)
     started = time.perf_counter()  # scheduling counts as planning; distributing does not
-    placed, staged, relaid = _staged(plan, bound.inputs, bound.relayouts, scheduler, cluster)
+    placed, staged, relaid = _staged(plan, bound.inputs, bound.relayouts, scheduler, cluster,
+                                     frozenset(bound.stored))
     planned = time.perf_counter()
     runner = CallRunner(cluster)
     result, new_layouts = runner.run(staged, bound.inputs, pinned=placed.pinned,
-                                     measure=measure, pending=pending, batch=batch)
+                                     measure=measure, pending=pending, batch=batch,
+                                     stored=bound.stored)
     for position, blocks in new_layouts.items():
         operands[position].keep_relaid(blocks, cluster.store_bytes)
         if inputs_used is not None:
@@ -233,13 +261,20 @@ class _BoundInputs:
     moved: frozenset = frozenset()
     reused: list[int] = field(default_factory=list)
     local: list[int] = field(default_factory=list)
+    stored: dict[int, StoredArray] = field(default_factory=dict)
+    """Operands read from storage by the calls, by position (their layout only says where
+    the schedule expects each block read)."""
+    put_bytes: int = 0
+    """Bytes of numpy operands this binding put into Ray's object store."""
 
 
 def _bind_inputs(plan: Plan, operands, cluster, inlined: bool,
                  inputs_used: dict | None) -> _BoundInputs:
     """Each operand as ``Blocks``: a numpy operand distributed as the plan cuts it (or, when
-    ``inlined`` and small, carried inside the call messages); a distributed one where it is,
-    or its kept re-laid-out copy, or marked for re-layout when the plan repartitions it."""
+    ``inlined`` and small, carried inside the call messages); one read from storage as the
+    layout of the blocks its loads read, nothing made (the calls read them); a distributed
+    one where it is, or its kept re-laid-out copy, or marked for re-layout when the plan
+    repartitions it."""
     graph = plan.graph
     dist = plan.distribution
     planned_nodes = {}  # operand position -> node of each block under the plan's grid
@@ -249,6 +284,12 @@ def _bind_inputs(plan: Plan, operands, cluster, inlined: bool,
     bound = _BoundInputs(
         moved=plan.problem.repartition if plan.problem is not None else frozenset())
     for position, operand in enumerate(operands):
+        if isinstance(operand, StoredArray):
+            bounds = load_bounds(graph, position, operand.shape)
+            bound.inputs.append(stored_layout(operand.shape, operand.dtype, bounds,
+                                              planned_nodes.get(position)))
+            bound.stored[position] = operand
+            continue
         if not isinstance(operand, DistributedArray):
             data = np.asarray(operand)
             bounds = load_bounds(graph, position, data.shape)
@@ -256,6 +297,7 @@ def _bind_inputs(plan: Plan, operands, cluster, inlined: bool,
                 bound.inputs.append(inline(data, bounds, planned_nodes.get(position)))
                 continue
             made = place(data, bounds, planned_nodes.get(position))
+            bound.put_bytes += data.nbytes
             bound.inputs.append(made.blocks)
             if inputs_used is not None:
                 inputs_used[position] = made
@@ -306,6 +348,13 @@ def _run_stats(plan: Plan, placed, staged, run: dict, bound: _BoundInputs,
         "transfer_bytes": sum(sent),
         "node_transfer_bytes": sent,
         "node_repartition_transfer_bytes": staged.recv_bytes(nodes, repartition=True),
+        "stored_operands": sorted(bound.stored),
+        "node_read_bytes": staged.read_bytes(
+            nodes, {p: op.dtype.itemsize for p, op in bound.stored.items()}),
+        "put_bytes": bound.put_bytes,
+        "memory_limit_bytes": node_budget(plan),
+        "node_peak_rss_bytes": run.get("node_peak_rss_bytes"),
+        "peak_rss_bytes": _highest(run.get("node_peak_rss_bytes")),
         "run_seconds": run["run_seconds"],
         "measure_seconds": run["measure_seconds"],
         "remote_calls": run["remote_calls"],
@@ -329,6 +378,11 @@ def _run_stats(plan: Plan, placed, staged, run: dict, bound: _BoundInputs,
     else:
         stats["lower_bound_bytes"] = None
     return stats
+
+
+def _highest(per_node: list | None) -> int | None:
+    values = [v for v in per_node or () if v is not None]
+    return max(values) if values else None
 
 
 def _measured(per_node: list[int] | None, relaid: list[int] | None) -> dict:

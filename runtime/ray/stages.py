@@ -20,6 +20,14 @@ Units:
 
 - a load whose block is one stored block unchanged is that block (no unit); any other load
   stitches the stored pieces it overlaps on the node holding its first piece;
+- a load of an operand read from storage (a position in ``stored``: a
+  :class:`~tensorc.stored.StoredArray`, zarr or ``.npy``) is a *read* unit in front of each
+  unit that uses it, on that unit's node and in that unit's call, reading the block from the
+  store (``stored.read(slices)``, the call's argument ``("st", position)`` being the stored
+  array itself, which travels as its path). A block read is therefore never a Ray object: it
+  is read where it is used, by the call that uses it, and dropped after its last use there
+  (two units of one call that use one block share one read; units on two nodes read it
+  twice, from the store, instead of moving it);
 - a reduce with local groups (``Schedule.reduce_groups``) folds each group on its node, then
   the group results and the other inputs on the reduce's node;
 - a repartitioned operand (``relayouts[position] = (bounds, node of each new block)``) is
@@ -30,7 +38,10 @@ Units:
 Bytes between nodes are counted from the calls' arguments (:attr:`StagedCalls.transfers`):
 an argument produced on another node, once per receiving node, unless the receiving node
 already holds a copy (``Blocks.copies``). That is what Ray must move, objects it inlines
-into task messages included.
+into task messages included. Reads from storage move nothing between nodes; the bytes each
+node reads are :meth:`StagedCalls.read_bytes`. Every call carries the node's memory
+``budget`` (bytes, or ``None``) its worker admits reads against
+(:func:`~tensorc.runtime.ray.tasks.run_steps`).
 """
 
 from __future__ import annotations
@@ -45,23 +56,31 @@ from tensorc.codegen.kernels import LoadBlock
 from tensorc.codegen.taskgraph import LOAD, REDUCE, TaskGraph
 from tensorc.placement.blocks import Blocks
 
-RUN, STITCH = "run", "stitch"
-"""Step kinds: ``kernel(*inputs)``, and ``kernel(stitched region, full slices)``."""
+RUN, STITCH, READ = "run", "stitch", "read"
+"""Step kinds: ``kernel(*inputs)``, ``kernel(stitched region, full slices)``, and
+``kernel(block read from the stored array input, full slices)``."""
 
-INPUT, RESULT = "in", "out"
-"""Argument sources: a stored operand block ``("in", position, coords)``, or return value
-``k`` of an earlier call ``("out", call index, k)``."""
+INPUT, RESULT, STORED = "in", "out", "st"
+"""Argument sources: a stored operand block ``("in", position, coords)``, return value
+``k`` of an earlier call ``("out", call index, k)``, or an operand read from storage
+itself ``("st", position)`` (a :class:`~tensorc.stored.StoredArray`, passed by value)."""
+
+PENDING_READ = "r"
+"""A load of an operand read from storage, ``("r", load task)``: made a read unit in front
+of each unit that uses it."""
 
 
 @dataclass(frozen=True)
 class Step:
-    """What one unit computes: ``kind`` (:data:`RUN` or :data:`STITCH`), the kernel, and for
-    a stitch the region's shape and ``piece_slices[k] = (into, out_of)`` per input piece."""
+    """What one unit computes: ``kind`` (:data:`RUN`, :data:`STITCH` or :data:`READ`), the
+    kernel, for a stitch the region's shape and ``piece_slices[k] = (into, out_of)`` per
+    input piece, for a read the block's shape and the slices it reads (``read``)."""
 
     kind: str
     kernel: object
     shape: tuple[int, ...] = ()
     piece_slices: tuple = ()
+    read: tuple = ()
 
 
 @dataclass
@@ -79,6 +98,8 @@ class NodeCall:
     args: tuple
     exports: tuple[int, ...]
     tasks: tuple[int, ...]
+    budget: int | None = None
+    """The node's memory budget (bytes) its worker admits reads from storage against."""
 
 
 @dataclass
@@ -111,6 +132,19 @@ class StagedCalls:
             out[node] += nbytes
         return out
 
+    def read_bytes(self, nodes: int, itemsizes: Mapping[int, int]) -> list[int]:
+        """Bytes each node reads from storage (``itemsizes``: the element size of each
+        operand read from storage, by position)."""
+        out = [0] * nodes
+        for call in self.calls:
+            if call.node >= nodes:
+                continue
+            for step, inputs in call.steps:
+                if step.kind == READ:
+                    position = call.args[inputs[0][1]][1]
+                    out[call.node] += math.prod(step.shape) * itemsizes.get(position, 0)
+        return out
+
 
 class _Units:
     """The units of one graph, in creation (topological) order."""
@@ -122,9 +156,35 @@ class _Units:
         self.args: list[tuple] = []
         self.nbytes: list[int] = []
         self.task: list[int | None] = []
+        self.reads: dict[int, tuple[int, Step, int]] = {}
+        """Load task of an operand read from storage -> (position, read step, bytes)."""
+        self.reader: dict[int, int] = {}
+        """Read unit -> the one unit it was made for (whose call it joins)."""
 
     def add(self, node: int, step: Step, args: Sequence[tuple], nbytes: int,
             task: int | None = None) -> tuple:
+        made = []
+        resolved = []
+        for arg in args:
+            if arg[0] == PENDING_READ:  # read where, and in the call where, it is used
+                arg = self._read(node, arg[1])
+                made.append(arg[1])
+            resolved.append(arg)
+        unit = self._append(node, step, resolved, nbytes, task)
+        for read in made:
+            self.reader[read] = unit[1]
+        return unit
+
+    def read_unit(self, node: int, load: int) -> tuple:
+        """A read of load task ``load`` on ``node`` that no unit uses (an output block)."""
+        return self._read(node, load)
+
+    def _read(self, node: int, load: int) -> tuple:
+        position, step, nbytes = self.reads[load]
+        return self._append(node, step, [(STORED, position)], nbytes, load)
+
+    def _append(self, node: int, step: Step, args: Sequence[tuple], nbytes: int,
+                task: int | None) -> tuple:
         self.node.append(node)
         self.step.append(step)
         self.args.append(tuple(args))
@@ -200,12 +260,15 @@ def relayout_moves(stored: Blocks, bounds, target: Mapping) -> bool:
 
 
 def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
-          relayouts: Mapping[int, tuple] | None = None) -> StagedCalls:
+          relayouts: Mapping[int, tuple] | None = None, stored: frozenset = frozenset(),
+          budget: int | None = None) -> StagedCalls:
     """The calls that run ``graph`` as ``schedule`` places it (module docstring).
 
     ``inputs[p]`` is operand ``p``'s stored layout; ``relayouts[p] = (bounds, node_of)``
     re-cuts it first. The schedule must have been made with the loads on the nodes of the
-    layout they read (the re-cut one for a repartitioned operand)."""
+    layout they read (the re-cut one for a repartitioned operand). Operands at positions in
+    ``stored`` are read from storage by the calls that use their blocks (their layout only
+    says where the schedule expected the reads); ``budget`` is each node's memory budget."""
     units = _Units(inputs)
     layouts = list(inputs)
     relaid: dict[int, dict] = {}
@@ -222,6 +285,13 @@ def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
     value: list[tuple | None] = [None] * len(graph.tasks)
     for index, task in enumerate(graph.tasks):
         kernel = graph.kernels[task.kernel]
+        if task.kind == LOAD and task.source[0] in stored:
+            position, slices = task.source
+            shape = tuple(s.stop - s.start for s in slices)
+            units.reads[index] = (position, Step(READ, kernel, shape, read=tuple(slices)),
+                                  task.nbytes)
+            value[index] = (PENDING_READ, index)
+            continue
         if task.kind == LOAD:
             position, slices = task.source
             blocks = layouts[position]
@@ -256,10 +326,12 @@ def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
     outputs, nodes = {}, {}
     for task, slices in graph.outputs:
         coords = tuple(starts[d].index(s.start) for d, s in enumerate(slices))
+        if value[task][0] == PENDING_READ:  # the result is a block read as it is
+            value[task] = units.read_unit(node_of[task], value[task][1])
         outputs[coords] = value[task]
         nodes[coords] = units.node_of(value[task]) if schedule.pinned else node_of[task]
     return _calls(units, outputs, bounds, nodes, graph.dtype, relaid,
-                  {p: layouts[p] for p in relaid}, repartition_units)
+                  {p: layouts[p] for p in relaid}, repartition_units, budget)
 
 
 def relayout_calls(stored: Blocks, bounds, target: Mapping) -> StagedCalls:
@@ -275,17 +347,22 @@ def relayout_calls(stored: Blocks, bounds, target: Mapping) -> StagedCalls:
 
 
 def _levels(units: _Units) -> list[int]:
+    """Each unit's level; a read unit takes the level of the unit it was made for (it
+    reads nothing computed, so it never raises that unit's level)."""
     level = [0] * len(units.node)
     for u, args in enumerate(units.args):
         for arg in args:
             if arg[0] == "u":
                 a = arg[1]
                 level[u] = max(level[u], level[a] + (units.node[a] != units.node[u]))
+    for read, user in units.reader.items():
+        level[read] = level[user]
     return level
 
 
 def _calls(units: _Units, outputs: dict, bounds, nodes: dict, dtype, relaid: dict,
-           relaid_layouts: dict, repartition_units: int) -> StagedCalls:
+           relaid_layouts: dict, repartition_units: int,
+           budget: int | None = None) -> StagedCalls:
     """The units as calls; ``outputs`` gives the source of each result block (``bounds``,
     on ``nodes``), ``relaid`` of each block of a re-laid-out operand."""
     level = _levels(units)
@@ -312,11 +389,21 @@ def _calls(units: _Units, outputs: dict, bounds, nodes: dict, dtype, relaid: dic
         arg_index: dict[tuple, int] = {}
         args: list[tuple] = []
         steps = []
+        read_at: dict[int, int] = {}  # load task -> the step of this call reading it
         for u in members[c]:
+            if units.step[u].kind == READ and units.task[u] in read_at:
+                position_of[u] = read_at[units.task[u]]  # read once per call
+                continue
             inputs = []
             for arg in units.args[u]:
                 if arg[0] == "u" and call_of[arg[1]] == c:
                     inputs.append(("t", position_of[arg[1]]))
+                    continue
+                if arg[0] == STORED:  # the stored array itself: nothing moves
+                    if arg not in arg_index:
+                        arg_index[arg] = len(args)
+                        args.append(arg)
+                    inputs.append(("x", arg_index[arg]))
                     continue
                 bound = arg if arg[0] == INPUT else export_slot[arg[1]]
                 if bound not in arg_index:
@@ -331,13 +418,15 @@ def _calls(units: _Units, outputs: dict, bounds, nodes: dict, dtype, relaid: dic
                             repartition_transfers.append(moved)
                 inputs.append(("x", arg_index[bound]))
             position_of[u] = len(steps)
+            if units.step[u].kind == READ:
+                read_at[units.task[u]] = len(steps)
             steps.append((units.step[u], tuple(inputs)))
         exports = tuple(position_of[u] for u in members[c] if u in exported)
         for k, u in enumerate(u for u in members[c] if u in exported):
             export_slot[u] = (RESULT, c, k)
         tasks = tuple(dict.fromkeys(units.task[u] for u in members[c]
                                     if units.task[u] is not None))
-        calls.append(NodeCall(node, lvl, tuple(steps), tuple(args), exports, tasks))
+        calls.append(NodeCall(node, lvl, tuple(steps), tuple(args), exports, tasks, budget))
 
     def bind(source: tuple) -> tuple:
         return export_slot[source[1]] if source[0] == "u" else source

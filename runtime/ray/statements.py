@@ -9,14 +9,20 @@ reads its operands in the layout (or replica) its plan chose, and a numpy input 
 distributed once, by the first statement that reads it. The statements are submitted
 without waiting for each other (Ray orders them by their data), their calls merged per node
 and level (:mod:`tensorc.runtime.ray.call_batch`), and the program is waited for once at
-its end. A statement whose result and operands are all at most :data:`DRIVER_BYTES` runs on
-the driver instead (a round of calls to the nodes would cost more than its work; reading
-its operands costs less), its result a numpy array the next statement on the nodes
-distributes. Those run as late as they can: after every later statement on the nodes that
-does not read them is submitted, so the driver waits for their operands while the nodes work
-on the rest. A fill is made on its nodes; a whole-array statement runs block by block where
-it can, else as one task on the node holding most of its operands. If a node worker dies,
-the program runs again with every statement waited for (no batch).
+its end. An input read from storage (a :class:`~tensorc.stored.StoredArray`) is never
+materialised: the statements reading it are planned with its chunks, and their calls read
+its blocks on the nodes that use them (:mod:`tensorc.runtime.ray.stages`). The peak RSS each
+node's worker measured during the program's calls is in every statement's statistics
+(``node_peak_rss_bytes``, ``peak_rss_bytes``: the calls of the statements are merged, so the
+figure is the program's). A statement whose result and operands are all at most
+:data:`DRIVER_BYTES` runs on the driver instead (a round of calls to the nodes would cost
+more than its work; reading its operands costs less), its result a numpy array the next
+statement on the nodes distributes. Those run as late as they can: after every later
+statement on the nodes that does not read them is submitted, so the driver waits for their
+operands while the nodes work on the rest. A fill is made on its nodes; a whole-array
+statement runs block by block where it can, else as one task on the node holding most of
+its operands. If a node worker dies, the program runs again with every statement waited
+for (no batch).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from tensorc.runtime.statements import (
     run_here,
     whole_stats,
 )
+from tensorc.stored import StoredArray
 
 DRIVER_BYTES = 64 * 1024  # statements of a Ray program this small run on the driver
 
@@ -88,18 +95,22 @@ class RayStatementRun:
         initial = plans.layouts_of([arrays[label] for label in given])
         ran: list[tuple[str, dict]] = []
         on_driver = _driver_statements(unrolled, arrays)
+        stored = {label: value.chunks for label, value in arrays.items()
+                  if isinstance(value, StoredArray)}
         layouts = self.planner.plan_layouts(
-            unrolled, nodes, {given[k]: source for k, source in initial.items()}, on_driver)
+            unrolled, nodes, {given[k]: source for k, source in initial.items()}, on_driver,
+            stored)
         replicas: dict[str, list[tuple[object, object]]] = {
             label: [(None, value)] for label, value in arrays.items()}
         total = sum(p.stats["tasks"] for p in layouts.plans.values())
         pending = [] if pipelined and not cluster.measure else None
         batch = CallBatch(cluster) if pending is not None else None
+        peaks: list = []
         with Progress(total + len(unrolled.statements) - len(layouts.plans), nodes) as bar:
             try:
                 self._ray_statements(unrolled, layouts, replicas, scheduler, cluster, ran,
                                      bar, pending, batch, on_driver)
-                complete = not pending or plans.finished(pending)
+                complete = not pending or plans.finished(pending, peaks)
             except Exception as err:  # a statement on the driver failed, or read a block
                 if batch is not None and len(batch):  # a dead node held: the calls not
                     _discard(batch, arrays)  # submitted are forgotten
@@ -112,6 +123,8 @@ class RayStatementRun:
                 return self.run(arrays, unrolled, pipelined=False)
         submitted = batch.submitted_calls if batch is not None else 0
         self.node_calls = submitted or None
+        if peaks:
+            _program_peaks(ran, peaks)
         return {label: replicas[label][0][1] for label in output_labels(unrolled)}, ran
 
     def _ray_statements(self, unrolled, layouts, replicas, scheduler, cluster, ran, bar,
@@ -234,7 +247,19 @@ def _last_reads(unrolled: Unrolled) -> dict[str, float]:
 
 
 def _nbytes(value) -> int:
-    return value.nbytes if isinstance(value, DistributedArray) else np.asarray(value).nbytes
+    if isinstance(value, (DistributedArray, StoredArray)):
+        return value.nbytes
+    return np.asarray(value).nbytes
+
+
+def _program_peaks(ran: list, peaks: list) -> None:
+    """The peak RSS measured on each node during a pipelined program's (merged) calls, in
+    the statistics of every statement that ran on the nodes."""
+    values = [p for p in peaks if p is not None]
+    for _, stats in ran:
+        if stats.get("backend") == "ray" and not stats.get("on_driver"):
+            stats["node_peak_rss_bytes"] = list(peaks)
+            stats["peak_rss_bytes"] = max(values) if values else None
 
 
 def _tasks_per_node(stats: dict, nodes: int) -> list[int] | None:

@@ -2,10 +2,12 @@
 
 Contract: :func:`read_on_nodes` makes a ``DistributedArray`` whose every block is read by one task
 on its block-cyclic node, ``read_block(source, slices)`` opening the file itself (nothing
-passes through the driver); :func:`write_on_nodes` runs ``writer(target, slices, block)``
-for every block of a ``DistributedArray`` on the block's node, waits for all of them and returns
-the first failure as ``(block coordinates, cause)``, or ``None``. File formats, checks and
-atomic replacement are :mod:`tensorc.storage`'s.
+passes through the driver), into Ray's object store; :func:`write_on_nodes` runs
+``writer(target, slices, block)`` for every block of a ``DistributedArray`` on the block's
+node, waits for all of them and returns the first failure as ``(block coordinates, cause)``,
+or ``None``; :func:`unseen_by` lists the nodes on which a path does not exist (asked of each
+node's worker, one round of calls), so a store the nodes cannot see is refused before any
+call reads it. File formats, checks and atomic replacement are :mod:`tensorc.storage`'s.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tensorc.runtime.ray.arrays import DistributedArray, _spread, block_bounds, default_blocking
-from tensorc.runtime.ray.calls import submit
+from tensorc.runtime.ray.calls import node_workers, submit
 from tensorc.runtime.ray.cluster import connected
 
 
@@ -30,6 +32,16 @@ def read_on_nodes(shape: tuple[int, ...], dtype: np.dtype, block: tuple[int, ...
     connected().refresh()
     return _spread(shape, dtype, block_bounds(shape, block), "run",
                    lambda coords, slices: (read_block, source, slices))
+
+
+def unseen_by(path: str) -> list[int]:
+    """The indices of the live nodes on which ``path`` does not exist."""
+    import ray
+
+    cluster = connected()
+    cluster.refresh()
+    seen = ray.get([worker.sees.remote(path) for worker in node_workers(cluster)])
+    return [node for node, found in enumerate(seen) if not found]
 
 
 def write_on_nodes(value: DistributedArray, writer: Callable, target: str):

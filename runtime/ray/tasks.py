@@ -19,10 +19,23 @@ task on another node reads them.
   a block of another blocking stitched from stored blocks (a block program's input);
 - ``stage(key, payload, threads, *blocks)`` — one of the staged calls
   (:mod:`tensorc.runtime.ray.stages`): the block steps of one node and stage, run in this worker
-  with :func:`run_steps`; returns the exported steps' blocks, then the node id. Ray is
-  told how many values it returns per call (``num_returns``). The steps and exports travel
-  once per ``StagedCalls`` as an object (``payload``, a one-element list holding its ref, so Ray
-  does not fetch it for every call); each worker keeps the last few it read by ``key``.
+  with :func:`run_steps`; returns the exported steps' blocks, then the node's report (a
+  :class:`NodeReport`: the node id, carrying the call's measured peak RSS). Ray is
+  told how many values it returns per call (``num_returns``). The steps, exports and the
+  node's memory budget travel once per ``StagedCalls`` as an object (``payload``, a
+  one-element list holding its ref, so Ray does not fetch it for every call); each worker
+  keeps the last few it read by ``key``. An argument may be a
+  :class:`~tensorc.stored.StoredArray` (passed by value, as its path): the call's read steps
+  read their blocks from it, here.
+
+Memory in a call (:func:`run_steps`): a step's result is dropped after its last use in the
+call (unless the call returns it). On one thread the steps run in their order, each read
+just before the first step using it. On several threads, ready steps run lowest first,
+computing before reading, and a read from storage starts only when the bytes the call holds
+plus the block (and its decoding buffer, :data:`~tensorc.planning.memory_fit.READ_OVERHEAD`)
+fit the node's budget, or nothing else runs: the local task pool's admission rule
+(:mod:`tensorc.runtime.task_pool`). Each call measures its worker's peak RSS
+(:class:`~tensorc.runtime.resident.PeakResident`).
 
 Workers limit BLAS to ``TENSORC_WORKER_BLAS_THREADS`` threads (default 1: a call runs its
 steps on as many threads as its node has CPUs, each step with one BLAS thread, so the node is
@@ -32,12 +45,16 @@ reconstruction can recompute a lost block.
 
 from __future__ import annotations
 
+import heapq
+import math
 import os
 
 import numpy as np
 
 from tensorc.codegen.block_kernels import evaluate_block_expr
-from tensorc.runtime.ray.stages import RUN, Step
+from tensorc.planning.memory_fit import READ_OVERHEAD
+from tensorc.runtime.ray.stages import READ, RUN, Step
+from tensorc.runtime.resident import PeakResident
 
 MAX_RETRIES = 3
 
@@ -119,17 +136,22 @@ def stitch(shape: tuple[int, ...], piece_slices: tuple, pieces) -> np.ndarray:
 
 
 def _step_value(step, blocks: list):
-    if step.kind == "run":
+    if step.kind == RUN:
         return step.kernel(*blocks)
+    if step.kind == READ:  # blocks[0] is the stored array: the block is read here
+        block = blocks[0].read(step.read)
+        return step.kernel(block, tuple(slice(0, n) for n in block.shape))
     region = stitch(step.shape, step.piece_slices, blocks)
     return step.kernel(region, tuple(slice(0, n) for n in step.shape))
 
 
-def run_steps(steps: tuple, args: tuple, exports: tuple[int, ...], threads: int = 1) -> list:
+def run_steps(steps: tuple, args: tuple, exports: tuple[int, ...], threads: int = 1,
+              budget: int | None = None) -> list:
     """Run a call's steps (``steps[j] = (step, inputs)``, inputs ``("x", i)`` an argument or
     ``("t", k)`` step ``k``'s result) and return the ``exports`` steps' results. A result is
     dropped after its last use unless exported. With ``threads > 1`` independent steps run
-    on that many threads (BLAS gets the node's cores divided among them)."""
+    on that many threads (BLAS gets the node's cores divided among them), reads from
+    storage admitted within ``budget`` bytes (module docstring)."""
     last_use = {}
     for j, (_, inputs) in enumerate(steps):
         for kind, k in inputs:
@@ -145,44 +167,121 @@ def run_steps(steps: tuple, args: tuple, exports: tuple[int, ...], threads: int 
                 if kind == "t" and last_use.get(k) == j and k not in keep:
                     results[k] = None
         return [results[k] for k in exports]
-    return _run_threaded(steps, args, exports, threads)
+    return _ThreadedCall(steps, args, exports, budget).run(threads)
 
 
-def _run_threaded(steps: tuple, args: tuple, exports: tuple[int, ...], threads: int) -> list:
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+def _nbytes(value) -> int:
+    return int(getattr(value, "nbytes", 0) or 0)
 
-    from threadpoolctl import threadpool_limits
 
-    waiting_on = [sum(1 for kind, _ in inputs if kind == "t") for _, inputs in steps]
-    consumers: list[list[int]] = [[] for _ in steps]
-    for j, (_, inputs) in enumerate(steps):
-        for kind, k in inputs:
+class _ThreadedCall:
+    """One call's steps on several threads (module docstring): ready steps lowest first,
+    computing before reading, reads admitted within the budget, results dropped after their
+    last use."""
+
+    def __init__(self, steps: tuple, args: tuple, exports: tuple[int, ...],
+                 budget: int | None) -> None:
+        self.steps, self.args, self.exports, self.budget = steps, args, exports, budget
+        self.waiting_on = [sum(1 for kind, _ in inputs if kind == "t") for _, inputs in steps]
+        self.consumers: list[list[int]] = [[] for _ in steps]
+        for j, (_, inputs) in enumerate(steps):
+            for kind, k in inputs:
+                if kind == "t":
+                    self.consumers[k].append(j)
+        self.uses = [len(c) for c in self.consumers]
+        self.keep = set(exports)
+        self.results: list = [None] * len(steps)
+        self.live = 0  # bytes of the results held, plus the reads running
+        self.computes: list[int] = []
+        self.reads: list[int] = []
+        for j, count in enumerate(self.waiting_on):
+            if count == 0:
+                self._ready(j)
+
+    def _ready(self, j: int) -> None:
+        heapq.heappush(self.reads if self.steps[j][0].kind == READ else self.computes, j)
+
+    def _read_cost(self, j: int) -> int:
+        step, inputs = self.steps[j]
+        itemsize = self.args[inputs[0][1]].dtype.itemsize
+        return int((1 + READ_OVERHEAD) * math.prod(step.shape) * itemsize)
+
+    def _take(self, running: int) -> tuple[int, int] | None:
+        """The next step to start and the bytes it reserves, or ``None`` (wait)."""
+        computes, reads = self.computes, self.reads
+        if computes and (not reads or computes[0] < reads[0]):
+            return heapq.heappop(computes), 0
+        if reads:
+            cost = self._read_cost(reads[0])
+            if (self.budget is None or (not running and not computes)
+                    or self.live + cost <= self.budget):
+                return heapq.heappop(reads), cost
+        if computes:
+            return heapq.heappop(computes), 0
+        return None
+
+    def _finish(self, j: int, value, reserved: int) -> None:
+        self.results[j] = value
+        self.live += _nbytes(value) - reserved
+        for kind, k in self.steps[j][1]:
             if kind == "t":
-                consumers[k].append(j)
-    results: list = [None] * len(steps)
-    cores = os.cpu_count() or 1
-    with threadpool_limits(max(1, cores // threads), "blas"), \
-            ThreadPoolExecutor(max_workers=threads) as pool:
-        def start(j):
-            step, inputs = steps[j]
-            blocks = [args[k] if kind == "x" else results[k] for kind, k in inputs]
-            return pool.submit(_step_value, step, blocks)
+                self.uses[k] -= 1
+                if self.uses[k] == 0 and k not in self.keep:
+                    self.live -= _nbytes(self.results[k])
+                    self.results[k] = None
+        for consumer in self.consumers[j]:
+            self.waiting_on[consumer] -= 1
+            if self.waiting_on[consumer] == 0:
+                self._ready(consumer)
 
-        running = {start(j): j for j, n in enumerate(waiting_on) if n == 0}
-        while running:
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                j = running.pop(future)
-                results[j] = future.result()
-                for consumer in consumers[j]:
-                    waiting_on[consumer] -= 1
-                    if waiting_on[consumer] == 0:
-                        running[start(consumer)] = consumer
-    return [results[k] for k in exports]
+    def run(self, threads: int) -> list:
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+        from threadpoolctl import threadpool_limits
+
+        cores = os.cpu_count() or 1
+        running: dict = {}
+        with threadpool_limits(max(1, cores // threads), "blas"), \
+                ThreadPoolExecutor(max_workers=threads) as pool:
+            while True:
+                while len(running) < threads:
+                    taken = self._take(len(running))
+                    if taken is None:
+                        break
+                    j, reserved = taken
+                    self.live += reserved
+                    step, inputs = self.steps[j]
+                    blocks = [self.args[k] if kind == "x" else self.results[k]
+                              for kind, k in inputs]
+                    running[pool.submit(_step_value, step, blocks)] = (j, reserved)
+                if not running:
+                    break
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    j, reserved = running.pop(future)
+                    self._finish(j, future.result(), reserved)
+        return [self.results[k] for k in self.exports]
 
 
 _PAYLOADS: dict = {}
 PAYLOADS_KEPT = 64
+
+
+class NodeReport(str):
+    """A staged call's report: the id of the node it ran on (a ``str``, compared and
+    looked up as one) carrying the peak resident memory of the worker during the call
+    (``peak_rss``, bytes; ``None`` where it cannot be measured)."""
+
+    peak_rss: int | None = None
+
+    @classmethod
+    def of(cls, node: str, peak_rss: int | None) -> NodeReport:
+        report = cls(node)
+        report.peak_rss = peak_rss
+        return report
+
+    def __reduce__(self):
+        return NodeReport.of, (str(self), self.peak_rss)
 
 
 def _stage(key: str, payload: list, threads: int, *blocks: np.ndarray):
@@ -195,8 +294,10 @@ def _stage(key: str, payload: list, threads: int, *blocks: np.ndarray):
         if len(_PAYLOADS) >= PAYLOADS_KEPT:
             _PAYLOADS.pop(next(iter(_PAYLOADS)))
         _PAYLOADS[key] = found
-    steps, exports = found
-    return (*run_steps(steps, blocks, exports, threads), node)
+    steps, exports, budget = found
+    with PeakResident() as resident:
+        results = run_steps(steps, blocks, exports, threads, budget)
+    return (*results, NodeReport.of(node, resident.peak))
 
 
 class NodeWorker:
@@ -210,6 +311,19 @@ class NodeWorker:
 
     def node(self) -> str:
         return _worker_setup()
+
+    def warm(self) -> str:
+        """Ready what reading a store needs (importing zarr and its first read, which starts
+        its event loop and codecs, take a few tenths of a second), so that a session's
+        first call does not pay it."""
+        import zarr
+
+        zarr.create_array(zarr.storage.MemoryStore(), shape=(1,), dtype="f8")[...]
+        return _worker_setup()
+
+    def sees(self, path: str) -> bool:
+        """Whether ``path`` exists on this node (a file or store its calls would read)."""
+        return os.path.exists(path)
 
     def nbytes(self, block: np.ndarray) -> int:
         """The size of a block it was sent (the calibration probe times the transfer)."""

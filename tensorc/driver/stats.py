@@ -25,16 +25,18 @@ def last_stats() -> dict:
 
 
 SUMMED = ("tasks", "flops", "plan_seconds", "run_seconds", "inter_node_bytes",
-          "repartition_bytes", "remote_calls")
+          "repartition_bytes", "remote_calls", "put_bytes")
 PER_NODE_SUMMED = ("node_recv_bytes", "node_send_bytes", "measured_node_recv_bytes",
-                   "node_repartition_bytes")
+                   "node_repartition_bytes", "node_read_bytes")
+PER_NODE_PEAK = ("node_peak_rss_bytes",)
 
 
 def program_stats(statements: Sequence[tuple[str, dict]], *, backend: str,
                   seconds: float, remote_calls: int | None = None) -> dict:
     """One ``.tc`` program run's statistics from its statements' (label, stats): counts,
     bytes and seconds summed over the statements (per node too), the busiest node of
-    those sums, the peak memory of any statement (modelled, measured and its budget), each
+    those sums, the peak memory of any statement (modelled, measured and its budget; per
+    node, the highest each node measured), each
     statement's own stats under
     ``statements`` and how many small ones ran on the driver (``statements_on_driver``).
     ``seconds`` is the whole run, wall clock; ``remote_calls``, when given, the calls the run
@@ -52,6 +54,11 @@ def program_stats(statements: Sequence[tuple[str, dict]], *, backend: str,
         rows = [s[key] for s in runs if s.get(key)]
         if rows:
             total[key] = [sum(column) for column in zip(*rows, strict=True)]
+    for key in PER_NODE_PEAK:
+        rows = [s[key] for s in runs if s.get(key)]
+        if rows:
+            total[key] = [max((v for v in column if v is not None), default=None)
+                          for column in zip(*rows, strict=False)]
     measured = [s.get("measured_inter_node_bytes") for s in runs]
     total["measured_inter_node_bytes"] = (
         None if not runs or any(m is None for m in measured) else sum(measured))

@@ -1,0 +1,205 @@
+"""Stored inputs on Ray: read on the nodes by the calls that use them, within each node's budget.
+
+On the shared 4-node cluster (the ``ray_cluster`` fixture) a ~64 MB zarr input and a numpy
+memmap are contracted under a small ``memory_limit``: results equal numpy's, every block is
+read once, on the node whose call uses it, and never enters Ray's object store (no bytes of
+it put or moved, no read step's block returned by a call); each node reports its measured
+peak RSS. A corrupt or missing chunk read on a node is a ``StorageError`` naming it, as
+locally. A call running its steps on several threads admits reads within the budget.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import threading
+import time
+
+import numpy as np
+import pytest
+import zarr
+
+import tensorc as tc
+from tensorc import session
+from tensorc.errors import StorageError
+from tensorc.lazy.evaluate import RUNNER
+from tensorc.planning.memory_fit import READ_OVERHEAD
+from tensorc.planning.plan import EINSUM_PLANS
+from tensorc.runtime.ray.arrays import DistributedArray
+from tensorc.runtime.ray.stages import READ, STORED, Step
+from tensorc.runtime.ray.storage_tasks import unseen_by
+from tensorc.runtime.ray.tasks import run_steps
+from tensorc.stored import NpyFile, ZarrArray
+
+SHAPE, CHUNKS, F = (256, 256, 128), (64, 64, 128), 8
+"""X: 64 MiB of float64 in 16 chunks of 4 MiB."""
+BUDGET = 48 * 10**6
+"""Each node's memory budget: under X; a block (4 MiB) fits the planner's quarter of it."""
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ooc-ray")
+    path = str(root / "x.zarr")
+    value = np.random.default_rng(0).random(SHAPE)
+    zarr.create_array(path, shape=SHAPE, chunks=CHUNKS, dtype="f8", compressors=None)[...] = value
+    rng = np.random.default_rng(1)
+    return path, value, rng.random((SHAPE[0], F)), rng.random((SHAPE[1], F))
+
+
+def _staged_runs(plans) -> list:
+    """The staged calls the Ray executor kept on ``plans`` (a plan cache's plans)."""
+    return [staged for plan in plans for _, staged, _ in plan.runs.values()]
+
+
+def _check_reads_stay_in_their_calls(runs: list) -> int:
+    """Every read step reads the stored array argument and its block is never returned:
+    it lives in the call that uses it. Returns how many read steps there are."""
+    reads = 0
+    for staged in runs:
+        for call in staged.calls:
+            for position, (step, inputs) in enumerate(call.steps):
+                if step.kind != READ:
+                    continue
+                reads += 1
+                assert call.args[inputs[0][1]][0] == STORED
+                assert position not in call.exports
+    return reads
+
+
+def _check_ray_stats(stats: dict, nbytes: int, nodes: int) -> None:
+    assert stats["backend"] == "ray"
+    assert sum(stats["node_read_bytes"]) == nbytes  # every block read once
+    assert sum(1 for b in stats["node_read_bytes"] if b) == nodes  # on every node
+    assert stats["put_bytes"] < nbytes // 100  # only the small factors went to Ray
+    assert stats["memory_limit_bytes"] == BUDGET
+    peaks = stats["node_peak_rss_bytes"]
+    assert len(peaks) == nodes and all(isinstance(p, int) and p > 0 for p in peaks)
+    assert stats["peak_rss_bytes"] == max(peaks)
+
+
+def test_a_zarr_input_is_read_on_the_nodes_within_the_budget(ray_cluster, store):
+    path, value, b, c = store
+    x = tc.from_zarr(path)
+    assert isinstance(x.value(), ZarrArray)  # not read: no blocking asked for
+    assert len(pickle.dumps(x.value())) < 2048  # travels to the nodes as its path
+    EINSUM_PLANS.clear()
+    got = np.asarray(tc.einsum("ijk,if,jf->if", x, b, c, memory_limit=BUDGET))
+    np.testing.assert_allclose(got, np.einsum("ijk,if,jf->if", value, b, c), rtol=1e-10)
+    stats = tc.last_stats()
+    _check_ray_stats(stats, value.nbytes, ray_cluster.nodes)
+    assert stats["stored_operands"] == [0]
+    assert stats["transfer_bytes"] < value.nbytes // 100
+    assert _check_reads_stay_in_their_calls(_staged_runs(EINSUM_PLANS._plans.values())) > 0  # noqa: SLF001
+
+
+@pytest.mark.parametrize("measure", [False, True])  # calls merged and pipelined, or each waited
+def test_a_program_over_a_zarr_input_reads_it_on_the_nodes(ray_cluster, store, measure):
+    path, value, _, _ = store
+    x = tc.from_zarr(path)
+    current = session.current()
+    before = current.memory_limit, current.measure
+    current.memory_limit, current.measure = BUDGET, measure  # as tc.init sets them
+    try:
+        got = np.asarray(tc.sum(x * 2.0 + 1.0, axis=2))
+    finally:
+        current.memory_limit, current.measure = before
+    np.testing.assert_allclose(got, (value * 2.0 + 1.0).sum(axis=2), rtol=1e-10)
+    stats = tc.last_stats()
+    _check_ray_stats(stats, value.nbytes, ray_cluster.nodes)
+    assert stats["put_bytes"] is None or stats["put_bytes"] == 0
+    assert _check_reads_stay_in_their_calls(_staged_runs(RUNNER.plans._plans.values())) > 0  # noqa: SLF001
+
+
+def test_a_numpy_memmap_is_read_on_the_nodes(ray_cluster, store, tmp_path):
+    _, value, b, c = store
+    np.save(tmp_path / "x.npy", value)
+    mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
+    EINSUM_PLANS.clear()
+    got = tc.einsum("ijk,if,jf->if", mapped, b, c, memory_limit=BUDGET)
+    np.testing.assert_allclose(got, np.einsum("ijk,if,jf->if", value, b, c), rtol=1e-10)
+    stats = tc.last_stats()
+    _check_ray_stats(stats, value.nbytes, ray_cluster.nodes)
+    assert stats["stored_operands"] == [0]
+    assert stats["put_bytes"] == b.nbytes + c.nbytes
+    assert _check_reads_stay_in_their_calls(_staged_runs(EINSUM_PLANS._plans.values())) > 0  # noqa: SLF001
+    loaded = tc.load(tmp_path / "x.npy")
+    assert isinstance(loaded.value(), NpyFile)
+    np.testing.assert_allclose(np.asarray(tc.einsum("ijk->kj", loaded)), value.sum(axis=0).T)
+
+
+def test_a_blocking_keeps_the_array_in_the_cluster_memory(ray_cluster, tmp_path):
+    value = np.arange(24.0).reshape(4, 6)
+    path = str(tmp_path / "s.zarr")
+    zarr.create_array(path, data=value, chunks=(2, 3))
+    kept = tc.from_zarr(path, block_shape=(2, 3)).value()
+    assert isinstance(kept, DistributedArray) and kept.grid == (2, 2)
+    np.testing.assert_array_equal(kept.numpy(), value)
+
+
+def _small_copy(store, tmp_path) -> str:
+    copy = str(tmp_path / "copy.zarr")
+    shutil.copytree(store[0], copy)
+    return copy
+
+
+def test_a_corrupt_or_missing_chunk_read_on_a_node_names_it(ray_cluster, store, tmp_path):
+    path = _small_copy(store, tmp_path)
+    with open(os.path.join(path, "c", "2", "1", "0"), "wb") as chunk:
+        chunk.write(b"not a chunk")
+    x = tc.from_zarr(path)
+    with pytest.raises(StorageError, match=r"chunk \(2, 1, 0\) is corrupt or unreadable"):
+        np.asarray(tc.einsum("ijk->i", x))
+    os.remove(os.path.join(path, "c", "2", "1", "0"))
+    with pytest.raises(StorageError, match=r"chunk \(2, 1, 0\) \('c/2/1/0'\) is missing"):
+        np.asarray(tc.einsum("ijk->j", x))
+    shutil.rmtree(path)  # the nodes open the store anew: it is gone
+    with pytest.raises(StorageError, match=r"cannot open '.*copy\.zarr': .* does not exist"):
+        np.asarray(tc.einsum("ijk->k", x))
+
+
+def test_a_path_the_nodes_cannot_see_is_named(ray_cluster, store):
+    assert unseen_by(store[0]) == []
+    assert unseen_by("/no/such/store.zarr") == list(range(ray_cluster.nodes))
+
+
+class _SlowStore:
+    """A stored array whose reads take a while and count how many run at once."""
+
+    dtype = np.dtype("f8")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = self.most = 0
+
+    def read(self, slices):
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(0.02)
+        with self.lock:
+            self.now -= 1
+        return np.ones(tuple(s.stop - s.start for s in slices))
+
+
+def _read_then_sum(blocks: int, extent: int) -> tuple:
+    read = Step(READ, lambda block, slices: block[slices], (extent,),
+                read=(slice(0, extent),))
+    steps = []
+    for k in range(blocks):
+        steps.append((read, (("x", 0),)))
+        steps.append((Step("run", np.sum), (("t", 2 * k),)))
+    return tuple(steps), tuple(range(1, 2 * blocks, 2))
+
+
+@pytest.mark.parametrize("budget,most", [(None, 3), ("one read", 1)])
+def test_a_call_on_threads_admits_reads_within_its_budget(budget, most):
+    extent = 1 << 16
+    if budget == "one read":  # one read's block and buffer, plus a block being summed
+        budget = int((2 + READ_OVERHEAD) * extent * 8)
+    stored = _SlowStore()
+    steps, exports = _read_then_sum(8, extent)
+    sums = run_steps(steps, (stored,), exports, threads=3, budget=budget)
+    assert sums == [float(extent)] * 8
+    assert stored.most == most
