@@ -249,16 +249,10 @@ def write_zarr(value, path, *, chunks=None) -> str:
     ``path``; returns the path. A ``DistributedArray``'s blocks are written on their nodes into a
     temporary store that replaces ``path`` once every block is in (see the module
     docstring)."""
-    if not isinstance(path, (str, os.PathLike)) or "://" in os.fspath(path):
-        raise StorageError(f"write_zarr writes to a local directory path, got {path!r}")
-    target = os.fspath(path)
-    full = os.path.abspath(target)
+    target, full = _local_target(path, "write_zarr writes")
     value, shape, dtype = _value_meta(value, target)
     chunks = _write_chunks(value, chunks, target)
-    if os.path.lexists(full) and not _replaceable_store(full):
-        raise StorageError(f"cannot write '{target}': it exists and is not a zarr store "
-                           "(only a zarr store or an empty directory is replaced)")
-    _check_parent(full, target)
+    _check_store_target(full, target)
     import zarr
 
     tmp = _temp_sibling(full, "tmp")
@@ -314,10 +308,7 @@ def streamed_zarr(path, shape, dtype, chunks=None):
     ``path`` block by block: installed there (replacing a store, as :func:`write_zarr`
     does) when the block exits normally, removed otherwise, so a failed or interrupted
     write leaves nothing that looks complete."""
-    if not isinstance(path, (str, os.PathLike)) or "://" in os.fspath(path):
-        raise StorageError(f"write_zarr writes to a local directory path, got {path!r}")
-    target = os.fspath(path)
-    full = os.path.abspath(target)
+    target, full = _local_target(path, "write_zarr writes")
     dtype = np.dtype(dtype)
     if dtype.hasobject:
         raise StorageError(f"cannot write '{target}': its dtype {dtype} holds Python objects")
@@ -326,10 +317,7 @@ def streamed_zarr(path, shape, dtype, chunks=None):
         if len(chunks) != len(shape) or any(c < 1 for c in chunks):
             raise PlanError(f"cannot write '{target}': chunks {chunks} do not fit an array of "
                             f"{len(shape)} dimension(s): one positive size per dimension")
-    if os.path.lexists(full) and not _replaceable_store(full):
-        raise StorageError(f"cannot write '{target}': it exists and is not a zarr store "
-                           "(only a zarr store or an empty directory is replaced)")
-    _check_parent(full, target)
+    _check_store_target(full, target)
     tmp = _temp_sibling(full, "tmp")
     sink = ZarrSink(tmp, target, shape, dtype, chunks)
     try:
@@ -349,14 +337,8 @@ def streamed_zarr_group(path, specs: dict):
     ``path`` when the block exits normally, removed otherwise."""
     import zarr
 
-    if not isinstance(path, (str, os.PathLike)) or "://" in os.fspath(path):
-        raise StorageError(f"a zarr group is written to a local directory path, got {path!r}")
-    target = os.fspath(path)
-    full = os.path.abspath(target)
-    if os.path.lexists(full) and not _replaceable_store(full):
-        raise StorageError(f"cannot write '{target}': it exists and is not a zarr store "
-                           "(only a zarr store or an empty directory is replaced)")
-    _check_parent(full, target)
+    target, full = _local_target(path, "a zarr group is written")
+    _check_store_target(full, target)
     tmp = _temp_sibling(full, "tmp")
     try:
         zarr.open_group(tmp, mode="w", zarr_format=3)
@@ -473,6 +455,24 @@ def _write_chunks(value, chunks, target: str):
                     "blocks are written in parallel, so each must be whole chunks: give "
                     "chunks dividing the block shape, or chunks=None")
     return out
+
+
+def _local_target(path, what: str) -> tuple[str, str]:
+    """``(path as given, absolute path)`` of a zarr store to write; refused unless it is a
+    local directory path."""
+    if not isinstance(path, (str, os.PathLike)) or "://" in os.fspath(path):
+        raise StorageError(f"{what} to a local directory path, got {path!r}")
+    target = os.fspath(path)
+    return target, os.path.abspath(target)
+
+
+def _check_store_target(full: str, target: str) -> None:
+    """Refuse a zarr write over anything but a zarr store or an empty directory, or into a
+    missing parent directory."""
+    if os.path.lexists(full) and not _replaceable_store(full):
+        raise StorageError(f"cannot write '{target}': it exists and is not a zarr store "
+                           "(only a zarr store or an empty directory is replaced)")
+    _check_parent(full, target)
 
 
 def _replaceable_store(full: str) -> bool:
