@@ -374,15 +374,23 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _system_list(text: str) -> list[str]:
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in names if s not in SYSTEMS]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown system(s) {', '.join(unknown) or '(none given)'}; "
-            f"choose from {', '.join(SYSTEMS)}"
-        )
-    return list(dict.fromkeys(names))
+def name_list(known: Sequence[str], what: str = "") -> Callable[[str], list[str]]:
+    """An argparse type: a comma-separated list of names from ``known`` (repeats dropped,
+    order kept); ``what`` names them in the error (``"system(s)"``)."""
+
+    def parse(text: str) -> list[str]:
+        names = [s.strip() for s in text.split(",") if s.strip()]
+        unknown = [s for s in names if s not in known]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(
+                f"unknown {what + ' ' if what else ''}{', '.join(unknown) or '(none given)'}; "
+                f"choose from {', '.join(known)}")
+        return list(dict.fromkeys(names))
+
+    return parse
+
+
+_system_list = name_list(SYSTEMS, "system(s)")
 
 
 def make_parser(

@@ -605,16 +605,6 @@ def plot(records: list[Record], cases: list[Case], path: str) -> None:
 # -- main -------------------------------------------------------------------------------------
 
 
-def _choice_list(known: tuple[str, ...]):
-    def parse(text: str) -> list[str]:
-        names = [s.strip() for s in text.split(",") if s.strip()]
-        unknown = [s for s in names if s not in known]
-        if unknown or not names:
-            raise argparse.ArgumentTypeError(
-                f"unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(known)}")
-        return list(dict.fromkeys(names))
-
-    return parse
 
 
 def parser() -> argparse.ArgumentParser:
@@ -633,9 +623,9 @@ def parser() -> argparse.ArgumentParser:
     made.add_argument("--nodes", type=positive, default=4,
                       help="Ray nodes and Dask workers")
     made.add_argument("--repeats", type=positive, default=3, help="timed calls per system")
-    made.add_argument("--cases", type=_choice_list(CASES), default=list(CASES),
+    made.add_argument("--cases", type=common.name_list(CASES), default=list(CASES),
                       help=f"comma list of {', '.join(CASES)}")
-    made.add_argument("--systems", type=_choice_list(SYSTEMS), default=list(SYSTEMS),
+    made.add_argument("--systems", type=common.name_list(SYSTEMS), default=list(SYSTEMS),
                       help=f"comma list of {', '.join(SYSTEMS)}")
     made.add_argument("--blas-threads", type=positive, default=common.cpu_count(),
                       help="BLAS threads of this process, pinned with threadpoolctl")

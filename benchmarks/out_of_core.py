@@ -105,7 +105,15 @@ from typing import Any
 import numpy as np
 import psutil
 import zarr
-from common import cpu_count, environment, error_text, fmt, format_table, write_json
+from common import (
+    cpu_count,
+    environment,
+    error_text,
+    fmt,
+    format_table,
+    name_list,
+    write_json,
+)
 from threadpoolctl import threadpool_info
 from zarr.core.buffer import default_buffer_prototype
 
@@ -1022,16 +1030,6 @@ def plot(rows: list[dict], path: str) -> None:
 # --------------------------------------------------------------------------- command line
 
 
-def _names(known: list[str]) -> Callable[[str], list[str]]:
-    def parse(text: str) -> list[str]:
-        names = [s.strip() for s in text.split(",") if s.strip()]
-        unknown = [s for s in names if s not in known]
-        if unknown or not names:
-            raise argparse.ArgumentTypeError(
-                f"unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(known)}")
-        return list(dict.fromkeys(names))
-
-    return parse
 
 
 def _blas_setting(text: str) -> str:
@@ -1063,9 +1061,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", type=_sizes, help="input sizes in GB (default: 0.5, 1 and 1.5 "
                    f"times the RAM: {', '.join(map(str, default_sizes()))})")
     p.add_argument("--quick", action="store_true", help="a smoke run: 0.25 GB only")
-    p.add_argument("--cases", type=_names(list(CASES)), default=",".join(CASES),
+    p.add_argument("--cases", type=name_list(list(CASES)), default=",".join(CASES),
                    help=f"comma-separated subset of: {', '.join(CASES)}")
-    p.add_argument("--systems", type=_names(SYSTEMS), default=",".join(SYSTEMS),
+    p.add_argument("--systems", type=name_list(SYSTEMS), default=",".join(SYSTEMS),
                    help=f"comma-separated subset of: {', '.join(SYSTEMS)}")
     p.add_argument("--memory-limit", type=_memory_limit, default="2GB",
                    help="the memory budget given to the systems (bytes, or '2GB', '1.5GiB')")
