@@ -31,7 +31,7 @@ from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.task_pool import available_cores
 from tensorc.sparse.einsum import plan_sparse_einsum
 from tensorc.sparse.formats import is_sparse
-from tensorc.stored import StoredArray
+from tensorc.stored import StoredArray, stored_chunks
 
 __all__ = ["clear_plan_cache", "einsum", "last_stats", "matmul", "plan", "tensordot"]
 
@@ -222,8 +222,7 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
                              for item in shapes_or_arrays)
     if any(isinstance(item, DistributedArray) for item in shapes_or_arrays):
         placed = session.executor_for(None, shapes_or_arrays).layouts_of(shapes_or_arrays) or None
-    stored = {f"in{k}": item.chunks for k, item in enumerate(shapes_or_arrays)
-              if isinstance(item, StoredArray)}
+    stored = stored_chunks(shapes_or_arrays)
     for item in shapes_or_arrays:
         if isinstance(item, (DistributedArray, StoredArray)):
             shapes.append(item.shape)

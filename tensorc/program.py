@@ -50,7 +50,7 @@ from tensorc.planning.plan import Plan
 from tensorc.planning.program_layouts import LayoutPlan
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.statements import write_whole
-from tensorc.stored import StoredArray
+from tensorc.stored import FanOut, StoredArray
 
 STAGES = ("ast", "ir", "plan", "tasks", "schedule", "dot")
 TASK_LINES = 400
@@ -292,11 +292,7 @@ class Program:
         ``tc.last_stats()`` then describes the whole run (every statement)."""
         started = time.perf_counter()
         lazy = any(isinstance(v, LazyArray) for v in inputs.values())
-        inputs = {k: v.value() if isinstance(v, LazyArray) else v for k, v in inputs.items()}
-        arrays, sizes, params = self.bind(inputs)
-        unrolled = self.unrolled(sizes, params)
-        executor = session.executor_for(None, list(arrays.values()))
-        backend = executor.backend
+        arrays, unrolled, executor = self._bound(inputs)
         values, ran = self.runner.run(unrolled, arrays, executor)
         keep = executor.in_process or any(isinstance(v, DistributedArray) for v in arrays.values())
         outputs = {}
@@ -306,9 +302,7 @@ class Program:
             outputs[name] = value if keep or not distributed else value.numpy()
             if lazy or isinstance(outputs[name], DistributedArray):
                 outputs[name] = LazyArray(leaf(outputs[name]))
-        run_stats.record(run_stats.program_stats(
-            ran, backend=backend, seconds=time.perf_counter() - started,
-            remote_calls=self.runner.node_calls))
+        self._record(ran, executor, started)
         return outputs
 
     def run_to_zarr(self, path, **inputs) -> str:
@@ -318,29 +312,38 @@ class Program:
         outputs may be larger than memory; the group appears at ``path`` only when every
         output is in (a failed run leaves nothing there). Returns the path."""
         started = time.perf_counter()
-        inputs = {k: v.value() if isinstance(v, LazyArray) else v for k, v in inputs.items()}
-        arrays, sizes, params = self.bind(inputs)
-        unrolled = self.unrolled(sizes, params)
-        executor = session.executor_for(None, list(arrays.values()))
+        arrays, unrolled, executor = self._bound(inputs)
         shapes = {st.label: (st.shape, st.dtype) for st in unrolled.statements}
         specs = {name: shapes.get(label) or (arrays[label].shape, arrays[label].dtype)
                  for name, label in unrolled.outputs}
         with storage.streamed_zarr_group(path, specs) as sinks:
-            by_label: dict[str, object] = {}
+            names: dict[str, list] = {}
             for name, label in unrolled.outputs:
-                by_label.setdefault(label, sinks[name])
-            values, ran = self.runner.run(unrolled, arrays, executor,
-                                          by_label if executor.in_process else None)
-            for name, label in unrolled.outputs:
-                if by_label.get(label) is sinks[name] and values.get(label) is None:
-                    continue  # streamed
-                value = values[label] if label in values else arrays[label]
-                value = value.numpy() if isinstance(value, DistributedArray) else value
-                write_whole(sinks[name], np.asarray(value))
+                names.setdefault(label, []).append(sinks[name])
+            by_label = {label: FanOut(group) if len(group) > 1 else group[0]
+                        for label, group in names.items()}
+            if executor.in_process:  # the sinks receive every output, streamed or whole
+                _, ran = self.runner.run(unrolled, arrays, executor, by_label)
+            else:
+                values, ran = self.runner.run(unrolled, arrays, executor)
+                for label, sink in by_label.items():
+                    value = values[label] if label in values else arrays[label]
+                    value = value.numpy() if isinstance(value, DistributedArray) else value
+                    write_whole(sink, np.asarray(value))
+        self._record(ran, executor, started)
+        return os.fspath(path)
+
+    def _bound(self, inputs: dict):
+        """``(arrays by label, unrolled statements, executor)`` of a run on ``inputs``."""
+        inputs = {k: v.value() if isinstance(v, LazyArray) else v for k, v in inputs.items()}
+        arrays, sizes, params = self.bind(inputs)
+        unrolled = self.unrolled(sizes, params)
+        return arrays, unrolled, session.executor_for(None, list(arrays.values()))
+
+    def _record(self, ran: list, executor, started: float) -> None:
         run_stats.record(run_stats.program_stats(
             ran, backend=executor.backend, seconds=time.perf_counter() - started,
             remote_calls=self.runner.node_calls))
-        return os.fspath(path)
 
     # -- explaining ----------------------------------------------------------------------
     def explain(self, stage: str | None = None, **sizes_and_params) -> str:

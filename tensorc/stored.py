@@ -80,6 +80,12 @@ class StoredArray:
                 f"dtype={self.dtype}, chunks={self.chunks})")
 
 
+def stored_chunks(operands) -> dict[str, tuple[int, ...]]:
+    """Input name (``in0``, ``in1``, ... by position) → chunk shape of every stored operand
+    among ``operands``: what the planner aligns blocks with and counts reads of."""
+    return {f"in{k}": op.chunks for k, op in enumerate(operands) if isinstance(op, StoredArray)}
+
+
 def _runs(shape: tuple[int, ...], slices: tuple[slice, ...]) -> tuple[int, int]:
     """``(leading dimensions iterated, elements per contiguous run)`` of a C-ordered block
     ``slices`` of an array of ``shape``: trailing dimensions read whole merge into one run."""
@@ -288,6 +294,22 @@ class BlockSink:
 
     def write(self, slices: tuple[slice, ...], block: np.ndarray) -> None:
         raise NotImplementedError
+
+
+class FanOut(BlockSink):
+    """One result written to several sinks of one shape (two outputs naming one value)."""
+
+    def __init__(self, sinks: list[BlockSink]) -> None:
+        self.sinks = sinks
+        self.shape, self.dtype, self.chunks = sinks[0].shape, sinks[0].dtype, sinks[0].chunks
+
+    def open(self, block_shape: tuple[int, ...]) -> None:
+        for sink in self.sinks:
+            sink.open(block_shape)
+
+    def write(self, slices: tuple[slice, ...], block: np.ndarray) -> None:
+        for sink in self.sinks:
+            sink.write(slices, block)
 
 
 def _first_line(err) -> str:

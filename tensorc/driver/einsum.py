@@ -44,7 +44,7 @@ from tensorc.planning.paths import normalise_optimize
 from tensorc.planning.plan import einsum_plan
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.sparse.einsum import run_sparse_einsum, sparse_call
-from tensorc.stored import StoredArray, from_memmap
+from tensorc.stored import StoredArray, from_memmap, stored_chunks
 
 NO_OPERANDS = object()
 """``einsum()`` called with nothing at all."""
@@ -171,8 +171,7 @@ def _plan_and_run(call: _Call, optimize, compute: np.dtype, result_type: np.dtyp
         inputs = list(call.operands)
     budget, source = session.current().memory_budget(plan_options.get("memory_limit"))
     plan_options = {**plan_options, "memory_limit": budget}
-    stored = {f"in{k}": op.chunks for k, op in enumerate(call.operands)
-              if isinstance(op, StoredArray)}
+    stored = stored_chunks(call.operands)
     options, placed, workers, orders = executor.plan_inputs(call.spec, inputs, plan_options,
                                                             call.scheduler)
     dtypes = tuple(a.dtype.str for a in arrays)
