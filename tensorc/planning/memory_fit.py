@@ -169,6 +169,14 @@ def modelled_peak(graph: TaskGraph, alloc: list[int], workers: int, base: int,
                 heapq.heappush(reads if tasks[consumer].kind == LOAD else computes, consumer)
 
 
+def ceiling(graph: TaskGraph, alloc: list[int], workers: int, result: int) -> int:
+    """A peak no run of ``graph`` can exceed: every allocation held at once, counted twice
+    (room for the allocator's slack), the decode buffers of the ``workers`` largest reads,
+    and the result."""
+    extra = sorted(transients(graph, alloc))[-workers:]
+    return 2 * sum(alloc) + sum(extra) + result
+
+
 def chunk_alignment(program: Function, stored: dict[str, tuple[int, ...]]) -> dict[str, int]:
     """Index name → the chunk extent its blocks must be whole multiples of."""
     scans = scan_indices(program)
@@ -263,9 +271,9 @@ def fit_blocking(program: Function, blocking: Blocking, *, budget: int | None,
         alloc = allocations(graph, positions, sink)
         largest = max(alloc, default=0)
         streams = stream is None or largest <= stream
-        if streams and 2 * sum(alloc) + result <= budget:
-            return blocking, graph, MemoryModel(budget, 2 * sum(alloc) + result, result,
-                                                largest, False)
+        bound = ceiling(graph, alloc, workers, result)
+        if streams and bound <= budget:  # fits whatever the order: no simulation needed
+            return blocking, graph, MemoryModel(budget, bound, result, largest, False)
         peak = modelled_peak(graph, alloc, workers, result)
         if streams and peak <= budget:
             return blocking, graph, MemoryModel(budget, peak, result, largest, False)
