@@ -260,6 +260,8 @@ def test_random_is_reproducible():
     assert not np.array_equal(tc.sparse.random((100, 80), 0.05, seed=8).coords, a.coords)
     blocked = tc.sparse.random((100, 80), 0.05, seed=7, grid=(4, 2))
     assert blocked.nnz == 400 and blocked.shape == (100, 80)
+    again = tc.sparse.random((100, 80), 0.05, seed=7, grid=(4, 2))
+    assert np.array_equal(blocked.todense(), again.todense())
     assert tc.sparse.random((10, 10), 1.0).nnz == 100 and tc.sparse.random((10, 10), 0).nnz == 0
     assert isinstance(tc.sparse.random((5, 5), 0.2, format="csr"), sp.csr_array)
     with pytest.raises(tc.ShapeError, match="density"):
@@ -269,7 +271,8 @@ def test_random_is_reproducible():
 def test_from_coo_sums_duplicates_and_refuses_bad_coordinates():
     x = tc.sparse.from_coo([[0, 0, 2], [1, 1, 3]], [1.0, 2.0, 4.0], (3, 4))
     assert x.nnz == 2 and x.todense()[0, 1] == 3.0 and x.todense()[2, 3] == 4.0
-    assert tc.sparse.from_coo(np.array([[0, 4]]), [1, 1]).shape == (5,)
+    np.testing.assert_array_equal(tc.sparse.from_coo(np.array([[0, 4]]), [1, 1]).todense(),
+                                  [1, 0, 0, 0, 1])
     with pytest.raises(tc.ShapeError, match=r"coordinate 5 of dimension 1 \(entry 1\) is out "
                                             r"of bounds for shape \(3, 4\)"):
         tc.sparse.from_coo([[0, 1], [1, 5]], [1.0, 2.0], (3, 4))
