@@ -50,8 +50,7 @@ class LocalExecutor(Executor):
 
     def plan_inputs(self, spec, operands: Sequence[object], plan_options: dict,
                     scheduler: str) -> tuple[dict, dict | None, int, tuple[str, ...]]:
-        orders = tuple(("F" if getattr(a, "fortran", False) else "C")
-                       if isinstance(a, StoredArray) else memory_order(np.asarray(a))
+        orders = tuple(a.order if isinstance(a, StoredArray) else memory_order(np.asarray(a))
                        for a in operands)
         return plan_options, None, available_cores(), orders
 

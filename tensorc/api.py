@@ -227,7 +227,7 @@ def plan(subscripts: str, *shapes_or_arrays, nodes: int = 1, planner: str = "aut
         if isinstance(item, (DistributedArray, StoredArray)):
             shapes.append(item.shape)
             dtypes.append(item.dtype)
-            orders.append("C")
+            orders.append(item.order if isinstance(item, StoredArray) else "C")
         elif isinstance(item, (tuple, list)):
             shapes.append(tuple(int(d) for d in item))
             dtypes.append(np.dtype(dtype))

@@ -43,6 +43,9 @@ class StoredArray:
     chunks: tuple[int, ...]
     shown: str
     """How messages name the file or store."""
+    order: str = "C"
+    """The memory order of the blocks a read returns (``"C"``, or ``"F"`` for a
+    Fortran-ordered ``.npy``): what the local plan keys on, as for an in-memory operand."""
 
     @property
     def ndim(self) -> int:
@@ -111,6 +114,7 @@ class NpyFile(StoredArray):
         self.dtype = np.dtype(dtype)
         self.offset = int(offset)
         self.fortran = bool(fortran)
+        self.order = "F" if self.fortran else "C"
         self.chunks = (1,) * len(self.shape)  # any block reads only its own bytes
         self.shown = shown or path
         self._fd: int | None = None

@@ -104,7 +104,12 @@ def test_stored_operands_equal_numpy_and_blocks_align_with_chunks(small_store, t
     np.testing.assert_allclose(got, np.einsum("ijk,jkf->if", value, y))
     np.save(tmp_path / "x.npy", np.asfortranarray(value))
     loaded = tc.load(tmp_path / "x.npy")
-    assert isinstance(loaded.value(), NpyFile)
+    assert isinstance(loaded.value(), NpyFile) and loaded.value().order == "F"
+    planned = tc.plan("ijk,if->kf", loaded.value(), b, memory_limit="1MB")
+    np.testing.assert_allclose(np.asarray(tc.einsum("ijk,if->kf", loaded, b,
+                                                    memory_limit="1MB")),
+                               np.einsum("ijk,if->kf", value, b))
+    assert tc.last_stats()["blocking"] == planned.stats["blocking"]  # tc.plan plans the run
     np.testing.assert_allclose(np.asarray(tc.einsum("ijk->kj", loaded, memory_limit="1MB")),
                                value.sum(axis=0).T)
     mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
