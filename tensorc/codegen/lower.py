@@ -31,7 +31,16 @@ from tensorc.codegen.kernels import (
     ReduceBlocks,
     equation,
 )
-from tensorc.codegen.taskgraph import APPLY, LOAD, PAIR, REDUCE, Task, TaskGraph
+from tensorc.codegen.taskgraph import (
+    APPLY,
+    KIND_CODE,
+    LOAD,
+    PAIR,
+    REDUCE,
+    Task,
+    TaskColumns,
+    TaskGraph,
+)
 from tensorc.errors import PlanError
 from tensorc.ir.contraction import flops_per_element
 from tensorc.ir.keys import key_of, unique
@@ -50,13 +59,56 @@ from tensorc.ir.stages import folded_maps, stage_join, stage_parts
 
 
 class _Blocked:
-    """A node's key and the producing task of each of its blocks."""
+    """A node's key and the producing task of each of its blocks: ``ids`` holds the task
+    index over the key's block grid, ``order`` the blocks' flat positions in the order
+    they were produced."""
 
-    __slots__ = ("key", "tasks")
+    __slots__ = ("key", "ids", "order")
 
-    def __init__(self, key: tuple[str, ...], tasks: dict[tuple[int, ...], int]) -> None:
+    def __init__(self, key: tuple[str, ...], ids: np.ndarray, order: np.ndarray) -> None:
         self.key = key
-        self.tasks = tasks
+        self.ids = ids
+        self.order = order
+
+
+class _Chunk:
+    """The tasks of one stage (or of its reduce), as arrays: one row per task, numbered
+    ``first`` on in creation order."""
+
+    __slots__ = ("stage", "kind", "kernel", "first", "coords", "inputs", "shapes", "nbytes",
+                 "flops", "sources")
+
+    def __init__(self, stage: str, kind: str, kernel: int, first: int, coords: np.ndarray,
+                 inputs: np.ndarray, shapes: np.ndarray, nbytes: np.ndarray,
+                 flops: np.ndarray, sources: list | None = None) -> None:
+        self.stage = stage
+        self.kind = kind
+        self.kernel = kernel
+        self.first = first
+        self.coords = coords
+        self.inputs = inputs
+        self.shapes = shapes
+        self.nbytes = nbytes
+        self.flops = flops
+        self.sources = sources  # load tasks: (operand position, block slices) per task
+
+    def __len__(self) -> int:
+        return len(self.nbytes)
+
+
+def _grid_coords(counts: Sequence[int]) -> np.ndarray:
+    """Every block coordinate of a grid of ``counts`` blocks, one row each, in
+    ``itertools.product`` order."""
+    if not counts:
+        return np.zeros((1, 0), np.int64)
+    return np.indices(tuple(counts), dtype=np.int64).reshape(len(counts), -1).T
+
+
+def _rows(array: np.ndarray) -> list[tuple]:
+    """The rows of a 2-d integer array as tuples of Python ints."""
+    if array.shape[1] == 0:
+        return [()] * array.shape[0]
+    return list(zip(*array.T.tolist(), strict=True))
 
 
 class _Builder:
@@ -65,7 +117,8 @@ class _Builder:
         self.blocking = blocking
         self.dtype = np.dtype(program.dtype)
         self.itemsize = self.dtype.itemsize
-        self.tasks: list[Task] = []
+        self.chunks: list[_Chunk] = []
+        self.count = 0
         self.kernels: list = []
         digest = hashlib.sha1(
             (format_program(program) + blocking.describe()).encode()
@@ -73,7 +126,8 @@ class _Builder:
         self.digest = digest
         self.ranges = {name: blocking.ranges(name) for name, _ in blocking.sizes}
         self.extent = {
-            name: [stop - start for start, stop in rs] for name, rs in self.ranges.items()
+            name: np.asarray([stop - start for start, stop in rs], np.int64)
+            for name, rs in self.ranges.items()
         }
         self.operand_position = {d.name: k for k, d in enumerate(program.inputs)}
         self.stage_dims: dict[str, tuple[str, ...]] = {}
@@ -82,12 +136,25 @@ class _Builder:
         self.kernels.append(kernel)
         return len(self.kernels) - 1
 
-    def add(self, task: Task) -> int:
-        self.tasks.append(task)
-        return len(self.tasks) - 1
+    def add(self, stage: str, kind: str, kernel: int, coords: np.ndarray, inputs: np.ndarray,
+            shapes: np.ndarray, nbytes: np.ndarray, flops: np.ndarray,
+            sources: list | None = None) -> np.ndarray:
+        """Append one chunk of tasks; returns their indices."""
+        chunk = _Chunk(stage, kind, kernel, self.count, coords, inputs, shapes, nbytes, flops,
+                       sources)
+        self.chunks.append(chunk)
+        self.count += len(chunk)
+        return np.arange(chunk.first, self.count, dtype=np.int64)
 
-    def block_shape(self, key: Sequence[str], coords: Sequence[int]) -> tuple[int, ...]:
-        return tuple(self.extent[n][c] for n, c in zip(key, coords, strict=True))
+    def counts(self, key: Sequence[str]) -> tuple[int, ...]:
+        return tuple(len(self.ranges[n]) for n in key)
+
+    def extents(self, key: Sequence[str], coords: np.ndarray) -> np.ndarray:
+        """Block extents along ``key`` of every row of ``coords`` (one column per name)."""
+        columns = [self.extent[n][coords[:, k]] for k, n in enumerate(key)]
+        if not columns:
+            return np.zeros((len(coords), 0), np.int64)
+        return np.stack(columns, axis=1)
 
     # -- node rules -------------------------------------------------------------------------
 
@@ -100,19 +167,21 @@ class _Builder:
         position = self.operand_position[node.tensor]
         decl = self.program.inputs[position]
         cast_cost = 0 if np.dtype(decl.dtype) == self.dtype else 1
-        tasks: dict[tuple[int, ...], int] = {}
         stage = f"{label}-{self.digest}"
         self.stage_dims[stage] = tuple(key)
-        for coords in itertools.product(*(range(len(self.ranges[n])) for n in key)):
-            where = dict(zip(key, coords, strict=True))
-            slices = tuple(slice(*self.ranges[n][where[n]]) for n in node.indices)
-            shape = self.block_shape(key, coords)
-            size = math.prod(shape)
-            tasks[coords] = self.add(
-                Task((stage, *coords), LOAD, kernel, (), shape, size * self.itemsize,
-                     size * cast_cost, (position, slices))
-            )
-        return _Blocked(key, tasks)
+        counts = self.counts(key)
+        coords = _grid_coords(counts)
+        shapes = self.extents(key, coords)
+        sizes = shapes.prod(axis=1)
+        slices = {n: np.asarray([slice(*r) for r in self.ranges[n]] + [None], object)[:-1]
+                  for n in key}
+        where = {n: k for k, n in enumerate(key)}
+        columns = [slices[n][coords[:, where[n]]].tolist() for n in node.indices]
+        blocks = list(zip(*columns, strict=True)) if columns else [()] * len(coords)
+        ids = self.add(stage, LOAD, kernel, coords, np.zeros((len(coords), 0), np.int64),
+                       shapes, sizes * self.itemsize, sizes * cast_cost,
+                       [(position, b) for b in blocks])
+        return _Blocked(key, ids.reshape(counts), np.arange(len(ids), dtype=np.int64))
 
     def stage(
         self,
@@ -136,41 +205,41 @@ class _Builder:
         stage = f"{label}-{self.digest}"
         self.stage_dims[stage] = tuple(all_key)
         position = {n: k for k, n in enumerate(all_key)}
-        in_positions = [tuple(position[n] for n in k) for k in in_keys]
-        out_positions = tuple(position[n] for n in output)
-        partials: dict[tuple[int, ...], list[int]] = {}
-        counts = [range(len(self.ranges[n])) for n in all_key]
-        for coords in itertools.product(*counts):
-            sources = tuple(
-                b.tasks[tuple(coords[p] for p in pos)]
-                for b, pos in zip(inputs, in_positions, strict=True)
-            )
-            out_coords = tuple(coords[p] for p in out_positions)
-            extents = [self.extent[n][c] for n, c in zip(all_key, coords, strict=True)]
-            shape = tuple(extents[p] for p in out_positions)
-            task = Task(
-                (stage, *coords), kind, kernel, sources, shape,
-                math.prod(shape) * self.itemsize,
-                math.prod(extents) * per_element,
-            )
-            partials.setdefault(out_coords, []).append(self.add(task))
-        result: dict[tuple[int, ...], int] = {}
+        coords = _grid_coords(self.counts(all_key))
+        sources = np.zeros((len(coords), len(inputs)), np.int64)
+        for k, b in enumerate(inputs):
+            sources[:, k] = b.ids[tuple(coords[:, position[n]] for n in b.key)]
+        out_positions = [position[n] for n in output]
+        out_coords = coords[:, out_positions]
+        extents = self.extents(all_key, coords)
+        shapes = extents[:, out_positions]
+        partial_ids = self.add(stage, kind, kernel, coords, sources, shapes,
+                               shapes.prod(axis=1) * self.itemsize,
+                               extents.prod(axis=1) * per_element)
+        out_counts = self.counts(output)
+        flat = (np.ravel_multi_index(tuple(out_coords.T), out_counts) if output
+                else np.zeros(len(coords), np.int64))
+        # partials of one output block in coordinate order; blocks in order of first partial
+        grouped = np.argsort(flat, kind="stable")
+        blocks, first, parts = np.unique(flat[grouped], return_index=True, return_counts=True)
+        produced = np.argsort(grouped[first], kind="stable")
+        order = blocks[produced]
+        ids = np.empty(math.prod(out_counts), np.int64)
+        if len(blocks) == len(flat):  # one partial per block: no reduce
+            ids[flat] = partial_ids
+            return _Blocked(output, ids.reshape(out_counts), flat)
+        if not (parts == parts[0]).all():
+            raise PlanError(f"stage {label}: output blocks with unequal partial counts")
+        members = partial_ids[grouped].reshape(len(blocks), int(parts[0]))[produced]
         reduce_stage = f"{label}.reduce-{self.digest}"
         self.stage_dims[reduce_stage] = tuple(output)
-        reduce_kernel = None
-        for out_coords, parts in partials.items():
-            if len(parts) == 1:
-                result[out_coords] = parts[0]
-                continue
-            if reduce_kernel is None:
-                reduce_kernel = self.kernel(ReduceBlocks(monoid or "+", self.dtype))
-            shape = self.tasks[parts[0]].shape
-            size = math.prod(shape)
-            result[out_coords] = self.add(
-                Task((reduce_stage, *out_coords), REDUCE, reduce_kernel, tuple(parts), shape,
-                     size * self.itemsize, size * (len(parts) - 1))
-            )
-        return _Blocked(output, result)
+        reduce_kernel = self.kernel(ReduceBlocks(monoid or "+", self.dtype))
+        reduce_shapes = shapes[members[:, 0] - partial_ids[0]]
+        sizes = reduce_shapes.prod(axis=1)
+        ids[order] = self.add(reduce_stage, REDUCE, reduce_kernel,
+                              out_coords[grouped[first]][produced], members, reduce_shapes,
+                              sizes * self.itemsize, sizes * (members.shape[1] - 1))
+        return _Blocked(output, ids.reshape(out_counts), order)
 
     def merge(self, node: Merge, old: _Blocked, new: _Blocked, label: str) -> _Blocked:
         if old.key != new.key:
@@ -181,15 +250,17 @@ class _Builder:
         merge_kernel = self.kernel(ReduceBlocks(node.monoid, self.dtype))
         stage = f"{label}-{self.digest}"
         self.stage_dims[stage] = tuple(old.key)
-        result = {}
-        for coords, source in old.tasks.items():
-            shape = self.tasks[source].shape
-            size = math.prod(shape)
-            result[coords] = self.add(
-                Task((stage, *coords), PAIR, merge_kernel, (source, new.tasks[coords]),
-                     shape, size * self.itemsize, size)
-            )
-        return _Blocked(old.key, result)
+        counts = self.counts(old.key)
+        coords = (np.stack(np.unravel_index(old.order, counts), axis=1).astype(np.int64)
+                  if counts else np.zeros((len(old.order), 0), np.int64))
+        shapes = self.extents(old.key, coords)
+        sizes = shapes.prod(axis=1)
+        pairs = np.stack([old.ids.reshape(-1)[old.order], new.ids.reshape(-1)[old.order]],
+                         axis=1)
+        ids = np.empty(len(old.order), np.int64)
+        ids[old.order] = self.add(stage, PAIR, merge_kernel, coords, pairs, shapes,
+                                  sizes * self.itemsize, sizes)
+        return _Blocked(old.key, ids.reshape(counts), old.order)
 
 
 def _path_of(join: Join | None, inputs: int) -> list[tuple[int, ...]] | None:
@@ -205,44 +276,68 @@ def _path_of(join: Join | None, inputs: int) -> list[tuple[int, ...]] | None:
     return list(join.path) or None
 
 
-def _compact_shared_loads(tasks: list[Task], kernels: list) -> None:
-    """Mark scans whose blocks feed several tasks: their strided blocks are copied once."""
-    uses = [0] * len(tasks)
-    for task in tasks:
-        for source in task.inputs:
-            uses[source] += 1
-    for index, task in enumerate(tasks):
-        if task.kind == LOAD and uses[index] > 1:
-            kernels[task.kernel].compact = True
-
-
-def _loads_before_first_use(
-    tasks: list[Task], outputs: list[tuple[int, tuple[slice, ...]]]
-) -> tuple[list[Task], list[tuple[int, tuple[slice, ...]]]]:
-    """Renumber tasks so each load sits just before its first consumer.
+def _load_order(kind: np.ndarray, indptr: np.ndarray, inputs: np.ndarray) -> np.ndarray:
+    """A task order with each load just before its first consumer.
 
     Executors take ready tasks in index order, so this keeps a copied (compacted or cast)
     block alive only while its consumers run, instead of loading every block up front.
+    Compute tasks keep their order; the loads a task is first to read go before it in its
+    input order; loads nobody reads (outputs) go last.
     """
-    order: list[int] = []
-    placed = [False] * len(tasks)
-    for index, task in enumerate(tasks):
-        if task.kind == LOAD:
-            continue
-        for source in task.inputs:
-            if not placed[source] and tasks[source].kind == LOAD:
-                placed[source] = True
-                order.append(source)
-        placed[index] = True
-        order.append(index)
-    order.extend(i for i, t in enumerate(tasks) if not placed[i])  # loads that are outputs
-    renumber = {old: new for new, old in enumerate(order)}
-    reordered = []
-    for old in order:
-        task = tasks[old]
-        task.inputs = tuple(renumber[s] for s in task.inputs)
-        reordered.append(task)
-    return reordered, [(renumber[t], slices) for t, slices in outputs]
+    count = len(kind)
+    width = int(np.diff(indptr).max(initial=0)) + 1
+    readers = np.repeat(np.arange(count, dtype=np.int64), np.diff(indptr))
+    slot = np.arange(len(inputs), dtype=np.int64) - indptr[readers]
+    rank = np.where(kind == KIND_CODE[LOAD], np.int64(count) * width + np.arange(count),
+                    np.arange(count, dtype=np.int64) * width + width - 1)
+    read = kind[inputs] == KIND_CODE[LOAD]
+    loads, first = np.unique(inputs[read], return_index=True)
+    rank[loads] = readers[read][first] * width + slot[read][first]
+    return np.argsort(rank, kind="stable")
+
+
+def _assemble(chunks: list[_Chunk], kernels: list) -> tuple[list[Task], TaskColumns,
+                                                            np.ndarray]:
+    """The tasks of ``chunks`` in load-before-first-use order (:func:`_load_order`), their
+    columns and the renumbering (old index → new); a load read by several tasks has its
+    kernel marked ``compact`` (its strided block is copied once)."""
+    kind = np.concatenate([np.full(len(c), KIND_CODE[c.kind], np.int8) for c in chunks])
+    widths = np.concatenate([np.full(len(c), c.inputs.shape[1], np.int64) for c in chunks])
+    indptr = np.zeros(len(kind) + 1, np.int64)
+    np.cumsum(widths, out=indptr[1:])
+    inputs = np.concatenate([c.inputs.reshape(-1) for c in chunks])
+    uses = np.bincount(inputs, minlength=len(kind))
+    for chunk in chunks:
+        if chunk.kind == LOAD and (uses[chunk.first:chunk.first + len(chunk)] > 1).any():
+            kernels[chunk.kernel].compact = True
+    order = _load_order(kind, indptr, inputs)
+    renumber = np.empty(len(order), np.int64)
+    renumber[order] = np.arange(len(order), dtype=np.int64)
+    built: list[Task] = []
+    for chunk in chunks:
+        keys = [(chunk.stage, *row) for row in _rows(chunk.coords)]
+        sources = chunk.sources if chunk.sources is not None else itertools.repeat(None)
+        built.extend(map(Task, keys, itertools.repeat(chunk.kind), itertools.repeat(chunk.kernel),
+                         _rows(renumber[chunk.inputs]), _rows(chunk.shapes),
+                         chunk.nbytes.tolist(), chunk.flops.tolist(), sources))
+    tasks = [built[i] for i in order.tolist()]
+    lengths = widths[order]
+    new_indptr = np.zeros(len(kind) + 1, np.int64)
+    np.cumsum(lengths, out=new_indptr[1:])
+    starts = np.repeat(indptr[:-1][order] - new_indptr[:-1], lengths)
+    new_inputs = renumber[inputs[np.arange(int(new_indptr[-1]), dtype=np.int64) + starts]]
+    stages: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for chunk in chunks:
+        stages[chunk.stage] = (renumber[chunk.first:chunk.first + len(chunk)], chunk.coords)
+    columns = TaskColumns(
+        kind=kind[order],
+        nbytes=np.concatenate([c.nbytes for c in chunks])[order],
+        flops=np.concatenate([c.flops for c in chunks])[order],
+        indptr=new_indptr,
+        inputs=new_inputs,
+        stages=stages,
+    )
+    return tasks, columns, renumber
 
 
 def lower_to_tasks(program: Function, blocking: Blocking) -> TaskGraph:
@@ -270,15 +365,16 @@ def lower_to_tasks(program: Function, blocking: Blocking) -> TaskGraph:
             blocked = [values[child] for child in inputs]
             values[node] = builder.stage(blocked, fn, output, monoid, label, stage_join(node))
     final = values[program.output]
+    tasks, columns, renumber = _assemble(builder.chunks, builder.kernels)
     outputs = []
-    for coords, task in sorted(final.tasks.items()):
+    counts = builder.counts(final.key)
+    for flat in range(final.ids.size):
+        coords = np.unravel_index(flat, counts) if counts else ()
         slices = tuple(
-            slice(*builder.ranges[n][c]) for n, c in zip(final.key, coords, strict=True)
+            slice(*builder.ranges[n][int(c)]) for n, c in zip(final.key, coords, strict=True)
         )
-        outputs.append((task, slices))
+        outputs.append((int(renumber[final.ids.reshape(-1)[flat]]), slices))
     sizes = program.size_of
-    _compact_shared_loads(builder.tasks, builder.kernels)
-    tasks, outputs = _loads_before_first_use(builder.tasks, outputs)
     graph = TaskGraph(
         name=builder.digest,
         tasks=tasks,
@@ -288,5 +384,6 @@ def lower_to_tasks(program: Function, blocking: Blocking) -> TaskGraph:
         dtype=builder.dtype,
         operand_names=tuple(d.name for d in program.inputs),
         stage_dims=builder.stage_dims,
+        _columns=columns,
     )
     return graph

@@ -17,6 +17,11 @@ its block is a fresh copy, so an executor may hand it a recycled buffer as ``out
 
 Every task carries its deterministic key ``(stage, *block_coordinates)``, its block shape,
 output bytes and flops, so counts and bytes can be asserted without running anything.
+
+The same facts as arrays (:class:`TaskColumns`: kind codes, bytes, flops and the inputs in
+CSR form) are what the planner's whole-graph passes read (the schedule simulation, the
+cost, the summary): codegen hands them over with the graph; for a graph built otherwise
+:meth:`TaskGraph.columns` derives them once from the tasks.
 """
 
 from __future__ import annotations
@@ -64,6 +69,54 @@ class Task:
 
 Kernel = Callable[..., np.ndarray]
 
+KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
+"""Task kind → its code in :attr:`TaskColumns.kind` (``load`` is 0)."""
+
+
+@dataclass
+class TaskColumns:
+    """The tasks of a graph as arrays, index ``i`` for task ``i``.
+
+    Attributes:
+        kind: ``KIND_CODE`` of every task (int8).
+        nbytes: output bytes (int64).
+        flops: flops (int64).
+        indptr: task ``i`` reads ``inputs[indptr[i]:indptr[i + 1]]`` (CSR, int64).
+        inputs: the input task indices, in each task's input order (int64).
+        stages: per stage key ``key[0]``: the indices of its tasks and their block
+            coordinates (one row per task), when codegen knows them; else empty.
+    """
+
+    kind: np.ndarray
+    nbytes: np.ndarray
+    flops: np.ndarray
+    indptr: np.ndarray
+    inputs: np.ndarray
+    stages: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, tasks: list[Task]) -> TaskColumns:
+        """The columns of ``tasks`` (one pass over them)."""
+        lengths = np.fromiter((len(t.inputs) for t in tasks), np.int64, len(tasks))
+        indptr = np.zeros(len(tasks) + 1, np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        inputs = np.fromiter((s for t in tasks for s in t.inputs), np.int64, int(indptr[-1]))
+        return cls(
+            kind=np.fromiter((KIND_CODE[t.kind] for t in tasks), np.int8, len(tasks)),
+            nbytes=np.fromiter((t.nbytes for t in tasks), np.int64, len(tasks)),
+            flops=np.fromiter((t.flops for t in tasks), np.int64, len(tasks)),
+            indptr=indptr,
+            inputs=inputs,
+        )
+
+    def uses(self) -> np.ndarray:
+        """How many times each task's result is read (one per occurrence in inputs)."""
+        return np.bincount(self.inputs, minlength=len(self.kind)).astype(np.int64)
+
+    def readers(self) -> np.ndarray:
+        """The reading task of every entry of :attr:`inputs`."""
+        return np.repeat(np.arange(len(self.kind), dtype=np.int64), np.diff(self.indptr))
+
 
 @dataclass
 class TaskGraph:
@@ -81,6 +134,13 @@ class TaskGraph:
     load's array indices, a compute task's iteration indices, a reduce's output indices."""
     _consumers: list[list[int]] | None = field(default=None, repr=False)
     _max_width: int | None = field(default=None, repr=False)
+    _columns: TaskColumns | None = field(default=None, repr=False)
+
+    def columns(self) -> TaskColumns:
+        """The tasks as arrays (codegen's, or derived from the tasks once)."""
+        if self._columns is None:
+            self._columns = TaskColumns.of(self.tasks)
+        return self._columns
 
     def consumers(self) -> list[list[int]]:
         """For every task, the tasks that read its result (computed once)."""
@@ -94,18 +154,18 @@ class TaskGraph:
 
     def counts(self) -> dict[str, int]:
         """Number of tasks of each kind (every kind present, zero if absent)."""
-        counter = Counter(task.kind for task in self.tasks)
-        return {kind: counter.get(kind, 0) for kind in KINDS}
+        found = np.bincount(self.columns().kind, minlength=len(KINDS))
+        return {kind: int(found[code]) for code, kind in enumerate(KINDS)}
 
     def summary(self) -> dict[str, int]:
         counts = self.counts()
+        columns = self.columns()
+        compute = columns.kind != KIND_CODE[LOAD]
         return {
             "tasks": len(self.tasks),
             **{f"{kind}_tasks": count for kind, count in counts.items()},
-            "flops": sum(task.flops for task in self.tasks),
-            "intermediate_bytes": sum(
-                task.nbytes for task in self.tasks if task.kind != LOAD
-            ),
+            "flops": int(columns.flops.sum()),
+            "intermediate_bytes": int(columns.nbytes[compute].sum()),
             "max_width": self.max_width(),
         }
 
@@ -117,6 +177,10 @@ class TaskGraph:
         return self._max_width
 
     def _widest_level(self) -> int:
+        levels = _levels(self.columns())
+        if levels is not None:
+            compute = levels[levels > 0]
+            return int(np.bincount(compute).max()) if len(compute) else 0
         level = [0] * len(self.tasks)
         widths: Counter[int] = Counter()
         for index, task in enumerate(self.tasks):
@@ -129,9 +193,12 @@ class TaskGraph:
 
     def verify(self) -> None:
         """Check topological order and output coverage; raise on a broken graph."""
-        for index, task in enumerate(self.tasks):
-            if any(not 0 <= s < index for s in task.inputs):
-                raise IRVerificationError(f"task {task.key} reads a later or unknown task")
+        columns = self.columns()
+        late = (columns.inputs < 0) | (columns.inputs >= columns.readers())
+        if late.any():
+            task = self.tasks[int(columns.readers()[np.argmax(late)])]
+            raise IRVerificationError(f"task {task.key} reads a later or unknown task")
+        for task in self.tasks:
             if not 0 <= task.kernel < len(self.kernels):
                 raise IRVerificationError(f"task {task.key} calls unknown kernel {task.kernel}")
         covered = sum(
@@ -154,3 +221,26 @@ class TaskGraph:
         if limit is not None and len(self.tasks) > limit:
             lines.append(f"... {len(self.tasks) - limit} more tasks")
         return "\n".join(lines)
+
+
+LEVEL_ROUNDS = 64  # relaxation rounds before the levels are walked task by task
+
+
+def _levels(columns: TaskColumns) -> np.ndarray | None:
+    """Dependency level of every task (loads 0, a compute task one more than its deepest
+    input) by rounds over all edges at once; ``None`` for a graph deeper than
+    :data:`LEVEL_ROUNDS`."""
+    count = len(columns.kind)
+    compute = columns.kind != KIND_CODE[LOAD]
+    level = compute.astype(np.int64)
+    if not len(columns.inputs):
+        return level
+    readers = columns.readers()
+    for _ in range(LEVEL_ROUNDS):
+        deepest = np.zeros(count, np.int64)
+        np.maximum.at(deepest, readers, level[columns.inputs])
+        updated = np.where(compute, deepest + 1, 0)
+        if np.array_equal(updated, level):
+            return level
+        level = updated
+    return None
