@@ -45,9 +45,10 @@ class StatementPlanner(Protocol):
         ...
 
     def plan_layouts(self, unrolled, nodes: int, initial=None, skip: frozenset = frozenset(),
-                     stored: dict | None = None):
+                     stored: dict | None = None, sinks: dict | None = None):
         """The whole program's plan (layouts flowing between statements; ``stored``: input
-        labels read from storage → their chunk shapes)."""
+        labels read from storage → their chunk shapes; ``sinks``: labels streamed to a
+        sink → its chunk shape)."""
         ...
 
 

@@ -49,7 +49,6 @@ from tensorc.planning.options import check_plan_options
 from tensorc.planning.plan import Plan
 from tensorc.planning.program_layouts import LayoutPlan
 from tensorc.runtime.ray.arrays import DistributedArray
-from tensorc.runtime.statements import write_whole
 from tensorc.stored import FanOut, StoredArray
 
 STAGES = ("ast", "ir", "plan", "tasks", "schedule", "dot")
@@ -307,10 +306,11 @@ class Program:
 
     def run_to_zarr(self, path, **inputs) -> str:
         """Run the program and write every output as a zarr array named after it inside a
-        new zarr group at ``path`` (what ``tensorc run --output out.zarr`` does). In this
-        process each output's blocks are written as they complete and never held whole, so
-        outputs may be larger than memory; the group appears at ``path`` only when every
-        output is in (a failed run leaves nothing there). Returns the path."""
+        new zarr group at ``path`` (what ``tensorc run --output out.zarr`` does). Each
+        output's blocks are written as they complete and never held whole, so outputs may
+        be larger than memory (on Ray each node writes the blocks it computed); the group
+        appears at ``path`` only when every output is in (a failed run leaves nothing
+        there). Returns the path."""
         started = time.perf_counter()
         arrays, unrolled, executor = self._bound(inputs)
         shapes = {st.label: (st.shape, st.dtype) for st in unrolled.statements}
@@ -322,14 +322,7 @@ class Program:
                 names.setdefault(label, []).append(sinks[name])
             by_label = {label: FanOut(group) if len(group) > 1 else group[0]
                         for label, group in names.items()}
-            if executor.in_process:  # the sinks receive every output, streamed or whole
-                _, ran = self.runner.run(unrolled, arrays, executor, by_label)
-            else:
-                values, ran = self.runner.run(unrolled, arrays, executor)
-                for label, sink in by_label.items():
-                    value = values[label] if label in values else arrays[label]
-                    value = value.numpy() if isinstance(value, DistributedArray) else value
-                    write_whole(sink, np.asarray(value))
+            _, ran = self.runner.run(unrolled, arrays, executor, by_label)
         self._record(ran, executor, started)
         return os.fspath(path)
 

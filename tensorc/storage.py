@@ -294,12 +294,50 @@ class ZarrSink(BlockSink):
             raise StorageError(f"cannot write '{self.target}': {_first_line(err)}") from err
 
     def write(self, slices: tuple[slice, ...], block: np.ndarray) -> None:
-        try:
-            self._array[slices] = block
-        except Exception as err:
-            where = ", ".join(f"{s.start}:{s.stop}" for s in slices)
-            raise StorageError(f"cannot write '{self.target}': block [{where}] failed: "
-                               f"{_first_line(err)}") from err
+        _write_block(self._array, self.target, slices, block)
+
+    def node_writer(self) -> ZarrBlockWriter:
+        """The sink's temporary store as a :class:`ZarrBlockWriter` (after :meth:`open`)."""
+        return ZarrBlockWriter(self.tmp, self.target)
+
+
+class ZarrBlockWriter:
+    """Writes blocks of a :class:`ZarrSink`'s temporary store from any process that sees its
+    path (a Ray node writing the result blocks it computed): pickles as the two paths, opens
+    the array once per process. Each block is whole chunks, so no two writers share one."""
+
+    def __init__(self, tmp: str, target: str) -> None:
+        self.tmp, self.target = tmp, target
+        self._array = None
+
+    def __getstate__(self) -> dict:
+        return {"tmp": self.tmp, "target": self.target}
+
+    def __setstate__(self, state: dict) -> None:
+        self.tmp, self.target, self._array = state["tmp"], state["target"], None
+
+    def write(self, slices: tuple[slice, ...], block: np.ndarray) -> None:
+        if self._array is None:
+            import zarr
+
+            try:
+                self._array = zarr.open_array(self.tmp, mode="r+").with_config(
+                    {"write_empty_chunks": True})  # every chunk file written, as open()'s
+            except Exception as err:
+                raise StorageError(f"cannot write '{self.target}': its temporary store "
+                                   f"'{self.tmp}' cannot be opened here "
+                                   f"({_first_line(err)})") from err
+        _write_block(self._array, self.target, slices, block)
+
+
+def _write_block(array, target: str, slices: tuple[slice, ...], block) -> None:
+    """``array[slices] = block``; a failure is a ``StorageError`` naming the block."""
+    try:
+        array[slices] = block
+    except Exception as err:
+        where = ", ".join(f"{s.start}:{s.stop}" for s in slices)
+        raise StorageError(f"cannot write '{target}': block [{where}] failed: "
+                           f"{_first_line(err)}") from err
 
 
 @contextlib.contextmanager

@@ -299,6 +299,12 @@ class BlockSink:
     def write(self, slices: tuple[slice, ...], block: np.ndarray) -> None:
         raise NotImplementedError
 
+    def node_writer(self):
+        """What writes this sink's blocks from another process once :meth:`open` ran: a
+        picklable object whose ``write(slices, block)`` writes one block (the Ray nodes
+        write the blocks they computed), or ``None`` when only this process can."""
+        return None
+
 
 class FanOut(BlockSink):
     """One result written to several sinks of one shape (two outputs naming one value)."""
@@ -314,6 +320,21 @@ class FanOut(BlockSink):
     def write(self, slices: tuple[slice, ...], block: np.ndarray) -> None:
         for sink in self.sinks:
             sink.write(slices, block)
+
+    def node_writer(self):
+        writers = [sink.node_writer() for sink in self.sinks]
+        return None if None in writers else FanOutWriter(writers)
+
+
+class FanOutWriter:
+    """The node writers of a :class:`FanOut`'s sinks, one block written to each."""
+
+    def __init__(self, writers: list) -> None:
+        self.writers = writers
+
+    def write(self, slices: tuple[slice, ...], block: np.ndarray) -> None:
+        for writer in self.writers:
+            writer.write(slices, block)
 
 
 def _first_line(err) -> str:

@@ -203,3 +203,47 @@ def test_a_call_on_threads_admits_reads_within_its_budget(budget, most):
     sums = run_steps(steps, (stored,), exports, threads=3, budget=budget)
     assert sums == [float(extent)] * 8
     assert stored.most == most
+
+
+def _standardized(value: np.ndarray) -> np.ndarray:
+    return (value - value.mean(axis=0)) / value.std(axis=0)
+
+
+def test_to_zarr_on_ray_is_written_by_the_nodes_that_compute_it(ray_cluster, store, tmp_path):
+    path, value, _, _ = store
+    x = tc.from_zarr(path)
+    current = session.current()
+    before = current.memory_limit
+    current.memory_limit = BUDGET
+    try:
+        out = str(tmp_path / "out.zarr")
+        assert tc.to_zarr(x * 2.0 - 1.0, out) == out
+        streamed = tc.last_stats()
+        tc.to_zarr(_standardize(tc.from_zarr(path)), str(tmp_path / "std.zarr"))
+    finally:
+        current.memory_limit = before
+    written = zarr.open_array(out, mode="r")
+    np.testing.assert_allclose(written[...], value * 2.0 - 1.0)
+    # every block was written on a node, by the call that computed it: none came back
+    assert streamed["sink_bytes"] == value.nbytes
+    assert sum(1 for b in streamed["node_sink_bytes"] if b) == ray_cluster.nodes
+    assert not streamed["put_bytes"]
+    chunks = written.chunks
+    assert all(value.shape[d] % c == 0 or c == value.shape[d] for d, c in enumerate(chunks))
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]  # no temporary left
+    np.testing.assert_allclose(zarr.open_array(str(tmp_path / "std.zarr"))[...],
+                               _standardized(value), rtol=1e-9, atol=1e-12)
+
+
+def _standardize(x):
+    return (x - tc.mean(x, axis=0)) / tc.std(x, axis=0)
+
+
+def test_a_failed_write_on_the_nodes_leaves_nothing_at_the_path(ray_cluster, store, tmp_path):
+    path = _small_copy(store, tmp_path)
+    os.remove(os.path.join(path, "c", "3", "3", "0"))  # the last chunk: read late
+    out = str(tmp_path / "out.zarr")
+    with pytest.raises(StorageError, match=r"chunk \(3, 3, 0\)"):
+        tc.to_zarr(tc.from_zarr(path) + 1.0, out)
+    assert not os.path.exists(out)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]

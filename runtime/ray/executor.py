@@ -23,6 +23,7 @@ from tensorc.runtime.local import DEFAULT_MEMORY_FRACTION, available_memory
 from tensorc.runtime.ray import arrays, data_dependent, plans, whole_array
 from tensorc.runtime.ray.block_program import run_block_dag_on_ray
 from tensorc.runtime.ray.statements import DRIVER_BYTES, RayStatementRun
+from tensorc.runtime.ray.streamed_results import write_result
 
 
 def node_memory_budget(nodes: int) -> int:
@@ -94,7 +95,11 @@ class RayExecutor(Executor):
     def run_statements(self, planner: StatementPlanner, unrolled, arrays: dict,
                        sinks: dict) -> tuple[dict, list, int | None]:
         run = RayStatementRun(planner, self.cluster, self.scheduler)
-        values, ran = run.run(arrays, unrolled)
+        values, ran = run.run(arrays, unrolled, sinks=sinks)
+        for label, sink in sinks.items():  # not written by the nodes as they computed it
+            if label not in run.writers:
+                write_result(sink, values[label] if label in values else arrays[label])
+                values[label] = None
         return values, ran, run.node_calls
 
     def run_block_program(self, program, dag, inputs: dict, bounds, *, scheduler: str,

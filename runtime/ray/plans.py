@@ -59,7 +59,7 @@ from tensorc.runtime.ray.arrays import (
 )
 from tensorc.runtime.ray.calls import CallRunner, WorkerLost, wait_for_calls
 from tensorc.runtime.ray.cluster import connected as ray_cluster
-from tensorc.runtime.ray.stages import relayout_moves, stage
+from tensorc.runtime.ray.stages import SINK, relayout_moves, stage
 from tensorc.runtime.ray.whole_array import cast
 from tensorc.stored import StoredArray
 
@@ -138,12 +138,12 @@ def node_budget(plan: Plan) -> int | None:
 
 
 def _staged(plan: Plan, inputs: list[Blocks], relayouts: dict, scheduler: str, cluster,
-            stored: frozenset = frozenset()):
+            stored: frozenset = frozenset(), sink: bool = False):
     """``(schedule, staged calls, modelled repartition bytes per node)`` of ``plan`` on
-    these input layouts (``stored``: the positions read from storage), from the plan's
-    cache when it met them before."""
+    these input layouts (``stored``: the positions read from storage; ``sink``: the result
+    written by the nodes), from the plan's cache when it met them before."""
     key = (scheduler, cluster.nodes, cluster.epoch, tuple(sorted(relayouts)),
-           tuple((b.key(), b.copies_key()) for b in inputs), tuple(sorted(stored)))
+           tuple((b.key(), b.copies_key()) for b in inputs), tuple(sorted(stored)), sink)
     runs = plan.runs
     found = runs.get(key)
     if found is not None:
@@ -174,7 +174,7 @@ def _staged(plan: Plan, inputs: list[Blocks], relayouts: dict, scheduler: str, c
             graph, factor_over(cluster.nodes, _output_grid(graph)))
     placed = schedule(graph, cluster.nodes, scheduler, load_nodes=load_nodes,
                       output_nodes=output_nodes, cached_copies=copies, task_hints=hints)
-    found = (placed, stage(graph, placed, inputs, relayouts, stored, node_budget(plan)),
+    found = (placed, stage(graph, placed, inputs, relayouts, stored, node_budget(plan), sink),
              relaid)
     runs[key] = found
     if len(runs) > RUN_CACHE_SIZE:
@@ -209,7 +209,8 @@ def lost_worker(err: BaseException) -> bool:
 
 def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
                inputs_used: dict | None = None, measure: bool | None = None,
-               pending: list | None = None, batch=None) -> tuple[DistributedArray, dict]:
+               pending: list | None = None, batch=None,
+               sink=None) -> tuple[DistributedArray, dict]:
     """Run a compiled plan on Ray: numpy operands are distributed as the plan cuts them,
     ``DistributedArray`` operands are read where they are, or re-laid out first when the
     plan says so (a copy the array kept from an earlier call is reused); returns the result
@@ -220,7 +221,10 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     to submit, and ``ran_on`` the nodes asked for. With a ``batch``
     (:class:`~tensorc.runtime.ray.call_batch.CallBatch`) the calls join it and run when it
     is flushed; a numpy operand of at most :data:`INLINE_BYTES` then travels inside the call
-    messages (it is not distributed, nor reported in ``inputs_used``)."""
+    messages (it is not distributed, nor reported in ``inputs_used``). With a ``sink`` (a
+    :class:`~tensorc.stored.BlockSink`'s node writer, the sink opened) each result block is
+    written by the call that computed it and the returned array's blocks are the bytes
+    written (:mod:`tensorc.runtime.ray.streamed_results`)."""
     cluster = ray_cluster()
     if measure is None:
         measure = cluster.measure
@@ -232,17 +236,19 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     bound = _bind_inputs(plan, operands, cluster, inlined, inputs_used)
     started = time.perf_counter()  # scheduling counts as planning; distributing does not
     placed, staged, relaid = _staged(plan, bound.inputs, bound.relayouts, scheduler, cluster,
-                                     frozenset(bound.stored))
+                                     frozenset(bound.stored), sink is not None)
     planned = time.perf_counter()
     runner = CallRunner(cluster)
+    stored = bound.stored if sink is None else {**bound.stored, SINK: sink}
     result, new_layouts = runner.run(staged, bound.inputs, pinned=placed.pinned,
                                      measure=measure, pending=pending, batch=batch,
-                                     stored=bound.stored)
+                                     stored=stored)
     for position, blocks in new_layouts.items():
         operands[position].keep_relaid(blocks, cluster.store_bytes)
         if inputs_used is not None:
             inputs_used[position] = DistributedArray(blocks, operands[position].node_grid)
-    if result_type is not None and np.dtype(result.dtype) != np.dtype(result_type):
+    if (sink is None and result_type is not None
+            and np.dtype(result.dtype) != np.dtype(result_type)):
         result = cast(result, np.dtype(result_type), batch=batch, pending=pending)
     stats = _run_stats(plan, placed, staged, runner.last_run, bound,
                        relaid if bound.relayouts else [0] * placed.nodes, measure, cluster)

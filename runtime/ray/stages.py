@@ -30,6 +30,9 @@ Units:
   twice, from the store, instead of moving it);
 - a reduce with local groups (``Schedule.reduce_groups``) folds each group on its node, then
   the group results and the other inputs on the reduce's node;
+- a result streamed to a sink (``sink=True``) ends in a write step per block, on the
+  block's node and in its call (:mod:`tensorc.runtime.ray.streamed_results`): the call
+  returns the bytes written, the block never leaves the worker;
 - a repartitioned operand (``relayouts[position] = (bounds, node of each new block)``) is
   re-cut first: a piece of a stored block that crosses nodes is cut out on its holder (only
   the elements the new block needs travel), then each new block is stitched on its node.
@@ -64,6 +67,26 @@ INPUT, RESULT, STORED = "in", "out", "st"
 """Argument sources: a stored operand block ``("in", position, coords)``, return value
 ``k`` of an earlier call ``("out", call index, k)``, or an operand read from storage
 itself ``("st", position)`` (a :class:`~tensorc.stored.StoredArray`, passed by value)."""
+
+SINK = -1
+"""The position of a sink's node writer among a call's ``("st", position)`` arguments."""
+
+WRITTEN_BYTES = 8
+"""What a step writing a result block to a sink returns: its byte count, one int64."""
+
+
+class SinkWrite:
+    """A block step kernel: ``writer.write(slices, block)`` (the sink's node writer, the
+    argument ``("st", SINK)``); returns the bytes written as a 0-d array, so the call
+    returns that and not the block."""
+
+    def __init__(self, slices: tuple[slice, ...]) -> None:
+        self.slices = tuple(slices)
+
+    def __call__(self, writer, block) -> np.ndarray:
+        block = np.asarray(block)
+        writer.write(self.slices, block)
+        return np.array(block.nbytes, dtype=np.int64)
 
 PENDING_READ = "r"
 """A load of an operand read from storage, ``("r", load task)``: made a read unit in front
@@ -261,14 +284,17 @@ def relayout_moves(stored: Blocks, bounds, target: Mapping) -> bool:
 
 def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
           relayouts: Mapping[int, tuple] | None = None, stored: frozenset = frozenset(),
-          budget: int | None = None) -> StagedCalls:
+          budget: int | None = None, sink: bool = False) -> StagedCalls:
     """The calls that run ``graph`` as ``schedule`` places it (module docstring).
 
     ``inputs[p]`` is operand ``p``'s stored layout; ``relayouts[p] = (bounds, node_of)``
     re-cuts it first. The schedule must have been made with the loads on the nodes of the
     layout they read (the re-cut one for a repartitioned operand). Operands at positions in
     ``stored`` are read from storage by the calls that use their blocks (their layout only
-    says where the schedule expected the reads); ``budget`` is each node's memory budget."""
+    says where the schedule expected the reads); ``budget`` is each node's memory budget.
+    With ``sink`` every result block is written where it is, by a step of the call that made
+    it, and the result's blocks are what those steps return
+    (:mod:`tensorc.runtime.ray.streamed_results`)."""
     units = _Units(inputs)
     layouts = list(inputs)
     relaid: dict[int, dict] = {}
@@ -319,19 +345,28 @@ def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
                 value[index] = args[0]
                 continue
         value[index] = units.add(node_of[index], Step(RUN, kernel), args, task.nbytes, index)
-    starts = [sorted({slices[d].start for _, slices in graph.outputs})
-              for d in range(len(graph.output_shape))]
-    bounds = tuple(tuple(starts[d]) + (graph.output_shape[d],)
-                   for d in range(len(graph.output_shape)))
+    bounds = output_bounds(graph)
+    starts = [list(edges[:-1]) for edges in bounds]
     outputs, nodes = {}, {}
     for task, slices in graph.outputs:
         coords = tuple(starts[d].index(s.start) for d, s in enumerate(slices))
         if value[task][0] == PENDING_READ:  # the result is a block read as it is
             value[task] = units.read_unit(node_of[task], value[task][1])
-        outputs[coords] = value[task]
-        nodes[coords] = units.node_of(value[task]) if schedule.pinned else node_of[task]
+        source = value[task]
+        nodes[coords] = units.node_of(source) if schedule.pinned else node_of[task]
+        if sink:  # written where it is; the call returns the bytes written
+            source = units.add(units.node_of(source), Step(RUN, SinkWrite(tuple(slices))),
+                               [(STORED, SINK), source], WRITTEN_BYTES)
+        outputs[coords] = source
     return _calls(units, outputs, bounds, nodes, graph.dtype, relaid,
                   {p: layouts[p] for p in relaid}, repartition_units, budget)
+
+
+def output_bounds(graph: TaskGraph) -> tuple[tuple[int, ...], ...]:
+    """Per dimension, the block edges of ``graph``'s result."""
+    starts = [sorted({slices[d].start for _, slices in graph.outputs})
+              for d in range(len(graph.output_shape))]
+    return tuple((*starts[d], graph.output_shape[d]) for d in range(len(starts)))
 
 
 def relayout_calls(stored: Blocks, bounds, target: Mapping) -> StagedCalls:

@@ -37,6 +37,12 @@ from tensorc.progress import Progress
 from tensorc.runtime.ray import plans, whole_array
 from tensorc.runtime.ray.arrays import DistributedArray, full
 from tensorc.runtime.ray.call_batch import CallBatch
+from tensorc.runtime.ray.stages import output_bounds
+from tensorc.runtime.ray.streamed_results import (
+    settle,
+    sink_chunks,
+    written_per_node,
+)
 from tensorc.runtime.statements import (
     local_constant,
     output_labels,
@@ -59,6 +65,8 @@ class RayStatementRun:
         self.cluster = cluster
         self.scheduler = scheduler
         self.node_calls: int | None = None
+        self.writers: dict[str, object] = {}
+        """Output label → node writer of its sink, for the results the nodes write."""
 
     def _on_driver(self, statement: Statement, replicas: dict, ran: list) -> None:
         """Run a small statement of a Ray program in this process (at most
@@ -83,10 +91,14 @@ class RayStatementRun:
 
 
     def run(self, arrays: dict, unrolled: Unrolled, pipelined: bool = True,
-            replans: int = REPLANS) -> tuple[dict, list]:
+            replans: int = REPLANS, sinks: dict | None = None) -> tuple[dict, list]:
         """Run ``unrolled`` on ``arrays``; see the module docstring. A run that is not
         pipelined and finds the cluster's nodes changed under it (another node died while
-        it ran again) is planned again for the nodes left, at most ``replans`` times."""
+        it ran again) is planned again for the nodes left, at most ``replans`` times.
+        ``sinks`` maps output labels to :class:`~tensorc.stored.BlockSink`s; the statements
+        making them that no later statement reads write their blocks from the nodes (value
+        ``None``, labels in :attr:`writers`); the caller writes the others."""
+        sinks = sinks or {}
         cluster = self.cluster
         cluster.refresh()
         scheduler = self.scheduler
@@ -97,9 +109,17 @@ class RayStatementRun:
         on_driver = _driver_statements(unrolled, arrays)
         stored = {label: value.chunks for label, value in arrays.items()
                   if isinstance(value, StoredArray)}
+        streamable = _streamable(unrolled, sinks, on_driver)
         layouts = self.planner.plan_layouts(
             unrolled, nodes, {given[k]: source for k, source in initial.items()}, on_driver,
-            stored)
+            stored, {label: sinks[label].chunks or () for label in streamable})
+        for label in streamable:
+            if label not in self.writers:
+                bounds = output_bounds(layouts.plans[label].graph)
+                chunks = sink_chunks(bounds, sinks[label].chunks)
+                if chunks is not None:  # each block whole chunks: its node writes it
+                    sinks[label].open(chunks)
+                    self.writers[label] = sinks[label].node_writer()
         replicas: dict[str, list[tuple[object, object]]] = {
             label: [(None, value)] for label, value in arrays.items()}
         total = sum(p.stats["tasks"] for p in layouts.plans.values())
@@ -115,17 +135,26 @@ class RayStatementRun:
                 if batch is not None and len(batch):  # a dead node held: the calls not
                     _discard(batch, arrays)  # submitted are forgotten
                 if pending is None and isinstance(err, plans.NodesChanged) and replans:
-                    return self.run(arrays, unrolled, pipelined=False, replans=replans - 1)
+                    return self.run(arrays, unrolled, pipelined=False, replans=replans - 1,
+                                    sinks=sinks)
                 if pending is None or not plans.lost_worker(err):
+                    if self.writers and pending:  # no call still writes when the caller
+                        settle(pending)  # removes the store they write into
                     raise
                 complete = False
             if not complete:  # a node died: run the program again, each statement waited for
-                return self.run(arrays, unrolled, pipelined=False)
+                return self.run(arrays, unrolled, pipelined=False, sinks=sinks)
         submitted = batch.submitted_calls if batch is not None else 0
         self.node_calls = submitted or None
         if peaks:
             _program_peaks(ran, peaks)
-        return {label: replicas[label][0][1] for label in output_labels(unrolled)}, ran
+        for label, stats in ran:
+            if label in self.writers:
+                stats["node_sink_bytes"] = written_per_node(replicas[label][0][1].blocks,
+                                                            cluster)
+                stats["sink_bytes"] = sum(stats["node_sink_bytes"])
+        return {label: None if label in self.writers else replicas[label][0][1]
+                for label in output_labels(unrolled)}, ran
 
     def _ray_statements(self, unrolled, layouts, replicas, scheduler, cluster, ran, bar,
                         pending, batch, on_driver) -> None:
@@ -193,8 +222,9 @@ class RayStatementRun:
             operands = [_replica(replicas[label], placed.get(position))
                         for position, label in enumerate(statement.operands)]
             used: dict[int, object] = {}
+            writer = self.writers.get(statement.label)
             result, stats = plans.run_on_ray(plan, operands, scheduler, inputs_used=used,
-                                                 pending=pending, batch=batch)
+                                             pending=pending, batch=batch, sink=writer)
             if batch is not None:
                 batched.append(statement.label)
             ran.append((statement.label, stats))
@@ -203,7 +233,7 @@ class RayStatementRun:
                     read = layouts.reads[statement.label][position]
                     kept = [(s, v) for s, v in replicas[label] if isinstance(v, DistributedArray)]
                     replicas[label] = [*kept, (read, used[position])]
-            if result.dtype != np.dtype(statement.dtype):  # converted on the nodes
+            if writer is None and result.dtype != np.dtype(statement.dtype):  # converted
                 superseded.append(result.blocks)
                 result = DistributedArray(whole_array.cast(result.blocks, np.dtype(statement.dtype),
                                                    batch=batch, pending=pending),
@@ -212,6 +242,17 @@ class RayStatementRun:
             bar.advance(plan.stats["tasks"], _tasks_per_node(stats, cluster.nodes))
         submit(len(unrolled.statements))
         flush(len(unrolled.statements))
+
+
+def _streamable(unrolled: Unrolled, sinks: dict, on_driver: frozenset) -> list[str]:
+    """The labels in ``sinks`` the nodes can write as they compute them: made by a statement
+    planned on the nodes that no later statement reads, into a sink another process can
+    write."""
+    read = {label for st in unrolled.statements for label in st.operands}
+    return [st.label for st in unrolled.statements
+            if st.label in sinks and st.program is not None and st.whole is None
+            and st.label not in read and st.label not in on_driver
+            and sinks[st.label].node_writer() is not None]
 
 
 def _discard(batch: CallBatch, arrays: dict) -> None:

@@ -115,16 +115,19 @@ class StatementRunner:
         return plan, False
 
     def plan_layouts(self, unrolled: Unrolled, nodes: int, initial=None,
-                     skip: frozenset = frozenset(), stored: dict | None = None) -> LayoutPlan:
+                     skip: frozenset = frozenset(), stored: dict | None = None,
+                     sinks: dict | None = None) -> LayoutPlan:
         """The whole-program plan for ``nodes`` nodes (cached): layouts flow between the
         statements; ``initial`` gives the layouts of inputs already on the cluster; the
         statements labelled in ``skip`` run on the driver and are not planned (a later
         statement lays their results out as it would a numpy input); ``stored`` maps the
-        labels of inputs read from storage to their chunk shapes."""
-        stored = stored or {}
+        labels of inputs read from storage to their chunk shapes; ``sinks`` the labels of
+        results streamed to a sink to its chunk shape (``sink_chunks`` of
+        :meth:`cached_plan`)."""
+        stored, sinks = stored or {}, sinks or {}
         key = (unrolled, nodes, skip, None if not initial else tuple(
             (label, s.key()) for label, s in sorted(initial.items())),
-            tuple(sorted(stored.items())))
+            tuple(sorted(stored.items())), tuple(sorted(sinks.items())))
         result = self._layouts.get(key)
         if result is not None:
             self._layouts.move_to_end(key)
@@ -135,7 +138,9 @@ class StatementRunner:
             return {k: stored[label] for k, label in enumerate(st.operands) if label in stored}
 
         result = plan_program_layouts(
-            planned, lambda st, placed: self.plan(st, nodes, placed, read(st)), nodes, initial)
+            planned, lambda st, placed: self.cached_plan(st, nodes, placed, read(st),
+                                                         sinks.get(st.label))[0],
+            nodes, initial)
         self._layouts[key] = result
         if len(self._layouts) > LAYOUT_CACHE_SIZE:
             self._layouts.popitem(last=False)

@@ -25,9 +25,9 @@ def last_stats() -> dict:
 
 
 SUMMED = ("tasks", "flops", "plan_seconds", "run_seconds", "inter_node_bytes",
-          "repartition_bytes", "remote_calls", "put_bytes")
+          "repartition_bytes", "remote_calls", "put_bytes", "sink_bytes")
 PER_NODE_SUMMED = ("node_recv_bytes", "node_send_bytes", "measured_node_recv_bytes",
-                   "node_repartition_bytes", "node_read_bytes")
+                   "node_repartition_bytes", "node_read_bytes", "node_sink_bytes")
 PER_NODE_PEAK = ("node_peak_rss_bytes",)
 
 

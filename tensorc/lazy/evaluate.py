@@ -70,8 +70,8 @@ def evaluate_graph(exprs: list[ArrayNode]) -> None:
 def evaluate_into(expr: ArrayNode, sink) -> None:
     """Evaluate ``expr`` with its blocks written to ``sink`` (a
     :class:`~tensorc.stored.BlockSink`) as they complete, never held whole: the program is
-    planned with its result streamed; ``expr`` itself stays unevaluated. In process only
-    (the caller writes a distributed result from the nodes instead)."""
+    planned with its result streamed; ``expr`` itself stays unevaluated. On Ray the nodes
+    write the blocks they compute."""
     _run_deferred([expr])
     started = time.perf_counter()
     lowered = lower_graph([expr])
@@ -79,7 +79,8 @@ def evaluate_into(expr: ArrayNode, sink) -> None:
     label = lowered.labels[0]
     _, ran = RUNNER.run(lowered.unrolled, lowered.inputs, executor, sinks={label: sink})
     stats = run_stats.program_stats(ran, backend=executor.backend,
-                                    seconds=time.perf_counter() - started)
+                                    seconds=time.perf_counter() - started,
+                                    remote_calls=RUNNER.node_calls)
     stats["statements_run"] = len(lowered.unrolled.statements)
     run_stats.record(stats)
 

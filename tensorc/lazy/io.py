@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from tensorc import session, storage
+from tensorc import storage
 from tensorc.lazy.array_object import Array, wrap
 from tensorc.lazy.evaluate import evaluate_into
 from tensorc.lazy.graph import leaf
@@ -38,12 +38,12 @@ def from_zarr(path_or_store, *, block_shape=None, grid=None, missing_chunks="err
 
 def to_zarr(x, path, /, *, chunks=None) -> str:
     """Write ``x`` as a zarr v3 array at ``path`` (chunks default to the blocks). An
-    unevaluated ``x`` run in this process streams: its blocks are written as they complete
-    and the whole result is never held (a result larger than memory), within the memory
-    budget; ``x`` stays unevaluated. A failed write leaves nothing at ``path`` that looks
+    unevaluated ``x`` streams: its blocks are written as they complete and the whole result
+    is never held (a result larger than memory), within the memory budget; on Ray each node
+    writes the blocks it computed, none passes through the driver or Ray's object store.
+    ``x`` stays unevaluated. A failed write leaves nothing at ``path`` that looks
     complete."""
-    if (isinstance(x, Array) and not x.evaluated and session.current().executor.in_process
-            and x.size):
+    if isinstance(x, Array) and not x.evaluated and x.size:
         with storage.streamed_zarr(path, x.shape, x.dtype, chunks) as sink:
             evaluate_into(x._expr, sink)  # noqa: SLF001 - the lazy layer's own node
         return os.fspath(path)
