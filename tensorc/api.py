@@ -21,8 +21,10 @@ from tensorc.errors import AxisError, PlanError, ShapeError, UnsupportedError
 from tensorc.frontend.einsum import result_dtype
 from tensorc.lazy import linear
 from tensorc.lazy.array_object import Array as LazyArray
+from tensorc.lazy.array_object import expr_of
 from tensorc.lazy.data_types import astype
 from tensorc.lazy.graph import leaf
+from tensorc.lazy.not_made import creation_of
 from tensorc.planning.options import check_plan_options
 from tensorc.planning.paths import normalise_optimize
 from tensorc.planning.plan import EINSUM_PLANS, Plan, einsum_plan
@@ -129,7 +131,19 @@ def tensordot_subscripts(a_ndim: int, b_ndim: int, axes, a_shape, b_shape) -> st
 def _on_lazy_arrays(eager, lazy, args: tuple, **options):
     """A call with ``tc.Array`` operands: run now when every one is evaluated (the value
     comes back as an evaluated ``tc.Array``, statistics in ``tc.last_stats()``), else join
-    their program lazily (plan options then have no meaning: the program is planned whole)."""
+    their program lazily (plan options then have no meaning: the program is planned whole).
+    Operands not made yet (``tc.random``, ``zeros``, … on Ray, never read) with the others
+    evaluated: the call runs now as a program that makes them where its plan reads them, or,
+    given plan options, on them made in their default layout."""
+    arrays = [a for a in args if isinstance(a, LazyArray)]
+    not_made = [a for a in arrays if creation_of(expr_of(a)) is not None]
+    if not_made and all(a.evaluated or creation_of(expr_of(a)) is not None for a in arrays):
+        if not _plan_options_given(options):
+            result = lazy(*args)
+            dtype = options.get("dtype")
+            return (result if dtype is None else astype(result, dtype)).compute()
+        for a in not_made:
+            a.compute()  # made in the default layout
     if all(a.evaluated for a in args if isinstance(a, LazyArray)):
         values = [a.value() if isinstance(a, LazyArray) else a for a in args]
         result = eager(*values, **options)
@@ -141,8 +155,7 @@ def _on_lazy_arrays(eager, lazy, args: tuple, **options):
         raise UnsupportedError("a scipy/pydata sparse operand cannot join a lazy tc.Array "
                                "program: compute the tc.Array operands first (x.compute()), "
                                "then the call runs now as a sparse einsum")
-    given = {k: v for k, v in options.items()
-             if v is not None and k not in ("optimize", "order", "casting", "dtype")}
+    given = _plan_options_given(options)
     if given:
         raise PlanError(f"{', '.join(sorted(given))}= apply to an immediate call; an "
                         "unevaluated tc.Array operand makes this call part of its lazy "
@@ -151,6 +164,12 @@ def _on_lazy_arrays(eager, lazy, args: tuple, **options):
     result = lazy(*args)
     dtype = options.get("dtype")
     return result if dtype is None else astype(result, dtype)
+
+
+def _plan_options_given(options: dict) -> dict:
+    """The options of an immediate call that a lazy program has no use for."""
+    return {k: v for k, v in options.items()
+            if v is not None and k not in ("optimize", "order", "casting", "dtype")}
 
 
 def _normalise_axis(axis, ndim: int, which: str) -> int:

@@ -3,7 +3,9 @@
 A :class:`DistributedArray` (the value of an evaluated ``tc.Array`` on Ray) is a grid of
 blocks, each a Ray ObjectRef, laid out hierarchically and cyclically over a node grid (NumS):
 with node grid ``(C0, C1, …)``, block ``(g0, g1, …)`` is made on node
-``ravel(g0 % C0, g1 % C1, …)`` of the cluster's node order. Contract:
+``ravel(g0 % C0, g1 % C1, …)`` of the cluster's node order (the node grid factors the node
+count over the block grid, inner dimensions first:
+:func:`~tensorc.placement.layout.node_grid`). Contract:
 
 - ``tc.random``, ``tc.zeros``, ``tc.ones`` make every block *on its node* (one remote task per
   block; nothing passes through the driver). ``tc.random`` seeds block ``g`` with
@@ -24,6 +26,7 @@ Arrays need a Ray session (``tc.init(backend="ray")`` or an address).
 
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 from collections import OrderedDict
@@ -37,10 +40,11 @@ from tensorc.placement.blocks import (
     Blocks,
     block_bounds,
     default_blocking,
-    factor_over,
+    factor_over,  # noqa: F401 - callers take it from here
     normalised_shape,
 )
-from tensorc.placement.layout import block_cyclic_node
+from tensorc.placement.layout import block_cyclic_node, node_grid
+from tensorc.placement.recipes import Recipe, random_piece
 from tensorc.runtime.ray.calls import submit
 from tensorc.runtime.ray.cluster import connected as ray_cluster
 from tensorc.runtime.ray.inline import Inline
@@ -62,6 +66,8 @@ class DistributedArray:
         self._blocks = blocks
         self.node_grid = node_grid
         self._relaid: dict[tuple, Blocks] = {}
+        self.origin: str | None = None
+        """Where its layout came from, for ``explain()`` (``None``: a computed result)."""
 
     def forget_unsubmitted(self) -> None:
         """Drop kept re-laid-out copies whose blocks were never made (their refs were
@@ -172,8 +178,8 @@ def _forget(entry) -> None:
 
 
 def node_grid_for(grid: Sequence[int], nodes: int) -> tuple[int, ...]:
-    """The node grid of a block grid: ``nodes`` factored over its dimensions."""
-    return factor_over(nodes, grid) if grid else ()
+    """The node grid of a block grid (:func:`~tensorc.placement.layout.node_grid`)."""
+    return node_grid(grid, nodes) if grid else ()
 
 
 
@@ -202,7 +208,11 @@ def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> Distribut
     return DistributedArray(blocks, node_grid)
 
 
-def _make(kind: str, shape, block_shape, grid, seed: int, dtype, value=0) -> DistributedArray:
+def recipe(kind: str, shape, block_shape=None, grid=None, seed: int = 0, dtype="float64",
+           value=0, data: np.ndarray | None = None) -> Recipe:
+    """A :class:`~tensorc.placement.recipes.Recipe` of ``kind`` (``random``, ``full``,
+    ``data``) in the blocking ``block_shape``/``grid`` ask for (default: the cluster's CPUs
+    factored over the dimensions), nothing made yet."""
     cluster = ray_cluster()
     cluster.refresh()
     shape = normalised_shape(shape)
@@ -210,12 +220,11 @@ def _make(kind: str, shape, block_shape, grid, seed: int, dtype, value=0) -> Dis
     if kind == "random" and dtype.name not in RANDOM_DTYPES:
         raise TypeCheckError(f"tc.random makes {' or '.join(RANDOM_DTYPES)}, not {dtype}")
     bounds = block_bounds(shape, default_blocking(shape, block_shape, grid, cluster.total_cpus))
+    return Recipe(kind, shape, dtype, bounds, int(seed), value, data)
 
-    def args_of(coords, slices):
-        extent = tuple(s.stop - s.start for s in slices)
-        return kind, extent, dtype.str, (int(seed), *coords), value
 
-    return _spread(shape, dtype, bounds, "generate", args_of)
+def _make(kind: str, shape, block_shape, grid, seed: int, dtype, value=0) -> DistributedArray:
+    return made_default(recipe(kind, shape, block_shape, grid, seed, dtype, value))
 
 
 def random(shape, *, block_shape=None, grid=None, seed: int = 0,
@@ -287,6 +296,49 @@ def stored_layout(shape: tuple[int, ...], dtype, bounds: tuple[tuple[int, ...], 
     for coords in np.ndindex(*blocks.grid):
         blocks.nodes[coords] = _layout_node(coords, node_grid, node_of)
     return blocks
+
+
+def generate(recipe: Recipe, bounds: tuple[tuple[int, ...], ...],
+             node_of=None) -> DistributedArray:
+    """Make a :class:`~tensorc.placement.recipes.Recipe` on the nodes, cut at ``bounds``,
+    block ``g`` on ``node_of[g]`` (the layout the plan reading it wants; block-cyclic where
+    it gives none): one task per block on its node, nothing through the driver but a
+    ``data`` recipe's blocks. Its values are the recipe's whatever ``bounds`` are (a
+    ``random`` block that is not one of its chunks draws the chunks it overlaps). The first
+    array made is kept as ``recipe.made``."""
+    if recipe.kind == "data":
+        made = place(recipe.data, bounds, node_of)
+    elif recipe.kind == "full":
+        def full_args(coords, slices):
+            extent = tuple(s.stop - s.start for s in slices)
+            return "full", extent, np.dtype(recipe.dtype).str, (0,), recipe.value
+
+        made = _spread(recipe.shape, recipe.dtype, bounds, "generate", full_args, node_of)
+    elif recipe.aligned(bounds):  # exactly its chunks: as tc.random makes them
+        def chunk_args(coords, slices):
+            extent = tuple(s.stop - s.start for s in slices)
+            return "random", extent, np.dtype(recipe.dtype).str, (int(recipe.seed), *coords), 0
+
+        made = _spread(recipe.shape, recipe.dtype, bounds, "generate", chunk_args, node_of)
+    else:
+        def piece_args(coords, slices):
+            return (functools.partial(random_piece, int(recipe.seed),
+                                      np.dtype(recipe.dtype).str, recipe.chunks, slices),)
+
+        made = _spread(recipe.shape, recipe.dtype, bounds, "run", piece_args, node_of)
+    if recipe.made is None:
+        recipe.made = made
+    return made
+
+
+def made_default(recipe: Recipe) -> DistributedArray:
+    """A recipe made in the default layout (its own chunks, block-cyclic): what an array no
+    program has read yet becomes when it is used as it is."""
+    if recipe.made is None:
+        made = generate(recipe, recipe.chunks)
+        made.origin = (f"made on its own: its blocking {made.grid}, block-cyclic over node "
+                       f"grid {made.node_grid}")
+    return recipe.made
 
 
 def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> DistributedArray:

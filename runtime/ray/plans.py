@@ -4,7 +4,9 @@ calls, the calls run, the statistics of the run.
 Contract:
 
 - :func:`run_on_ray` runs a plan on the connected cluster: numpy operands are distributed
-  as the plan cuts them, ``DistributedArray`` operands are read where they live, or re-laid
+  as the plan cuts them, an array not made yet (a
+  :class:`~tensorc.placement.recipes.Recipe`) is made on the nodes its loads are planned
+  on, ``DistributedArray`` operands are read where they live, or re-laid
   out first when the plan says so (a repartition is the first units of the staged calls);
   operands read from storage (:class:`~tensorc.stored.StoredArray`: ``tc.from_zarr``,
   ``tc.load``, a numpy memmap) are never materialised: each block is read from the store
@@ -46,6 +48,7 @@ from tensorc.placement.layout import (
     load_bounds,
     load_layout,
 )
+from tensorc.placement.recipes import Recipe
 from tensorc.placement.schedule import pins, schedule
 from tensorc.planning.distribution import layout
 from tensorc.planning.lower_bound import communication_lower_bound
@@ -53,6 +56,7 @@ from tensorc.planning.plan import Plan
 from tensorc.runtime.ray.arrays import (
     DistributedArray,
     factor_over,
+    generate,
     inline,
     place,
     stored_layout,
@@ -295,6 +299,13 @@ def _bind_inputs(plan: Plan, operands, cluster, inlined: bool,
             bound.inputs.append(stored_layout(operand.shape, operand.dtype, bounds,
                                               planned_nodes.get(position)))
             bound.stored[position] = operand
+            continue
+        if isinstance(operand, Recipe):  # not made yet: made where the plan reads it
+            made = generate(operand, load_bounds(graph, position, operand.shape),
+                            planned_nodes.get(position))
+            bound.inputs.append(made.blocks)
+            if inputs_used is not None:
+                inputs_used[position] = made
             continue
         if not isinstance(operand, DistributedArray):
             data = np.asarray(operand)

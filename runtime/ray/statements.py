@@ -33,6 +33,7 @@ import time
 import numpy as np
 
 from tensorc.frontend.tc_lower import Statement, Unrolled
+from tensorc.placement.recipes import Recipe
 from tensorc.progress import Progress
 from tensorc.runtime.ray import plans, whole_array
 from tensorc.runtime.ray.arrays import DistributedArray, full
@@ -288,7 +289,7 @@ def _last_reads(unrolled: Unrolled) -> dict[str, float]:
 
 
 def _nbytes(value) -> int:
-    if isinstance(value, (DistributedArray, StoredArray)):
+    if isinstance(value, (DistributedArray, StoredArray, Recipe)):
         return value.nbytes
     return np.asarray(value).nbytes
 

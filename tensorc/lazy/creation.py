@@ -1,9 +1,20 @@
-"""The standard's creation functions, plus ``tc.random``: evaluated arrays made where they
-will be used, by the session's executor (:meth:`~tensorc.runtime.executor.Executor.place`,
-``full``, ``random``, ``reblock``): on their nodes with a Ray session, in this process
-otherwise. ``block_shape=``/``grid=`` choose the blocking on Ray; ``asarray`` of a
-lazy array with a blocking stays lazy (a ``deferred`` node that re-cuts its value on the nodes
-when it is needed)."""
+"""The standard's creation functions, plus ``tc.random``: arrays made where they will be
+used.
+
+In this process they are evaluated at once (numpy, by the session's executor). With a Ray
+session ``tc.random``, ``zeros``, ``ones``, ``full``, ``empty`` and ``asarray`` (of data
+larger than the driver keeps, or with a blocking) return an array *not made yet*: a
+``deferred`` node whose callable is a :class:`~tensorc.lazy.not_made.Creation` (its
+:class:`~tensorc.placement.recipes.Recipe`). The first program that reads it makes it in the
+layout the plan of the statement reading it wants (each block's creation task on the node
+that statement's plan reads it on: the reads need no transfer; ``explain()`` says which
+statement chose it). Used as it is instead (``x.compute()``, ``x.blocks``, an immediate
+``tc.einsum``), it is made in the default layout: its own blocking, block-cyclic over the
+nodes (:mod:`tensorc.runtime.ray.arrays`), so arrays of the same shape and blocking made
+that way hold block ``g`` on the same node. Its values never depend on the layout.
+``block_shape=``/``grid=`` choose the blocking on Ray (``tc.random``'s values depend on
+it); ``asarray`` of a lazy array with a blocking stays lazy (a ``deferred`` node that
+re-cuts its value on the nodes when it is needed)."""
 
 from __future__ import annotations
 
@@ -18,8 +29,12 @@ from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.data_types import astype
 from tensorc.lazy.graph import deferred, leaf
 from tensorc.lazy.manipulation import broadcast_to, expand_dims, reshape
+from tensorc.lazy.not_made import Creation
 from tensorc.placement.blocks import normalised_shape
+from tensorc.placement.recipes import Recipe
+from tensorc.runtime.ray import arrays as ray_arrays
 from tensorc.runtime.ray.arrays import DistributedArray
+from tensorc.runtime.ray.statements import DRIVER_BYTES
 
 DEFAULT_FLOAT = np.dtype("float64")
 
@@ -48,11 +63,25 @@ def _check_device(device) -> None:
         raise TypeCheckError(f"tensorc arrays live on device 'cpu', not {device!r}")
 
 
+def _not_made(recipe: Recipe) -> Array:
+    return wrap(deferred(Creation(recipe), (), recipe.shape, recipe.dtype, recipe.name))
+
+
 def _from_value(value: np.ndarray, block_shape=None, grid=None) -> Array:
-    """A leaf of ``value``, kept where the session's executor keeps values (on Ray its
-    blocks on the nodes, unless it is small and no blocking is asked for: it then stays on
-    the driver, and the programs that read it pass it inside their calls)."""
-    return wrap(leaf(session.current().executor.place(value, block_shape, grid)))
+    """A leaf of ``value`` in this process; on Ray, an array not made yet (module
+    docstring), unless it is small and no blocking is asked for: it then stays on the
+    driver, and the programs that read it pass it inside their calls."""
+    executor = session.current().executor
+    if executor.in_process or _small(value, block_shape, grid):
+        return wrap(leaf(executor.place(value, block_shape, grid)))
+    return _not_made(ray_arrays.recipe("data", value.shape, block_shape, grid,
+                                       dtype=value.dtype, data=value))
+
+
+def _small(value: np.ndarray, block_shape, grid) -> bool:
+    """Whether the Ray executor keeps ``value`` on the driver (no blocking asked for, at
+    most a statement's driver size)."""
+    return block_shape is None and grid is None and value.nbytes <= DRIVER_BYTES
 
 
 def asarray(obj, /, *, dtype=None, device=None, copy=None, block_shape=None,
@@ -110,8 +139,11 @@ def full(shape, fill_value, *, dtype=None, device=None, block_shape=None, grid=N
         if dtype.kind == "i":
             dtype = np.dtype("int64")
     dtype = np.dtype(dtype)
-    return wrap(leaf(session.current().executor.full(shape, fill_value, dtype, block_shape,
-                                                     grid)))
+    executor = session.current().executor
+    if executor.in_process:
+        return wrap(leaf(executor.full(shape, fill_value, dtype, block_shape, grid)))
+    return _not_made(ray_arrays.recipe("full", shape, block_shape, grid, dtype=dtype,
+                                       value=fill_value))
 
 
 def zeros(shape, *, dtype=None, device=None, block_shape=None, grid=None) -> Array:
@@ -214,5 +246,7 @@ def random(shape, *, block_shape=None, grid=None, seed: int = 0, dtype="float64"
     generated on its node."""
     shape = _shape(shape, "random")
     dtype = np.dtype(dtype)
-    return wrap(leaf(session.current().executor.random(shape, dtype, seed, block_shape,
-                                                       grid)))
+    executor = session.current().executor
+    if executor.in_process:
+        return wrap(leaf(executor.random(shape, dtype, seed, block_shape, grid)))
+    return _not_made(ray_arrays.recipe("random", shape, block_shape, grid, seed, dtype))

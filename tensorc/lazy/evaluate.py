@@ -11,6 +11,13 @@ evaluated node becomes a leaf holding its value (its operands are released),
 shows. A ``deferred`` node under them (:mod:`tensorc.lazy.graph`) is computed first, its
 operands evaluated as their own program and its callable run on their values; the rest is
 then one program reading its value.
+
+An array not made yet (:mod:`tensorc.lazy.creation`) under them is, on Ray, an input of
+the program given as its :class:`~tensorc.placement.recipes.Recipe`: the plan of the first
+statement reading it lays it out freely and the run makes it there; it then becomes a
+leaf holding what was made (``made_for`` names the statement). Made in its default layout
+instead when it is a requested array itself, when a whole-array statement reads it, or when
+the program runs in this process.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from tensorc.driver.statements import StatementRunner
 from tensorc.errors import ExecutionError
 from tensorc.lazy.graph import ArrayNode, NodeKind, leaf
 from tensorc.lazy.lowering import LoweredGraph, lower_graph, post_order
+from tensorc.lazy.not_made import creation_of
 from tensorc.runtime.ray.arrays import DistributedArray
 
 RUNNER = StatementRunner()
@@ -43,19 +51,21 @@ def evaluate_graph(exprs: list[ArrayNode]) -> None:
     pending = [e for e in dict.fromkeys(exprs) if e.value is None]
     if not pending:
         return
-    _run_deferred(pending)
+    executor = session.current().executor
+    _run_deferred(pending, made_later=not executor.in_process)
     pending = [e for e in pending if e.value is None]
     if not pending:
         return
     started = time.perf_counter()
     lowered = lower_graph(pending)
-    executor = session.current().executor
     where = executor.backend
     if executor.in_process and any(isinstance(v, DistributedArray)
                                    for v in lowered.inputs.values()):
         raise ExecutionError("this array lives on a Ray session that has been shut down; "
                              "call tc.init(...) again and recreate it")
-    values, ran = RUNNER.run(lowered.unrolled, lowered.inputs, executor)
+    inputs, not_made = _recipes_as_inputs(lowered)
+    values, ran = RUNNER.run(lowered.unrolled, inputs, executor)
+    _made(not_made, lowered, ran)
     for expr, label in zip(pending, lowered.labels, strict=True):
         if expr.value is None:
             expr.become_leaf(values[label] if label in values else lowered.inputs[label])
@@ -85,10 +95,51 @@ def evaluate_into(expr: ArrayNode, sink) -> None:
     run_stats.record(stats)
 
 
-def _run_deferred(roots: list[ArrayNode]) -> None:
-    """Compute every ``deferred`` node under ``roots``, innermost first."""
+def _recipes_as_inputs(lowered: LoweredGraph) -> tuple[dict, dict]:
+    """The program's input values with every array not made yet given as its recipe (made
+    by the run where its first reader's plan wants it), and those nodes by label. One a
+    whole-array statement reads is made first, in its default layout."""
+    whole = {label for st in lowered.unrolled.statements if st.whole is not None
+             for label in st.operands}
+    inputs, not_made = dict(lowered.inputs), {}
+    for label, value in lowered.inputs.items():
+        recipe = creation_of(value) if isinstance(value, ArrayNode) else None
+        if recipe is None:
+            continue
+        if label in whole:
+            value.become_leaf(value.op())
+            inputs[label] = value.value
+        else:
+            inputs[label] = recipe
+            not_made[label] = value
+    return inputs, not_made
+
+
+def _made(not_made: dict, lowered: LoweredGraph, ran: list) -> None:
+    """Each array made by the run becomes a leaf of what was made (in its default layout if
+    no statement on the nodes made it); its ``origin`` names the statement whose plan chose
+    its layout."""
+    texts = {st.label: st.text for st in lowered.unrolled.statements}
+    operands = {st.label: st.operands for st in lowered.unrolled.statements}
+    on_nodes = [label for label, stats in ran if not stats.get("on_driver")]
+    for label, node in not_made.items():
+        made = node.op.recipe.made
+        if made is not None and made.origin is None:
+            reader = next((st for st in on_nodes if label in operands.get(st, ())), None)
+            if reader is not None:
+                made.origin = f"laid out for statement {reader} ({texts[reader].strip()})"
+        node.become_leaf(made if made is not None else node.op())
+
+
+def _run_deferred(roots: list[ArrayNode], made_later: bool = False) -> None:
+    """Compute every ``deferred`` node under ``roots``, innermost first; with
+    ``made_later``, an array not made yet under them (not a root) is left to the program
+    reading it."""
+    requested = {id(r) for r in roots}
     for node in post_order(roots):
         if node.kind is not NodeKind.DEFERRED or node.value is not None:
+            continue
+        if made_later and id(node) not in requested and creation_of(node) is not None:
             continue
         evaluate_graph([a for a in node.args if isinstance(a, ArrayNode)])
         value = node.op(*(a.value if isinstance(a, ArrayNode) else a for a in node.args))

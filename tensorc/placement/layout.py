@@ -31,6 +31,27 @@ def prime_factors(n: int) -> list[int]:
     return sorted(factors, reverse=True)
 
 
+def node_grid(block_grid: Sequence[int], nodes: int) -> tuple[int, ...]:
+    """The node grid of an array made on its own (its default layout): ``nodes`` factored
+    over its block grid, each prime factor (largest first) to the dimension with the most
+    blocks per part left, ties to the less split and then to the *inner* dimension.
+
+    Inner first because a contraction reads a tensor along its trailing dimensions and its
+    partner along its leading ones (``ijk,jkf->if``, ``tensordot(X, Y, axes=2)``, matmul):
+    X of grid (4, 4, 4) on 4 nodes is block-cyclic over (j, k) and Y of grid (4, 4, 1) over
+    its split dimensions (j, k), so block (·, j, k) of X and block (j, k, ·) of Y share a
+    node. Arrays of the same shape and blocking get the same grid, so block ``g`` of each
+    is on the same node (Spartan's rule)."""
+    parts = [1] * len(block_grid)
+    for p in prime_factors(nodes):
+        if not parts:
+            break
+        best = max(range(len(parts)),
+                   key=lambda d: (block_grid[d] / parts[d], -parts[d], d))
+        parts[best] *= p
+    return tuple(parts)
+
+
 def block_cyclic_node(coords: Sequence[int], node_grid: Sequence[int]) -> int:
     """The node of block ``coords`` under the block-cyclic layout over ``node_grid``.
 

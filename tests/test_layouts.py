@@ -1,0 +1,80 @@
+"""Layouts on the shared 4-node Ray cluster: arrays made inside a program are laid out for
+the statement reading them; arrays made on their own share a node block by block."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorc as tc
+from tensorc.lazy import evaluate
+from tensorc.placement.layout import node_grid
+from tensorc.placement.recipes import random_piece
+from tensorc.planning.program_layouts import input_layout
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")
+
+N, F = 32, 8
+
+
+def test_the_default_node_grid_splits_inner_dimensions_first() -> None:
+    assert node_grid((4, 4, 4), 4) == (1, 2, 2)
+    assert node_grid((4, 4, 1), 4) == (2, 2, 1)
+    assert node_grid((4, 1), 4) == (4, 1)
+    assert node_grid((2, 6), 6) == (2, 3)  # most blocks per part first, then less split
+
+
+def test_a_random_region_has_its_chunks_values_whatever_the_cut() -> None:
+    chunks = ((0, 3, 6), (0, 4, 5))
+    whole = random_piece(7, "<f8", chunks, (slice(0, 6), slice(0, 5)))
+    np.testing.assert_array_equal(random_piece(7, "<f8", chunks, (slice(2, 5), slice(1, 5))),
+                                  whole[2:5, 1:5])
+    first = np.random.default_rng([7, 0, 0]).random((3, 4))
+    np.testing.assert_array_equal(whole[:3, :4], first)
+
+
+def test_arrays_made_in_a_program_are_made_where_its_plan_reads_them() -> None:
+    X = tc.random((N, N, N), grid=(4, 4, 4), seed=1)
+    Y = tc.random((N, N, F), grid=(4, 4, 1), seed=2)
+    assert not X.evaluated  # not made yet
+    A = tc.einsum("ijk,jkf->if", X, Y)  # runs now: one program makes X and Y, then A
+    assert A.evaluated and X.evaluated and Y.evaluated
+    expected = np.einsum("ijk,jkf->if", tc.random((N, N, N), grid=(4, 4, 4), seed=1).numpy(),
+                         tc.random((N, N, F), grid=(4, 4, 1), seed=2).numpy())
+    np.testing.assert_allclose(A.numpy(), expected, rtol=1e-10)
+    lowered, _, stats = evaluate.last_program(A._expr)  # noqa: SLF001 - the test reads it
+    statement = lowered.unrolled.statements[0]
+    plan = evaluate.RUNNER.plan_layouts(lowered.unrolled, 4).plans[statement.label]
+    for position, made in enumerate((X, Y)):
+        wanted = input_layout(plan, position, made.shape)
+        assert made.value().blocks.bounds == wanted.bounds
+        assert made.value().block_nodes() == dict(sorted(wanted.nodes.items()))
+    assert stats["statements"][0]["measured_inter_node_bytes"] <= 4 * N * F * 8  # partials
+    text = A.explain()
+    assert "input x0: float64[32, 32, 32] (laid out for statement t0 (t0 = contract(x0, x1)))" \
+        in text
+    assert X.explain().endswith("laid out for statement t0 (t0 = contract(x0, x1))")
+
+
+def test_an_array_not_made_yet_is_made_in_its_default_layout_when_used_as_it_is() -> None:
+    Z = tc.zeros((N, N), grid=(4, 4))
+    assert "not made yet" in tc.sum(Z).explain()
+    assert Z.value().grid == (4, 4)
+    assert "made on its own: its blocking (4, 4), block-cyclic over node grid (2, 2)" \
+        in Z.explain()
+    np.testing.assert_array_equal(Z.numpy(), np.zeros((N, N)))
+
+
+def test_arrays_made_on_their_own_with_one_shape_and_blocking_share_nodes() -> None:
+    shape, grid = (N, N, N), (4, 2, 4)
+    made = [tc.random(shape, grid=grid, seed=3).compute(), tc.ones(shape, grid=grid).compute(),
+            tc.asarray(np.arange(N ** 3, dtype=float).reshape(shape), grid=grid).compute()]
+    nodes = [a.value().block_nodes() for a in made]
+    assert nodes[0] == nodes[1] == nodes[2]
+    assert len(set(nodes[0].values())) == 4
+
+
+def test_made_values_do_not_depend_on_the_layout() -> None:
+    a = tc.random((N, N), grid=(4, 4), seed=5)
+    b = tc.random((N, N), grid=(4, 4), seed=5)
+    np.testing.assert_array_equal(tc.matmul(a, a.T).numpy(), (lambda m: m @ m.T)(b.numpy()))
