@@ -10,6 +10,7 @@ locally. A call running its steps on several threads admits reads within the bud
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import shutil
@@ -247,3 +248,56 @@ def test_a_failed_write_on_the_nodes_leaves_nothing_at_the_path(ray_cluster, sto
         tc.to_zarr(tc.from_zarr(path) + 1.0, out)
     assert not os.path.exists(out)
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]
+
+
+BIG_SHAPE = (1024, 256, 128)
+"""256 MiB of float64 in 64 chunks of 4 MiB (``CHUNKS``): over five times a node's budget."""
+ALLOWANCE = 48 * 2**20
+"""What a node worker may grow by beyond 1.5× its budget (zarr's codec pipeline and event
+loop, the heap's own slack), as the local streaming tests allow."""
+
+
+@pytest.fixture(scope="module")
+def big_store(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("ooc-ray-big") / "x.zarr")
+    array = zarr.create_array(path, shape=BIG_SHAPE, chunks=CHUNKS, dtype="f8",
+                              compressors=None)
+    rng = np.random.default_rng(2)
+    for i in range(0, BIG_SHAPE[0], 128):  # written slab by slab, as a user's would be
+        array[i:i + 128] = rng.random((128, *BIG_SHAPE[1:]))
+    return path
+
+
+def _worker_rss(cluster) -> list[int]:
+    """Each node worker's resident memory now: the baseline its measured peak grows from."""
+    import ray
+
+    from tensorc.runtime.ray.calls import node_workers
+    from tensorc.runtime.resident import resident_bytes
+
+    return ray.get([w.__ray_call__.remote(lambda _self: resident_bytes())
+                    for w in node_workers(cluster)])
+
+
+@pytest.mark.parametrize("kind", ["einsum", "to_zarr"])
+def test_each_node_measures_its_peak_within_its_budget(ray_cluster, big_store, tmp_path, kind):
+    x = tc.from_zarr(big_store)
+    rng = np.random.default_rng(3)
+    b, c = rng.random((BIG_SHAPE[0], F)), rng.random((BIG_SHAPE[1], F))
+    current = session.current()
+    before_limit = current.memory_limit
+    current.memory_limit = BUDGET
+    try:
+        before = _worker_rss(ray_cluster)
+        if kind == "einsum":
+            np.asarray(tc.einsum("ijk,if,jf->if", x, b, c))
+        else:  # a result as large as the input, written by the nodes
+            tc.to_zarr(x * 2.0, str(tmp_path / "out.zarr"))
+        stats = tc.last_stats()
+    finally:
+        current.memory_limit = before_limit
+    assert stats["memory_limit_bytes"] == BUDGET
+    assert sum(stats["node_read_bytes"]) == math.prod(BIG_SHAPE) * 8
+    growth = [peak - base for peak, base in zip(stats["node_peak_rss_bytes"], before,
+                                                strict=True)]
+    assert max(growth) <= 1.5 * BUDGET + ALLOWANCE, (growth, before)

@@ -26,7 +26,7 @@ from tensorc.passes.base import PassContext
 from tensorc.passes.pipeline import run_pipeline
 from tensorc.planning.blocking import choose_blocking, scan_indices
 from tensorc.planning.cost import machine
-from tensorc.planning.distribution import DEFAULT_NODE_MEMORY, Problem
+from tensorc.planning.distribution import BLOCK_MEMORY_SHARE, DEFAULT_NODE_MEMORY, Problem
 from tensorc.planning.memory_fit import (
     STREAM_BLOCK_BYTES,
     MemoryModel,
@@ -207,7 +207,8 @@ def plan_distribution(
         fixed_blocks = dict(forced.block)
     memory = ctx.options.node_memory or DEFAULT_NODE_MEMORY
     streamed = ({} if fixed_counts is not None
-                else stored_blocks(final, ctx.options.stored, ctx.options.nodes))
+                else stored_blocks(final, ctx.options.stored, ctx.options.nodes,
+                                   memory // BLOCK_MEMORY_SHARE))
 
     def attempt(repartition: frozenset[int]) -> tuple[Problem, DistributedPlan]:
         counts, blocks = dict(fixed_counts or {}), dict(fixed_blocks or {})
@@ -254,12 +255,13 @@ node keeps at least this many blocks to read."""
 
 
 def stored_blocks(final: Function, stored: dict[str, tuple[int, ...]],
-                  nodes: int) -> dict[str, int]:
+                  nodes: int, largest_block: int = STREAM_BLOCK_BYTES) -> dict[str, int]:
     """Block size per index of the inputs read from storage, in a plan over ``nodes``
     nodes: whole chunks (a block never splits a chunk, so none is read twice; the largest
     chunk where inputs share an index), merged by doubling the index with the most blocks
-    while a block of the largest such input stays within ``STREAM_BLOCK_BYTES`` and every
-    node keeps :data:`STORED_BLOCKS_PER_NODE` blocks of it to read."""
+    while a block of the largest such input stays within ``STREAM_BLOCK_BYTES`` and
+    ``largest_block`` (the share of a node's budget one block may take) and every node
+    keeps :data:`STORED_BLOCKS_PER_NODE` blocks of it to read."""
     align = chunk_alignment(final, stored)
     largest = max((d for d in final.inputs if d.name in stored),
                   key=lambda d: math.prod(d.shape), default=None)
@@ -277,7 +279,7 @@ def stored_blocks(final: Function, stored: dict[str, tuple[int, ...]],
         nbytes = math.prod(block[i] for i in dims) * itemsize
         options = [(count(i), position, i) for position, i in enumerate(dims) if count(i) > 1]
         total = math.prod(count(i) for i in dict.fromkeys(dims))
-        if (not options or 2 * nbytes > STREAM_BLOCK_BYTES
+        if (not options or 2 * nbytes > min(STREAM_BLOCK_BYTES, largest_block)
                 or total // 2 < STORED_BLOCKS_PER_NODE * nodes):
             return block
         index = max(options)[2]
