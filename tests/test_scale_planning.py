@@ -10,24 +10,14 @@ from __future__ import annotations
 
 import time
 
-from tensorc.frontend.einsum import einsum_program
-from tensorc.frontend.subscripts import parse_einsum
-from tensorc.passes.pipeline import run_pipeline
-from tensorc.planning.distribution import Problem
+from planning_problems import problem
+
 from tensorc.planning.planners import search
-from tensorc.planning.pricing import planning_context
 from tensorc.planning.search import greedy
 from tensorc.planning.smt_search import smt
 
 SECONDS = 2.0  # the target; asserted with a margin for a loaded machine
 MARGIN = 3.0
-
-
-def problem(subscripts: str, shapes, nodes: int) -> Problem:
-    spec = parse_einsum(subscripts, shapes)
-    program = einsum_program(spec, shapes, ("float64",) * len(shapes), "float64")
-    final, _ = run_pipeline(program, planning_context(workers=2), keep_text=False)
-    return Problem(subscripts, final, nodes)
 
 
 def test_mttkrp_on_1024_nodes_plans_in_seconds_within_the_communication_budget():

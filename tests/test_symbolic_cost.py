@@ -17,22 +17,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from planning_problems import problem
 
-from tensorc.frontend.einsum import einsum_program
-from tensorc.frontend.subscripts import parse_einsum
-from tensorc.passes.pipeline import run_pipeline
 from tensorc.placement.blocks import Blocks, block_bounds
 from tensorc.planning import model_bound, prediction, symbolic_cost
 from tensorc.planning.distribution import Candidate, Problem, layout, model, price
-from tensorc.planning.pricing import planning_context
 from tensorc.planning.search import all_candidates, candidate_table
-
-
-def problem(subscripts: str, shapes, nodes: int, **kwargs) -> Problem:
-    spec = parse_einsum(subscripts, shapes)
-    program = einsum_program(spec, shapes, ("float64",) * len(shapes), "float64")
-    final, _ = run_pipeline(program, planning_context(workers=2), keep_text=False)
-    return Problem(subscripts, final, nodes, **kwargs)
 
 
 def row(plan: Problem, p: np.ndarray, c: np.ndarray, k: int) -> Candidate:

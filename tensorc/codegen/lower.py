@@ -173,14 +173,15 @@ class _Builder:
         coords = _grid_coords(counts)
         shapes = self.extents(key, coords)
         sizes = shapes.prod(axis=1)
-        slices = {n: np.asarray([slice(*r) for r in self.ranges[n]] + [None], object)[:-1]
-                  for n in key}
-        where = {n: k for k, n in enumerate(key)}
-        columns = [slices[n][coords[:, where[n]]].tolist() for n in node.indices]
-        blocks = list(zip(*columns, strict=True)) if columns else [()] * len(coords)
+        slices = {n: [slice(*r) for r in self.ranges[n]] for n in key}
+        # product order is the coordinates' order; a diagonal reads its index twice
+        blocks = list(itertools.product(*(slices[n] for n in key)))
+        if tuple(key) != tuple(node.indices):
+            picks = [list(key).index(n) for n in node.indices]
+            blocks = [tuple(block[p] for p in picks) for block in blocks]
         ids = self.add(stage, LOAD, kernel, coords, np.zeros((len(coords), 0), np.int64),
                        shapes, sizes * self.itemsize, sizes * cast_cost,
-                       [(position, b) for b in blocks])
+                       list(zip(itertools.repeat(position, len(blocks)), blocks, strict=True)))
         return _Blocked(key, ids.reshape(counts), np.arange(len(ids), dtype=np.int64))
 
     def stage(
@@ -315,7 +316,8 @@ def _assemble(chunks: list[_Chunk], kernels: list) -> tuple[list[Task], TaskColu
     renumber[order] = np.arange(len(order), dtype=np.int64)
     built: list[Task] = []
     for chunk in chunks:
-        keys = [(chunk.stage, *row) for row in _rows(chunk.coords)]
+        keys = list(zip(itertools.repeat(chunk.stage, len(chunk)), *chunk.coords.T.tolist(),
+                        strict=True))
         sources = chunk.sources if chunk.sources is not None else itertools.repeat(None)
         built.extend(map(Task, keys, itertools.repeat(chunk.kind), itertools.repeat(chunk.kernel),
                          _rows(renumber[chunk.inputs]), _rows(chunk.shapes),

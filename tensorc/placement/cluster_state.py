@@ -33,8 +33,10 @@ sum(net_out) == sum(t.nbytes for t in transfers)`` always holds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
+
+import numpy as np
 
 
 class Transfer(NamedTuple):
@@ -45,6 +47,25 @@ class Transfer(NamedTuple):
     src: int
     dst: int
     nbytes: int
+
+
+class TransferLog(Sequence):
+    """The copies of a schedule placed on arrays (one row ``(task, block, src, dst,
+    nbytes)`` each), read as :class:`Transfer` records only when asked for."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, position):
+        if isinstance(position, slice):
+            return [Transfer(*row) for row in self.rows[position].tolist()]
+        return Transfer(*self.rows[position].tolist())
+
+    def __iter__(self) -> Iterator[Transfer]:
+        return (Transfer(*row) for row in self.rows.tolist())
 
 
 def mask_nodes(mask: int) -> list[int]:

@@ -51,9 +51,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tensorc.codegen.taskgraph import LOAD, REDUCE, TaskGraph
+import numpy as np
+
+from tensorc.codegen.taskgraph import KIND_CODE, LOAD, REDUCE, TaskGraph
 from tensorc.errors import PlanError
-from tensorc.placement.cluster_state import ClusterState, Transfer, mask_nodes
+from tensorc.placement.cluster_state import ClusterState, Transfer, TransferLog, mask_nodes
 
 SCHEDULERS = ("lshs", "round_robin", "ray_default")
 
@@ -92,7 +94,7 @@ class Schedule:
     net_in_bytes: list[int]
     net_out_bytes: list[int]
     final_memory_bytes: list[int] = field(default_factory=list)
-    transfers: list[Transfer] = field(default_factory=list, repr=False)
+    transfers: Sequence[Transfer] = field(default_factory=list, repr=False)
     traded_tasks: int = 0
     traded_bytes: int = 0
 
@@ -210,11 +212,13 @@ def schedule(
         raise PlanError(f"a schedule needs at least one node, got nodes={nodes}")
     tasks = graph.tasks
     layout = _output_layout(graph, nodes, output_nodes)
-    retained = [i for i, t in enumerate(tasks) if t.kind == LOAD]
+    columns = graph.columns()
+    retained = np.flatnonzero(columns.kind == KIND_CODE[LOAD]).tolist()
     retained.extend(index for index, _ in graph.outputs)
-    state = ClusterState(
-        nodes, [t.nbytes for t in tasks], [len(c) for c in graph.consumers()], retained
-    )
+    if scheduler == "lshs" and len(tasks) >= COMPILED_TASKS:
+        return _lshs_compiled(graph, nodes, load_nodes, layout, retained, cached_copies or {},
+                              task_hints or {}, strict_hints)
+    state = ClusterState(nodes, columns.nbytes.tolist(), columns.uses().tolist(), retained)
     node_of = [0] * len(tasks)
     _place_loads(graph, nodes, load_nodes, state, node_of)
     for index, copies in (cached_copies or {}).items():
@@ -243,6 +247,83 @@ def schedule(
         traded_tasks=traded[0],
         traded_bytes=traded[1],
     )
+
+
+COMPILED_TASKS = 50_000
+"""LSHS places graphs of at least this many tasks with its compiled loop
+(:mod:`tensorc.placement.lshs_compiled`: the same policy and result, on arrays)."""
+
+
+def _lshs_compiled(
+    graph: TaskGraph,
+    nodes: int,
+    load_nodes: Mapping[int, int],
+    layout: dict[int, int],
+    retained: list[int],
+    cached_copies: Mapping[int, Iterable[int]],
+    hints: Mapping[int, int],
+    strict: bool,
+) -> Schedule:
+    """:func:`schedule`'s LSHS through :func:`~tensorc.placement.lshs_compiled.lshs_arrays`."""
+    from tensorc.placement.lshs_compiled import lshs_arrays  # loads numba: large graphs only
+
+    columns = graph.columns()
+    count = len(columns.kind)
+    loads = np.flatnonzero(columns.kind == KIND_CODE[LOAD])
+    placed = np.fromiter((load_nodes.get(i, -1) for i in loads.tolist()), np.int64, len(loads))
+    wrong = (placed < 0) | (placed >= nodes)
+    if wrong.any():
+        index = int(loads[np.argmax(wrong)])
+        _check_load(graph, index, load_nodes.get(index), nodes)
+    load_array = np.full(count, -1, np.int64)
+    load_array[loads] = placed
+    hint_array = _index_array(hints, count)
+    layout_array = _index_array(layout, count)
+    kept = np.zeros(count, np.uint8)
+    kept[retained] = 1
+    cached = [(block, node) for block, copies in cached_copies.items() for node in copies]
+    cached_array = np.asarray(cached, np.int64).reshape(len(cached), 2)
+    result = lshs_arrays(columns.kind, columns.nbytes, columns.indptr, columns.inputs, nodes,
+                         load_array, hint_array, layout_array, kept, cached_array[:, 0],
+                         cached_array[:, 1], strict, SAMPLED_NODES)
+    groups: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
+    members = result.fold_members.tolist()
+    ptr = result.fold_ptr.tolist()
+    for g, (task, node) in enumerate(zip(result.fold_task.tolist(), result.fold_node.tolist(),
+                                         strict=True)):
+        groups.setdefault(task, []).append((node, tuple(members[ptr[g]:ptr[g + 1]])))
+    return Schedule(
+        scheduler="lshs",
+        nodes=nodes,
+        node_of=result.node_of.tolist(),
+        pinned=True,
+        reduce_groups=groups,
+        memory_bytes=result.peak.tolist(),
+        net_in_bytes=result.net_in.tolist(),
+        net_out_bytes=result.net_out.tolist(),
+        final_memory_bytes=result.mem.tolist(),
+        transfers=TransferLog(result.transfers),
+        traded_tasks=result.traded_tasks,
+        traded_bytes=result.traded_bytes,
+    )
+
+
+def _index_array(values: Mapping[int, int], count: int) -> np.ndarray:
+    """``values`` (task index → node) as an array over the tasks, -1 where absent."""
+    array = np.full(count, -1, np.int64)
+    if values:
+        array[np.fromiter(values.keys(), np.int64, len(values))] = np.fromiter(
+            values.values(), np.int64, len(values))
+    return array
+
+
+def _check_load(graph: TaskGraph, index: int, node: int | None, nodes: int) -> None:
+    """Refuse a load task without a node, or with one outside the cluster."""
+    task = graph.tasks[index]
+    if node is None:
+        raise PlanError(f"no node given for load task t{index} {task.key}")
+    if not 0 <= node < nodes:
+        raise PlanError(f"load task t{index} {task.key} placed on node {node} of {nodes}")
 
 
 def _output_layout(
@@ -274,10 +355,7 @@ def _place_loads(
         if task.kind != LOAD:
             continue
         node = load_nodes.get(index)
-        if node is None:
-            raise PlanError(f"no node given for load task t{index} {task.key}")
-        if not 0 <= node < nodes:
-            raise PlanError(f"load task t{index} {task.key} placed on node {node} of {nodes}")
+        _check_load(graph, index, node, nodes)
         node_of[index] = node
         state.run(index, (), node)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensorc.codegen.taskgraph import KIND_CODE, LOAD
 from tensorc.ir.contraction import Key, contraction_flops, path_steps, uses_blas, volume
 
 BLAS_FLOPS_PER_CORE = 50e9
@@ -227,12 +228,13 @@ def distributed_cost(graph, placed, memory_budget: int, moved=None,
     (:func:`over_budget_seconds`)."""
     nodes = placed.nodes
     received = [a + b for a, b in zip(placed.net_in_bytes, moved or [0] * nodes, strict=True)]
-    flops = [0] * nodes
-    tasks = [0] * nodes
-    for task, node in zip(graph.tasks, placed.node_of, strict=True):
-        if task.kind != "load":
-            flops[node] += task.flops
-            tasks[node] += 1
+    columns = graph.columns()
+    compute = columns.kind != KIND_CODE[LOAD]
+    node_of = np.asarray(placed.node_of, np.int64)[compute]
+    flops_per_node = np.zeros(nodes, np.int64)
+    np.add.at(flops_per_node, node_of, columns.flops[compute])
+    flops = flops_per_node.tolist()
+    tasks = np.bincount(node_of, minlength=nodes).tolist()
     cost, fits = node_seconds(received, copied or [0], flops, tasks, placed.memory_bytes,
                               memory_budget, bound_bytes)
     return CostReport(

@@ -45,7 +45,7 @@ import numpy as np
 
 from tensorc.codegen.blocking import Blocking
 from tensorc.codegen.lower import lower_to_tasks
-from tensorc.codegen.taskgraph import LOAD, TaskGraph
+from tensorc.codegen.taskgraph import KIND_CODE, LOAD, TaskGraph
 from tensorc.errors import PlanError
 from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import Function, Scan, post_order
@@ -232,6 +232,24 @@ class Lowered:
 
     @classmethod
     def of(cls, graph: TaskGraph, output_dims: tuple[str, ...]) -> Lowered:
+        columns = graph.columns()
+        if not columns.stages:
+            return cls._walked(graph, output_dims)
+        compute = columns.kind != KIND_CODE[LOAD]
+        stages = [(columns.kind[indices[0]] == KIND_CODE[LOAD], graph.stage_dims[stage],
+                   indices, coords)
+                  for stage, (indices, coords) in columns.stages.items() if len(indices)]
+        return cls(graph, stages, output_dims, cls._outputs(graph, output_dims),
+                   int(compute.sum()), int(columns.flops[compute].sum()))
+
+    @staticmethod
+    def _outputs(graph: TaskGraph, output_dims: tuple[str, ...]) -> np.ndarray:
+        out = output_block_coords(graph)
+        return np.asarray(out, dtype=np.int64).reshape(len(out), len(output_dims))
+
+    @classmethod
+    def _walked(cls, graph: TaskGraph, output_dims: tuple[str, ...]) -> Lowered:
+        """:meth:`of` for a graph whose columns carry no stage coordinates."""
         rows: dict[str, tuple[list[int], list[tuple]]] = {}
         flops = 0
         compute = 0
@@ -251,9 +269,7 @@ class Lowered:
             is_load = graph.tasks[indices[0]].kind == LOAD
             array = np.asarray(coords, dtype=np.int64).reshape(len(indices), len(dims))
             stages.append((is_load, dims, np.asarray(indices, dtype=np.int64), array))
-        out = output_block_coords(graph)
-        outputs = np.asarray(out, dtype=np.int64).reshape(len(out), len(output_dims))
-        return cls(graph, stages, output_dims, outputs, compute, flops)
+        return cls(graph, stages, output_dims, cls._outputs(graph, output_dims), compute, flops)
 
 
 def _elements(dims, sizes) -> int:
@@ -384,8 +400,9 @@ def layout(problem: Problem, candidate: Candidate, graph: TaskGraph | None = Non
         target.update(zip(indices.tolist(), nodes.tolist(), strict=True))
     moved = [0] * problem.nodes
     placed = problem.placed or {}
-    for index, task in enumerate(graph.tasks):
-        if task.kind != LOAD or task.source[0] not in placed:
+    for index in _loads_of(graph) if placed else ():
+        task = graph.tasks[index]
+        if task.source[0] not in placed:
             continue
         position, slices = task.source
         source = placed[position]
@@ -399,13 +416,19 @@ def layout(problem: Problem, candidate: Candidate, graph: TaskGraph | None = Non
     return load_nodes, output_nodes, hints, [m * itemsize for m in moved]
 
 
+def _loads_of(graph: TaskGraph) -> list[int]:
+    """Indices of the load tasks of ``graph``."""
+    return np.flatnonzero(graph.columns().kind == KIND_CODE[LOAD]).tolist()
+
+
 def relayout_copies(problem: Problem, graph: TaskGraph, load_nodes: dict[int, int]) -> list[int]:
     """Bytes each node copies to re-lay operands out (``problem.repartition``): every load
     of such an operand that is not one stored block as it is."""
     copied = [0] * problem.nodes
     placed = problem.placed or {}
-    for index, task in enumerate(graph.tasks):
-        if task.kind != LOAD or task.source[0] not in problem.repartition:
+    for index in _loads_of(graph) if problem.repartition else ():
+        task = graph.tasks[index]
+        if task.source[0] not in problem.repartition:
             continue
         position, slices = task.source
         pieces = placed[position].pieces(slices)
