@@ -43,6 +43,11 @@
   block boundaries, which is the block shape for a regular blocking), so every block is
   whole chunks and no two tasks write one chunk; given chunks must divide every inner block
   boundary for the same reason. For an ndarray, zarr's default (``"auto"``).
+- ``streamed_zarr(path, shape, dtype)`` (and ``streamed_zarr_group``) yields a
+  :class:`ZarrSink` a result is written into block by block as it completes (``tc.to_zarr``
+  of a lazy array), with the same temporary-then-rename rule; its node writer
+  (:class:`ZarrBlockWriter`, pickled as the temporary store's path) lets Ray nodes write the
+  blocks they computed, each block whole chunks.
 - ``.npy`` files of format 1.0, 2.0 and 3.0 are read, in either memory order (a
   Fortran-ordered file's blocks are C-ordered copies). Files whose dtype holds Python
   objects are refused (loading them means unpickling, and they cannot be memory-mapped);

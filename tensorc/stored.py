@@ -18,6 +18,10 @@ until a task asks:
   half-copied chunk is data loss, so tensorc refuses it unless the array was opened with
   ``missing_chunks="fill"``, for stores that omit chunks holding only the fill value), a
   corrupt or truncated chunk, a store deleted while it is read.
+
+A :class:`BlockSink` is the other direction: where a result's blocks are written as they
+complete (``tc.to_zarr`` of a lazy array); its ``node_writer()`` writes them from another
+process (a Ray node writing the blocks it computed).
 """
 
 from __future__ import annotations

@@ -22,7 +22,9 @@ statement on the nodes that does not read them is submitted, so the driver waits
 operands while the nodes work on the rest. A fill is made on its nodes; a whole-array
 statement runs block by block where it can, else as one task on the node holding most of
 its operands. If a node worker dies, the program runs again with every statement waited
-for (no batch).
+for (no batch). An output given a sink (``sinks=``, ``tc.to_zarr`` of a lazy array) that no
+later statement reads is written by the nodes as they compute its blocks
+(:mod:`tensorc.runtime.ray.streamed_results`); its value is then ``None``.
 """
 
 from __future__ import annotations
