@@ -77,3 +77,27 @@ def test_qr_solve_and_lstsq_on_ray():
 def test_a_failing_kernel_on_a_worker_raises_the_numpy_error():
     with pytest.raises(np.linalg.LinAlgError, match="^Matrix is not positive definite$"):
         tc.linalg.cholesky(tc.asarray(-spd(256), block_shape=(128, 128)))
+
+
+def test_a_block_program_runs_as_one_call_per_node_and_level():
+    a = spd(1024)
+    out = shipped("cholesky").run(A=tc.asarray(a, block_shape=(256, 256)).value(), NB=4)
+    stats = tc.last_stats()
+    assert stats["tasks"] == 20 and not stats["per_task"] and stats["waves"] == 1
+    busy = sum(1 for t in stats["tasks_per_node"] if t)
+    assert busy <= stats["remote_calls"] < stats["tasks"]
+    assert stats["driver_seconds_per_task"] > 0
+    np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
+                               atol=1e-10)
+
+
+def test_waves_smaller_than_the_program_pass_blocks_between_them(monkeypatch):
+    from tensorc.runtime.ray import block_program
+
+    monkeypatch.setattr(block_program, "WINDOW", 3)
+    a = spd(400)
+    out = shipped("cholesky").run(A=tc.asarray(a, block_shape=(100, 100)).value(), NB=4)
+    stats = tc.last_stats()
+    assert stats["waves"] == 7 and stats["tasks"] == 20 and not stats["per_task"]
+    np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
+                               atol=1e-10)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import tensorc as tc
+from tensorc.driver.block_programs import shipped
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +99,22 @@ def test_node_removed_while_array_programs_run_loses_nothing(dying_cluster):
     value = _value_despite_a_node_death(
         session, lambda: np.asarray(newton_steps(tc, X, y, 24)), after=0.5)
     np.testing.assert_allclose(value, expected, rtol=1e-8)
+
+
+@pytest.mark.last
+def test_node_removed_mid_cholesky_runs_it_again_task_by_task(dying_cluster):
+    """A block program's calls die with their node's worker: the program runs again as one
+    task per block task, and its result is still numpy's."""
+    session = dying_cluster
+    rng = np.random.default_rng(41)
+    half = rng.random((3072, 3072))
+    a = half @ half.T + 3072 * np.eye(3072)
+    x = tc.asarray(a, block_shape=(384, 384)).value()
+
+    def factor():  # round-robin: the node removed surely has calls in flight
+        out = shipped("cholesky").run(A=x, NB=8, scheduler="round_robin")
+        return out["L"].numpy(), tc.last_stats()
+
+    lower, stats = _value_despite_a_node_death(session, factor, after=0.4)
+    assert stats["per_task"] is True
+    np.testing.assert_allclose(lower, np.linalg.cholesky(a), rtol=1e-9, atol=1e-9)

@@ -1,15 +1,30 @@
-"""A block program's DAG on Ray: tasks submitted as their parents are submitted.
+"""A block program's DAG on Ray: expanded ahead, placed task by task, submitted per node
+and wave.
 
 Contract: :func:`run_block_dag_on_ray` runs a
 :class:`~tensorc.ir.block_program.BlockProgramIR`'s DAG
-(:class:`~tensorc.codegen.block_dag.BlockDag`) on the connected cluster. A task is submitted
-as soon as its parent tasks have been *submitted* (Ray waits for the data), placed on a node
-by :class:`~tensorc.placement.block_placement.BlockPlacer` (LSHS simulating time and bytes,
-or round-robin); at most ``window`` tasks are in flight, so the driver holds the frontier, not
-the graph. Blocks are Ray objects, so a lost block is recomputed from lineage. Outputs come
-back as :class:`~tensorc.runtime.ray.arrays.DistributedArray` (blocks stay on the nodes that
-computed them). The frontier bookkeeping it shares with the local run is
+(:class:`~tensorc.codegen.block_dag.BlockDag`) on the connected cluster and returns ``(outputs
+by name, stats)``. The driver expands the DAG from its ready tasks, a task becoming ready as
+soon as its parent tasks are *placed*, and places each on a node with
+:class:`~tensorc.placement.block_placement.BlockPlacer` (LSHS simulating time and bytes, or
+round-robin). Placed tasks gather in a :class:`~tensorc.runtime.ray.block_waves.Wave` of at
+most ``window`` tasks, submitted as one call per node and level on the node workers (a chain
+of tasks on one node is one call; cross-node edges are object refs between calls); the
+driver then expands the next wave while the cluster runs, with at most two waves in flight,
+so it holds the frontier, not the graph. Outputs come back as
+:class:`~tensorc.runtime.ray.arrays.DistributedArray` (blocks stay on the nodes that computed
+them). The frontier bookkeeping it shares with the local run is
 :mod:`tensorc.runtime.block_frontier`.
+
+A node lost mid-run (its worker dies with it) makes the program run again task by task
+(``per_task=True``: one soft-pinned Ray task per block task, each block a Ray object that
+lineage reconstruction rebuilds), as einsum programs do.
+
+Statistics: ``tasks``, ``remote_calls`` (calls submitted), ``waves``,
+``driver_seconds_per_task`` (the driver's time expanding, placing and submitting, per task),
+``tasks_per_node``, ``inter_node_bytes`` (the placer's modelled copies),
+``max_node_memory_bytes``, ``peak_frontier``, ``run_seconds``, ``scheduler``, and
+``per_task`` (whether the run fell back to one task each).
 """
 
 from __future__ import annotations
@@ -22,7 +37,7 @@ import numpy as np
 
 from tensorc.codegen.block_dag import BlockDag
 from tensorc.codegen.block_layout import block_slices, tensor_bounds
-from tensorc.errors import TensorcError
+from tensorc.errors import ExecutionError, TensorcError
 from tensorc.ir.block_program import BlockProgramIR
 from tensorc.placement.block_placement import BlockPlacer
 from tensorc.placement.blocks import Blocks
@@ -38,16 +53,28 @@ from tensorc.runtime.block_frontier import (
 )
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.arrays import DistributedArray
-from tensorc.runtime.ray.calls import submit
+from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Wave
+from tensorc.runtime.ray.calls import WorkerLost, submit, wait_for_calls
 
-WINDOW = 256
+WINDOW = 1024
+WAVES_IN_FLIGHT = 2
 
 
 def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, bounds, cluster,
-                         scheduler: str = "lshs", window: int = WINDOW,
-                         dtype=None) -> tuple[dict, dict]:
-    """Run on the Ray cluster (see the module docstring)."""
-    return _RayDagRun(program, dag, inputs, bounds, cluster, scheduler, dtype).run(window)
+                         scheduler: str = "lshs", window: int | None = None,
+                         dtype=None, per_task: bool = False) -> tuple[dict, dict]:
+    """Run on the Ray cluster (see the module docstring); ``window``: tasks per wave
+    (default :data:`WINDOW`)."""
+    window = window or WINDOW
+    if not per_task:
+        try:
+            return _RayDagRun(program, dag, inputs, bounds, cluster, scheduler, dtype).run(
+                window)
+        except WorkerLost:
+            cluster.refresh()
+    outputs, stats = _RayDagRun(program, dag, inputs, bounds, cluster, scheduler, dtype,
+                                per_task=True).run(window)
+    return outputs, stats
 
 
 class _RayDagRun:
@@ -55,7 +82,7 @@ class _RayDagRun:
     placer's simulated cluster and the final output blocks."""
 
     def __init__(self, program: BlockProgramIR, dag: BlockDag, inputs: dict, bounds, cluster,
-                 scheduler: str, dtype) -> None:
+                 scheduler: str, dtype, per_task: bool = False) -> None:
         figures = machine()
         self.program, self.dag, self.bounds = program, dag, bounds
         self.cluster, self.scheduler, self.dtype = cluster, scheduler, dtype
@@ -72,16 +99,36 @@ class _RayDagRun:
         self.finals: dict = {}
         self.in_flight: deque = deque()
         self.tasks = 0
+        self.per_task = per_task
+        self.wave = Wave()
+        self.waves = 0
+        self.calls = 0
 
     def run(self, window: int) -> tuple[dict, dict]:
-        """Submit every task as its parents are submitted, at most ``window`` in flight."""
+        """Expand, place and submit every task (module docstring)."""
         started = time.perf_counter()
+        waiting = 0.0
         ready = deque(self.frontier.start())
         while ready:
             ready.extend(self.submit(ready.popleft()))
-            while len(self.in_flight) > window:
-                _wait(self.in_flight.popleft())
-        _wait(list(self.in_flight))
+            if self.per_task:
+                while len(self.in_flight) > window:
+                    waited = time.perf_counter()
+                    _wait(self.in_flight.popleft())
+                    waiting += time.perf_counter() - waited
+            elif len(self.wave) >= window or not ready:
+                self.flush()
+                while len(self.in_flight) > WAVES_IN_FLIGHT:
+                    waited = time.perf_counter()
+                    _wait_calls(self.cluster, self.in_flight.popleft())
+                    waiting += time.perf_counter() - waited
+        waited = time.perf_counter()
+        if self.per_task:
+            _wait(list(self.in_flight))
+        else:
+            _wait_calls(self.cluster, [r for wave in self.in_flight for r in wave])
+        finished = time.perf_counter()
+        waiting += finished - waited
         _check_complete(self.dag, self.frontier, self.tasks)
         outputs = _output_arrays(self.program, self.bounds, self.finals, self.output)
         placer = self.placer
@@ -90,8 +137,29 @@ class _RayDagRun:
                  "inter_node_bytes": placer.moved_bytes(),
                  "max_node_memory_bytes": max(placer.state.peak),
                  "peak_frontier": self.frontier.peak,
+                 "remote_calls": self.tasks if self.per_task else self.calls,
+                 "waves": self.waves, "per_task": self.per_task,
+                 "driver_seconds_per_task": (finished - started - waiting) / max(1, self.tasks),
                  "run_seconds": time.perf_counter() - started}
         return outputs, stats
+
+    def flush(self) -> None:
+        """Submit the wave; its results read later (or final output blocks) become refs."""
+        wave = self.wave
+        pending = [key for key, source in self.refs.items() if source[0] == PENDING]
+        finals = [key for key, found in self.finals.items() if found[0][0] == PENDING]
+        wanted = {self.refs[key][1:] for key in pending}
+        wanted.update(self.finals[key][0][1:] for key in finals)
+        made, reports, calls = wave.flush(self.cluster, wanted)
+        for key in pending:
+            self.refs[key] = (REF, made[self.refs[key][1:]])
+        for key in finals:
+            source, node, shape = self.finals[key]
+            self.finals[key] = ((REF, made[source[1:]]), node, shape)
+        self.in_flight.append(reports)
+        self.waves += 1
+        self.calls += calls
+        self.wave = Wave()
 
     def _read(self, edges) -> tuple[list, list, list, dict]:
         """The refs, reads, simulated block ids and shapes of a task's input edges; a
@@ -100,6 +168,7 @@ class _RayDagRun:
         for edge in edges:
             if edge.task is None:
                 ref, block, shape = self.source.block(edge.read.tensor, edge.coords)
+                ref = (REF, ref)
             else:
                 key = (edge.task, edge.result)
                 ref, block, shape = self.refs[key], self.ids[key], self.shapes[key]
@@ -128,9 +197,15 @@ class _RayDagRun:
                                               retained=keep))
         node = placer.place(inputs_ids, sum(placer.state.size[b] for b in out_ids), flops)
         placer.run(out_ids, inputs_ids, node, flops)
-        made = submit(self.cluster, "block", node, dag.sites[task[0]].assign.value,
-                      tuple(reads), *args, returns=len(out_shapes) + 1)
-        self.in_flight.append(made[-1])
+        expr = dag.sites[task[0]].assign.value
+        if self.per_task:
+            made = submit(self.cluster, "block", node, expr, tuple(reads),
+                          *(ref for _, ref in args), returns=len(out_shapes) + 1)
+            self.in_flight.append(made[-1])
+            made = [(REF, ref) for ref in made[:-1]]
+        else:
+            unit = self.wave.add(node, BlockKernel(expr, tuple(reads), len(out_shapes)), args)
+            made = [(PENDING, unit, j) for j in range(len(out_shapes))]
         for j, ((readers, final), shape) in enumerate(zip(per_result, out_shapes, strict=True)):
             key = (task, j)
             tensor, coords = written[j]
@@ -154,7 +229,7 @@ class _RayDagRun:
                     num_returns=2).remote("full", want, kind.str, (0,), 0)
                 node = 0
             else:
-                ref, node, shape = found
+                (_, ref), node, shape = found
                 _check_block_shape(name, coords, shape, region)
             placed.refs[coords] = ref
             placed.nodes[coords] = node
@@ -175,6 +250,18 @@ def _wait(refs) -> None:
         raise
 
 
+def _wait_calls(cluster, reports) -> None:
+    """:func:`~tensorc.runtime.ray.calls.wait_for_calls`, raising a kernel's own tensorc error
+    (``LinAlgError``) rather than the execution error wrapping it."""
+    try:
+        wait_for_calls(cluster, reports)
+    except ExecutionError as err:
+        cause = getattr(err.__cause__, "cause", None)
+        if isinstance(cause, TensorcError):
+            raise cause from None
+        raise
+
+
 class _RayInputs:
     """The input blocks on Ray, cut to the program's bounds on first use."""
 
@@ -190,6 +277,11 @@ class _RayInputs:
             self.made[key] = self._make(name, coords)
         return self.made[key]
 
+    def _live(self, node: int) -> int:
+        """``node``, or node 0 when the cluster has fewer nodes now (a node died since the
+        block was made: Ray knows where its copy or its lineage is)."""
+        return node if node < self.placer.nodes else 0
+
     def _make(self, name, coords):
         import ray
 
@@ -204,12 +296,12 @@ class _RayInputs:
             return ref, self.placer.add_version(nbytes, uses, node=0, retained=True), shape
         stored = value.blocks
         if stored.bounds == edges:
-            node = stored.nodes.get(coords, 0) or 0
+            node = self._live(stored.nodes.get(coords, 0) or 0)
             block = self.placer.add_version(nbytes, uses, node=node, retained=True)
             return stored.refs[coords], block, shape
         pieces = stored.pieces(region)
         piece_slices = tuple((into, out_of) for _, into, out_of in pieces)
-        node = stored.first_node(region)
+        node = self._live(stored.first_node(region))
         ref, _ = submit(self.cluster, "piece", node, shape, piece_slices,
                         *(stored.refs[c] for c, _, _ in pieces))
         return ref, self.placer.add_version(nbytes, uses, node=node, retained=True), shape

@@ -1,0 +1,150 @@
+"""A block program's placed tasks submitted per node and wave: one call, not one task each.
+
+Contract: a :class:`Wave` collects block-program tasks that the driver has expanded and
+placed (:class:`~tensorc.placement.block_placement.BlockPlacer` chose each one's node) but not
+submitted. :meth:`Wave.add` takes a task's node, its :class:`BlockKernel` and its arguments,
+each ``(REF, ref)`` (a block already in Ray: an input, or a result of an earlier wave) or
+``(PENDING, unit, j)`` (result ``j`` of a task earlier in this wave), and returns the task's
+unit number. :meth:`Wave.flush` submits the whole wave as calls of the two-level runtime
+(:mod:`tensorc.runtime.ray.stages` levels einsum units the same way):
+
+- a unit's *level* is the largest level of the units it reads, plus one when one of them is
+  on another node; units with the same node and level are one call on that node's
+  :class:`~tensorc.runtime.ray.tasks.NodeWorker`, their steps in wave (topological) order.
+  A chain of tasks on one node is therefore one call, and calls grow with nodes x levels,
+  not with tasks;
+- calls are submitted in (level, node) order under the process-wide submission lock, so every
+  worker's queue follows one topological order (no cycle can form between actors);
+- a result crosses a call boundary only as a call's return value (a Ray object: moved by Ray,
+  rebuilt by lineage when the call ran as a task); a result only its own call reads never
+  enters the object store. A result is returned when another call reads it or when the
+  caller still wants it after the wave (``wanted``: read by tasks not yet expanded, or an
+  output's final block).
+
+:meth:`Wave.flush` returns the refs of the wanted results and the calls' report refs (the
+caller waits on them with :func:`~tensorc.runtime.ray.calls.wait_for_calls`). Plain data
+until the flush; the flush is the only part that talks to Ray.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+
+from tensorc.codegen.block_kernels import evaluate_block_expr
+from tensorc.runtime.ray.calls import SUBMITTING, node_workers, put_payloads, submit_stage
+from tensorc.runtime.ray.stages import RUN, Step
+
+REF, PENDING = "ref", "w"
+"""Argument kinds: a block already in Ray, or a result of a task earlier in the wave."""
+
+
+class BlockKernel:
+    """One block-program task as a call step: its kernel expression over the blocks its reads
+    name, in order. Returns its one result, or its results as a tuple (``results > 1``)."""
+
+    __slots__ = ("expr", "reads", "results")
+
+    def __init__(self, expr, reads: tuple, results: int) -> None:
+        self.expr, self.reads, self.results = expr, reads, results
+
+    def __call__(self, *blocks):
+        made = evaluate_block_expr(self.expr, dict(zip(self.reads, blocks, strict=True)))
+        return tuple(made) if self.results > 1 else made[0]
+
+    def __reduce__(self):
+        return BlockKernel, (self.expr, self.reads, self.results)
+
+
+class Wave:
+    """Placed, unsubmitted block tasks (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.node: list[int] = []
+        self.kernel: list[BlockKernel] = []
+        self.args: list[tuple] = []
+
+    def __len__(self) -> int:
+        return len(self.node)
+
+    def add(self, node: int, kernel: BlockKernel, args) -> int:
+        self.node.append(node)
+        self.kernel.append(kernel)
+        self.args.append(tuple(args))
+        return len(self.node) - 1
+
+    def levels(self) -> list[int]:
+        level = [0] * len(self.node)
+        for u, args in enumerate(self.args):
+            for arg in args:
+                if arg[0] == PENDING:
+                    a = arg[1]
+                    level[u] = max(level[u], level[a] + (self.node[a] != self.node[u]))
+        return level
+
+    def calls(self, wanted: set) -> list[tuple[int, tuple, tuple, tuple, list]]:
+        """The wave as calls: ``(node, steps, args, exports, exported results)`` in
+        submission order; ``args[i]`` is ``(REF, ref)`` or ``(PENDING, unit, j)`` (an export
+        of an earlier call of the wave), ``exported[k]`` the ``(unit, j)`` export ``k``
+        returns."""
+        level = self.levels()
+        keys = sorted({(level[u], self.node[u]) for u in range(len(self.node))})
+        call_index = {key: c for c, key in enumerate(keys)}
+        call_of = [call_index[(level[u], self.node[u])] for u in range(len(self.node))]
+        read_by_call: dict[tuple[int, int], set[int]] = {}
+        for u, args in enumerate(self.args):
+            for arg in args:
+                if arg[0] == PENDING:
+                    read_by_call.setdefault(arg[1:], set()).add(call_of[u])
+        members: list[list[int]] = [[] for _ in keys]
+        for u, c in enumerate(call_of):
+            members[c].append(u)
+        made = []
+        for c, (_, node) in enumerate(keys):
+            steps: list = []
+            step_of: dict[tuple[int, int], int] = {}
+            args: list = []
+            arg_index: dict = {}
+            for u in members[c]:
+                inputs = []
+                for arg in self.args[u]:
+                    if arg[0] == PENDING and call_of[arg[1]] == c:
+                        inputs.append(("t", step_of[arg[1:]]))
+                        continue
+                    key = arg if arg[0] == PENDING else (REF, id(arg[1]))
+                    if key not in arg_index:
+                        arg_index[key] = len(args)
+                        args.append(arg)
+                    inputs.append(("x", arg_index[key]))
+                kernel = self.kernel[u]
+                steps.append((Step(RUN, kernel), tuple(inputs)))
+                if kernel.results == 1:
+                    step_of[(u, 0)] = len(steps) - 1
+                    continue
+                whole = len(steps) - 1
+                for j in range(kernel.results):
+                    if (u, j) in read_by_call or (u, j) in wanted:
+                        steps.append((Step(RUN, itemgetter(j)), (("t", whole),)))
+                        step_of[(u, j)] = len(steps) - 1
+            exported = [result for result in step_of
+                        if result in wanted or read_by_call.get(result, {c}) - {c}]
+            made.append((node, tuple(steps), tuple(args),
+                         tuple(step_of[r] for r in exported), exported))
+        return made
+
+    def flush(self, cluster, wanted: set) -> tuple[dict, list, int]:
+        """Submit the wave; returns ``({(unit, j): ref} for the wanted results, the calls'
+        report refs, the number of calls)``."""
+        calls = self.calls(wanted)
+        workers = node_workers(cluster)
+        payloads = put_payloads((steps, exports, None) for _, steps, _, exports, _ in calls)
+        refs: dict[tuple[int, int], object] = {}
+        reports = []
+        with SUBMITTING:
+            for (node, _, args, exports, exported), (key, payload) in zip(
+                    calls, payloads, strict=True):
+                bound = [arg[1] if arg[0] == REF else refs[arg[1:]] for arg in args]
+                returned = submit_stage(cluster, workers, node, key, payload, bound,
+                                        len(exports) + 1)
+                refs.update(zip(exported, returned, strict=False))
+                reports.append(returned[-1])
+        return {r: refs[r] for r in wanted}, reports, len(calls)

@@ -1,0 +1,45 @@
+"""A wave of placed block tasks as calls (plain data, no Ray): one call per node and level,
+a chain on one node one call, results returned only when another call or a later wave reads
+them."""
+
+from __future__ import annotations
+
+from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Wave
+
+
+def kernel(results: int = 1) -> BlockKernel:
+    return BlockKernel(None, (), results)
+
+
+def test_a_chain_on_one_node_is_one_call_that_returns_only_what_is_wanted():
+    wave = Wave()
+    first = wave.add(0, kernel(), [(REF, "x")])
+    second = wave.add(0, kernel(), [(PENDING, first, 0)])
+    wave.add(0, kernel(), [(PENDING, second, 0), (REF, "x")])
+    calls = wave.calls(wanted={(2, 0)})
+    assert len(calls) == 1
+    node, steps, args, exports, exported = calls[0]
+    assert node == 0 and len(steps) == 3 and args == ((REF, "x"),)
+    assert [inputs for _, inputs in steps] == [(("x", 0),), (("t", 0),), (("t", 1), ("x", 0))]
+    assert exports == (2,) and exported == [(2, 0)]
+
+
+def test_an_edge_to_another_node_starts_a_level_and_crosses_as_a_return_value():
+    wave = Wave()
+    a = wave.add(0, kernel(), [(REF, "x")])
+    b = wave.add(1, kernel(), [(PENDING, a, 0)])
+    wave.add(0, kernel(), [(PENDING, a, 0), (PENDING, b, 0)])
+    assert wave.levels() == [0, 1, 2]
+    calls = wave.calls(wanted={(2, 0)})
+    assert [(node, exported) for node, _, _, _, exported in calls] == [
+        (0, [(0, 0)]), (1, [(1, 0)]), (0, [(2, 0)])]
+    assert calls[2][2] == ((PENDING, 0, 0), (PENDING, 1, 0))
+
+
+def test_a_task_with_two_results_is_picked_apart_for_its_readers():
+    wave = Wave()
+    qr = wave.add(0, kernel(results=2), [(REF, "x")])
+    wave.add(0, kernel(), [(PENDING, qr, 1)])
+    ((_, steps, _, exports, exported),) = wave.calls(wanted={(qr, 0), (1, 0)})
+    assert len(steps) == 4  # the task, its two results picked, the reader
+    assert exported == [(0, 0), (1, 0)] and exports == (1, 3)
