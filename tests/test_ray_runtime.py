@@ -179,14 +179,18 @@ def test_cached_copies_are_free_to_read():
         array.numpy()  # Ray now caches every block on the driver's node too
     tc.einsum("ijk,jkf->if", *arrays, scheduler="round_robin")
     stats = tc.last_stats()
+    # Ray's object sizes include each object's serialisation header (about 190 bytes for a
+    # numpy block), which the model does not count: at most 16 moved blocks' worth here
+    headers = 16 * 192
     assert abs(stats["measured_inter_node_bytes"] - stats["inter_node_bytes"]) <= 0.2 * max(
-        stats["inter_node_bytes"], 1), stats
+        stats["inter_node_bytes"], 1) + headers, stats
     smallest_input_block = 16 * 16 * 8 * 8  # a Y block; X blocks are 16 x 16 x 16
     assert stats["node_recv_bytes"][0] < smallest_input_block  # only partial sums move there
 
 
 def test_stats_keys():
     arrays = _operands(["X", "Y"], 16, 4, 2)
+    tc.wait(*arrays)  # made: a program making them this small would run on the driver
     tc.einsum("ijk,jkf->if", *arrays)
     stats = tc.last_stats()
     for key in ("tasks", "inter_node_bytes", "max_node_recv_bytes", "max_node_memory_bytes",

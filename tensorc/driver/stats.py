@@ -76,4 +76,7 @@ def program_stats(statements: Sequence[tuple[str, dict]], *, backend: str,
     for key in ("scheduler", "nodes"):
         values = {s.get(key) for s in runs}
         total[key] = values.pop() if len(values) == 1 else None
+    if len(runs) == 1:  # one statement (an einsum making its operands): its own figures too
+        for key, value in runs[0].items():
+            total.setdefault(key, value)
     return total
