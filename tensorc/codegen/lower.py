@@ -20,6 +20,7 @@ import hashlib
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -71,26 +72,21 @@ class _Blocked:
         self.order = order
 
 
+@dataclass(slots=True)
 class _Chunk:
     """The tasks of one stage (or of its reduce), as arrays: one row per task, numbered
     ``first`` on in creation order."""
 
-    __slots__ = ("stage", "kind", "kernel", "first", "coords", "inputs", "shapes", "nbytes",
-                 "flops", "sources")
-
-    def __init__(self, stage: str, kind: str, kernel: int, first: int, coords: np.ndarray,
-                 inputs: np.ndarray, shapes: np.ndarray, nbytes: np.ndarray,
-                 flops: np.ndarray, sources: list | None = None) -> None:
-        self.stage = stage
-        self.kind = kind
-        self.kernel = kernel
-        self.first = first
-        self.coords = coords
-        self.inputs = inputs
-        self.shapes = shapes
-        self.nbytes = nbytes
-        self.flops = flops
-        self.sources = sources  # load tasks: (operand position, block slices) per task
+    stage: str
+    kind: str
+    kernel: int
+    first: int
+    coords: np.ndarray
+    inputs: np.ndarray
+    shapes: np.ndarray
+    nbytes: np.ndarray
+    flops: np.ndarray
+    sources: list | None = None  # load tasks: (operand position, block slices) per task
 
     def __len__(self) -> int:
         return len(self.nbytes)

@@ -3,7 +3,8 @@
 Contract: ``ClusterState(nodes, sizes, uses, retained)`` models ``nodes`` nodes and one block
 per entry of ``sizes`` (a task graph's task indices; :meth:`ClusterState.add_block` appends
 more, e.g. the result of a local fold). Nothing here runs data: a transition only moves
-counters, so a whole graph is simulated at ~10⁵ tasks per second.
+counters, so a whole graph is simulated at a few 10⁵ tasks per second (large graphs take
+the compiled loop of :mod:`tensorc.placement.lshs_compiled`, which keeps the same state).
 
 Model (the one the schedulers and the Ray executor share):
 

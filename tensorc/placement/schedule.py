@@ -39,6 +39,8 @@ Policies:
   block out; listed in ``Schedule.reduce_groups``); the final fold, over the group results
   and the remaining inputs, is then placed by the same rule. A reduce whose inputs all come
   from one node is placed like any task.
+  On a graph of :data:`COMPILED_TASKS` tasks or more the same policy runs compiled
+  (:mod:`tensorc.placement.lshs_compiled`, on the graph's columns): same result.
 - ``round_robin``: the c-th non-load task in graph order runs on node ``c % nodes``; no
   local folds. The ablation baseline.
 - ``ray_default``: a model of Ray's locality-aware default, which gets no affinity from
