@@ -149,6 +149,17 @@ def test_compute_evaluates_several_arrays_in_one_program() -> None:
     close(second, np.exp(X).max(1))
 
 
+def test_a_statement_value_is_kept_for_the_next_program_reading_it() -> None:
+    x, v = tc.asarray(X), tc.asarray(V)
+    raw = x @ v  # a contraction statement inside the first program
+    loss = tc.sum(tc.log1p(tc.exp(raw)))
+    close(loss, np.log1p(np.exp(X @ V)).sum())
+    assert raw.evaluated  # kept: a node still referred to
+    gradient = x.T @ (1.0 / (1.0 + tc.exp(-raw)))  # reads raw's value: one statement
+    close(gradient, X.T @ (1.0 / (1.0 + np.exp(-(X @ V)))))
+    assert tc.last_stats()["statements_run"] == 2  # the element-wise part, then X^T @ it
+
+
 def test_a_long_shared_expression_is_stored_once_not_recomputed() -> None:
     x = tc.asarray(X)
     shared = tc.exp(tc.sin(tc.cos(tc.exp(x) + 1.0) * 2.0) - 3.0)  # 7 element-wise operations

@@ -6,7 +6,10 @@ and run by one :class:`~tensorc.driver.statements.StatementRunner` (plans cached
 evaluations, so a loop that builds the same computation each iteration plans once): on the
 Ray session when there is one (results stay on the nodes as
 :class:`~tensorc.runtime.ray.arrays.DistributedArray`), else in this process (numpy). Each
-evaluated node becomes a leaf holding its value (its operands are released),
+evaluated node becomes a leaf holding its value (its operands are released); in this
+process, so does every other node the program computed as a statement (its value is kept
+only while something still refers to the node, which is when a later program may read it
+instead of computing it again: scikit-learn's loss, then its gradient, from one ``X @ w``).
 ``tc.last_stats()`` reports the run, and :func:`last_program` keeps what ``explain()``
 shows. A ``deferred`` node under them (:mod:`tensorc.lazy.graph`) is computed first, its
 operands evaluated as their own program and its callable run on their values; the rest is
@@ -22,6 +25,7 @@ the program runs in this process.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import weakref
 
@@ -64,17 +68,25 @@ def evaluate_graph(exprs: list[ArrayNode]) -> None:
         raise ExecutionError("this array lives on a Ray session that has been shut down; "
                              "call tc.init(...) again and recreate it")
     inputs, not_made = _recipes_as_inputs(lowered)
-    values, ran = RUNNER.run(lowered.unrolled, inputs, executor)
+    kept = lowered.intermediates if executor.in_process else ()
+    program = lowered.unrolled if not kept else dataclasses.replace(
+        lowered.unrolled, outputs=(*lowered.unrolled.outputs,
+                                   *((label, label) for _, label in kept)))
+    values, ran = RUNNER.run(program, inputs, executor)
     _made(not_made, lowered, ran)
     for expr, label in zip(pending, lowered.labels, strict=True):
         if expr.value is None:
             expr.become_leaf(values[label] if label in values else lowered.inputs[label])
+    for node, label in kept:
+        if node.value is None:
+            node.become_leaf(values[label])
     stats = run_stats.program_stats(ran, backend=where, seconds=time.perf_counter() - started,
                                     remote_calls=RUNNER.node_calls)
     stats["statements_run"] = len(lowered.unrolled.statements)
     run_stats.record(stats)
-    for expr in pending:
-        _PROGRAMS[expr] = (lowered, where, stats)
+    shown = dataclasses.replace(lowered, intermediates=())  # not kept alive by explain()
+    for expr in (*pending, *(node for node, _ in kept)):
+        _PROGRAMS[expr] = (shown, where, stats)
 
 
 def evaluate_into(expr: ArrayNode, sink) -> None:

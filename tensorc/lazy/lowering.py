@@ -20,6 +20,9 @@ input values by label and the label of each root.
 - Broadcasting follows the standard: a size-1 axis against a longer one gets its own index
   of extent 1, folded away by the statement; an output axis of extent 1 that no operand has
   reads a one-element ``unit`` input.
+- Every statement's node is listed with its label (``LoweredGraph.intermediates`` for those
+  that are not roots), so an evaluation can keep their values: a later program reading such
+  a node then reads its value instead of computing it again.
 - Labels are deterministic (inputs ``x0, x1, …``, statements ``t0, t1, …`` in dependency
   order), so the same computation on new data lowers to an equal program and reuses its
   plans.
@@ -74,11 +77,12 @@ LOWERED_AS = {
 @dataclass(frozen=True)
 class LoweredGraph:
     """A lowered graph: its statements (``Unrolled``), its input values by label, each
-    root's label."""
+    root's label, and each other node computed as a statement with its label."""
 
     unrolled: Unrolled
     inputs: dict
     labels: tuple[str, ...]
+    intermediates: tuple[tuple[ArrayNode, str], ...] = ()
 
 
 def post_order(roots: list[ArrayNode]) -> list[ArrayNode]:
@@ -142,6 +146,7 @@ class _Lowering:
         self.labels: dict[int, str] = {}
         self.inputs: dict[str, object] = {}
         self.statements: list[Statement] = []
+        self.statement_nodes: list[tuple[ArrayNode, str]] = []
 
     def arg(self, a):
         return self.rep[id(a)] if isinstance(a, ArrayNode) else a
@@ -195,6 +200,7 @@ class _Lowering:
             self.inputs[label] = node.value if node.value is not None else node  # program
         else:
             label = self.statement(node)
+            self.statement_nodes.append((node, label))
         self.labels[id(node)] = label
         return label
 
@@ -372,4 +378,6 @@ def lower_graph(roots: list[ArrayNode]) -> LoweredGraph:
     labels = tuple(lowering.label(r) for r in lowering.roots)
     outputs = tuple((label, label) for label in dict.fromkeys(labels))
     unrolled = Unrolled(tuple(lowering.statements), outputs)
-    return LoweredGraph(unrolled, lowering.inputs, labels)
+    intermediates = tuple((node, label) for node, label in lowering.statement_nodes
+                          if id(node) not in lowering.requested)
+    return LoweredGraph(unrolled, lowering.inputs, labels, intermediates)
