@@ -236,6 +236,16 @@ def test_to_zarr_on_ray_is_written_by_the_nodes_that_compute_it(ray_cluster, sto
                                _standardized(value), rtol=1e-9, atol=1e-12)
 
 
+def test_chunks_the_blocks_do_not_align_with_are_written_whole(ray_cluster, store, tmp_path):
+    path, value, _, _ = store
+    out = str(tmp_path / "odd.zarr")
+    tc.to_zarr(tc.from_zarr(path) + 1.0, out, chunks=(48, 48, 128))
+    written = zarr.open_array(out, mode="r")
+    assert written.chunks == (48, 48, 128)
+    np.testing.assert_allclose(written[...], value + 1.0)
+    assert tc.last_stats().get("sink_bytes") is None  # not written by the nodes
+
+
 def _standardize(x):
     return (x - tc.mean(x, axis=0)) / tc.std(x, axis=0)
 
@@ -301,3 +311,19 @@ def test_each_node_measures_its_peak_within_its_budget(ray_cluster, big_store, t
     growth = [peak - base for peak, base in zip(stats["node_peak_rss_bytes"], before,
                                                 strict=True)]
     assert max(growth) <= 1.5 * BUDGET + ALLOWANCE, (growth, before)
+
+
+def test_a_program_run_to_zarr_on_ray_is_written_by_the_nodes(ray_cluster, tmp_path):
+    rng = np.random.default_rng(4)
+    a, b = rng.random((512, 256)), rng.random((256, 64))
+    zarr.create_array(str(tmp_path / "a.zarr"), shape=a.shape, chunks=(128, 256),
+                      dtype="f8")[...] = a
+    program = tc.compile("size M, N, K\ninput A : f64[M, K]\ninput B : f64[K, N]\n"
+                         "output C : f64[M, N]\noutput D : f64[M, N]\n"
+                         "C[i, j] += A[i, k] * B[k, j]\nD[i, j] = C[i, j] * 2.0\n")
+    out = str(tmp_path / "out.zarr")
+    program.run_to_zarr(out, A=tc.from_zarr(str(tmp_path / "a.zarr")), B=b)
+    group = zarr.open_group(out, mode="r")
+    np.testing.assert_allclose(group["C"][...], a @ b)  # read by D: written after the run
+    np.testing.assert_allclose(group["D"][...], 2 * (a @ b))  # written by its nodes
+    assert tc.last_stats()["sink_bytes"] == (a @ b).nbytes

@@ -31,6 +31,7 @@ import numpy as np
 
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.ray.storage_tasks import write_on_nodes
+from tensorc.runtime.statements import write_whole
 
 SETTLE_SECONDS = 60.0
 
@@ -85,9 +86,8 @@ def write_result(sink, value) -> None:
                 _, err = failed
                 raise getattr(err, "cause", None) or err
             return
-    whole = np.asarray(value.numpy() if isinstance(value, DistributedArray) else value)
-    sink.open(whole.shape)
-    sink.write(tuple(slice(0, n) for n in whole.shape), whole.astype(sink.dtype, copy=False))
+    write_whole(sink, np.asarray(value.numpy() if isinstance(value, DistributedArray)
+                                 else value))
 
 
 def settle(pending: list) -> None:
