@@ -89,7 +89,8 @@ class _RayDagRun:
         self.placer = BlockPlacer(cluster.nodes, figures.cores_per_node, scheduler,
                                   flops_per_core=figures.blas_flops_per_core,
                                   bytes_per_second=figures.network_bytes_per_second,
-                                  task_seconds=figures.task_seconds)
+                                  task_seconds=figures.task_seconds,
+                                  hop_seconds=figures.call_seconds)
         self.source = _RayInputs(program, inputs, bounds, cluster, self.placer, dag)
         self.frontier = _Frontier(dag)
         self.refs: dict = {}

@@ -12,7 +12,9 @@ defaults):
   read by the worker of another node, less one call's round trip (on a single node, the
   object store's copy rate);
 - *compute*: one core's BLAS rate (a 256 x 256 matrix product with one BLAS thread);
-- *cores per node*: the CPUs Ray reports for the nodes (the smallest).
+- *cores per node*: the CPUs Ray reports for the nodes (the smallest);
+- *per call between nodes*: one call's round trip, the latency a block pays to reach a call
+  on another node.
 
 Each figure is the median of a few tries, clamped to a sane range so a hiccup on a busy
 machine cannot make the planner absurd.
@@ -81,5 +83,6 @@ def calibrate_cluster(cluster: RayCluster) -> dict:
         "task_seconds": _clamp(step + trip / STEPS_PER_CALL, 1e-6, 0.1),
         "blas_flops_per_core": _clamp(flops, 0.1e9, 1e12),
         "cores_per_node": max(1, int(min(cluster.cpus or [1]))),
+        "call_seconds": _clamp(trip, 1e-5, 0.05),
         "source": f"probed on {cluster.nodes} node(s)",
     }

@@ -9,12 +9,13 @@ Policies:
 
 - ``lshs`` — the load-simulating scheduler for DAGs whose tasks are BLAS-3 sized: every
   node's cores are simulated as busy-until times; a task's inputs arrive at their ready
-  time plus their bytes over the calibrated bandwidth when they are on another node; the
-  task goes to the node where it would *finish* first (compute at the calibrated per-core
-  rate), ties to the node the byte objective of :class:`~tensorc.placement.cluster_state.
-  ClusterState` prefers (peak memory + net in + net out), then to the lowest id. Bytes
-  alone would put a whole factorisation on one node, and time alone would ignore memory:
-  the simulated clock carries both.
+  time, plus, when they are on another node, ``hop_seconds`` (the latency of a call
+  boundary) and their bytes over the calibrated bandwidth; the task goes to the node where
+  it would *finish* first (compute at the calibrated per-core rate), ties to the node the
+  byte objective of :class:`~tensorc.placement.cluster_state.ClusterState` prefers (peak
+  memory + net in + net out), then to the lowest id. Bytes alone would put a whole
+  factorisation on one node, and time alone would ignore memory: the simulated clock
+  carries both.
 - ``round_robin`` — the c-th task on node ``c % nodes`` (the ablation baseline).
 
 Byte accounting (moved bytes, per-node peak memory) is the cluster-state model's, so the
@@ -34,7 +35,8 @@ class BlockPlacer:
     """Simulated nodes for a stream of block tasks (see the module docstring)."""
 
     def __init__(self, nodes: int, cores: int, policy: str, *, flops_per_core: float,
-                 bytes_per_second: float, task_seconds: float) -> None:
+                 bytes_per_second: float, task_seconds: float,
+                 hop_seconds: float = 0.0) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown block scheduler {policy!r}; choose one of "
                              f"{', '.join(POLICIES)}")
@@ -43,6 +45,7 @@ class BlockPlacer:
         self.flops_per_core = flops_per_core
         self.bytes_per_second = bytes_per_second
         self.task_seconds = task_seconds
+        self.hop_seconds = hop_seconds
         self.state = ClusterState(nodes, [], [])
         self.cores = [[0.0] * max(1, cores) for _ in range(nodes)]
         self.ready: list[float] = []  # per version: simulated time it exists
@@ -74,7 +77,7 @@ class BlockPlacer:
         arrive = 0.0
         for block in inputs:
             moved = 0.0 if self.state.holders[block] & bit else (
-                self.state.size[block] / self.bytes_per_second)
+                self.hop_seconds + self.state.size[block] / self.bytes_per_second)
             arrive = max(arrive, self.ready[block] + moved)
         start = max(arrive, self.cores[node][0])
         return start + self.task_seconds + flops / self.flops_per_core

@@ -15,10 +15,10 @@ The rules the simulation adds:
   existing blocking (``preferred``), or one the caller fixed;
 - a task's compute runs at ``edge / (edge + BLAS_HALF_EDGE)`` of the per-core rate, ``edge``
   the smaller side of its largest input block (small blocks run BLAS further from its
-  peak), plus the per-task overhead (:data:`LOCAL_TASK_SECONDS` on a thread pool,
-  :data:`RAY_TASK_SECONDS` or the calibrated figure, whichever is larger, for one Ray task:
-  a block program's tasks are Ray tasks of their own, dearer than the block steps of a
-  staged einsum the calibration measures);
+  peak), plus the per-task overhead (:data:`LOCAL_TASK_SECONDS` on a thread pool, the
+  calibrated step cost on Ray, where a block program's tasks are steps of per-node calls),
+  and a block read on another node arrives one call's round trip later (the machine's
+  ``call_seconds``) on top of its bytes;
 - candidates whose DAG exceeds :data:`MAX_SIMULATED_TASKS` tasks are not simulated (they are
   far past the point where tasks pay for themselves);
 - inputs that are already cut into blocks (on Ray) add the time to re-cut them, at the
@@ -43,7 +43,6 @@ MIN_BLOCK = 256
 BLAS_HALF_EDGE = 96
 MAX_SIMULATED_TASKS = 3000
 LOCAL_TASK_SECONDS = 60e-6
-RAY_TASK_SECONDS = 3e-3  # one Ray task of a block program, submitted, run and stored
 
 
 @dataclass(frozen=True)
@@ -86,10 +85,11 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
     """Simulated makespan, task count and bytes of one choice of counts (``None`` when the
     DAG has more than ``limit`` tasks)."""
     figures = machine()
-    overhead = max(figures.task_seconds, RAY_TASK_SECONDS) if nodes > 1 else LOCAL_TASK_SECONDS
+    overhead = figures.task_seconds if nodes > 1 else LOCAL_TASK_SECONDS
     placer = BlockPlacer(nodes, cores, "lshs", flops_per_core=figures.blas_flops_per_core,
                          bytes_per_second=figures.network_bytes_per_second,
-                         task_seconds=overhead)
+                         task_seconds=overhead,
+                         hop_seconds=figures.call_seconds if nodes > 1 else 0.0)
     dag = BlockDag(program, env)
     versions: dict = {}
     shapes: dict = {}

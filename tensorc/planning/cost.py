@@ -96,6 +96,7 @@ def parallel_seconds(work: Work, tasks: int, workers: int) -> float:
 
 NETWORK_BYTES_PER_SECOND = 125e6  # 1 Gbit/s into a node (a commodity cluster link)
 RAY_TASK_SECONDS = 0.5e-3  # a remote call on its node (docs/performance.md: ~0.5 ms each)
+RAY_CALL_SECONDS = 1e-3  # a block crossing nodes between calls: the next call's round trip
 RAY_SUBMIT_SECONDS = 20e-6  # the driver submitting one remote call (Ray pipelines these)
 CORES_PER_NODE = 8  # a cluster node runs this many tasks at once
 NODE_FLOPS_PER_CORE = BLAS_FLOPS_PER_CORE  # a cluster node's BLAS rate per core
@@ -116,12 +117,16 @@ class Machine:
     blas_flops_per_core: float = NODE_FLOPS_PER_CORE
     cores_per_node: int = CORES_PER_NODE
     source: str = "defaults"
+    call_seconds: float = RAY_CALL_SECONDS
+    """The latency a block pays to reach a call on another node (one call's round trip),
+    on top of its bytes over the network rate."""
 
     def describe(self) -> str:
         return (f"{self.source}: network {self.network_bytes_per_second / 1e6:.0f} MB/s per "
                 f"node, {self.task_seconds * 1e6:.0f} us per block task, "
                 f"{self.blas_flops_per_core / 1e9:.1f} GFLOP/s per core, "
-                f"{self.cores_per_node} core(s) per node")
+                f"{self.cores_per_node} core(s) per node, "
+                f"{self.call_seconds * 1e3:.2f} ms per call between nodes")
 
 
 DEFAULT_MACHINE = Machine()
