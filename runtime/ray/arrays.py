@@ -7,10 +7,16 @@ with node grid ``(C0, C1, …)``, block ``(g0, g1, …)`` is made on node
 count over the block grid, inner dimensions first:
 :func:`~tensorc.placement.layout.node_grid`). Contract:
 
-- ``tc.random``, ``tc.zeros``, ``tc.ones`` make every block *on its node* (one remote task per
-  block; nothing passes through the driver). ``tc.random`` seeds block ``g`` with
-  ``(seed, *g)``, so its values depend on the seed and the blocking, not on the cluster;
-- ``tc.asarray(ndarray)`` cuts a driver array into blocks and places each on its node;
+- :func:`random`, :func:`zeros`, :func:`ones`, :func:`full` make every block *on its node*
+  (one remote task per block; nothing passes through the driver). :func:`random` seeds
+  block ``g`` with ``(seed, *g)``, so its values depend on the seed and the blocking, not on
+  the cluster;
+- :func:`asarray` cuts a driver array into blocks and places each on its node;
+- the public ``tc.random``, ``tc.zeros``, … of a Ray session make nothing: they hold a
+  :class:`~tensorc.placement.recipes.Recipe` (:func:`recipe`), an array not made yet.
+  :func:`generate` makes it in the layout a plan reading it wants (each block on the node
+  the plan loads it on), :func:`made_default` in the default layout above (its own
+  blocking, block-cyclic); its values are the same either way;
 - ``block_shape=`` or ``grid=`` (blocks per dimension) choose the blocking; by default the
   cluster's CPUs are factored over the dimensions, largest extent first, so every CPU gets a
   block; the node grid factors the node count the same way over the block grid;

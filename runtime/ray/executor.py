@@ -4,8 +4,9 @@ Contract: :class:`RayExecutor` implements :class:`~tensorc.runtime.executor.Exec
 connected :class:`~tensorc.runtime.ray.cluster.RayCluster`: a planned einsum is scheduled and
 staged into one call per node and stage (:func:`~tensorc.runtime.ray.plans.run_on_ray`); a
 statement program is pipelined with its calls merged
-(:class:`~tensorc.runtime.ray.statements.RayStatementRun`); a block program's DAG is submitted
-task by task as its parents are submitted (:mod:`tensorc.runtime.ray.block_program`).
+(:class:`~tensorc.runtime.ray.statements.RayStatementRun`); a block program's DAG is expanded
+and placed on the driver a wave at a time, each wave submitted as one call per node and
+level (:mod:`tensorc.runtime.ray.block_program`, :mod:`tensorc.runtime.ray.block_waves`).
 Results stay on the nodes as :class:`~tensorc.runtime.ray.arrays.DistributedArray`.
 """
 
