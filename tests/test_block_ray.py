@@ -3,11 +3,14 @@ tasks spread over the nodes and placed by the scheduler, blocks left where they 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import tensorc as tc
 from tensorc.driver.block_programs import shipped
+from tensorc.planning import cost
 from tensorc.runtime.ray.arrays import DistributedArray
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
@@ -32,13 +35,35 @@ def test_cholesky_on_ray_matches_numpy_and_stays_distributed():
     np.testing.assert_allclose(lower.numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
 
 
-def test_tasks_spread_over_the_nodes_and_blocks_stay_there():
+@pytest.fixture
+def call_seconds():
+    """Price a block crossing nodes between calls at the figure given (the machine's other
+    figures as calibrated); the calibrated figures come back after the test."""
+    calibrated = cost.machine()
+    yield lambda seconds: cost.use_machine(dataclasses.replace(calibrated,
+                                                               call_seconds=seconds))
+    cost.use_machine(calibrated)
+
+
+def test_tasks_spread_over_the_nodes_and_blocks_stay_there(call_seconds):
+    call_seconds(1e-5)  # a fast interconnect: spreading the trailing updates pays
     a = spd(1024)
     out = shipped("cholesky").run(A=tc.asarray(a, block_shape=(256, 256)).value(), NB=4)
     stats = tc.last_stats()
     assert stats["block_counts"] == {"NB": 4} and stats["tasks"] == 20
     assert sum(1 for t in stats["tasks_per_node"] if t) >= 2
     assert len(set(out["L"].block_nodes().values())) >= 2
+    np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
+                               atol=1e-10)
+
+
+def test_a_dear_call_boundary_keeps_a_small_factorisation_on_one_node(call_seconds):
+    call_seconds(0.05)  # 50 ms per hop: far more than any of these 256-row tasks computes
+    a = spd(1024)
+    out = shipped("cholesky").run(A=tc.asarray(a, block_shape=(256, 256)).value(), NB=4)
+    stats = tc.last_stats()
+    assert sorted(stats["tasks_per_node"])[-1] == stats["tasks"] == 20
+    assert stats["remote_calls"] == 1
     np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
                                atol=1e-10)
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from operator import itemgetter
 
 from tensorc.codegen.block_kernels import evaluate_block_expr
-from tensorc.runtime.ray.calls import SUBMITTING, node_workers, put_payloads, submit_stage
+from tensorc.runtime.ray.calls import SUBMITTING, node_workers, submit_stage
 from tensorc.runtime.ray.stages import RUN, Step
 
 REF, PENDING = "ref", "w"
@@ -136,7 +136,7 @@ class Wave:
         report refs, the number of calls)``."""
         calls = self.calls(wanted)
         workers = node_workers(cluster)
-        payloads = put_payloads((steps, exports, None) for _, steps, _, exports, _ in calls)
+        payloads = [("wave", (steps, exports, None)) for _, steps, _, exports, _ in calls]
         refs: dict[tuple[int, int], object] = {}
         reports = []
         with SUBMITTING:

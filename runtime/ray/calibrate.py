@@ -13,8 +13,12 @@ defaults):
   object store's copy rate);
 - *compute*: one core's BLAS rate (a 256 x 256 matrix product with one BLAS thread);
 - *cores per node*: the CPUs Ray reports for the nodes (the smallest);
-- *per call between nodes*: one call's round trip, the latency a block pays to reach a call
-  on another node.
+- *per call between nodes*: what a block made by one call pays, beyond its bytes, to reach a
+  call on another node that waits for it: a chain of calls alternating between two nodes, each
+  returning a fresh copy of the :data:`HOP_BYTES` block it was sent, timed per call, less the
+  block's bytes at the measured rate (at least one call's round trip). On one machine's Ray
+  nodes this is 10 to 15 ms (the result's store, the owner's notice, the next call's push),
+  ten times a bare round trip.
 
 Each figure is the median of a few tries, clamped to a sane range so a hiccup on a busy
 machine cannot make the planner absurd.
@@ -38,6 +42,8 @@ from tensorc.runtime.ray.calls import node_workers, submit
 from tensorc.runtime.ray.cluster import RayCluster
 
 PROBE_BYTES = 8 * 2**20
+HOP_BYTES = 2**20
+HOPS = 6
 TRIES = 3
 STEPS_PER_CALL = 16  # a typical call's block steps, over which one call's overhead spreads
 
@@ -76,13 +82,24 @@ def calibrate_cluster(cluster: RayCluster) -> dict:
         rates.append(PROBE_BYTES / max(time.perf_counter() - started - trip, 1e-6))
         del block
     rates = rates[1:]
+    rate = statistics.median(rates)
+    ends = (workers[0], far)
+    hops = []
+    for _ in range(TRIES):
+        block = ray.put(np.zeros(HOP_BYTES // 8))
+        started = time.perf_counter()
+        for k in range(HOPS):
+            block = ends[k % 2].relay.remote(block)
+        ray.get(block)
+        hops.append((time.perf_counter() - started) / HOPS - HOP_BYTES / rate)
+        del block
     flops, step = statistics.median(
         [tuple(found) for found in ray.get([far.compute_probe.remote() for _ in range(TRIES)])])
     return {
-        "network_bytes_per_second": _clamp(statistics.median(rates), 10e6, 100e9),
+        "network_bytes_per_second": _clamp(rate, 10e6, 100e9),
         "task_seconds": _clamp(step + trip / STEPS_PER_CALL, 1e-6, 0.1),
         "blas_flops_per_core": _clamp(flops, 0.1e9, 1e12),
         "cores_per_node": max(1, int(min(cluster.cpus or [1]))),
-        "call_seconds": _clamp(trip, 1e-5, 0.05),
+        "call_seconds": _clamp(statistics.median(hops), trip, 0.1),
         "source": f"probed on {cluster.nodes} node(s)",
     }

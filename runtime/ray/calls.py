@@ -184,7 +184,7 @@ def put_payloads(contents) -> list[tuple[str, list]]:
     return [(ref.hex(), [ref]) for ref in refs]
 
 
-def submit_stage(cluster: RayCluster, workers, node: int, key: str, payload: list,
+def submit_stage(cluster: RayCluster, workers, node: int, key: str, payload: list | tuple,
                  args: Sequence, returns: int, pinned: bool = True) -> list:
     """One staged call on node ``node``'s worker (``workers[node]``), or as a ``stage`` task
     (soft-pinned when ``pinned`` and the node is live; Ray decides otherwise) when there is

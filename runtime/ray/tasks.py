@@ -24,7 +24,9 @@ task on another node reads them.
   told how many values it returns per call (``num_returns``). The steps, exports and the
   node's memory budget travel once per ``StagedCalls`` as an object (``payload``, a
   one-element list holding its ref, so Ray does not fetch it for every call); each worker
-  keeps the last few it read by ``key``. An argument may be a
+  keeps the last few it read by ``key``. A call made once (a block program's wave) sends
+  its payload with it instead, as the tuple itself (``key`` unused): no object to store
+  and fetch. An argument may be a
   :class:`~tensorc.stored.StoredArray` (passed by value, as its path): the call's read steps
   read their blocks from it, here.
 
@@ -286,7 +288,7 @@ class NodeReport(str):
 
 def _stage(key: str, payload: list, threads: int, *blocks: np.ndarray):
     node = _worker_setup()
-    found = _PAYLOADS.get(key)
+    found = payload if isinstance(payload, tuple) else _PAYLOADS.get(key)
     if found is None:
         import ray
 
@@ -328,6 +330,10 @@ class NodeWorker:
     def nbytes(self, block: np.ndarray) -> int:
         """The size of a block it was sent (the calibration probe times the transfer)."""
         return int(block.nbytes)
+
+    def relay(self, block: np.ndarray) -> np.ndarray:
+        """A new copy of a block it was sent (the calibration's chain of dependent calls)."""
+        return block.copy()
 
     def compute_probe(self, size: int = 256, repeats: int = 5, steps: int = 200):
         """``(BLAS flops per second on one core, seconds per trivial block step)`` here."""

@@ -9,8 +9,9 @@ Policies:
 
 - ``lshs`` — the load-simulating scheduler for DAGs whose tasks are BLAS-3 sized: every
   node's cores are simulated as busy-until times; a task's inputs arrive at their ready
-  time, plus, when they are on another node, ``hop_seconds`` (the latency of a call
-  boundary) and their bytes over the calibrated bandwidth; the task goes to the node where
+  time, plus, when they are on another node, their bytes over the calibrated bandwidth and,
+  for a block another task made (not an input, there from the start), ``hop_seconds`` (the
+  latency of the call boundary it crosses); the task goes to the node where
   it would *finish* first (compute at the calibrated per-core rate), ties to the node the
   byte objective of :class:`~tensorc.placement.cluster_state.ClusterState` prefers (peak
   memory + net in + net out), then to the lowest id. Bytes alone would put a whole
@@ -76,9 +77,11 @@ class BlockPlacer:
         bit = 1 << node
         arrive = 0.0
         for block in inputs:
-            moved = 0.0 if self.state.holders[block] & bit else (
-                self.hop_seconds + self.state.size[block] / self.bytes_per_second)
-            arrive = max(arrive, self.ready[block] + moved)
+            ready = self.ready[block]
+            if not self.state.holders[block] & bit:  # a copy; a result also crosses calls
+                ready += self.state.size[block] / self.bytes_per_second + (
+                    self.hop_seconds if ready > 0 else 0.0)
+            arrive = max(arrive, ready)
         start = max(arrive, self.cores[node][0])
         return start + self.task_seconds + flops / self.flops_per_core
 
