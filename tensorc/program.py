@@ -34,6 +34,7 @@ import numpy as np
 from tensorc import session, storage
 from tensorc.driver import stats as run_stats
 from tensorc.driver.block_programs import BlockProgram, compile_block_program
+from tensorc.driver.sparse_statements import run_sparse_program, sparse_steps
 from tensorc.driver.statements import Options, StatementRunner
 from tensorc.errors import TcParseError
 from tensorc.frontend import tc_ast as ast
@@ -49,6 +50,8 @@ from tensorc.planning.options import check_plan_options
 from tensorc.planning.plan import Plan
 from tensorc.planning.program_layouts import LayoutPlan
 from tensorc.runtime.ray.arrays import DistributedArray
+from tensorc.sparse.construct import check_bounds, checked_coords
+from tensorc.sparse.formats import is_sparse
 from tensorc.stored import FanOut, StoredArray
 
 STAGES = ("ast", "ir", "plan", "tasks", "schedule", "dot")
@@ -107,7 +110,10 @@ def compile(  # noqa: A001 - the public name is tc.compile
         planner,
         checked_options["memory_limit"],
     )
-    return Program(checked, options)
+    program = Program(checked, options)
+    if program.sparse_inputs:
+        program.check_sparse_statements()
+    return program
 
 
 def _is_block_source(source: Source) -> bool:
@@ -129,6 +135,10 @@ class Program:
         self.options = options or Options()
         self._unrolled: dict[tuple, Unrolled] = {}
         self.runner = StatementRunner(self.options)
+        self.sparse_inputs = frozenset(
+            n for n, d in checked.tensors.items() if d.kind == "input" and d.sparse is not None)
+        """Inputs declared ``sparse``: the program then runs in this process, statements
+        reading sparse values as sparse einsums (:mod:`tensorc.driver.sparse_statements`)."""
 
     @property
     def source(self) -> Source:
@@ -182,7 +192,7 @@ class Program:
                     diags.error("E-input", f"missing input '{name}'", decl.span,
                                 f"pass {name}=<array> to run")
                 continue
-            array = self._array(name, values[name], decl, diags)
+            array = self._array(name, values[name], decl, diags, self.checked.source)
             if array is None:
                 continue
             if len(array.shape) != len(decl.dims):
@@ -209,7 +219,9 @@ class Program:
         return arrays, sizes, params
 
     @staticmethod
-    def _array(name: str, value, decl: ast.TensorDecl, diags: Diagnostics):
+    def _array(name: str, value, decl: ast.TensorDecl, diags: Diagnostics, source=None):
+        if decl.sparse is not None or is_sparse(value):
+            return _sparse_array(name, value, decl, diags, source)
         distributed = isinstance(value, StoredArray) or (  # stays where it is
             not isinstance(value, np.ndarray) and hasattr(value, "shape")
             and hasattr(value, "dtype") and hasattr(value, "block_shape"))
@@ -291,6 +303,8 @@ class Program:
         ``tc.last_stats()`` then describes the whole run (every statement)."""
         started = time.perf_counter()
         lazy = any(isinstance(v, LazyArray) for v in inputs.values())
+        if self.sparse_inputs:
+            return self._run_sparse(inputs, started)
         arrays, unrolled, executor = self._bound(inputs)
         values, ran = self.runner.run(unrolled, arrays, executor)
         keep = executor.in_process or any(isinstance(v, DistributedArray) for v in arrays.values())
@@ -304,6 +318,28 @@ class Program:
         self._record(ran, executor, started)
         return outputs
 
+    def _run_sparse(self, inputs: dict, started: float) -> dict:
+        """A program with sparse inputs: run in this process, on any session (see
+        :mod:`tensorc.driver.sparse_statements`); outputs are numpy or sparse arrays."""
+        inputs = {k: v.value() if isinstance(v, LazyArray) else v for k, v in inputs.items()}
+        arrays, sizes, params = self.bind(inputs)
+        unrolled = self.unrolled(sizes, params)
+        steps = sparse_steps(unrolled, set(self.sparse_inputs), self.source)
+        values, ran = run_sparse_program(self.runner, unrolled, arrays, steps)
+        run_stats.record(run_stats.program_stats(
+            ran, backend="local", seconds=time.perf_counter() - started))
+        return {name: values[label] for name, label in unrolled.outputs}
+
+    def check_sparse_statements(self) -> None:
+        """Every statement that would read a sparse value and is not a product of tensors,
+        as ``E-unsupported`` errors, before any size is known: the program is lowered with
+        stand-in sizes (the statements' forms do not depend on them)."""
+        sizes = {n: d.value if d.value is not None else 2 for n, d in self.checked.sizes.items()}
+        params = {n: d.value if d.value is not None else (
+            True if d.dtype == "bool" else 1) for n, d in self.checked.params.items()}
+        sparse_steps(lower_program(self.checked, sizes, params), set(self.sparse_inputs),
+                     self.source)
+
     def run_to_zarr(self, path, **inputs) -> str:
         """Run the program and write every output as a zarr array named after it inside a
         new zarr group at ``path`` (what ``tensorc run --output out.zarr`` does). Each
@@ -312,6 +348,10 @@ class Program:
         appears at ``path`` only when every output is in (a failed run leaves nothing
         there). Returns the path."""
         started = time.perf_counter()
+        if self.sparse_inputs:
+            raise TcParseError(f"{self.source.name}: run_to_zarr of a program with sparse "
+                               f"inputs ({', '.join(sorted(self.sparse_inputs))}) is not "
+                               "implemented; use run()")
         arrays, unrolled, executor = self._bound(inputs)
         shapes = {st.label: (st.shape, st.dtype) for st in unrolled.statements}
         specs = {name: shapes.get(label) or (arrays[label].shape, arrays[label].dtype)
@@ -348,7 +388,74 @@ class Program:
             return ast.format_ast(self.checked.module)
         _, sizes, params = self.bind(sizes_and_params, need_inputs=False)
         unrolled = self.unrolled(sizes, params)
+        if self.sparse_inputs:
+            return _explain_sparse(self, unrolled, stage)
         return _EXPLAIN[stage](self, unrolled)
+
+
+def _sparse_array(name: str, value, decl: ast.TensorDecl, diags: Diagnostics, source):
+    """A value for an input declared sparse, or a sparse value for any input: a scipy or
+    pydata sparse array for a ``sparse`` input (never a dense one: tensorc does not
+    sparsify), with coordinates of one integer dtype inside its shape; refused for a dense
+    input (tensorc does not densify)."""
+    declared = f"'{source.line(decl.span.line).strip()}'" if source is not None else "sparse"
+    kind = f"{type(value).__module__.split('.')[0]}.{type(value).__name__}"
+    if decl.sparse is None:
+        diags.error("E-input", f"input '{name}' is a sparse {kind} but is declared dense",
+                    decl.span, f"declare it sparse ('input {name} : ... sparse') to compute "
+                    "on its non-zeros, or densify it yourself (tensorc never densifies)")
+        return None
+    if not is_sparse(value):
+        diags.error("E-input", f"input '{name}' is declared sparse ({declared}) but a dense "
+                    f"{kind} was passed", decl.span,
+                    "pass a scipy.sparse or pydata sparse array (scipy.sparse.csr_array(a), "
+                    "sparse.COO.from_numpy(a), tc.sparse.from_coo); tensorc never sparsifies "
+                    "a dense array")
+        return None
+    want = np.dtype(DTYPES[decl.dtype])
+    have = np.dtype(value.dtype)
+    if not np.can_cast(have, want, "same_kind" if want.kind == have.kind else "safe"):
+        diags.error("E-input", f"input '{name}' has dtype {have} but is declared "
+                    f"{decl.dtype} ({want})", decl.span,
+                    f"pass an array that casts safely to {want}")
+        return None
+    problem = _coordinate_problem(value)
+    if problem is not None:
+        diags.error("E-input", f"sparse input '{name}': {problem}", decl.span,
+                    "build it with tc.sparse.from_coo, which checks its coordinates")
+        return None
+    return value if have == want else value.astype(want)
+
+
+def _coordinate_problem(value) -> str | None:
+    """What is wrong with a sparse array's stored coordinates (out of bounds, negative,
+    mixed index dtypes), or ``None``: the formats that store coordinates as given."""
+    shape = tuple(int(d) for d in value.shape)
+    fmt = getattr(value, "format", None)
+    try:
+        if fmt in ("csr", "csc") and len(shape) == 2:
+            minor = np.asarray(value.indices)
+            extent = shape[1] if fmt == "csr" else shape[0]
+            bad = (minor < 0) | (minor >= extent)
+            if bad.any():
+                entry = int(np.argmax(bad))
+                word = "column" if fmt == "csr" else "row"
+                return (f"{fmt.upper()} {word} index {int(minor[entry])} (stored entry "
+                        f"{entry}) is out of bounds for shape {shape}")
+            return None
+        if fmt == "coo" and hasattr(value, "coords"):
+            rows = [np.asarray(c) for c in value.coords]
+            bounds = shape
+        elif fmt == "coo" and hasattr(value, "row"):
+            rows, bounds = [np.asarray(value.row), np.asarray(value.col)], shape
+        else:
+            return None
+        coords = checked_coords(rows)
+        if coords.size:
+            check_bounds(coords, bounds)
+    except (TypeError, ValueError) as err:  # the checkers' TypeCheckError / ShapeError
+        return str(err)
+    return None
 
 
 def _header(unrolled: Unrolled) -> list[str]:
@@ -484,6 +591,39 @@ def _explain_dot(program: Program, unrolled: Unrolled) -> str:
         for task_index, _ in graph.outputs:
             lines.append(f"  {_quote(f'{label}/t{task_index}')} -> {_quote(label)};")
     lines.append("}")
+    return "\n".join(lines)
+
+
+def _explain_sparse(program: Program, unrolled: Unrolled, stage: str) -> str:
+    """A program with sparse inputs: the IR (each sparse statement naming its einsum) or,
+    for the other stages, the dense statements' plans and tasks; a sparse statement is
+    planned by its operands' non-zeros when it runs (``tc.last_stats()`` then shows it)."""
+    steps = sparse_steps(unrolled, set(program.sparse_inputs), program.source)
+    if stage == "dot":
+        raise TcParseError("explain('dot') of a program with sparse inputs is not "
+                           "implemented: its sparse statements are planned when they run")
+    lines = _header(unrolled)
+    lines.append(f"sparse inputs: {', '.join(sorted(program.sparse_inputs))}; the program "
+                 "runs in this process")
+    for statement in unrolled.statements:
+        lines.append(_title(statement))
+        step = steps.get(statement.label)
+        if statement.program is None:
+            shape = ",".join(str(d) for d in statement.shape)
+            lines.append(f"  fill {statement.fill!r} : {statement.dtype}[{shape}]")
+            continue
+        if stage == "ir":
+            bound = ", ".join(f"in{k} = {label}" for k, label in enumerate(statement.operands))
+            lines.append(f"  operands {bound}")
+            lines.append(f"  runs as {step.describe() if step else 'a dense statement'}")
+            lines.append(format_program(statement.program))
+        elif step is not None:
+            lines.append(f"  {step.describe()}: planned by its operands' non-zeros when it "
+                         "runs (see tc.last_stats())")
+        elif stage == "tasks":
+            lines.append(program.plan(statement).graph.format(limit=TASK_LINES))
+        else:
+            lines.append(program.plan(statement).explain())
     return "\n".join(lines)
 
 

@@ -210,6 +210,10 @@ class _Checker:
         for hint in decl.hints:
             self.err("E-block", f"hint '@{hint.kind}' in a block program", hint.span,
                      "blocks are cut by 'blocks NB of N' declarations")
+        if decl.sparse is not None:
+            self.err("E-block", f"sparse declaration of '{decl.name}' in a block program",
+                     decl.sparse.span, "block kernels take dense blocks; sparse inputs are "
+                     "for element programs (index notation)")
 
     def spec_dims(self, decl: ast.TensorDecl) -> tuple[str, ...] | None:
         if decl.kind == "tensor" and not decl.shaped:

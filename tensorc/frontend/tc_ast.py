@@ -12,7 +12,8 @@ expression and a target), :class:`BlockAssign` (an assignment with a block targe
 targets), :class:`IfStmt`, ``Binding.step`` and the ``Binary`` ops ``pow`` (``**``) and
 ``matmul`` (``@``). :func:`block_syntax` finds what makes a module a block program. Fields
 added for block programs are printed by ``format_ast`` only when set (``shaped`` never), so
-the dump of an element program is unchanged.
+the dump of an element program is unchanged. So is ``TensorDecl.sparse`` (a sparse
+declaration, :class:`SparseSpec`): printed only when set.
 """
 
 from __future__ import annotations
@@ -155,9 +156,19 @@ class Hint:
 
 
 @dataclass(frozen=True)
+class SparseSpec:
+    """``sparse`` (``dims`` is ``None``: every dimension is compressed) or ``sparse(M, ...)``
+    (the dimensions whose size symbol is listed are compressed, the others dense)."""
+
+    dims: tuple[Name, ...] | None
+    span: Span
+
+
+@dataclass(frozen=True)
 class TensorDecl:
-    """``kind name : dtype[dims] hints``; ``shaped`` is False when no brackets were written
-    (``T : f64``; in a block program a ``tensor`` so declared is a block collection)."""
+    """``kind name : dtype[dims] sparse(...) hints``; ``shaped`` is False when no brackets
+    were written (``T : f64``; in a block program a ``tensor`` so declared is a block
+    collection); ``sparse`` is set by a sparse declaration."""
 
     kind: str  # "input" | "output" | "tensor"
     name: str
@@ -167,6 +178,19 @@ class TensorDecl:
     span: Span
     dtype_span: Span
     shaped: bool = True
+    sparse: SparseSpec | None = None
+
+    def levels(self) -> tuple[str, ...] | None:
+        """Per dimension ``"compressed"`` or ``"dense"`` for a sparse declaration (``None``
+        for a dense tensor): bare ``sparse`` compresses every dimension, ``sparse(M)`` the
+        dimensions whose size symbol is ``M``."""
+        if self.sparse is None:
+            return None
+        if self.sparse.dims is None:
+            return ("compressed",) * len(self.dims)
+        listed = {n.name for n in self.sparse.dims}
+        return tuple("compressed" if isinstance(d, Name) and d.name in listed else "dense"
+                     for d in self.dims)
 
 
 @dataclass(frozen=True)
@@ -358,7 +382,7 @@ def block_syntax(module: Module) -> list[BlocksDecl | BlockAccess]:
 # ---- printing ----------------------------------------------------------------------------
 
 _SKIP = {"span", "op_span", "target_span", "dtype_span", "count_span", "shaped"}
-_UNSET = {"step": None}  # block-program fields, printed only when set
+_UNSET = {"step": None, "sparse": None}  # block-program fields, printed only when set
 
 
 def format_ast(node: object, indent: int = 0) -> str:

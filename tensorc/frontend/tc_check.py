@@ -149,6 +149,42 @@ class _Checker:
                          "give one value per dimension")
             elif any(not isinstance(v, int) or v < 1 for v in hint.values):
                 self.err("E-type", f"@{hint.kind} values must be positive integers", hint.span)
+        if decl.sparse is not None:
+            self.sparse(decl, decl.sparse)
+
+    def sparse(self, decl: ast.TensorDecl, spec: ast.SparseSpec) -> None:
+        """A sparse declaration: on an input of rank >= 1, naming sizes of its own shape."""
+        if decl.kind != "input":
+            self.err("E-unsupported", f"'{decl.name}' is declared sparse, but only inputs "
+                     f"may be ({decl.kind} '{decl.name}')", spec.span,
+                     "a statement's result is sparse or dense by the sparse einsum rule "
+                     "(README, Sparse tensors); drop 'sparse'")
+            return
+        if not decl.dims:
+            self.err("E-type", f"'{decl.name}' has rank 0 and cannot be sparse", spec.span,
+                     "drop 'sparse'")
+            return
+        if spec.dims is None:
+            return
+        if not spec.dims:
+            self.err("E-type", f"sparse() of '{decl.name}' names no dimension", spec.span,
+                     "write 'sparse' to compress every dimension, or sparse(M) to name them")
+        own = [d.name for d in decl.dims if isinstance(d, ast.Name)]
+        seen: set[str] = set()
+        for name in spec.dims:
+            if name.name in seen:
+                self.err("E-type", f"dimension '{name.name}' is listed twice in sparse(...) "
+                         f"of '{decl.name}'", name.span)
+            seen.add(name.name)
+            if name.name in own:
+                continue
+            shape = ", ".join(own) or "none"
+            hint = did_you_mean(name.name, own) or f"the sizes of its shape: {shape}"
+            if name.name in self.sizes:
+                message = f"size '{name.name}' is not a dimension of '{decl.name}'"
+            else:
+                message = f"unknown dimension '{name.name}' in sparse(...) of '{decl.name}'"
+            self.err("E-undefined", message, name.span, hint)
 
     def dim_symbol(self, dim: ast.Name | ast.Num) -> str | int:
         return dim.name if isinstance(dim, ast.Name) else dim.value

@@ -7,7 +7,9 @@ its tensor (``x@1``, ``x@2``, …; inputs keep their names), and lowers each sta
 same IR the einsum front end produces:
 
 - operands are named ``in0``, ``in1``, … in source order of the right side (the value an
-  ``op=`` merges into comes last), bound to tensor versions by ``Statement.operands``;
+  ``op=`` merges into comes last), bound to tensor versions by ``Statement.operands``; an
+  operand that is an input declared ``sparse`` carries its storage levels
+  (``InputDecl.sparse``);
 - ``C[i,j] += A[i,k] * B[k,j]`` (and ``C[i,j] = sum[k](...)``, the loop nest and the
   comprehension) is ``ReduceByKey(+, Map(#0 * #1, Join(Scan in0, Scan in1)), [i,j])``;
 - ``=`` without a reduction is ``Map(fn, Join(...), key=left side)``; a nested
@@ -91,12 +93,13 @@ class _Operands:
     tensors: list[str] = field(default_factory=list)
     indices: list[tuple[str, ...]] = field(default_factory=list)
 
-    def scan(self, label: str, tensor: str, shape, dtype: str, indices: tuple[str, ...]) -> Scan:
+    def scan(self, label: str, tensor: str, shape, dtype: str, indices: tuple[str, ...],
+             sparse: tuple[str, ...] | None = None) -> Scan:
         name = f"in{len(self.labels)}"
         self.labels.append(label)
         self.tensors.append(tensor)
         self.indices.append(indices)
-        self.decls.append(InputDecl(name, tuple(shape), dtype))
+        self.decls.append(InputDecl(name, tuple(shape), dtype, sparse))
         for index, dim in zip(indices, shape, strict=True):
             self.bind(index, dim)
         return Scan(name, indices)
@@ -250,7 +253,9 @@ class _Lowering:
 
     def scan(self, tensor: str, indices: tuple[str, ...], ops: _Operands) -> Scan:
         label = self.versions[tensor]
-        return ops.scan(label, tensor, self.shape(tensor), self.dtype(tensor), indices)
+        decl = self.checked.tensors[tensor]
+        sparse = decl.levels() if label == tensor and decl.kind == "input" else None
+        return ops.scan(label, tensor, self.shape(tensor), self.dtype(tensor), indices, sparse)
 
     @staticmethod
     def leaf(node: Node, leaves: list[Node]) -> Arg:

@@ -181,14 +181,24 @@ class _ToAst(Transformer):
         dims: tuple = ()
         hints = []
         shaped = False
+        sparse = None
         for item in items[3:]:
             if isinstance(item, ast.Hint):
                 hints.append(item)
+            elif isinstance(item, ast.SparseSpec):
+                sparse = item
             elif isinstance(item, tuple):
                 dims, shaped = item, True
         return ast.TensorDecl(
-            kind, str(name), str(dtype), dims, tuple(hints), _span(meta), _tspan(dtype), shaped
+            kind, str(name), str(dtype), dims, tuple(hints), _span(meta), _tspan(dtype), shaped,
+            sparse
         )
+
+    def sparse_spec(self, meta, items):
+        return ast.SparseSpec(items[0] if items else None, _span(meta))
+
+    def sparse_dims(self, meta, names):
+        return tuple(ast.Name(str(n), _tspan(n)) for n in _present(names))
 
     def shape(self, meta, dims):
         result = []

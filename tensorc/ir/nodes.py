@@ -161,11 +161,14 @@ NODE_TYPES: tuple[type, ...] = (Scan, Join, Map, ReduceByKey, Merge)
 
 @dataclass(frozen=True, slots=True)
 class InputDecl:
-    """A declared input: its name, shape and dtype (a numpy dtype string, e.g. ``float64``)."""
+    """A declared input: its name, shape and dtype (a numpy dtype string, e.g. ``float64``);
+    ``sparse`` is ``None`` for a dense input, else the storage level of each dimension
+    (``"dense"`` or ``"compressed"``) of a sparse one (a ``.tc`` input declared ``sparse``)."""
 
     name: str
     shape: tuple[int, ...]
     dtype: str
+    sparse: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

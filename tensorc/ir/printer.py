@@ -90,7 +90,8 @@ def format_program(program: Function) -> str:
     lines = [f"program dtype={program.dtype}"]
     for decl in program.inputs:
         shape = ",".join(str(d) for d in decl.shape)
-        lines.append(f"  input {decl.name} : {decl.dtype}[{shape}]")
+        levels = "" if decl.sparse is None else f" sparse({','.join(decl.sparse)})"
+        lines.append(f"  input {decl.name} : {decl.dtype}[{shape}]{levels}")
     sizes = " ".join(f"{name}={size}" for name, size in program.sizes)
     lines.append(f"  sizes {sizes}" if sizes else "  sizes (none)")
     numbering: dict[object, str] = {}
