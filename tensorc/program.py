@@ -193,7 +193,11 @@ class Program:
                                 f"pass {name}=<array> to run")
                 continue
             array = self._array(name, values[name], decl, diags, self.checked.source)
-            if array is None:
+            if array is None and (decl.sparse is not None or is_sparse(values[name])):
+                array = _shaped(values[name])  # refused, but its shape still binds sizes
+                if array is None:
+                    continue
+            elif array is None:
                 continue
             if len(array.shape) != len(decl.dims):
                 diags.error("E-input", f"input '{name}' has shape {tuple(array.shape)} but is "
@@ -201,7 +205,8 @@ class Program:
                 continue
             for axis, (dim, extent) in enumerate(zip(decl.dims, array.shape, strict=True)):
                 self._bind_dim(name, axis, dim, int(extent), decl, sizes, origin, diags)
-            arrays[name] = array
+            if not isinstance(array, _Shape):
+                arrays[name] = array
         for name, decl in checked.sizes.items():
             if name not in sizes:
                 diags.error("E-input", f"size {name} has no value", decl.span,
@@ -391,6 +396,21 @@ class Program:
         if self.sparse_inputs:
             return _explain_sparse(self, unrolled, stage)
         return _EXPLAIN[stage](self, unrolled)
+
+
+class _Shape:
+    """The shape of an input refused for its kind (dense for sparse, or sparse for dense),
+    so it still binds its sizes and no second error follows from the first."""
+
+    def __init__(self, shape) -> None:
+        self.shape = tuple(int(d) for d in shape)
+
+
+def _shaped(value) -> _Shape | None:
+    try:
+        return _Shape(np.shape(value) if not hasattr(value, "shape") else value.shape)
+    except (TypeError, ValueError):
+        return None
 
 
 def _sparse_array(name: str, value, decl: ast.TensorDecl, diags: Diagnostics, source):
