@@ -328,6 +328,15 @@ class Program:
         :mod:`tensorc.driver.sparse_statements`); outputs are numpy or sparse arrays."""
         inputs = {k: v.value() if isinstance(v, LazyArray) else v for k, v in inputs.items()}
         arrays, sizes, params = self.bind(inputs)
+        placed = [n for n, v in arrays.items() if isinstance(v, (DistributedArray, StoredArray))]
+        if placed:
+            diags = Diagnostics(self.source)
+            for name in placed:
+                diags.error("E-input", f"input '{name}' is a distributed or stored array, but "
+                            "a program with sparse inputs runs in this process",
+                            self.checked.tensors[name].span,
+                            f"pass a numpy array ({name}.numpy() gathers a tc.Array)")
+            diags.raise_if_any()
         unrolled = self.unrolled(sizes, params)
         steps = sparse_steps(unrolled, set(self.sparse_inputs), self.source)
         values, ran = run_sparse_program(self.runner, unrolled, arrays, steps)
