@@ -13,6 +13,11 @@ Contract:
   (:meth:`~tensorc.runtime.executor.Executor.run_statements`), which runs them in SSA order,
   each result feeding later statements. Returns ``{output name: ndarray}``;
   ``tc.last_stats()`` then reports the whole run (:func:`tensorc.driver.stats.program_stats`).
+- A program with inputs declared ``sparse`` (:attr:`Program.sparse_inputs`) takes scipy /
+  pydata sparse arrays for them (a dense array there, or a sparse one for a dense input, is
+  ``E-input``) and runs in this process on any session, statements reading sparse values
+  as sparse einsums (:mod:`tensorc.driver.sparse_statements`; those that are not products
+  are ``E-unsupported`` at compile time).
 - ``Program.explain(stage=None, **sizes_and_params)`` prints one stage: ``ast``, ``ir``,
   ``plan`` (the default), ``tasks``, ``schedule`` or ``dot`` (Graphviz text of the task graphs).
 - A *block program* (a file with a ``blocks`` declaration or block accesses ``X{i, j}``)
