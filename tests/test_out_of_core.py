@@ -77,6 +77,31 @@ def test_a_streamed_write_that_fails_leaves_nothing_at_the_path(small_store, tmp
     assert sorted(os.listdir(tmp_path)) == ["out.zarr", "s.zarr"]
 
 
+def test_a_streamed_result_is_compressed_as_the_stores_it_reads(small_store, tmp_path):
+    path, value = small_store  # uncompressed
+    x = tc.from_zarr(path)
+
+    def written(name, expr, **kwargs):
+        out = zarr.open_array(tc.to_zarr(expr, tmp_path / name, **kwargs), mode="r")
+        return out[:], tuple(type(c).__name__ for c in out.compressors)
+
+    got, codecs = written("plain.zarr", (x - tc.mean(x, axis=0)) / tc.std(x, axis=0))
+    np.testing.assert_allclose(got, (value - value.mean(axis=0)) / value.std(axis=0))
+    assert codecs == ()  # uncompressed in, uncompressed out
+    zpath = str(tmp_path / "z.zarr")
+    zarr.create_array(zpath, shape=value.shape, chunks=(16, 16, 40), dtype="f8",
+                      compressors=zarr.codecs.ZstdCodec(level=3))[:] = value
+    z = tc.from_zarr(zpath)
+    got, codecs = written("z2.zarr", z * 2.0)
+    np.testing.assert_allclose(got, value * 2.0)
+    assert codecs == ("ZstdCodec",)
+    assert zarr.open_array(str(tmp_path / "z2.zarr")).compressors[0].level == 3
+    assert written("mixed.zarr", z + x)[1] == ("ZstdCodec",)  # they differ: zarr's default
+    assert written("asked.zarr", z * 2.0, compressors=None)[1] == ()
+    assert written("auto.zarr", x * 2.0, compressors="auto")[1] == ("ZstdCodec",)
+    assert written("eager.zarr", value)[1] == ("ZstdCodec",)  # no store read: the default
+
+
 @pytest.fixture
 def small_store(tmp_path):
     value = np.random.default_rng(0).random((64, 48, 40))
