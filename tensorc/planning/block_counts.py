@@ -2,8 +2,9 @@
 
 Contract: :func:`choose_counts(program, shapes, nodes=..., cores=..., fixed=..., preferred=...)`
 returns a :class:`CountChoice`: a count for every ``blocks`` declaration of the program and
-the simulated figures of every candidate it weighed. Nothing runs: each candidate's DAG is
-walked in program order and list-scheduled by
+the simulated figures of every candidate it weighed (makespan, tasks, bytes between nodes,
+the busiest node's received bytes and the most bytes any node holds at once). Nothing
+runs: each candidate's DAG is walked in program order and list-scheduled by
 :class:`~tensorc.placement.block_placement.BlockPlacer` on ``nodes`` simulated nodes of
 ``cores`` cores, with the cost model's constants (:func:`tensorc.planning.cost.machine`:
 per-task overhead, per-core BLAS rate, bandwidth between nodes).
@@ -52,6 +53,7 @@ class CountCandidate:
     tasks: int | None
     moved_bytes: int | None
     busiest_in_bytes: int | None = None  # what the node receiving the most receives
+    peak_node_bytes: int | None = None  # the most bytes any node holds at once (the placer's)
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,8 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
         placer.run(ids, inputs, node, flops)
     makespan = max(max(c) for c in placer.cores)
     return CountCandidate({c: env[c] for c in program.blocks}, makespan, tasks,
-                          placer.moved_bytes(), max(placer.state.net_in))
+                          placer.moved_bytes(), max(placer.state.net_in),
+                          placer.state.max_peak)
 
 
 def choose_counts(program: BlockProgramIR, shapes: dict[str, tuple[int, ...]], *, nodes: int,
@@ -151,7 +154,8 @@ def choose_counts(program: BlockProgramIR, shapes: dict[str, tuple[int, ...]], *
             moved = sum(8 * math.prod(shape) for shape in shapes.values()) * (nodes - 1) / nodes
             seconds = moved / machine().network_bytes_per_second
             found = CountCandidate(counts, found.makespan + seconds, found.tasks,
-                                   found.moved_bytes + int(moved), found.busiest_in_bytes)
+                                   found.moved_bytes + int(moved), found.busiest_in_bytes,
+                                   found.peak_node_bytes)
         candidates.append(found or CountCandidate(counts, None, None, None))
     simulated = [c for c in candidates if c.makespan is not None]
     if simulated:
