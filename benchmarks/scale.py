@@ -39,6 +39,7 @@ dashed); ``--json PATH`` writes every row.
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import time
 from typing import Any
@@ -48,8 +49,13 @@ from common import environment, error_text, format_table, write_json
 from planner_targets import problem_for
 
 import tensorc as tc
-from tensorc.planning import cost, symbolic_cost
+from tensorc.codegen.block_dag import BlockDag
+from tensorc.codegen.block_layout import environment as block_environment
+from tensorc.driver.block_programs import shipped
+from tensorc.planning import block_counts, cost, symbolic_cost
+from tensorc.planning.block_counts import choose_counts
 from tensorc.planning.distribution import lowered_plan
+from tensorc.planning.lower_bound import cholesky_lower_bound
 from tensorc.planning.planners import agreement, search
 
 CASES = {
@@ -58,6 +64,14 @@ CASES = {
     "double ijk,jkf->if": "ijk,jkf->if",
     "matmul ik,kj->ij": "ik,kj->ij",
 }
+GLM_STATEMENTS = {  # the Newton step's contractions (examples/logistic_regression.py)
+    "glm X@w ij,j->i": "ij,j->i",
+    "glm gradient ij,i->j": "ij,i->j",
+    "glm Hessian ij,i,ik->jk": "ij,i,ik->jk",
+}
+GLM_STEP = "glm Newton step"
+CHOLESKY = "cholesky block program"
+PLOTTED = (*CASES, GLM_STEP, CHOLESKY)
 
 
 def shapes_for(subscripts: str, n: int, f: int) -> list[tuple[int, ...]]:
@@ -73,6 +87,147 @@ def weak_n(base: int, nodes: int) -> int:
     return max(16, int(round(base * (nodes / 4) ** (1 / 3) / 16)) * 16)
 
 
+def einsum_row(row: dict[str, Any], subscripts: str, shapes, nodes: int,
+               lower_limit: int) -> dict[str, Any]:
+    """Plan one einsum from shapes with the default planner; ``row`` gets its figures."""
+    try:
+        problem = problem_for(subscripts, shapes, nodes)
+        plan = search(problem, "smt", lower=False)
+        figures = plan.priced.figures
+        row.update(
+            plan_seconds=plan.seconds, optimal=plan.optimal,
+            evaluated=plan.evaluated, grid=plan.candidate.describe(),
+            modelled_cost=plan.cost,
+            modelled_seconds=(sum(
+                symbolic_cost.seconds(problem, figures)[part]
+                for part in cost.TIME_PARTS) if figures is not None else None),
+            tasks=int(figures.tasks.sum()) if figures is not None else None,
+            busiest_bytes=(int(figures.total_received.max())
+                           if figures is not None else None),
+            lower_bound_bytes=plan.lower_bound_bytes, ratio=plan.ratio,
+            memory_per_node=(int(figures.memory.max())
+                             if figures is not None else None),
+            notes=plan.notes,
+        )
+        if row["tasks"] is not None and row["tasks"] <= lower_limit:
+            started = time.perf_counter()
+            modelled = lowered_plan(problem, plan.priced)
+            row["lower_seconds"] = time.perf_counter() - started
+            words = agreement(plan.priced, modelled)[0]
+            row["agrees"] = "equal the simulation's" in words
+            row["simulated_peak_bytes"] = modelled.report.max_node_memory_bytes
+    except Exception as exc:  # recorded, the study goes on
+        row["error"] = error_text(exc)
+    return row
+
+
+def solve_figures(d: int) -> tuple[float, int]:
+    """The Newton step's ``d x d`` solve, a whole-array task on one node: its modelled
+    seconds (one task's overhead, LU's ``2/3 d^3 + 2 d^2`` flops on one core, the Hessian
+    and gradient arriving over the network) and the bytes it receives."""
+    figures = cost.machine()
+    received = 8 * (d * d + d)
+    return (figures.task_seconds + (2 / 3 * d**3 + 2 * d * d) / figures.blas_flops_per_core
+            + received / figures.network_bytes_per_second), received
+
+
+def glm_rows(mode: str, nodes: int, rows_: int, d: int, lower_limit: int) -> list[dict]:
+    """The Newton step's three contractions, each planned alone like the einsum cases, and
+    the step: their sums plus the solve on one node (module docstring)."""
+    found = []
+    for name, subscripts in GLM_STATEMENTS.items():
+        shapes = [(rows_, d) if len(t) == 2 else (rows_,) if t == "i" else (d,)
+                  for t in subscripts.split("->")[0].split(",")]
+        row = {"mode": mode, "case": name, "nodes": nodes, "n": rows_, "f": d}
+        found.append(einsum_row(row, subscripts, shapes, nodes, lower_limit))
+    step: dict[str, Any] = {"mode": mode, "case": GLM_STEP, "nodes": nodes, "n": rows_,
+                            "f": d}
+    failed = [r["error"] for r in found if "error" in r]
+    if failed or any(r.get("modelled_seconds") is None for r in found):
+        step["error"] = failed[0] if failed else "a statement was not priced in closed form"
+        return [*found, step]
+    solve_seconds, solve_bytes = solve_figures(d)
+    step.update(
+        plan_seconds=sum(r["plan_seconds"] for r in found),
+        optimal=all(r["optimal"] for r in found),
+        modelled_seconds=sum(r["modelled_seconds"] for r in found) + solve_seconds,
+        solve_seconds=solve_seconds,
+        tasks=sum(r["tasks"] for r in found) + 1,
+        # an upper bound on the step's busiest node: each statement's busiest, summed
+        busiest_bytes=sum(r["busiest_bytes"] for r in found) + solve_bytes,
+        # a lower bound on it: the node busiest in a statement receives at least its bound
+        lower_bound_bytes=max(r["lower_bound_bytes"] or 0 for r in found),
+        ratio=None,
+        memory_per_node=max(r["memory_per_node"] for r in found),
+    )
+    return [*found, step]
+
+
+def cholesky_row(mode: str, nodes: int, n: int) -> dict[str, Any]:
+    """The shipped Cholesky block program's counts chosen for ``nodes`` simulated nodes
+    (:func:`~tensorc.planning.block_counts.choose_counts`, inputs on node 0 as for an
+    ndarray), the chosen candidate's simulated figures and the Cholesky lower bound."""
+    row: dict[str, Any] = {"mode": mode, "case": CHOLESKY, "nodes": nodes, "n": n, "f": None}
+    try:
+        program = shipped("cholesky").program
+        shapes = {"A": (n, n)}
+        started = time.perf_counter()
+        simulated_nodes = exact_node_count(program, shapes, nodes)
+        choice = choose_counts(program, shapes, nodes=simulated_nodes,
+                               cores=cost.machine().cores_per_node)
+        chosen = next(c for c in choice.candidates if c.counts == choice.counts)
+        bound = cholesky_lower_bound(n, nodes, 8)
+        row.update(
+            plan_seconds=time.perf_counter() - started, simulated_nodes=simulated_nodes,
+            optimal=None, grid=", ".join(f"{k}={v}" for k, v in choice.counts.items()),
+            counts=dict(choice.counts),
+            candidates=[{"counts": c.counts, "makespan": c.makespan, "tasks": c.tasks}
+                        for c in choice.candidates],
+            modelled_seconds=chosen.makespan, tasks=chosen.tasks,
+            moved_bytes=chosen.moved_bytes, busiest_bytes=chosen.busiest_in_bytes,
+            lower_bound_bytes=bound,
+            ratio=(chosen.busiest_in_bytes / bound if bound and chosen.busiest_in_bytes
+                   is not None else None),
+            memory_per_node=chosen.peak_node_bytes,
+        )
+    except Exception as exc:  # recorded, the study goes on
+        row["error"] = error_text(exc)
+    return row
+
+
+def exact_node_count(program, shapes: dict, nodes: int) -> int:
+    """As few simulated nodes as give every candidate of ``choose_counts`` the schedule it
+    has on ``nodes``: with the inputs on node 0, a task goes to an untouched node only if
+    every untouched node ties (same clock, same bytes), and ties go to the lowest id, so
+    the nodes a candidate of ``t`` tasks uses are among the first ``t``. The largest task
+    count of a candidate that is simulated (at most ``MAX_SIMULATED_TASKS``) suffices."""
+    base, _ = block_environment(program, shapes, {c: 1 for c in program.blocks})
+    options = [block_counts._options(base[size], None) for size in program.blocks.values()]
+    most = 1
+    for combo in itertools.product(*options):
+        env, _ = block_environment(program, shapes, dict(zip(program.blocks, combo, strict=True)))
+        tasks = 0
+        for _ in BlockDag(program, env).walk():
+            tasks += 1
+            if tasks > block_counts.MAX_SIMULATED_TASKS:
+                break
+        if tasks <= block_counts.MAX_SIMULATED_TASKS:
+            most = max(most, tasks)
+    return min(nodes, max(2, most))
+
+
+def progress(row: dict[str, Any]) -> None:
+    if "error" in row:
+        shown = row["error"]
+    else:
+        ratio = f"{row['ratio']:.3f}" if row.get("ratio") else "n/a"
+        shown = (f"plan {row['plan_seconds']:.2f} s, optimal {row['optimal']}, "
+                 f"modelled {row['modelled_seconds']:.3g} s, ratio {ratio}, "
+                 f"{row['tasks']} tasks")
+    print(f"  {row['mode']:6} {row['case']:22} P={row['nodes']:5} N={row['n']:6}: {shown}",
+          flush=True)
+
+
 def study(args) -> list[dict[str, Any]]:
     rows = []
     for mode in ("strong", "weak"):
@@ -83,43 +238,21 @@ def study(args) -> list[dict[str, Any]]:
                     n = args.strong_matmul if matmul else args.strong_n
                 else:
                     n = weak_n(args.weak_matmul if matmul else args.weak_n, nodes)
-                shapes = shapes_for(subscripts, n, args.f)
                 row: dict[str, Any] = {"mode": mode, "case": name, "nodes": nodes, "n": n,
                                        "f": None if matmul else args.f}
-                try:
-                    problem = problem_for(subscripts, shapes, nodes)
-                    plan = search(problem, "smt", lower=False)
-                    figures = plan.priced.figures
-                    row.update(
-                        plan_seconds=plan.seconds, optimal=plan.optimal,
-                        evaluated=plan.evaluated, grid=plan.candidate.describe(),
-                        modelled_cost=plan.cost,
-                        modelled_seconds=(sum(
-                            symbolic_cost.seconds(problem, figures)[part]
-                            for part in cost.TIME_PARTS) if figures is not None else None),
-                        tasks=int(figures.tasks.sum()) if figures is not None else None,
-                        busiest_bytes=(int(figures.total_received.max())
-                                       if figures is not None else None),
-                        lower_bound_bytes=plan.lower_bound_bytes, ratio=plan.ratio,
-                        memory_per_node=(int(figures.memory.max())
-                                         if figures is not None else None),
-                        notes=plan.notes,
-                    )
-                    if row["tasks"] is not None and row["tasks"] <= args.lower_limit:
-                        started = time.perf_counter()
-                        modelled = lowered_plan(problem, plan.priced)
-                        row["lower_seconds"] = time.perf_counter() - started
-                        words = agreement(plan.priced, modelled)[0]
-                        row["agrees"] = "equal the simulation's" in words
-                        row["simulated_peak_bytes"] = modelled.report.max_node_memory_bytes
-                except Exception as exc:  # recorded, the study goes on
-                    row["error"] = error_text(exc)
+                rows.append(einsum_row(row, subscripts, shapes_for(subscripts, n, args.f),
+                                       nodes, args.lower_limit))
+                progress(row)
+        for nodes in args.nodes:
+            rows_ = (args.strong_glm_rows if mode == "strong"
+                     else args.weak_glm_rows * nodes // 4)
+            for row in glm_rows(mode, nodes, rows_, args.glm_d, args.lower_limit):
                 rows.append(row)
-                print(f"  {mode:6} {name:22} P={nodes:5} N={n:6}: "
-                      + (row.get("error") or
-                         f"plan {row['plan_seconds']:.2f} s, optimal {row['optimal']}, "
-                         f"modelled {row['modelled_seconds']:.3g} s, ratio {row['ratio']:.3f}, "
-                         f"{row['tasks']} tasks"), flush=True)
+                progress(row)
+        for nodes in args.nodes:
+            n = args.strong_cholesky if mode == "strong" else weak_n(args.weak_cholesky, nodes)
+            rows.append(cholesky_row(mode, nodes, n))
+            progress(rows[-1])
     return rows
 
 
@@ -191,7 +324,7 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
               ("memory_per_node", "memory per node (bytes)")]
     figure, axes = plt.subplots(2, 2, figsize=(12, 9))
     for axis, (key, label) in zip(axes.flat, panels, strict=True):
-        for index, name in enumerate(CASES):
+        for index, name in enumerate(PLOTTED):
             for mode, style in (("strong", "-"), ("weak", "--")):
                 points = [(r["nodes"], r[key]) for r in rows
                           if r["case"] == name and r["mode"] == mode and r.get(key)]
@@ -223,6 +356,13 @@ def main(argv=None) -> dict:
     parser.add_argument("--weak-n", type=int, default=512)
     parser.add_argument("--weak-matmul", type=int, default=8192)
     parser.add_argument("--f", type=int, default=256)
+    parser.add_argument("--glm-d", type=int, default=64, help="features of the Newton step")
+    parser.add_argument("--strong-glm-rows", type=int, default=1 << 24)
+    parser.add_argument("--weak-glm-rows", type=int, default=1 << 18,
+                        help="rows of X at 4 nodes under weak scaling (grows as P)")
+    parser.add_argument("--strong-cholesky", type=int, default=16384)
+    parser.add_argument("--weak-cholesky", type=int, default=8192,
+                        help="n at 4 nodes under weak scaling (grows as P^(1/3))")
     parser.add_argument("--lower-limit", type=int, default=50_000,
                         help="lower and simulate the chosen plan up to this many tasks")
     parser.add_argument("--study", action=argparse.BooleanOptionalAction, default=True,

@@ -1,6 +1,7 @@
 """Planning for large simulated clusters: the search prices candidates in closed form, so a
 plan for a thousand or four thousand nodes is proved optimal under the model in well under
-two seconds; only the chosen plan is lowered and simulated, and its figures agree.
+two seconds; only the chosen plan is lowered and simulated, and its figures agree. The scale
+study's block-program and Newton-step rows (``benchmarks/scale.py``) hold what they claim.
 
 The timing assertions leave a wide margin (the machine is shared): the deterministic
 budget, not the clock, is what the search counts.
@@ -8,10 +9,18 @@ budget, not the clock, is what the search counts.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import time
+from pathlib import Path
 
+import pytest
 from planning_problems import problem
 
+from tensorc.driver.block_programs import shipped
+from tensorc.planning.block_counts import choose_counts
+from tensorc.planning.cost import machine
+from tensorc.planning.lower_bound import cholesky_lower_bound
 from tensorc.planning.planners import search
 from tensorc.planning.search import greedy
 from tensorc.planning.smt_search import smt
@@ -46,3 +55,63 @@ def test_matmul_on_4096_nodes_is_proved_optimal_without_lowering():
     assert best.figures is not None  # priced in closed form, never lowered
     received = int(best.figures.total_received.max())
     assert received <= 1.1 * plan.lower_bound_bytes()
+
+
+# -- benchmarks/scale.py: the Cholesky block program and the Newton step's rows -----------
+
+SCALE = Path(__file__).resolve().parent.parent / "benchmarks" / "scale.py"
+
+
+@pytest.fixture(scope="module")
+def scale():
+    folder = str(SCALE.parent)
+    sys.path.insert(0, folder)  # the script imports common and planner_targets
+    spec = importlib.util.spec_from_file_location("benchmark_scale", SCALE)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(folder)
+
+
+def test_cholesky_counts_are_chosen_for_64_nodes_within_seconds(scale):
+    started = time.perf_counter()
+    row = scale.cholesky_row("strong", 64, 2048)
+    assert "error" not in row, row.get("error")
+    assert time.perf_counter() - started < 10
+    assert set(row["counts"]) == {"NB"} and row["counts"]["NB"] in (1, 2, 4, 8)
+    assert row["modelled_seconds"] > 0 and row["tasks"] >= 1
+    bound = cholesky_lower_bound(2048, 64, 8)
+    assert row["lower_bound_bytes"] == bound > 0
+    # the bound assumes every node owns an even share of A and L; the simulation starts
+    # with A on node 0, so a plan that keeps the factorisation there may receive less
+    assert row["ratio"] == row["busiest_bytes"] / bound
+    assert row["memory_per_node"] >= 8 * 2048 * 2048  # node 0 holds the input
+
+
+def test_fewer_simulated_nodes_give_the_same_count_choice(scale):
+    program = shipped("cholesky").program
+    shapes = {"A": (2048, 2048)}
+    fewer = scale.exact_node_count(program, shapes, 256)
+    assert fewer == 120  # NB = 8 is the largest candidate: 120 tasks
+    cores = machine().cores_per_node
+    full = choose_counts(program, shapes, nodes=256, cores=cores)
+    reduced = choose_counts(program, shapes, nodes=fewer, cores=cores)
+    assert full == reduced  # every candidate's makespan, bytes and peak memory
+
+
+def test_newton_step_row_sums_its_statements_and_the_solve(scale):
+    rows = scale.glm_rows("weak", 64, 1 << 20, 64, lower_limit=0)
+    assert [r["case"] for r in rows] == [*scale.GLM_STATEMENTS, scale.GLM_STEP]
+    statements, step = rows[:-1], rows[-1]
+    for row in statements:
+        assert "error" not in row, row.get("error")
+        assert row["optimal"] is True
+        assert row["busiest_bytes"] >= row["lower_bound_bytes"]
+    solve_seconds, solve_bytes = scale.solve_figures(64)
+    assert step["modelled_seconds"] == pytest.approx(
+        sum(r["modelled_seconds"] for r in statements) + solve_seconds)
+    assert step["busiest_bytes"] == sum(r["busiest_bytes"] for r in statements) + solve_bytes
+    assert step["lower_bound_bytes"] == max(r["lower_bound_bytes"] for r in statements)
+    assert step["tasks"] == sum(r["tasks"] for r in statements) + 1
