@@ -112,6 +112,12 @@ class Executor(ABC):
                           workers: int | None, dtype) -> tuple[dict, dict]:
         """Run a block program's DAG on ``inputs``: ``(outputs by name, statistics)``."""
 
+    def run_node_calls(self, calls: Sequence[tuple[int, Any, Sequence]]) -> tuple[list, dict]:
+        """Run work already split by node: each ``(node, kernel, arguments)`` as
+        ``kernel(*arguments)`` on that node, returning ``(values, statistics)`` (a sparse
+        einsum's parts). Only an executor with nodes out of this process has it."""
+        raise NotImplementedError(f"the {self.backend} executor runs no node calls")
+
     @abstractmethod
     def place(self, value: np.ndarray, block_shape=None, grid=None) -> object:
         """A driver array as this executor keeps values (on Ray: its blocks on their

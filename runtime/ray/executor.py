@@ -23,6 +23,7 @@ from tensorc.runtime.executor import Executor, StatementPlanner
 from tensorc.runtime.local import DEFAULT_MEMORY_FRACTION, available_memory
 from tensorc.runtime.ray import arrays, data_dependent, plans, whole_array
 from tensorc.runtime.ray.block_program import run_block_dag_on_ray
+from tensorc.runtime.ray.node_calls import run_node_calls
 from tensorc.runtime.ray.statements import DRIVER_BYTES, RayStatementRun
 from tensorc.runtime.ray.streamed_results import write_result
 
@@ -107,6 +108,10 @@ class RayExecutor(Executor):
                           workers: int | None, dtype) -> tuple[dict, dict]:
         return run_block_dag_on_ray(program, dag, inputs, bounds, self.cluster, scheduler,
                                     dtype=dtype)
+
+    def run_node_calls(self, calls: Sequence[tuple[int, object, Sequence]]
+                       ) -> tuple[list, dict]:
+        return run_node_calls(self.cluster, calls)
 
     def place(self, value: np.ndarray, block_shape=None, grid=None) -> object:
         small = value.nbytes <= DRIVER_BYTES and block_shape is None and grid is None

@@ -34,6 +34,7 @@ from tensorc.frontend.subscripts import EinsumSpec, parse_einsum, sublist_to_sub
 from tensorc.planning.options import check_backend, check_casting, check_plan_options
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.task_pool import available_cores
+from tensorc.sparse.distributed import run_on_nodes
 from tensorc.sparse.formats import is_sparse, result_format, source
 from tensorc.sparse.plan import SparsePlan, plan_sparse
 from tensorc.sparse.results import SparseResultSink, empty_result
@@ -88,19 +89,11 @@ class _Call:
         return [not isinstance(op, np.ndarray) for op in self.operands]
 
 
-def _local_executor(backend, operands: tuple):
-    executor = session.executor_for(backend, ())
-    if not executor.in_process:
-        raise UnsupportedError(
-            "sparse operands run on the local executor only (sparse blocks on Ray are not "
-            "implemented yet): pass backend=\"local\" to run this call in this process, or "
-            "densify the operand yourself")
-    return executor
-
-
-def _plan(call: _Call, compute, result_sparse: bool, optimize, budget, source) -> tuple:
+def _plan(call: _Call, compute, result_sparse: bool, optimize, budget, source,
+          executor=None) -> tuple:
     options = call.options
-    workers = options.get("workers") or available_cores()
+    workers = options.get("workers") or (executor.cpus if executor is not None and not
+                                         executor.in_process else available_cores())
     fmt = result_format(call.sparse, len(call.spec.output), compute) if result_sparse else (
         "dense")
     return plan_sparse(call.subscripts, call.spec, call.operands, compute, result_sparse,
@@ -123,7 +116,7 @@ def run_sparse_einsum(subscripts, operands: tuple, *, out, optimize, backend, dt
     check_backend(backend)
     check_casting(casting)
     call = _Call(subscripts, operands, plan_options)
-    executor = _local_executor(backend, operands)
+    executor = session.executor_for(backend, ())
     spec = call.spec
     shape = spec.output_shape()
     if out is not None and tuple(np.shape(out)) != shape:
@@ -136,7 +129,7 @@ def run_sparse_einsum(subscripts, operands: tuple, *, out, optimize, backend, dt
         raise PlanError(f"out= takes a dense array, but einsum {call.subscripts!r} of these "
                         "sparse operands has a sparse result; drop out=")
     budget, source = session.current().memory_budget(call.options.get("memory_limit"))
-    plan, inputs = _plan(call, compute, result_sparse, optimize, budget, source)
+    plan, inputs = _plan(call, compute, result_sparse, optimize, budget, source, executor)
     fmt = result_format(call.sparse, len(shape), compute) if result_sparse else None
     if result_sparse:
         ranges = [plan.blocking.ranges(n) for n in spec.output]
@@ -144,9 +137,12 @@ def run_sparse_einsum(subscripts, operands: tuple, *, out, optimize, backend, dt
     else:
         target = np.zeros(shape, compute, order="F" if order == "F" else "C")
     planned = time.perf_counter()
-    _, stats = executor.run_plan(plan, inputs, out=target, result_type=result_type,
-                                 workers=call.options.get("workers"), cached=False,
-                                 plan_seconds=planned - started)
+    if executor.in_process:
+        _, stats = executor.run_plan(plan, inputs, out=target, result_type=result_type,
+                                     workers=call.options.get("workers"), cached=False,
+                                     plan_seconds=planned - started)
+    else:
+        stats = run_on_nodes(executor, plan, inputs, target)
     if result_sparse:
         result = target.assemble(fmt) if plan.graph.outputs else empty_result(
             shape, compute, fmt)

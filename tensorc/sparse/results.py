@@ -83,9 +83,8 @@ class SparseResultSink(BlockSink):
         for top, bottom in self.bounds[0]:
             block = by_row.pop(top, None)
             if block is not None:
-                csr = csr_of(block)
+                csr = _without_zeros(csr_of(block))
                 del block
-                csr.eliminate_zeros()
                 data[at:at + csr.nnz] = csr.data
                 indices[at:at + csr.nnz] = csr.indices
                 indptr[top + 1:bottom + 1] = csr.indptr[1:] + at
@@ -102,8 +101,7 @@ class SparseResultSink(BlockSink):
         first_row = {start: k for k, (start, _) in enumerate(rows)}
         first_column = {start: k for k, (start, _) in enumerate(columns)}
         for slices, block in blocks:
-            csr = csr_of(block)
-            csr.eliminate_zeros()
+            csr = _without_zeros(csr_of(block))
             grid[first_row[slices[0].start]][first_column[slices[1].start]] = csr
         for r, (top, bottom) in enumerate(rows):  # block_array sizes rows by their blocks
             for c, (left, right) in enumerate(columns):
@@ -111,6 +109,18 @@ class SparseResultSink(BlockSink):
                     grid[r][c] = sp.csr_array((bottom - top, right - left), dtype=self.dtype)
         result = sp.block_array(grid, format="csr", dtype=self.dtype)
         return sp.csr_matrix(result) if fmt == "csr_matrix" else result
+
+
+def _without_zeros(csr: sp.csr_array) -> sp.csr_array:
+    """``csr`` with its stored zeros dropped: itself when it has none (a block received
+    from another process is read-only, and most blocks hold no zero), else a copy when it
+    cannot be changed in place."""
+    if csr.data.all():
+        return csr
+    if not (csr.data.flags.writeable and csr.indices.flags.writeable):
+        csr = csr.copy()
+    csr.eliminate_zeros()
+    return csr
 
 
 def empty_result(shape: tuple[int, ...], dtype, fmt: str) -> object:

@@ -1,0 +1,69 @@
+"""One call per node, each running one given kernel: work the driver already split by node
+(a sparse einsum's parts, :mod:`tensorc.sparse.partition`), on the node workers.
+
+Contract: :func:`run_node_calls` takes a list of ``(node index, kernel, arguments)``: the
+kernel is any picklable callable, called on its node as ``kernel(*arguments)``. Each
+distinct argument object (by identity) is put in Ray once, so an argument shared by every
+call (a dense operand) is stored once and fetched by each node that reads it; ``None``
+travels by value. Each call is one staged call (:func:`~tensorc.runtime.ray.calls.submit_stage`)
+with a single ``RUN`` step on the node's :class:`~tensorc.runtime.ray.tasks.NodeWorker`,
+its payload sent with it (a call made once). All calls are submitted before any is waited
+for; the function returns ``(values, statistics)``: each call's return value in order, and
+``calls``, ``ran_on`` (the node index each ran on, from its report) and
+``node_peak_rss_bytes`` (the highest peak RSS measured per node). A kernel's error, or a
+node lost mid-call, raises :class:`~tensorc.errors.ExecutionError` (no re-run: the caller
+can call again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tensorc.errors import ExecutionError
+from tensorc.runtime.ray.calls import (
+    SUBMITTING,
+    WorkerLost,
+    node_workers,
+    submit_stage,
+    wait_for_calls,
+)
+from tensorc.runtime.ray.cluster import RayCluster
+from tensorc.runtime.ray.stages import RUN, Step
+
+
+def run_node_calls(cluster: RayCluster, calls: Sequence[tuple[int, object, Sequence]]
+                   ) -> tuple[list, dict]:
+    """Run each ``kernel(*arguments)`` on its node; see the module docstring."""
+    import ray
+
+    put: dict[int, object] = {}
+
+    def ref_of(value):
+        if value is None:
+            return None
+        found = put.get(id(value))
+        if found is None:
+            found = put[id(value)] = ray.put(value)
+        return found
+
+    workers = node_workers(cluster)
+    results, reports = [], []
+    with SUBMITTING:
+        for node, kernel, arguments in calls:
+            if not 0 <= node < cluster.nodes:
+                raise ExecutionError(f"node {node} is not a live node of the cluster "
+                                     f"({cluster.nodes} nodes)")
+            refs = [ref_of(a) for a in arguments]
+            step = (Step(RUN, kernel), tuple(("x", i) for i in range(len(refs))))
+            value, report = submit_stage(cluster, workers, node, "", ((step,), (0,), None),
+                                         refs, returns=2)
+            results.append(value)
+            reports.append(report)
+    try:
+        peaks = wait_for_calls(cluster, reports)
+    except WorkerLost as err:
+        raise ExecutionError(f"a node worker died during one of {len(calls)} node calls; "
+                             f"run the call again ({cluster.describe()})") from err
+    values = ray.get(results)
+    ran_on = cluster.locate(reports)
+    return values, {"calls": len(calls), "ran_on": ran_on, "node_peak_rss_bytes": peaks}
