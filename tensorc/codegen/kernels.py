@@ -9,8 +9,9 @@ land in place). Kernels are built from the IR, never from user text:
 - :class:`EinsumBlock` — a product join with an optional sum: an opt_einsum contraction
   expression (BLAS where it applies) cached per block-shape tuple, following a path chosen
   once by the cost model; with ``optimize=False`` numpy's own single einsum loop;
-- :class:`ElementwiseBlock` — any other map expression, vectorised with numpy broadcasting,
-  then folded with the monoid's ufunc;
+- :class:`ElementwiseBlock` — any other map expression, vectorised with numpy broadcasting
+  (one compiled loop once it is hot: :mod:`tensorc.codegen.fused_loops`), then folded with
+  the monoid's ufunc;
 - :class:`ReduceBlocks` — fold partial blocks with a monoid.
 """
 
@@ -22,9 +23,10 @@ from collections.abc import Sequence
 import numpy as np
 import opt_einsum as oe
 
+from tensorc.codegen import fused_loops
 from tensorc.ir.contraction import path_operands, path_steps, uses_blas
 from tensorc.ir.nodes import Expr
-from tensorc.ir.semantics import MONOID_UFUNCS, align, evaluate_map_expr
+from tensorc.ir.semantics import MONOID_UFUNCS, align
 
 
 def _letters(keys: Sequence[Sequence[str]]) -> dict[str, str]:
@@ -297,14 +299,19 @@ class ElementwiseBlock:
             align(b, k, self.join_key) for b, k in zip(blocks, self.inputs, strict=True)
         ]
         full_shape = np.broadcast_shapes(*(v.shape for v in values)) if values else ()
-        value = np.asarray(evaluate_map_expr(self.fn, values, self.dtype), self.dtype)
-        result = np.broadcast_to(value, full_shape)
+        value = np.asarray(fused_loops.evaluate(self.fn, values, self.dtype, full_shape),
+                           self.dtype)
+        result = value if value.shape == full_shape else np.broadcast_to(value, full_shape)
         if self.dropped and self.monoid is not None:
             ufunc = MONOID_UFUNCS[self.monoid]
             result = ufunc.reduce(result, axis=self.dropped, dtype=self.dtype)
-        result = np.transpose(result, self.order)
+        if self.order != sorted(self.order):
+            result = np.transpose(result, self.order)
         if out is not None:
             return _finish(result, out)
+        if (result.flags.c_contiguous and result.flags.writeable
+                and not any(np.may_share_memory(result, b) for b in blocks)):
+            return result  # a temporary of its own already: no copy
         return np.array(result, order="C")
 
 
