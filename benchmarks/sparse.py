@@ -1,5 +1,6 @@
-"""Sparse benchmark: SpGEMM, SpMM and sparse MTTKRP; tensorc (local) against scipy.sparse,
-pydata sparse and a hand-written numpy gather.
+"""Sparse benchmark: SpGEMM, SpMM and sparse MTTKRP; tensorc (local, and on 4 Ray nodes)
+against scipy.sparse, pydata sparse, Dask distributed with sparse chunks and a hand-written
+numpy gather.
 
 Cases (operands from ``tc.sparse.random``/a seeded generator, so every run sees the same
 data):
@@ -9,6 +10,12 @@ data):
   above ``--pydata-max-n``, where its result alone outgrows memory);
 * ``spmm-N`` — ``ij,jk->ik`` of the same A with a dense N × ``--cols`` (64) matrix: tensorc,
   scipy (``A @ D``), pydata (``COO @ ndarray``);
+* ``tensorc-ray`` (matrix cases): the same ``tc.einsum`` on a private ``tc.init(num_nodes=
+  --nodes)`` cluster (one CPU per node), the result gathered to the driver as the call
+  returns it; ``dask`` (matrix cases): ``dask.array`` of pydata ``COO`` chunks
+  (``da.from_array(x, chunks=(N // nodes, N), asarray=False)``, the right operand one
+  chunk) on a ``distributed.LocalCluster`` of ``--nodes`` one-thread worker processes,
+  ``(A @ B).compute()`` (the chunks are scattered to the workers once, before timing);
 * ``mttkrp-nell2`` — ``ijk,jf,kf->if`` on a generated NELL-2-like tensor (12,092 × 9,184 ×
   28,818; ``--nnz`` non-zeros, 2M by default, ``--large`` for 10M; each coordinate drawn
   with a power-law skew like the real tensor's, repeated coordinates summed) with rank
@@ -31,7 +38,8 @@ the answer; the target is at most 2.
 
     python benchmarks/sparse.py [--cases spgemm,spmm,mttkrp] [--n 10000,20000]
         [--density 0.01] [--cols 64] [--nnz 2000000 | --large] [--rank 16] [--repeats 3]
-        [--systems tensorc,scipy,pydata,numpy-gather] [--tns] [--json PATH]
+        [--systems tensorc,tensorc-ray,scipy,pydata,dask,numpy-gather] [--nodes 4]
+        [--tns] [--json PATH]
 """
 
 from __future__ import annotations
@@ -50,6 +58,11 @@ _path = sys.path[:]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 import sparse  # noqa: E402 - pydata's, not this file (benchmarks/sparse.py would shadow it)
 
+try:  # Dask's, not benchmarks/distributed.py
+    import distributed
+except ImportError:  # the dask system is then refused when asked for
+    distributed = None
+
 sys.path[:] = _path
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
@@ -59,7 +72,9 @@ import tensorc as tc  # noqa: E402
 from tensorc.runtime.resident import PeakResident  # noqa: E402
 
 NELL2 = (12_092, 9_184, 28_818)
-SYSTEMS = ("tensorc", "scipy", "pydata", "numpy-gather")
+SYSTEMS = ("tensorc", "tensorc-ray", "scipy", "pydata", "dask", "numpy-gather")
+DEFAULT_SYSTEMS = ("tensorc", "scipy", "pydata", "numpy-gather")
+_DASK: dict = {"nodes": 4}
 
 
 def nbytes(value) -> int:
@@ -122,12 +137,15 @@ def run_system(name: str, call, reference, operands_bytes: int, repeats: int) ->
            "result_bytes": result_bytes, "operands_bytes": operands_bytes, "check": verdict}
     if peak is not None:
         row["mem_ratio"] = (operands_bytes + peak) / (operands_bytes + result_bytes)
-    if name == "tensorc":
+    if name.startswith("tensorc"):
         stats = tc.last_stats()
         row["tasks"] = stats.get("tasks")
         row["blocking"] = stats.get("blocking")
         row["kernel"] = stats["steps"][0]["kernel"] if stats.get("steps") else None
         row["modelled_peak_bytes"] = stats.get("modelled_peak_bytes")
+        for key in ("tasks_per_node", "nonzeros_per_node", "shipped_bytes", "remote_calls"):
+            if key in stats:
+                row[key] = stats[key]
     return row
 
 
@@ -145,9 +163,42 @@ def report(case: str, rows: list[dict]) -> None:
     print(format_table(["system", "median s", "min s", "first s", "/fastest", "peak MB",
                         "mem ratio", "check"], table))
     for r in rows:
-        if r["system"] == "tensorc":
-            print(f"   tensorc: {r['tasks']} tasks, blocking {r['blocking']}, "
+        if r["system"].startswith("tensorc"):
+            print(f"   {r['system']}: {r['tasks']} tasks, blocking {r['blocking']}, "
                   f"{r['kernel']}")
+        if "tasks_per_node" in r:
+            print(f"   {r['system']}: tasks per node {r['tasks_per_node']}, non-zeros per "
+                  f"node {r['nonzeros_per_node']}, shipped {r['shipped_bytes'] / 1e6:,.0f} MB")
+
+
+def dask_client(nodes: int):
+    """A ``distributed`` client of a LocalCluster of ``nodes`` one-thread workers (made
+    once)."""
+    if "client" not in _DASK:
+        cluster = distributed.LocalCluster(n_workers=nodes, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        _DASK["client"] = distributed.Client(cluster)
+    return _DASK["client"]
+
+
+def dask_matmul(a, b):
+    """``A @ B`` with pydata COO chunks on the Dask cluster: rows of A cut in ``nodes``
+    chunks, B one chunk (a dense B as an ndarray); both persisted on the workers first."""
+    import dask.array as da
+
+    nodes = _DASK["nodes"]
+    client = dask_client(nodes)
+    n = a.shape[0]
+    x = da.from_array(sparse.COO.from_scipy_sparse(a), chunks=(-(-n // nodes), a.shape[1]),
+                      asarray=False)
+    y = da.from_array(sparse.COO.from_scipy_sparse(b) if sp.issparse(b) else b,
+                      chunks=b.shape, asarray=False)
+    x, y = client.persist([x, y])
+    return lambda: (x @ y).compute()
+
+
+def ray_einsum(*operands):
+    return lambda: tc.einsum("ij,jk->ik", *operands)
 
 
 def spgemm(n: int, density: float, systems, repeats: int, pydata_max: int) -> list[dict]:
@@ -157,8 +208,13 @@ def spgemm(n: int, density: float, systems, repeats: int, pydata_max: int) -> li
     reference = a @ b
     rows = []
     if "tensorc" in systems:
-        rows.append(run_system("tensorc", lambda: tc.einsum("ij,jk->ik", a, b), reference,
-                               operands, repeats))
+        rows.append(run_system("tensorc", lambda: tc.einsum("ij,jk->ik", a, b,
+                                                            backend="local"),
+                               reference, operands, repeats))
+    if "tensorc-ray" in systems:
+        rows.append(run_system("tensorc-ray", ray_einsum(a, b), reference, operands, repeats))
+    if "dask" in systems:
+        rows.append(run_system("dask", dask_matmul(a, b), reference, operands, repeats))
     if "scipy" in systems:
         rows.append(run_system("scipy", lambda: a @ b, reference, operands, repeats))
     if "pydata" in systems and n <= pydata_max:
@@ -174,8 +230,13 @@ def spmm(n: int, density: float, cols: int, systems, repeats: int) -> list[dict]
     reference = a @ d
     rows = []
     if "tensorc" in systems:
-        rows.append(run_system("tensorc", lambda: tc.einsum("ij,jk->ik", a, d), reference,
-                               operands, repeats))
+        rows.append(run_system("tensorc", lambda: tc.einsum("ij,jk->ik", a, d,
+                                                            backend="local"),
+                               reference, operands, repeats))
+    if "tensorc-ray" in systems:
+        rows.append(run_system("tensorc-ray", ray_einsum(a, d), reference, operands, repeats))
+    if "dask" in systems:
+        rows.append(run_system("dask", dask_matmul(a, d), reference, operands, repeats))
     if "scipy" in systems:
         rows.append(run_system("scipy", lambda: a @ d, reference, operands, repeats))
     if "pydata" in systems:
@@ -212,7 +273,8 @@ def mttkrp(nnz: int, rank: int, systems, repeats: int, pydata_max: int, tns: boo
     reference = gather()
     rows = []
     if "tensorc" in systems:
-        rows.append(run_system("tensorc", lambda: tc.einsum("ijk,jf,kf->if", x, b, c),
+        rows.append(run_system("tensorc", lambda: tc.einsum("ijk,jf,kf->if", x, b, c,
+                                                            backend="local"),
                                reference, operands, repeats))
     if "numpy-gather" in systems:
         rows.append(run_system("numpy-gather", gather, reference, operands, repeats))
@@ -249,7 +311,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--large", action="store_true", help="MTTKRP with 10M non-zeros")
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS))
+    parser.add_argument("--nodes", type=int, default=4,
+                        help="Ray nodes (tensorc-ray) and Dask workers (dask)")
     parser.add_argument("--pydata-max-n", type=int, default=10_000)
     parser.add_argument("--pydata-max-nnz", type=int, default=5_000_000)
     parser.add_argument("--tns", action="store_true", help="time a .tns round trip")
@@ -259,6 +323,9 @@ def main(argv: list[str] | None = None) -> dict:
     unknown = systems - set(SYSTEMS)
     if unknown:
         parser.error(f"unknown systems {sorted(unknown)}; choose from {', '.join(SYSTEMS)}")
+    _DASK["nodes"] = args.nodes
+    if "tensorc-ray" in systems:
+        tc.init(num_nodes=args.nodes)
     cases = args.cases.split(",")
     sizes = [int(n) for n in args.n.split(",")]
     results: dict = {"environment": environment(), "cases": {}}

@@ -326,7 +326,5 @@ def test_unsupported_mixes_get_clear_errors(monkeypatch):
         in_process = False
 
     monkeypatch.setattr(session.current(), "executor", RemoteExecutor())
-    with pytest.raises(tc.UnsupportedError, match="local executor only"):
-        tc.einsum("ij,jk->ik", a, np.ones((5, 3)))
     with pytest.raises(tc.UnsupportedError, match="local executor"):
         tc.plan("ij,jk->ik", a, np.ones((5, 3)), nodes=4)

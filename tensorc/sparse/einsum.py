@@ -1,5 +1,5 @@
-"""One einsum call with sparse operands: checked, planned by non-zeros, run on the local
-executor, returned in the type the operands imply.
+"""One einsum call with sparse operands: checked, planned by non-zeros, run on the
+session's executor, returned in the type the operands imply.
 
 Contract: :func:`run_sparse_einsum` takes a ``tc.einsum`` call in which some operand is a
 scipy or pydata sparse array (:func:`sparse_call`) and returns ``(result, statistics)``;
@@ -11,8 +11,13 @@ running it (``tc.plan``). The rules:
   their :func:`~tensorc.sparse.formats.source` (CSR, or canonical coordinates) and never
   densified. A lazy, distributed or
   stored tensorc array next to a sparse operand is refused (:class:`~tensorc.errors.
-  UnsupportedError`), as is a session whose executor is not in this process (Ray): sparse
-  statements run on the local executor (``backend="local"`` asks for it on a Ray session);
+  UnsupportedError`);
+- where it runs: in this process on the local executor's task pool; on a Ray session
+  (an executor not in this process) block by block on the nodes
+  (:func:`~tensorc.sparse.distributed.run_on_nodes`: output blocks spread by non-zeros,
+  operand blocks sent in compact form, one call per node, the result gathered here and
+  returned as locally), planned for the cluster's CPUs; ``backend="local"`` runs it in
+  this process on a Ray session;
 - dtypes are numpy's (``dtype=``, ``casting=`` as numpy checks them);
 - the result (:func:`~tensorc.sparse.rules.sparse_result`): a numpy scalar for a 0-d
   result; a sparse array (:func:`~tensorc.sparse.formats.result_format`) when the operands
@@ -66,8 +71,8 @@ class _Call:
         for name in plan_options:
             if name not in SPARSE_OPTIONS:
                 raise UnsupportedError(
-                    f"plan option {name}= with sparse operands: a sparse einsum runs on the "
-                    f"local executor and takes {', '.join(SPARSE_OPTIONS)}")
+                    f"plan option {name}= with sparse operands: a sparse einsum "
+                    f"takes {', '.join(SPARSE_OPTIONS)}")
         for position, op in enumerate(operands):
             if isinstance(op, (DistributedArray, StoredArray)) or hasattr(op, "compute"):
                 raise UnsupportedError(
