@@ -186,6 +186,38 @@ def test_a_loop_plans_each_statement_once() -> None:
     close(w, expected)
 
 
+def test_a_loop_lowers_each_program_once_and_binds_its_new_values() -> None:
+    def program(x, w, scale=0.1):
+        raw = x @ w
+        return tc.sum(tc.log1p(tc.exp(raw)) * scale), x.T @ (raw - 1.0)
+
+    x, w = tc.asarray(X), tc.asarray(V)
+    first = lower_graph([a._expr for a in program(x, w)])
+    again = lower_graph([a._expr for a in program(tc.asarray(X * 2), tc.asarray(V + 1))])
+    assert again.unrolled is first.unrolled  # the lowering is reused, not built again
+    assert again.inputs["x0"] is not first.inputs["x0"]  # ... with the new values bound
+    for x_value, w_value in ((X, V), (X * 2, V + 1), (X[::-1].copy(), -V)):
+        loss, gradient = program(tc.asarray(x_value), tc.asarray(w_value))
+        tc.compute(loss, gradient)
+        raw = x_value @ w_value
+        close(loss, (np.log1p(np.exp(raw)) * 0.1).sum())
+        close(gradient, x_value.T @ (raw - 1.0))
+    x = tc.asarray(X)
+    other_scalar = lower_graph([a._expr for a in program(x, w, scale=0.2)])
+    shared_leaf = lower_graph([a._expr for a in program(x, tc.asarray(X[0]))])
+    two_leaves = lower_graph([(x.T @ tc.asarray(X * 3))._expr])
+    one_leaf = lower_graph([(x.T @ x)._expr])  # the same leaf twice: another graph
+    assert other_scalar.unrolled is not first.unrolled
+    assert shared_leaf.unrolled is first.unrolled
+    assert one_leaf.unrolled is not two_leaves.unrolled
+    assert len(one_leaf.inputs) == 1 and len(two_leaves.inputs) == 2
+    close(x.T @ tc.asarray(X * 3), X.T @ (X * 3))
+    close(x.T @ x, X.T @ X)
+    later = deferred(lambda a: a * 2, (x._expr,), x.shape, x.dtype, "double")
+    assert lower_graph([wrap(later).sum()._expr]).unrolled is not \
+        lower_graph([wrap(later).sum()._expr]).unrolled  # a deferred node: lowered afresh
+
+
 def test_numpy_functions_stay_on_tensorc() -> None:
     x = tc.asarray(X)
     for result in (np.exp(x), np.sum(x, axis=0), np.einsum("ij,j->i", x, V),

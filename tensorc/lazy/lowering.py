@@ -25,12 +25,17 @@ input values by label and the label of each root.
   a node then reads its value instead of computing it again.
 - Labels are deterministic (inputs ``x0, x1, …``, statements ``t0, t1, …`` in dependency
   order), so the same computation on new data lowers to an equal program and reuses its
-  plans.
+  plans. The lowering itself is reused too: a graph of the same shape (the same nodes,
+  scalars, leaf shapes and dtypes and sharing, whatever the leaves' values) gets the
+  program lowered the first time (the same ``Unrolled`` object, so its plans are found
+  without building its IR again), with its own values bound to the input labels. A graph
+  with a ``deferred`` node is lowered afresh each time.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,11 +118,18 @@ def scalar_key(value) -> tuple:
     return ("scalar", type(value).__name__, value)
 
 
-def _canonical(roots: list[ArrayNode]) -> dict[int, ArrayNode]:
-    """Each node's representative: structurally equal nodes map to one (CSE)."""
+def _canonical(roots: list[ArrayNode]) -> tuple[dict[int, ArrayNode], list[ArrayNode],
+                                                 tuple | None]:
+    """Each node's representative: structurally equal nodes map to one (CSE); the
+    representatives in post order (a node's class number is its position); and the graph's
+    shape as a key of :data:`_CACHE` (each class's key with a leaf's value replaced by its
+    shape and dtype, so the same computation on new values has the same key), ``None``
+    when a ``deferred`` node is in it (its callable is no part of a reusable key)."""
     number_of_node: dict[int, int] = {}  # a node's class, as a small integer: keys stay flat
     chosen: dict[tuple, tuple[int, ArrayNode]] = {}  # (hashing nested keys of a shared graph
     rep: dict[int, ArrayNode] = {}  # would cost time exponential in its depth)
+    classes: list[ArrayNode] = []
+    shape_keys: list[tuple] | None = []
     for node in post_order(roots):
         if node.value is not None:
             key = (NodeKind.LEAF, id(node.value))
@@ -128,12 +140,40 @@ def _canonical(roots: list[ArrayNode]) -> dict[int, ArrayNode]:
         number, representative = chosen.setdefault(key, (len(chosen), node))
         number_of_node[id(node)] = number
         rep[id(node)] = representative
-    return rep
+        if number == len(classes):
+            classes.append(node)
+            if shape_keys is not None:
+                if node.value is not None:
+                    shape_keys.append((NodeKind.LEAF, node.shape, node.dtype.str))
+                elif node.kind is NodeKind.DEFERRED:
+                    shape_keys = None
+                else:
+                    shape_keys.append(key)
+    if shape_keys is None:
+        return rep, classes, None
+    return rep, classes, (tuple(shape_keys), tuple(number_of_node[id(r)] for r in roots))
+
+
+@dataclass(frozen=True)
+class _Cached:
+    """A lowering to reuse for a graph of the same shape: the program, and by class number
+    (:func:`_canonical`) the nodes that are its inputs, roots and other statements."""
+
+    unrolled: Unrolled
+    inputs: tuple[tuple[str, int], ...]
+    constants: tuple[tuple[str, object], ...]
+    labels: tuple[str, ...]
+    intermediates: tuple[tuple[int, str], ...]
+
+
+CACHE_SIZE = 256
+_CACHE: OrderedDict[tuple, _Cached] = OrderedDict()
+"""Lowerings by the graph's shape key (most recently used last; :data:`CACHE_SIZE` kept)."""
 
 
 class _Lowering:
-    def __init__(self, roots: list[ArrayNode]) -> None:
-        self.rep = _canonical(roots)
+    def __init__(self, roots: list[ArrayNode], rep: dict[int, ArrayNode]) -> None:
+        self.rep = rep
         self.roots = [self.rep[id(r)] for r in roots]
         self.uses: dict[int, int] = {}
         for node in post_order(self.roots):
@@ -144,6 +184,7 @@ class _Lowering:
                         self.uses[id(arg)] = self.uses.get(id(arg), 0) + 1
         self.requested = {id(r) for r in self.roots}
         self.labels: dict[int, str] = {}
+        self.node_of: dict[int, ArrayNode] = {}
         self.inputs: dict[str, object] = {}
         self.statements: list[Statement] = []
         self.statement_nodes: list[tuple[ArrayNode, str]] = []
@@ -202,6 +243,7 @@ class _Lowering:
             label = self.statement(node)
             self.statement_nodes.append((node, label))
         self.labels[id(node)] = label
+        self.node_of[id(node)] = node
         return label
 
     def product_operands(self, root: ArrayNode) -> list[tuple[ArrayNode, tuple]]:
@@ -374,10 +416,34 @@ class _Body:
 
 def lower_graph(roots: list[ArrayNode]) -> LoweredGraph:
     """Lower the graph under ``roots`` (see the module docstring)."""
-    lowering = _Lowering(roots)
+    rep, classes, shape_key = _canonical(roots)
+    cached = _CACHE.get(shape_key) if shape_key is not None else None
+    if cached is not None:
+        _CACHE.move_to_end(shape_key)
+        inputs = {label: classes[number].value if classes[number].value is not None
+                  else classes[number] for label, number in cached.inputs}
+        inputs.update(cached.constants)
+        return LoweredGraph(cached.unrolled, inputs, cached.labels,
+                            tuple((classes[number], label)
+                                  for number, label in cached.intermediates))
+    lowering = _Lowering(roots, rep)
     labels = tuple(lowering.label(r) for r in lowering.roots)
     outputs = tuple((label, label) for label in dict.fromkeys(labels))
     unrolled = Unrolled(tuple(lowering.statements), outputs)
     intermediates = tuple((node, label) for node, label in lowering.statement_nodes
                           if id(node) not in lowering.requested)
+    if shape_key is not None:
+        number = {id(node): k for k, node in enumerate(classes)}
+        by_label = {label: node for node_id, label in lowering.labels.items()
+                    for node in (lowering.node_of[node_id],)}
+        _CACHE[shape_key] = _Cached(
+            unrolled,
+            tuple((label, number[id(by_label[label])]) for label in lowering.inputs
+                  if label in by_label),
+            tuple((label, value) for label, value in lowering.inputs.items()
+                  if label not in by_label),
+            labels,
+            tuple((number[id(node)], label) for node, label in intermediates))
+        if len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
     return LoweredGraph(unrolled, lowering.inputs, labels, intermediates)
