@@ -3,7 +3,10 @@ block kernels so both compute with the same definitions.
 
 - :data:`MONOID_UFUNCS` — each monoid of ``ReduceByKey``/``Merge`` as a numpy ufunc;
 - :data:`CALL_FUNCS` — each ``OpCall`` operator as a vectorised numpy function;
-- :func:`evaluate_map_expr` — a ``Map`` expression over broadcast numpy values;
+- :func:`evaluate_map_expr` — a ``Map`` expression over broadcast numpy values (a float
+  operator whose operand is a temporary of the result's shape and dtype writes into it:
+  the same values, one fresh block fewer per operator; the operands given are never
+  written);
 - :func:`align` — view an array keyed ``have`` with the axes of ``want`` (size-1 where it has
   none), the one primitive both joins and element-wise kernels need.
 """
@@ -119,22 +122,64 @@ CALL_FUNCS: dict[str, Callable[..., np.ndarray]] = {
 """The numpy meaning of every ``OpCall`` operator (vectorised; variadic ones fold left)."""
 
 
+IN_PLACE_OPS = frozenset({"add", "sub", "mul", "div", "neg", "sqrt", "square", "abs",
+                          "exp", "log", "reciprocal"})
+"""Float operators computed into a temporary operand of the result's shape and dtype (a
+ufunc written over its own input gives the values it would give into a fresh array)."""
+
+
 def evaluate_map_expr(expr: Expr, values: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
-    """The value of ``expr`` with ``Arg(k)`` bound to ``values[k]`` (numpy broadcasting)."""
+    """The value of ``expr`` with ``Arg(k)`` bound to ``values[k]`` (numpy broadcasting);
+    ``values`` are only read."""
+    return _evaluate(expr, values, dtype)[0]
+
+
+def _evaluate(expr: Expr, values: Sequence[np.ndarray], dtype: np.dtype):
+    """``(value, owned)``: ``owned`` when the value is a temporary made here, which a later
+    operator may write into."""
     if isinstance(expr, Arg):
-        return values[expr.position]
+        return values[expr.position], False
     if isinstance(expr, Const):
-        return np.asarray(expr.value, dtype=dtype)
+        return np.asarray(expr.value, dtype=dtype), False
     if isinstance(expr, OpCall):
-        args = [evaluate_map_expr(a, values, dtype) for a in expr.args]
+        evaluated = [_evaluate(a, values, dtype) for a in expr.args]
+        args = [value for value, _ in evaluated]
+        owned = [value for value, mine in evaluated if mine]
         fn = CALL_FUNCS[expr.op]
         if CALL_ARITY[expr.op] is not None:
-            return fn(*args)
-        result = args[0]
-        for arg in args[1:]:
-            result = fn(result, arg)
-        return result
+            result = _call(expr.op, fn, args, owned)
+            return result, _owns(result, args, owned)
+        result = _call(expr.op, fn, args[:2], owned)
+        mine = _owns(result, args[:2], owned)
+        for arg in args[2:]:
+            step = _call(expr.op, fn, [result, arg], [result] if mine else [])
+            mine = (mine and step is result) or _owns(step, [result, arg], [])
+            result = step
+        return result, mine
     raise TypeError(f"not an expression: {expr!r}")
+
+
+def _owns(result, args, owned) -> bool:
+    """Whether ``result`` is a temporary: one of the ``owned`` temporaries written into, or
+    memory of its own that is none of ``args`` (``np.real`` of a real array returns its
+    operand; a view is not its own memory)."""
+    if any(result is t for t in owned):
+        return True
+    return (isinstance(result, np.ndarray) and result.flags.owndata
+            and not any(result is a for a in args))
+
+
+def _call(op: str, fn, args: list, owned: list) -> np.ndarray:
+    """``fn(*args)``, into an owned temporary operand when that gives the same values."""
+    if op in IN_PLACE_OPS and owned:
+        target = next((t for t in owned if any(t is a for a in args)
+                       and isinstance(t, np.ndarray) and t.ndim and t.dtype.kind == "f"
+                       and t.flags.c_contiguous and t.flags.writeable), None)
+        if (target is not None and all(isinstance(a, np.ndarray) and a.dtype == target.dtype
+                                       for a in args)
+                and np.broadcast_shapes(*(a.shape for a in args)) == target.shape):
+            return fn(*args, out=target)
+    return fn(*args)
 
 
 def align(value: np.ndarray, have: Sequence[str], want: Sequence[str]) -> np.ndarray:
