@@ -1,36 +1,73 @@
 """A simulated scale study: plans for 4 to 4,096 nodes, strong and weak scaling.
 
-For each case (MTTKRP in both forms, the double contraction, a square matmul) and node count
-``P`` (``--nodes``, default 4, 16, 64, 256, 1024, 4096), plans the einsum from shapes alone
-with the default planner (``smt``: candidates priced in closed form, pruned by their floors,
-the chosen plan proved optimal under the model when the search completes) at the model's
-default machine (stated in the output: network into each node, seconds per block task, BLAS
-rate and cores per node), and records per node count:
+For each case (MTTKRP in both forms, the double contraction, a square matmul, a Newton
+logistic-regression step and the Cholesky block program) and node count ``P`` (``--nodes``,
+default 4, 16, 64, 256, 1024, 4096), plans from shapes alone at the model's default machine
+(stated in the output: network into each node, seconds per block task, BLAS rate and cores
+per node), and records per node count:
 
-- the planning time (the search; lowering the chosen plan to tasks is timed apart and only
-  done up to ``--lower-limit`` tasks, where the closed-form figures are checked against the
-  LSHS simulation of the lowered graph);
-- the modelled time of the plan (network, copies, compute and submission in seconds: the
-  model's cost without its charges for bytes over the memory or communication budget,
-  which are recorded as ``modelled_cost``);
+- the planning time;
+- the modelled time of the plan;
 - the busiest node's received bytes against the communication lower bound;
-- the memory per node (the most any node holds, the closed form's bound on the peak).
+- the memory per node.
+
+**Einsums** (the four contractions) are planned with the default planner (``smt``:
+candidates priced in closed form, pruned by their floors, the chosen plan proved optimal
+under the model when the search completes). Planning time is the search; lowering the
+chosen plan to tasks is timed apart and only done up to ``--lower-limit`` tasks, where the
+closed-form figures are checked against the LSHS simulation of the lowered graph. Modelled
+time is network, copies, compute and submission in seconds: the model's cost without its
+charges for bytes over the memory or communication budget, which are recorded as
+``modelled_cost``. Memory per node is the most any node holds (the closed form's bound on
+the peak).
+
+**The Newton step** (``examples/logistic_regression.py``: ``p = sigmoid(X @ w)``, gradient
+``X^T (p - y)``, Hessian ``X^T diag(p(1-p)) X``, ``w -= solve(H, g)``) is its three
+contractions ``ij,j->i``, ``ij,i->j`` and ``ij,i,ik->jk`` (X of ``rows x --glm-d``), each
+planned alone like the einsums (element-wise work is fused into them and not priced), and a
+step row: plan time, modelled time and tasks summed, plus the ``d x d`` solve as one
+whole-array task on one node (a task's overhead, LU's flops on one core, the Hessian and
+gradient over the network); busiest bytes the statements' busiest summed (an upper bound on
+the step's busiest node), bound the largest statement's bound (a lower bound on it), so no
+ratio is given; memory the largest statement's. tensorc runs the step as one program whose
+layouts flow between statements and whose calls are merged per node (docs/performance.md,
+*Array programs*); the study prices the statements as planned alone.
+
+**The Cholesky block program** (``tensorc/programs/cholesky.tc``) gets its block count from
+:func:`~tensorc.planning.block_counts.choose_counts`, as ``tc.linalg.cholesky`` does:
+every power-of-two ``NB`` with blocks of at least 256 rows and at most
+``MAX_SIMULATED_TASKS`` (3,000) tasks is list-scheduled by LSHS on ``P`` simulated nodes of
+the machine's cores, the input on node 0 (as for an ndarray), and the smallest makespan
+wins. Plan time is that choice; modelled time the chosen candidate's simulated makespan;
+memory the placer's peak on any node (node 0 holds the whole input); the bound is
+:func:`~tensorc.planning.lower_bound.cholesky_lower_bound`, which assumes every node owns
+an even share of ``A`` and ``L`` — the simulation starts from node 0, so a plan that keeps
+the factorisation on few nodes can receive less than it. The task limit is kept (it is the
+compiler's): it caps ``NB`` at 16 (816 tasks) for every ``n`` here. The placer's cost per
+task grows with ``P``; the study simulates on ``min(P, t)`` nodes, ``t`` the largest task
+count of a simulated candidate, which gives every candidate the same schedule as ``P``
+nodes (:func:`exact_node_count`; ``choose_counts`` on all ``P`` nodes took 58 s at
+``P = 1024``, ``n = 16384``, measured once on this shared machine).
 
 Strong scaling keeps the problem fixed (``N = --strong-n`` for the tensor cases,
-``--strong-matmul`` for matmul, ``F = --f``); weak scaling grows it with ``P`` so that the
-work per node stays that of 4 nodes (``N ∝ P^(1/3)`` from ``--weak-n`` and
-``--weak-matmul``, rounded to a multiple of 16). The Cholesky block program and the Newton
-GLM step are not part of the study (block programs are planned by simulation, not by this
-planner).
+``--strong-matmul`` for matmul, ``F = --f``, ``--strong-glm-rows`` rows,
+``--strong-cholesky``); weak scaling grows it with ``P`` so that the work per node stays
+that of 4 nodes (``N ∝ P^(1/3)`` from ``--weak-n``, ``--weak-matmul`` and
+``--weak-cholesky``, rounded to a multiple of 16; the Newton step's rows ``∝ P`` from
+``--weak-glm-rows``).
 
 With ``--real`` (default) it then starts a private 4-node Ray cluster (``tc.init(num_nodes=4,
 measure=True)``, which also calibrates the model to it) and runs each case for real at a
-small size (``--real-n``, ``--real-matmul``): the modelled time (at the calibrated figures,
-without the model's charges) and bytes of the plan next to the measured wall time of the
-call and of the graph's run, and the bytes Ray moved (medians of ``--repeats`` calls).
+small size (``--real-n``, ``--real-matmul``, ``--real-cholesky``, ``--real-glm-rows``): the
+modelled time (at the calibrated figures, without the model's charges; for Cholesky the
+chosen count's simulated makespan, for the Newton step the study's model of it) and bytes
+next to the measured wall time of the call and of the graph's run, and the bytes Ray moved
+(medians of ``--repeats`` calls). Block programs on Ray report the placer's bytes, not
+Ray's: Cholesky has no measured bytes.
 
 ``--plot PATH`` draws the four figures against ``P`` (log scales; strong scaling solid, weak
-dashed); ``--json PATH`` writes every row.
+dashed; the Newton step and Cholesky rows, not the step's statements); ``--json PATH``
+writes every row.
 
     python benchmarks/scale.py [--nodes 4,16,64,256,1024,4096] [--lower-limit 50000]
                                [--no-real] [--plot scale.png] [--json scale.json]
@@ -40,8 +77,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import runpy
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -70,6 +109,7 @@ GLM_STATEMENTS = {  # the Newton step's contractions (examples/logistic_regressi
     "glm Hessian ij,i,ik->jk": "ij,i,ik->jk",
 }
 GLM_STEP = "glm Newton step"
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "logistic_regression.py"
 CHOLESKY = "cholesky block program"
 PLOTTED = (*CASES, GLM_STEP, CHOLESKY)
 
@@ -293,9 +333,85 @@ def real(args) -> list[dict[str, Any]]:
                 "measured_busiest_bytes": stats["measured_max_node_recv_bytes"],
                 "lower_bound_bytes": stats["lower_bound_bytes"],
             })
+        rows.append(real_cholesky(args, rng))
+        rows.append(real_newton_step(args, rng))
     finally:
         tc.shutdown()
     return rows
+
+
+def real_cholesky(args, rng) -> dict[str, Any]:
+    """``tc.linalg.cholesky`` of an ``--real-cholesky`` matrix placed on the cluster: the
+    chosen candidate's simulated makespan (``choose_counts`` at the calibrated figures, as
+    the run chose) against the measured call and run; block programs on Ray report the
+    placer's bytes, not Ray's, so there are no measured bytes."""
+    n = args.real_cholesky
+    m = rng.random((n, n))
+    a = m @ m.T + n * np.eye(n)
+    expected = np.linalg.cholesky(a)
+    placed = tc.asarray(a)
+    tc.wait(placed)
+    result = np.asarray(tc.linalg.cholesky(placed))
+    stats = tc.last_stats()
+    program = shipped("cholesky").program
+    grid = getattr(placed.value(), "grid", None)
+    choice = choose_counts(program, {"A": (n, n)}, nodes=4,
+                           cores=cost.machine().cores_per_node, fixed=stats["block_counts"],
+                           preferred={"NB": grid[0]} if grid else None)
+    chosen = choice.candidates[0]
+    times, runs = [], []
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        tc.linalg.cholesky(placed)
+        times.append(time.perf_counter() - started)
+        runs.append(tc.last_stats()["run_seconds"])
+    return {
+        "case": CHOLESKY, "n": n, "check": bool(np.allclose(result, expected)),
+        "grid": ", ".join(f"{k}={v}" for k, v in stats["block_counts"].items()),
+        "tasks": stats["tasks"], "modelled_seconds": chosen.makespan,
+        "measured_call_seconds": statistics.median(times),
+        "measured_run_seconds": statistics.median(runs),
+        "modelled_bytes": chosen.moved_bytes, "measured_bytes": None,
+        "run_placer_bytes": stats["inter_node_bytes"],
+        "modelled_busiest_bytes": chosen.busiest_in_bytes, "measured_busiest_bytes": None,
+        "lower_bound_bytes": cholesky_lower_bound(n, 4, 8),
+    }
+
+
+def real_newton_step(args, rng) -> dict[str, Any]:
+    """One Newton step of ``examples/logistic_regression.py`` (``fit(tc, X, y, 1)``) with X
+    and y in 4 row blocks, one a node: the study's model of the step (its contractions
+    planned alone, the solve on one node, at the calibrated figures) against the measured
+    call and run, and the bytes Ray moved against the program's modelled bytes."""
+    fit = runpy.run_path(str(EXAMPLE), run_name="logistic_regression_example")["fit"]
+    rows_, d = args.real_glm_rows, args.glm_d
+    x = rng.normal(size=(rows_, d))
+    y = (rng.random(rows_) < 1 / (1 + np.exp(-x @ rng.normal(size=d)))).astype(np.float64)
+    expected = fit(np, x, y, iterations=1)
+    placed_x, placed_y = tc.asarray(x, grid=(4, 1)), tc.asarray(y, grid=(4,))
+    tc.wait(placed_x, placed_y)
+    result = np.asarray(fit(tc, placed_x, placed_y, iterations=1))
+    modelled = glm_rows("real", 4, rows_, d, lower_limit=0)[-1]
+    times, runs, stats = [], [], {}
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        fit(tc, placed_x, placed_y, iterations=1)
+        times.append(time.perf_counter() - started)
+        stats = tc.last_stats()
+        runs.append(stats["run_seconds"])
+    return {
+        "case": GLM_STEP, "n": rows_, "check": bool(np.allclose(result, expected)),
+        "grid": "4 row blocks", "tasks": stats.get("tasks"),
+        "modelled_seconds": modelled.get("modelled_seconds"),
+        "measured_call_seconds": statistics.median(times),
+        "measured_run_seconds": statistics.median(runs),
+        "modelled_bytes": stats.get("inter_node_bytes"),
+        "measured_bytes": stats.get("measured_inter_node_bytes"),
+        "modelled_busiest_bytes": stats.get("max_node_recv_bytes"),
+        "measured_busiest_bytes": stats.get("measured_max_node_recv_bytes"),
+        "study_busiest_bytes": modelled.get("busiest_bytes"),
+        "lower_bound_bytes": stats.get("lower_bound_bytes"),
+    }
 
 
 def study_table(rows: list[dict[str, Any]]) -> str:
@@ -332,9 +448,8 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
                     axis.plot(*zip(*points, strict=True), style, marker="o",
                               color=f"C{index}", label=f"{name} ({mode})")
         axis.set_xscale("log", base=2)
-        if key != "ratio":
-            axis.set_yscale("log")
-        else:
+        axis.set_yscale("log")  # the ratios span 1.0 (einsums) to ~200 (Cholesky)
+        if key == "ratio":
             axis.axhline(1.1, color="grey", linewidth=0.8, linestyle=":")
         axis.set_xlabel("simulated nodes P")
         axis.set_ylabel(label)
@@ -371,6 +486,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--real-n", type=int, default=128)
     parser.add_argument("--real-f", type=int, default=32)
     parser.add_argument("--real-matmul", type=int, default=1024)
+    parser.add_argument("--real-cholesky", type=int, default=2048)
+    parser.add_argument("--real-glm-rows", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--plot")
     parser.add_argument("--json")
@@ -396,9 +513,9 @@ def main(argv=None) -> dict:
             [[r["case"], str(r["n"]), r["grid"], str(r["tasks"]),
               f"{r['modelled_seconds']:.4f}" if r["modelled_seconds"] is not None else "n/a",
               f"{r['measured_call_seconds']:.4f}",
-              f"{r['measured_run_seconds']:.4f}", f"{r['modelled_bytes']:,}",
+              f"{r['measured_run_seconds']:.4f}", f"{r['modelled_bytes'] or 0:,}",
               f"{r['measured_bytes']:,}" if r["measured_bytes"] is not None else "n/a",
-              f"{r['modelled_busiest_bytes']:,}",
+              f"{r['modelled_busiest_bytes'] or 0:,}",
               f"{r['measured_busiest_bytes']:,}"
               if r["measured_busiest_bytes"] is not None else "n/a",
               "OK" if r["check"] else "WRONG"] for r in payload["real"]],
