@@ -601,18 +601,20 @@ def run_lbfgs(args) -> int:
                         programs.append(sink)
                         coef = found
                     del inputs
-            last = programs[-1]
+            def median_sum(key, runs=programs):
+                return statistics.median(sum(p.get(key) or 0 for p in run) for run in runs)
+
             results[system] = {
                 "numpy_s": statistics.median(numpy_times),
                 "tensorc_s": statistics.median(tc_times),
                 "ratio": statistics.median(t / n for n, t in zip(numpy_times, tc_times,
                                                                  strict=True)),
                 "numpy_times": numpy_times, "tensorc_times": tc_times, "steps": steps,
-                "programs": len(last),
-                "program_s": sum(p.get("program_seconds") or 0 for p in last),
-                "plan_s": sum(p.get("plan_seconds") or 0 for p in last),
-                "run_s": sum(p.get("run_seconds") or 0 for p in last),
-                "remote_calls": sum(p.get("remote_calls") or 0 for p in last),
+                "programs": int(statistics.median(len(run) for run in programs)),
+                "program_s": median_sum("program_seconds"),
+                "plan_s": median_sum("plan_seconds"),
+                "run_s": median_sum("run_seconds"),
+                "remote_calls": int(median_sum("remote_calls")),
                 "diff": max_diff(coef, reference),
                 "ok": bool(np.allclose(coef, reference, rtol=1e-5, atol=1e-7)),
             }
@@ -630,8 +632,9 @@ def run_lbfgs(args) -> int:
               f"{row['plan_s']:7.3f} {row['run_s']:7.3f} {row['remote_calls']:6d} "
               f"{row['diff']:9.2e}")
     print(f"\nlbfgs iterations: {results['numpy']['steps']}; programs = synchronisation "
-          "points of one fit (the last timed one), with the seconds they took: plan + run + "
-          "the rest (lowering, statistics); calls = Ray calls they submitted")
+          "points of one fit, with the seconds they took (plan + run + the rest: lowering, "
+          "waiting for Ray, statistics) and the Ray calls they submitted; medians over the "
+          "timed fits")
     target = results.get("tensorc-ray")
     if target:
         met = target["ratio"] <= TARGET_LBFGS
