@@ -9,7 +9,10 @@ until a task asks:
 - :meth:`StoredArray.read` ``(slices)`` returns that block as a fresh C-ordered ndarray
   (Fortran-ordered ``.npy`` files give an F-ordered block), read straight from the file with
   positioned reads (``.npy``: no memory map, so pages read are not kept resident by this
-  process) or through zarr (only the chunks the block touches);
+  process) or through zarr (only the chunks the block touches; an uncompressed zarr v3
+  array in a local directory, chunked along its first dimension only, is read straight
+  from its chunk files into the block's buffer: zarr's own read costs a fresh buffer and a
+  copy per chunk, 2.3 against 0.9 CPU-s for 2 GB here);
 - ``np.asarray(stored)`` reads it whole (an operation that needs the whole array);
 - it pickles as its path (a Ray node worker reopens it there), so a block is read by the task
   that needs it, wherever that runs;
@@ -30,6 +33,7 @@ import itertools
 import math
 import mmap
 import os
+import sys
 import threading
 
 import numpy as np
@@ -258,9 +262,65 @@ class ZarrArray(StoredArray):
                     "if the store omits chunks that hold only the fill value, open it with "
                     "tc.from_zarr(..., missing_chunks='fill')")
 
+    def _raw_rows(self, array) -> int | None:
+        """Bytes per row of the first dimension when each chunk file is that many bytes per
+        row in C order (zarr v3, the one codec ``bytes`` in native order, no shards, chunks
+        spanning every other dimension, a local store): then a block is read straight from
+        the chunk files into its buffer. ``None`` otherwise (read through zarr)."""
+        if "_raw" not in self.__dict__:
+            self._raw = None
+            codecs = getattr(array.metadata, "codecs", None)
+            if (isinstance(self.location, str) and "://" not in self.location
+                    and codecs is not None and len(codecs) == 1 and self.ndim
+                    and getattr(array, "shards", None) is None
+                    and type(codecs[0]).__name__ == "BytesCodec" and self.dtype.isnative
+                    and self.dtype.kind in "biufc"
+                    and (self.dtype.itemsize == 1 or (
+                        getattr(codecs[0].endian, "value", None) == sys.byteorder))
+                    and tuple(self.chunks[1:]) == self.shape[1:]):
+                self._raw = math.prod(self.shape[1:]) * self.dtype.itemsize
+        return self._raw
+
+    def _read_raw(self, array, slices, out: np.ndarray, row_bytes: int) -> bool:
+        """Read block ``slices`` (whole in every dimension but the first) from the chunk
+        files into ``out``; ``False`` (nothing trusted) when a chunk file is missing or not
+        its full size: zarr then reads it, and names the failure."""
+        start, stop = slices[0].start, slices[0].stop
+        rows = self.chunks[0]
+        buffer = memoryview(out.reshape(-1).view(np.uint8))
+        for (c, *_) in self.chunk_range(slices):
+            path = os.path.join(self.location, array.metadata.encode_chunk_key(
+                (c,) + (0,) * (self.ndim - 1)))
+            first, last = max(start, c * rows), min(stop, (c + 1) * rows)
+            at, size = (first - c * rows) * row_bytes, (last - first) * row_bytes
+            view = buffer[(first - start) * row_bytes:(last - start) * row_bytes]
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                return False
+            try:
+                if os.fstat(fd).st_size != rows * row_bytes:
+                    return False
+                got = 0
+                while got < size:
+                    count = os.preadv(fd, [view[got:]], at + got)
+                    if count == 0:
+                        return False
+                    got += count
+            finally:
+                os.close(fd)
+        return True
+
     def read(self, slices: tuple[slice, ...], out: np.ndarray | None = None) -> np.ndarray:
         array = self._opened()
         self._check_chunks(array, slices)
+        row_bytes = self._raw_rows(array)
+        if row_bytes and all(s.start == 0 and s.stop == n
+                             for s, n in zip(slices[1:], self.shape[1:], strict=True)):
+            if out is None or not out.flags.c_contiguous or out.dtype != self.dtype:
+                out = np.empty(tuple(s.stop - s.start for s in slices), dtype=self.dtype)
+            if not out.size or self._read_raw(array, slices, out, row_bytes):
+                return out
         try:
             if out is None or not out.flags.c_contiguous or out.dtype != self.dtype:
                 return np.asarray(array[slices])

@@ -212,6 +212,34 @@ def test_a_corrupt_chunk_and_a_deleted_store_are_errors_naming_them(small_store)
         tc.einsum("ijk->j", x)
 
 
+def test_row_chunks_read_straight_from_their_files_equal_zarrs_reads(tmp_path):
+    value = np.random.default_rng(3).random((100, 7)) + 1e8  # an edge chunk of 4 rows
+    path = str(tmp_path / "rows.zarr")
+    zarr.create_array(path, shape=value.shape, chunks=(16, 7), dtype="f8",
+                      compressors=None)[:] = value
+    x = tc.from_zarr(path)
+    stored = x.value()
+    assert stored._raw_rows(stored._opened()) == 7 * 8  # the direct path applies
+    for rows in (slice(0, 16), slice(5, 45), slice(90, 100), slice(0, 100), slice(33, 33)):
+        buffer = np.empty((rows.stop - rows.start, 7))
+        assert stored.read((rows, slice(0, 7)), out=buffer) is buffer
+        np.testing.assert_array_equal(buffer, value[rows])
+        np.testing.assert_array_equal(stored.read((rows, slice(0, 7))), value[rows])
+    np.testing.assert_array_equal(stored.read((slice(3, 9), slice(2, 5))), value[3:9, 2:5])
+    got = tc.to_zarr((x - tc.mean(x, axis=0)) / tc.std(x, axis=0), tmp_path / "out.zarr")
+    np.testing.assert_allclose(zarr.open_array(got)[:],
+                               (value - value.mean(axis=0)) / value.std(axis=0), rtol=1e-9)
+    with open(os.path.join(path, "c", "2", "0"), "wb") as chunk:
+        chunk.write(b"short")  # not a whole chunk: zarr reads it and names it
+    with pytest.raises(StorageError, match=r"chunk \(2, 0\) is corrupt or unreadable"):
+        stored.read((slice(30, 50), slice(0, 7)))
+    os.remove(os.path.join(path, "c", "2", "0"))
+    filled = tc.from_zarr(path, missing_chunks="fill").value()
+    got = filled.read((slice(16, 64), slice(0, 7)))
+    np.testing.assert_array_equal(got[16:32], 0.0)  # zarr's fill value
+    np.testing.assert_array_equal(got[32:], value[48:64])
+
+
 def test_a_truncated_npy_read_block_by_block_names_the_file(tmp_path):
     np.save(tmp_path / "t.npy", np.ones((100, 100)))
     stored = NpyFile(str(tmp_path / "t.npy"), (200, 100), np.float64, 128)
