@@ -1,5 +1,6 @@
 """Lazy ``tc.Array`` programs on the shared 4-node Ray cluster: the same code as locally,
-results against numpy, intermediates kept on the nodes, whole-array operations placed."""
+results against numpy, intermediates kept on the nodes (for later programs too), whole-array
+operations placed."""
 
 from __future__ import annotations
 
@@ -46,6 +47,20 @@ def test_values_stay_on_the_nodes_and_feed_later_programs() -> None:
     data = x.numpy()
     np.testing.assert_allclose(total.numpy(), ((data - data.mean(0)) ** 2).sum(0),
                                rtol=1e-10)
+
+
+def test_a_statement_value_stays_on_the_nodes_for_the_next_program_reading_it() -> None:
+    rng = np.random.default_rng(5)
+    X, v = rng.random((4096, 8)), rng.random(8)
+    x = tc.asarray(X, grid=(4, 1))
+    raw = x @ tc.asarray(v)  # a contraction statement inside the first program
+    loss = tc.sum(tc.log1p(tc.exp(raw)))
+    np.testing.assert_allclose(float(loss), np.log1p(np.exp(X @ v)).sum(), rtol=1e-12)
+    assert raw.evaluated and isinstance(raw.value(), DistributedArray)  # kept on the nodes
+    gradient = x.T @ (1.0 / (1.0 + tc.exp(-raw)))  # reads raw's value, not X @ v again
+    np.testing.assert_allclose(gradient.numpy(), X.T @ (1.0 / (1.0 + np.exp(-(X @ v)))),
+                               rtol=1e-12)
+    assert tc.last_stats()["statements_run"] == 2  # the element-wise part, then X^T @ it
 
 
 def test_whole_array_operations_run_on_one_node() -> None:

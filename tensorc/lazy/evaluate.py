@@ -6,10 +6,12 @@ and run by one :class:`~tensorc.driver.statements.StatementRunner` (plans cached
 evaluations, so a loop that builds the same computation each iteration plans once): on the
 Ray session when there is one (results stay on the nodes as
 :class:`~tensorc.runtime.ray.arrays.DistributedArray`), else in this process (numpy). Each
-evaluated node becomes a leaf holding its value (its operands are released); in this
-process, so does every other node the program computed as a statement (its value is kept
-only while something still refers to the node, which is when a later program may read it
-instead of computing it again: scikit-learn's loss, then its gradient, from one ``X @ w``).
+evaluated node becomes a leaf holding its value (its operands are released); so does every
+other node the program computed as a statement, locally and on Ray (where its value stays on
+the nodes): its value is kept only while something still refers to the node, which is when
+a later program may read it instead of computing it again (scikit-learn's loss, its
+gradient and its intercept's gradient from one ``X @ w``, computed once an iteration on Ray
+too, not three times).
 ``tc.last_stats()`` reports the run, and :func:`last_program` keeps what ``explain()``
 shows. A ``deferred`` node under them (:mod:`tensorc.lazy.graph`) is computed first, its
 operands evaluated as their own program and its callable run on their values; the rest is
@@ -68,7 +70,7 @@ def evaluate_graph(exprs: list[ArrayNode]) -> None:
         raise ExecutionError("this array lives on a Ray session that has been shut down; "
                              "call tc.init(...) again and recreate it")
     inputs, not_made = _recipes_as_inputs(lowered)
-    kept = lowered.intermediates if executor.in_process else ()
+    kept = lowered.intermediates
     program = lowered.unrolled if not kept else dataclasses.replace(
         lowered.unrolled, outputs=(*lowered.unrolled.outputs,
                                    *((label, label) for _, label in kept)))
