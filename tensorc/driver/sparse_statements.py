@@ -10,7 +10,7 @@ Contract:
   nested reduction, an ``op=`` into an earlier value) is not one (``None``).
 - :func:`sparse_steps` walks an unrolled program in SSA order from the labels of its sparse
   inputs: a statement reading a sparse value must be an einsum and becomes a
-  :class:`SparseStep`; its result is sparse or dense by the sparse einsum rule
+  :class:`SparseStatement`; its result is sparse or dense by the sparse einsum rule
   (:func:`~tensorc.sparse.rules.sparse_result`), which decides what later statements read.
   A statement reading a sparse value that is not an einsum is an ``E-unsupported``
   diagnostic at its ``file:line:col``; every such statement is reported in one
@@ -42,7 +42,7 @@ from tensorc.sparse.rules import sparse_result
 
 
 @dataclass(frozen=True)
-class SparseStep:
+class SparseStatement:
     """A statement run as a sparse einsum: ``subscripts`` over its operands in
     ``Statement.operands`` order (then ``scale`` as a scalar operand when it is not 1), and
     whether its result is sparse."""
@@ -130,11 +130,11 @@ def _span(source: Source, statement: Statement) -> Span:
 
 
 def sparse_steps(unrolled: Unrolled, sparse_inputs: set[str],
-                 source: Source) -> dict[str, SparseStep]:
+                 source: Source) -> dict[str, SparseStatement]:
     """The statements of ``unrolled`` that run as sparse einsums, by label (see the module
     docstring); raises every statement that reads a sparse value and is not an einsum."""
     sparse_labels = set(sparse_inputs)
-    steps: dict[str, SparseStep] = {}
+    steps: dict[str, SparseStatement] = {}
     diags = Diagnostics(source)
     reported: set[int] = set()
     for statement in unrolled.statements:
@@ -160,7 +160,7 @@ def sparse_steps(unrolled: Unrolled, sparse_inputs: set[str],
         spec = EinsumSpec(tuple(keys) + (((),) if scale != 1 else ()), output,
                           statement.program.sizes)
         result = sparse_result(spec, flags + ([False] if scale != 1 else []))
-        steps[statement.label] = SparseStep(_subscripts(keys, output, scale), scale, result)
+        steps[statement.label] = SparseStatement(_subscripts(keys, output, scale), scale, result)
         if result:
             sparse_labels.add(statement.label)
     diags.raise_if_any()
@@ -178,7 +178,7 @@ def _plan_options(runner) -> dict:
 
 
 def run_sparse_program(runner, unrolled: Unrolled, arrays: dict,
-                       steps: dict[str, SparseStep]) -> tuple[dict, list]:
+                       steps: dict[str, SparseStatement]) -> tuple[dict, list]:
     """Run ``unrolled`` on ``arrays`` (inputs by label) in this process (see the module
     docstring)."""
     executor = session.executor_for("local", ())
