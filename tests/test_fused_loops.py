@@ -90,7 +90,8 @@ def test_a_single_element_operand_and_a_bool_condition(hot):
     (_op("exp", _op("add", Arg(0), Arg(0))), [np.ones(N)]),  # 2 operators: numpy's already
     (_op("pow", _op("add", Arg(0), Const(1)), _op("exp", Arg(0))), [np.ones(N)]),  # no pow
     (LOSS, [np.ones(N, np.float32)] * 3),  # float32 is numpy's
-    (LOSS, [np.ones(N), np.ones((N // 2, 1)), np.ones(N)]),  # a broadcast that is not 1 element
+    # a broadcast that is not 1 element (N elements in all: (N / 128) x 128)
+    (LOSS, [np.ones(128), np.ones((N // 128, 1)), np.ones(128)]),
 ])
 def test_what_the_loop_would_not_reproduce_stays_numpy_s(hot, expr, values):
     shape = np.broadcast_shapes(*(v.shape for v in values))
