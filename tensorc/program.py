@@ -241,14 +241,10 @@ class Program:
             except Exception:  # noqa: BLE001 - reported as a user error
                 diags.error("E-input", f"input '{name}' is not an array", decl.span)
                 return None
-        want = np.dtype(DTYPES[decl.dtype])
-        have = np.dtype(value.dtype)
-        if not np.can_cast(have, want, "same_kind" if want.kind == have.kind else "safe"):
-            diags.error("E-input", f"input '{name}' has dtype {have} but is declared "
-                        f"{decl.dtype} ({want})", decl.span,
-                        f"pass an array that casts safely to {want}")
+        want = _declared_dtype(name, value, decl, diags)
+        if want is None:
             return None
-        if distributed or have == want:
+        if distributed or value.dtype == want:
             return value
         return value.astype(want)
 
@@ -446,6 +442,20 @@ def _sparse_array(name: str, value, decl: ast.TensorDecl, diags: Diagnostics, so
                     "sparse.COO.from_numpy(a), tc.sparse.from_coo); tensorc never sparsifies "
                     "a dense array")
         return None
+    want = _declared_dtype(name, value, decl, diags)
+    if want is None:
+        return None
+    problem = _coordinate_problem(value)
+    if problem is not None:
+        diags.error("E-input", f"sparse input '{name}': {problem}", decl.span,
+                    "build it with tc.sparse.from_coo, which checks its coordinates")
+        return None
+    return value if value.dtype == want else value.astype(want)
+
+
+def _declared_dtype(name: str, value, decl: ast.TensorDecl, diags: Diagnostics):
+    """The dtype ``decl`` declares, or ``None`` (an ``E-input`` error reported) when
+    ``value``'s dtype does not cast to it safely (or within its kind)."""
     want = np.dtype(DTYPES[decl.dtype])
     have = np.dtype(value.dtype)
     if not np.can_cast(have, want, "same_kind" if want.kind == have.kind else "safe"):
@@ -453,12 +463,7 @@ def _sparse_array(name: str, value, decl: ast.TensorDecl, diags: Diagnostics, so
                     f"{decl.dtype} ({want})", decl.span,
                     f"pass an array that casts safely to {want}")
         return None
-    problem = _coordinate_problem(value)
-    if problem is not None:
-        diags.error("E-input", f"sparse input '{name}': {problem}", decl.span,
-                    "build it with tc.sparse.from_coo, which checks its coordinates")
-        return None
-    return value if have == want else value.astype(want)
+    return want
 
 
 def _coordinate_problem(value) -> str | None:
