@@ -206,6 +206,15 @@ def spgemm(n: int, density: float, systems, repeats: int, pydata_max: int) -> li
     b = tc.sparse.random((n, n), density, seed=2, format="csr")
     operands = nbytes(a) + nbytes(b)
     reference = a @ b
+    rows = matrix_product_rows(a, b, reference, operands, systems, repeats)
+    if "pydata" in systems and n <= pydata_max:
+        ga, gb = sparse.GCXS.from_scipy_sparse(a), sparse.GCXS.from_scipy_sparse(b)
+        rows.append(run_system("pydata", lambda: ga @ gb, reference, operands, repeats))
+    return rows
+
+
+def matrix_product_rows(a, b, reference, operands: int, systems, repeats: int) -> list[dict]:
+    """``a @ b`` timed by each of tensorc (local and on Ray), Dask and scipy in ``systems``."""
     rows = []
     if "tensorc" in systems:
         rows.append(run_system("tensorc", lambda: tc.einsum("ij,jk->ik", a, b,
@@ -217,9 +226,6 @@ def spgemm(n: int, density: float, systems, repeats: int, pydata_max: int) -> li
         rows.append(run_system("dask", dask_matmul(a, b), reference, operands, repeats))
     if "scipy" in systems:
         rows.append(run_system("scipy", lambda: a @ b, reference, operands, repeats))
-    if "pydata" in systems and n <= pydata_max:
-        ga, gb = sparse.GCXS.from_scipy_sparse(a), sparse.GCXS.from_scipy_sparse(b)
-        rows.append(run_system("pydata", lambda: ga @ gb, reference, operands, repeats))
     return rows
 
 
@@ -228,17 +234,7 @@ def spmm(n: int, density: float, cols: int, systems, repeats: int) -> list[dict]
     d = np.random.default_rng(3).random((n, cols))
     operands = nbytes(a) + d.nbytes
     reference = a @ d
-    rows = []
-    if "tensorc" in systems:
-        rows.append(run_system("tensorc", lambda: tc.einsum("ij,jk->ik", a, d,
-                                                            backend="local"),
-                               reference, operands, repeats))
-    if "tensorc-ray" in systems:
-        rows.append(run_system("tensorc-ray", ray_einsum(a, d), reference, operands, repeats))
-    if "dask" in systems:
-        rows.append(run_system("dask", dask_matmul(a, d), reference, operands, repeats))
-    if "scipy" in systems:
-        rows.append(run_system("scipy", lambda: a @ d, reference, operands, repeats))
+    rows = matrix_product_rows(a, d, reference, operands, systems, repeats)
     if "pydata" in systems:
         x = sparse.COO.from_scipy_sparse(a)
         rows.append(run_system("pydata", lambda: x @ d, reference, operands, repeats))
