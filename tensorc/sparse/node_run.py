@@ -13,32 +13,12 @@ array, one row per block) and the block itself packed by
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from tensorc.codegen.taskgraph import TaskGraph
 from tensorc.runtime.task_pool import TaskPool
 from tensorc.sparse.compact import pack
-from tensorc.stored import BlockSink
-
-
-class _Collect(BlockSink):
-    """Keeps each final block as the kernel made it, with its slices."""
-
-    dense = False
-
-    def __init__(self, shape: tuple[int, ...], dtype) -> None:
-        self.shape, self.dtype, self.chunks = tuple(shape), np.dtype(dtype), None
-        self.blocks: list[tuple[tuple[slice, ...], object]] = []
-        self._lock = threading.Lock()
-
-    def open(self, block_shape: tuple[int, ...]) -> None:
-        pass
-
-    def write(self, slices: tuple[slice, ...], block: object) -> None:
-        with self._lock:
-            self.blocks.append((tuple(slices), block))
+from tensorc.sparse.results import BlockCollector
 
 
 class NodeRun:
@@ -50,7 +30,7 @@ class NodeRun:
 
     def __call__(self, *operands) -> tuple[np.ndarray, list[tuple]]:
         graph = self.graph
-        sink = _Collect(graph.output_shape, graph.dtype)
+        sink = BlockCollector(graph.output_shape, graph.dtype)
         TaskPool(self.threads).run(graph, None, list(operands), sink)
         ndim = len(graph.output_shape)
         starts = np.asarray([[s.start for s in slices] for slices, _ in sink.blocks],

@@ -7,7 +7,9 @@ to turn blocks into ndarrays). :meth:`SparseResultSink.assemble` returns the res
 requested format (a :func:`~tensorc.sparse.formats.result_format` name): a 2-d scipy
 result is one ``scipy.sparse.block_array`` of the CSR blocks (no sort); any other is the
 blocks' coordinates shifted to the whole array and concatenated, sorted only when the blocks
-were cut along more than the leading dimension. Stored zeros are dropped.
+were cut along more than the leading dimension. Stored zeros are dropped. Its collecting
+part, :class:`BlockCollector` (the blocks and their slices, nothing assembled), is what a
+Ray node's share of a sparse einsum returns from (:mod:`tensorc.sparse.node_run`).
 """
 
 from __future__ import annotations
@@ -23,19 +25,15 @@ from tensorc.sparse.formats import from_coo_data
 from tensorc.stored import BlockSink
 
 
-class SparseResultSink(BlockSink):
-    """Collects the sparse blocks of one result (see the module docstring)."""
+class BlockCollector(BlockSink):
+    """Keeps each final block of one result as the kernel made it, with its slices
+    (``blocks``, in completion order; written from the pool's threads)."""
 
     dense = False
 
-    def __init__(self, shape: tuple[int, ...], dtype,
-                 bounds: list[list[tuple[int, int]]]) -> None:
-        self.shape = tuple(shape)
-        self.bounds = bounds
-        """Each dimension's block ranges (the plan's blocking of the result)."""
-        self.dtype = np.dtype(dtype)
-        self.chunks = None
-        self._blocks: list[tuple[tuple[slice, ...], object]] = []
+    def __init__(self, shape: tuple[int, ...], dtype) -> None:
+        self.shape, self.dtype, self.chunks = tuple(shape), np.dtype(dtype), None
+        self.blocks: list[tuple[tuple[slice, ...], object]] = []
         self._lock = threading.Lock()
 
     def open(self, block_shape: tuple[int, ...]) -> None:
@@ -43,14 +41,24 @@ class SparseResultSink(BlockSink):
 
     def write(self, slices: tuple[slice, ...], block: object) -> None:
         with self._lock:
-            self._blocks.append((tuple(slices), block))
+            self.blocks.append((tuple(slices), block))
+
+
+class SparseResultSink(BlockCollector):
+    """Collects the sparse blocks of one result (see the module docstring)."""
+
+    def __init__(self, shape: tuple[int, ...], dtype,
+                 bounds: list[list[tuple[int, int]]]) -> None:
+        super().__init__(shape, dtype)
+        self.bounds = bounds
+        """Each dimension's block ranges (the plan's blocking of the result)."""
 
     def assemble(self, fmt: str) -> object:
         """The whole result as a ``fmt`` sparse array. Each block is dropped as soon as it
         is copied into the result, so the peak is the result and one block."""
-        blocks = sorted(self._blocks, key=lambda item: tuple(s.start for s in item[0]),
+        blocks = sorted(self.blocks, key=lambda item: tuple(s.start for s in item[0]),
                         reverse=True)
-        self._blocks = []
+        self.blocks = []
         if fmt in ("csr_array", "csr_matrix") and len(self.shape) == 2:
             if len(self.bounds[1]) == 1:
                 return self._stacked_rows(blocks, fmt)
