@@ -4,8 +4,9 @@ Order and the invariant each pass leaves (see ``passes/README.md``)::
 
     canonicalize → reduce-pushdown → contraction-path → fuse-maps
 
-``run_pipeline`` returns the final program and the text of the IR after each pass, which
-``Plan.explain()`` prints.
+``run_pipeline`` returns the final program and the IR after each pass (the programs
+themselves: the IR is immutable, so a snapshot costs nothing until ``Plan.explain()``
+prints it with :func:`~tensorc.ir.printer.format_program`).
 """
 
 from __future__ import annotations
@@ -35,12 +36,13 @@ def run_pipeline(
     ctx: PassContext,
     passes: tuple[Pass, ...] = DEFAULT_PIPELINE,
     keep_text: bool = True,
-) -> tuple[Function, list[tuple[str, str]]]:
-    """Run ``passes`` in order, verifying after each; return the program and IR snapshots."""
+) -> tuple[Function, list[tuple[str, Function]]]:
+    """Run ``passes`` in order, verifying after each; return the program and the program
+    after each pass (``keep_text=False``: none)."""
     verify(program)
-    stages: list[tuple[str, str]] = []
+    stages: list[tuple[str, Function]] = []
     if keep_text:
-        stages.append(("input", format_program(program)))
+        stages.append(("input", program))
     for step in passes:
         started = time.perf_counter()
         notes_before = len(ctx.notes)
@@ -49,6 +51,7 @@ def run_pipeline(
         for note in ctx.notes[notes_before:]:
             debug.log(3, note)
         if keep_text:
-            stages.append((step.name, format_program(program)))
-            debug.log(2, f"IR after {step.name}:\n{stages[-1][1]}")
+            stages.append((step.name, program))
+            if debug.level() >= 2:
+                debug.log(2, f"IR after {step.name}:\n{format_program(program)}")
     return program, stages

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -30,13 +31,14 @@ def log(at_level: int, message: str) -> None:
         print(f"[tensorc] {message}", file=sys.stderr)
 
 
-def dump(name: str, text: str) -> Path | None:
-    """Write ``text`` to ``$TENSORC_DUMP_DIR/name`` when that variable is set."""
+def dump(name: str, text: Callable[[], str]) -> Path | None:
+    """Write ``text()`` to ``$TENSORC_DUMP_DIR/name`` when that variable is set (``text`` is
+    called only then: an ``explain()`` costs a fifth of a small plan's planning)."""
     directory = os.environ.get("TENSORC_DUMP_DIR")
     if not directory:
         return None
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
     target = path / name
-    target.write_text(text + "\n")
+    target.write_text(text() + "\n")
     return target

@@ -6,6 +6,7 @@ recomputes the blocks that died with it — input blocks made by ``tc.random`` i
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -15,13 +16,30 @@ import pytest
 import tensorc as tc
 from tensorc.driver.block_programs import shipped
 
+FAST_DEATH_NOTICE = {
+    "RAY_health_check_initial_delay_ms": "500",
+    "RAY_health_check_period_ms": "500",
+    "RAY_health_check_failure_threshold": "3",
+}
+"""Ray's health check, set for this cluster's processes: a removed node is declared dead
+after 1.5 s, not Ray's default 15 s (what the tests check is what happens after)."""
+
 
 @pytest.fixture(scope="module")
 def dying_cluster():
     """A 4-node cluster of this module's own (the shared one is done): each test kills one
     of its worker nodes."""
     tc.shutdown()
-    session = tc.init(num_nodes=4)
+    saved = {name: os.environ.get(name) for name in FAST_DEATH_NOTICE}
+    os.environ.update(FAST_DEATH_NOTICE)
+    try:
+        session = tc.init(num_nodes=4)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     try:
         yield session
     finally:

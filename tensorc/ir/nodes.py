@@ -25,7 +25,7 @@ A :class:`Function` wraps the output node with the declared inputs and every ind
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MONOIDS: dict[str, str] = {
     "+": "0",
@@ -36,6 +36,28 @@ MONOIDS: dict[str, str] = {
     "and": "true",
 }
 """Each monoid's name and the printed form of its identity."""
+
+
+def _cached_hash(node) -> int:
+    """A node's hash, computed once from its fields and kept: nodes are immutable, and an
+    uncached hash walks the whole subtree each time (a set of a program's nodes costs a
+    hash per node per ancestor)."""
+    found = node._hash
+    if found is None:
+        found = hash((type(node).__name__, *(getattr(node, f) for f in node.__match_args__)))
+        object.__setattr__(node, "_hash", found)
+    return found
+
+
+def _rebuilt(node) -> tuple:
+    """How a node pickles: its fields, never its kept hash (string hashes differ between
+    processes)."""
+    return type(node), tuple(getattr(node, f) for f in node.__match_args__)
+
+
+def _hash_slot():
+    """The field where a node keeps its hash (not an argument, not printed, not compared)."""
+    return field(default=None, init=False, repr=False, compare=False)
 
 CALL_ARITY: dict[str, int | None] = {
     "mul": None,
@@ -112,6 +134,9 @@ class OpCall:
 
     op: str
     args: tuple[Expr, ...]
+    _hash: int | None = _hash_slot()
+    __hash__ = _cached_hash
+    __reduce__ = _rebuilt
 
 
 Expr = Arg | Const | OpCall
@@ -121,6 +146,9 @@ Expr = Arg | Const | OpCall
 class Scan:
     tensor: str
     indices: tuple[str, ...]
+    _hash: int | None = _hash_slot()
+    __hash__ = _cached_hash
+    __reduce__ = _rebuilt
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +160,9 @@ class Join:
     format), chosen by the contraction-path pass; ``()`` is numpy's single einsum loop
     (``optimize=False``); ``None`` means not decided yet (before that pass, or a join whose
     map is not a product)."""
+    _hash: int | None = _hash_slot()
+    __hash__ = _cached_hash
+    __reduce__ = _rebuilt
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +170,9 @@ class Map:
     fn: Expr
     x: Node
     key: tuple[str, ...]
+    _hash: int | None = _hash_slot()
+    __hash__ = _cached_hash
+    __reduce__ = _rebuilt
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +180,9 @@ class ReduceByKey:
     monoid: str
     x: Node
     key: tuple[str, ...]
+    _hash: int | None = _hash_slot()
+    __hash__ = _cached_hash
+    __reduce__ = _rebuilt
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +190,9 @@ class Merge:
     old: Node
     new: Node
     monoid: str
+    _hash: int | None = _hash_slot()
+    __hash__ = _cached_hash
+    __reduce__ = _rebuilt
 
 
 Node = Scan | Join | Map | ReduceByKey | Merge
@@ -183,6 +223,9 @@ class Function:
     sizes: tuple[tuple[str, int], ...]
     output: Node
     dtype: str
+    _hash: int | None = _hash_slot()
+    __hash__ = _cached_hash
+    __reduce__ = _rebuilt
 
     @property
     def size_of(self) -> dict[str, int]:

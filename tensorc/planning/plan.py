@@ -22,6 +22,7 @@ from tensorc.codegen.taskgraph import TaskGraph
 from tensorc.frontend.einsum import einsum_program
 from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.ir.nodes import Function
+from tensorc.ir.printer import format_program
 from tensorc.passes.base import PassContext
 from tensorc.passes.pipeline import run_pipeline
 from tensorc.planning.blocking import choose_blocking, scan_indices
@@ -49,7 +50,8 @@ class Plan:
     subscripts: str
     spec: EinsumSpec | None
     program: Function
-    stages: list[tuple[str, str]]
+    stages: list[tuple[str, Function]]
+    """The IR after each pass, printed by :meth:`explain`."""
     notes: list[str]
     blocking: Blocking
     graph: TaskGraph
@@ -69,9 +71,9 @@ class Plan:
         """IR after each pass, the pass decisions, the blocking and the task counts."""
         title = f"einsum {self.subscripts!r}" if self.spec is not None else self.subscripts
         lines = [f"plan for {title}"]
-        for name, text in self.stages:
+        for name, program in self.stages:
             lines.append(f"== after {name} ==")
-            lines.append(text)
+            lines.append(format_program(program))
         lines.append("== decisions ==")
         lines.extend(f"  {note}" for note in self.notes or ["(none)"])
         lines.append("== blocking ==")
@@ -187,7 +189,7 @@ def plan_program(
                 distribution, problem, memory, ctx.options.memory_source)
     debug.log(1, f"planned {subscripts!r}: {stats['tasks']} tasks, "
                  f"{stats['plan_seconds'] * 1e3:.2f} ms, blocking {stats['blocking']}")
-    debug.dump(f"plan-{graph.name}.txt", plan.explain())
+    debug.dump(f"plan-{graph.name}.txt", plan.explain)
     return plan
 
 
