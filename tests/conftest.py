@@ -41,8 +41,9 @@ RAY_NODES = 4
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Compiler-only tests first (they run on the local session and never see Ray), then the
-    tests on the shared Ray cluster, then those marked ``last`` (they stop it)."""
+    """Tests without the shared Ray cluster first (they run on the local session, or start
+    and stop a private cluster before the shared one exists), then the tests on the shared
+    cluster, then those marked ``last`` (they remove its nodes)."""
 
     def rank(item: pytest.Item) -> int:
         if item.get_closest_marker("last") is not None:
@@ -53,18 +54,39 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "last: run after every other test (stops shared Ray)")
+    config.addinivalue_line("markers",
+                            "last: run after every other test (removes shared Ray's nodes)")
+
+
+FAST_DEATH_NOTICE = {
+    "RAY_health_check_initial_delay_ms": "500",
+    "RAY_health_check_period_ms": "500",
+    "RAY_health_check_failure_threshold": "3",
+}
+"""Ray's health check, set for the shared cluster's processes: a node the last tests remove
+is declared dead after 1.5 s, not Ray's default 15 s (what they check is what happens
+after)."""
 
 
 @pytest.fixture(scope="session")
 def ray_cluster():
     """One 4-node local Ray cluster (``ray.cluster_utils.Cluster``, one CPU and a small object
-    store per node) shared by every Ray test; compiler-only tests never start it."""
+    store per node) shared by every Ray test; compiler-only tests never start it. The tests
+    marked ``last`` remove its nodes one by one."""
     import tensorc as tc
 
     # every block above 1 KiB in the object store, where Ray's directory sees (and
     # measure=True measures) it; a private cluster otherwise inlines blocks below 100 KiB
     os.environ.setdefault("TENSORC_RAY_INLINE_BYTES", "1024")
-    session = tc.init(num_nodes=RAY_NODES, measure=True)
+    saved = {name: os.environ.get(name) for name in FAST_DEATH_NOTICE}
+    os.environ.update(FAST_DEATH_NOTICE)  # read by the processes the cluster starts
+    try:
+        session = tc.init(num_nodes=RAY_NODES, measure=True)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     yield session.cluster
     tc.shutdown()

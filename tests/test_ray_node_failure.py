@@ -1,4 +1,4 @@
-"""A node that dies mid-run does not lose the result (its own cluster, last in the suite).
+"""A node that dies mid-run does not lose the result (the shared cluster, last in the suite).
 
 Soft node affinity lets Ray run the dead node's tasks elsewhere, and lineage reconstruction
 recomputes the blocks that died with it — input blocks made by ``tc.random`` included.
@@ -6,7 +6,6 @@ recomputes the blocks that died with it — input blocks made by ``tc.random`` i
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -15,35 +14,16 @@ import pytest
 
 import tensorc as tc
 from tensorc.driver.block_programs import shipped
-
-FAST_DEATH_NOTICE = {
-    "RAY_health_check_initial_delay_ms": "500",
-    "RAY_health_check_period_ms": "500",
-    "RAY_health_check_failure_threshold": "3",
-}
-"""Ray's health check, set for this cluster's processes: a removed node is declared dead
-after 1.5 s, not Ray's default 15 s (what the tests check is what happens after)."""
+from tensorc.session import current
 
 
 @pytest.fixture(scope="module")
-def dying_cluster():
-    """A 4-node cluster of this module's own (the shared one is done): each test kills one
-    of its worker nodes."""
-    tc.shutdown()
-    saved = {name: os.environ.get(name) for name in FAST_DEATH_NOTICE}
-    os.environ.update(FAST_DEATH_NOTICE)
-    try:
-        session = tc.init(num_nodes=4)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-    try:
-        yield session
-    finally:
-        tc.shutdown()
+def dying_cluster(ray_cluster):
+    """The shared 4-node cluster, at the end of the suite (these tests run last), measuring
+    off: each test kills one of its worker nodes."""
+    session = current()
+    session.measure = False
+    return session
 
 
 def _value_despite_a_node_death(session, work, after: float):
