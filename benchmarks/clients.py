@@ -8,8 +8,10 @@ on a private Ray cluster of N nodes (the tc arrays then distributed in N row blo
 pinned (``--blas-threads``, default 1: numpy's and scipy's OpenBLAS pools otherwise make
 numpy's own SVD time alternate between runs).
 
-The machine is shared and noisy, so the two systems are interleaved: after one warm-up call
-each, every repeat times one numpy fit and one tensorc fit back to back (the order
+Each timed call gets a fresh input set, made off the clock: a copy of the data for numpy
+(so neither system reads data still in the CPU's cache from the call before: ``tc.asarray``
+copies its input), ``tc.asarray`` of it for tensorc. The machine is shared and noisy, so the
+two systems are interleaved: after one warm-up call each, every repeat times one numpy fit and one tensorc fit back to back (the order
 alternating). Prints the medians, the median of the per-repeat ratios (tensorc / numpy,
 each from one pair of neighbouring calls: the figure to quote) and, for lbfgs, the
 synchronisation points the fit took (the array programs it evaluated).
@@ -98,7 +100,7 @@ def main(argv=None) -> dict:
                     np.asarray(PCA(n_components=10, svd_solver=solver,
                                    random_state=0).fit(data).components_)
 
-                found = interleaved(fit, lambda x=x: (x,), lambda x=x: (as_tc(x),),
+                found = interleaved(fit, lambda x=x: (x.copy(),), lambda x=x: (as_tc(x),),
                                     args.repeats)
                 rows.append({"case": f"PCA {solver} {n}x{d}", **found})
         if "lr" in cases:
@@ -110,7 +112,8 @@ def main(argv=None) -> dict:
                 model = LogisticRegression(solver="lbfgs", max_iter=50, tol=0)
                 np.asarray(model.fit(data, labels).coef_)
 
-            found = interleaved(fit_lr, lambda: (lx, ly), lambda: (as_tc(lx), as_tc(ly)),
+            found = interleaved(fit_lr, lambda: (lx.copy(), ly.copy()),
+                                lambda: (as_tc(lx), as_tc(ly)),
                                 max(1, args.repeats // 2))
             programs = _programs_run(tc, fit_lr, as_tc(lx), as_tc(ly))
             rows.append({"case": f"LogisticRegression lbfgs {args.lr_rows}x32", **found,
