@@ -142,6 +142,19 @@ def test_stored_operands_equal_numpy_and_blocks_align_with_chunks(small_store, t
                                np.einsum("ijk,if->kf", value, b))
 
 
+def test_a_plan_over_nodes_keeps_whole_the_indices_a_stored_input_lacks(tmp_path):
+    """``ijk,jkf->if`` over a stored X on 4 nodes: ``f`` (32) in one block, so each block of
+    X read is used by one product of full width (the model alone cut it in 4)."""
+    path = str(tmp_path / "x.zarr")  # metadata only: planning reads no chunk
+    zarr.create_array(path, shape=(640, 640, 640), chunks=(128, 128, 128), dtype="f8",
+                      compressors=None)
+    plan = tc.plan("ijk,jkf->if", tc.from_zarr(path), (640, 640, 32), nodes=4,
+                   memory_limit="2GB")
+    assert plan.stats["blocking"] == ("f: 32/32 -> 1, i: 640/128 -> 5, j: 640/128 -> 5, "
+                                      "k: 640/128 -> 5")
+    assert "index(es) f kept whole beside the stored input" in plan.explain()
+
+
 def test_explain_shows_the_modelled_peak_next_to_the_budget():
     plan = tc.plan("ij,jk->ik", (2000, 2000), (2000, 2000), memory_limit="64MB")
     text = plan.explain()
