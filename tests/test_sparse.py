@@ -210,6 +210,21 @@ def test_duplicates_are_summed_and_explicit_zeros_ignored():
     assert result.nnz == 1 and result.todense()[0, 1] == 3.0
 
 
+def test_a_csr_with_unsorted_repeated_columns_cut_by_columns_is_read_as_written():
+    """Rows whose columns are out of order, repeated and explicitly zero, cut into column
+    blocks: summed as scipy sums them, and the caller's matrix left as it was."""
+    data = np.array([3.0, 1.0, 2.0, 0.0, 4.0, 5.0, 6.0])
+    indices = np.array([5, 0, 5, 2, 3, 1, 0])
+    indptr = np.array([0, 4, 4, 7])
+    a = sp.csr_array((data, indices, indptr), shape=(3, 6))
+    assert not a.has_canonical_format
+    x = np.arange(12.0).reshape(6, 2)
+    got = tc.einsum("ij,jk->ik", a, x, grid={"i": 1, "j": 3, "k": 1}, backend="local")
+    np.testing.assert_allclose(got, a.toarray() @ x)
+    np.testing.assert_array_equal(a.indices, indices)  # not sorted in place
+    assert a.nnz == 7
+
+
 def test_explain_and_stats_show_non_zeros_per_block_and_density():
     a, b = _matrix(400, 300, 0.02, 1), _matrix(300, 200, 0.02, 2)
     plan = tc.plan("ij,jk->ik", a, b, grid={"i": 4, "j": 2})

@@ -55,12 +55,18 @@ def canonical(value: object) -> CooData:
     docstring)."""
     if is_scipy(value):
         shape = tuple(int(d) for d in value.shape)
-        if value.format == "csr" and value.has_canonical_format:
-            columns = value.indices.astype(INDEX)
-            if len(shape) == 1:
-                return sort_and_sum(shape, columns[None, :], value.data)
+        if value.format == "csr" and len(shape) == 2:
+            if not value.has_canonical_format:  # scipy sorts and sums row by row, in C++
+                value = value.copy()
+                value.sum_duplicates()
             rows = np.repeat(np.arange(shape[0], dtype=INDEX), np.diff(value.indptr))
-            return sort_and_sum(shape, np.stack([rows, columns]), value.data)
+            coords, values = np.stack([rows, value.indices.astype(INDEX)]), value.data
+            stored_zero = values == 0
+            if stored_zero.any():
+                coords, values = coords[:, ~stored_zero], values[~stored_zero]
+            return CooData(shape, coords, values)  # row-major, each entry once: canonical
+        if value.format == "csr" and value.has_canonical_format:
+            return sort_and_sum(shape, value.indices.astype(INDEX)[None, :], value.data)
         coo = value.tocoo()
         coords = np.stack([np.asarray(c, dtype=INDEX) for c in coo.coords]) if shape else (
             np.zeros((0, coo.nnz), INDEX))
