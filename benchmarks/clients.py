@@ -11,10 +11,11 @@ numpy's own SVD time alternate between runs).
 Each timed call gets a fresh input set, made off the clock: a copy of the data for numpy
 (so neither system reads data still in the CPU's cache from the call before: ``tc.asarray``
 copies its input), ``tc.asarray`` of it for tensorc. The machine is shared and noisy, so the
-two systems are interleaved: after one warm-up call each, every repeat times one numpy fit and one tensorc fit back to back (the order
-alternating). Prints the medians, the median of the per-repeat ratios (tensorc / numpy,
-each from one pair of neighbouring calls: the figure to quote) and, for lbfgs, the
-synchronisation points the fit took (the array programs it evaluated).
+two systems are interleaved: after one warm-up call each, every repeat times one numpy fit
+and one tensorc fit back to back (the order alternating). Prints the medians, the median of
+the per-repeat ratios (tensorc / numpy, each from one pair of neighbouring calls: the figure
+to quote) and, for lbfgs, the synchronisation points the fit took (the array programs it
+evaluated).
 
     python benchmarks/clients.py [--pca-sizes 20000x50,200000x50] [--lr-rows 200000]
                                  [--repeats 7] [--nodes 0] [--cases pca,lr] [--json PATH]

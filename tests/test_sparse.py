@@ -225,6 +225,18 @@ def test_a_csr_with_unsorted_repeated_columns_cut_by_columns_is_read_as_written(
     assert a.nnz == 7
 
 
+def test_a_csr_times_a_vector_over_its_rows_is_split_by_rows():
+    """``ij,i->j``: the CSR's row blocks are slices of it and their partial vectors are
+    small, so the rows are split (summed after), not the columns (a conversion to
+    coordinates)."""
+    a = sp.random_array((4000, 3000), density=0.02, format="csr", random_state=5)
+    x = np.random.default_rng(6).random(4000)
+    got = tc.einsum("ij,i->j", a, x, backend="local")
+    np.testing.assert_allclose(got, a.T @ x)
+    assert tc.last_stats()["blocking"].startswith("i: 4000/")
+    assert tc.last_stats()["blocking"].endswith("j: 3000/3000 -> 1")
+
+
 def test_explain_and_stats_show_non_zeros_per_block_and_density():
     a, b = _matrix(400, 300, 0.02, 1), _matrix(300, 200, 0.02, 2)
     plan = tc.plan("ij,jk->ik", a, b, grid={"i": 4, "j": 2})

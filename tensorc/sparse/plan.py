@@ -32,6 +32,7 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
 from tensorc.codegen.blocking import Blocking
 from tensorc.codegen.sparse_lower import (
@@ -47,7 +48,7 @@ from tensorc.planning.blocking import choose_blocking
 from tensorc.planning.memory_fit import MemoryModel, allocations, format_bytes, modelled_peak
 from tensorc.planning.pricing import planning_context
 from tensorc.sparse.blocks import CsrRowBlocks, SparseBlocks, cut
-from tensorc.sparse.rules import nnz_blocking, plan_steps, split_index
+from tensorc.sparse.rules import BLOCK_NNZ, nnz_blocking, plan_steps, split_index
 
 MAX_REFINEMENTS = 10
 MAX_TASKS = 200_000
@@ -187,7 +188,8 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
         blocking = choose_blocking(program, planning_context(grid=grid, block_shape=block_shape,
                                                              workers=workers))
     else:
-        blocking = nnz_blocking(spec, nonzeros, workers)
+        rows_first = _rows_first(spec, operands, compute, result_sparse, workers)
+        blocking = nnz_blocking(spec, nonzeros, workers, rows_first=rows_first)
     inputs = _cut(spec, operands, blocking)
     lowering = _lower(spec, inputs, steps, blocking, compute)
     memory = None
@@ -201,7 +203,8 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
                 f"memory_limit of at least {format_bytes(result_bytes, up=True)} plus room "
                 "for its blocks")
         peak = _peak(lowering, compute, result_sparse, workers)
-        split = split_index(spec, nonzeros) or _largest_index(spec)
+        split = (split_index(spec, nonzeros, rows_first if not forced else frozenset())
+                 or _largest_index(spec))
         for _ in range(0 if forced else MAX_REFINEMENTS):
             if peak <= budget or split is None or len(lowering.graph.tasks) > MAX_TASKS:
                 break
@@ -232,6 +235,25 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
     plan = SparsePlan(subscripts, spec, lowering, blocking, memory, infos, result,
                       memory_source, time.perf_counter() - started)
     return plan, inputs
+
+
+def _rows_first(spec: EinsumSpec, operands: Sequence[object], compute: np.dtype,
+                result_sparse: bool, workers: int) -> frozenset[int]:
+    """Positions of the scipy CSR operands that may be split by rows when their rows are
+    summed over (:func:`~tensorc.sparse.rules.split_index`): the result is dense and its
+    partial copies, one per row block the default blocking would make, take no more bytes
+    than the operand's entries."""
+    if result_sparse:
+        return frozenset()
+    result_bytes = math.prod(spec.size_of[n] for n in spec.output) * compute.itemsize
+    found = set()
+    for position, operand in enumerate(operands):
+        if not (sp.issparse(operand) and operand.format == "csr" and operand.ndim == 2):
+            continue
+        blocks = max(math.ceil(operand.nnz / BLOCK_NNZ), workers)
+        if blocks * result_bytes <= operand.nnz * (operand.data.itemsize + 8):
+            found.add(position)
+    return frozenset(found)
 
 
 def _largest_index(spec: EinsumSpec) -> str | None:
