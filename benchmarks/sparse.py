@@ -24,7 +24,13 @@ data):
   C[k])``, what a numpy user writes). scipy has no n-d arrays: an unfolded X times the
   Khatri-Rao product would need a 9,184·28,818 × rank dense operand, so it is not run.
   ``--tns`` also times a ``.tns`` round trip of the tensor (``tc.sparse.save_tns`` /
-  ``load_tns``).
+  ``load_tns``);
+* ``pagerank`` — ``--iterations`` (20) power-iteration steps on a directed graph of
+  ``--graph-nodes`` (100,000) nodes and ``--edges`` (1M) edges whose targets follow a power
+  law, each step ``Mᵀ r`` of the row-normalised CSR ``M``: tensorc (``tc.einsum("ij,i->j",
+  M, r)``, locally and on Ray: the vector comes back to numpy each step, and on Ray ``M``
+  is shipped with each call), Dask (``Mᵀ`` as ``COO`` row chunks persisted on the workers,
+  one ``compute`` a step), scipy (``M.T @ r``) and pydata (``COO.T @ r``).
 
 Each system gets one warm-up call (checked against the reference: scipy for the matrix
 cases, numpy-gather for MTTKRP; a sparse result by its non-zero count and 256 sampled rows)
@@ -36,10 +42,10 @@ is counted). ``mem ratio`` is (operands + that peak) / (operands + result), oper
 at their compressed sizes (a dense result at its dense size): 1.0 means no memory beyond
 the answer; the target is at most 2.
 
-    python benchmarks/sparse.py [--cases spgemm,spmm,mttkrp] [--n 10000,20000]
+    python benchmarks/sparse.py [--cases spgemm,spmm,mttkrp,pagerank] [--n 10000,20000]
         [--density 0.01] [--cols 64] [--nnz 2000000 | --large] [--rank 16] [--repeats 3]
         [--systems tensorc,tensorc-ray,scipy,pydata,dask,numpy-gather] [--nodes 4]
-        [--tns] [--json PATH]
+        [--tns] [--graph-nodes 100000] [--edges 1000000] [--iterations 20] [--json PATH]
 """
 
 from __future__ import annotations
@@ -197,6 +203,19 @@ def dask_matmul(a, b):
     return lambda: (x @ y).compute()
 
 
+def dask_vector_step(m):
+    """``r ↦ Mᵀ r`` on the Dask cluster: ``Mᵀ`` as pydata ``COO`` chunks of rows, cut in
+    ``nodes`` and persisted on the workers once; ``r`` sent with each step."""
+    import dask.array as da
+
+    nodes = _DASK["nodes"]
+    client = dask_client(nodes)
+    transposed = sparse.COO.from_scipy_sparse(m.T.tocsr())
+    x = client.persist(da.from_array(transposed, chunks=(-(-m.shape[1] // nodes), m.shape[0]),
+                                     asarray=False))
+    return lambda r: (x @ r).compute()
+
+
 def ray_einsum(*operands):
     return lambda: tc.einsum("ij,jk->ik", *operands)
 
@@ -297,9 +316,67 @@ def mttkrp(nnz: int, rank: int, systems, repeats: int, pydata_max: int, tns: boo
     return rows, info
 
 
+def power_law_graph(nodes: int, edges: int, seed: int = 0, skew: float = 2.0):
+    """The row-normalised transition matrix of a directed graph (CSR, as scipy's product
+    leaves it: not in canonical form) whose edges start anywhere and end by a power law
+    (``floor(nodes · u^skew)``: a few nodes receive most links, as on the web), repeated
+    edges counted once; and the mask of its dangling nodes (no out-links)."""
+    rng = np.random.default_rng(seed)
+    sources = rng.integers(0, nodes, edges)
+    targets = np.minimum((nodes * rng.random(edges) ** skew).astype(np.int64), nodes - 1)
+    adjacency = sp.csr_array((np.ones(edges), (sources, targets)), shape=(nodes, nodes))
+    adjacency.data[:] = 1.0  # repeated edges were summed: once each
+    degree = np.asarray(adjacency.sum(axis=1)).ravel()
+    dangling = degree == 0
+    scale = sp.diags_array(1.0 / np.where(dangling, 1.0, degree))
+    return (scale @ adjacency).tocsr(), dangling
+
+
+def pagerank(step, dangling: np.ndarray, iterations: int, damping: float = 0.85) -> np.ndarray:
+    """``iterations`` power-iteration steps of PageRank, ``step(r)`` being ``Mᵀ r``; a
+    dangling node's rank is spread evenly over all nodes."""
+    n = dangling.shape[0]
+    rank = np.full(n, 1.0 / n)
+    for _ in range(iterations):
+        spread = rank[dangling].sum() / n
+        rank = damping * (np.asarray(step(rank)) + spread) + (1.0 - damping) / n
+    return rank
+
+
+def pagerank_rows(nodes: int, edges: int, iterations: int, systems, repeats: int) -> list[dict]:
+    """PageRank by ``tc.einsum("ij,i->j", M, r)`` (locally and on Ray), scipy's ``M.T @ r``
+    and pydata's ``COO`` matmul, each step's vector back in numpy."""
+    m, dangling = power_law_graph(nodes, edges)
+    operands = nbytes(m)
+    reference = pagerank(lambda r: m.T @ r, dangling, iterations)
+    rows = []
+    if "tensorc" in systems:
+        rows.append(run_system("tensorc", lambda: pagerank(
+            lambda r: tc.einsum("ij,i->j", m, r, backend="local"), dangling, iterations),
+            reference, operands, repeats))
+    if "tensorc-ray" in systems:
+        rows.append(run_system("tensorc-ray", lambda: pagerank(
+            lambda r: tc.einsum("ij,i->j", m, r), dangling, iterations),
+            reference, operands, repeats))
+    if "dask" in systems:
+        rows.append(run_system("dask", lambda: pagerank(dask_vector_step(m), dangling,
+                                                        iterations),
+                               reference, operands, repeats))
+    if "scipy" in systems:
+        rows.append(run_system("scipy", lambda: pagerank(lambda r: m.T @ r, dangling,
+                                                         iterations),
+                               reference, operands, repeats))
+    if "pydata" in systems:
+        transposed = sparse.COO.from_scipy_sparse(m).T
+        rows.append(run_system("pydata", lambda: pagerank(lambda r: transposed @ r, dangling,
+                                                          iterations),
+                               reference, operands, repeats))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="spgemm,spmm,mttkrp")
+    parser.add_argument("--cases", default="spgemm,spmm,mttkrp,pagerank")
     parser.add_argument("--n", default="10000,20000", help="matrix sizes (comma list)")
     parser.add_argument("--density", type=float, default=0.01)
     parser.add_argument("--cols", type=int, default=64)
@@ -313,6 +390,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--pydata-max-n", type=int, default=10_000)
     parser.add_argument("--pydata-max-nnz", type=int, default=5_000_000)
     parser.add_argument("--tns", action="store_true", help="time a .tns round trip")
+    parser.add_argument("--graph-nodes", type=int, default=100_000, help="PageRank's nodes")
+    parser.add_argument("--edges", type=int, default=1_000_000, help="PageRank's edges")
+    parser.add_argument("--iterations", type=int, default=20, help="PageRank's steps")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     systems = set(args.systems.split(","))
@@ -344,6 +424,12 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"   tensor: {info}")
         results["cases"]["mttkrp-nell2"] = rows
         results["mttkrp_tensor"] = info
+    if "pagerank" in cases:
+        rows = pagerank_rows(args.graph_nodes, args.edges, args.iterations, systems,
+                             args.repeats)
+        report(f"pagerank ({args.iterations} steps of ij,i->j, {args.graph_nodes:,} nodes, "
+               f"{args.edges:,} power-law edges)", rows)
+        results["cases"]["pagerank"] = rows
     if args.json:
         write_json(args.json, results)
     return results
