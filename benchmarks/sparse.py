@@ -25,6 +25,9 @@ data):
   Khatri-Rao product would need a 9,184·28,818 × rank dense operand, so it is not run.
   ``--tns`` also times a ``.tns`` round trip of the tensor (``tc.sparse.save_tns`` /
   ``load_tns``);
+* ``cpals`` — ``--sweeps`` (5) sweeps of CP-ALS at rank ``--rank`` on the NELL-2-like
+  tensor: each sweep's three MTTKRPs (one per mode) by tensorc (``tc.einsum``, the factors
+  back in numpy after each) or by the numpy gather, the R × R solves in numpy for both;
 * ``pagerank`` — ``--iterations`` (20) power-iteration steps on a directed graph of
   ``--graph-nodes`` (100,000) nodes and ``--edges`` (1M) edges whose targets follow a power
   law, each step ``Mᵀ r`` of the row-normalised CSR ``M``: tensorc (``tc.einsum("ij,i->j",
@@ -42,10 +45,12 @@ is counted). ``mem ratio`` is (operands + that peak) / (operands + result), oper
 at their compressed sizes (a dense result at its dense size): 1.0 means no memory beyond
 the answer; the target is at most 2.
 
-    python benchmarks/sparse.py [--cases spgemm,spmm,mttkrp,pagerank] [--n 10000,20000]
+    python benchmarks/sparse.py [--cases spgemm,spmm,mttkrp,pagerank,cpals]
+        [--n 10000,20000]
         [--density 0.01] [--cols 64] [--nnz 2000000 | --large] [--rank 16] [--repeats 3]
         [--systems tensorc,tensorc-ray,scipy,pydata,dask,numpy-gather] [--nodes 4]
-        [--tns] [--graph-nodes 100000] [--edges 1000000] [--iterations 20] [--json PATH]
+        [--tns] [--graph-nodes 100000] [--edges 1000000] [--iterations 20] [--sweeps 5]
+        [--json PATH]
 """
 
 from __future__ import annotations
@@ -316,6 +321,50 @@ def mttkrp(nnz: int, rank: int, systems, repeats: int, pydata_max: int, tns: boo
     return rows, info
 
 
+def cp_als(mttkrp, factors, iterations: int):
+    """``iterations`` sweeps of CP-ALS: each factor from the MTTKRP ``mttkrp(mode, *others)``
+    of the tensor with the other two and an R × R solve (numpy); the factors after."""
+    a, b, c = factors
+    for _ in range(iterations):
+        a = np.linalg.solve((b.T @ b) * (c.T @ c), np.asarray(mttkrp(0, b, c)).T).T
+        b = np.linalg.solve((a.T @ a) * (c.T @ c), np.asarray(mttkrp(1, a, c)).T).T
+        c = np.linalg.solve((a.T @ a) * (b.T @ b), np.asarray(mttkrp(2, a, b)).T).T
+    return np.concatenate([a, b, c])
+
+
+CP_SUBSCRIPTS = ("ijk,jr,kr->ir", "ijk,ir,kr->jr", "ijk,ir,jr->kr")
+
+
+def cp_als_rows(nnz: int, rank: int, iterations: int, systems, repeats: int) -> list[dict]:
+    """CP-ALS on the NELL-2-like tensor: its three MTTKRPs a sweep by ``tc.einsum`` or the
+    numpy gather, the rest numpy; the stacked factors checked against the gather's."""
+    x = nell2_like(nnz)
+    coords, values = x.coords, x.data
+    rng = np.random.default_rng(7)
+    start = [rng.random((size, rank)) for size in NELL2]
+    operands = nbytes(x) + sum(f.nbytes for f in start)
+
+    def gather(mode, left, right):
+        others = [d for d in range(3) if d != mode]
+        out = np.zeros((NELL2[mode], rank))
+        np.add.at(out, coords[mode], values[:, None] * left[coords[others[0]]]
+                  * right[coords[others[1]]])
+        return out
+
+    def tensorc(mode, left, right):
+        return tc.einsum(CP_SUBSCRIPTS[mode], x, left, right, backend="local")
+
+    reference = cp_als(gather, start, iterations)
+    rows = []
+    if "tensorc" in systems:
+        rows.append(run_system("tensorc", lambda: cp_als(tensorc, start, iterations),
+                               reference, operands, repeats))
+    if "numpy-gather" in systems:
+        rows.append(run_system("numpy-gather", lambda: cp_als(gather, start, iterations),
+                               reference, operands, repeats))
+    return rows
+
+
 def power_law_graph(nodes: int, edges: int, seed: int = 0, skew: float = 2.0):
     """The row-normalised transition matrix of a directed graph (CSR, as scipy's product
     leaves it: not in canonical form) whose edges start anywhere and end by a power law
@@ -376,7 +425,7 @@ def pagerank_rows(nodes: int, edges: int, iterations: int, systems, repeats: int
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="spgemm,spmm,mttkrp,pagerank")
+    parser.add_argument("--cases", default="spgemm,spmm,mttkrp,pagerank,cpals")
     parser.add_argument("--n", default="10000,20000", help="matrix sizes (comma list)")
     parser.add_argument("--density", type=float, default=0.01)
     parser.add_argument("--cols", type=int, default=64)
@@ -393,6 +442,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--graph-nodes", type=int, default=100_000, help="PageRank's nodes")
     parser.add_argument("--edges", type=int, default=1_000_000, help="PageRank's edges")
     parser.add_argument("--iterations", type=int, default=20, help="PageRank's steps")
+    parser.add_argument("--sweeps", type=int, default=5, help="CP-ALS sweeps")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     systems = set(args.systems.split(","))
@@ -424,6 +474,12 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"   tensor: {info}")
         results["cases"]["mttkrp-nell2"] = rows
         results["mttkrp_tensor"] = info
+    if "cpals" in cases:
+        nnz = 10_000_000 if args.large else args.nnz
+        rows = cp_als_rows(nnz, args.rank, args.sweeps, systems, args.repeats)
+        report(f"cpals ({args.sweeps} CP-ALS sweeps, rank {args.rank}, the NELL-2-like "
+               f"tensor of {nnz:,} drawn non-zeros)", rows)
+        results["cases"]["cpals"] = rows
     if "pagerank" in cases:
         rows = pagerank_rows(args.graph_nodes, args.edges, args.iterations, systems,
                              args.repeats)
