@@ -237,6 +237,21 @@ def test_a_csr_times_a_vector_over_its_rows_is_split_by_rows():
     assert tc.last_stats()["blocking"].endswith("j: 3000/3000 -> 1")
 
 
+def test_an_mttkrp_of_a_later_mode_splits_the_tensor_along_its_sorted_first_dimension():
+    """``ijk,ir,kr->jr`` on coordinates in row-major order: blocks along ``i`` are already
+    contiguous (no sort, no copy) and the partial ``jr`` results are small, so ``i`` is
+    split and they are summed, not ``j`` (a sort of the whole tensor by ``j``)."""
+    rng = np.random.default_rng(8)
+    shape = (300, 200, 250)
+    flat = rng.choice(np.prod(shape), size=100_000, replace=False)
+    x = sparse.COO(np.stack(np.unravel_index(flat, shape)), rng.random(100_000), shape=shape)
+    a, c = rng.random((300, 4)), rng.random((250, 4))
+    got = tc.einsum("ijk,ir,kr->jr", x, a, c, backend="local")
+    np.testing.assert_allclose(got, np.einsum("ijk,ir,kr->jr", x.todense(), a, c))
+    assert tc.last_stats()["blocking"].startswith("i: 300/")
+    assert "j: 200/200 -> 1" in tc.last_stats()["blocking"]
+
+
 def test_explain_and_stats_show_non_zeros_per_block_and_density():
     a, b = _matrix(400, 300, 0.02, 1), _matrix(300, 200, 0.02, 2)
     plan = tc.plan("ij,jk->ik", a, b, grid={"i": 4, "j": 2})

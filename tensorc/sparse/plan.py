@@ -35,6 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tensorc.codegen.blocking import Blocking
+from tensorc.codegen.coo import CooData
 from tensorc.codegen.sparse_lower import (
     SparseLowering,
     SparseScan,
@@ -239,19 +240,26 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
 
 def _rows_first(spec: EinsumSpec, operands: Sequence[object], compute: np.dtype,
                 result_sparse: bool, workers: int) -> frozenset[int]:
-    """Positions of the scipy CSR operands that may be split by rows when their rows are
-    summed over (:func:`~tensorc.sparse.rules.split_index`): the result is dense and its
-    partial copies, one per row block the default blocking would make, take no more bytes
-    than the operand's entries."""
+    """Positions of the sparse operands that may be split along their first dimension when
+    it is summed over (:func:`~tensorc.sparse.rules.split_index`): a scipy CSR matrix (its
+    row blocks are slices of it) or coordinates in canonical, row-major order (their blocks
+    along the first dimension are already contiguous: no sort, no copy; a CP-ALS sweep's
+    MTTKRPs for the second and third modes otherwise sort the whole tensor by that mode),
+    when the result is dense and its partial copies, one per block the default blocking
+    would make, take no more bytes than the operand's entries."""
     if result_sparse:
         return frozenset()
     result_bytes = math.prod(spec.size_of[n] for n in spec.output) * compute.itemsize
     found = set()
     for position, operand in enumerate(operands):
-        if not (sp.issparse(operand) and operand.format == "csr" and operand.ndim == 2):
+        if sp.issparse(operand) and operand.format == "csr" and operand.ndim == 2:
+            entries = operand.nnz * (operand.data.itemsize + 8)
+        elif isinstance(operand, CooData) and operand.ndim >= 2:
+            entries = operand.coords.nbytes + operand.values.nbytes
+        else:
             continue
         blocks = max(math.ceil(operand.nnz / BLOCK_NNZ), workers)
-        if blocks * result_bytes <= operand.nnz * (operand.data.itemsize + 8):
+        if blocks * result_bytes <= entries:
             found.add(position)
     return frozenset(found)
 
