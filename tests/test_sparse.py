@@ -252,6 +252,30 @@ def test_an_mttkrp_of_a_later_mode_splits_the_tensor_along_its_sorted_first_dime
     assert "j: 200/200 -> 1" in tc.last_stats()["blocking"]
 
 
+@pytest.mark.parametrize("subscripts", ["ijk,jf,kf->if", "ijk,if,kf->jf", "ijk,if,jf->fk",
+                                        "ijk,kf->fj", "ijk,if->fj"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_compiled_scatter_loop_equals_numpy_in_every_mode(subscripts, dtype):
+    """MTTKRP in each mode, and one gathered matrix with a sum over the other sparse
+    indices, the result in either order: the compiled loop's shape (one sparse and one
+    free index out)."""
+    rng = np.random.default_rng(9)
+    inputs, _ = subscripts.split("->")
+    shape = (40, 30, 20)[: len(inputs.split(",")[0])]
+    flat = rng.choice(np.prod(shape), size=600, replace=False)
+    x = sparse.COO(np.stack(np.unravel_index(flat, shape)),
+                   rng.random(600).astype(dtype), shape=shape)
+    sizes = dict(zip("ijk", shape, strict=False)) | {"f": 5}
+    dense = [rng.random(tuple(sizes[n] for n in key)).astype(dtype)
+             for key in inputs.split(",")[1:]]
+    got = tc.einsum(subscripts, x, *dense, backend="local")
+    expected = np.einsum(subscripts, x.todense(), *dense)
+    np.testing.assert_allclose(got, expected, rtol=1e-5 if dtype == "float32" else 1e-12)
+    assert got.dtype == np.dtype(dtype)
+    plan = tc.plan(subscripts, x, *dense)
+    assert "tensorc gather-scatter (compiled loop)" in plan.explain()
+
+
 def test_explain_and_stats_show_non_zeros_per_block_and_density():
     a, b = _matrix(400, 300, 0.02, 1), _matrix(300, 200, 0.02, 2)
     plan = tc.plan("ij,jk->ik", a, b, grid={"i": 4, "j": 2})

@@ -17,6 +17,10 @@ only a block of a *dense* result is ever made dense. Which kernel runs a step
   themselves), and the products are summed into the non-zeros' output positions over
   sorted segments (``np.add.reduceat``). No library has this fused loop (pydata's
   ``einsum`` forms the whole outer product, scipy has no n-d arrays), so tensorc has it.
+  Its commonest shape (one or two dense matrices gathered by one sparse index each, a
+  dense result over one sparse and one free index: MTTKRP in any mode) runs as one
+  compiled loop instead
+  (:mod:`~tensorc.codegen.scatter_loops`: no sort, no per-non-zero temporaries).
 - :class:`PydataEinsum` — anything else with two or more sparse blocks (element-wise
   products of sparse arrays, batched or n-d sparse contractions): pydata
   ``sparse.einsum``.
@@ -40,6 +44,7 @@ import scipy.sparse as sp
 
 from tensorc.codegen.coo import INDEX, CooData, empty, linear_index, sort_and_sum
 from tensorc.codegen.kernels import equation
+from tensorc.codegen.scatter_loops import scatter_products, served
 
 GATHER_ELEMENTS = 1 << 17
 """Elements of one gathered chunk (non-zeros × dense row length): the temporaries of
@@ -232,7 +237,8 @@ class GatherScatter:
     """One sparse block times dense blocks, fused (see the module docstring)."""
 
     __slots__ = ("sparse_position", "dense", "product", "equation", "scatter", "free",
-                 "output", "sparse_out", "dtype", "formats", "library", "sparse_key")
+                 "output", "sparse_out", "dtype", "formats", "library", "sparse_key",
+                 "compiled")
 
     def __init__(self, keys: Sequence[Sequence[str]], sparse_position: int,
                  output: Sequence[str], sparse_out: bool, dtype) -> None:
@@ -264,7 +270,16 @@ class GatherScatter:
         free_label = "".join(letters[n] for n in self.free)
         self.equation = ",".join(terms) + "->" + nnz + free_label
         self.product = all(set(rest) <= set(self.free) for *_, rest in self.dense)
-        self.library = "tensorc gather-scatter (fused, numpy)"
+        self.compiled = (not sparse_out and self.product and len(self.scatter) == 1
+                         and len(self.free) == 1 and 1 <= len(self.dense) <= 2
+                         and served(self.dtype)
+                         and all(len(dims) == 1 and rest == self.free
+                                 for _, dims, _, _, rest in self.dense))
+        """Whether calls run :mod:`~tensorc.codegen.scatter_loops`' compiled loop: a dense
+        result over one sparse and one free index, one or two dense matrices each gathered
+        by one sparse index and spanning the free one, in a served dtype."""
+        self.library = ("tensorc gather-scatter (compiled loop)" if self.compiled
+                        else "tensorc gather-scatter (fused, numpy)")
 
     def _rows(self, values: np.ndarray, coords: np.ndarray, dense: list[np.ndarray],
               free_shape: tuple[int, ...]) -> np.ndarray:
@@ -289,6 +304,8 @@ class GatherScatter:
             dense.append(block.transpose(transpose) if transpose != tuple(range(block.ndim))
                          else block)
         out_shape = self._out_shape(sparse, dense)
+        if self.compiled:
+            return self._scatter_compiled(sparse, dense, out_shape, out)
         free_shape = tuple(out_shape[self.output.index(n)] for n in self.free)
         scatter_shape = tuple(sparse.shape[d] for d in self.scatter)
         coords, values = sparse.coords, sparse.values
@@ -322,6 +339,19 @@ class GatherScatter:
                 view[np.unravel_index(unique, scatter_shape)] += sums
             else:
                 view += sums.sum(axis=0)
+        return target
+
+    def _scatter_compiled(self, sparse: CooData, dense: list[np.ndarray], out_shape,
+                          out) -> np.ndarray:
+        """The result by the compiled scatter loop (no sort, no per-non-zero temporaries)."""
+        target = np.zeros(out_shape, self.dtype) if out is None else out
+        if out is not None:
+            target[...] = 0
+        view = target if self.output.index(self.free[0]) == 1 else target.T
+        coords = sparse.coords
+        factors = [(coords[dims[0]], np.asarray(block, dtype=self.dtype))
+                   for (_, dims, _, _, _), block in zip(self.dense, dense, strict=True)]
+        scatter_products(view, coords[self.scatter[0]], sparse.values, factors)
         return target
 
     def _out_shape(self, sparse: CooData, dense: list[np.ndarray]) -> tuple[int, ...]:
