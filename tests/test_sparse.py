@@ -276,6 +276,20 @@ def test_the_compiled_scatter_loop_equals_numpy_in_every_mode(subscripts, dtype)
     assert "tensorc gather-scatter (compiled loop)" in plan.explain()
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("subscripts", ["ij,jk->ik", "ij,jk->ki"])
+def test_a_csr_times_a_dense_matrix_runs_the_compiled_row_loop(subscripts, dtype):
+    a = sp.random_array((300, 200), density=0.05, format="csr", random_state=4,
+                        dtype=np.dtype(dtype))
+    d = np.random.default_rng(5).random((200, 7)).astype(dtype)
+    got = tc.einsum(subscripts, a, d, backend="local")
+    np.testing.assert_allclose(got, np.einsum(subscripts, a.toarray(), d),
+                               rtol=1e-5 if dtype == "float32" else 1e-12)
+    assert got.dtype == np.dtype(dtype)
+    assert "a CSR block times a dense matrix as a compiled row loop" in tc.plan(
+        subscripts, a, d).explain()
+
+
 def test_explain_and_stats_show_non_zeros_per_block_and_density():
     a, b = _matrix(400, 300, 0.02, 1), _matrix(300, 200, 0.02, 2)
     plan = tc.plan("ij,jk->ik", a, b, grid={"i": 4, "j": 2})

@@ -9,7 +9,9 @@ only a block of a *dense* result is ever made dense. Which kernel runs a step
 (:func:`step_kernel`), and the library behind it:
 
 - :class:`SparseMatmul` — a matrix product of two blocks, at least one sparse (SpMV, SpMM,
-  SpGEMM, any transposes): ``scipy.sparse`` CSR/CSC ``@`` (dense or CSR).
+  SpGEMM, any transposes): ``scipy.sparse`` CSR/CSC ``@`` (dense or CSR); a CSR block
+  times a dense matrix in float32/float64 as a compiled row loop instead
+  (:mod:`~tensorc.codegen.csr_loops`: the GIL released, so row blocks run side by side).
 - :class:`GatherScatter` — one sparse block times any dense blocks (MTTKRP
   ``ijk,jf,kf->if``, sampled products ``ij,ik,jk->ij``, scaling ``ij,j->ij``, reductions
   ``ij->i``): each non-zero gathers the dense rows it meets, the rows are multiplied (a
@@ -43,6 +45,7 @@ import opt_einsum as oe
 import scipy.sparse as sp
 
 from tensorc.codegen.coo import INDEX, CooData, empty, linear_index, sort_and_sum
+from tensorc.codegen.csr_loops import csr_times_dense
 from tensorc.codegen.kernels import equation
 from tensorc.codegen.scatter_loops import scatter_products, served
 
@@ -215,6 +218,8 @@ class SparseMatmul:
         self.formats = tuple("csr" if s else "dense" for s in sparse)
         kind = "SpGEMM" if all(sparse) else "SpMM/SpMV"
         self.library = f"scipy.sparse CSR @ {'CSR' if all(sparse) else 'dense'} ({kind})"
+        if not all(sparse) and not sparse_out and served(self.dtype):
+            self.library += "; a CSR block times a dense matrix as a compiled row loop"
 
     def __call__(self, a, b, out=None) -> object:
         transpose_a, transpose_b, transpose_out = self.layout
@@ -222,7 +227,11 @@ class SparseMatmul:
         right = csr_of(b) if is_sparse_block(b) else b
         left = left.T if transpose_a else left
         right = right.T if transpose_b else right
-        result = left @ right if sp.issparse(left) else (right.T @ left.T).T
+        if (not self.sparse_out and sp.issparse(left) and left.format == "csr"
+                and isinstance(right, np.ndarray) and right.ndim == 2 and served(self.dtype)):
+            result = csr_times_dense(left, right, self.dtype)  # GIL released, vectorised
+        else:
+            result = left @ right if sp.issparse(left) else (right.T @ left.T).T
         if transpose_out:
             result = result.T
         return deliver(result, self.sparse_out, out, self.dtype)
