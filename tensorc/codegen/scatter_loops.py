@@ -9,7 +9,8 @@ non-zero ``n``, ``values[n] * f[g[n], :] * ...`` over the one or two ``(g, f)`` 
 the rows (non-zeros × width each), multiplies them and sorts the output positions to sum
 them by segment. :func:`served` says whether a dtype is (float32 and float64).
 
-The loops compile on first use (numba, about a second, cached on disk) and release the GIL,
+The loops compile on first use in each process (numba, under a second; not cached on
+disk, so no stale compiled code outlives a change of this file) and release the GIL,
 so the task pool's workers run them side by side.
 """
 
@@ -47,7 +48,7 @@ def _loop(count: int):
     if found is None:
         import numba
 
-        found = _COMPILED[count] = numba.njit(cache=True, nogil=True)(
+        found = _COMPILED[count] = numba.njit(nogil=True)(
             _one if count == 1 else _two)
     return found
 
