@@ -275,6 +275,17 @@ def nell2_like(nnz: int, seed: int = 0, skew: float = 2.0):
     return tc.sparse.from_coo(coords, rng.random(nnz), NELL2)
 
 
+def numpy_gather(x, mode: int, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """The MTTKRP of the 3-d pydata tensor ``x`` in ``mode`` with the factors of the other
+    two modes, as a numpy user writes it: ``np.add.at(out, i, x[:, None] * B[j] * C[k])``."""
+    coords = x.coords
+    others = [d for d in range(3) if d != mode]
+    out = np.zeros((x.shape[mode], left.shape[1]))
+    np.add.at(out, coords[mode], x.data[:, None] * left[coords[others[0]]]
+              * right[coords[others[1]]])
+    return out
+
+
 def mttkrp(nnz: int, rank: int, systems, repeats: int, pydata_max: int, tns: bool) -> tuple[
         list[dict], dict]:
     started = time.perf_counter()
@@ -283,12 +294,9 @@ def mttkrp(nnz: int, rank: int, systems, repeats: int, pydata_max: int, tns: boo
     rng = np.random.default_rng(4)
     b, c = rng.random((NELL2[1], rank)), rng.random((NELL2[2], rank))
     operands = nbytes(x) + b.nbytes + c.nbytes
-    i, j, k = x.coords
 
     def gather():
-        out = np.zeros((NELL2[0], rank))
-        np.add.at(out, i, x.data[:, None] * b[j] * c[k])
-        return out
+        return numpy_gather(x, 0, b, c)
 
     reference = gather()
     rows = []
@@ -339,17 +347,12 @@ def cp_als_rows(nnz: int, rank: int, iterations: int, systems, repeats: int) -> 
     """CP-ALS on the NELL-2-like tensor: its three MTTKRPs a sweep by ``tc.einsum`` or the
     numpy gather, the rest numpy; the stacked factors checked against the gather's."""
     x = nell2_like(nnz)
-    coords, values = x.coords, x.data
     rng = np.random.default_rng(7)
     start = [rng.random((size, rank)) for size in NELL2]
     operands = nbytes(x) + sum(f.nbytes for f in start)
 
     def gather(mode, left, right):
-        others = [d for d in range(3) if d != mode]
-        out = np.zeros((NELL2[mode], rank))
-        np.add.at(out, coords[mode], values[:, None] * left[coords[others[0]]]
-                  * right[coords[others[1]]])
-        return out
+        return numpy_gather(x, mode, left, right)
 
     def tensorc(mode, left, right):
         return tc.einsum(CP_SUBSCRIPTS[mode], x, left, right, backend="local")

@@ -180,16 +180,25 @@ class NpyFile(StoredArray):
         for position, index in enumerate(itertools.product(*leading)):
             at = base + sum(i * st for i, st in zip(index, strides, strict=False))
             view = buffer[position * run_bytes:(position + 1) * run_bytes]
-            got = 0
-            while got < run_bytes:
-                try:
-                    count = os.preadv(fd, [view[got:]], at + got)
-                except OSError as err:
-                    raise StorageError(f"cannot read '{self.shown}': {err.strerror}") from err
-                if count == 0:
-                    raise StorageError(f"'{self.shown}' is truncated: it ends at byte "
-                                       f"{at + got}, inside the data its header describes")
-                got += count
+            try:
+                got = _read_fully(fd, view, at)
+            except OSError as err:
+                raise StorageError(f"cannot read '{self.shown}': {err.strerror}") from err
+            if got < run_bytes:
+                raise StorageError(f"'{self.shown}' is truncated: it ends at byte "
+                                   f"{at + got}, inside the data its header describes")
+
+
+def _read_fully(fd: int, view: memoryview, at: int) -> int:
+    """Fill ``view`` from file offset ``at`` with positioned reads; the bytes read (fewer
+    than ``len(view)`` only when the file ends first). ``OSError`` passes through."""
+    got = 0
+    while got < len(view):
+        count = os.preadv(fd, [view[got:]], at + got)
+        if count == 0:
+            break
+        got += count
+    return got
 
 
 def from_memmap(array: np.memmap) -> NpyFile | None:
@@ -283,8 +292,8 @@ class ZarrArray(StoredArray):
 
     def _read_raw(self, array, slices, out: np.ndarray, row_bytes: int) -> bool:
         """Read block ``slices`` (whole in every dimension but the first) from the chunk
-        files into ``out``; ``False`` (nothing trusted) when a chunk file is missing or not
-        its full size: zarr then reads it, and names the failure."""
+        files into ``out``; ``False`` (nothing trusted) when a chunk file is missing, not its
+        full size or unreadable: zarr then reads it, and names the failure."""
         start, stop = slices[0].start, slices[0].stop
         rows = self.chunks[0]
         buffer = memoryview(out.reshape(-1).view(np.uint8))
@@ -299,14 +308,11 @@ class ZarrArray(StoredArray):
             except OSError:
                 return False
             try:
-                if os.fstat(fd).st_size != rows * row_bytes:
+                if (os.fstat(fd).st_size != rows * row_bytes
+                        or _read_fully(fd, view, at) < size):
                     return False
-                got = 0
-                while got < size:
-                    count = os.preadv(fd, [view[got:]], at + got)
-                    if count == 0:
-                        return False
-                    got += count
+            except OSError:
+                return False
             finally:
                 os.close(fd)
         return True

@@ -255,10 +255,12 @@ def test_an_mttkrp_of_a_later_mode_splits_the_tensor_along_its_sorted_first_dime
 @pytest.mark.parametrize("subscripts", ["ijk,jf,kf->if", "ijk,if,kf->jf", "ijk,if,jf->fk",
                                         "ijk,kf->fj", "ijk,if->fj"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_the_compiled_scatter_loop_equals_numpy_in_every_mode(subscripts, dtype):
+def test_the_compiled_scatter_loop_equals_numpy_in_every_mode(subscripts, dtype,
+                                                              monkeypatch):
     """MTTKRP in each mode, and one gathered matrix with a sum over the other sparse
     indices, the result in either order: the compiled loop's shape (one sparse and one
-    free index out)."""
+    free index out), and the loop is what computed it."""
+    calls = _counted(monkeypatch, "scatter_products")
     rng = np.random.default_rng(9)
     inputs, _ = subscripts.split("->")
     shape = (40, 30, 20)[: len(inputs.split(",")[0])]
@@ -274,11 +276,14 @@ def test_the_compiled_scatter_loop_equals_numpy_in_every_mode(subscripts, dtype)
     assert got.dtype == np.dtype(dtype)
     plan = tc.plan(subscripts, x, *dense)
     assert "tensorc gather-scatter (compiled loop)" in plan.explain()
+    assert calls, "the compiled scatter loop did not run"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("subscripts", ["ij,jk->ik", "ij,jk->ki"])
-def test_a_csr_times_a_dense_matrix_runs_the_compiled_row_loop(subscripts, dtype):
+def test_a_csr_times_a_dense_matrix_runs_the_compiled_row_loop(subscripts, dtype,
+                                                               monkeypatch):
+    calls = _counted(monkeypatch, "csr_times_dense")
     a = sp.random_array((300, 200), density=0.05, format="csr", random_state=4,
                         dtype=np.dtype(dtype))
     d = np.random.default_rng(5).random((200, 7)).astype(dtype)
@@ -288,6 +293,21 @@ def test_a_csr_times_a_dense_matrix_runs_the_compiled_row_loop(subscripts, dtype
     assert got.dtype == np.dtype(dtype)
     assert "a CSR block times a dense matrix as a compiled row loop" in tc.plan(
         subscripts, a, d).explain()
+    assert calls, "the compiled row loop did not run"
+
+
+def _counted(monkeypatch, name: str) -> list:
+    """Calls of :mod:`tensorc.codegen.sparse_loops`' ``name`` from now on (each still runs)."""
+    from tensorc.codegen import sparse_loops
+
+    calls, loop = [], getattr(sparse_loops, name)
+
+    def counting(*args, **kwargs):
+        calls.append(name)
+        return loop(*args, **kwargs)
+
+    monkeypatch.setattr(sparse_loops, name, counting)
+    return calls
 
 
 def test_explain_and_stats_show_non_zeros_per_block_and_density():

@@ -11,7 +11,7 @@ only a block of a *dense* result is ever made dense. Which kernel runs a step
 - :class:`SparseMatmul` — a matrix product of two blocks, at least one sparse (SpMV, SpMM,
   SpGEMM, any transposes): ``scipy.sparse`` CSR/CSC ``@`` (dense or CSR); a CSR block
   times a dense matrix in float32/float64 as a compiled row loop instead
-  (:mod:`~tensorc.codegen.csr_loops`: the GIL released, so row blocks run side by side).
+  (:mod:`~tensorc.codegen.sparse_loops`: the GIL released, so row blocks run side by side).
 - :class:`GatherScatter` — one sparse block times any dense blocks (MTTKRP
   ``ijk,jf,kf->if``, sampled products ``ij,ik,jk->ij``, scaling ``ij,j->ij``, reductions
   ``ij->i``): each non-zero gathers the dense rows it meets, the rows are multiplied (a
@@ -22,7 +22,7 @@ only a block of a *dense* result is ever made dense. Which kernel runs a step
   Its commonest shape (one or two dense matrices gathered by one sparse index each, a
   dense result over one sparse and one free index: MTTKRP in any mode) runs as one
   compiled loop instead
-  (:mod:`~tensorc.codegen.scatter_loops`: no sort, no per-non-zero temporaries).
+  (:mod:`~tensorc.codegen.sparse_loops`: no sort, no per-non-zero temporaries).
 - :class:`PydataEinsum` — anything else with two or more sparse blocks (element-wise
   products of sparse arrays, batched or n-d sparse contractions): pydata
   ``sparse.einsum``.
@@ -44,10 +44,9 @@ import numpy as np
 import opt_einsum as oe
 import scipy.sparse as sp
 
+from tensorc.codegen import sparse_loops
 from tensorc.codegen.coo import INDEX, CooData, empty, linear_index, sort_and_sum
-from tensorc.codegen.csr_loops import csr_times_dense
 from tensorc.codegen.kernels import equation
-from tensorc.codegen.scatter_loops import scatter_products, served
 
 GATHER_ELEMENTS = 1 << 17
 """Elements of one gathered chunk (non-zeros × dense row length): the temporaries of
@@ -208,7 +207,7 @@ class SparseMatmul:
     CSR (its transpose a CSC view), a dense left operand is turned round so the sparse one
     leads (``(Bᵀ Aᵀ)ᵀ``); sparse × sparse is scipy's SpGEMM."""
 
-    __slots__ = ("layout", "sparse_out", "dtype", "formats", "library")
+    __slots__ = ("layout", "sparse_out", "dtype", "formats", "library", "compiled")
 
     def __init__(self, layout: tuple[bool, bool, bool], sparse: Sequence[bool],
                  sparse_out: bool, dtype) -> None:
@@ -218,7 +217,9 @@ class SparseMatmul:
         self.formats = tuple("csr" if s else "dense" for s in sparse)
         kind = "SpGEMM" if all(sparse) else "SpMM/SpMV"
         self.library = f"scipy.sparse CSR @ {'CSR' if all(sparse) else 'dense'} ({kind})"
-        if not all(sparse) and not sparse_out and served(self.dtype):
+        self.compiled = not all(sparse) and not sparse_out and sparse_loops.served(self.dtype)
+        """Whether a CSR block times a dense matrix runs as the compiled row loop."""
+        if self.compiled:
             self.library += "; a CSR block times a dense matrix as a compiled row loop"
 
     def __call__(self, a, b, out=None) -> object:
@@ -227,9 +228,9 @@ class SparseMatmul:
         right = csr_of(b) if is_sparse_block(b) else b
         left = left.T if transpose_a else left
         right = right.T if transpose_b else right
-        if (not self.sparse_out and sp.issparse(left) and left.format == "csr"
-                and isinstance(right, np.ndarray) and right.ndim == 2 and served(self.dtype)):
-            result = csr_times_dense(left, right, self.dtype)  # GIL released, vectorised
+        if (self.compiled and sp.issparse(left) and left.format == "csr"
+                and isinstance(right, np.ndarray) and right.ndim == 2):
+            result = sparse_loops.csr_times_dense(left, right, self.dtype)  # GIL released
         else:
             result = left @ right if sp.issparse(left) else (right.T @ left.T).T
         if transpose_out:
@@ -281,10 +282,10 @@ class GatherScatter:
         self.product = all(set(rest) <= set(self.free) for *_, rest in self.dense)
         self.compiled = (not sparse_out and self.product and len(self.scatter) == 1
                          and len(self.free) == 1 and 1 <= len(self.dense) <= 2
-                         and served(self.dtype)
+                         and sparse_loops.served(self.dtype)
                          and all(len(dims) == 1 and rest == self.free
                                  for _, dims, _, _, rest in self.dense))
-        """Whether calls run :mod:`~tensorc.codegen.scatter_loops`' compiled loop: a dense
+        """Whether calls run :mod:`~tensorc.codegen.sparse_loops`' compiled scatter loop: a dense
         result over one sparse and one free index, one or two dense matrices each gathered
         by one sparse index and spanning the free one, in a served dtype."""
         self.library = ("tensorc gather-scatter (compiled loop)" if self.compiled
@@ -337,9 +338,7 @@ class GatherScatter:
                 self.dtype, copy=False)))
         if self.sparse_out:
             return self._sparse(parts, out_shape, scatter_shape, free_shape)
-        target = np.zeros(out_shape, self.dtype) if out is None else out
-        if out is not None:
-            target[...] = 0
+        target = self._zeroed(out_shape, out)
         order = [self.output.index(n) for n in self.output if n in self.sparse_key] + [
             self.output.index(n) for n in self.free]
         view = target.transpose(order) if order != list(range(target.ndim)) else target
@@ -353,15 +352,20 @@ class GatherScatter:
     def _scatter_compiled(self, sparse: CooData, dense: list[np.ndarray], out_shape,
                           out) -> np.ndarray:
         """The result by the compiled scatter loop (no sort, no per-non-zero temporaries)."""
-        target = np.zeros(out_shape, self.dtype) if out is None else out
-        if out is not None:
-            target[...] = 0
+        target = self._zeroed(out_shape, out)
         view = target if self.output.index(self.free[0]) == 1 else target.T
         coords = sparse.coords
         factors = [(coords[dims[0]], np.asarray(block, dtype=self.dtype))
                    for (_, dims, _, _, _), block in zip(self.dense, dense, strict=True)]
-        scatter_products(view, coords[self.scatter[0]], sparse.values, factors)
+        sparse_loops.scatter_products(view, coords[self.scatter[0]], sparse.values, factors)
         return target
+
+    def _zeroed(self, out_shape, out) -> np.ndarray:
+        """The dense result's array, zeroed: ``out`` when given, else a new one."""
+        if out is None:
+            return np.zeros(out_shape, self.dtype)
+        out[...] = 0
+        return out
 
     def _out_shape(self, sparse: CooData, dense: list[np.ndarray]) -> tuple[int, ...]:
         extents = dict(zip(self.sparse_key, sparse.shape, strict=True))

@@ -312,7 +312,7 @@ def read_once(final: Function, stored: dict[str, tuple[int, ...]], streamed: dic
     free = [i for i in sizes if i not in stored_dims and i not in streamed]
     if not free:
         return {}
-    block = {**{i: sizes[i] for i in sizes}, **streamed}
+    block = {**sizes, **streamed}
     itemsize = np.dtype(final.dtype).itemsize
     arrays = [*scans.values(), key_of(final.output)]
     if any(math.prod(block[i] for i in dims) * itemsize > largest_block for dims in arrays):

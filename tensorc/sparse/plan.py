@@ -49,7 +49,7 @@ from tensorc.planning.blocking import choose_blocking
 from tensorc.planning.memory_fit import MemoryModel, allocations, format_bytes, modelled_peak
 from tensorc.planning.pricing import planning_context
 from tensorc.sparse.blocks import CsrRowBlocks, SparseBlocks, cut
-from tensorc.sparse.rules import BLOCK_NNZ, nnz_blocking, plan_steps, split_index
+from tensorc.sparse.rules import nnz_blocking, plan_steps, split_count, split_index
 
 MAX_REFINEMENTS = 10
 MAX_TASKS = 200_000
@@ -258,8 +258,7 @@ def _rows_first(spec: EinsumSpec, operands: Sequence[object], compute: np.dtype,
             entries = operand.coords.nbytes + operand.values.nbytes
         else:
             continue
-        blocks = max(math.ceil(operand.nnz / BLOCK_NNZ), workers)
-        if blocks * result_bytes <= entries:
+        if split_count(operand.nnz, workers) * result_bytes <= entries:
             found.add(position)
     return frozenset(found)
 

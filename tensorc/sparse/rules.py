@@ -106,14 +106,19 @@ def nnz_blocking(spec: EinsumSpec, nonzeros: dict[int, int], workers: int,
         counts = {}
         split = split_index(spec, nonzeros, rows_first)
         if split is not None:
-            nnz = max(nonzeros.values())
-            wanted = max(math.ceil(nnz / BLOCK_NNZ), workers)
-            counts[split] = math.ceil(wanted / workers) * workers
+            counts[split] = split_count(max(nonzeros.values()), workers)
     for name, count in counts.items():
         count = min(max(1, count), max(sizes[name], 1))
         block[name] = max(1, math.ceil(sizes[name] / count))
     ordered = tuple(sorted(sizes.items()))
     return Blocking(sizes=ordered, block=tuple((n, block[n]) for n, _ in ordered))
+
+
+def split_count(nnz: int, workers: int) -> int:
+    """The blocks the default blocking cuts an operand of ``nnz`` non-zeros into: at most
+    :data:`BLOCK_NNZ` each and at least one per worker, a multiple of the workers."""
+    wanted = max(math.ceil(nnz / BLOCK_NNZ), workers)
+    return math.ceil(wanted / workers) * workers
 
 
 def split_index(spec: EinsumSpec, nonzeros: dict[int, int],
