@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from tensorc.errors import ExecutionError, PlanError
 from tensorc.planning.cost import Machine, use_machine
 from tensorc.planning.options import BACKENDS, check_scheduler, memory_bytes
+from tensorc.planning.planners import load_smt
 from tensorc.runtime.executor import Executor
 from tensorc.runtime.local import LocalExecutor
 from tensorc.runtime.ray.arrays import DistributedArray
@@ -165,6 +166,8 @@ def init(
             disconnect(cluster)
             raise
         use_machine(machine)
+        if cluster.nodes > 1:
+            load_smt()  # plans over several nodes search with z3
         _session = Session("ray", scheduler, cluster, bool(measure), machine,
                            RayExecutor(cluster, scheduler), memory_limit)
         return _session

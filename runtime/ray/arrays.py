@@ -347,11 +347,41 @@ def made_default(recipe: Recipe) -> DistributedArray:
     return recipe.made
 
 
+PLACE_BATCH_BYTES = 64 * 2**20
+"""Most bytes of blocks sent to a node in one placing task: one put and one transfer per
+batch, not per block (a put costs a few milliseconds whatever its size), and no batch so
+large that it crowds a node's object store."""
+
+
 def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> DistributedArray:
     """Place ``data`` cut at ``bounds`` on the nodes of the block-cyclic layout, or on
-    ``node_of[block coordinates]`` when given (a plan's layout)."""
+    ``node_of[block coordinates]`` when given (a plan's layout): the blocks bound for another
+    node travel together, in batches of at most :data:`PLACE_BATCH_BYTES`, one task each;
+    those of the driver's own node are put into its object store, no task."""
+    cluster = ray_cluster()
+    blocks = Blocks(data.shape, data.dtype, bounds, epoch=cluster.epoch)
+    node_grid = node_grid_for(blocks.grid, cluster.nodes)
+    batches: dict[int, list[list]] = {}
+    for coords in np.ndindex(*blocks.grid):
+        node = _layout_node(coords, node_grid, node_of)
+        blocks.nodes[coords] = node
+        value = np.array(data[blocks.block_slices(coords)], order="C")  # 0-d stays 0-d
+        open_batches = batches.setdefault(node, [[]])
+        if open_batches[-1] and sum(v.nbytes for _, v in open_batches[-1]) + value.nbytes \
+                > PLACE_BATCH_BYTES:
+            open_batches.append([])
+        open_batches[-1].append((coords, value))
+    driver_node = cluster.index_of(cluster.driver_node)
+    for node, node_batches in batches.items():
+        if node == driver_node:  # this process's object store: one put a block, no task
+            import ray
 
-    def args_of(coords, slices):
-        return (np.array(data[slices], order="C"),)  # np.array keeps a 0-d block 0-d
-
-    return _spread(data.shape, data.dtype, bounds, "place", args_of, node_of)
+            for coords, value in (item for batch in node_batches for item in batch):
+                blocks.refs[coords] = ray.put(value)
+            continue
+        for batch in node_batches:
+            *refs, report = submit(cluster, "place", node, [v for _, v in batch],
+                                   returns=len(batch) + 1)
+            for (coords, _), ref in zip(batch, refs, strict=True):
+                blocks.refs[coords], blocks.reported[coords] = ref, report
+    return DistributedArray(blocks, node_grid)

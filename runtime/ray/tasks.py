@@ -84,8 +84,12 @@ def _generate(kind: str, shape: tuple[int, ...], dtype: str, seed: tuple[int, ..
     return rng.random(shape, dtype=np.dtype(dtype)), node
 
 
-def _place(block: np.ndarray):
-    return np.array(block), _worker_setup()
+def _place(blocks: list[np.ndarray]):
+    """The blocks of one placement batch, each its own return, then the node id. They
+    arrive together in one argument (one put and one transfer for the batch) and each
+    return is stored in this node's object store."""
+    node = _worker_setup()
+    return (*blocks, node)
 
 
 def _run(kernel, *blocks: np.ndarray):

@@ -24,6 +24,14 @@ from tensorc.planning.search import DistributedPlan, exhaustive, greedy, heurist
 PLANNERS = ("auto", "heuristic", "greedy", "smt", "exhaustive")
 
 
+def load_smt() -> None:
+    """Import the smt search and z3 now (about 0.1 s, most of it z3's library and its first
+    context), so a session over several nodes does not pay it in its first call."""
+    from tensorc.planning.smt_search import warm_up
+
+    warm_up()
+
+
 def search(problem: Problem, planner: str = "auto", lower: bool = True) -> DistributedPlan:
     """Run ``planner`` on ``problem`` (module contract); the chosen plan is then lowered and
     simulated once (``modelled``), unless ``lower=False`` and the closed form priced it

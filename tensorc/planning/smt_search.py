@@ -547,6 +547,11 @@ class _Search:
         return True
 
 
+def warm_up() -> None:
+    """Make (and drop) one z3 context: the first of a process costs several times the next."""
+    z3.Context()
+
+
 def smt(problem: Problem, seed: Priced | None = None):
     """Ranked incumbents, then branch and bound over the legal candidates (module
     contract): by z3 over block counts, or grid by grid when the space is too large to
