@@ -43,6 +43,7 @@ import numpy as np
 from tensorc.codegen.taskgraph import LOAD, TaskGraph
 from tensorc.errors import ExecutionError, StorageError
 from tensorc.planning.memory_fit import allocations, transients
+from tensorc.runtime.block_buffers import BlockBuffers
 from tensorc.runtime.resident import PeakResident
 from tensorc.stored import BlockSink, StoredArray
 
@@ -104,27 +105,6 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-class _BufferPool:
-    """Block buffers of one run, handed back when their block dies and reused by the next
-    copied block of the same shape: a graph that copies thousands of strided blocks touches
-    fresh memory (page faults) for only the few alive at once."""
-
-    def __init__(self) -> None:
-        self._free: dict[tuple, list[np.ndarray]] = {}
-        self._lock = threading.Lock()
-
-    def take(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        with self._lock:
-            stack = self._free.get((shape, dtype))
-            if stack:
-                return stack.pop()
-        return np.empty(shape, dtype=dtype)
-
-    def give(self, buffer: np.ndarray) -> None:
-        with self._lock:
-            self._free.setdefault((buffer.shape, buffer.dtype), []).append(buffer)
-
-
 class _Run:
     """The mutable state of one execution of one graph."""
 
@@ -141,7 +121,7 @@ class _Run:
         self.remaining_inputs = [len(t.inputs) for t in graph.tasks]
         self.remaining_uses = [len(c) for c in graph.consumers()]
         self.destination: dict[int, tuple[slice, ...]] = dict(graph.outputs)
-        self.buffers = _BufferPool()
+        self.buffers = BlockBuffers()
         self.pooled: set[int] = set()  # tasks whose value is a pool buffer
 
     def execute(self, index: int) -> None:

@@ -27,6 +27,7 @@ from tensorc.errors import StorageError
 from tensorc.lazy.evaluate import RUNNER
 from tensorc.planning.memory_fit import READ_OVERHEAD
 from tensorc.planning.plan import EINSUM_PLANS
+from tensorc.runtime.block_buffers import BlockBuffers
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.ray.stages import READ, STORED, Step
 from tensorc.runtime.ray.storage_tasks import unseen_by
@@ -170,23 +171,29 @@ class _SlowStore:
 
     dtype = np.dtype("f8")
 
-    def __init__(self) -> None:
+    def __init__(self, delay: float = 0.02) -> None:
         self.lock = threading.Lock()
         self.now = self.most = 0
+        self.delay = delay
+        self.buffers: list = []  # each buffer a read was given (kept alive: ids stay unique)
 
-    def read(self, slices):
+    def read(self, slices, out=None):
         with self.lock:
             self.now += 1
             self.most = max(self.most, self.now)
-        time.sleep(0.02)
+            self.buffers.append(out)
+            number = len(self.buffers)
+        time.sleep(self.delay)
         with self.lock:
             self.now -= 1
-        return np.ones(tuple(s.stop - s.start for s in slices))
+        block = np.empty(tuple(s.stop - s.start for s in slices)) if out is None else out
+        block[...] = number  # the read's number: a reused buffer is rewritten
+        return block
 
 
-def _read_then_sum(blocks: int, extent: int) -> tuple:
-    read = Step(READ, lambda block, slices: block[slices], (extent,),
-                read=(slice(0, extent),))
+def _read_then_sum(blocks: int, extent: int, kernel=lambda block, slices: block[slices]
+                   ) -> tuple:
+    read = Step(READ, kernel, (extent,), read=(slice(0, extent),))
     steps = []
     for k in range(blocks):
         steps.append((read, (("x", 0),)))
@@ -202,8 +209,22 @@ def test_a_call_on_threads_admits_reads_within_its_budget(budget, most):
     stored = _SlowStore()
     steps, exports = _read_then_sum(8, extent)
     sums = run_steps(steps, (stored,), exports, threads=3, budget=budget)
-    assert sums == [float(extent)] * 8
+    assert sorted(sums) == [float(extent * k) for k in range(1, 9)]
     assert stored.most == most
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_node_worker_reads_into_buffers_its_earlier_reads_left(threads):
+    """A read block the call dropped goes back to the worker's pool: eight reads of one
+    call (and the reads of the next call) use a few buffers, and every sum is its own
+    read's, so no buffer was reused while its block was still in use."""
+    extent = 1 << 16
+    stored = _SlowStore(delay=0.0)
+    steps, exports = _read_then_sum(8, extent, kernel=lambda block, slices: block)
+    first = run_steps(steps, (stored,), exports, threads=threads)
+    second = run_steps(steps, (stored,), exports, threads=threads)
+    assert sorted(first + second) == [float(extent * k) for k in range(1, 17)]
+    assert len({id(b) for b in stored.buffers}) <= threads + 1
 
 
 def _standardized(value: np.ndarray) -> np.ndarray:
@@ -327,3 +348,18 @@ def test_a_program_run_to_zarr_on_ray_is_written_by_the_nodes(ray_cluster, tmp_p
     np.testing.assert_allclose(group["C"][...], a @ b)  # read by D: written after the run
     np.testing.assert_allclose(group["D"][...], 2 * (a @ b))  # written by its nodes
     assert tc.last_stats()["sink_bytes"] == (a @ b).nbytes
+
+
+def test_block_buffers_take_back_only_their_own_and_keep_at_most_their_bytes():
+    pool = BlockBuffers(keep_bytes=3 * 800)
+    first = pool.take((100,), "f8")
+    pool.give_if_taken(np.empty(100))  # not one of its buffers: ignored
+    pool.give_if_taken(first[:50])  # a view of one: ignored too
+    assert pool.take((100,), "f8") is not first
+    pool.give_if_taken(first)
+    assert pool.take((100,), "f8") is first
+    taken = [pool.take((100,), "f8") for _ in range(5)]
+    for buffer in taken:
+        pool.give(buffer)
+    kept = {id(pool.take((100,), "f8")) for _ in range(5)}
+    assert len(kept & {id(b) for b in taken}) == 3  # 2,400 bytes idle at most

@@ -31,13 +31,14 @@ task on another node reads them.
   read their blocks from it, here.
 
 Memory in a call (:func:`run_steps`): a step's result is dropped after its last use in the
-call (unless the call returns it). On one thread the steps run in their order, each read
-just before the first step using it. On several threads, ready steps run lowest first,
-computing before reading, and a read from storage starts only when the bytes the call holds
-plus the block (and its decoding buffer, :data:`~tensorc.planning.memory_fit.READ_OVERHEAD`)
-fit the node's budget, or nothing else runs: the local task pool's admission rule
-(:mod:`tensorc.runtime.task_pool`). Each call measures its worker's peak RSS
-(:class:`~tensorc.runtime.resident.PeakResident`).
+call (unless the call returns it); a block read from storage is read into a buffer of the
+worker's :data:`READ_BUFFERS`, which takes it back when the call drops it. On one thread
+the steps run in their order, each read just before the first step using it. On several
+threads, ready steps run lowest first, computing before reading, and a read from storage
+starts only when the bytes the call holds plus the block (and its decoding buffer,
+:data:`~tensorc.planning.memory_fit.READ_OVERHEAD`) fit the node's budget, or nothing else
+runs: the local task pool's admission rule (:mod:`tensorc.runtime.task_pool`). Each call
+measures its worker's peak RSS (:class:`~tensorc.runtime.resident.PeakResident`).
 
 Workers limit BLAS to ``TENSORC_WORKER_BLAS_THREADS`` threads (default 1: a call runs its
 steps on as many threads as its node has CPUs, each step with one BLAS thread, so the node is
@@ -55,10 +56,16 @@ import numpy as np
 
 from tensorc.codegen.block_kernels import evaluate_block_expr
 from tensorc.planning.memory_fit import READ_OVERHEAD
+from tensorc.runtime.block_buffers import BlockBuffers
 from tensorc.runtime.ray.stages import READ, RUN, Step
 from tensorc.runtime.resident import PeakResident
 
 MAX_RETRIES = 3
+
+READ_BUFFERS = BlockBuffers(keep_bytes=256 * 2**20)
+"""The buffers this worker's read steps read stored blocks into, reused by later reads and
+later calls (:mod:`tensorc.runtime.block_buffers`): a read block goes back when the call
+drops it, a returned one never. At most 256 MiB of them wait idle."""
 
 _REMOTES: dict[str, object] = {}
 _BLAS_SET = False
@@ -145,7 +152,9 @@ def _step_value(step, blocks: list):
     if step.kind == RUN:
         return step.kernel(*blocks)
     if step.kind == READ:  # blocks[0] is the stored array: the block is read here
-        block = blocks[0].read(step.read)
+        stored = blocks[0]
+        extent = tuple(s.stop - s.start for s in step.read)
+        block = stored.read(step.read, out=READ_BUFFERS.take(extent, stored.dtype))
         return step.kernel(block, tuple(slice(0, n) for n in block.shape))
     region = stitch(step.shape, step.piece_slices, blocks)
     return step.kernel(region, tuple(slice(0, n) for n in step.shape))
@@ -171,6 +180,7 @@ def run_steps(steps: tuple, args: tuple, exports: tuple[int, ...], threads: int 
                                             for kind, k in inputs])
             for kind, k in inputs:
                 if kind == "t" and last_use.get(k) == j and k not in keep:
+                    READ_BUFFERS.give_if_taken(results[k])
                     results[k] = None
         return [results[k] for k in exports]
     return _ThreadedCall(steps, args, exports, budget).run(threads)
@@ -234,6 +244,7 @@ class _ThreadedCall:
                 self.uses[k] -= 1
                 if self.uses[k] == 0 and k not in self.keep:
                     self.live -= _nbytes(self.results[k])
+                    READ_BUFFERS.give_if_taken(self.results[k])
                     self.results[k] = None
         for consumer in self.consumers[j]:
             self.waiting_on[consumer] -= 1
