@@ -309,9 +309,9 @@ def generate(recipe: Recipe, bounds: tuple[tuple[int, ...], ...],
     """Make a :class:`~tensorc.placement.recipes.Recipe` on the nodes, cut at ``bounds``,
     block ``g`` on ``node_of[g]`` (the layout the plan reading it wants; block-cyclic where
     it gives none): one task per block on its node, nothing through the driver but a
-    ``data`` recipe's blocks. Its values are the recipe's whatever ``bounds`` are (a
-    ``random`` block that is not one of its chunks draws the chunks it overlaps). The first
-    array made is kept as ``recipe.made``."""
+    ``data`` recipe's blocks (:func:`place`: batched per node). Its values are the
+    recipe's whatever ``bounds`` are (a ``random`` block that is not one of its chunks
+    draws the chunks it overlaps). The first array made is kept as ``recipe.made``."""
     if recipe.kind == "data":
         made = place(recipe.data, bounds, node_of)
     elif recipe.kind == "full":

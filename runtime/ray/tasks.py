@@ -10,7 +10,8 @@ task on another node reads them.
 - ``generate(kind, shape, dtype, seed, value)`` — a block of ``tc.random`` (``seed`` is a
   tuple of ints; the generator is numpy's PCG64 seeded with it) or of a constant ``value``
   (``tc.zeros``, ``tc.ones``, ``.tc`` fills), made on the node;
-- ``place(block)`` — a driver block copied to the node the task runs on (``tc.asarray``);
+- ``place(blocks)`` — a batch of driver blocks bound for the node the task runs on, each
+  returned as its own object (``tc.asarray``, a numpy operand of a call);
 - ``run(kernel, *blocks)`` — one block kernel (a cast of a result's blocks);
 - ``whole(fn, op, operands, out_slices, *blocks)`` — a whole-array operation on operands
   stitched from their blocks, its result cut into blocks (all on the node it ran on);
