@@ -226,6 +226,7 @@ def write_store(spec: dict) -> None:
     for slices, values in chunk_blocks(spec):
         arr[slices] = values
     arr.attrs.update({"complete": True, "seed": spec["seed"]})
+    os.sync()  # no run competes with this write's dirty pages going to disk
     seconds = time.perf_counter() - start
     print(f"  written in {seconds:.1f} s ({nbytes(spec) / GB / seconds:.2f} GB/s)", flush=True)
 

@@ -140,3 +140,35 @@ def test_compact_pieces_pickle_as_arrays_and_give_the_same_blocks():
     packed = pack(block)
     assert packed[0] == "csr" and all(isinstance(p, np.ndarray) for p in packed[2:])
     np.testing.assert_array_equal(unpack(packed).toarray(), block.toarray())
+
+
+def test_a_sparse_tensor_is_stored_on_ray_once_and_read_again_by_later_calls():
+    """``tc.asarray`` of a sparse matrix: the first call stores each node's piece in the
+    object store, later calls with the same cut send none of it again (Dask's persist)."""
+    a = csr(4000, 3000, 0.02, seed=1)
+    kept = tc.asarray(a)
+    assert isinstance(kept, tc.sparse.SparseTensor)
+    sparse_bytes = a.data.nbytes + a.indices.nbytes
+    results, stats = [], []
+    for seed in range(3):
+        d = np.random.default_rng(seed).random((3000, 8))
+        results.append((tc.einsum("ij,jk->ik", kept, d), a @ d))
+        stats.append(tc.last_stats())
+    for got, want in results:
+        np.testing.assert_allclose(got, want, rtol=1e-10)
+    assert spread(stats[0]) >= 2
+    assert stats[0]["kept_bytes_reused"] == 0
+    assert sum(stats[0]["node_recv_bytes"]) >= sparse_bytes  # the first call stores it
+    for later in stats[1:]:
+        assert later["kept_bytes_reused"] >= sparse_bytes  # every piece read again ...
+        assert sum(later["node_recv_bytes"]) <= spread(later) * d.nbytes  # ... only d sent
+
+
+def test_a_raw_scipy_operand_is_sent_by_every_call():
+    a = csr(4000, 3000, 0.02, seed=1)
+    d = np.random.default_rng(0).random((3000, 8))
+    for _ in range(2):
+        tc.einsum("ij,jk->ik", a, d)
+        stats = tc.last_stats()
+        assert stats["kept_bytes_reused"] == 0
+        assert sum(stats["node_recv_bytes"]) >= a.data.nbytes + a.indices.nbytes

@@ -5,14 +5,16 @@ Contract: :func:`run_node_calls` takes a list of ``(node index, kernel, argument
 kernel is any picklable callable, called on its node as ``kernel(*arguments)``. Each
 distinct argument object (by identity) is put in Ray once, so an argument shared by every
 call (a dense operand) is stored once and fetched by each node that reads it; ``None``
-travels by value. Each call is one staged call (:func:`~tensorc.runtime.ray.calls.submit_stage`)
-with a single ``RUN`` step on the node's :class:`~tensorc.runtime.ray.tasks.NodeWorker`,
-its payload sent with it (a call made once). All calls are submitted before any is waited
-for; the function returns ``(values, statistics)``: each call's return value in order, and
-``calls``, ``ran_on`` (the node index each ran on, from its report) and
-``node_peak_rss_bytes`` (the highest peak RSS measured per node). A kernel's error, or a
-node lost mid-call, raises :class:`~tensorc.errors.ExecutionError` (no re-run: the caller
-can call again).
+travels by value. A :class:`~tensorc.runtime.kept.Kept` argument is put once per session
+and its stored object reused by every later call (``kept_stored`` in the statistics: the
+ids of the ``Kept`` arguments this run stored). Each call is one staged call
+(:func:`~tensorc.runtime.ray.calls.submit_stage`) with a single ``RUN`` step on the node's
+:class:`~tensorc.runtime.ray.tasks.NodeWorker`, its payload sent with it (a call made
+once). All calls are submitted before any is waited for; the function returns ``(values,
+statistics)``: each call's return value in order, and ``calls``, ``ran_on`` (the node index
+each ran on, from its report) and ``node_peak_rss_bytes`` (the highest peak RSS measured
+per node). A kernel's error, or a node lost mid-call, raises
+:class:`~tensorc.errors.ExecutionError` (no re-run: the caller can call again).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tensorc.errors import ExecutionError
+from tensorc.runtime.kept import Kept
 from tensorc.runtime.ray.calls import (
     SUBMITTING,
     WorkerLost,
@@ -37,10 +40,18 @@ def run_node_calls(cluster: RayCluster, calls: Sequence[tuple[int, object, Seque
     import ray
 
     put: dict[int, object] = {}
+    session = (id(cluster), cluster.epoch)
+    fresh_kept: set[int] = set()
 
     def ref_of(value):
         if value is None:
             return None
+        if isinstance(value, Kept):
+            found = value.stored.get(session)
+            if found is None:
+                found = value.stored[session] = ray.put(value.value)
+                fresh_kept.add(id(value))
+            return found
         found = put.get(id(value))
         if found is None:
             found = put[id(value)] = ray.put(value)
@@ -66,4 +77,5 @@ def run_node_calls(cluster: RayCluster, calls: Sequence[tuple[int, object, Seque
                              f"run the call again ({cluster.describe()})") from err
     values = ray.get(results)
     ran_on = cluster.locate(reports)
-    return values, {"calls": len(calls), "ran_on": ran_on, "node_peak_rss_bytes": peaks}
+    return values, {"calls": len(calls), "ran_on": ran_on, "node_peak_rss_bytes": peaks,
+                    "kept_stored": fresh_kept}

@@ -24,7 +24,7 @@ import operator
 import numpy as np
 
 from tensorc import session
-from tensorc.errors import ShapeError, TypeCheckError
+from tensorc.errors import PlanError, ShapeError, TypeCheckError
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.data_types import astype
 from tensorc.lazy.graph import deferred, leaf
@@ -35,6 +35,8 @@ from tensorc.placement.recipes import Recipe
 from tensorc.runtime.ray import arrays as ray_arrays
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.ray.statements import DRIVER_BYTES
+from tensorc.sparse.formats import is_sparse
+from tensorc.sparse.tensor import SparseTensor
 
 DEFAULT_FLOAT = np.dtype("float64")
 
@@ -85,13 +87,20 @@ def _small(value: np.ndarray, block_shape, grid) -> bool:
 
 
 def asarray(obj, /, *, dtype=None, device=None, copy=None, block_shape=None,
-            grid=None) -> Array:
+            grid=None) -> Array | SparseTensor:
     """An array from ``obj`` (an ``Array``, a numpy array, nested sequences, a scalar);
     on Ray its blocks are placed on their nodes. An ``Array`` is returned as is unless
     ``copy=True`` or another dtype asks for a new one (``copy=False`` then raises
     ``ValueError``): ``x[key] = value`` on one shows in the other exactly when it is the
-    same array."""
+    same array. A scipy or pydata sparse array becomes a
+    :class:`~tensorc.sparse.tensor.SparseTensor` (cut by each call's plan, by its
+    non-zeros: no ``block_shape`` or ``grid``)."""
     _check_device(device)
+    if is_sparse(obj):
+        if block_shape is not None or grid is not None:
+            raise PlanError("tc.asarray of a sparse array takes no block_shape= or grid=: "
+                            "each call's plan cuts a sparse operand by its non-zeros")
+        return SparseTensor(obj, dtype=dtype, copy=copy)
     if isinstance(obj, Array):
         converts = dtype is not None and np.dtype(dtype) != obj.dtype
         if converts and copy is False:

@@ -20,7 +20,9 @@ with work), ``nodes_used``, ``tasks_per_node``, ``nonzeros_per_node`` (operand n
 each node read), ``node_recv_bytes`` (bytes of the arguments each node was sent: its pieces
 and every dense operand it reads), ``node_send_bytes`` (bytes of the packed blocks it
 returned), ``shipped_bytes`` (both, summed), ``duplicated_tasks``, ``ran_on``,
-``node_peak_rss_bytes``, ``partition_seconds``, ``run_seconds``.
+``node_peak_rss_bytes``, ``partition_seconds``, ``run_seconds``, and
+``kept_bytes_reused`` (bytes of a ``SparseTensor``'s pieces an earlier call stored and this
+one read again: not in ``node_recv_bytes``).
 """
 
 from __future__ import annotations
@@ -29,22 +31,26 @@ import time
 
 import numpy as np
 
+from tensorc.runtime.kept import Kept
 from tensorc.sparse.compact import packed_bytes, unpack
 from tensorc.sparse.node_run import NodeRun
 from tensorc.sparse.partition import duplicated_tasks, partition
 
 
 def _nbytes(value) -> int:
+    if isinstance(value, Kept):
+        return value.nbytes
     return 0 if value is None else int(getattr(value, "nbytes", 0) or 0)
 
 
-def run_on_nodes(executor, plan, inputs: list, target) -> dict:
+def run_on_nodes(executor, plan, inputs: list, target, kept: dict | None = None) -> dict:
     """Run ``plan`` over ``inputs`` on ``executor``'s nodes into ``target``; see the module
-    docstring."""
+    docstring. ``kept``: the operands given as ``SparseTensor``, by position (their pieces
+    are :class:`~tensorc.runtime.kept.Kept`: stored once, reused by later calls)."""
     started = time.perf_counter()
     nodes = executor.nodes
     graph = plan.graph
-    parts = partition(graph, inputs, nodes) if graph.outputs else []
+    parts = partition(graph, inputs, nodes, kept) if graph.outputs else []
     calls = [(part.node, NodeRun(part.graph), part.operands) for part in parts]
     partitioned = time.perf_counter()
     values, ran = executor.run_node_calls(calls) if calls else ([], {})
@@ -52,8 +58,13 @@ def run_on_nodes(executor, plan, inputs: list, target) -> dict:
     send = [0] * nodes
     tasks = [0] * nodes
     nonzeros = [0] * nodes
+    stored_now = ran.get("kept_stored", set())
+    reused = 0
     for part, (_, _, operands), (starts, packed) in zip(parts, calls, values, strict=True):
-        recv[part.node] = sum(_nbytes(op) for op in operands)
+        recv[part.node] = sum(_nbytes(op) for op in operands if not isinstance(op, Kept)
+                              or id(op) in stored_now)
+        reused += sum(op.nbytes for op in operands
+                      if isinstance(op, Kept) and id(op) not in stored_now)
         send[part.node] = sum(packed_bytes(p) for p in packed) + int(starts.nbytes)
         tasks[part.node] = part.tasks
         nonzeros[part.node] = part.nonzeros
@@ -71,6 +82,7 @@ def run_on_nodes(executor, plan, inputs: list, target) -> dict:
         "node_recv_bytes": recv,
         "node_send_bytes": send,
         "shipped_bytes": sum(recv) + sum(send),
+        "kept_bytes_reused": reused,
         "duplicated_tasks": duplicated_tasks(parts, graph) if parts else 0,
         "ran_on": ran.get("ran_on", []),
         "node_peak_rss_bytes": ran.get("node_peak_rss_bytes", [None] * nodes),

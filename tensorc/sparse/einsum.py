@@ -6,8 +6,10 @@ scipy or pydata sparse array (:func:`sparse_call`) and returns ``(result, statis
 the driver records the statistics. :func:`plan_sparse_einsum` plans the same call without
 running it (``tc.plan``). The rules:
 
-- operands: scipy sparse matrices and arrays (2-d, 1-d), pydata sparse arrays (any rank)
-  and anything ``numpy.asarray`` takes, mixed freely; sparse operands are planned from
+- operands: scipy sparse matrices and arrays (2-d, 1-d), pydata sparse arrays (any rank),
+  ``SparseTensor`` (``tc.asarray`` of one: a call's result then has the wrapped array's
+  type, and on Ray its pieces are kept in the object store for later calls) and anything
+  ``numpy.asarray`` takes, mixed freely; sparse operands are planned from
   their :func:`~tensorc.sparse.formats.source` (CSR, or canonical coordinates) and never
   densified. A lazy, distributed or
   stored tensorc array next to a sparse operand is refused (:class:`~tensorc.errors.
@@ -44,6 +46,7 @@ from tensorc.sparse.formats import is_sparse, result_format, source
 from tensorc.sparse.plan import SparsePlan, plan_sparse
 from tensorc.sparse.results import SparseResultSink, empty_result
 from tensorc.sparse.rules import sparse_result
+from tensorc.sparse.tensor import SparseTensor
 from tensorc.stored import StoredArray
 
 SPARSE_OPTIONS = ("grid", "block_shape", "workers", "memory_limit")
@@ -81,7 +84,9 @@ class _Call:
                     "(gather it with numpy.asarray first)")
         self.subscripts = subscripts
         self.originals = operands
-        self.sparse = [op for op in operands if is_sparse(op)]
+        self.sparse = [getattr(op, "wrapped", op) for op in operands if is_sparse(op)]
+        self.kept = {k: op for k, op in enumerate(operands) if isinstance(op, SparseTensor)}
+        """Operands given as ``SparseTensor``, by position: their pieces are kept on Ray."""
         self.operands = [source(op) if is_sparse(op) else np.asarray(op)
                          for op in operands]
         self.options = plan_options
@@ -147,7 +152,7 @@ def run_sparse_einsum(subscripts, operands: tuple, *, out, optimize, backend, dt
                                      workers=call.options.get("workers"), cached=False,
                                      plan_seconds=planned - started)
     else:
-        stats = run_on_nodes(executor, plan, inputs, target)
+        stats = run_on_nodes(executor, plan, inputs, target, call.kept)
     if result_sparse:
         result = target.assemble(fmt) if plan.graph.outputs else empty_result(
             shape, compute, fmt)

@@ -4,8 +4,8 @@ type of a sparse result.
 Contract:
 
 - :func:`is_sparse` answers from the object's type alone (no import of pydata ``sparse``):
-  a ``scipy.sparse`` matrix or array, or a pydata ``sparse`` array (``COO``, ``GCXS``,
-  ``DOK``, ...).
+  a ``scipy.sparse`` matrix or array, a pydata ``sparse`` array (``COO``, ``GCXS``,
+  ``DOK``, ...), or a :class:`~tensorc.sparse.tensor.SparseTensor` (``tc.asarray`` of one).
 - :func:`canonical` turns one into a :class:`~tensorc.codegen.coo.CooData`: ``int64``
   coordinates (one row per dimension) sorted in row-major order, duplicates summed,
   explicit zeros dropped, values in the array's dtype. Already canonical input (scipy's
@@ -40,7 +40,10 @@ def pydata():
 
 
 def is_sparse(value: object) -> bool:
-    """Whether ``value`` is a scipy or pydata sparse array (by its type's module)."""
+    """Whether ``value`` is a scipy or pydata sparse array (by its type's module) or a
+    :class:`~tensorc.sparse.tensor.SparseTensor`."""
+    if getattr(type(value), "is_tensorc_sparse", False):
+        return True
     module = type(value).__module__
     return module.startswith("scipy.sparse") or module == "sparse" or module.startswith(
         "sparse.")
@@ -85,7 +88,10 @@ def source(value: object) -> CooData | sp.csr_array:
     """What a sparse operand is planned and cut from: a 2-d scipy array as a ``csr_array``
     (a CSR input as it is, shared, not copied; CSC, COO... converted once), any other as its
     canonical coordinates. A CSR source need not be canonical: scipy's kernels take
-    repeated or unsorted entries, and the coordinate form sums and sorts them."""
+    repeated or unsorted entries, and the coordinate form sums and sorts them. A
+    ``SparseTensor``'s is the one it made once."""
+    if getattr(type(value), "is_tensorc_sparse", False):
+        return value.source
     if is_scipy(value) and value.ndim == 2:
         if value.format != "csr":
             value = value.tocsr()

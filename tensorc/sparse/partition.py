@@ -15,7 +15,9 @@ returns one :class:`NodePart` per node that has work (at most ``nodes``):
 - a part's :attr:`NodePart.graph` is the sub-graph of its cones (tasks renumbered, order
   and kernels kept, outputs with their global slices), runnable by the local task pool;
 - its :attr:`NodePart.operands` are, per operand position: for a sparse operand only the
-  blocks its loads read (:func:`~tensorc.sparse.compact.piece`, compact arrays); a dense
+  blocks its loads read (:func:`~tensorc.sparse.compact.piece`, compact arrays; for an
+  operand given as a ``SparseTensor``, its kept piece, a
+  :class:`~tensorc.runtime.kept.Kept`, made once per cut); a dense
   operand whole (it is put in Ray once and read by every node); ``None`` for an operand
   it never reads.
 """
@@ -73,8 +75,11 @@ def _block_key(operand: SparseBlocks | CsrRowBlocks, slices: tuple[slice, ...]) 
     return operand.block_of(slices)
 
 
-def partition(graph: TaskGraph, inputs: list, nodes: int) -> list[NodePart]:
-    """The graph's output blocks and their cones spread over ``nodes`` (module docstring)."""
+def partition(graph: TaskGraph, inputs: list, nodes: int,
+              kept: dict | None = None) -> list[NodePart]:
+    """The graph's output blocks and their cones spread over ``nodes`` (module docstring);
+    ``kept`` maps an operand position to the ``SparseTensor`` it came from, whose pieces
+    are made once and kept."""
     cones = [(_cone_of(graph, task), task, slices) for task, slices in graph.outputs]
     nnz = {}
     for cone, _, _ in cones:
@@ -94,7 +99,7 @@ def partition(graph: TaskGraph, inputs: list, nodes: int) -> list[NodePart]:
     for node in sorted(owned):
         chosen = sorted(owned[node])
         tasks = sorted(set().union(*(cones[k][0] for k in chosen)))
-        part = _part(graph, inputs, node, tasks, [cones[k][1:] for k in chosen])
+        part = _part(graph, inputs, node, tasks, [cones[k][1:] for k in chosen], kept or {})
         part.nonzeros = sum(nnz.get(i, 0) for i in tasks)
         part.work = sum(costs[k] for k in chosen)
         parts.append(part)
@@ -102,7 +107,7 @@ def partition(graph: TaskGraph, inputs: list, nodes: int) -> list[NodePart]:
 
 
 def _part(graph: TaskGraph, inputs: list, node: int, tasks: list[int],
-          outputs: list[tuple[int, tuple]]) -> NodePart:
+          outputs: list[tuple[int, tuple]], kept: dict) -> NodePart:
     renumber = {old: new for new, old in enumerate(tasks)}
     keys: dict[int, list[tuple]] = {}
     used: set[int] = set()
@@ -122,6 +127,8 @@ def _part(graph: TaskGraph, inputs: list, node: int, tasks: list[int],
     for position, operand in enumerate(inputs):
         if position not in used:
             operands.append(None)
+        elif position in kept and position in keys:
+            operands.append(kept[position].kept_piece(operand, keys[position]))
         elif position in keys:
             operands.append(piece(operand, keys[position]))
         else:

@@ -1,0 +1,115 @@
+"""``tc.asarray`` of a sparse array: a :class:`SparseTensor`, which tensorc holds and later
+calls reuse.
+
+Contract:
+
+- ``SparseTensor(value, dtype=None, copy=None)`` takes a scipy or pydata sparse array (or
+  another ``SparseTensor``). It copies it, as ``tc.asarray`` copies an ndarray: later
+  writes to the caller's array are not seen. ``copy=False`` keeps the caller's array
+  (the caller promises not to change it) and refuses a ``dtype`` that needs a conversion
+  (``ValueError``, as numpy's). ``dtype`` converts the values.
+- It is a sparse operand wherever one is taken (``tc.einsum``, ``tc.tensordot``,
+  ``tc.matmul``): the form a call is planned from (CSR for a 2-d scipy array, canonical
+  coordinates otherwise) is made once, here, not per call. A call's result has the type
+  the wrapped array would give (scipy in, scipy out).
+- On Ray, each node's piece of it (the blocks a call's plan gives that node, in compact
+  form) is stored in the object store by the first call that needs it and read from there
+  by every later call with the same cut: it travels once per session, as Dask's
+  ``persist`` keeps chunks on the workers. :meth:`SparseTensor.kept_piece` is that cache:
+  at most :data:`PIECES_KEPT` cuts, least recently used dropped first; they die with the
+  tensor.
+- ``shape``, ``dtype``, ``ndim``, ``nnz``; :meth:`to_sparse` (a copy of the wrapped array),
+  :meth:`todense` (an ndarray). ``numpy.asarray`` of it is refused
+  (:class:`~tensorc.errors.TypeCheckError`): densifying is asked for by name.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from tensorc.errors import TypeCheckError
+from tensorc.runtime.kept import Kept
+from tensorc.sparse.blocks import CsrRowBlocks, SparseBlocks
+from tensorc.sparse.compact import piece
+from tensorc.sparse.formats import is_scipy, is_sparse, source
+
+PIECES_KEPT = 32
+"""Cut pieces a tensor keeps for later calls (a 4-node call makes up to 4)."""
+
+
+class SparseTensor:
+    """A sparse array tensorc holds (module docstring)."""
+
+    is_tensorc_sparse = True  # what tensorc.sparse.formats.is_sparse looks for
+
+    def __init__(self, value, *, dtype=None, copy: bool | None = None) -> None:
+        if isinstance(value, SparseTensor):
+            value = value.wrapped
+        if not is_sparse(value):
+            raise TypeCheckError(f"SparseTensor takes a scipy or pydata sparse array, not "
+                                 f"{type(value).__name__}")
+        converts = dtype is not None and np.dtype(dtype) != value.dtype
+        if converts and copy is False:
+            raise ValueError(f"copy=False but converting {value.dtype} to {np.dtype(dtype)} "
+                             "needs a copy")
+        if converts:
+            value = value.astype(dtype)
+        elif copy is not False:
+            value = value.copy()
+        self.wrapped = value
+        """The sparse array held (tensorc's own copy unless ``copy=False``)."""
+        self.source = source(value)
+        """What calls plan and cut it from, made once."""
+        self._pieces: OrderedDict = OrderedDict()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.wrapped.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.wrapped.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.wrapped.nnz)
+
+    def to_sparse(self):
+        """A copy of the sparse array held (scipy or pydata, as it came in)."""
+        return self.wrapped.copy()
+
+    def todense(self) -> np.ndarray:
+        """The array as a dense ndarray."""
+        if is_scipy(self.wrapped):
+            return self.wrapped.toarray()
+        return self.wrapped.todense()
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeCheckError(f"numpy.asarray of a sparse {self.shape} tensor would densify "
+                             f"its {self.nnz} non-zeros; call .todense() to do that")
+
+    def __repr__(self) -> str:
+        return (f"SparseTensor(shape={self.shape}, dtype={self.dtype}, nnz={self.nnz}, "
+                f"{type(self.wrapped).__name__})")
+
+    def kept_piece(self, blocks: SparseBlocks | CsrRowBlocks, keys: list[tuple]) -> Kept:
+        """The compact piece of the blocks ``keys`` of ``blocks`` (this tensor's source cut
+        as a call's plan cuts it), made once per cut and kept (module docstring)."""
+        wanted = tuple(sorted(set(keys)))
+        key = (type(blocks).__name__, tuple(blocks.steps), wanted)
+        found = self._pieces.get(key)
+        if found is None:
+            value = piece(blocks, list(wanted))
+            found = self._pieces[key] = Kept(value, int(getattr(value, "nbytes", 0) or 0))
+            while len(self._pieces) > PIECES_KEPT:
+                self._pieces.popitem(last=False)
+        else:
+            self._pieces.move_to_end(key)
+        return found
+

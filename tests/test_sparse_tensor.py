@@ -1,0 +1,66 @@
+"""``tc.asarray`` of a sparse array: a ``SparseTensor`` that copies what it is given, is a
+sparse operand everywhere one is taken, and refuses to densify unasked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import sparse
+
+import tensorc as tc
+
+
+def csr(seed: int = 1) -> sp.csr_array:
+    return sp.random_array((300, 200), density=0.05, format="csr", random_state=seed)
+
+
+def test_asarray_of_a_sparse_matrix_is_a_sparse_tensor_with_its_figures():
+    a = csr()
+    x = tc.asarray(a)
+    assert isinstance(x, tc.sparse.SparseTensor)
+    assert (x.shape, x.dtype, x.ndim, x.nnz) == ((300, 200), np.dtype("f8"), 2, a.nnz)
+    np.testing.assert_array_equal(x.todense(), a.toarray())
+    assert type(x.to_sparse()) is type(a)
+    assert "SparseTensor(shape=(300, 200)" in repr(x)
+
+
+def test_it_copies_unless_told_not_to():
+    a = csr()
+    d = np.random.default_rng(0).random((200, 3))
+    want = a @ d
+    copied, shared = tc.asarray(a), tc.asarray(a, copy=False)
+    a.data[:] = 0.0  # the caller's matrix changes after asarray
+    np.testing.assert_allclose(tc.einsum("ij,jk->ik", copied, d), want)
+    np.testing.assert_allclose(tc.einsum("ij,jk->ik", shared, d), np.zeros_like(want))
+
+
+def test_dtype_converts_and_copy_false_refuses_a_conversion():
+    a = csr()
+    assert tc.asarray(a, dtype="float32").dtype == np.float32
+    with pytest.raises(ValueError, match="copy=False but converting float64 to float32"):
+        tc.asarray(a, dtype="float32", copy=False)
+
+
+def test_it_is_a_sparse_operand_with_the_wrapped_arrays_result_type():
+    a, b = csr(1), csr(2)
+    d = np.random.default_rng(0).random((200, 4))
+    x = tc.asarray(a)
+    np.testing.assert_allclose(tc.einsum("ij,jk->ik", x, d), a @ d)
+    np.testing.assert_allclose(tc.tensordot(x, d, axes=1), a @ d)
+    np.testing.assert_allclose(tc.matmul(x, d), a @ d)
+    product = tc.einsum("ij,kj->ik", x, tc.asarray(b))
+    assert isinstance(product, sp.csr_array)
+    np.testing.assert_allclose(product.toarray(), (a @ b.T).toarray())
+    coo = sparse.COO.from_scipy_sparse(a)
+    got = tc.einsum("ij,jk->ik", tc.asarray(coo), d)
+    np.testing.assert_allclose(got, a @ d)
+
+
+def test_densifying_is_asked_for_by_name_and_a_blocking_is_refused():
+    x = tc.asarray(csr())
+    with pytest.raises(tc.TypeCheckError, match=r"would densify its 3000 non-zeros; call "
+                                                r"\.todense\(\)"):
+        np.asarray(x)
+    with pytest.raises(tc.PlanError, match="takes no block_shape= or grid="):
+        tc.asarray(csr(), grid=(2, 2))
