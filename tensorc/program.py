@@ -427,7 +427,9 @@ def _sparse_array(name: str, value, decl: ast.TensorDecl, diags: Diagnostics, so
     """A value for an input declared sparse, or a sparse value for any input: a scipy or
     pydata sparse array for a ``sparse`` input (never a dense one: tensorc does not
     sparsify), with coordinates of one integer dtype inside its shape; refused for a dense
-    input (tensorc does not densify)."""
+    input (tensorc does not densify). A ``SparseTensor`` (``tc.asarray``) is taken as the
+    array it holds."""
+    value = getattr(value, "wrapped", value) if is_sparse(value) else value
     declared = f"'{source.line(decl.span.line).strip()}'" if source is not None else "sparse"
     kind = f"{type(value).__module__.split('.')[0]}.{type(value).__name__}"
     if decl.sparse is None:

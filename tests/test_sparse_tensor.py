@@ -64,3 +64,28 @@ def test_densifying_is_asked_for_by_name_and_a_blocking_is_refused():
         np.asarray(x)
     with pytest.raises(tc.PlanError, match="takes no block_shape= or grid="):
         tc.asarray(csr(), grid=(2, 2))
+
+
+def test_calls_on_one_sparse_tensor_reuse_its_plan_per_shape_of_call():
+    a = csr()
+    x = tc.asarray(a)
+    rng = np.random.default_rng(0)
+    for width, cached in [(3, False), (3, True), (5, False), (3, True)]:
+        d = rng.random((200, width))
+        np.testing.assert_allclose(tc.einsum("ij,jk->ik", x, d, backend="local"), a @ d)
+        assert tc.last_stats().get("plan_cached", False) is cached
+    tc.einsum("ij,jk->ik", a, d, backend="local")  # a raw matrix may change: planned again
+    assert not tc.last_stats().get("plan_cached", False)
+
+
+def test_a_tc_program_takes_a_sparse_tensor_as_the_array_it_holds():
+    a = csr()
+    d = np.random.default_rng(0).random((200, 3))
+    program = tc.compile("""
+size N, M, K
+input A : f64[N, M] sparse
+input D : f64[M, K]
+output C : f64[N, K]
+C[i, k] += A[i, j] * D[j, k]
+""")
+    np.testing.assert_allclose(program.run(A=tc.asarray(a), D=d)["C"], a @ d)

@@ -88,7 +88,7 @@ def run_on_nodes(executor, plan, inputs: list, target, kept: dict | None = None)
         "node_peak_rss_bytes": ran.get("node_peak_rss_bytes", [None] * nodes),
         "partition_seconds": partitioned - started,
         "run_seconds": finished - partitioned,
-        "plan_cached": False,
+        "plan_cached": plan.stats.get("plan_cached", False),
         "measured_inter_node_bytes": None,
     }
 

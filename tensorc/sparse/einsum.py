@@ -30,6 +30,7 @@ running it (``tc.plan``). The rules:
 
 from __future__ import annotations
 
+import copy
 import time
 
 import numpy as np
@@ -106,10 +107,29 @@ def _plan(call: _Call, compute, result_sparse: bool, optimize, budget, source,
                                          executor.in_process else available_cores())
     fmt = result_format(call.sparse, len(call.spec.output), compute) if result_sparse else (
         "dense")
-    return plan_sparse(call.subscripts, call.spec, call.operands, compute, result_sparse,
-                       _describe(fmt), optimize=optimize, workers=workers,
-                       grid=options.get("grid"), block_shape=options.get("block_shape"),
-                       budget=budget, memory_source=source)
+
+    def make():
+        return plan_sparse(call.subscripts, call.spec, call.operands, compute, result_sparse,
+                           _describe(fmt), optimize=optimize, workers=workers,
+                           grid=options.get("grid"), block_shape=options.get("block_shape"),
+                           budget=budget, memory_source=source)
+
+    kept = [k for k, op in enumerate(call.operands) if not isinstance(op, np.ndarray)]
+    if len(kept) != 1 or kept[0] not in call.kept:
+        return make()
+    position = kept[0]
+    key = (call.subscripts, position, np.dtype(compute).str, result_sparse, repr(optimize), workers,
+           repr(options.get("grid")), repr(options.get("block_shape")), budget,
+           tuple((op.shape, op.dtype.str) for op in call.operands if isinstance(op, np.ndarray)))
+    started = time.perf_counter()
+    (plan, inputs), reused = call.kept[position].plan_for(key, make)
+    if not reused:
+        return plan, inputs
+    again = copy.copy(plan)
+    again.stats = {**plan.stats, "plan_seconds": time.perf_counter() - started,
+                   "plan_cached": True}
+    cut = inputs[position]
+    return again, [cut if k == position else op for k, op in enumerate(call.operands)]
 
 
 def _describe(fmt: str) -> str:
@@ -149,7 +169,8 @@ def run_sparse_einsum(subscripts, operands: tuple, *, out, optimize, backend, dt
     planned = time.perf_counter()
     if executor.in_process:
         _, stats = executor.run_plan(plan, inputs, out=target, result_type=result_type,
-                                     workers=call.options.get("workers"), cached=False,
+                                     workers=call.options.get("workers"),
+                                     cached=plan.stats.get("plan_cached", False),
                                      plan_seconds=planned - started)
     else:
         stats = run_on_nodes(executor, plan, inputs, target, call.kept)

@@ -18,6 +18,9 @@ Contract:
   ``persist`` keeps chunks on the workers. :meth:`SparseTensor.kept_piece` is that cache:
   at most :data:`PIECES_KEPT` cuts, least recently used dropped first; they die with the
   tensor.
+- A call whose only sparse operand is a ``SparseTensor`` plans once per shape of call
+  (:meth:`SparseTensor.plan_for`, at most :data:`PLANS_KEPT`): an iterative solver's
+  steps reuse the first step's plan and cut (``plan_cached`` in ``tc.last_stats()``).
 - ``shape``, ``dtype``, ``ndim``, ``nnz``; :meth:`to_sparse` (a copy of the wrapped array),
   :meth:`todense` (an ndarray). ``numpy.asarray`` of it is refused
   (:class:`~tensorc.errors.TypeCheckError`): densifying is asked for by name.
@@ -37,6 +40,9 @@ from tensorc.sparse.formats import is_scipy, is_sparse, source
 
 PIECES_KEPT = 32
 """Cut pieces a tensor keeps for later calls (a 4-node call makes up to 4)."""
+
+PLANS_KEPT = 8
+"""Plans a tensor keeps for later calls of the same shape (:meth:`SparseTensor.plan_for`)."""
 
 
 class SparseTensor:
@@ -63,6 +69,7 @@ class SparseTensor:
         self.source = source(value)
         """What calls plan and cut it from, made once."""
         self._pieces: OrderedDict = OrderedDict()
+        self._plans: OrderedDict = OrderedDict()
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -97,6 +104,20 @@ class SparseTensor:
     def __repr__(self) -> str:
         return (f"SparseTensor(shape={self.shape}, dtype={self.dtype}, nnz={self.nnz}, "
                 f"{type(self.wrapped).__name__})")
+
+    def plan_for(self, key: tuple, make):
+        """The plan (and this tensor's cut) of a call whose only sparse operand is this
+        tensor, made by ``make()`` the first time ``key`` (the call's subscripts, the dense
+        operands' shapes and dtypes, its options) is seen, then reused: its non-zeros never
+        change, so neither does the plan. Returns ``(value, reused)``."""
+        found = self._plans.get(key)
+        if found is not None:
+            self._plans.move_to_end(key)
+            return found, True
+        found = self._plans[key] = make()
+        while len(self._plans) > PLANS_KEPT:
+            self._plans.popitem(last=False)
+        return found, False
 
     def kept_piece(self, blocks: SparseBlocks | CsrRowBlocks, keys: list[tuple]) -> Kept:
         """The compact piece of the blocks ``keys`` of ``blocks`` (this tensor's source cut
