@@ -161,13 +161,13 @@ def init(
         set_connected(cluster)
         try:
             machine = Machine(**calibrate_cluster(cluster)) if calibrate else None
+            if cluster.nodes > 1:
+                load_smt()  # plans over several nodes search with z3
         except BaseException:  # a half-made session is no session: back to local
             set_connected(None)
             disconnect(cluster)
             raise
         use_machine(machine)
-        if cluster.nodes > 1:
-            load_smt()  # plans over several nodes search with z3
         _session = Session("ray", scheduler, cluster, bool(measure), machine,
                            RayExecutor(cluster, scheduler), memory_limit)
         return _session

@@ -27,7 +27,7 @@ from tensorc.errors import StorageError
 from tensorc.lazy.evaluate import RUNNER
 from tensorc.planning.memory_fit import READ_OVERHEAD
 from tensorc.planning.plan import EINSUM_PLANS
-from tensorc.runtime.block_buffers import BlockBuffers
+from tensorc.runtime.block_buffers import BlockBuffers, holds
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.ray.stages import READ, STORED, Step
 from tensorc.runtime.ray.storage_tasks import unseen_by
@@ -191,9 +191,9 @@ class _SlowStore:
         return block
 
 
-def _read_then_sum(blocks: int, extent: int, kernel=lambda block, slices: block[slices]
-                   ) -> tuple:
-    read = Step(READ, kernel, (extent,), read=(slice(0, extent),))
+def _read_then_sum(blocks: int, extent: int) -> tuple:
+    read = Step(READ, lambda block, slices: block[slices], (extent,),
+                read=(slice(0, extent),))
     steps = []
     for k in range(blocks):
         steps.append((read, (("x", 0),)))
@@ -220,7 +220,7 @@ def test_a_node_worker_reads_into_buffers_its_earlier_reads_left(threads):
     read's, so no buffer was reused while its block was still in use."""
     extent = 1 << 16
     stored = _SlowStore(delay=0.0)
-    steps, exports = _read_then_sum(8, extent, kernel=lambda block, slices: block)
+    steps, exports = _read_then_sum(8, extent)  # the read step's value: a view, as LoadBlock's
     first = run_steps(steps, (stored,), exports, threads=threads)
     second = run_steps(steps, (stored,), exports, threads=threads)
     assert sorted(first + second) == [float(extent * k) for k in range(1, 17)]
@@ -350,13 +350,12 @@ def test_a_program_run_to_zarr_on_ray_is_written_by_the_nodes(ray_cluster, tmp_p
     assert tc.last_stats()["sink_bytes"] == (a @ b).nbytes
 
 
-def test_block_buffers_take_back_only_their_own_and_keep_at_most_their_bytes():
+def test_block_buffers_keep_at_most_their_bytes_and_know_a_view_of_a_buffer():
     pool = BlockBuffers(keep_bytes=3 * 800)
     first = pool.take((100,), "f8")
-    pool.give_if_taken(np.empty(100))  # not one of its buffers: ignored
-    pool.give_if_taken(first[:50])  # a view of one: ignored too
-    assert pool.take((100,), "f8") is not first
-    pool.give_if_taken(first)
+    assert holds(first, first) and holds(first[:], first) and holds(first.T, first)
+    assert not holds(first.copy(), first) and not holds(np.empty(100), first)
+    pool.give(first)
     assert pool.take((100,), "f8") is first
     taken = [pool.take((100,), "f8") for _ in range(5)]
     for buffer in taken:

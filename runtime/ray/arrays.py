@@ -358,30 +358,37 @@ def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -
     ``node_of[block coordinates]`` when given (a plan's layout): the blocks bound for another
     node travel together, in batches of at most :data:`PLACE_BATCH_BYTES`, one task each;
     those of the driver's own node are put into its object store, no task."""
+    import ray
+
     cluster = ray_cluster()
     blocks = Blocks(data.shape, data.dtype, bounds, epoch=cluster.epoch)
     node_grid = node_grid_for(blocks.grid, cluster.nodes)
-    batches: dict[int, list[list]] = {}
+    driver_node = cluster.index_of(cluster.driver_node)
+    batches: dict[int, list] = {}  # node -> [its open batch, the batch's bytes]
+
+    def send(node: int) -> None:
+        batch = batches.pop(node)[0]
+        *refs, report = submit(cluster, "place", node, [v for _, v in batch],
+                               returns=len(batch) + 1)
+        for (coords, _), ref in zip(batch, refs, strict=True):
+            blocks.refs[coords], blocks.reported[coords] = ref, report
+
     for coords in np.ndindex(*blocks.grid):
         node = _layout_node(coords, node_grid, node_of)
         blocks.nodes[coords] = node
-        value = np.array(data[blocks.block_slices(coords)], order="C")  # 0-d stays 0-d
-        open_batches = batches.setdefault(node, [[]])
-        if open_batches[-1] and sum(v.nbytes for _, v in open_batches[-1]) + value.nbytes \
-                > PLACE_BATCH_BYTES:
-            open_batches.append([])
-        open_batches[-1].append((coords, value))
-    driver_node = cluster.index_of(cluster.driver_node)
-    for node, node_batches in batches.items():
-        if node == driver_node:  # this process's object store: one put a block, no task
-            import ray
-
-            for coords, value in (item for batch in node_batches for item in batch):
-                blocks.refs[coords] = ray.put(value)
+        # a C-ordered slice as it is (Ray copies it into the store), else a copy; 0-d stays 0-d
+        value = np.array(data[blocks.block_slices(coords)], order="C", copy=None)
+        if node == driver_node:  # this process's object store: one put, no task
+            blocks.refs[coords] = ray.put(value)
             continue
-        for batch in node_batches:
-            *refs, report = submit(cluster, "place", node, [v for _, v in batch],
-                                   returns=len(batch) + 1)
-            for (coords, _), ref in zip(batch, refs, strict=True):
-                blocks.refs[coords], blocks.reported[coords] = ref, report
+        batch = batches.get(node)
+        if batch is not None and batch[1] + value.nbytes > PLACE_BATCH_BYTES:
+            send(node)  # full: at most one open batch per node is held here
+            batch = None
+        if batch is None:
+            batch = batches[node] = [[], 0]
+        batch[0].append((coords, value))
+        batch[1] += value.nbytes
+    for node in list(batches):
+        send(node)
     return DistributedArray(blocks, node_grid)

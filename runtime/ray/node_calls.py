@@ -40,16 +40,15 @@ def run_node_calls(cluster: RayCluster, calls: Sequence[tuple[int, object, Seque
     import ray
 
     put: dict[int, object] = {}
-    session = (id(cluster), cluster.epoch)
     fresh_kept: set[int] = set()
 
     def ref_of(value):
         if value is None:
             return None
         if isinstance(value, Kept):
-            found = value.stored.get(session)
+            found = value.stored_for(cluster, cluster.epoch)
             if found is None:
-                found = value.stored[session] = ray.put(value.value)
+                found = value.store(cluster, cluster.epoch, ray.put(value.value))
                 fresh_kept.add(id(value))
             return found
         found = put.get(id(value))

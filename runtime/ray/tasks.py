@@ -57,7 +57,7 @@ import numpy as np
 
 from tensorc.codegen.block_kernels import evaluate_block_expr
 from tensorc.planning.memory_fit import READ_OVERHEAD
-from tensorc.runtime.block_buffers import BlockBuffers
+from tensorc.runtime.block_buffers import BlockBuffers, holds
 from tensorc.runtime.ray.stages import READ, RUN, Step
 from tensorc.runtime.resident import PeakResident
 
@@ -65,8 +65,9 @@ MAX_RETRIES = 3
 
 READ_BUFFERS = BlockBuffers(keep_bytes=256 * 2**20)
 """The buffers this worker's read steps read stored blocks into, reused by later reads and
-later calls (:mod:`tensorc.runtime.block_buffers`): a read block goes back when the call
-drops it, a returned one never. At most 256 MiB of them wait idle."""
+later calls (:mod:`tensorc.runtime.block_buffers`): the buffer of a read block (the value
+the read step made of it is the buffer or a view of it) goes back when the call drops that
+value; a returned one never does. At most 256 MiB of them wait idle."""
 
 _REMOTES: dict[str, object] = {}
 _BLAS_SET = False
@@ -150,15 +151,21 @@ def stitch(shape: tuple[int, ...], piece_slices: tuple, pieces) -> np.ndarray:
 
 
 def _step_value(step, blocks: list):
+    """The step's result, and the :data:`READ_BUFFERS` buffer it holds (or ``None``)."""
     if step.kind == RUN:
-        return step.kernel(*blocks)
+        return step.kernel(*blocks), None
     if step.kind == READ:  # blocks[0] is the stored array: the block is read here
         stored = blocks[0]
         extent = tuple(s.stop - s.start for s in step.read)
-        block = stored.read(step.read, out=READ_BUFFERS.take(extent, stored.dtype))
-        return step.kernel(block, tuple(slice(0, n) for n in block.shape))
+        buffer = READ_BUFFERS.take(extent, stored.dtype)
+        block = stored.read(step.read, out=buffer)
+        value = step.kernel(block, tuple(slice(0, n) for n in block.shape))
+        if holds(value, buffer):
+            return value, buffer
+        READ_BUFFERS.give(buffer)  # the kernel copied it (a cast), or the read did not use it
+        return value, None
     region = stitch(step.shape, step.piece_slices, blocks)
-    return step.kernel(region, tuple(slice(0, n) for n in step.shape))
+    return step.kernel(region, tuple(slice(0, n) for n in step.shape)), None
 
 
 def run_steps(steps: tuple, args: tuple, exports: tuple[int, ...], threads: int = 1,
@@ -176,13 +183,17 @@ def run_steps(steps: tuple, args: tuple, exports: tuple[int, ...], threads: int 
     keep = set(exports)
     results: list = [None] * len(steps)
     if threads <= 1 or len(steps) < 2:
+        buffers: dict[int, np.ndarray] = {}  # step -> the read buffer its result holds
         for j, (step, inputs) in enumerate(steps):
-            results[j] = _step_value(step, [args[k] if kind == "x" else results[k]
-                                            for kind, k in inputs])
+            results[j], buffer = _step_value(step, [args[k] if kind == "x" else results[k]
+                                                    for kind, k in inputs])
+            if buffer is not None and j not in keep:
+                buffers[j] = buffer
             for kind, k in inputs:
                 if kind == "t" and last_use.get(k) == j and k not in keep:
-                    READ_BUFFERS.give_if_taken(results[k])
                     results[k] = None
+                    if k in buffers:
+                        READ_BUFFERS.give(buffers.pop(k))
         return [results[k] for k in exports]
     return _ThreadedCall(steps, args, exports, budget).run(threads)
 
@@ -208,6 +219,7 @@ class _ThreadedCall:
         self.uses = [len(c) for c in self.consumers]
         self.keep = set(exports)
         self.results: list = [None] * len(steps)
+        self.buffers: dict[int, np.ndarray] = {}  # step -> the read buffer its result holds
         self.live = 0  # bytes of the results held, plus the reads running
         self.computes: list[int] = []
         self.reads: list[int] = []
@@ -237,16 +249,20 @@ class _ThreadedCall:
             return heapq.heappop(computes), 0
         return None
 
-    def _finish(self, j: int, value, reserved: int) -> None:
+    def _finish(self, j: int, found: tuple, reserved: int) -> None:
+        value, buffer = found
         self.results[j] = value
+        if buffer is not None and j not in self.keep:
+            self.buffers[j] = buffer
         self.live += _nbytes(value) - reserved
         for kind, k in self.steps[j][1]:
             if kind == "t":
                 self.uses[k] -= 1
                 if self.uses[k] == 0 and k not in self.keep:
                     self.live -= _nbytes(self.results[k])
-                    READ_BUFFERS.give_if_taken(self.results[k])
                     self.results[k] = None
+                    if k in self.buffers:
+                        READ_BUFFERS.give(self.buffers.pop(k))
         for consumer in self.consumers[j]:
             self.waiting_on[consumer] -= 1
             if self.waiting_on[consumer] == 0:

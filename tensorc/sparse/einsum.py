@@ -122,13 +122,18 @@ def _plan(call: _Call, compute, result_sparse: bool, optimize, budget, source,
            repr(options.get("grid")), repr(options.get("block_shape")), budget,
            tuple((op.shape, op.dtype.str) for op in call.operands if isinstance(op, np.ndarray)))
     started = time.perf_counter()
-    (plan, inputs), reused = call.kept[position].plan_for(key, make)
+    made: list = []
+
+    def make_and_cut():  # the cut is kept, not the dense operands of the first call
+        made.extend(make())
+        return made[0], made[1][position]
+
+    (plan, cut), reused = call.kept[position].plan_for(key, make_and_cut)
     if not reused:
-        return plan, inputs
+        return made[0], made[1]
     again = copy.copy(plan)
     again.stats = {**plan.stats, "plan_seconds": time.perf_counter() - started,
                    "plan_cached": True}
-    cut = inputs[position]
     return again, [cut if k == position else op for k, op in enumerate(call.operands)]
 
 

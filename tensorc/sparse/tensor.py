@@ -28,6 +28,7 @@ Contract:
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -70,6 +71,7 @@ class SparseTensor:
         """What calls plan and cut it from, made once."""
         self._pieces: OrderedDict = OrderedDict()
         self._plans: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()  # calls on several threads may share one tensor
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -110,13 +112,16 @@ class SparseTensor:
         tensor, made by ``make()`` the first time ``key`` (the call's subscripts, the dense
         operands' shapes and dtypes, its options) is seen, then reused: its non-zeros never
         change, so neither does the plan. Returns ``(value, reused)``."""
-        found = self._plans.get(key)
-        if found is not None:
-            self._plans.move_to_end(key)
-            return found, True
-        found = self._plans[key] = make()
-        while len(self._plans) > PLANS_KEPT:
-            self._plans.popitem(last=False)
+        with self._lock:
+            found = self._plans.get(key)
+            if found is not None:
+                self._plans.move_to_end(key)
+                return found, True
+        found = make()  # two threads may both plan a new shape: the same plan, kept once
+        with self._lock:
+            self._plans[key] = found
+            while len(self._plans) > PLANS_KEPT:
+                self._plans.popitem(last=False)
         return found, False
 
     def kept_piece(self, blocks: SparseBlocks | CsrRowBlocks, keys: list[tuple]) -> Kept:
@@ -124,13 +129,14 @@ class SparseTensor:
         as a call's plan cuts it), made once per cut and kept (module docstring)."""
         wanted = tuple(sorted(set(keys)))
         key = (type(blocks).__name__, tuple(blocks.steps), wanted)
-        found = self._pieces.get(key)
-        if found is None:
-            value = piece(blocks, list(wanted))
-            found = self._pieces[key] = Kept(value, int(getattr(value, "nbytes", 0) or 0))
-            while len(self._pieces) > PIECES_KEPT:
-                self._pieces.popitem(last=False)
-        else:
-            self._pieces.move_to_end(key)
+        with self._lock:
+            found = self._pieces.get(key)
+            if found is None:
+                value = piece(blocks, list(wanted))
+                found = self._pieces[key] = Kept(value, int(getattr(value, "nbytes", 0) or 0))
+                while len(self._pieces) > PIECES_KEPT:
+                    self._pieces.popitem(last=False)
+            else:
+                self._pieces.move_to_end(key)
         return found
 
