@@ -56,7 +56,7 @@ from tensorc.planning.plan import Plan
 from tensorc.planning.program_layouts import LayoutPlan
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.sparse.construct import check_bounds, checked_coords
-from tensorc.sparse.formats import is_sparse
+from tensorc.sparse.formats import held, is_sparse
 from tensorc.stored import FanOut, StoredArray
 
 STAGES = ("ast", "ir", "plan", "tasks", "schedule", "dot")
@@ -429,7 +429,7 @@ def _sparse_array(name: str, value, decl: ast.TensorDecl, diags: Diagnostics, so
     sparsify), with coordinates of one integer dtype inside its shape; refused for a dense
     input (tensorc does not densify). A ``SparseTensor`` (``tc.asarray``) is taken as the
     array it holds."""
-    value = getattr(value, "wrapped", value) if is_sparse(value) else value
+    value = held(value)
     declared = f"'{source.line(decl.span.line).strip()}'" if source is not None else "sparse"
     kind = f"{type(value).__module__.split('.')[0]}.{type(value).__name__}"
     if decl.sparse is None:

@@ -364,10 +364,12 @@ def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -
     blocks = Blocks(data.shape, data.dtype, bounds, epoch=cluster.epoch)
     node_grid = node_grid_for(blocks.grid, cluster.nodes)
     driver_node = cluster.index_of(cluster.driver_node)
-    batches: dict[int, list] = {}  # node -> [its open batch, the batch's bytes]
+    batches: dict[int, list] = {}  # node -> its open batch of (coordinates, block)
+    batch_bytes: dict[int, int] = {}
 
     def send(node: int) -> None:
-        batch = batches.pop(node)[0]
+        batch = batches.pop(node)
+        batch_bytes.pop(node)
         *refs, report = submit(cluster, "place", node, [v for _, v in batch],
                                returns=len(batch) + 1)
         for (coords, _), ref in zip(batch, refs, strict=True):
@@ -381,14 +383,10 @@ def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -
         if node == driver_node:  # this process's object store: one put, no task
             blocks.refs[coords] = ray.put(value)
             continue
-        batch = batches.get(node)
-        if batch is not None and batch[1] + value.nbytes > PLACE_BATCH_BYTES:
+        if node in batches and batch_bytes[node] + value.nbytes > PLACE_BATCH_BYTES:
             send(node)  # full: at most one open batch per node is held here
-            batch = None
-        if batch is None:
-            batch = batches[node] = [[], 0]
-        batch[0].append((coords, value))
-        batch[1] += value.nbytes
+        batches.setdefault(node, []).append((coords, value))
+        batch_bytes[node] = batch_bytes.get(node, 0) + value.nbytes
     for node in list(batches):
         send(node)
     return DistributedArray(blocks, node_grid)

@@ -61,10 +61,11 @@ def run_on_nodes(executor, plan, inputs: list, target, kept: dict | None = None)
     stored_now = ran.get("kept_stored", set())
     reused = 0
     for part, (_, _, operands), (starts, packed) in zip(parts, calls, values, strict=True):
-        recv[part.node] = sum(_nbytes(op) for op in operands if not isinstance(op, Kept)
-                              or id(op) in stored_now)
-        reused += sum(op.nbytes for op in operands
-                      if isinstance(op, Kept) and id(op) not in stored_now)
+        for op in operands:  # a kept piece stored by an earlier call is not sent again
+            if isinstance(op, Kept) and id(op) not in stored_now:
+                reused += op.nbytes
+            else:
+                recv[part.node] += _nbytes(op)
         send[part.node] = sum(packed_bytes(p) for p in packed) + int(starts.nbytes)
         tasks[part.node] = part.tasks
         nonzeros[part.node] = part.nonzeros

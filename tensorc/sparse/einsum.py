@@ -43,7 +43,7 @@ from tensorc.planning.options import check_backend, check_casting, check_plan_op
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.task_pool import available_cores
 from tensorc.sparse.distributed import run_on_nodes
-from tensorc.sparse.formats import is_sparse, result_format, source
+from tensorc.sparse.formats import held, is_sparse, result_format, source
 from tensorc.sparse.plan import SparsePlan, plan_sparse
 from tensorc.sparse.results import SparseResultSink, empty_result
 from tensorc.sparse.rules import sparse_result
@@ -85,7 +85,7 @@ class _Call:
                     "(gather it with numpy.asarray first)")
         self.subscripts = subscripts
         self.originals = operands
-        self.sparse = [getattr(op, "wrapped", op) for op in operands if is_sparse(op)]
+        self.sparse = [held(op) for op in operands if is_sparse(op)]
         self.kept = {k: op for k, op in enumerate(operands) if isinstance(op, SparseTensor)}
         """Operands given as ``SparseTensor``, by position: their pieces are kept on Ray."""
         self.operands = [source(op) if is_sparse(op) else np.asarray(op)
@@ -114,23 +114,22 @@ def _plan(call: _Call, compute, result_sparse: bool, optimize, budget, source,
                            grid=options.get("grid"), block_shape=options.get("block_shape"),
                            budget=budget, memory_source=source)
 
-    kept = [k for k, op in enumerate(call.operands) if not isinstance(op, np.ndarray)]
-    if len(kept) != 1 or kept[0] not in call.kept:
+    sparse_positions = [k for k, op in enumerate(call.operands)
+                        if not isinstance(op, np.ndarray)]
+    if len(sparse_positions) != 1 or sparse_positions[0] not in call.kept:
         return make()
-    position = kept[0]
-    key = (call.subscripts, position, np.dtype(compute).str, result_sparse, repr(optimize), workers,
-           repr(options.get("grid")), repr(options.get("block_shape")), budget,
+    position = sparse_positions[0]
+    tensor = call.kept[position]
+    key = (call.subscripts, position, np.dtype(compute).str, result_sparse, repr(optimize),
+           workers, repr(options.get("grid")), repr(options.get("block_shape")), budget,
            tuple((op.shape, op.dtype.str) for op in call.operands if isinstance(op, np.ndarray)))
     started = time.perf_counter()
-    made: list = []
-
-    def make_and_cut():  # the cut is kept, not the dense operands of the first call
-        made.extend(make())
-        return made[0], made[1][position]
-
-    (plan, cut), reused = call.kept[position].plan_for(key, make_and_cut)
-    if not reused:
-        return made[0], made[1]
+    found = tensor.cached_plan(key)
+    if found is None:
+        plan, inputs = make()
+        tensor.keep_plan(key, plan, inputs[position])  # not the dense operands of this call
+        return plan, inputs
+    plan, cut = found
     again = copy.copy(plan)
     again.stats = {**plan.stats, "plan_seconds": time.perf_counter() - started,
                    "plan_cached": True}

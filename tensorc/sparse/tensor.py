@@ -19,7 +19,7 @@ Contract:
   at most :data:`PIECES_KEPT` cuts, least recently used dropped first; they die with the
   tensor.
 - A call whose only sparse operand is a ``SparseTensor`` plans once per shape of call
-  (:meth:`SparseTensor.plan_for`, at most :data:`PLANS_KEPT`): an iterative solver's
+  (:meth:`SparseTensor.cached_plan`, at most :data:`PLANS_KEPT`): an iterative solver's
   steps reuse the first step's plan and cut (``plan_cached`` in ``tc.last_stats()``).
 - ``shape``, ``dtype``, ``ndim``, ``nnz``; :meth:`to_sparse` (a copy of the wrapped array),
   :meth:`todense` (an ndarray). ``numpy.asarray`` of it is refused
@@ -43,7 +43,7 @@ PIECES_KEPT = 32
 """Cut pieces a tensor keeps for later calls (a 4-node call makes up to 4)."""
 
 PLANS_KEPT = 8
-"""Plans a tensor keeps for later calls of the same shape (:meth:`SparseTensor.plan_for`)."""
+"""Plans a tensor keeps for later calls of the same shape (:meth:`SparseTensor.keep_plan`)."""
 
 
 class SparseTensor:
@@ -107,22 +107,24 @@ class SparseTensor:
         return (f"SparseTensor(shape={self.shape}, dtype={self.dtype}, nnz={self.nnz}, "
                 f"{type(self.wrapped).__name__})")
 
-    def plan_for(self, key: tuple, make):
-        """The plan (and this tensor's cut) of a call whose only sparse operand is this
-        tensor, made by ``make()`` the first time ``key`` (the call's subscripts, the dense
-        operands' shapes and dtypes, its options) is seen, then reused: its non-zeros never
-        change, so neither does the plan. Returns ``(value, reused)``."""
+    def cached_plan(self, key: tuple) -> tuple | None:
+        """``(plan, cut)`` kept by :meth:`keep_plan` for a call of this shape (``key``: the
+        call's subscripts, the dense operands' shapes and dtypes, its options), or ``None``.
+        Its non-zeros never change, so neither does the plan of a call whose only sparse
+        operand is this tensor."""
         with self._lock:
             found = self._plans.get(key)
             if found is not None:
                 self._plans.move_to_end(key)
-                return found, True
-        found = make()  # two threads may both plan a new shape: the same plan, kept once
+            return found
+
+    def keep_plan(self, key: tuple, plan, cut) -> None:
+        """Keep ``plan`` and this tensor's ``cut`` for later calls of shape ``key`` (at
+        most :data:`PLANS_KEPT`, least recently used dropped first)."""
         with self._lock:
-            self._plans[key] = found
+            self._plans[key] = (plan, cut)
             while len(self._plans) > PLANS_KEPT:
                 self._plans.popitem(last=False)
-        return found, False
 
     def kept_piece(self, blocks: SparseBlocks | CsrRowBlocks, keys: list[tuple]) -> Kept:
         """The compact piece of the blocks ``keys`` of ``blocks`` (this tensor's source cut
