@@ -403,8 +403,18 @@ class CallRunner:
         )
 
     def _input_copies(self, inputs) -> dict:
+        """The nodes holding a copy of each input block before the run: what Ray's object
+        directory lists, and the copies the driver tracks (``Blocks.copies``: a directory
+        entry can lag behind a fetch that already finished, on a loaded machine)."""
         refs = [ref for blocks in inputs for ref in blocks.refs.values()]
-        return object_copies(self.cluster, refs)
+        found = object_copies(self.cluster, refs)
+        ids = self.cluster.node_ids
+        for blocks in inputs:
+            for coords, ref in blocks.refs.items():
+                tracked = {ids[n] for n in blocks.copies.get(coords, ()) if 0 <= n < len(ids)}
+                if tracked:
+                    found[ref] = found.get(ref, set()) | tracked
+        return found
 
     def _measure(self, staged, inputs, returned, ran_on_call,
                  existing) -> tuple[list[int], list[int]]:

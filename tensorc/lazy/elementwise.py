@@ -1,11 +1,15 @@
 """The standard's element-wise functions: each adds one ``map`` node (broadcasting, Python
-scalars, numpy's result types); :mod:`tensorc.lazy.lowering` fuses chains of them."""
+scalars, numpy's result types); :mod:`tensorc.lazy.lowering` fuses chains of them. With a
+sparse operand (scipy, pydata or ``tc.asarray`` of one) a function is
+:func:`tensorc.sparse.elementwise.apply`: sparse while it keeps zeros."""
 
 from __future__ import annotations
 
 from tensorc.lazy.array_object import Array, expr_of, operand, wrap
 from tensorc.lazy.data_types import astype
 from tensorc.lazy.graph import ArrayNode, mapped
+from tensorc.sparse.elementwise import apply as sparse_apply
+from tensorc.sparse.formats import is_sparse
 
 UNARY = {
     "abs": "abs", "acos": "acos", "acosh": "acosh", "asin": "asin", "asinh": "asinh",
@@ -44,6 +48,8 @@ def arguments(*values) -> list:
 
 def _unary(name: str, op: str):
     def fn(x, /) -> Array:
+        if is_sparse(x):
+            return sparse_apply(name, x)
         return wrap(mapped(op, expr_of(x)))
 
     fn.__name__ = name
@@ -53,6 +59,8 @@ def _unary(name: str, op: str):
 
 def _binary(name: str, op: str):
     def fn(x1, x2, /) -> Array:
+        if is_sparse(x1) or is_sparse(x2):
+            return sparse_apply(name, x1, x2)
         return wrap(mapped(op, *arguments(x1, x2)))
 
     fn.__name__ = name

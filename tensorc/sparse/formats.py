@@ -39,7 +39,7 @@ def pydata():
     return sparse
 
 
-def _is_tensor(value: object) -> bool:
+def is_tensor(value: object) -> bool:
     """Whether ``value`` is a :class:`~tensorc.sparse.tensor.SparseTensor` (by the marker
     its class carries: that module imports this one)."""
     return getattr(type(value), "is_tensorc_sparse", False)
@@ -47,13 +47,13 @@ def _is_tensor(value: object) -> bool:
 
 def held(value: object) -> object:
     """The scipy or pydata array a ``SparseTensor`` holds; any other value as it is."""
-    return value.wrapped if _is_tensor(value) else value
+    return value.wrapped if is_tensor(value) else value
 
 
 def is_sparse(value: object) -> bool:
     """Whether ``value`` is a scipy or pydata sparse array (by its type's module) or a
     :class:`~tensorc.sparse.tensor.SparseTensor`."""
-    if _is_tensor(value):
+    if is_tensor(value):
         return True
     module = type(value).__module__
     return module.startswith("scipy.sparse") or module == "sparse" or module.startswith(
@@ -101,7 +101,7 @@ def source(value: object) -> CooData | sp.csr_array:
     canonical coordinates. A CSR source need not be canonical: scipy's kernels take
     repeated or unsorted entries, and the coordinate form sums and sorts them. A
     ``SparseTensor``'s is the one it made once."""
-    if _is_tensor(value):
+    if is_tensor(value):
         return value.source
     if is_scipy(value) and value.ndim == 2:
         if value.format != "csr":

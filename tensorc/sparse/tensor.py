@@ -21,6 +21,10 @@ Contract:
 - A call whose only sparse operand is a ``SparseTensor`` plans once per shape of call
   (:meth:`SparseTensor.cached_plan`, at most :data:`PLANS_KEPT`): an iterative solver's
   steps reuse the first step's plan and cut (``plan_cached`` in ``tc.last_stats()``).
+- Element-wise arithmetic (``x * 2``, ``x * y``, ``-x``, ``x > 0``, ``x + 1``...) and numpy's
+  ufuncs (``np.sin(x)``) follow :mod:`tensorc.sparse.elementwise`: a ``SparseTensor`` while
+  the function keeps zeros, a dense ``tc.Array`` where it does not, refused over the memory
+  budget. ``x @ y`` is not an operator of it (``tc.matmul`` is).
 - ``shape``, ``dtype``, ``ndim``, ``nnz``; :meth:`to_sparse` (a copy of the wrapped array),
   :meth:`todense` (an ndarray). ``numpy.asarray`` of it is refused
   (:class:`~tensorc.errors.TypeCheckError`): densifying is asked for by name.
@@ -37,6 +41,7 @@ from tensorc.errors import TypeCheckError
 from tensorc.runtime.kept import Kept
 from tensorc.sparse.blocks import CsrRowBlocks, SparseBlocks
 from tensorc.sparse.compact import piece
+from tensorc.sparse.elementwise import apply, name_of_ufunc
 from tensorc.sparse.formats import is_scipy, is_sparse, source
 
 PIECES_KEPT = 32
@@ -103,6 +108,24 @@ class SparseTensor:
         raise TypeCheckError(f"numpy.asarray of a sparse {self.shape} tensor would densify "
                              f"its {self.nnz} non-zeros; call .todense() to do that")
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        name = name_of_ufunc(ufunc)
+        if method != "__call__" or kwargs or name is None:
+            return NotImplemented
+        return apply(name, *inputs)
+
+    def __neg__(self):
+        return apply("negative", self)
+
+    def __pos__(self):
+        return apply("positive", self)
+
+    def __abs__(self):
+        return apply("abs", self)
+
+    def __invert__(self):
+        return apply("bitwise_invert", self)
+
     def __repr__(self) -> str:
         return (f"SparseTensor(shape={self.shape}, dtype={self.dtype}, nnz={self.nnz}, "
                 f"{type(self.wrapped).__name__})")
@@ -142,3 +165,23 @@ class SparseTensor:
                 self._pieces.move_to_end(key)
         return found
 
+
+
+def _operator(name: str, reflected: bool = False):
+    def method(self, other):
+        return apply(name, other, self) if reflected else apply(name, self, other)
+
+    method.__name__ = name
+    method.__doc__ = f"Element-wise ``{name}`` (sparse while it keeps zeros)."
+    return method
+
+
+for _dunder, _name in {"add": "add", "sub": "subtract", "mul": "multiply",
+                       "truediv": "divide", "floordiv": "floor_divide", "mod": "remainder",
+                       "pow": "pow", "and": "bitwise_and", "or": "bitwise_or",
+                       "xor": "bitwise_xor"}.items():
+    setattr(SparseTensor, f"__{_dunder}__", _operator(_name))
+    setattr(SparseTensor, f"__r{_dunder}__", _operator(_name, reflected=True))
+for _dunder, _name in {"lt": "less", "le": "less_equal", "gt": "greater",
+                       "ge": "greater_equal"}.items():
+    setattr(SparseTensor, f"__{_dunder}__", _operator(_name))

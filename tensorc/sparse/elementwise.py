@@ -1,0 +1,185 @@
+"""Element-wise functions of sparse arrays: sparse while the function keeps zeros, dense
+(a lazy ``tc.Array``) where it cannot, refused where densifying would break the budget.
+
+Contract:
+
+- :func:`apply` computes ``name`` (an array API element-wise function: ``multiply``, ``sin``,
+  ``pow``, ``greater``...) on operands of which at least one is sparse (a scipy or pydata
+  array, or a :class:`~tensorc.sparse.tensor.SparseTensor`); the others are Python or numpy
+  scalars, numpy arrays or anything ``numpy.asarray`` takes (a ``tc.Array``).
+- **Sparse result** when every position outside the operands' non-zeros gives 0:
+  - with only sparse and scalar operands, when the function of zeros (and the scalars) is 0:
+    ``x * 2``, ``x / 3``, ``x ** 2``, ``-x``, ``abs(x)``, ``sin(x)``, ``sqrt(x)``,
+    ``x > 0``, ``x + y``, ``x * y``, ``maximum(x, y)`` of sparse ``x``, ``y``;
+  - with a dense array operand, for ``multiply``, ``logical_and`` and ``bitwise_and`` (0
+    times anything finite is 0) when the dense array is finite (0 × inf is nan in numpy:
+    then the result is dense, as numpy's is);
+  - every sparse operand has the result's shape (a dense operand may broadcast to it).
+  The values are computed at the union of the operands' non-zeros, zeros produced there
+  are dropped, and the result has numpy's dtype for the same dense operands. Its type: a
+  ``SparseTensor`` when an operand was one, else the scipy or pydata type the operands
+  imply (``tensorc.sparse.formats.result_format``).
+- **Dense result** otherwise (``x + 1``, ``exp(x)``, ``x == 0``, ``x / y``): each sparse
+  operand is densified and the array namespace's lazy function applied, so the result is a
+  ``tc.Array``. A sparse operand whose dense form is larger than the memory budget
+  (``tc.init(memory_limit=)``, else the executor's default) is refused with
+  :class:`~tensorc.errors.MemoryLimitError`, which names the function, the operand and
+  both sizes.
+- The lazy functions are bound by ``tensorc/lazy/__init__.py`` (:func:`bind_dense`): this
+  layer sits below the lazy arrays and cannot import them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from tensorc.codegen.coo import INDEX, CooData
+from tensorc.errors import MemoryLimitError, TensorcError
+from tensorc.planning.memory_fit import format_bytes
+from tensorc.session import current
+from tensorc.sparse.formats import (
+    canonical,
+    from_coo_data,
+    held,
+    is_sparse,
+    is_tensor,
+    result_format,
+)
+
+ANNIHILATING = frozenset({"multiply", "logical_and", "bitwise_and"})
+"""Functions whose value is 0 wherever one operand is 0 and the other is finite."""
+
+_dense_functions: dict[str, Callable] = {}
+_names_by_ufunc: dict[object, str] = {}
+
+
+def bind_dense(functions: dict[str, Callable]) -> None:
+    """Give this module the array namespace's lazy element-wise functions, by name (called
+    once by ``tensorc/lazy/__init__.py``)."""
+    _dense_functions.update(functions)
+    for name in functions:
+        found = getattr(np, name, None)
+        if isinstance(found, np.ufunc):
+            _names_by_ufunc.setdefault(found, name)
+
+
+def name_of_ufunc(ufunc: np.ufunc) -> str | None:
+    """The array namespace's name of a numpy ufunc (``np.arcsin`` → ``asin``), or ``None``."""
+    return _names_by_ufunc.get(ufunc)
+
+
+def apply(name: str, *args):
+    """``name`` of ``args``, sparse where it keeps zeros (see the module docstring)."""
+    sparse_at = [k for k, a in enumerate(args) if is_sparse(a)]
+    shapes = [_shape_of(a) for a in args]
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError as err:
+        raise TensorcError(f"tc.{name}: operands of shapes "
+                           f"{', '.join(str(s) for s in shapes)} do not broadcast") from err
+    function = getattr(np, name, None)
+    if function is not None and shape and all(shapes[k] == shape for k in sparse_at):
+        result = _sparse_result(name, function, args, sparse_at, shape)
+        if result is not None:
+            return result
+    return _dense_result(name, args, sparse_at)
+
+
+def _shape_of(value) -> tuple[int, ...]:
+    shape = getattr(value, "shape", None)
+    return tuple(int(d) for d in shape) if shape is not None else ()
+
+
+def _is_scalar(value) -> bool:
+    return isinstance(value, (bool, int, float, complex, np.generic)) or (
+        isinstance(value, np.ndarray) and value.ndim == 0)
+
+
+def _sparse_result(name: str, function, args, sparse_at: list[int], shape):
+    """The sparse result, or ``None`` when some position outside the non-zeros is not 0."""
+    dense_at = [k for k, a in enumerate(args) if k not in sparse_at and not _is_scalar(a)]
+    if dense_at and name not in ANNIHILATING:
+        return None
+    dense = {k: np.asarray(args[k]) for k in dense_at}
+    if any(d.dtype.kind in "fc" and not np.isfinite(d).all() for d in dense.values()):
+        return None
+    coos = [_coo(args[k]) for k in sparse_at]
+    probe = [np.zeros(1, coos[sparse_at.index(k)].dtype) if k in sparse_at
+             else np.ones(1, dense[k].dtype) if k in dense else a for k, a in enumerate(args)]
+    with np.errstate(all="ignore"):
+        at_zero = np.asarray(function(*probe))
+    if at_zero.dtype.hasobject or np.any(at_zero != 0):
+        return None
+    coords, values = _union(coos, shape)
+    inputs = list(args)
+    for k, v in zip(sparse_at, values, strict=True):
+        inputs[k] = v
+    for k, d in dense.items():
+        inputs[k] = np.broadcast_to(d, shape)[tuple(coords)]
+    out = np.asarray(function(*inputs))
+    kept = out != 0
+    if not kept.all():
+        coords, out = coords[:, kept], out[kept]
+    fmt = result_format([held(args[k]) for k in sparse_at], len(shape), out.dtype)
+    made = from_coo_data(CooData(tuple(shape), coords, out), fmt)
+    tensors = [args[k] for k in sparse_at if is_tensor(args[k])]
+    return type(tensors[0])(made, copy=False) if tensors else made
+
+
+def _coo(value) -> CooData:
+    """The canonical coordinates of a sparse operand (a tensor's own when it made them)."""
+    if is_tensor(value) and isinstance(value.source, CooData):
+        return value.source
+    return canonical(held(value))
+
+
+def _union(coos: list[CooData], shape) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The row-major union of the operands' coordinates and each operand's values there
+    (0 where it has none)."""
+    if len(coos) == 1:
+        return coos[0].coords, [coos[0].values]
+    if math.prod(shape) < 2**62:
+        ids = [np.ravel_multi_index(tuple(c.coords), shape) for c in coos]
+        union = np.unique(np.concatenate(ids))
+        coords = np.stack(np.unravel_index(union, shape)).astype(INDEX, copy=False)
+        places = [np.searchsorted(union, i) for i in ids]
+    else:  # too many positions for one int64 id: unique columns instead
+        coords, inverse = np.unique(np.concatenate([c.coords for c in coos], axis=1),
+                                    axis=1, return_inverse=True)
+        bounds = np.cumsum([0] + [c.nnz for c in coos])
+        places = [inverse.ravel()[bounds[k]:bounds[k + 1]] for k in range(len(coos))]
+    values = []
+    for c, at in zip(coos, places, strict=True):
+        v = np.zeros(coords.shape[1], c.values.dtype)
+        v[at] = c.values
+        values.append(v)
+    return coords, values
+
+
+def _dense_result(name: str, args, sparse_at: list[int]):
+    """The lazy function of the densified operands, within the memory budget."""
+    budget, where = current().memory_budget()
+    inputs = list(args)
+    for k in sparse_at:
+        value = args[k]
+        dense_bytes = math.prod(_shape_of(value)) * np.dtype(value.dtype).itemsize
+        if dense_bytes > budget:
+            raise MemoryLimitError(
+                f"tc.{name} would densify a sparse {_shape_of(value)} {np.dtype(value.dtype)} "
+                f"array ({held(value).nnz:,} non-zeros) into {format_bytes(dense_bytes)}, over the "
+                f"memory budget of {format_bytes(budget)} ({where}); functions that keep zeros "
+                f"(x * 2, x * y, x > 0, sin(x)) stay sparse")
+        inputs[k] = _todense(value)
+    function = _dense_functions.get(name)
+    if function is None:
+        raise TensorcError(f"tc.{name} of a sparse array: the array namespace is not loaded "
+                           "(import tensorc)")
+    return function(*inputs)
+
+
+def _todense(value) -> np.ndarray:
+    value = held(value)
+    return value.toarray() if hasattr(value, "toarray") else value.todense()
