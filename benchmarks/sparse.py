@@ -78,6 +78,11 @@ try:  # Dask's, not benchmarks/distributed.py
 except ImportError:  # the dask system is then refused when asked for
     distributed = None
 
+try:  # SuiteSparse:GraphBLAS through python-graphblas (the multithreaded single-node bar)
+    import graphblas
+except ImportError:  # the graphblas system is then refused when asked for
+    graphblas = None
+
 sys.path[:] = _path
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
@@ -87,13 +92,24 @@ import tensorc as tc  # noqa: E402
 from tensorc.runtime.resident import PeakResident  # noqa: E402
 
 NELL2 = (12_092, 9_184, 28_818)
-SYSTEMS = ("tensorc", "tensorc-ray", "scipy", "pydata", "dask", "numpy-gather")
-DEFAULT_SYSTEMS = ("tensorc", "scipy", "pydata", "numpy-gather")
+SYSTEMS = ("tensorc", "tensorc-ray", "scipy", "pydata", "graphblas", "dask", "numpy-gather")
+DEFAULT_SYSTEMS = ("tensorc", "scipy", "pydata", "graphblas", "numpy-gather")
 _DASK: dict = {"nodes": 4}
+
+
+def from_graphblas(value):
+    """A graphblas matrix as a scipy CSR array, a vector as an ndarray; anything else as it
+    is (for the checks: the timed calls keep graphblas's own objects)."""
+    if graphblas is not None and isinstance(value, graphblas.Matrix):
+        return sp.csr_array(graphblas.io.to_scipy_sparse(value, format="csr"))
+    if graphblas is not None and isinstance(value, graphblas.Vector):
+        return value.to_dense(fill_value=0)
+    return value
 
 
 def nbytes(value) -> int:
     """Compressed bytes of a sparse array, dense bytes of an ndarray."""
+    value = from_graphblas(value)
     if sp.issparse(value):
         value = value.tocsr() if value.format != "csr" else value
         return value.data.nbytes + value.indices.nbytes + value.indptr.nbytes
@@ -114,6 +130,7 @@ def _rows(value, rows: np.ndarray) -> np.ndarray:
 
 def check(result, reference) -> str:
     """``ok`` or what differs: non-zero counts of sparse results, then sampled rows."""
+    result = from_graphblas(result)
     if sp.issparse(reference) and getattr(result, "nnz", None) != reference.nnz:
         return f"WRONG nnz {getattr(result, 'nnz', None)} != {reference.nnz}"
     rng = np.random.default_rng(0)
@@ -258,7 +275,19 @@ def matrix_product_rows(a, b, reference, operands: int, systems, repeats: int) -
         rows.append(run_system("dask", dask_matmul(a, b), reference, operands, repeats))
     if "scipy" in systems:
         rows.append(run_system("scipy", lambda: a @ b, reference, operands, repeats))
+    if "graphblas" in systems:
+        ga, gb = to_graphblas(a), to_graphblas(b)
+        rows.append(run_system("graphblas", lambda: ga.mxm(gb).new(), reference, operands,
+                               repeats))
     return rows
+
+
+def to_graphblas(value):
+    """A scipy sparse matrix or a dense ndarray as a graphblas ``Matrix`` (made before
+    timing: a graphblas user keeps the library's own objects)."""
+    if sp.issparse(value):
+        return graphblas.io.from_scipy_sparse(value)
+    return graphblas.Matrix.from_dense(value)
 
 
 def spmm(n: int, density: float, cols: int, systems, repeats: int) -> list[dict]:
@@ -433,6 +462,143 @@ def pagerank_rows(nodes: int, edges: int, iterations: int, systems, repeats: int
         rows.append(run_system("pydata", lambda: pagerank(lambda r: transposed @ r, dangling,
                                                           iterations),
                                reference, operands, repeats))
+    if "graphblas" in systems:
+        gm = to_graphblas(m)
+        rows.append(run_system("graphblas", lambda: pagerank(
+            lambda r: gm.T.mxv(graphblas.Vector.from_dense(r)).new().to_dense(fill_value=0),
+            dangling, iterations), reference, operands, repeats))
+    return rows
+
+
+def walks(step, seeds: int, nodes: int, hops: int):
+    """The sparse chain: counts of the walks of ``hops`` steps from ``seeds`` start nodes,
+    ``R ← R · A`` ``hops`` times from ``R`` = one 1 per row (CSR, ``seeds`` × ``nodes``);
+    ``step(R)`` is one product, in the system's own types."""
+    start = sp.csr_array((np.ones(seeds), (np.arange(seeds), np.arange(seeds) * (nodes // seeds))),
+                         shape=(seeds, nodes))
+    return start, lambda first: _repeat(step, first, hops)
+
+
+def _repeat(step, value, times: int):
+    for _ in range(times):
+        value = step(value)
+    return value
+
+
+def chain_rows(nodes: int, edges: int, seeds: int, hops: int, systems, repeats: int
+               ) -> list[dict]:
+    """The sparse chain (``walks``) on the PageRank graph's adjacency: tensorc (``tc.einsum``
+    of the last product, a ``tc.asarray`` of ``A``, locally and on Ray), scipy, pydata
+    (``GCXS``) and graphblas, each product's result the next one's left operand."""
+    m, _ = power_law_graph(nodes, edges)
+    a = sp.csr_array((np.ones(m.nnz), m.indices, m.indptr), shape=m.shape)  # the adjacency
+    start, run = walks(None, seeds, nodes, hops)
+    operands = nbytes(a) + nbytes(start)
+    reference = _repeat(lambda r: r @ a, start, hops)
+    rows = []
+    kept = tc.asarray(a)
+    if "tensorc" in systems:
+        rows.append(run_system("tensorc", lambda: _repeat(
+            lambda r: tc.einsum("ij,jk->ik", r, kept, backend="local"), start, hops),
+            reference, operands, repeats))
+    if "tensorc-ray" in systems:
+        rows.append(run_system("tensorc-ray", lambda: _repeat(
+            lambda r: tc.einsum("ij,jk->ik", r, kept), start, hops),
+            reference, operands, repeats))
+    if "scipy" in systems:
+        rows.append(run_system("scipy", lambda: _repeat(lambda r: r @ a, start, hops),
+                               reference, operands, repeats))
+    if "pydata" in systems:
+        ga, gs = sparse.GCXS.from_scipy_sparse(a), sparse.GCXS.from_scipy_sparse(start)
+        rows.append(run_system("pydata", lambda: _repeat(lambda r: r @ ga, gs, hops),
+                               reference, operands, repeats))
+    if "graphblas" in systems:
+        ga, gs = to_graphblas(a), to_graphblas(start)
+        rows.append(run_system("graphblas", lambda: _repeat(lambda r: r.mxm(ga).new(), gs,
+                                                            hops),
+                               reference, operands, repeats))
+    return rows
+
+
+def ratings(users: int, items: int, density: float, seed: int = 7):
+    """A ratings matrix (CSR, values 1-5) with ``density`` of its entries rated, items drawn
+    by a power law (a few items hold most ratings)."""
+    rng = np.random.default_rng(seed)
+    count = int(users * items * density)
+    rows = rng.integers(0, users, count)
+    cols = np.minimum((items * rng.random(count) ** 1.5).astype(np.int64), items - 1)
+    r = sp.csr_array((rng.integers(1, 6, count).astype(np.float64), (rows, cols)),
+                     shape=(users, items))
+    r.sum_duplicates()
+    r.data[:] = np.minimum(r.data, 5.0)
+    return r
+
+
+def funk_svd(sampled, sparse_minus, times, steps: int, u, v, rate=1e-3, decay=0.05):
+    """``steps`` gradient steps of Funk's SVD: ``E = R - (U Vᵀ at R's entries)``,
+    ``U += rate (E V - decay U)``, ``V += rate (Eᵀ U - decay V)``; ``sampled(U, V)`` is
+    the sampled product, ``sparse_minus(P)`` is ``R - P`` and ``times(E, U, V)`` the two
+    products ``(E V, Eᵀ U)``, in the system's own types."""
+    for _ in range(steps):
+        error = sparse_minus(sampled(u, v))
+        grad_u, grad_v = times(error, u, v)
+        u, v = u + rate * (np.asarray(grad_u) - decay * u), v + rate * (
+            np.asarray(grad_v) - decay * v)
+    return np.concatenate([u, v])
+
+
+def funk_rows(users: int, items: int, density: float, rank: int, steps: int, systems,
+              repeats: int) -> list[dict]:
+    """Funk-SVD gradient steps: tensorc (the sampled product ``tc.einsum("ij,if,jf->ij")``
+    on R's pattern, ``R - P`` of sparse tensors, the two products by ``tc.einsum``), scipy
+    with a numpy gather for the sampled product, and graphblas (a masked ``mxm``)."""
+    r = ratings(users, items, density)
+    rng = np.random.default_rng(8)
+    u0, v0 = rng.random((users, rank)) * 0.1, rng.random((items, rank)) * 0.1
+    operands = nbytes(r) + u0.nbytes + v0.nbytes
+    rows_of = np.repeat(np.arange(users), np.diff(r.indptr))
+
+    def scipy_sampled(u, v):
+        return sp.csr_array((np.einsum("ij,ij->i", u[rows_of], v[r.indices]), r.indices,
+                             r.indptr), shape=r.shape)
+
+    def scipy_times(e, u, v):
+        return e @ v, e.T @ u
+
+    reference = funk_svd(scipy_sampled, lambda p: r - p, scipy_times, steps, u0, v0)
+    rows = []
+    if "tensorc" in systems or "tensorc-ray" in systems:
+        kept = tc.asarray(r)
+        pattern = kept != 0
+
+        def tensorc_times(e, u, v):
+            return tc.einsum("ij,jf->if", e, v), tc.einsum("ij,if->jf", e, u)
+
+        for system in ("tensorc", "tensorc-ray"):
+            if system in systems:
+                rows.append(run_system(system, lambda: funk_svd(
+                    lambda u, v: tc.einsum("ij,if,jf->ij", pattern, u, v),
+                    lambda p: kept - p, tensorc_times, steps, u0, v0),
+                    reference, operands, repeats))
+    if "scipy" in systems:
+        rows.append(run_system("scipy", lambda: funk_svd(
+            scipy_sampled, lambda p: r - p, scipy_times, steps, u0, v0),
+            reference, operands, repeats))
+    if "graphblas" in systems:
+        gr = to_graphblas(r)
+
+        def gb_sampled(u, v):
+            out = graphblas.Matrix(float, *r.shape)
+            out(gr.S) << to_graphblas(u).mxm(to_graphblas(v).T)
+            return out
+
+        def gb_times(e, u, v):
+            return (e.mxm(to_graphblas(v)).new().to_dense(fill_value=0),
+                    e.T.mxm(to_graphblas(u)).new().to_dense(fill_value=0))
+
+        rows.append(run_system("graphblas", lambda: funk_svd(
+            gb_sampled, lambda p: (gr - p).new(), gb_times, steps, u0, v0),
+            reference, operands, repeats))
     return rows
 
 
@@ -456,12 +622,23 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--edges", type=int, default=1_000_000, help="PageRank's edges")
     parser.add_argument("--iterations", type=int, default=20, help="PageRank's steps")
     parser.add_argument("--sweeps", type=int, default=5, help="CP-ALS sweeps")
+    parser.add_argument("--seeds", type=int, default=64, help="the chain's start nodes")
+    parser.add_argument("--hops", type=int, default=10, help="the chain's products")
+    parser.add_argument("--users", type=int, default=20_000, help="Funk-SVD's rows")
+    parser.add_argument("--items", type=int, default=10_000, help="Funk-SVD's columns")
+    parser.add_argument("--funk-rank", type=int, default=64, help="Funk-SVD's rank")
+    parser.add_argument("--steps", type=int, default=5, help="Funk-SVD's gradient steps")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     systems = set(args.systems.split(","))
     unknown = systems - set(SYSTEMS)
     if unknown:
         parser.error(f"unknown systems {sorted(unknown)}; choose from {', '.join(SYSTEMS)}")
+    if "graphblas" in systems:
+        if graphblas is None:
+            parser.error("the graphblas system needs python-graphblas (pip install "
+                         "python-graphblas)")
+        graphblas.init("suitesparse", blocking=True)
     _DASK["nodes"] = args.nodes
     if "tensorc-ray" in systems:
         tc.init(num_nodes=args.nodes)
@@ -499,6 +676,18 @@ def main(argv: list[str] | None = None) -> dict:
         report(f"pagerank ({args.iterations} steps of ij,i->j, {args.graph_nodes:,} nodes, "
                f"{args.edges:,} power-law edges)", rows)
         results["cases"]["pagerank"] = rows
+    if "chain" in cases:
+        rows = chain_rows(args.graph_nodes, args.edges, args.seeds, args.hops, systems,
+                          args.repeats)
+        report(f"chain ({args.hops} products R <- R A, {args.seeds} start rows, the "
+               f"PageRank graph's adjacency)", rows)
+        results["cases"]["chain"] = rows
+    if "funksvd" in cases:
+        rows = funk_rows(args.users, args.items, args.density, args.funk_rank, args.steps,
+                         systems, args.repeats)
+        report(f"funksvd ({args.steps} gradient steps, {args.users:,} x {args.items:,} at "
+               f"{args.density:.0%}, rank {args.funk_rank})", rows)
+        results["cases"]["funksvd"] = rows
     if args.json:
         write_json(args.json, results)
     return results

@@ -35,8 +35,11 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+import scipy.sparse as sp
 
 from tensorc.codegen.coo import INDEX, CooData
+from tensorc.codegen.sparse_kernels import scipy_holds
+from tensorc.codegen.sparse_loops import merge_sorted
 from tensorc.errors import MemoryLimitError, TensorcError
 from tensorc.planning.memory_fit import format_bytes
 from tensorc.session import current
@@ -44,10 +47,15 @@ from tensorc.sparse.formats import (
     canonical,
     from_coo_data,
     held,
+    is_scipy,
     is_sparse,
     is_tensor,
     result_format,
 )
+
+SCIPY_BINARY = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b,
+                "multiply": lambda a, b: a.multiply(b)}
+"""Functions of two sparse operands that scipy computes itself, for 2-d scipy arrays."""
 
 ANNIHILATING = frozenset({"multiply", "logical_and", "bitwise_and"})
 """Functions whose value is 0 wherever one operand is 0 and the other is finite."""
@@ -106,6 +114,11 @@ def _sparse_result(name: str, function, args, sparse_at: list[int], shape):
     dense = {k: np.asarray(args[k]) for k in dense_at}
     if any(d.dtype.kind in "fc" and not np.isfinite(d).all() for d in dense.values()):
         return None
+    if not dense and len(sparse_at) == len(args) == 2 and name in SCIPY_BINARY:
+        made = _by_scipy(name, *(held(a) for a in args))
+        if made is not None:
+            tensors = [a for a in args if is_tensor(a)]
+            return type(tensors[0])(made, copy=False) if tensors else made
     coos = [_coo(args[k]) for k in sparse_at]
     probe = [np.zeros(1, coos[sparse_at.index(k)].dtype) if k in sparse_at
              else np.ones(1, dense[k].dtype) if k in dense else a for k, a in enumerate(args)]
@@ -129,6 +142,20 @@ def _sparse_result(name: str, function, args, sparse_at: list[int], shape):
     return type(tensors[0])(made, copy=False) if tensors else made
 
 
+def _by_scipy(name: str, a, b):
+    """``a + b``, ``a - b`` or ``a * b`` of two 2-d scipy arrays of numbers by scipy's own
+    kernel (one pass over both, zeros dropped), as a CSR array of the operands' kind; or
+    ``None`` when scipy does not serve them."""
+    if not (is_scipy(a) and is_scipy(b) and a.ndim == b.ndim == 2):
+        return None
+    if any(np.dtype(x.dtype).kind not in "iufc" or not scipy_holds(x.dtype) for x in (a, b)):
+        return None
+    made = SCIPY_BINARY[name](a.tocsr(), b.tocsr())
+    fmt = result_format([a, b], 2, made.dtype)
+    made = made.tocsr()
+    return sp.csr_matrix(made) if fmt == "csr_matrix" else sp.csr_array(made)
+
+
 def _coo(value) -> CooData:
     """The canonical coordinates of a sparse operand (a tensor's own when it made them)."""
     if is_tensor(value) and isinstance(value.source, CooData):
@@ -139,13 +166,18 @@ def _coo(value) -> CooData:
 def _union(coos: list[CooData], shape) -> tuple[np.ndarray, list[np.ndarray]]:
     """The row-major union of the operands' coordinates and each operand's values there
     (0 where it has none)."""
-    if len(coos) == 1:
-        return coos[0].coords, [coos[0].values]
-    if math.prod(shape) < 2**62:
+    first = coos[0]
+    if all(c.nnz == first.nnz and np.array_equal(c.coords, first.coords) for c in coos[1:]):
+        return first.coords, [c.values for c in coos]  # one pattern (R - P, P sampled on R)
+    if math.prod(shape) < 2**62:  # canonical: row-major, so the positions are sorted
         ids = [np.ravel_multi_index(tuple(c.coords), shape) for c in coos]
-        union = np.unique(np.concatenate(ids))
-        coords = np.stack(np.unravel_index(union, shape)).astype(INDEX, copy=False)
-        places = [np.searchsorted(union, i) for i in ids]
+        union, places = ids[0], [np.arange(ids[0].shape[0])]
+        for more in ids[1:]:
+            union, at_union, at_more = merge_sorted(union, more)
+            places = [at_union[p] for p in places] + [at_more]
+        coords = np.empty((len(shape), union.shape[0]), INDEX)
+        for axis, found in enumerate(np.unravel_index(union, shape)):
+            coords[axis] = found
     else:  # too many positions for one int64 id: unique columns instead
         coords, inverse = np.unique(np.concatenate([c.coords for c in coos], axis=1),
                                     axis=1, return_inverse=True)

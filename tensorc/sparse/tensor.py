@@ -183,5 +183,6 @@ for _dunder, _name in {"add": "add", "sub": "subtract", "mul": "multiply",
     setattr(SparseTensor, f"__{_dunder}__", _operator(_name))
     setattr(SparseTensor, f"__r{_dunder}__", _operator(_name, reflected=True))
 for _dunder, _name in {"lt": "less", "le": "less_equal", "gt": "greater",
-                       "ge": "greater_equal"}.items():
+                       "ge": "greater_equal", "eq": "equal", "ne": "not_equal"}.items():
     setattr(SparseTensor, f"__{_dunder}__", _operator(_name))
+SparseTensor.__hash__ = object.__hash__  # == is element-wise; a tensor is still a dict key
