@@ -428,3 +428,18 @@ def test_unsupported_mixes_get_clear_errors(monkeypatch):
     monkeypatch.setattr(session.current(), "executor", RemoteExecutor())
     with pytest.raises(tc.UnsupportedError, match="local executor"):
         tc.plan("ij,jk->ik", a, np.ones((5, 3)), nodes=4)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+def test_a_sampled_product_runs_the_compiled_loop_where_it_serves(dtype):
+    rng = np.random.default_rng(12)
+    r = sp.random_array((300, 200), density=0.05, format="csr", rng=rng).astype(dtype)
+    u = rng.integers(-3, 4, (300, 8)).astype(dtype)
+    v = rng.integers(-3, 4, (200, 8)).astype(dtype)
+    got = tc.einsum("ij,if,jf->ij", r, u, v)
+    kernel = tc.last_stats()["steps"][0]["kernel"]
+    compiled = np.dtype(dtype) != np.int64
+    assert ("sampled product (compiled loop)" in kernel) == compiled, kernel
+    want = r.toarray() * (u @ v.T)
+    np.testing.assert_allclose(got.toarray(), want, rtol=1e-5)
+    assert got.nnz == np.count_nonzero(want)  # a product of 0 is not kept

@@ -22,7 +22,9 @@ only a block of a *dense* result is ever made dense. Which kernel runs a step
   Its commonest shape (one or two dense matrices gathered by one sparse index each, a
   dense result over one sparse and one free index: MTTKRP in any mode) runs as one
   compiled loop instead
-  (:mod:`~tensorc.codegen.sparse_loops`: no sort, no per-non-zero temporaries).
+  (:mod:`~tensorc.codegen.sparse_loops`: no sort, no per-non-zero temporaries), and so
+  does the sampled product (``ij,if,jf->ij``: two dense matrices gathered by the two sparse
+  indices, their shared index summed, the result on the sparse block's own pattern).
 - :class:`PydataEinsum` — anything else with two or more sparse blocks (element-wise
   products of sparse arrays, batched or n-d sparse contractions): pydata
   ``sparse.einsum``.
@@ -248,7 +250,7 @@ class GatherScatter:
 
     __slots__ = ("sparse_position", "dense", "product", "equation", "scatter", "free",
                  "output", "sparse_out", "dtype", "formats", "library", "sparse_key",
-                 "compiled")
+                 "compiled", "sampled")
 
     def __init__(self, keys: Sequence[Sequence[str]], sparse_position: int,
                  output: Sequence[str], sparse_out: bool, dtype) -> None:
@@ -288,7 +290,16 @@ class GatherScatter:
         """Whether calls run :mod:`~tensorc.codegen.sparse_loops`' compiled scatter loop: a dense
         result over one sparse and one free index, one or two dense matrices each gathered
         by one sparse index and spanning the free one, in a served dtype."""
+        self.sampled = (sparse_out and self.output == sparse_key and not self.free
+                        and len(self.dense) == 2 and sparse_loops.served(self.dtype)
+                        and len({rest for *_, rest in self.dense}) == 1
+                        and all(len(dims) == 1 and len(rest) == 1
+                                for _, dims, _, _, rest in self.dense)
+                        and self.dense[0][1] != self.dense[1][1])
+        """Whether calls run the compiled sampled product: the result on the sparse block's
+        pattern, each dense matrix gathered by one sparse index, one shared index summed."""
         self.library = ("tensorc gather-scatter (compiled loop)" if self.compiled
+                        else "tensorc sampled product (compiled loop)" if self.sampled
                         else "tensorc gather-scatter (fused, numpy)")
 
     def _rows(self, values: np.ndarray, coords: np.ndarray, dense: list[np.ndarray],
@@ -316,6 +327,8 @@ class GatherScatter:
         out_shape = self._out_shape(sparse, dense)
         if self.compiled:
             return self._scatter_compiled(sparse, dense, out_shape, out)
+        if self.sampled:
+            return self._sampled(sparse, dense)
         free_shape = tuple(out_shape[self.output.index(n)] for n in self.free)
         scatter_shape = tuple(sparse.shape[d] for d in self.scatter)
         coords, values = sparse.coords, sparse.values
@@ -359,6 +372,17 @@ class GatherScatter:
                    for (_, dims, _, _, _), block in zip(self.dense, dense, strict=True)]
         sparse_loops.scatter_products(view, coords[self.scatter[0]], sparse.values, factors)
         return target
+
+    def _sampled(self, sparse: CooData, dense: list[np.ndarray]) -> CooData:
+        """The sampled product on the block's own pattern (zeros it makes dropped)."""
+        (_, (d0,), _, _, _), (_, (d1,), _, _, _) = self.dense
+        coords = sparse.coords
+        values = sparse_loops.sampled_dots(sparse.values, coords[d0], coords[d1], dense[0],
+                                           dense[1])
+        kept = values != 0
+        if not kept.all():
+            return CooData(sparse.shape, coords[:, kept], values[kept])
+        return CooData(sparse.shape, coords, values)
 
     def _zeroed(self, out_shape, out) -> np.ndarray:
         """The dense result's array, zeroed: ``out`` when given, else a new one."""

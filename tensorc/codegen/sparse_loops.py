@@ -15,6 +15,10 @@ Contract:
   over the rows. scipy's own ``csr @ dense`` holds the GIL and runs its inner loop
   unvectorised: on a 20,000² CSR at 1 % times a 20,000 × 64 matrix it took 418 ms here, the
   compiled loop 264 ms on one thread and 96 ms on two.
+- :func:`sampled_dots` ``(values, rows, cols, left, right)`` returns, for every non-zero
+  ``n``, ``values[n] * (left[rows[n], :] · right[cols[n], :])``: the sampled product
+  ``ij,if,jf->ij`` (SDDMM, the step of a factorisation fitted to observed entries) with no
+  non-zeros × width temporaries.
 - :func:`merge_sorted` ``(a, b)`` merges two sorted, duplicate-free ``int64`` arrays (the
   row-major positions of two sparse operands' non-zeros) in one pass: their union and where
   each entry of ``a`` and of ``b`` sits in it. numpy has no merge: its ``unique`` hashes
@@ -62,6 +66,28 @@ def _rows_times(indptr, indices, data, dense, out):
             column, value = indices[entry], data[entry]
             for q in range(width):
                 out[row, q] += value * dense[column, q]
+
+
+def _dots(values, rows, cols, left, right, out):
+    width = left.shape[1]
+    for n in range(values.shape[0]):
+        a, b = rows[n], cols[n]
+        total = left[a, 0] * right[b, 0] if width else left.dtype.type(0)
+        for q in range(1, width):
+            total += left[a, q] * right[b, q]
+        out[n] = values[n] * total
+
+
+def sampled_dots(values: np.ndarray, rows: np.ndarray, cols: np.ndarray, left: np.ndarray,
+                 right: np.ndarray) -> np.ndarray:
+    """Each non-zero's value times the dot product of the rows it samples (module
+    docstring), in ``values``' dtype."""
+    dtype = values.dtype
+    left = np.ascontiguousarray(left, dtype=dtype)
+    right = np.ascontiguousarray(right, dtype=dtype)
+    out = np.empty_like(values)
+    _compiled(_dots)(values, rows, cols, left, right, out)
+    return out
 
 
 def _merge(a, b, union, at_a, at_b):

@@ -96,17 +96,24 @@ def plan_steps(spec: EinsumSpec, sparse: Sequence[bool], result_sparse: bool,
 
 def nnz_blocking(spec: EinsumSpec, nonzeros: dict[int, int], workers: int,
                  counts: dict[str, int] | None = None,
-                 rows_first: frozenset[int] = frozenset()) -> Blocking:
+                 rows_first: dict[int, int] | None = None) -> Blocking:
     """The default blocking (see the module docstring); ``nonzeros``: operand position →
     its non-zeros; ``counts`` forces blocks per index (a refinement); ``rows_first``: see
-    :func:`split_index`."""
+    :func:`split_index` (its values: the most blocks whose partial results stay small; a
+    split along a summed first dimension makes no more, and at least one per worker)."""
+    rows_first = rows_first or {}
     sizes = spec.size_of
     block = {name: max(size, 1) for name, size in sizes.items()}
     if counts is None:
         counts = {}
-        split = split_index(spec, nonzeros, rows_first)
+        split = split_index(spec, nonzeros, frozenset(rows_first))
         if split is not None:
-            counts[split] = split_count(max(nonzeros.values()), workers)
+            count = split_count(max(nonzeros.values()), workers)
+            if split not in spec.output:
+                caps = [most for p, most in rows_first.items() if spec.inputs[p][0] == split]
+                if caps:
+                    count = min(count, max(workers, min(caps) // workers * workers))
+            counts[split] = count
     for name, count in counts.items():
         count = min(max(1, count), max(sizes[name], 1))
         block[name] = max(1, math.ceil(sizes[name] / count))
