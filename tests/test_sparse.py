@@ -443,3 +443,22 @@ def test_a_sampled_product_runs_the_compiled_loop_where_it_serves(dtype):
     want = r.toarray() * (u @ v.T)
     np.testing.assert_allclose(got.toarray(), want, rtol=1e-5)
     assert got.nnz == np.count_nonzero(want)  # a product of 0 is not kept
+
+
+def test_a_block_fuller_than_its_compressed_form_multiplies_as_a_dense_one(monkeypatch):
+    rng = np.random.default_rng(13)
+    full = sp.random_array((40, 300), density=0.9, format="csr", rng=rng)
+    thin = sp.random_array((300, 200), density=0.02, format="csr", rng=rng)
+    want = (full @ thin).toarray()
+    made_dense = []
+    real = sp.csr_array.toarray
+
+    def recorded(self, *args, **kwargs):
+        made_dense.append(self.nnz / (self.shape[0] * self.shape[1]))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(sp.csr_array, "toarray", recorded)
+    got = tc.einsum("ij,jk->ik", full, thin)
+    assert made_dense and min(made_dense) > 0.6  # only the full operand's blocks
+    assert isinstance(got, sp.csr_array) and got.nnz == np.count_nonzero(want)
+    np.testing.assert_allclose(real(got), want)
