@@ -232,8 +232,8 @@ class SparseMatmul:
         transpose_a, transpose_b, transpose_out = self.layout
         left = csr_of(a) if is_sparse_block(a) else a
         right = csr_of(b) if is_sparse_block(b) else b
-        left = left.T if transpose_a else left
-        right = right.T if transpose_b else right
+        left = transposed(left) if transpose_a else left
+        right = transposed(right) if transpose_b else right
         if sp.issparse(left) and sp.issparse(right) and left.ndim == right.ndim == 2:
             product = (left.shape[0], right.shape[1])
             left, right = _dense_if_full(left, product), _dense_if_full(right, product)
@@ -249,6 +249,23 @@ class SparseMatmul:
         if self.sparse_out and isinstance(result, np.ndarray) and result.ndim == 2:
             result = sp.csr_array(result)  # scipy's own scan, zeros dropped
         return deliver(result, self.sparse_out, out, self.dtype)
+
+
+def transposed(value):
+    """``value.T``; a CSR or CSC block's as the other format over the same arrays. scipy's
+    ``.T`` goes through its constructor, which copies an index or value array under half of
+    the array it views (``prune``): a row block of a larger matrix was copied on every
+    transposed product (1.5 ms of a 7.5 ms PageRank step on a million edges)."""
+    if not (sp.issparse(value) and value.format in ("csr", "csc")):
+        return value.T
+    arrays = isinstance(value, sp.sparray)
+    kind = {("csr", True): sp.csc_array, ("csr", False): sp.csc_matrix,
+            ("csc", True): sp.csr_array, ("csc", False): sp.csr_matrix}[value.format, arrays]
+    flipped = kind(value.shape[::-1], dtype=value.dtype)
+    flipped.indptr, flipped.indices, flipped.data = value.indptr, value.indices, value.data
+    flipped.has_sorted_indices = bool(value.has_sorted_indices)
+    flipped.has_canonical_format = bool(value.has_canonical_format)
+    return flipped
 
 
 DENSE_BLOCK_BYTES = 64 * 2**20

@@ -99,8 +99,8 @@ def nnz_blocking(spec: EinsumSpec, nonzeros: dict[int, int], workers: int,
                  rows_first: dict[int, int] | None = None) -> Blocking:
     """The default blocking (see the module docstring); ``nonzeros``: operand position →
     its non-zeros; ``counts`` forces blocks per index (a refinement); ``rows_first``: see
-    :func:`split_index` (its values: the most blocks whose partial results stay small; a
-    split along a summed first dimension makes no more, and at least one per worker)."""
+    :func:`split_index` (its values: the blocks a split along that operand's summed first
+    dimension makes, at most the default count)."""
     rows_first = rows_first or {}
     sizes = spec.size_of
     block = {name: max(size, 1) for name, size in sizes.items()}
@@ -110,9 +110,9 @@ def nnz_blocking(spec: EinsumSpec, nonzeros: dict[int, int], workers: int,
         if split is not None:
             count = split_count(max(nonzeros.values()), workers)
             if split not in spec.output:
-                caps = [most for p, most in rows_first.items() if spec.inputs[p][0] == split]
-                if caps:
-                    count = min(count, max(workers, min(caps) // workers * workers))
+                chosen = [c for p, c in rows_first.items() if spec.inputs[p][0] == split]
+                if chosen:
+                    count = min(count, *chosen)
             counts[split] = count
     for name, count in counts.items():
         count = min(max(1, count), max(sizes[name], 1))
@@ -121,10 +121,11 @@ def nnz_blocking(spec: EinsumSpec, nonzeros: dict[int, int], workers: int,
     return Blocking(sizes=ordered, block=tuple((n, block[n]) for n, _ in ordered))
 
 
-def split_count(nnz: int, workers: int) -> int:
+def split_count(nnz: int, workers: int, block_nnz: int = BLOCK_NNZ) -> int:
     """The blocks the default blocking cuts an operand of ``nnz`` non-zeros into: at most
-    :data:`BLOCK_NNZ` each and at least one per worker, a multiple of the workers."""
-    wanted = max(math.ceil(nnz / BLOCK_NNZ), workers)
+    ``block_nnz`` (:data:`BLOCK_NNZ`) each and at least one per worker, a multiple of the
+    workers."""
+    wanted = max(math.ceil(nnz / block_nnz), workers)
     return math.ceil(wanted / workers) * workers
 
 
