@@ -55,6 +55,11 @@ class ExecutionError(TensorcError, RuntimeError):
     """A failure while running a task graph (a kernel raised, a node died)."""
 
 
+class NodeLostError(ExecutionError):
+    """A node died while work was running on it; the work can run again on the nodes left
+    (the sparse einsum driver does so by itself)."""
+
+
 class MemoryLimitError(PlanError, MemoryError):
     """A plan cannot run within its memory budget (``memory_limit=``); raised before anything
     runs, naming the smallest budget that would work and the operation that needs it."""

@@ -11,9 +11,11 @@ import time
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import tensorc as tc
 from tensorc.driver.block_programs import shipped
+from tensorc.runtime.ray.cluster import LOCAL_NODE_MEMORY
 from tensorc.session import current
 
 
@@ -120,3 +122,30 @@ def test_node_removed_mid_cholesky_runs_it_again_task_by_task(dying_cluster):
     lower, stats = _value_despite_a_node_death(session, factor, after=0.4)
     assert stats["per_task"] is True
     np.testing.assert_allclose(lower, np.linalg.cholesky(a), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.last
+def test_node_removed_mid_sparse_call_splits_the_work_again_over_the_nodes_left(dying_cluster):
+    """A sparse einsum's node calls die with their node: the call cuts its work again over
+    the nodes left (``reruns``), and its result is still scipy's."""
+    session = dying_cluster
+    local = session.cluster.local_cluster
+    local.add_node(num_cpus=1, object_store_memory=LOCAL_NODE_MEMORY)  # the tests before
+    session.cluster.refresh()  # removed one worker node each: this one dies here
+    assert session.cluster.nodes >= 2
+    rng = np.random.default_rng(51)
+    matrix = sp.random_array((20_000, 20_000), density=0.01, format="csr", rng=rng)
+    dense = rng.random((20_000, 16))
+    want = matrix @ dense
+    kept = tc.asarray(matrix)
+
+    def calls():
+        done = []
+        for _ in range(6):
+            done.append((tc.einsum("ij,jk->ik", kept, dense), tc.last_stats()["reruns"]))
+        return done
+
+    done = _value_despite_a_node_death(session, calls, after=0.3)
+    for result, _ in done:
+        np.testing.assert_allclose(result, want, rtol=1e-10)
+    assert sum(reruns for _, reruns in done) >= 1

@@ -13,15 +13,18 @@ ids of the ``Kept`` arguments this run stored). Each call is one staged call
 once). All calls are submitted before any is waited for; the function returns ``(values,
 statistics)``: each call's return value in order, and ``calls``, ``ran_on`` (the node index
 each ran on, from its report) and ``node_peak_rss_bytes`` (the highest peak RSS measured
-per node). A kernel's error, or a node lost mid-call, raises
-:class:`~tensorc.errors.ExecutionError` (no re-run: the caller can call again).
+per node). A kernel's error raises :class:`~tensorc.errors.ExecutionError`; a node lost
+mid-call raises :class:`~tensorc.errors.NodeLostError` once the cluster's membership shows
+it (at most :data:`NOTICE_SECONDS` of waiting for Ray to declare the node dead), so the
+caller can split the work again over the nodes left.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
-from tensorc.errors import ExecutionError
+from tensorc.errors import ExecutionError, NodeLostError
 from tensorc.runtime.kept import Kept
 from tensorc.runtime.ray.calls import (
     SUBMITTING,
@@ -32,6 +35,20 @@ from tensorc.runtime.ray.calls import (
 )
 from tensorc.runtime.ray.cluster import RayCluster
 from tensorc.runtime.ray.stages import RUN, Step
+
+NOTICE_SECONDS = 60.0
+"""How long a lost call waits for Ray to declare its node dead (Ray's own default takes up
+to about 30 s)."""
+
+
+def _await_membership(cluster: RayCluster, epoch: int) -> None:
+    """Return once the cluster's live nodes differ from those of ``epoch`` (or after
+    :data:`NOTICE_SECONDS`)."""
+    deadline = time.monotonic() + NOTICE_SECONDS
+    cluster.refresh()
+    while cluster.epoch == epoch and time.monotonic() < deadline:
+        time.sleep(0.1)
+        cluster.refresh()
 
 
 def run_node_calls(cluster: RayCluster, calls: Sequence[tuple[int, object, Sequence]]
@@ -69,12 +86,14 @@ def run_node_calls(cluster: RayCluster, calls: Sequence[tuple[int, object, Seque
                                          refs, returns=2)
             results.append(value)
             reports.append(report)
+    epoch = cluster.epoch
     try:
         peaks = wait_for_calls(cluster, reports)
-    except WorkerLost as err:
-        raise ExecutionError(f"a node worker died during one of {len(calls)} node calls; "
-                             f"run the call again ({cluster.describe()})") from err
-    values = ray.get(results)
+        values = ray.get(results)
+    except (WorkerLost, ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
+        _await_membership(cluster, epoch)
+        raise NodeLostError(f"a node died during one of {len(calls)} node calls "
+                            f"({cluster.describe()} now)") from err
     ran_on = cluster.locate(reports)
     return values, {"calls": len(calls), "ran_on": ran_on, "node_peak_rss_bytes": peaks,
                     "kept_stored": fresh_kept}

@@ -15,12 +15,17 @@ statistics after writing every result block into the target. Steps:
 3. each node's result blocks come back packed (:mod:`tensorc.sparse.compact`) and are
    written into the target: a sparse block into the sink, a dense one into its slice.
 
+A node that dies under the calls (:class:`~tensorc.errors.NodeLostError`) makes the run
+start again at step 1 over the nodes left, at most :data:`MAX_RERUNS` times (``reruns`` in
+the statistics): nothing was written into the target yet, and every operand is still on
+the driver (a kept piece is stored again for the new membership).
+
 Statistics: the plan's, with ``backend`` (the executor's), ``remote_calls`` (one per node
 with work), ``nodes_used``, ``tasks_per_node``, ``nonzeros_per_node`` (operand non-zeros
 each node read), ``node_recv_bytes`` (bytes of the arguments each node was sent: its pieces
 and every dense operand it reads), ``node_send_bytes`` (bytes of the packed blocks it
 returned), ``shipped_bytes`` (both, summed), ``duplicated_tasks``, ``ran_on``,
-``node_peak_rss_bytes``, ``partition_seconds``, ``run_seconds``, and
+``node_peak_rss_bytes``, ``reruns``, ``partition_seconds``, ``run_seconds``, and
 ``kept_bytes_reused`` (bytes of a ``SparseTensor``'s pieces an earlier call stored and this
 one read again: not in ``node_recv_bytes``).
 """
@@ -31,10 +36,14 @@ import time
 
 import numpy as np
 
+from tensorc.errors import NodeLostError
 from tensorc.runtime.kept import Kept
 from tensorc.sparse.compact import packed_bytes, unpack
 from tensorc.sparse.node_run import NodeRun
 from tensorc.sparse.partition import duplicated_tasks, partition
+
+MAX_RERUNS = 2
+"""Times a call is run again after a node died under it (each time over the nodes left)."""
 
 
 def _nbytes(value) -> int:
@@ -48,12 +57,20 @@ def run_on_nodes(executor, plan, inputs: list, target, kept: dict | None = None)
     docstring. ``kept``: the operands given as ``SparseTensor``, by position (their pieces
     are :class:`~tensorc.runtime.kept.Kept`: stored once, reused by later calls)."""
     started = time.perf_counter()
-    nodes = executor.nodes
     graph = plan.graph
-    parts = partition(graph, inputs, nodes, kept) if graph.outputs else []
-    calls = [(part.node, NodeRun(part.graph), part.operands) for part in parts]
-    partitioned = time.perf_counter()
-    values, ran = executor.run_node_calls(calls) if calls else ([], {})
+    reruns = 0
+    while True:
+        nodes = executor.nodes
+        parts = partition(graph, inputs, nodes, kept) if graph.outputs else []
+        calls = [(part.node, NodeRun(part.graph), part.operands) for part in parts]
+        partitioned = time.perf_counter()
+        try:
+            values, ran = executor.run_node_calls(calls) if calls else ([], {})
+            break
+        except NodeLostError:
+            if reruns >= MAX_RERUNS or nodes <= 1:
+                raise
+            reruns += 1  # nothing was written yet: split the work again over the nodes left
     recv = [0] * nodes
     send = [0] * nodes
     tasks = [0] * nodes
@@ -87,6 +104,7 @@ def run_on_nodes(executor, plan, inputs: list, target, kept: dict | None = None)
         "duplicated_tasks": duplicated_tasks(parts, graph) if parts else 0,
         "ran_on": ran.get("ran_on", []),
         "node_peak_rss_bytes": ran.get("node_peak_rss_bytes", [None] * nodes),
+        "reruns": reruns,
         "partition_seconds": partitioned - started,
         "run_seconds": finished - partitioned,
         "plan_cached": plan.stats.get("plan_cached", False),
