@@ -462,3 +462,21 @@ def test_a_block_fuller_than_its_compressed_form_multiplies_as_a_dense_one(monke
     assert made_dense and min(made_dense) > 0.6  # only the full operand's blocks
     assert isinstance(got, sp.csr_array) and got.nnz == np.count_nonzero(want)
     np.testing.assert_allclose(real(got), want)
+
+
+def test_a_repeated_call_plans_with_the_density_its_last_run_observed():
+    n = 2000  # a column times a row: the independence model says n non-zeros, there are n²
+    column = sp.csr_array((np.ones(n), (np.arange(n), np.zeros(n, int))), shape=(n, n))
+    row = sp.csr_array((np.ones(n), (np.zeros(n, int), np.arange(n))), shape=(n, n))
+    tc.einsum("ij,jk->ik", column, row)
+    first = tc.last_stats()
+    assert first["density_correction"] is None and first["estimated_output_nnz"] < 3 * n
+    assert "corrected from the last run" in tc.plan("ij,jk->ik", column, row).explain()
+    result = tc.einsum("ij,jk->ik", column, row)
+    again = tc.last_stats()
+    assert again["estimated_output_nnz"] == result.nnz == n * n
+    assert again["last_run_output_nnz"] == n * n
+    assert again["model_output_nnz"] == first["estimated_output_nnz"]
+    # the budget the first plan thought it kept is now known to be too small: refused
+    with pytest.raises(tc.MemoryLimitError, match="its result alone holds 48"):
+        tc.einsum("ij,jk->ik", column, row, memory_limit="20MB")

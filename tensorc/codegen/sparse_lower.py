@@ -26,7 +26,10 @@ statement's), the blocking and the compute dtype, and returns a :class:`SparseLo
 - output density is estimated by the simple independence model: a product term of a
   tuple is non-zero with probability ``p`` = the product of its sparse blocks' densities,
   an output entry sums ``K`` terms (the contracted extents), so it is non-zero with
-  probability ``1 - (1 - p)^K``; partials of one block combine as ``1 - ∏(1 - dₜ)``.
+  probability ``1 - (1 - p)^K``; partials of one block combine as ``1 - ∏(1 - dₜ)``. A
+  correction observed on an earlier run of the same call scales the last step's partial
+  densities (``final_factor``, at most full); ``StepInfo.model_nnz`` keeps the model's own
+  figure.
 
 Output blocks no task produces are zero (absent from a sparse result); the graph's
 ``outputs`` list only the produced ones.
@@ -90,6 +93,8 @@ class StepInfo:
     sparse_out: bool
     estimated_nnz: float
     size: int
+    model_nnz: float = 0.0
+    """The independence model's non-zeros, before a correction from an earlier run."""
 
     @property
     def estimated_density(self) -> float:
@@ -211,8 +216,8 @@ class _Builder:
         order = [bound.index(n) for n in names]
         return [tuple(row[p] for p in order) for row in rows]
 
-    def step(self, number: int, inputs: list[_Value], step: SparseStep) -> tuple[_Value,
-                                                                                  StepInfo]:
+    def step(self, number: int, inputs: list[_Value], step: SparseStep,
+             factor: float = 1.0) -> tuple[_Value, StepInfo]:
         names = tuple(dict.fromkeys(n for v in inputs for n in v.key))
         output = step.output
         keys = [v.key for v in inputs]
@@ -232,11 +237,12 @@ class _Builder:
         kind = PAIR if len(inputs) > 1 else APPLY
         reduce_kernel = None
         reduces = 0
+        modelled = 0.0
         for out_coords, group in itertools.groupby(rows, key=lambda r: tuple(r[p]
                                                                             for p in out_at)):
             shape = tuple(self.extent[n][c] for n, c in zip(output, out_coords, strict=True))
             size = math.prod(shape)
-            parts, zero = [], 1.0
+            parts, zero, model_zero = [], 1.0, 1.0
             for row in group:
                 sources = []
                 density = 1.0
@@ -251,12 +257,15 @@ class _Builder:
                         density *= min(1.0, value.nnz[coords] / block) if block else 0.0
                 terms = math.prod(self.extent[names[p]][row[p]] for p in contracted)
                 filled = 1.0 - (1.0 - density) ** terms if terms else 0.0
+                model_zero *= 1.0 - filled
+                filled = min(1.0, filled * factor)
                 zero *= 1.0 - filled
                 nbytes = self._nbytes(size * filled, size, len(output), step.sparse_out)
                 work = math.prod(self.extent[n][c] for n, c in zip(names, row, strict=True))
                 parts.append(self.add(Task((stage, *row), kind, kernel_index, tuple(sources),
                                            shape, nbytes, int(work * density * len(inputs)))))
             estimate = size * (1.0 - zero)
+            modelled += size * (1.0 - model_zero)
             if len(parts) == 1:
                 result.tasks[out_coords] = parts[0]
             else:
@@ -270,7 +279,7 @@ class _Builder:
             result.nnz[out_coords] = estimate
         total = math.prod(dict(self.blocking.sizes)[n] for n in output)
         info = StepInfo(equation(keys, output), kernel.library, len(rows), reduces,
-                        step.sparse_out, sum(result.nnz.values()), total)
+                        step.sparse_out, sum(result.nnz.values()), total, modelled)
         return result, info
 
     def _nbytes(self, nnz: float, size: int, ndim: int, sparse: bool) -> int:
@@ -278,8 +287,10 @@ class _Builder:
 
 
 def lower_sparse(scans: Sequence[SparseScan], steps: Sequence[SparseStep],
-                 blocking: Blocking, dtype) -> SparseLowering:
-    """The task graph of a sparse statement; see the module docstring."""
+                 blocking: Blocking, dtype, final_factor: float = 1.0) -> SparseLowering:
+    """The task graph of a sparse statement; see the module docstring. ``final_factor``
+    scales the last step's estimated density of every block's partial results (at most
+    full): what an earlier run of the same call observed over what the model said."""
     builder = _Builder(scans, blocking, dtype)
     values = [builder.operand(k, scan) for k, scan in enumerate(scans)]
     infos = []
@@ -287,7 +298,8 @@ def lower_sparse(scans: Sequence[SparseScan], steps: Sequence[SparseStep],
         inputs = [values[t] for t in step.taken]
         for t in sorted(step.taken, reverse=True):
             del values[t]
-        value, info = builder.step(number, inputs, step)
+        value, info = builder.step(number, inputs, step,
+                                   final_factor if number == len(steps) - 1 else 1.0)
         values.append(value)
         infos.append(info)
     final = values[-1]

@@ -42,6 +42,7 @@ from tensorc.frontend.subscripts import EinsumSpec, parse_einsum, sublist_to_sub
 from tensorc.planning.options import check_backend, check_casting, check_plan_options
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.task_pool import available_cores
+from tensorc.sparse import observed
 from tensorc.sparse.distributed import run_on_nodes
 from tensorc.sparse.formats import held, is_sparse, result_format, source
 from tensorc.sparse.plan import SparsePlan, plan_sparse
@@ -99,6 +100,10 @@ class _Call:
     def flags(self) -> list[bool]:
         return [not isinstance(op, np.ndarray) for op in self.operands]
 
+    def signature(self, compute) -> tuple:
+        """What identifies a repeat of this call (:func:`tensorc.sparse.observed.signature`)."""
+        return observed.signature(self.subscripts, self.operands, compute)
+
 
 def _plan(call: _Call, compute, result_sparse: bool, optimize, budget, source,
           executor=None) -> tuple:
@@ -109,10 +114,11 @@ def _plan(call: _Call, compute, result_sparse: bool, optimize, budget, source,
         "dense")
 
     def make():
+        found = observed.factor(call.signature(compute)) if result_sparse else None
         return plan_sparse(call.subscripts, call.spec, call.operands, compute, result_sparse,
                            _describe(fmt), optimize=optimize, workers=workers,
                            grid=options.get("grid"), block_shape=options.get("block_shape"),
-                           budget=budget, memory_source=source)
+                           budget=budget, memory_source=source, observed=found)
 
     sparse_positions = [k for k, op in enumerate(call.operands)
                         if not isinstance(op, np.ndarray)]
@@ -181,6 +187,7 @@ def run_sparse_einsum(subscripts, operands: tuple, *, out, optimize, backend, dt
     if result_sparse:
         result = target.assemble(fmt) if plan.graph.outputs else empty_result(
             shape, compute, fmt)
+        observed.record(call.signature(compute), plan.stats["model_output_nnz"], result.nnz)
         if np.dtype(result_type) != compute:
             result = result.astype(result_type)
         return result, stats

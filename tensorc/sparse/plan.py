@@ -60,7 +60,8 @@ class SparsePlan:
 
     def __init__(self, subscripts: str, spec: EinsumSpec, lowering: SparseLowering,
                  blocking: Blocking, memory: MemoryModel | None, operands: list[dict],
-                 result: str, memory_source: str, seconds: float) -> None:
+                 result: str, memory_source: str, seconds: float,
+                 observed: tuple[float, int] | None = None) -> None:
         self.subscripts = subscripts
         self.spec = spec
         self.lowering = lowering
@@ -80,6 +81,9 @@ class SparsePlan:
             "result": result,
             "estimated_output_nnz": final.estimated_nnz,
             "estimated_output_density": final.estimated_density,
+            "model_output_nnz": final.model_nnz,
+            "density_correction": None if observed is None else observed[0],
+            "last_run_output_nnz": None if observed is None else observed[1],
             "steps": [{"equation": s.equation, "kernel": s.library, "tasks": s.tasks,
                        "reduce_tasks": s.reduce_tasks, "sparse": s.sparse_out,
                        "estimated_density": s.estimated_density} for s in lowering.steps],
@@ -111,6 +115,10 @@ class SparsePlan:
         stats = self.stats
         lines.append(f"result: {self.result}, estimated density "
                      f"{stats['estimated_output_density']:.3g}")
+        if stats["density_correction"] is not None:
+            lines.append(f"  corrected from the last run of this call: "
+                         f"{stats['last_run_output_nnz']:,} non-zeros where the model said "
+                         f"{stats['model_output_nnz']:,.0f} (×{stats['density_correction']:.3g})")
         lines.append(f"tasks: {stats['tasks']} (load {stats['load_tasks']}, pair "
                      f"{stats['pair_tasks']}, apply {stats['apply_tasks']}, reduce "
                      f"{stats['reduce_tasks']})")
@@ -147,11 +155,12 @@ def _cut(spec: EinsumSpec, operands: Sequence[object], blocking: Blocking) -> li
             else op for op, names in zip(operands, spec.inputs, strict=True)]
 
 
-def _lower(spec: EinsumSpec, inputs: list, steps, blocking: Blocking, compute):
+def _lower(spec: EinsumSpec, inputs: list, steps, blocking: Blocking, compute,
+           factor: float = 1.0):
     scans = [SparseScan(names, True, op.counts) if _is_cut(op)
              else SparseScan(names, False) for op, names in zip(inputs, spec.inputs,
                                                                  strict=True)]
-    return lower_sparse(scans, steps, blocking, compute)
+    return lower_sparse(scans, steps, blocking, compute, factor)
 
 
 def _result_bytes(lowering: SparseLowering, compute: np.dtype, result_sparse: bool) -> int:
@@ -175,8 +184,11 @@ def _peak(lowering: SparseLowering, compute: np.dtype, result_sparse: bool,
 def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], compute,
                 result_sparse: bool, result: str, *, optimize: object, workers: int,
                 grid=None, block_shape=None, budget: int | None = None,
-                memory_source: str = "") -> tuple[SparsePlan, list]:
-    """The plan and the operands its loads read; see the module docstring."""
+                memory_source: str = "", observed: tuple[float, int] | None = None
+                ) -> tuple[SparsePlan, list]:
+    """The plan and the operands its loads read; see the module docstring. ``observed``:
+    ``(factor, non-zeros)`` of the result on the last run of this call
+    (:mod:`tensorc.sparse.observed`), which corrects the estimated density."""
     started = time.perf_counter()
     compute = np.dtype(compute)
     sparse = [not isinstance(op, np.ndarray) for op in operands]
@@ -192,7 +204,8 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
         rows_first = _rows_first(spec, operands, compute, result_sparse, workers)
         blocking = nnz_blocking(spec, nonzeros, workers, rows_first=rows_first)
     inputs = _cut(spec, operands, blocking)
-    lowering = _lower(spec, inputs, steps, blocking, compute)
+    factor = observed[0] if observed is not None else 1.0
+    lowering = _lower(spec, inputs, steps, blocking, compute, factor)
     memory = None
     if budget is not None:
         result_bytes = _result_bytes(lowering, compute, result_sparse)
@@ -215,7 +228,7 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
                 break
             finer = nnz_blocking(spec, nonzeros, workers, {split: count})
             finer_inputs = _cut(spec, operands, finer)
-            finer_lowering = _lower(spec, finer_inputs, steps, finer, compute)
+            finer_lowering = _lower(spec, finer_inputs, steps, finer, compute, factor)
             finer_peak = _peak(finer_lowering, compute, result_sparse, workers)
             if finer_peak >= peak:
                 break  # finer blocks no longer help
@@ -235,7 +248,7 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
     infos = [_operand_info(op, b if _is_cut(b) else None)
              for op, b in zip(operands, inputs, strict=True)]
     plan = SparsePlan(subscripts, spec, lowering, blocking, memory, infos, result,
-                      memory_source, time.perf_counter() - started)
+                      memory_source, time.perf_counter() - started, observed)
     return plan, inputs
 
 
