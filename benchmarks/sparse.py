@@ -1,6 +1,7 @@
-"""Sparse benchmark: SpGEMM, SpMM and sparse MTTKRP; tensorc (local, and on 4 Ray nodes)
-against scipy.sparse, pydata sparse, Dask distributed with sparse chunks and a hand-written
-numpy gather.
+"""Sparse benchmark: SpGEMM, SpMM, sparse MTTKRP, CP-ALS, PageRank, a sparse chain and
+Funk-SVD; tensorc (local, and on 4 Ray nodes) against scipy.sparse, pydata sparse,
+python-graphblas (SuiteSparse:GraphBLAS, multithreaded), Dask distributed with sparse
+chunks and a hand-written numpy gather.
 
 Cases (operands from ``tc.sparse.random``/a seeded generator, so every run sees the same
 data):
@@ -36,8 +37,23 @@ data):
   M, r)`` with ``M = tc.asarray(M)`` made once, locally and on Ray: the vector comes back
   to numpy each step; the plan is made once, and on Ray ``M``'s pieces are stored on the
   nodes by the warm-up run and read from there), Dask (``Mᵀ`` as ``COO`` row chunks
-  persisted on the workers, one ``compute`` a step), scipy (``M.T @ r``) and pydata
-  (``COO.T @ r``).
+  persisted on the workers, one ``compute`` a step), scipy (``M.T @ r``), pydata
+  (``COO.T @ r``) and graphblas (``M.T.mxv(r)``);
+* ``chain`` — the sparse chain: ``--hops`` (10) products ``R ← R A`` from ``R`` = one 1 in
+  each of ``--seeds`` (64) rows (walk counts from 64 start nodes), ``A`` the PageRank
+  graph's adjacency; each product's result is the next one's left operand (it fills up
+  to fully dense by the sixth hop): tensorc (``A`` a ``tc.asarray``), scipy, pydata
+  (``GCXS``) and graphblas (``mxm``);
+* ``funksvd`` — ``--steps`` (5) gradient steps of Funk's SVD on a ``--users`` × ``--items``
+  (20,000 × 10,000) ratings matrix at ``--density`` with power-law items, rank
+  ``--funk-rank`` (64): ``E = R - (U Vᵀ at R's entries)``, ``U += η (E V - λ U)``,
+  ``V += η (Eᵀ U - λ V)``. tensorc: the sampled product ``tc.einsum("ij,if,jf->ij",
+  R != 0, U, V)``, ``R - P`` of sparse tensors, the two products by ``tc.einsum``; scipy
+  with a numpy gather for the sampled product; graphblas with a masked ``mxm``.
+
+``graphblas`` (matrix cases, PageRank, chain, Funk-SVD) runs python-graphblas on
+SuiteSparse:GraphBLAS with its default threads (both cores here), its operands converted
+to its own objects before timing.
 
 Each system gets one warm-up call (checked against the reference: scipy for the matrix
 cases, numpy-gather for MTTKRP; a sparse result by its non-zero count and 256 sampled rows)
@@ -49,10 +65,12 @@ is counted). ``mem ratio`` is (operands + that peak) / (operands + result), oper
 at their compressed sizes (a dense result at its dense size): 1.0 means no memory beyond
 the answer; the target is at most 2.
 
-    python benchmarks/sparse.py [--cases spgemm,spmm,mttkrp,pagerank,cpals]
+    python benchmarks/sparse.py [--cases spgemm,spmm,mttkrp,pagerank,cpals,chain,funksvd]
         [--n 10000,20000]
         [--density 0.01] [--cols 64] [--nnz 2000000 | --large] [--rank 16] [--repeats 3]
-        [--systems tensorc,tensorc-ray,scipy,pydata,dask,numpy-gather] [--nodes 4]
+        [--systems tensorc,tensorc-ray,scipy,pydata,graphblas,dask,numpy-gather]
+        [--nodes 4] [--seeds 64] [--hops 10] [--users 20000] [--items 10000]
+        [--funk-rank 64] [--steps 5]
         [--tns] [--graph-nodes 100000] [--edges 1000000] [--iterations 20] [--sweeps 5]
         [--json PATH]
 """
@@ -571,15 +589,19 @@ def funk_rows(users: int, items: int, density: float, rank: int, steps: int, sys
         kept = tc.asarray(r)
         pattern = kept != 0
 
-        def tensorc_times(e, u, v):
-            return tc.einsum("ij,jf->if", e, v), tc.einsum("ij,if->jf", e, u)
+        def tensorc_steps(backend):
+            def times(e, u, v):
+                return (tc.einsum("ij,jf->if", e, v, backend=backend),
+                        tc.einsum("ij,if->jf", e, u, backend=backend))
 
-        for system in ("tensorc", "tensorc-ray"):
+            return lambda: funk_svd(
+                lambda u, v: tc.einsum("ij,if,jf->ij", pattern, u, v, backend=backend),
+                lambda p: kept - p, times, steps, u0, v0)
+
+        for system, backend in (("tensorc", "local"), ("tensorc-ray", None)):
             if system in systems:
-                rows.append(run_system(system, lambda: funk_svd(
-                    lambda u, v: tc.einsum("ij,if,jf->ij", pattern, u, v),
-                    lambda p: kept - p, tensorc_times, steps, u0, v0),
-                    reference, operands, repeats))
+                rows.append(run_system(system, tensorc_steps(backend), reference, operands,
+                                       repeats))
     if "scipy" in systems:
         rows.append(run_system("scipy", lambda: funk_svd(
             scipy_sampled, lambda p: r - p, scipy_times, steps, u0, v0),
@@ -604,7 +626,7 @@ def funk_rows(users: int, items: int, density: float, rank: int, steps: int, sys
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="spgemm,spmm,mttkrp,pagerank,cpals")
+    parser.add_argument("--cases", default="spgemm,spmm,mttkrp,pagerank,cpals,chain,funksvd")
     parser.add_argument("--n", default="10000,20000", help="matrix sizes (comma list)")
     parser.add_argument("--density", type=float, default=0.01)
     parser.add_argument("--cols", type=int, default=64)
