@@ -433,7 +433,9 @@ def test_unsupported_mixes_get_clear_errors(monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
 def test_a_sampled_product_runs_the_compiled_loop_where_it_serves(dtype):
     rng = np.random.default_rng(12)
-    r = sp.random_array((300, 200), density=0.05, format="csr", rng=rng).astype(dtype)
+    r = sp.random_array((300, 200), density=0.05, format="csr", rng=rng,
+                        data_sampler=lambda size: rng.integers(1, 5, size)).astype(dtype)
+    assert np.count_nonzero(r.data) == r.nnz
     u = rng.integers(-3, 4, (300, 8)).astype(dtype)
     v = rng.integers(-3, 4, (200, 8)).astype(dtype)
     got = tc.einsum("ij,if,jf->ij", r, u, v)
@@ -480,3 +482,25 @@ def test_a_repeated_call_plans_with_the_density_its_last_run_observed():
     # the budget the first plan thought it kept is now known to be too small: refused
     with pytest.raises(tc.MemoryLimitError, match="its result alone holds 48"):
         tc.einsum("ij,jk->ik", column, row, memory_limit="20MB")
+
+
+def test_a_correction_never_lowers_an_estimate_below_the_model():
+    s = sp.random_array((1000, 1000), density=0.5, format="csr", rng=np.random.default_rng(0))
+    with pytest.raises(tc.MemoryLimitError, match="its result alone holds"):
+        tc.einsum("ij,ij->ij", s, np.ones((1000, 1000)), memory_limit="2MB")
+    assert tc.einsum("ij,ij->ij", s, np.zeros((1000, 1000))).nnz == 0  # same signature
+    with pytest.raises(tc.MemoryLimitError, match="its result alone holds"):
+        tc.einsum("ij,ij->ij", s, np.ones((1000, 1000)), memory_limit="2MB")
+
+
+def test_a_full_block_times_an_infinite_entry_gives_scipys_answer():
+    rng = np.random.default_rng(14)
+    full = sp.random_array((40, 300), density=0.9, format="csr", rng=rng).toarray()
+    full[:, 5] = 0.0
+    full[0, 5] = 1.0
+    thin = sp.random_array((300, 200), density=0.02, format="lil", rng=rng)
+    thin[5, 7] = np.inf
+    full, thin = sp.csr_array(full), sp.csr_array(thin)
+    want = full @ thin
+    got = tc.einsum("ij,jk->ik", full, thin)
+    np.testing.assert_array_equal(got.toarray(), want.toarray())  # no nan where 0 × inf

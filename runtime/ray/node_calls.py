@@ -16,7 +16,9 @@ each ran on, from its report) and ``node_peak_rss_bytes`` (the highest peak RSS 
 per node). A kernel's error raises :class:`~tensorc.errors.ExecutionError`; a node lost
 mid-call raises :class:`~tensorc.errors.NodeLostError` once the cluster's membership shows
 it (at most :data:`NOTICE_SECONDS` of waiting for Ray to declare the node dead), so the
-caller can split the work again over the nodes left.
+caller can split the work again over the nodes left; a node worker that died while its
+node lives raises :class:`~tensorc.errors.ExecutionError` and is started again by the next
+call.
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ from tensorc.runtime.ray.calls import (
 from tensorc.runtime.ray.cluster import RayCluster
 from tensorc.runtime.ray.stages import RUN, Step
 
-NOTICE_SECONDS = 60.0
-"""How long a lost call waits for Ray to declare its node dead (Ray's own default takes up
-to about 30 s)."""
+NOTICE_SECONDS = 30.0
+"""How long a lost call waits for Ray to declare its node dead (Ray's default health check
+takes about 15 s); a worker that died on a node still alive after that is an
+:class:`~tensorc.errors.ExecutionError`, and the node workers are started again."""
 
 
 def _await_membership(cluster: RayCluster, epoch: int) -> None:
@@ -92,6 +95,11 @@ def run_node_calls(cluster: RayCluster, calls: Sequence[tuple[int, object, Seque
         values = ray.get(results)
     except (WorkerLost, ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
         _await_membership(cluster, epoch)
+        if cluster.epoch == epoch:  # a worker died on a node that lives: start new ones
+            cluster.workers_epoch = -1
+            raise ExecutionError(f"a node worker died during one of {len(calls)} node "
+                                 f"calls while its node lives ({cluster.describe()}); run "
+                                 "the call again") from err
         raise NodeLostError(f"a node died during one of {len(calls)} node calls "
                             f"({cluster.describe()} now)") from err
     ran_on = cluster.locate(reports)

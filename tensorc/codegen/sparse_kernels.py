@@ -14,8 +14,8 @@ only a block of a *dense* result is ever made dense. Which kernel runs a step
   (:mod:`~tensorc.codegen.sparse_loops`: the GIL released, so row blocks run side by side).
   In a sparse × sparse product a block whose dense form takes no more memory than its
   compressed one (about two thirds full, or more) is multiplied as a dense one when the
-  product fits in 64 MiB (``_dense_if_full``; a sparse result is still returned sparse):
-  a sparse operand is never made bigger.
+  product fits in 64 MiB and both blocks' values are finite (``_dense_if_full``; a sparse
+  result is still returned sparse): a sparse operand is never made bigger.
 - :class:`GatherScatter` — one sparse block times any dense blocks (MTTKRP
   ``ijk,jf,kf->if``, sampled products ``ij,ik,jk->ij``, scaling ``ij,j->ij``, reductions
   ``ij->i``): each non-zero gathers the dense rows it meets, the rows are multiplied (a
@@ -234,7 +234,8 @@ class SparseMatmul:
         right = csr_of(b) if is_sparse_block(b) else b
         left = transposed(left) if transpose_a else left
         right = transposed(right) if transpose_b else right
-        if sp.issparse(left) and sp.issparse(right) and left.ndim == right.ndim == 2:
+        if (sp.issparse(left) and sp.issparse(right) and left.ndim == right.ndim == 2
+                and _finite(left) and _finite(right)):  # 0 × inf is nan only when dense
             product = (left.shape[0], right.shape[1])
             left, right = _dense_if_full(left, product), _dense_if_full(right, product)
         if (sparse_loops.served(self.dtype) and sp.issparse(left) and left.format == "csr"
@@ -271,6 +272,12 @@ def transposed(value):
 DENSE_BLOCK_BYTES = 64 * 2**20
 """The most a block made dense in a sparse × sparse product (:func:`_dense_if_full`), and
 the dense product it makes, may take."""
+
+
+def _finite(block) -> bool:
+    """Whether a sparse block's stored values are all finite (a product with a dense
+    block, whose zeros are stored, then gives what the sparse product does)."""
+    return block.dtype.kind not in "fc" or bool(np.isfinite(block.data).all())
 
 
 def _dense_if_full(block, product: tuple[int, int]):

@@ -27,9 +27,9 @@ statement's), the blocking and the compute dtype, and returns a :class:`SparseLo
   tuple is non-zero with probability ``p`` = the product of its sparse blocks' densities,
   an output entry sums ``K`` terms (the contracted extents), so it is non-zero with
   probability ``1 - (1 - p)^K``; partials of one block combine as ``1 - ∏(1 - dₜ)``. A
-  correction observed on an earlier run of the same call scales the last step's partial
-  densities (``final_factor``, at most full); ``StepInfo.model_nnz`` keeps the model's own
-  figure.
+  correction observed on an earlier run of the same call scales the last step's block
+  estimates and each partial's (``final_factor``, at most full);
+  ``StepInfo.model_nnz`` keeps the model's own figure.
 
 Output blocks no task produces are zero (absent from a sparse result); the graph's
 ``outputs`` list only the produced ones.
@@ -242,7 +242,7 @@ class _Builder:
                                                                             for p in out_at)):
             shape = tuple(self.extent[n][c] for n, c in zip(output, out_coords, strict=True))
             size = math.prod(shape)
-            parts, zero, model_zero = [], 1.0, 1.0
+            parts, zero = [], 1.0
             for row in group:
                 sources = []
                 density = 1.0
@@ -257,15 +257,14 @@ class _Builder:
                         density *= min(1.0, value.nnz[coords] / block) if block else 0.0
                 terms = math.prod(self.extent[names[p]][row[p]] for p in contracted)
                 filled = 1.0 - (1.0 - density) ** terms if terms else 0.0
-                model_zero *= 1.0 - filled
-                filled = min(1.0, filled * factor)
                 zero *= 1.0 - filled
-                nbytes = self._nbytes(size * filled, size, len(output), step.sparse_out)
+                nbytes = self._nbytes(size * min(1.0, filled * factor), size, len(output),
+                                      step.sparse_out)
                 work = math.prod(self.extent[n][c] for n, c in zip(names, row, strict=True))
                 parts.append(self.add(Task((stage, *row), kind, kernel_index, tuple(sources),
                                            shape, nbytes, int(work * density * len(inputs)))))
-            estimate = size * (1.0 - zero)
-            modelled += size * (1.0 - model_zero)
+            modelled += size * (1.0 - zero)
+            estimate = min(size, size * (1.0 - zero) * factor)
             if len(parts) == 1:
                 result.tasks[out_coords] = parts[0]
             else:
@@ -289,7 +288,7 @@ class _Builder:
 def lower_sparse(scans: Sequence[SparseScan], steps: Sequence[SparseStep],
                  blocking: Blocking, dtype, final_factor: float = 1.0) -> SparseLowering:
     """The task graph of a sparse statement; see the module docstring. ``final_factor``
-    scales the last step's estimated density of every block's partial results (at most
+    scales the last step's estimated densities (each block's and each partial's, at most
     full): what an earlier run of the same call observed over what the model said."""
     builder = _Builder(scans, blocking, dtype)
     values = [builder.operand(k, scan) for k, scan in enumerate(scans)]

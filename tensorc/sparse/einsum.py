@@ -102,7 +102,12 @@ class _Call:
 
     def signature(self, compute) -> tuple:
         """What identifies a repeat of this call (:func:`tensorc.sparse.observed.signature`)."""
-        return observed.signature(self.subscripts, self.operands, compute)
+        options = tuple((k, repr(self.options.get(k))) for k in BLOCKING_OPTIONS)
+        return observed.signature(self.subscripts, self.operands, compute, options)
+
+
+BLOCKING_OPTIONS = ("grid", "block_shape", "workers")
+"""The call options a result's modelled density depends on (through the blocking)."""
 
 
 def _plan(call: _Call, compute, result_sparse: bool, optimize, budget, source,

@@ -21,10 +21,10 @@ Contract:
   imply (``tensorc.sparse.formats.result_format``).
 - **Dense result** otherwise (``x + 1``, ``exp(x)``, ``x == 0``, ``x / y``): each sparse
   operand is densified and the array namespace's lazy function applied, so the result is a
-  ``tc.Array``. A sparse operand whose dense form is larger than the memory budget
-  (``tc.init(memory_limit=)``, else the executor's default) is refused with
-  :class:`~tensorc.errors.MemoryLimitError`, which names the function, the operand and
-  both sizes.
+  ``tc.Array``. Sparse operands whose dense forms together are larger than the memory
+  budget (``tc.init(memory_limit=)``, else the executor's default) are refused with
+  :class:`~tensorc.errors.MemoryLimitError`, which names the function, the largest
+  operand and the sizes.
 - The lazy functions are bound by ``tensorc/lazy/__init__.py`` (:func:`bind_dense`): this
   layer sits below the lazy arrays and cannot import them.
 """
@@ -81,6 +81,8 @@ def name_of_ufunc(ufunc: np.ufunc) -> str | None:
 
 def apply(name: str, *args):
     """``name`` of ``args``, sparse where it keeps zeros (see the module docstring)."""
+    args = tuple(a if is_sparse(a) or _is_scalar(a) or hasattr(a, "shape") else np.asarray(a)
+                 for a in args)  # a list is an array, as numpy takes it
     sparse_at = [k for k, a in enumerate(args) if is_sparse(a)]
     shapes = [_shape_of(a) for a in args]
     try:
@@ -194,17 +196,21 @@ def _union(coos: list[CooData], shape) -> tuple[np.ndarray, list[np.ndarray]]:
 def _dense_result(name: str, args, sparse_at: list[int]):
     """The lazy function of the densified operands, within the memory budget."""
     budget, where = current().memory_budget()
+    sizes = {k: math.prod(_shape_of(args[k])) * np.dtype(args[k].dtype).itemsize
+             for k in sparse_at}
+    if sum(sizes.values()) > budget:
+        largest = max(sizes, key=sizes.get)
+        value = args[largest]
+        also = (f" (and {format_bytes(sum(sizes.values()))} with the other operand)"
+                if len(sizes) > 1 else "")
+        raise MemoryLimitError(
+            f"tc.{name} would densify a sparse {_shape_of(value)} {np.dtype(value.dtype)} "
+            f"array ({held(value).nnz:,} non-zeros) into {format_bytes(sizes[largest])}{also}, "
+            f"over the memory budget of {format_bytes(budget)} ({where}); functions that "
+            f"keep zeros (x * 2, x * y, x > 0, sin(x)) stay sparse")
     inputs = list(args)
     for k in sparse_at:
-        value = args[k]
-        dense_bytes = math.prod(_shape_of(value)) * np.dtype(value.dtype).itemsize
-        if dense_bytes > budget:
-            raise MemoryLimitError(
-                f"tc.{name} would densify a sparse {_shape_of(value)} {np.dtype(value.dtype)} "
-                f"array ({held(value).nnz:,} non-zeros) into {format_bytes(dense_bytes)}, over the "
-                f"memory budget of {format_bytes(budget)} ({where}); functions that keep zeros "
-                f"(x * 2, x * y, x > 0, sin(x)) stay sparse")
-        inputs[k] = _todense(value)
+        inputs[k] = _todense(args[k])
     function = _dense_functions.get(name)
     if function is None:
         raise TensorcError(f"tc.{name} of a sparse array: the array namespace is not loaded "

@@ -24,7 +24,10 @@ Contract:
 - Element-wise arithmetic (``x * 2``, ``x * y``, ``-x``, ``x > 0``, ``x + 1``...) and numpy's
   ufuncs (``np.sin(x)``) follow :mod:`tensorc.sparse.elementwise`: a ``SparseTensor`` while
   the function keeps zeros, a dense ``tc.Array`` where it does not, refused over the memory
-  budget. ``x @ y`` is not an operator of it (``tc.matmul`` is).
+  budget. ``x @ y`` is not an operator of it (``tc.matmul`` is). ``x == y`` is element-wise,
+  as numpy's is (so ``x in [y]`` compares arrays; a tensor still hashes by identity). A
+  scipy array on the left of an operator (``csr * x``) converts ``x`` with numpy, which is
+  refused: write ``x * csr`` or ``tc.multiply(csr, x)``.
 - ``shape``, ``dtype``, ``ndim``, ``nnz``; :meth:`to_sparse` (a copy of the wrapped array),
   :meth:`todense` (an ndarray). ``numpy.asarray`` of it is refused
   (:class:`~tensorc.errors.TypeCheckError`): densifying is asked for by name.
