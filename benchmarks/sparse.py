@@ -29,8 +29,10 @@ data):
   ``--tns`` also times a ``.tns`` round trip of the tensor (``tc.sparse.save_tns`` /
   ``load_tns``);
 * ``cpals`` — ``--sweeps`` (5) sweeps of CP-ALS at rank ``--rank`` on the NELL-2-like
-  tensor: each sweep's three MTTKRPs (one per mode) by tensorc (``tc.einsum``, the factors
-  back in numpy after each) or by the numpy gather, the R × R solves in numpy for both;
+  tensor (``--cp-shape`` for another shape): each sweep's three MTTKRPs (one per mode) by
+  tensorc (``tc.einsum``, the factors back in numpy after each) or by the numpy gather,
+  the R × R solves in numpy for both; ``tensorly`` is its sparse ``parafac`` from the same
+  start (reported as not run where its MTTKRP's dense Khatri-Rao product does not fit);
 * ``pagerank`` — ``--iterations`` (20) power-iteration steps on a directed graph of
   ``--graph-nodes`` (100,000) nodes and ``--edges`` (1M) edges whose targets follow a power
   law, each step ``Mᵀ r`` of the row-normalised CSR ``M``: tensorc (``tc.einsum("ij,i->j",
@@ -110,7 +112,8 @@ import tensorc as tc  # noqa: E402
 from tensorc.runtime.resident import PeakResident  # noqa: E402
 
 NELL2 = (12_092, 9_184, 28_818)
-SYSTEMS = ("tensorc", "tensorc-ray", "scipy", "pydata", "graphblas", "dask", "numpy-gather")
+SYSTEMS = ("tensorc", "tensorc-ray", "scipy", "pydata", "graphblas", "tensorly", "dask",
+           "numpy-gather")
 DEFAULT_SYSTEMS = ("tensorc", "scipy", "pydata", "graphblas", "numpy-gather")
 _DASK: dict = {"nodes": 4}
 
@@ -320,14 +323,14 @@ def spmm(n: int, density: float, cols: int, systems, repeats: int) -> list[dict]
     return rows
 
 
-def nell2_like(nnz: int, seed: int = 0, skew: float = 2.0):
+def nell2_like(nnz: int, seed: int = 0, skew: float = 2.0, shape=NELL2):
     """A NELL-2-shaped tensor with about ``nnz`` non-zeros, each coordinate drawn as
     ``floor(size · u^skew)`` (a power law: low indices hold most non-zeros, as in the real
     tensor), repeated coordinates summed."""
     rng = np.random.default_rng(seed)
     coords = np.stack([np.minimum((size * rng.random(nnz) ** skew).astype(np.int64), size - 1)
-                       for size in NELL2])
-    return tc.sparse.from_coo(coords, rng.random(nnz), NELL2)
+                       for size in shape])
+    return tc.sparse.from_coo(coords, rng.random(nnz), shape)
 
 
 def numpy_gather(x, mode: int, left: np.ndarray, right: np.ndarray) -> np.ndarray:
@@ -398,12 +401,13 @@ def cp_als(mttkrp, factors, iterations: int):
 CP_SUBSCRIPTS = ("ijk,jr,kr->ir", "ijk,ir,kr->jr", "ijk,ir,jr->kr")
 
 
-def cp_als_rows(nnz: int, rank: int, iterations: int, systems, repeats: int) -> list[dict]:
+def cp_als_rows(nnz: int, rank: int, iterations: int, systems, repeats: int,
+                shape=NELL2) -> list[dict]:
     """CP-ALS on the NELL-2-like tensor: its three MTTKRPs a sweep by ``tc.einsum`` or the
     numpy gather, the rest numpy; the stacked factors checked against the gather's."""
-    x = nell2_like(nnz)
+    x = nell2_like(nnz, shape=shape)
     rng = np.random.default_rng(7)
-    start = [rng.random((size, rank)) for size in NELL2]
+    start = [rng.random((size, rank)) for size in shape]
     operands = nbytes(x) + sum(f.nbytes for f in start)
 
     def gather(mode, left, right):
@@ -420,7 +424,31 @@ def cp_als_rows(nnz: int, rank: int, iterations: int, systems, repeats: int) -> 
     if "numpy-gather" in systems:
         rows.append(run_system("numpy-gather", lambda: cp_als(gather, start, iterations),
                                reference, operands, repeats))
+    if "tensorly" in systems:
+        try:
+            rows.append(run_system("tensorly", tensorly_cp(x, start, iterations), reference,
+                                   operands, repeats))
+        except MemoryError as err:  # its MTTKRP forms the dense Khatri-Rao product
+            print(f"   tensorly: not run here: {str(err).splitlines()[0]}")
     return rows
+
+
+def tensorly_cp(x, start, iterations: int):
+    """tensorly's sparse CP-ALS (``tensorly.contrib.sparse.decomposition.parafac`` on a
+    pydata ``COO``, its numpy backend) from the same starting factors, no tolerance stop:
+    the same updates as :func:`cp_als`."""
+    import tensorly
+    from tensorly.contrib.sparse.decomposition import parafac
+
+    tensorly.set_backend("numpy")
+    rank = start[0].shape[1]
+
+    def run():
+        init = tensorly.cp_tensor.CPTensor((np.ones(rank), [f.copy() for f in start]))
+        found = parafac(x, rank=rank, n_iter_max=iterations, init=init, tol=0)
+        return np.concatenate(found.factors)
+
+    return run
 
 
 def power_law_graph(nodes: int, edges: int, seed: int = 0, skew: float = 2.0):
@@ -644,6 +672,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--edges", type=int, default=1_000_000, help="PageRank's edges")
     parser.add_argument("--iterations", type=int, default=20, help="PageRank's steps")
     parser.add_argument("--sweeps", type=int, default=5, help="CP-ALS sweeps")
+    parser.add_argument("--cp-shape", default=",".join(map(str, NELL2)),
+                        help="CP-ALS's tensor shape (NELL-2's by default)")
     parser.add_argument("--seeds", type=int, default=64, help="the chain's start nodes")
     parser.add_argument("--hops", type=int, default=10, help="the chain's products")
     parser.add_argument("--users", type=int, default=20_000, help="Funk-SVD's rows")
@@ -688,9 +718,11 @@ def main(argv: list[str] | None = None) -> dict:
         results["mttkrp_tensor"] = info
     if "cpals" in cases:
         nnz = 10_000_000 if args.large else args.nnz
-        rows = cp_als_rows(nnz, args.rank, args.sweeps, systems, args.repeats)
-        report(f"cpals ({args.sweeps} CP-ALS sweeps, rank {args.rank}, the NELL-2-like "
-               f"tensor of {nnz:,} drawn non-zeros)", rows)
+        shape = tuple(int(d) for d in args.cp_shape.split(","))
+        rows = cp_als_rows(nnz, args.rank, args.sweeps, systems, args.repeats, shape)
+        report(f"cpals ({args.sweeps} CP-ALS sweeps, rank {args.rank}, a "
+               f"{' x '.join(map(str, shape))} NELL-2-like tensor of {nnz:,} drawn "
+               f"non-zeros)", rows)
         results["cases"]["cpals"] = rows
     if "pagerank" in cases:
         rows = pagerank_rows(args.graph_nodes, args.edges, args.iterations, systems,
