@@ -15,8 +15,9 @@ Contract:
   ``tc.last_stats()`` then reports the whole run (:func:`tensorc.driver.stats.program_stats`).
 - A program with inputs declared ``sparse`` (:attr:`Program.sparse_inputs`) takes scipy /
   pydata sparse arrays for them (a dense array there, or a sparse one for a dense input, is
-  ``E-input``) and runs in this process on any session, statements reading sparse values
-  as sparse einsums (:mod:`tensorc.driver.sparse_statements`; those that are not products
+  ``E-input``) and runs from this process, statements reading sparse values as sparse
+  einsums on the session's executor (on Ray, each on the nodes), the others in this
+  process (:mod:`tensorc.driver.sparse_statements`; those that are not products
   are ``E-unsupported`` at compile time).
 - ``Program.explain(stage=None, **sizes_and_params)`` prints one stage: ``ast``, ``ir``,
   ``plan`` (the default), ``tasks``, ``schedule`` or ``dot`` (Graphviz text of the task graphs).
@@ -341,8 +342,9 @@ class Program:
         unrolled = self.unrolled(sizes, params)
         steps = sparse_steps(unrolled, set(self.sparse_inputs), self.source)
         values, ran = run_sparse_program(self.runner, unrolled, arrays, steps)
+        backend = "ray" if any(s.get("backend") == "ray" for _, s in ran) else "local"
         run_stats.record(run_stats.program_stats(
-            ran, backend="local", seconds=time.perf_counter() - started))
+            ran, backend=backend, seconds=time.perf_counter() - started))
         return {name: values[label] for name, label in unrolled.outputs}
 
     def check_sparse_statements(self) -> None:
@@ -427,8 +429,10 @@ def _sparse_array(name: str, value, decl: ast.TensorDecl, diags: Diagnostics, so
     """A value for an input declared sparse, or a sparse value for any input: a scipy or
     pydata sparse array for a ``sparse`` input (never a dense one: tensorc does not
     sparsify), with coordinates of one integer dtype inside its shape; refused for a dense
-    input (tensorc does not densify). A ``SparseTensor`` (``tc.asarray``) is taken as the
-    array it holds."""
+    input (tensorc does not densify). A ``SparseTensor`` (``tc.asarray``) is checked as the
+    array it holds and passed on as itself when its dtype is the declared one (its plans
+    and, on Ray, its pieces on the nodes are then reused by later runs)."""
+    given = value
     value = held(value)
     declared = f"'{source.line(decl.span.line).strip()}'" if source is not None else "sparse"
     kind = f"{type(value).__module__.split('.')[0]}.{type(value).__name__}"
@@ -452,7 +456,9 @@ def _sparse_array(name: str, value, decl: ast.TensorDecl, diags: Diagnostics, so
         diags.error("E-input", f"sparse input '{name}': {problem}", decl.span,
                     "build it with tc.sparse.from_coo, which checks its coordinates")
         return None
-    return value if value.dtype == want else value.astype(want)
+    if value.dtype != want:
+        return value.astype(want)
+    return given if given is not value and is_sparse(given) else value
 
 
 def _declared_dtype(name: str, value, decl: ast.TensorDecl, diags: Diagnostics):

@@ -16,11 +16,12 @@ Contract:
   diagnostic at its ``file:line:col``; every such statement is reported in one
   :class:`~tensorc.errors.TcError`. The walk needs only the declarations, so it runs before
   anything is computed.
-- :func:`run_sparse_program` runs the statements in this process, in order: sparse steps
-  through :func:`~tensorc.sparse.einsum.run_sparse_einsum` (``backend="local"``: sparse
-  einsums never run on Ray), fills as fills, every other statement on the local executor as
-  in a dense program. Results are cast to their target's dtype. Returns ``(values by output
-  label, [(label, statistics)])``.
+- :func:`run_sparse_program` runs the statements in order: sparse steps through
+  :func:`~tensorc.sparse.einsum.run_sparse_einsum` on the session's executor (on a Ray
+  session each is one call per node, its result gathered here; a ``SparseTensor`` input's
+  pieces stay on the nodes between statements and runs), fills as fills, every other
+  statement on the local executor as in a dense program. Results are cast to their
+  target's dtype. Returns ``(values by output label, [(label, statistics)])``.
 """
 
 from __future__ import annotations
@@ -202,7 +203,7 @@ def run_sparse_program(runner, unrolled: Unrolled, arrays: dict,
             operands.append(step.scale)
         value, stats = run_sparse_einsum(
             step.subscripts, tuple(operands), out=None, optimize=runner.options.optimize,
-            backend="local", dtype=statement.program.dtype, order="K", casting="safe",
+            backend=None, dtype=statement.program.dtype, order="K", casting="safe",
             plan_options=_plan_options(runner))
         want = np.dtype(statement.dtype)
         if is_sparse(value):
