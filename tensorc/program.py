@@ -342,7 +342,7 @@ class Program:
         unrolled = self.unrolled(sizes, params)
         steps = sparse_steps(unrolled, set(self.sparse_inputs), self.source)
         values, ran = run_sparse_program(self.runner, unrolled, arrays, steps)
-        backend = "ray" if any(s.get("backend") == "ray" for _, s in ran) else "local"
+        backend = session.executor_for(None, ()).backend  # where the sparse einsums ran
         run_stats.record(run_stats.program_stats(
             ran, backend=backend, seconds=time.perf_counter() - started))
         return {name: values[label] for name, label in unrolled.outputs}
