@@ -487,14 +487,9 @@ def pagerank_rows(nodes: int, edges: int, iterations: int, systems, repeats: int
     reference = pagerank(lambda r: m.T @ r, dangling, iterations)
     rows = []
     kept = tc.asarray(m)  # planned once; on Ray its pieces stay on the nodes
-    if "tensorc" in systems:
-        rows.append(run_system("tensorc", lambda: pagerank(
-            lambda r: tc.einsum("ij,i->j", kept, r, backend="local"), dangling, iterations),
-            reference, operands, repeats))
-    if "tensorc-ray" in systems:
-        rows.append(run_system("tensorc-ray", lambda: pagerank(
-            lambda r: tc.einsum("ij,i->j", kept, r), dangling, iterations),
-            reference, operands, repeats))
+    rows += tensorc_rows(systems, lambda backend: lambda: pagerank(
+        lambda r: tc.einsum("ij,i->j", kept, r, backend=backend), dangling, iterations),
+        reference, operands, repeats)
     if "dask" in systems:
         rows.append(run_system("dask", lambda: pagerank(dask_vector_step(m), dangling,
                                                         iterations),
@@ -514,6 +509,14 @@ def pagerank_rows(nodes: int, edges: int, iterations: int, systems, repeats: int
             lambda r: gm.T.mxv(graphblas.Vector.from_dense(r)).new().to_dense(fill_value=0),
             dangling, iterations), reference, operands, repeats))
     return rows
+
+
+def tensorc_rows(systems, call_on, reference, operands: int, repeats: int) -> list[dict]:
+    """The tensorc arms in ``systems``: ``call_on(backend)`` (a timed callable) run in this
+    process (``"local"``) and on the session's Ray nodes (``None``)."""
+    return [run_system(system, call_on(backend), reference, operands, repeats)
+            for system, backend in (("tensorc", "local"), ("tensorc-ray", None))
+            if system in systems]
 
 
 def walks(step, seeds: int, nodes: int, hops: int):
@@ -543,14 +546,9 @@ def chain_rows(nodes: int, edges: int, seeds: int, hops: int, systems, repeats: 
     reference = _repeat(lambda r: r @ a, start, hops)
     rows = []
     kept = tc.asarray(a)
-    if "tensorc" in systems:
-        rows.append(run_system("tensorc", lambda: _repeat(
-            lambda r: tc.einsum("ij,jk->ik", r, kept, backend="local"), start, hops),
-            reference, operands, repeats))
-    if "tensorc-ray" in systems:
-        rows.append(run_system("tensorc-ray", lambda: _repeat(
-            lambda r: tc.einsum("ij,jk->ik", r, kept), start, hops),
-            reference, operands, repeats))
+    rows += tensorc_rows(systems, lambda backend: lambda: _repeat(
+        lambda r: tc.einsum("ij,jk->ik", r, kept, backend=backend), start, hops),
+        reference, operands, repeats)
     if "scipy" in systems:
         rows.append(run_system("scipy", lambda: _repeat(lambda r: r @ a, start, hops),
                                reference, operands, repeats))
@@ -626,10 +624,7 @@ def funk_rows(users: int, items: int, density: float, rank: int, steps: int, sys
                 lambda u, v: tc.einsum("ij,if,jf->ij", pattern, u, v, backend=backend),
                 lambda p: kept - p, times, steps, u0, v0)
 
-        for system, backend in (("tensorc", "local"), ("tensorc-ray", None)):
-            if system in systems:
-                rows.append(run_system(system, tensorc_steps(backend), reference, operands,
-                                       repeats))
+        rows += tensorc_rows(systems, tensorc_steps, reference, operands, repeats)
     if "scipy" in systems:
         rows.append(run_system("scipy", lambda: funk_svd(
             scipy_sampled, lambda p: r - p, scipy_times, steps, u0, v0),

@@ -4,27 +4,20 @@ catches a wrong one."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from script_modules import script_module
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "sparse.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(SCRIPT.parent))  # the script's own helpers (benchmarks/common.py)
-    spec = importlib.util.spec_from_file_location("benchmark_sparse", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
+    with script_module(SCRIPT, "benchmark_sparse") as module:
         yield module
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
 
 
 SMALL = ["--cases", "spgemm,spmm,pagerank,chain,funksvd", "--n", "600", "--density", "0.02",

@@ -9,13 +9,12 @@ budget, not the clock, is what the search counts.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from planning_problems import problem
+from script_modules import script_module
 
 from tensorc.driver.block_programs import shipped
 from tensorc.planning.block_counts import choose_counts
@@ -64,15 +63,8 @@ SCALE = Path(__file__).resolve().parent.parent / "benchmarks" / "scale.py"
 
 @pytest.fixture(scope="module")
 def scale():
-    folder = str(SCALE.parent)
-    sys.path.insert(0, folder)  # the script imports common and planner_targets
-    spec = importlib.util.spec_from_file_location("benchmark_scale", SCALE)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
+    with script_module(SCALE, "benchmark_scale") as module:  # imports common, planner_targets
         yield module
-    finally:
-        sys.path.remove(folder)
 
 
 def test_cholesky_counts_are_chosen_for_64_nodes(scale):
