@@ -504,3 +504,23 @@ def test_a_full_block_times_an_infinite_entry_gives_scipys_answer():
     want = full @ thin
     got = tc.einsum("ij,jk->ik", full, thin)
     np.testing.assert_array_equal(got.toarray(), want.toarray())  # no nan where 0 × inf
+
+
+def test_a_skewed_operand_is_cut_finer_until_no_block_holds_more_than_a_workers_share():
+    rng = np.random.default_rng(15)
+    n, count = 8000, 400_000
+    rows = np.minimum((n * rng.random(count) ** 2).astype(np.int64), n - 1)  # power law
+    x = tc.sparse.from_coo(np.stack([rows, rng.integers(0, 300, count)]), rng.random(count),
+                           (n, 300))
+    b = rng.random((300, 4))
+    got = tc.einsum("ij,jf->if", x, b, workers=4)
+    stats = tc.last_stats()
+    (operand,) = [info for info in stats["operands"] if info["sparse"]]
+    assert operand["block_nnz_max"] <= 1.25 * x.nnz / 4, stats["blocking"]
+    assert "i: 8000/" in stats["blocking"] and "-> 4," not in stats["blocking"]
+    np.testing.assert_allclose(got, x.todense() @ b, rtol=1e-10)
+    uniform = tc.sparse.from_coo(np.stack([rng.integers(0, n, count),
+                                           rng.integers(0, 300, count)]),
+                                 rng.random(count), (n, 300))
+    tc.einsum("ij,jf->if", uniform, b, workers=4)
+    assert "i: 8000/2000 -> 4" in tc.last_stats()["blocking"]  # even blocks stay as they were

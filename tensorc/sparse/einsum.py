@@ -123,7 +123,8 @@ def _plan(call: _Call, compute, result_sparse: bool, optimize, budget, source,
         return plan_sparse(call.subscripts, call.spec, call.operands, compute, result_sparse,
                            _describe(fmt), optimize=optimize, workers=workers,
                            grid=options.get("grid"), block_shape=options.get("block_shape"),
-                           budget=budget, memory_source=source, observed=found)
+                           budget=budget, memory_source=source, observed=found,
+                           spread=executor is not None and not executor.in_process)
 
     sparse_positions = [k for k, op in enumerate(call.operands)
                         if not isinstance(op, np.ndarray)]
