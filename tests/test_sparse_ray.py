@@ -172,3 +172,23 @@ def test_a_raw_scipy_operand_is_sent_by_every_call():
         stats = tc.last_stats()
         assert stats["kept_bytes_reused"] == 0
         assert sum(stats["node_recv_bytes"]) >= a.data.nbytes + a.indices.nbytes
+
+
+def test_a_large_sum_over_rows_spreads_its_output_blocks_over_the_nodes(monkeypatch):
+    from tensorc.sparse import plan as sparse_plan
+
+    monkeypatch.setattr(sparse_plan, "SPREAD_NNZ", 1000)  # as if this tensor were large
+    rng = np.random.default_rng(21)
+    count = 200_000
+    coords = np.stack([rng.integers(0, 400, count),
+                       np.minimum((900 * rng.random(count) ** 2).astype(np.int64), 899),
+                       rng.integers(0, 300, count)])
+    x = tc.sparse.from_coo(coords, rng.random(count), (400, 900, 300))
+    a, c = rng.random((400, 8)), rng.random((300, 8))
+    got = tc.einsum("ijk,ir,kr->jr", x, a, c)  # summed over i: split along j, the output
+    stats = tc.last_stats()
+    assert "i: 400/400 -> 1" in stats["blocking"]
+    per_node = stats["nonzeros_per_node"]
+    assert max(per_node) <= 1.25 * x.nnz / len(per_node), per_node  # power law in j, even
+    want = np.einsum("ijk,ir,kr->jr", x.todense(), a, c)
+    np.testing.assert_allclose(got, want, rtol=1e-10)

@@ -189,9 +189,10 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
     """The plan and the operands its loads read; see the module docstring. ``observed``:
     ``(factor, non-zeros)`` of the result on the last run of this call
     (:mod:`tensorc.sparse.observed`), which corrects the estimated density. ``spread``:
-    the plan runs on several nodes, which share out its output blocks, so the default split
-    is along an output index (a split along a summed first dimension, whose partial results
-    sum into one output block, would put all the work on one node)."""
+    the plan runs on several nodes, which share out its output blocks; from
+    :data:`SPREAD_NNZ` non-zeros the default split is then along an output index (a split
+    along a summed first dimension, whose partial results sum into one output block, puts
+    all the work on one node)."""
     started = time.perf_counter()
     compute = np.dtype(compute)
     sparse = [not isinstance(op, np.ndarray) for op in operands]
@@ -204,6 +205,7 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
         blocking = choose_blocking(program, planning_context(grid=grid, block_shape=block_shape,
                                                              workers=workers))
     else:
+        spread = spread and max(nonzeros.values(), default=0) >= SPREAD_NNZ
         rows_first = {} if spread else _rows_first(spec, operands, compute, result_sparse,
                                                    workers)
         blocking = nnz_blocking(spec, nonzeros, workers, rows_first=rows_first)
@@ -295,6 +297,13 @@ def _rows_first(spec: EinsumSpec, operands: Sequence[object], compute: np.dtype,
     return found
 
 
+SPREAD_NNZ = 1 << 23
+"""Non-zeros from which a plan for several nodes splits along an output index to spread
+its work. Below, the calls' fixed costs outweigh one node's share of the work: on this
+machine's four nodes a PageRank step on a million edges took 97 ms spread (16 column
+blocks) against 34 ms on one node, and a 2M-entry MTTKRP over a summed first index
+0.57-0.94 s against 0.38-0.51 s."""
+
 SKEW_STEPS = 3
 """Times the default split may double for a skewed operand (at most 8 times the blocks)."""
 
@@ -304,9 +313,10 @@ def _finer_for_skew(spec: EinsumSpec, operands: Sequence[object], blocking: Bloc
     """More blocks along the default split (an output index), doubling up to
     :data:`SKEW_STEPS` times, while the largest block of the operand with the most
     non-zeros holds more than 1.25 times a worker's share of them: skewed (power-law)
-    coordinates then spread evenly over the workers or nodes (the NELL-2-like tensor in 8 blocks along its
-    first index: 707k of its 2M non-zeros in the first, more than a quarter for 4 nodes). ``None`` when the default is fine (or no index is split, or
-    the split index is summed: each block there costs a partial result)."""
+    coordinates then spread evenly over the workers or nodes (the NELL-2-like tensor in 8
+    blocks along its first index: 707k of its 2M non-zeros in the first, more than a
+    quarter for 4 nodes). ``None`` when the default is fine (or no index is split, or the
+    split index is summed: each block there costs a partial result)."""
     split = [name for name, _ in blocking.sizes if blocking.count(name) > 1]
     if len(split) != 1 or split[0] not in spec.output:
         return None
