@@ -206,3 +206,25 @@ def test_a_list_operand_broadcasts_as_numpy_does():
     got = tc.multiply(a, [[1.0, 2.0], [3.0, 4.0]])  # a sparse operand broadcast: dense
     assert isinstance(got, tc.Array)
     np.testing.assert_array_equal(np.asarray(got), a.toarray() * np.array([[1, 2], [3, 4]]))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_sum_of_a_sparse_array_matches_numpy_without_densifying(axis, dtype, monkeypatch):
+    a = matrix(10, density=0.2, dtype=dtype)
+    want = a.toarray().sum(axis=axis)
+    monkeypatch.setattr(sp.csr_array, "toarray", None)  # any densifying would fail
+    got = tc.sum(tc.asarray(a), axis=axis)
+    assert isinstance(got, tc.Array)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5)
+    assert np.asarray(got).dtype == want.dtype
+
+
+def test_sum_of_a_pydata_array_keeps_dims_and_names_a_bad_axis():
+    c = sparse.random((6, 7, 8), density=0.2, random_state=2)
+    got = tc.sum(c, axis=(0, 2), keepdims=True)
+    np.testing.assert_allclose(np.asarray(got), c.todense().sum(axis=(0, 2), keepdims=True))
+    with pytest.raises(tc.errors.AxisError, match="axis 3 is out of bounds"):
+        tc.sum(c, axis=3)
+    with pytest.raises(tc.errors.AxisError, match="repeated"):
+        tc.sum(c, axis=(0, -3))

@@ -12,6 +12,8 @@ import numpy as np
 from tensorc.errors import AxisError
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.graph import ArrayNode, NodeKind, mapped
+from tensorc.sparse.formats import is_sparse
+from tensorc.sparse.reductions import sum_of
 
 
 def normalise_axes(axis, ndim: int) -> tuple[int, ...]:
@@ -53,6 +55,8 @@ def _sum_dtype(x: ArrayNode, dtype) -> np.dtype:
 
 
 def sum(x, /, *, axis=None, dtype=None, keepdims=False) -> Array:  # noqa: A001
+    if is_sparse(x):  # over its non-zeros (tensorc.sparse.reductions), never densified
+        return wrap(expr_of(sum_of(x, axis=axis, dtype=dtype, keepdims=keepdims)))
     node = expr_of(x)
     return reduce("+", node, axis, keepdims, _sum_dtype(node, dtype))
 

@@ -8,7 +8,8 @@ computed block by block where their non-zeros are (``README.md``, "Sparse tensor
 (an operand cut into blocks), ``rules`` (result type, steps, blocking by non-zeros),
 ``plan`` (the plan and ``explain()``), ``einsum`` (one call), ``results`` (the sparse
 result assembled from its blocks), ``construct`` and ``tns`` (making and reading arrays),
-``tensor`` (``SparseTensor``).
+``tensor`` (``SparseTensor``), ``elementwise`` (element-wise functions, sparse where they
+keep zeros), ``reductions`` (``tc.sum``), ``observed`` (densities seen on earlier runs).
 """
 
 from tensorc.sparse.construct import from_coo, random
