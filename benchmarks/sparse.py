@@ -519,13 +519,12 @@ def tensorc_rows(systems, call_on, reference, operands: int, repeats: int) -> li
             if system in systems]
 
 
-def walks(step, seeds: int, nodes: int, hops: int):
-    """The sparse chain: counts of the walks of ``hops`` steps from ``seeds`` start nodes,
-    ``R ← R · A`` ``hops`` times from ``R`` = one 1 per row (CSR, ``seeds`` × ``nodes``);
-    ``step(R)`` is one product, in the system's own types."""
-    start = sp.csr_array((np.ones(seeds), (np.arange(seeds), np.arange(seeds) * (nodes // seeds))),
-                         shape=(seeds, nodes))
-    return start, lambda first: _repeat(step, first, hops)
+def walk_starts(seeds: int, nodes: int) -> sp.csr_array:
+    """The sparse chain's first ``R``: one 1 in each of ``seeds`` rows (CSR, ``seeds`` ×
+    ``nodes``), at start nodes spread over the graph; each product ``R ← R · A`` then counts
+    the walks one step longer."""
+    return sp.csr_array((np.ones(seeds), (np.arange(seeds), np.arange(seeds) * (nodes // seeds))),
+                        shape=(seeds, nodes))
 
 
 def _repeat(step, value, times: int):
@@ -536,12 +535,13 @@ def _repeat(step, value, times: int):
 
 def chain_rows(nodes: int, edges: int, seeds: int, hops: int, systems, repeats: int
                ) -> list[dict]:
-    """The sparse chain (``walks``) on the PageRank graph's adjacency: tensorc (``tc.einsum``
-    of the last product, a ``tc.asarray`` of ``A``, locally and on Ray), scipy, pydata
-    (``GCXS``) and graphblas, each product's result the next one's left operand."""
+    """The sparse chain (``hops`` products from :func:`walk_starts`) on the PageRank graph's
+    adjacency: tensorc (``tc.einsum`` of the last product and a ``tc.asarray`` of ``A``,
+    locally and on Ray), scipy, pydata (``GCXS``) and graphblas, each product's result the
+    next one's left operand."""
     m, _ = power_law_graph(nodes, edges)
     a = sp.csr_array((np.ones(m.nnz), m.indices, m.indptr), shape=m.shape)  # the adjacency
-    start, run = walks(None, seeds, nodes, hops)
+    start = walk_starts(seeds, nodes)
     operands = nbytes(a) + nbytes(start)
     reference = _repeat(lambda r: r @ a, start, hops)
     rows = []

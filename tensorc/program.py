@@ -458,7 +458,7 @@ def _sparse_array(name: str, value, decl: ast.TensorDecl, diags: Diagnostics, so
         return None
     if value.dtype != want:
         return value.astype(want)
-    return given if given is not value and is_sparse(given) else value
+    return given  # a SparseTensor as itself
 
 
 def _declared_dtype(name: str, value, decl: ast.TensorDecl, diags: Diagnostics):

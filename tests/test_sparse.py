@@ -524,3 +524,10 @@ def test_a_skewed_operand_is_cut_finer_until_no_block_holds_more_than_a_workers_
                                  rng.random(count), (n, 300))
     tc.einsum("ij,jf->if", uniform, b, workers=4)
     assert "i: 8000/2000 -> 4" in tc.last_stats()["blocking"]  # even blocks stay as they were
+
+
+def test_a_matrix_product_kernel_names_its_library():
+    from tensorc.codegen.sparse_kernels import SparseMatmul
+
+    kernel = SparseMatmul((False, False, False), [True, True], True, np.float64)
+    assert repr(kernel) == "SparseMatmul(scipy.sparse CSR @ CSR (SpGEMM))"

@@ -114,14 +114,20 @@ def test_times_a_dense_array_with_inf_is_dense_as_numpy_is():
 
 def test_raw_scipy_and_pydata_operands_give_their_own_types():
     a = matrix(5)
-    assert isinstance(tc.multiply(a, 2.0), sp.csr_array)
-    assert isinstance(tc.negative(sp.csr_matrix(a)), sp.csr_matrix)
+    doubled = tc.multiply(a, 2.0)
+    assert isinstance(doubled, sp.csr_array)
+    np.testing.assert_array_equal(doubled.toarray(), 2.0 * a.toarray())
+    negated = tc.negative(sp.csr_matrix(a))
+    assert isinstance(negated, sp.csr_matrix)
+    np.testing.assert_array_equal(negated.toarray(), -a.toarray())
     c = sparse.random((8, 9, 10), density=0.1, random_state=2)
     got = tc.multiply(c, c)
     assert isinstance(got, sparse.COO)
     np.testing.assert_allclose(got.todense(), c.todense() ** 2)
     g = sparse.GCXS.from_coo(c)
-    assert isinstance(tc.sin(g), sparse.GCXS)
+    sine = tc.sin(g)
+    assert isinstance(sine, sparse.GCXS)
+    np.testing.assert_allclose(sine.todense(), np.sin(c.todense()))
 
 
 def test_duplicates_are_summed_before_a_function_that_is_not_linear():

@@ -54,6 +54,13 @@ class CooData:
             return self
         return CooData(self.shape, self.coords, self.values.astype(dtype))
 
+    def without_zeros(self) -> CooData:
+        """The same entries without those whose value is 0 (itself when there are none)."""
+        keep = self.values != 0
+        if keep.all():
+            return self
+        return CooData(self.shape, self.coords[:, keep], self.values[keep])
+
     def todense(self, out: np.ndarray | None = None) -> np.ndarray:
         """The dense block (only ever for a block of a dense result)."""
         if out is None:

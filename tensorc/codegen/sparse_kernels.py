@@ -252,6 +252,10 @@ class SparseMatmul:
         return deliver(result, self.sparse_out, out, self.dtype)
 
 
+    def __repr__(self) -> str:
+        return f"SparseMatmul({self.library})"
+
+
 def transposed(value):
     """``value.T``; a CSR or CSC block's as the other format over the same arrays. scipy's
     ``.T`` goes through its constructor, which copies an index or value array under half of
@@ -294,9 +298,6 @@ def _dense_if_full(block, product: tuple[int, int]):
     if product[0] * product[1] * itemsize > DENSE_BLOCK_BYTES:
         return block
     return block.toarray()
-
-    def __repr__(self) -> str:
-        return f"SparseMatmul({self.library})"
 
 
 # -- one sparse block times dense blocks ------------------------------------------------------
@@ -435,10 +436,7 @@ class GatherScatter:
         coords = sparse.coords
         values = sparse_loops.sampled_dots(sparse.values, coords[d0], coords[d1], dense[0],
                                            dense[1])
-        kept = values != 0
-        if not kept.all():
-            return CooData(sparse.shape, coords[:, kept], values[kept])
-        return CooData(sparse.shape, coords, values)
+        return CooData(sparse.shape, coords, values).without_zeros()
 
     def _zeroed(self, out_shape, out) -> np.ndarray:
         """The dense result's array, zeroed: ``out`` when given, else a new one."""

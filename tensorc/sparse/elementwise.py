@@ -37,20 +37,21 @@ from collections.abc import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from tensorc.codegen.coo import INDEX, CooData
+from tensorc.codegen.coo import INDEX, CooData, linear_index
 from tensorc.codegen.sparse_kernels import scipy_holds
 from tensorc.codegen.sparse_loops import merge_sorted
 from tensorc.errors import MemoryLimitError, TensorcError
 from tensorc.planning.memory_fit import format_bytes
 from tensorc.session import current
 from tensorc.sparse.formats import (
-    canonical,
+    coordinates,
     from_coo_data,
     held,
     is_scipy,
     is_sparse,
     is_tensor,
     result_format,
+    todense,
 )
 
 SCIPY_BINARY = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b,
@@ -99,8 +100,7 @@ def apply(name: str, *args):
 
 
 def _shape_of(value) -> tuple[int, ...]:
-    shape = getattr(value, "shape", None)
-    return tuple(int(d) for d in shape) if shape is not None else ()
+    return tuple(int(d) for d in np.shape(value))
 
 
 def _is_scalar(value) -> bool:
@@ -119,9 +119,8 @@ def _sparse_result(name: str, function, args, sparse_at: list[int], shape):
     if not dense and len(sparse_at) == len(args) == 2 and name in SCIPY_BINARY:
         made = _by_scipy(name, *(held(a) for a in args))
         if made is not None:
-            tensors = [a for a in args if is_tensor(a)]
-            return type(tensors[0])(made, copy=False) if tensors else made
-    coos = [_coo(args[k]) for k in sparse_at]
+            return _like_operands(made, args)
+    coos = [coordinates(args[k]) for k in sparse_at]
     probe = [np.zeros(1, coos[sparse_at.index(k)].dtype) if k in sparse_at
              else np.ones(1, dense[k].dtype) if k in dense else a for k, a in enumerate(args)]
     with np.errstate(all="ignore"):
@@ -134,13 +133,14 @@ def _sparse_result(name: str, function, args, sparse_at: list[int], shape):
         inputs[k] = v
     for k, d in dense.items():
         inputs[k] = np.broadcast_to(d, shape)[tuple(coords)]
-    out = np.asarray(function(*inputs))
-    kept = out != 0
-    if not kept.all():
-        coords, out = coords[:, kept], out[kept]
-    fmt = result_format([held(args[k]) for k in sparse_at], len(shape), out.dtype)
-    made = from_coo_data(CooData(tuple(shape), coords, out), fmt)
-    tensors = [args[k] for k in sparse_at if is_tensor(args[k])]
+    data = CooData(tuple(shape), coords, np.asarray(function(*inputs))).without_zeros()
+    fmt = result_format([held(args[k]) for k in sparse_at], len(shape), data.dtype)
+    return _like_operands(from_coo_data(data, fmt), args)
+
+
+def _like_operands(made, args):
+    """``made`` as a ``SparseTensor`` when an operand was one, else as it is."""
+    tensors = [a for a in args if is_tensor(a)]
     return type(tensors[0])(made, copy=False) if tensors else made
 
 
@@ -158,21 +158,14 @@ def _by_scipy(name: str, a, b):
     return sp.csr_matrix(made) if fmt == "csr_matrix" else sp.csr_array(made)
 
 
-def _coo(value) -> CooData:
-    """The canonical coordinates of a sparse operand (a tensor's own when it made them)."""
-    if is_tensor(value) and isinstance(value.source, CooData):
-        return value.source
-    return canonical(held(value))
-
-
 def _union(coos: list[CooData], shape) -> tuple[np.ndarray, list[np.ndarray]]:
     """The row-major union of the operands' coordinates and each operand's values there
     (0 where it has none)."""
     first = coos[0]
     if all(c.nnz == first.nnz and np.array_equal(c.coords, first.coords) for c in coos[1:]):
         return first.coords, [c.values for c in coos]  # one pattern (R - P, P sampled on R)
-    if math.prod(shape) < 2**62:  # canonical: row-major, so the positions are sorted
-        ids = [np.ravel_multi_index(tuple(c.coords), shape) for c in coos]
+    ids = [linear_index(c.coords, shape) for c in coos]
+    if ids[0] is not None:  # canonical: row-major, so the positions are sorted
         union, places = ids[0], [np.arange(ids[0].shape[0])]
         for more in ids[1:]:
             union, at_union, at_more = merge_sorted(union, more)
@@ -210,14 +203,10 @@ def _dense_result(name: str, args, sparse_at: list[int]):
             f"keep zeros (x * 2, x * y, x > 0, sin(x)) stay sparse")
     inputs = list(args)
     for k in sparse_at:
-        inputs[k] = _todense(args[k])
+        inputs[k] = todense(args[k])
     function = _dense_functions.get(name)
     if function is None:
         raise TensorcError(f"tc.{name} of a sparse array: the array namespace is not loaded "
                            "(import tensorc)")
     return function(*inputs)
 
-
-def _todense(value) -> np.ndarray:
-    value = held(value)
-    return value.toarray() if hasattr(value, "toarray") else value.todense()

@@ -11,6 +11,8 @@ Contract:
   explicit zeros dropped, values in the array's dtype. Already canonical input (scipy's
   canonical CSR, pydata's sorted ``COO``) is not sorted again. A pydata array whose fill
   value is not zero is refused.
+- :func:`coordinates` is an operand's canonical form (a ``SparseTensor``'s own when it made
+  one); :func:`todense` its dense ndarray.
 - :func:`source` is what a sparse operand is planned from: a 2-d scipy array as CSR (cut
   by rows without a copy, :class:`~tensorc.sparse.blocks.CsrRowBlocks`), any other as its
   canonical coordinates.
@@ -108,6 +110,20 @@ def source(value: object) -> CooData | sp.csr_array:
             value = value.tocsr()
         return value if isinstance(value, sp.csr_array) else sp.csr_array(value)
     return canonical(value)
+
+
+def coordinates(value: object) -> CooData:
+    """The canonical coordinates of a sparse operand: a ``SparseTensor``'s own when it made
+    them (its source), else :func:`canonical` of the array."""
+    if is_tensor(value) and isinstance(value.source, CooData):
+        return value.source
+    return canonical(held(value))
+
+
+def todense(value: object) -> np.ndarray:
+    """A scipy or pydata sparse array (or a ``SparseTensor``) as a dense ndarray."""
+    value = held(value)
+    return value.toarray() if is_scipy(value) else value.todense()
 
 
 # -- result types -----------------------------------------------------------------------------

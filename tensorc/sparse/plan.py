@@ -327,42 +327,41 @@ def _finer_for_skew(spec: EinsumSpec, operands: Sequence[object], blocking: Bloc
         return None
     _, position = max(holders)
     histogram = _histogram(operands[position], spec.inputs[position].index(name))
-    total = int(histogram.sum())
     size = histogram.shape[0]
     count = blocking.count(name)
-    wanted = 1.25 * total / workers
+    wanted = 1.25 * int(histogram.sum()) / workers
     for _ in range(SKEW_STEPS):
-        step = math.ceil(size / count)
-        if np.add.reduceat(histogram, np.arange(0, size, step)).max() <= wanted:
-            break
-        if count * 2 > size:
+        if _block_sums(histogram, count).max() <= wanted or count * 2 > size:
             break
         count *= 2
     return {name: count} if count != blocking.count(name) else None
 
 
 def _histogram(operand, dim: int) -> np.ndarray:
-    """Non-zeros per coordinate of dimension ``dim`` of a sparse operand."""
+    """Non-zeros per coordinate of dimension ``dim`` of a sparse operand (its first
+    dimension's without a pass over the entries: CSR row pointers, or a search of the
+    row-major coordinates)."""
     size = operand.shape[dim]
     if sp.issparse(operand):
         if dim == 0:
             return np.diff(operand.indptr)
         return np.bincount(operand.indices, minlength=size)
+    if dim == 0:
+        return np.diff(np.searchsorted(operand.coords[0], np.arange(size + 1)))
     return np.bincount(operand.coords[dim], minlength=size)
+
+
+def _block_sums(histogram: np.ndarray, blocks: int) -> np.ndarray:
+    """Non-zeros of each of ``blocks`` equal blocks of the coordinates ``histogram`` counts."""
+    step = math.ceil(histogram.shape[0] / blocks)
+    return np.add.reduceat(histogram, np.arange(0, histogram.shape[0], step))
 
 
 def _balanced(operand, blocks: int) -> bool:
     """Whether cutting ``operand``'s first dimension in ``blocks`` equal blocks gives each
     at most 1.25 times the mean non-zeros (a power-law first dimension does not: then
     more, smaller blocks let the workers even the load out)."""
-    rows = operand.shape[0]
-    step = math.ceil(rows / blocks)
-    bounds = np.append(np.arange(0, rows, step), rows)
-    if sp.issparse(operand):
-        ends = operand.indptr[bounds]
-    else:
-        ends = np.searchsorted(operand.coords[0], bounds)
-    per_block = np.diff(ends)
+    per_block = _block_sums(_histogram(operand, 0), blocks)
     return per_block.max(initial=0) <= 1.25 * max(per_block.mean(), 1)
 
 

@@ -16,15 +16,14 @@ import math
 
 import numpy as np
 
-from tensorc.codegen.coo import CooData
+from tensorc.codegen.coo import linear_index
 from tensorc.errors import AxisError
-from tensorc.sparse.formats import canonical, held, is_tensor
+from tensorc.sparse.formats import coordinates
 
 
 def sum_of(value, axis=None, dtype=None, keepdims: bool = False) -> np.ndarray:
     """``np.sum`` of the sparse ``value`` (module docstring)."""
-    data = value.source if is_tensor(value) and isinstance(value.source, CooData) else (
-        canonical(held(value)))
+    data = coordinates(value)
     shape, ndim = data.shape, data.ndim
     axes = _axes(axis, ndim)
     out_dtype = np.sum(np.zeros(1, data.dtype), dtype=dtype).dtype
@@ -36,7 +35,7 @@ def sum_of(value, axis=None, dtype=None, keepdims: bool = False) -> np.ndarray:
     else:
         out = np.zeros(math.prod(kept_shape), out_dtype)
         if data.nnz:
-            np.add.at(out, np.ravel_multi_index(tuple(data.coords[kept]), kept_shape), values)
+            np.add.at(out, linear_index(data.coords[kept], kept_shape), values)
         out = out.reshape(kept_shape)
     if keepdims:
         out = out.reshape(tuple(1 if d in axes else shape[d] for d in range(ndim)))

@@ -45,7 +45,7 @@ from tensorc.runtime.kept import Kept
 from tensorc.sparse.blocks import CsrRowBlocks, SparseBlocks
 from tensorc.sparse.compact import piece
 from tensorc.sparse.elementwise import apply, name_of_ufunc
-from tensorc.sparse.formats import is_scipy, is_sparse, source
+from tensorc.sparse.formats import is_sparse, source, todense
 
 PIECES_KEPT = 32
 """Cut pieces a tensor keeps for later calls (a 4-node call makes up to 4)."""
@@ -103,9 +103,7 @@ class SparseTensor:
 
     def todense(self) -> np.ndarray:
         """The array as a dense ndarray."""
-        if is_scipy(self.wrapped):
-            return self.wrapped.toarray()
-        return self.wrapped.todense()
+        return todense(self.wrapped)
 
     def __array__(self, dtype=None, copy=None):
         raise TypeCheckError(f"numpy.asarray of a sparse {self.shape} tensor would densify "
