@@ -531,3 +531,31 @@ def test_a_matrix_product_kernel_names_its_library():
 
     kernel = SparseMatmul((False, False, False), [True, True], True, np.float64)
     assert repr(kernel) == "SparseMatmul(scipy.sparse CSR @ CSR (SpGEMM))"
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_dense_block_is_compressed_to_the_csr_scipy_makes(dtype):
+    from tensorc.codegen.sparse_loops import dense_to_csr
+
+    rng = np.random.default_rng(16)
+    dense = rng.random((7, 50)).astype(dtype)
+    dense[dense < 0.6] = 0
+    dense[3] = 0  # an empty row
+    indptr, indices, data = dense_to_csr(np.asfortranarray(dense))
+    want = sp.csr_array(dense)
+    np.testing.assert_array_equal(indptr, want.indptr)
+    np.testing.assert_array_equal(indices, want.indices)
+    np.testing.assert_array_equal(data, want.data)
+    assert data.dtype == np.dtype(dtype) and indices.dtype == np.int32
+
+
+def test_a_dense_times_sparse_product_gives_a_canonical_sparse_result():
+    rng = np.random.default_rng(17)
+    walks = sp.random_array((6, 400), density=0.9, format="csr", random_state=17)
+    graph = sp.random_array((400, 400), density=0.02, format="csr", random_state=18)
+    graph.data[:] = rng.integers(-2, 3, graph.nnz)  # cancelling products make zeros
+    got = tc.einsum("ij,jk->ik", walks, graph, backend="local")
+    want = (walks @ graph).toarray()
+    assert isinstance(got, sp.csr_array) and got.has_canonical_format
+    np.testing.assert_array_equal(got.toarray(), want)
+    assert got.nnz == np.count_nonzero(want)

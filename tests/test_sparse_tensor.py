@@ -89,3 +89,25 @@ output C : f64[N, K]
 C[i, k] += A[i, j] * D[j, k]
 """)
     np.testing.assert_allclose(program.run(A=tc.asarray(a), D=d)["C"], a @ d)
+
+
+def test_a_tensor_keeps_the_cuts_calls_make_of_it_and_drops_the_oldest(monkeypatch):
+    import tensorc.sparse.tensor as tensor_module
+    from tensorc.sparse.blocks import cut
+
+    a = sp.random_array((300, 200), density=0.05, format="csr", random_state=3)
+    x = tc.asarray(a)
+    first = x.cut((100, 50))
+    assert x.cut((100, 50)) is first  # sorted once
+    for width in range(1, tensor_module.CUTS_KEPT + 1):
+        x.cut((100, width))
+    assert x.cut((100, 50)) is not first  # dropped as the least recently used
+    made = []
+    monkeypatch.setattr(tensor_module, "cut", lambda *args: made.append(args) or
+                        cut(*args))
+    left = sp.random_array((5, 300), density=0.2, format="csr", random_state=4)
+    for _ in range(3):  # a chain's products: A cut along its columns once, reused
+        got = tc.einsum("ij,jk->ik", left, x, backend="local",
+                        block_shape=((5, 300), (300, 50)))
+        np.testing.assert_allclose(got.toarray(), (left @ a).toarray())
+    assert [steps for _, steps in made] == [(300, 50)]

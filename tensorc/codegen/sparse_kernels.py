@@ -248,7 +248,7 @@ class SparseMatmul:
         if transpose_out:
             result = result.T
         if self.sparse_out and isinstance(result, np.ndarray) and result.ndim == 2:
-            result = sp.csr_array(result)  # scipy's own scan, zeros dropped
+            result = _compressed(result)
         return deliver(result, self.sparse_out, out, self.dtype)
 
 
@@ -276,6 +276,18 @@ def transposed(value):
 DENSE_BLOCK_BYTES = 64 * 2**20
 """The most a block made dense in a sparse × sparse product (:func:`_dense_if_full`), and
 the dense product it makes, may take."""
+
+
+def _compressed(dense: np.ndarray) -> sp.csr_array:
+    """A dense product block as the CSR block of its non-zeros: the compiled two-pass copy
+    (GIL released) for a dtype the loops serve, scipy's own conversion for the others."""
+    if not sparse_loops.served(dense.dtype):
+        return sp.csr_array(dense)
+    indptr, indices, data = sparse_loops.dense_to_csr(dense)
+    block = sp.csr_array((data, indices, indptr), shape=dense.shape)
+    block.has_sorted_indices = True
+    block.has_canonical_format = True
+    return block
 
 
 def _finite(block) -> bool:

@@ -124,7 +124,8 @@ def _plan(call: _Call, compute, result_sparse: bool, optimize, budget, source,
                            _describe(fmt), optimize=optimize, workers=workers,
                            grid=options.get("grid"), block_shape=options.get("block_shape"),
                            budget=budget, memory_source=source, observed=found,
-                           spread=executor is not None and not executor.in_process)
+                           spread=executor is not None and not executor.in_process,
+                           cutters={k: tensor.cut for k, tensor in call.kept.items()})
 
     sparse_positions = [k for k, op in enumerate(call.operands)
                         if not isinstance(op, np.ndarray)]

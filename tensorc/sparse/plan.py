@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -149,10 +150,15 @@ def _operand_info(value: object, blocks: SparseBlocks | CsrRowBlocks | None) -> 
     }
 
 
-def _cut(spec: EinsumSpec, operands: Sequence[object], blocking: Blocking) -> list:
+def _cut(spec: EinsumSpec, operands: Sequence[object], blocking: Blocking,
+         cutters: Mapping[int, Callable] | None = None) -> list:
+    """Each sparse operand cut into the blocking's blocks: by ``cutters[k](steps)`` where
+    one is given for operand ``k`` (a kept tensor's cached cut), else cut here."""
     step = dict(blocking.block)
-    return [cut(op, tuple(step[n] for n in names)) if not isinstance(op, np.ndarray)
-            else op for op, names in zip(operands, spec.inputs, strict=True)]
+    cutters = cutters or {}
+    return [op if isinstance(op, np.ndarray)
+            else cutters.get(k, partial(cut, op))(tuple(step[n] for n in names))
+            for k, (op, names) in enumerate(zip(operands, spec.inputs, strict=True))]
 
 
 def _lower(spec: EinsumSpec, inputs: list, steps, blocking: Blocking, compute,
@@ -185,14 +191,16 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
                 result_sparse: bool, result: str, *, optimize: object, workers: int,
                 grid=None, block_shape=None, budget: int | None = None,
                 memory_source: str = "", observed: tuple[float, int] | None = None,
-                spread: bool = False) -> tuple[SparsePlan, list]:
+                spread: bool = False, cutters: Mapping[int, Callable] | None = None
+                ) -> tuple[SparsePlan, list]:
     """The plan and the operands its loads read; see the module docstring. ``observed``:
     ``(factor, non-zeros)`` of the result on the last run of this call
     (:mod:`tensorc.sparse.observed`), which corrects the estimated density. ``spread``:
     the plan runs on several nodes, which share out its output blocks; from
     :data:`SPREAD_NNZ` non-zeros the default split is then along an output index (a split
     along a summed first dimension, whose partial results sum into one output block, puts
-    all the work on one node)."""
+    all the work on one node). ``cutters``: by operand position, what cuts that operand
+    (given ``steps``) in place of cutting it here."""
     started = time.perf_counter()
     compute = np.dtype(compute)
     sparse = [not isinstance(op, np.ndarray) for op in operands]
@@ -212,7 +220,7 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
         finer = _finer_for_skew(spec, operands, blocking, workers)
         if finer is not None:
             blocking = nnz_blocking(spec, nonzeros, workers, finer)
-    inputs = _cut(spec, operands, blocking)
+    inputs = _cut(spec, operands, blocking, cutters)
     factor = observed[0] if observed is not None else 1.0
     lowering = _lower(spec, inputs, steps, blocking, compute, factor)
     memory = None
@@ -236,7 +244,7 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
             if count > dict(blocking.sizes)[split]:
                 break
             finer = nnz_blocking(spec, nonzeros, workers, {split: count})
-            finer_inputs = _cut(spec, operands, finer)
+            finer_inputs = _cut(spec, operands, finer, cutters)
             finer_lowering = _lower(spec, finer_inputs, steps, finer, compute, factor)
             finer_peak = _peak(finer_lowering, compute, result_sparse, workers)
             if finer_peak >= peak:

@@ -18,6 +18,10 @@ Contract:
   ``persist`` keeps chunks on the workers. :meth:`SparseTensor.kept_piece` is that cache:
   at most :data:`PIECES_KEPT` cuts, least recently used dropped first; they die with the
   tensor.
+- Locally, the blocks a call cuts it into (coordinates sorted by block) are made once per
+  block shape and kept for later calls with the same cut (:meth:`SparseTensor.cut`, at
+  most :data:`CUTS_KEPT`): a chain ``R ← R · A`` sorts ``A`` once, not once per product.
+  A cut holds the tensor's non-zeros once more (coordinates and values, sorted).
 - A call whose only sparse operand is a ``SparseTensor`` plans once per shape of call
   (:meth:`SparseTensor.cached_plan`, at most :data:`PLANS_KEPT`): an iterative solver's
   steps reuse the first step's plan and cut (``plan_cached`` in ``tc.last_stats()``).
@@ -42,7 +46,7 @@ import numpy as np
 
 from tensorc.errors import TypeCheckError
 from tensorc.runtime.kept import Kept
-from tensorc.sparse.blocks import CsrRowBlocks, SparseBlocks
+from tensorc.sparse.blocks import CsrRowBlocks, SparseBlocks, cut
 from tensorc.sparse.compact import piece
 from tensorc.sparse.elementwise import apply, name_of_ufunc
 from tensorc.sparse.formats import is_sparse, source, todense
@@ -52,6 +56,9 @@ PIECES_KEPT = 32
 
 PLANS_KEPT = 8
 """Plans a tensor keeps for later calls of the same shape (:meth:`SparseTensor.keep_plan`)."""
+
+CUTS_KEPT = 2
+"""Block cuts kept per tensor (:meth:`SparseTensor.cut`): each holds its non-zeros once more."""
 
 
 class SparseTensor:
@@ -79,6 +86,7 @@ class SparseTensor:
         """What calls plan and cut it from, made once."""
         self._pieces: OrderedDict = OrderedDict()
         self._plans: OrderedDict = OrderedDict()
+        self._cuts: OrderedDict = OrderedDict()
         self._lock = threading.Lock()  # calls on several threads may share one tensor
 
     @property
@@ -149,6 +157,20 @@ class SparseTensor:
             self._plans[key] = (plan, cut)
             while len(self._plans) > PLANS_KEPT:
                 self._plans.popitem(last=False)
+
+    def cut(self, steps: tuple[int, ...]) -> SparseBlocks | CsrRowBlocks:
+        """This tensor cut into blocks of ``steps`` (:func:`tensorc.sparse.blocks.cut` of its
+        source), made once per ``steps`` and kept (module docstring)."""
+        key = tuple(int(step) for step in steps)
+        with self._lock:
+            found = self._cuts.get(key)
+            if found is None:
+                found = self._cuts[key] = cut(self.source, key)
+                while len(self._cuts) > CUTS_KEPT:
+                    self._cuts.popitem(last=False)
+            else:
+                self._cuts.move_to_end(key)
+        return found
 
     def kept_piece(self, blocks: SparseBlocks | CsrRowBlocks, keys: list[tuple]) -> Kept:
         """The compact piece of the blocks ``keys`` of ``blocks`` (this tensor's source cut
