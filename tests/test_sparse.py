@@ -559,3 +559,31 @@ def test_a_dense_times_sparse_product_gives_a_canonical_sparse_result():
     assert isinstance(got, sp.csr_array) and got.has_canonical_format
     np.testing.assert_array_equal(got.toarray(), want)
     assert got.nnz == np.count_nonzero(want)
+
+
+def test_a_csr_matrix_cut_by_columns_stays_csr_and_its_pieces_read_the_same_blocks():
+    import pickle
+
+    from tensorc.codegen.sparse_kernels import coo_of
+    from tensorc.sparse.blocks import CsrGridBlocks, cut
+    from tensorc.sparse.compact import piece
+
+    a = sp.random_array((50, 40), density=0.2, format="csr", random_state=19)
+    a.data[a.indptr[7]:a.indptr[8]] = 0  # a row of stored zeros
+    grid = cut(a, (20, 15))
+    assert isinstance(grid, CsrGridBlocks) and grid.grid == (3, 3)
+    dense = a.toarray()
+    slices_of = {key: tuple(slice(c * s, min((c + 1) * s, n))
+                            for c, s, n in zip(key, (20, 15), a.shape, strict=True))
+                 for key in grid.ranges}
+    for key, slices in slices_of.items():
+        block = grid.block(slices)
+        assert block.format == "csr" and grid.counts[key] == block.nnz
+        np.testing.assert_array_equal(block.toarray(), dense[slices])
+    wanted = sorted(grid.ranges)[::2]
+    sent = pickle.loads(pickle.dumps(piece(grid, wanted)))
+    for key in wanted:
+        got = coo_of(sent.block(slices_of[key]))
+        local = np.zeros(tuple(s.stop - s.start for s in slices_of[key]))
+        np.add.at(local, tuple(got.coords), got.values)
+        np.testing.assert_array_equal(local, dense[slices_of[key]])

@@ -12,10 +12,11 @@ only a block of a *dense* result is ever made dense. Which kernel runs a step
   SpGEMM, any transposes): ``scipy.sparse`` CSR/CSC ``@`` (dense or CSR); a CSR block
   times a dense matrix in float32/float64 as a compiled row loop instead
   (:mod:`~tensorc.codegen.sparse_loops`: the GIL released, so row blocks run side by side).
-  In a sparse × sparse product a block whose dense form takes no more memory than its
-  compressed one (about two thirds full, or more) is multiplied as a dense one when the
+  In a sparse × sparse product a block whose dense form takes at most twice the memory of
+  its compressed one (about a third full, or more) is multiplied as a dense one when the
   product fits in 64 MiB and both blocks' values are finite (``_dense_if_full``; a sparse
-  result is still returned sparse): a sparse operand is never made bigger.
+  result is still returned sparse): one block at a time, while its task runs, so a sparse
+  operand as a whole is never densified.
 - :class:`GatherScatter` — one sparse block times any dense blocks (MTTKRP
   ``ijk,jf,kf->if``, sampled products ``ij,ik,jk->ij``, scaling ``ij,j->ij``, reductions
   ``ij->i``): each non-zero gathers the dense rows it meets, the rows are multiplied (a
@@ -296,16 +297,24 @@ def _finite(block) -> bool:
     return block.dtype.kind not in "fc" or bool(np.isfinite(block.data).all())
 
 
+DENSE_BLOCK_FACTOR = 2
+"""How many times its compressed bytes a block made dense (:func:`_dense_if_full`) may
+take: a third full or more in float64 with 32-bit indices."""
+
+
 def _dense_if_full(block, product: tuple[int, int]):
-    """``block`` as a dense array when that takes no more bytes than its compressed form and
-    the product (of shape ``product``) fits in :data:`DENSE_BLOCK_BYTES`: SpGEMM's
-    accumulator does a dense row's work entry by entry, ten times slower than a sparse ×
-    dense product (a 64 × 100,000 block of walk counts, fully dense, times a million-edge
-    graph: 4.1 s by scipy's SpGEMM, 0.21 s as dense × sparse). Else ``block`` as it is."""
+    """``block`` as a dense array when that takes at most :data:`DENSE_BLOCK_FACTOR` times
+    the bytes of its compressed form and the product (of shape ``product``) fits in
+    :data:`DENSE_BLOCK_BYTES`: SpGEMM's accumulator does a dense row's work entry by entry,
+    ten times slower than a sparse × dense product (a 64 × 100,000 block of walk counts,
+    fully dense, times a million-edge graph: 4.1 s by scipy's SpGEMM, 0.21 s as dense ×
+    sparse; half full, in 13 row blocks: 0.78 s against 0.25 s). It is one block, made while
+    its task runs, so a sparse operand as a whole is never densified. Else ``block`` as it
+    is."""
     rows, cols = block.shape
     itemsize = np.dtype(block.dtype).itemsize
     compressed = block.nnz * (itemsize + block.indices.itemsize) + block.indptr.nbytes
-    if rows * cols == 0 or rows * cols * itemsize > compressed:
+    if rows * cols == 0 or rows * cols * itemsize > DENSE_BLOCK_FACTOR * compressed:
         return block
     if product[0] * product[1] * itemsize > DENSE_BLOCK_BYTES:
         return block

@@ -4,7 +4,11 @@
 (:class:`CsrRowBlocks`: a block is a CSR matrix of its rows' slice of the indices and
 values, with no conversion or sort (scipy copies a slice smaller than half the matrix
 once), and the non-zeros per block come from ``indptr`` without a pass over the entries);
-any other operand is cut in coordinate form (:class:`SparseBlocks`).
+a CSR matrix cut by columns too stays CSR (:class:`CsrGridBlocks`: scipy's slice of each
+block column, made once, then cut by rows the same way: its entries are held once more,
+in CSR form, and a block is read with no conversion, where coordinates sorted by block
+took twice the bytes and a conversion in every load); any other operand is cut in
+coordinate form (:class:`SparseBlocks`).
 
 Contract: ``SparseBlocks(data, steps)`` cuts a canonical :class:`~tensorc.codegen.coo.CooData`
 into blocks of ``steps[d]`` along each dimension ``d`` (the last block of a
@@ -30,7 +34,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from tensorc.codegen.coo import INDEX, CooData
-from tensorc.sparse.formats import canonical
 
 
 class SparseBlocks:
@@ -145,10 +148,51 @@ class CsrRowBlocks:
         return block
 
 
-def cut(value: CooData | sp.csr_array, steps: tuple[int, ...]) -> SparseBlocks | CsrRowBlocks:
+class CsrGridBlocks:
+    """A scipy CSR matrix cut along both dimensions; see the module docstring."""
+
+    def __init__(self, matrix: sp.csr_array, steps: tuple[int, int]) -> None:
+        self.shape = tuple(int(d) for d in matrix.shape)
+        self.dtype = matrix.dtype
+        self.ndim = 2
+        rows, columns = self.shape
+        self.steps = (max(1, int(steps[0])), max(1, int(steps[1])))
+        self.grid = (max(1, math.ceil(rows / self.steps[0])),
+                     max(1, math.ceil(columns / self.steps[1])))
+        self.columns: list[CsrRowBlocks] = []
+        """Each block column: scipy's column slice of the matrix, cut by rows."""
+        self.ranges: dict[tuple[int, int], tuple[int, int]] = {}
+        for column in range(self.grid[1]):
+            left = column * self.steps[1]
+            part = CsrRowBlocks(matrix[:, left:min(left + self.steps[1], columns)],
+                                self.steps[0])
+            self.columns.append(part)
+            self.ranges.update({(row, column): span for (row, _), span in part.ranges.items()})
+        self.nnz = int(matrix.nnz)
+
+    @property
+    def counts(self) -> dict[tuple[int, ...], int]:
+        """Stored entries of every non-empty block, by block coordinates."""
+        return {key: stop - start for key, (start, stop) in self.ranges.items()}
+
+    @property
+    def nbytes(self) -> int:
+        return sum(part.nbytes for part in self.columns)
+
+    def block_of(self, slices: tuple[slice, ...]) -> tuple[int, ...]:
+        """The block coordinates of the block starting where ``slices`` start."""
+        return tuple(s.start // step for s, step in zip(slices, self.steps, strict=True))
+
+    def block(self, slices: tuple[slice, ...]) -> sp.csr_array:
+        """The block ``slices`` as a CSR matrix of views into its block column's arrays."""
+        return self.columns[slices[1].start // self.steps[1]].block(slices)
+
+
+def cut(value: CooData | sp.csr_array,
+        steps: tuple[int, ...]) -> SparseBlocks | CsrRowBlocks | CsrGridBlocks:
     """``value`` (a :func:`~tensorc.sparse.formats.source`) cut into blocks of ``steps``."""
     if sp.issparse(value):
         if steps[1] >= value.shape[1]:
             return CsrRowBlocks(value, steps[0])
-        value = canonical(value)
+        return CsrGridBlocks(value, steps)
     return SparseBlocks(value, steps)

@@ -11,7 +11,8 @@ Contract:
   kernels and :class:`~tensorc.sparse.results.SparseResultSink` take). Ray serialises the
   arrays out of band (no copy on the receiving node).
 - :func:`piece` is the part of one cut operand
-  (:class:`~tensorc.sparse.blocks.SparseBlocks` or :class:`~tensorc.sparse.blocks.CsrRowBlocks`)
+  (:class:`~tensorc.sparse.blocks.SparseBlocks`, :class:`~tensorc.sparse.blocks.CsrRowBlocks`
+  or :class:`~tensorc.sparse.blocks.CsrGridBlocks`, whose piece is in coordinate form)
   a node needs: only the listed non-empty blocks, their entries concatenated into one set of
   arrays. It answers ``block(slices)`` as the whole cut operand does (global slices, the
   block's entries local to it), so the same load kernels read it. It pickles as its arrays
@@ -26,7 +27,7 @@ import scipy.sparse as sp
 
 from tensorc.codegen.coo import INDEX, CooData
 from tensorc.codegen.sparse_kernels import coo_of, csr_of
-from tensorc.sparse.blocks import CsrRowBlocks, SparseBlocks
+from tensorc.sparse.blocks import CsrGridBlocks, CsrRowBlocks, SparseBlocks
 
 DENSE, CSR, COO = "dense", "csr", "coo"
 
@@ -120,12 +121,14 @@ class CsrPiece:
                              pointers - start), shape=(rows, self.shape[1]))
 
 
-def piece(blocks: SparseBlocks | CsrRowBlocks,
+def piece(blocks: SparseBlocks | CsrRowBlocks | CsrGridBlocks,
           keys: list[tuple[int, ...]]) -> CooPiece | CsrPiece:
     """The blocks ``keys`` of a cut operand, in compact form; see the module docstring."""
     keys = sorted(k for k in set(keys) if k in blocks.ranges)
     if isinstance(blocks, CsrRowBlocks):
         return _csr_piece(blocks, keys)
+    if isinstance(blocks, CsrGridBlocks):
+        return _grid_piece(blocks, keys)
     spans = [blocks.ranges[k] for k in keys]
     lengths = np.asarray([b - a for a, b in spans], dtype=INDEX)
     offsets = np.zeros(len(spans) + 1, dtype=INDEX)
@@ -134,6 +137,26 @@ def piece(blocks: SparseBlocks | CsrRowBlocks,
         np.zeros(0, INDEX))
     return CooPiece(blocks.shape, blocks.steps, blocks.coords[:, take], blocks.values[take],
                     np.asarray(keys, dtype=INDEX).reshape(len(keys), blocks.ndim), offsets)
+
+
+def _grid_piece(blocks: CsrGridBlocks, keys: list[tuple[int, ...]]) -> CooPiece:
+    """Blocks of a CSR matrix cut by rows and columns, as a coordinate piece (global
+    coordinates, each block's entries in row-major order)."""
+    coords, values, offsets = [], [], [0]
+    for key in keys:
+        slices = tuple(slice(c * s, min((c + 1) * s, n))
+                       for c, s, n in zip(key, blocks.steps, blocks.shape, strict=True))
+        block = blocks.block(slices)
+        rows = np.repeat(np.arange(block.shape[0], dtype=INDEX), np.diff(block.indptr))
+        coords.append(np.stack([rows + slices[0].start,
+                                block.indices.astype(INDEX) + slices[1].start]))
+        values.append(block.data)
+        offsets.append(offsets[-1] + block.nnz)
+    return CooPiece(blocks.shape, blocks.steps,
+                    np.concatenate(coords, axis=1) if keys else np.zeros((2, 0), INDEX),
+                    np.concatenate(values) if keys else np.zeros(0, blocks.dtype),
+                    np.asarray(keys, dtype=INDEX).reshape(len(keys), 2),
+                    np.asarray(offsets, dtype=INDEX))
 
 
 def _csr_piece(blocks: CsrRowBlocks, keys: list[tuple[int, ...]]) -> CsrPiece:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tensorc.codegen.taskgraph import LOAD, Task, TaskGraph
-from tensorc.sparse.blocks import CsrRowBlocks, SparseBlocks
+from tensorc.sparse.blocks import CsrGridBlocks, CsrRowBlocks, SparseBlocks
 from tensorc.sparse.compact import piece
 
 
@@ -62,14 +62,15 @@ def _cone_of(graph: TaskGraph, root: int) -> list[int]:
 
 def _load_nnz(task: Task, inputs: list) -> int:
     operand = inputs[task.source[0]]
-    if not isinstance(operand, (SparseBlocks, CsrRowBlocks)):
+    if not isinstance(operand, (SparseBlocks, CsrRowBlocks, CsrGridBlocks)):
         return 0
     key = _block_key(operand, task.source[1])
     span = operand.ranges.get(key)
     return 0 if span is None else span[1] - span[0]
 
 
-def _block_key(operand: SparseBlocks | CsrRowBlocks, slices: tuple[slice, ...]) -> tuple:
+def _block_key(operand: SparseBlocks | CsrRowBlocks | CsrGridBlocks,
+               slices: tuple[slice, ...]) -> tuple:
     if isinstance(operand, CsrRowBlocks):
         return (slices[0].start // operand.steps[0], 0)
     return operand.block_of(slices)
@@ -118,7 +119,7 @@ def _part(graph: TaskGraph, inputs: list, node: int, tasks: list[int],
             position, slices = task.source
             used.add(position)
             operand = inputs[position]
-            if isinstance(operand, (SparseBlocks, CsrRowBlocks)):
+            if isinstance(operand, (SparseBlocks, CsrRowBlocks, CsrGridBlocks)):
                 keys.setdefault(position, []).append(_block_key(operand, slices))
         sub.append(Task(task.key, task.kind, task.kernel,
                         tuple(renumber[s] for s in task.inputs), task.shape, task.nbytes,

@@ -46,7 +46,7 @@ import numpy as np
 
 from tensorc.errors import TypeCheckError
 from tensorc.runtime.kept import Kept
-from tensorc.sparse.blocks import CsrRowBlocks, SparseBlocks, cut
+from tensorc.sparse.blocks import CsrGridBlocks, CsrRowBlocks, SparseBlocks, cut
 from tensorc.sparse.compact import piece
 from tensorc.sparse.elementwise import apply, name_of_ufunc
 from tensorc.sparse.formats import is_sparse, source, todense
@@ -158,7 +158,7 @@ class SparseTensor:
             while len(self._plans) > PLANS_KEPT:
                 self._plans.popitem(last=False)
 
-    def cut(self, steps: tuple[int, ...]) -> SparseBlocks | CsrRowBlocks:
+    def cut(self, steps: tuple[int, ...]) -> SparseBlocks | CsrRowBlocks | CsrGridBlocks:
         """This tensor cut into blocks of ``steps`` (:func:`tensorc.sparse.blocks.cut` of its
         source), made once per ``steps`` and kept (module docstring)."""
         key = tuple(int(step) for step in steps)
