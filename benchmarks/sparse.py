@@ -24,8 +24,10 @@ data):
   with a power-law skew like the real tensor's, repeated coordinates summed) with rank
   ``--rank`` (16) factors: tensorc, pydata (``sparse.einsum``; skipped above
   ``--pydata-max-nnz``), and ``numpy-gather`` (``np.add.at(A, i, x[:, None] * B[j] *
-  C[k])``, what a numpy user writes). scipy has no n-d arrays: an unfolded X times the
-  Khatri-Rao product would need a 9,184·28,818 × rank dense operand, so it is not run.
+  C[k])``, what a numpy user writes); tensorc takes the tensor as a ``tc.asarray``, also on
+  Ray; Dask runs ``da.einsum`` on ``COO`` chunks of ``i`` persisted on the workers. scipy
+  has no n-d arrays: an unfolded X times the Khatri-Rao product would need a
+  9,184·28,818 × rank dense operand, so it is not run.
   ``--tns`` also times a ``.tns`` round trip of the tensor (``tc.sparse.save_tns`` /
   ``load_tns``);
 * ``cpals`` — ``--sweeps`` (5) sweeps of CP-ALS at rank ``--rank`` on the NELL-2-like
@@ -44,14 +46,17 @@ data):
 * ``chain`` — the sparse chain: ``--hops`` (10) products ``R ← R A`` from ``R`` = one 1 in
   each of ``--seeds`` (64) rows (walk counts from 64 start nodes), ``A`` the PageRank
   graph's adjacency; each product's result is the next one's left operand (it fills up
-  to fully dense by the sixth hop): tensorc (``A`` a ``tc.asarray``), scipy, pydata
-  (``GCXS``) and graphblas (``mxm``);
+  to fully dense by the sixth hop): tensorc (``A`` a ``tc.asarray``, locally and on Ray),
+  scipy, pydata (``GCXS``), graphblas (``mxm``) and Dask (``A`` as ``COO`` column chunks
+  persisted on the workers, the ten products one graph computed once);
 * ``funksvd`` — ``--steps`` (5) gradient steps of Funk's SVD on a ``--users`` × ``--items``
   (20,000 × 10,000) ratings matrix at ``--density`` with power-law items, rank
   ``--funk-rank`` (64): ``E = R - (U Vᵀ at R's entries)``, ``U += η (E V - λ U)``,
   ``V += η (Eᵀ U - λ V)``. tensorc: the sampled product ``tc.einsum("ij,if,jf->ij",
-  R != 0, U, V)``, ``R - P`` of sparse tensors, the two products by ``tc.einsum``; scipy
-  with a numpy gather for the sampled product; graphblas with a masked ``mxm``.
+  R != 0, U, V)``, ``R - P`` of sparse tensors, the two products by ``tc.einsum`` (locally
+  and on Ray); scipy with a numpy gather for the sampled product; graphblas with a masked
+  ``mxm``; Dask with ``R`` as ``COO`` row chunks persisted on the workers, the sampled
+  product by ``map_blocks`` and the steps one graph computed once.
 
 ``graphblas`` (matrix cases, PageRank, chain, Funk-SVD) runs python-graphblas on
 SuiteSparse:GraphBLAS with its default threads (both cores here), its operands converted
@@ -65,7 +70,10 @@ high-water mark during the first timed call minus its resident size before it
 too; glibc's ``malloc_trim`` first returns memory freed by earlier calls, so reused memory
 is counted). ``mem ratio`` is (operands + that peak) / (operands + result), operands and result
 at their compressed sizes (a dense result at its dense size): 1.0 means no memory beyond
-the answer; the target is at most 2.
+the answer; the target is at most 2. A program of several calls holds what it passes from
+call to call (the chain two ``R``s, Funk-SVD its error matrix and gradients), so for
+tensorc ``per call`` also gives the largest such ratio of any one ``tc.einsum`` call in
+it, each at its own operands and result (one more, untimed run).
 
     python benchmarks/sparse.py [--cases spgemm,spmm,mttkrp,pagerank,cpals,chain,funksvd]
         [--n 10000,20000]
@@ -129,8 +137,11 @@ def from_graphblas(value):
 
 
 def nbytes(value) -> int:
-    """Compressed bytes of a sparse array, dense bytes of an ndarray."""
+    """Compressed bytes of a sparse array (a ``tc.asarray`` tensor's: the array it holds),
+    dense bytes of an ndarray."""
     value = from_graphblas(value)
+    if isinstance(value, tc.sparse.SparseTensor):
+        value = value.wrapped
     if sp.issparse(value):
         value = value.tocsr() if value.format != "csr" else value
         return value.data.nbytes + value.indices.nbytes + value.indptr.nbytes
@@ -185,11 +196,14 @@ def run_system(name: str, call, reference, operands_bytes: int, repeats: int) ->
         del value
         if number == 0 and resident.peak is not None:
             peak = max(0, resident.peak - resident.before)
+    call_ratio = per_call_memory(call) if name == "tensorc" else None
     row = {"system": name, "first_s": first, "min_s": min(times),
            "median_s": statistics.median(times), "peak_bytes": peak,
            "result_bytes": result_bytes, "operands_bytes": operands_bytes, "check": verdict}
     if peak is not None:
         row["mem_ratio"] = (operands_bytes + peak) / (operands_bytes + result_bytes)
+    if call_ratio is not None:
+        row["call_mem_ratio"] = call_ratio
     if name.startswith("tensorc"):
         stats = tc.last_stats()
         row["tasks"] = stats.get("tasks")
@@ -202,6 +216,32 @@ def run_system(name: str, call, reference, operands_bytes: int, repeats: int) ->
     return row
 
 
+def per_call_memory(call) -> float | None:
+    """One more (untimed) run of a tensorc program with every ``tc.einsum`` call's peak
+    measured on its own: the largest ``(operands + peak) / (operands + result)`` of them,
+    each at its own operands' and result's compressed sizes (``None``: no call measured).
+    A program of several calls (the chain, Funk-SVD, PageRank) holds the values it passes
+    from call to call; this is what tensorc itself adds within one call."""
+    einsum, ratios = tc.einsum, []
+
+    def measured(subscripts, *operands, **options):
+        before = sum(nbytes(op) for op in operands)
+        release_free_memory()
+        with PeakResident() as resident:
+            result = einsum(subscripts, *operands, **options)
+        if resident.peak is not None:
+            ratios.append((before + max(0, resident.peak - resident.before))
+                          / max(1, before + nbytes(result)))
+        return result
+
+    tc.einsum = measured
+    try:
+        call()
+    finally:
+        tc.einsum = einsum
+    return max(ratios, default=None)
+
+
 def report(case: str, rows: list[dict]) -> None:
     best = min(r["median_s"] for r in rows if r["check"] == "ok") if any(
         r["check"] == "ok" for r in rows) else None
@@ -210,11 +250,12 @@ def report(case: str, rows: list[dict]) -> None:
         ratio = f"{r['median_s'] / best:.2f}" if best else "-"
         peak = "-" if r["peak_bytes"] is None else f"{r['peak_bytes'] / 1e6:,.0f}"
         mem = f"{r['mem_ratio']:.2f}" if "mem_ratio" in r else "-"
+        per_call = f"{r['call_mem_ratio']:.2f}" if r.get("call_mem_ratio") else "-"
         table.append([r["system"], f"{r['median_s']:.3f}", f"{r['min_s']:.3f}",
-                      f"{r['first_s']:.3f}", ratio, peak, mem, r["check"]])
+                      f"{r['first_s']:.3f}", ratio, peak, mem, per_call, r["check"]])
     print(f"\n== {case}")
     print(format_table(["system", "median s", "min s", "first s", "/fastest", "peak MB",
-                        "mem ratio", "check"], table))
+                        "mem ratio", "per call", "check"], table))
     for r in rows:
         if r["system"].startswith("tensorc"):
             print(f"   {r['system']}: {r['tasks']} tasks, blocking {r['blocking']}, "
@@ -261,6 +302,42 @@ def dask_vector_step(m):
     x = client.persist(da.from_array(transposed, chunks=(-(-m.shape[1] // nodes), m.shape[0]),
                                      asarray=False))
     return lambda r: (x @ r).compute()
+
+
+def dask_mttkrp(x, b, c):
+    """``ijk,jf,kf->if`` by ``dask.array.einsum`` on the Dask cluster: the tensor as pydata
+    ``COO`` chunks of ``i`` cut in ``nodes`` (each chunk's einsum is pydata's), the factors
+    one chunk each; all persisted on the workers first."""
+    import dask.array as da
+
+    nodes = _DASK["nodes"]
+    client = dask_client(nodes)
+    tensor = da.from_array(x, chunks=(-(-x.shape[0] // nodes), *x.shape[1:]), asarray=False)
+    tensor, left, right = client.persist([tensor, da.from_array(b, chunks=b.shape),
+                                          da.from_array(c, chunks=c.shape)])
+    return lambda: da.einsum("ijk,jf,kf->if", tensor, left, right).compute()
+
+
+def dask_chain(a, start, hops: int):
+    """The sparse chain on the Dask cluster: ``A`` as pydata ``COO`` chunks of columns cut in
+    ``nodes`` (persisted on the workers first), ``R`` one chunk; the ``hops`` products built
+    as one graph and computed once (Dask's optimisation sees the whole chain)."""
+    import dask.array as da
+
+    nodes = _DASK["nodes"]
+    client = dask_client(nodes)
+    n = a.shape[1]
+    graph = client.persist(da.from_array(sparse.COO.from_scipy_sparse(a),
+                                         chunks=(a.shape[0], -(-n // nodes)), asarray=False))
+    first = sparse.COO.from_scipy_sparse(start)
+
+    def run():
+        r = da.from_array(first, chunks=first.shape, asarray=False)
+        for _ in range(hops):
+            r = r @ graph
+        return r.compute().tocsr()
+
+    return run
 
 
 def ray_einsum(*operands):
@@ -358,10 +435,11 @@ def mttkrp(nnz: int, rank: int, systems, repeats: int, pydata_max: int, tns: boo
 
     reference = gather()
     rows = []
-    if "tensorc" in systems:
-        rows.append(run_system("tensorc", lambda: tc.einsum("ijk,jf,kf->if", x, b, c,
-                                                            backend="local"),
-                               reference, operands, repeats))
+    kept = tc.asarray(x)
+    rows += tensorc_rows(systems, lambda backend: lambda: tc.einsum(
+        "ijk,jf,kf->if", kept, b, c, backend=backend), reference, operands, repeats)
+    if "dask" in systems:
+        rows.append(run_system("dask", dask_mttkrp(x, b, c), reference, operands, repeats))
     if "numpy-gather" in systems:
         rows.append(run_system("numpy-gather", gather, reference, operands, repeats))
     if "pydata" in systems and x.nnz <= pydata_max:
@@ -552,6 +630,9 @@ def chain_rows(nodes: int, edges: int, seeds: int, hops: int, systems, repeats: 
     if "scipy" in systems:
         rows.append(run_system("scipy", lambda: _repeat(lambda r: r @ a, start, hops),
                                reference, operands, repeats))
+    if "dask" in systems:
+        rows.append(run_system("dask", dask_chain(a, start, hops), reference, operands,
+                               repeats))
     if "pydata" in systems:
         ga, gs = sparse.GCXS.from_scipy_sparse(a), sparse.GCXS.from_scipy_sparse(start)
         rows.append(run_system("pydata", lambda: _repeat(lambda r: r @ ga, gs, hops),
@@ -644,7 +725,45 @@ def funk_rows(users: int, items: int, density: float, rank: int, steps: int, sys
         rows.append(run_system("graphblas", lambda: funk_svd(
             gb_sampled, lambda p: (gr - p).new(), gb_times, steps, u0, v0),
             reference, operands, repeats))
+    if "dask" in systems:
+        rows.append(run_system("dask", dask_funk(r, u0, v0, steps), reference, operands,
+                               repeats))
     return rows
+
+
+def _sampled_block(ratings, u, v):
+    """The sampled product on one chunk of rows: ``U Vᵀ`` at the chunk's ratings (pydata
+    ``COO``), by a numpy gather of the rows each rating meets."""
+    rows, cols = ratings.coords
+    return sparse.COO(ratings.coords, np.einsum("ij,ij->i", u[rows], v[cols]),
+                      shape=ratings.shape)
+
+
+def dask_funk(r, u0, v0, steps: int, rate=1e-3, decay=0.05):
+    """Funk-SVD's steps on the Dask cluster: ``R`` as pydata ``COO`` chunks of rows cut in
+    ``nodes`` (persisted on the workers first), ``U`` cut as ``R``'s rows, ``V`` one chunk;
+    the sampled product by ``map_blocks`` (Dask has none), ``R - P``, ``E V`` and ``Eᵀ U``
+    by dask.array; the steps built as one graph and computed once."""
+    import dask.array as da
+
+    nodes = _DASK["nodes"]
+    client = dask_client(nodes)
+    step = -(-r.shape[0] // nodes)
+    ratings = client.persist(da.from_array(sparse.COO.from_scipy_sparse(r),
+                                           chunks=(step, r.shape[1]), asarray=False))
+
+    def run():
+        u = da.from_array(u0, chunks=(step, u0.shape[1]))
+        v = da.from_array(v0, chunks=v0.shape)
+        for _ in range(steps):
+            error = ratings - da.map_blocks(_sampled_block, ratings, u, v,
+                                            dtype=u0.dtype, meta=sparse.COO.from_numpy(
+                                                np.zeros((0, 0))))
+            grad_u, grad_v = error @ v, error.T @ u
+            u, v = u + rate * (grad_u - decay * u), v + rate * (grad_v - decay * v)
+        return da.concatenate([u, v]).compute()
+
+    return run
 
 
 def main(argv: list[str] | None = None) -> dict:
