@@ -447,6 +447,24 @@ def test_a_sampled_product_runs_the_compiled_loop_where_it_serves(dtype):
     assert got.nnz == np.count_nonzero(want)  # a product of 0 is not kept
 
 
+def test_a_sampled_product_reads_a_csr_pattern_in_place_and_never_changes_it():
+    rng = np.random.default_rng(20)
+    r = sp.random_array((300, 200), density=0.05, format="csr", random_state=20)
+    pattern = tc.asarray(r) != 0  # a bool pattern, as a factorisation samples it
+    indices, indptr = pattern.wrapped.indices.copy(), pattern.wrapped.indptr.copy()
+    u, v = rng.random((300, 8)), rng.random((8, 200))
+    u[3] = 0  # row 3's products are all zero: dropped
+    for _ in range(2):
+        got = tc.einsum("ij,if,fj->ij", pattern, u, v, backend="local")
+        assert "sampled product (compiled loop)" in tc.last_stats()["steps"][0]["kernel"]
+        want = (r != 0).toarray() * (u @ v)
+        np.testing.assert_allclose(got.toarray(), want, rtol=1e-12)
+        assert got.nnz == np.count_nonzero(want) and got.dtype == np.float64
+        got.indices[:] = 0  # the result's arrays are its own
+        np.testing.assert_array_equal(pattern.wrapped.indices, indices)
+        np.testing.assert_array_equal(pattern.wrapped.indptr, indptr)
+
+
 def test_a_block_fuller_than_its_compressed_form_multiplies_as_a_dense_one(monkeypatch):
     rng = np.random.default_rng(13)
     full = sp.random_array((40, 300), density=0.9, format="csr", rng=rng)

@@ -39,7 +39,8 @@ only a block of a *dense* result is ever made dense. Which kernel runs a step
 - :class:`SparseLoad` — one block of a sparse operand (its coordinates and values, or a
   CSR view of its rows), the
   diagonal a repeated index asks for, cast to the compute dtype, in the format its consumer
-  takes (``"coo"`` or ``"csr"``). It ``allocates`` its block: the memory model counts it.
+  takes (``"coo"`` or ``"csr"``; ``"native"``: as the operand holds it, not cast, for the
+  sampled product's CSR loop). It ``allocates`` its block: the memory model counts it.
 """
 
 from __future__ import annotations
@@ -142,6 +143,10 @@ def deliver(result: object, sparse_out: bool, out: np.ndarray | None, dtype) -> 
     return out
 
 
+NATIVE = "native"
+"""The load format of a block read as its operand holds it (:class:`SparseLoad`)."""
+
+
 class SparseLoad:
     """One block of a sparse operand (see the module docstring). ``diagonal``: for a scan
     that repeats an index, the operand dimensions of each distinct index (first occurrence
@@ -164,6 +169,8 @@ class SparseLoad:
 
     def __call__(self, operand, slices: tuple[slice, ...], out=None) -> object:
         block = operand.block(slices)  # a CooData, or a CSR view of a CSR operand's rows
+        if self.fmt == NATIVE and self.diagonal is None and out is None:
+            return block  # its consumer reads it as it is (no conversion, no cast)
         if block.dtype != self.dtype:
             block = block.astype(self.dtype)
         if self.diagonal is not None:
@@ -338,8 +345,6 @@ class GatherScatter:
         self.output = tuple(output)
         self.sparse_out = sparse_out
         self.dtype = np.dtype(dtype)
-        self.formats = tuple("coo" if k == sparse_position else "dense"
-                             for k in range(len(keys)))
         self.free = tuple(n for n in output if n not in sparse_key)
         self.scatter = tuple(sparse_key.index(n) for n in output if n in sparse_key)
         letters = {n: oe.get_symbol(k + 1) for k, n in enumerate(dict.fromkeys(
@@ -376,6 +381,8 @@ class GatherScatter:
                         and self.dense[0][1] != self.dense[1][1])
         """Whether calls run the compiled sampled product: the result on the sparse block's
         pattern, each dense matrix gathered by one sparse index, one shared index summed."""
+        self.formats = tuple((NATIVE if self.sampled else "coo") if k == sparse_position
+                             else "dense" for k in range(len(keys)))
         self.library = ("tensorc gather-scatter (compiled loop)" if self.compiled
                         else "tensorc sampled product (compiled loop)" if self.sampled
                         else "tensorc gather-scatter (fused, numpy)")
@@ -396,7 +403,11 @@ class GatherScatter:
         return result
 
     def __call__(self, *blocks, out=None) -> object:
-        sparse = coo_of(blocks[self.sparse_position]).astype(self.dtype)
+        raw = blocks[self.sparse_position]
+        if self.sampled and sp.issparse(raw) and raw.format == "csr":
+            return self._sampled_rows(raw, [np.asarray(blocks[position])
+                                            for position, *_ in self.dense])
+        sparse = coo_of(raw).astype(self.dtype)
         dense = []
         for position, _, transpose, _, _ in self.dense:
             block = np.asarray(blocks[position])
@@ -458,6 +469,31 @@ class GatherScatter:
         values = sparse_loops.sampled_dots(sparse.values, coords[d0], coords[d1], dense[0],
                                            dense[1])
         return CooData(sparse.shape, coords, values).without_zeros()
+
+    def _sampled_rows(self, block, dense: list[np.ndarray]) -> sp.csr_array:
+        """The sampled product of a CSR block: its row pointers and column indices shared
+        with the result, only the values made (zeros it makes dropped). scipy's COO of the
+        block, coordinates widened to 64 bits and values converted took five times the
+        result's values in temporaries."""
+        (_, (d0,), t0, _, _), (_, (d1,), t1, _, _) = self.dense
+        by_row, by_column = (dense[0], dense[1]) if d0 == 0 else (dense[1], dense[0])
+        transposes = (t0, t1) if d0 == 0 else (t1, t0)
+        by_row, by_column = (matrix.transpose(transpose) if transpose != (0, 1) else matrix
+                             for matrix, transpose in zip((by_row, by_column), transposes,
+                                                          strict=True))
+        values = sparse_loops.sampled_rows(block, by_row, by_column, self.dtype)
+        if values.all():  # the operand's own index arrays, read-only views of them
+            indptr, indices = block.indptr.view(), block.indices.view()
+            indptr.flags.writeable = indices.flags.writeable = False
+        else:  # made zeros: the result's own arrays, without them
+            kept = values != 0
+            before = np.zeros(kept.size + 1, block.indptr.dtype)
+            np.cumsum(kept, out=before[1:])
+            indptr, indices, values = before[block.indptr], block.indices[kept], values[kept]
+        result = sp.csr_array(block.shape, dtype=self.dtype)
+        result.indptr, result.indices, result.data = indptr, indices, values
+        result.has_sorted_indices = bool(block.has_sorted_indices)
+        return result
 
     def _zeroed(self, out_shape, out) -> np.ndarray:
         """The dense result's array, zeroed: ``out`` when given, else a new one."""

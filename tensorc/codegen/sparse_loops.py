@@ -18,7 +18,8 @@ Contract:
 - :func:`sampled_dots` ``(values, rows, cols, left, right)`` returns, for every non-zero
   ``n``, ``values[n] * (left[rows[n], :] · right[cols[n], :])``: the sampled product
   ``ij,if,jf->ij`` (SDDMM, the step of a factorisation fitted to observed entries) with no
-  non-zeros × width temporaries.
+  non-zeros × width temporaries; :func:`sampled_rows` is the same over a CSR block's own
+  arrays (no coordinates made).
 - :func:`merge_sorted` ``(a, b)`` merges two sorted, duplicate-free ``int64`` arrays (the
   row-major positions of two sparse operands' non-zeros) in one pass: their union and where
   each entry of ``a`` and of ``b`` sits in it. numpy has no merge: its ``unique`` hashes
@@ -81,6 +82,30 @@ def _dots(values, rows, cols, left, right, out):
         for q in range(1, width):
             total += left[a, q] * right[b, q]
         out[n] = values[n] * total
+
+
+def _row_dots(indptr, indices, values, left, right, out):
+    width = left.shape[1]
+    for row in range(indptr.shape[0] - 1):
+        for entry in range(indptr[row], indptr[row + 1]):
+            column = indices[entry]
+            total = left[row, 0] * right[column, 0] if width else left.dtype.type(0)
+            for q in range(1, width):
+                total += left[row, q] * right[column, q]
+            out[entry] = values[entry] * total
+
+
+def sampled_rows(matrix, left: np.ndarray, right: np.ndarray, dtype) -> np.ndarray:
+    """:func:`sampled_dots` over a scipy CSR block's entries, read by its row pointers
+    and column indices as they are (no row index per entry, no conversion): each stored
+    value times the dot product of ``left``'s row and ``right``'s row at its column, in
+    ``dtype`` (the stored values may be bool, a pattern)."""
+    dtype = np.dtype(dtype)
+    left = np.ascontiguousarray(left, dtype=dtype)
+    right = np.ascontiguousarray(right, dtype=dtype)
+    out = np.empty(matrix.nnz, dtype)
+    _compiled(_row_dots)(matrix.indptr, matrix.indices, matrix.data, left, right, out)
+    return out
 
 
 def sampled_dots(values: np.ndarray, rows: np.ndarray, cols: np.ndarray, left: np.ndarray,
