@@ -192,3 +192,18 @@ def test_a_large_sum_over_rows_spreads_its_output_blocks_over_the_nodes(monkeypa
     assert max(per_node) <= 1.25 * x.nnz / len(per_node), per_node  # power law in j, even
     want = np.einsum("ijk,ir,kr->jr", x.todense(), a, c)
     np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+def test_a_small_sum_over_rows_is_cut_for_the_one_node_that_runs_it():
+    rng = np.random.default_rng(22)
+    n, count = 4000, 600_000
+    m = sp.csr_array((rng.random(count), (rng.integers(0, n, count),
+                                          rng.integers(0, n, count))), shape=(n, n))
+    kept = tc.asarray(m)
+    r = rng.random(n)
+    got = tc.einsum("ij,i->j", kept, r)  # a PageRank step: one output block, one node
+    stats = tc.last_stats()
+    local = tc.plan("ij,i->j", m, r, workers=1).stats["blocking"]
+    assert stats["blocking"] == local == f"i: {n}/{n} -> 1, j: {n}/{n} -> 1"
+    assert sorted(stats["tasks_per_node"])[:-1] == [0, 0, 0]  # one node, its one core
+    np.testing.assert_allclose(got, m.T @ r, rtol=1e-12)

@@ -113,8 +113,11 @@ BLOCKING_OPTIONS = ("grid", "block_shape", "workers")
 def _plan(call: _Call, compute, result_sparse: bool, optimize, budget, source,
           executor=None) -> tuple:
     options = call.options
-    workers = options.get("workers") or (executor.cpus if executor is not None and not
-                                         executor.in_process else available_cores())
+    remote = executor is not None and not executor.in_process
+    workers = options.get("workers") or (executor.cpus if remote else available_cores())
+    # a split over a summed first index keeps its one output block on one node
+    node_workers = (max(1, workers // executor.nodes) if remote and not options.get("workers")
+                    else workers)
     fmt = result_format(call.sparse, len(call.spec.output), compute) if result_sparse else (
         "dense")
 
@@ -124,7 +127,7 @@ def _plan(call: _Call, compute, result_sparse: bool, optimize, budget, source,
                            _describe(fmt), optimize=optimize, workers=workers,
                            grid=options.get("grid"), block_shape=options.get("block_shape"),
                            budget=budget, memory_source=source, observed=found,
-                           spread=executor is not None and not executor.in_process,
+                           spread=remote, node_workers=node_workers,
                            cutters={k: tensor.cut for k, tensor in call.kept.items()})
 
     sparse_positions = [k for k, op in enumerate(call.operands)

@@ -192,8 +192,8 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
                 result_sparse: bool, result: str, *, optimize: object, workers: int,
                 grid=None, block_shape=None, budget: int | None = None,
                 memory_source: str = "", observed: tuple[float, int] | None = None,
-                spread: bool = False, cutters: Mapping[int, Callable] | None = None
-                ) -> tuple[SparsePlan, list]:
+                spread: bool = False, cutters: Mapping[int, Callable] | None = None,
+                node_workers: int | None = None) -> tuple[SparsePlan, list]:
     """The plan and the operands its loads read; see the module docstring. ``observed``:
     ``(factor, non-zeros)`` of the result on the last run of this call
     (:mod:`tensorc.sparse.observed`), which corrects the estimated density. ``spread``:
@@ -201,7 +201,9 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
     :data:`SPREAD_NNZ` non-zeros the default split is then along an output index (a split
     along a summed first dimension, whose partial results sum into one output block, puts
     all the work on one node). ``cutters``: by operand position, what cuts that operand
-    (given ``steps``) in place of cutting it here."""
+    (given ``steps``) in place of cutting it here. ``node_workers``: the workers of one node
+    (default ``workers``), which a split over a summed first index is sized for: its
+    partial results sum into one output block, which one node computes."""
     started = time.perf_counter()
     compute = np.dtype(compute)
     sparse = [not isinstance(op, np.ndarray) for op in operands]
@@ -216,7 +218,7 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
     else:
         spread = spread and max(nonzeros.values(), default=0) >= SPREAD_NNZ
         rows_first = {} if spread else _rows_first(spec, operands, compute, result_sparse,
-                                                   workers)
+                                                   node_workers or workers)
         blocking = nnz_blocking(spec, nonzeros, workers, rows_first=rows_first)
         finer = _finer_for_skew(spec, operands, blocking, workers)
         if finer is not None:
