@@ -36,7 +36,24 @@ import scipy.sparse as sp
 from tensorc.codegen.coo import INDEX, CooData
 
 
-class SparseBlocks:
+class _BlockRanges:
+    """What every cut operand answers from its ``ranges`` and ``steps``: the entries of each
+    non-empty block and which block a task's slices start."""
+
+    ranges: dict[tuple[int, ...], tuple[int, int]]
+    steps: tuple[int, ...]
+
+    @property
+    def counts(self) -> dict[tuple[int, ...], int]:
+        """Stored entries of every non-empty block, by block coordinates."""
+        return {key: stop - start for key, (start, stop) in self.ranges.items()}
+
+    def block_of(self, slices: tuple[slice, ...]) -> tuple[int, ...]:
+        """The block coordinates of the block starting where ``slices`` start."""
+        return tuple(s.start // step for s, step in zip(slices, self.steps, strict=True))
+
+
+class SparseBlocks(_BlockRanges):
     """One sparse operand in blocks; see the module docstring."""
 
     def __init__(self, data: CooData, steps: tuple[int, ...]) -> None:
@@ -75,17 +92,8 @@ class SparseBlocks:
         self.nnz = data.nnz
 
     @property
-    def counts(self) -> dict[tuple[int, ...], int]:
-        """Non-zeros of every non-empty block, by block coordinates."""
-        return {key: stop - start for key, (start, stop) in self.ranges.items()}
-
-    @property
     def nbytes(self) -> int:
         return self.coords.nbytes + self.values.nbytes
-
-    def block_of(self, slices: tuple[slice, ...]) -> tuple[int, ...]:
-        """The block coordinates of the block starting where ``slices`` start."""
-        return tuple(s.start // step for s, step in zip(slices, self.steps, strict=True))
 
     def block(self, slices: tuple[slice, ...]) -> CooData:
         """The entries of the block ``slices`` cut out, coordinates local to it."""
@@ -101,7 +109,7 @@ class SparseBlocks:
         return CooData(shape, coords, self.values[start:stop])
 
 
-class CsrRowBlocks:
+class CsrRowBlocks(_BlockRanges):
     """A scipy CSR matrix cut into blocks of rows; see the module docstring."""
 
     def __init__(self, matrix: sp.csr_array, step: int) -> None:
@@ -120,11 +128,6 @@ class CsrRowBlocks:
                        for b, (a, z, n) in enumerate(zip(starts, stops, counts, strict=True))
                        if n}
         self.nnz = int(matrix.nnz)
-
-    @property
-    def counts(self) -> dict[tuple[int, ...], int]:
-        """Stored entries of every non-empty row block, by block coordinates."""
-        return {key: stop - start for key, (start, stop) in self.ranges.items()}
 
     @property
     def nbytes(self) -> int:
@@ -148,7 +151,7 @@ class CsrRowBlocks:
         return block
 
 
-class CsrGridBlocks:
+class CsrGridBlocks(_BlockRanges):
     """A scipy CSR matrix cut along both dimensions; see the module docstring."""
 
     def __init__(self, matrix: sp.csr_array, steps: tuple[int, int]) -> None:
@@ -171,17 +174,8 @@ class CsrGridBlocks:
         self.nnz = int(matrix.nnz)
 
     @property
-    def counts(self) -> dict[tuple[int, ...], int]:
-        """Stored entries of every non-empty block, by block coordinates."""
-        return {key: stop - start for key, (start, stop) in self.ranges.items()}
-
-    @property
     def nbytes(self) -> int:
         return sum(part.nbytes for part in self.columns)
-
-    def block_of(self, slices: tuple[slice, ...]) -> tuple[int, ...]:
-        """The block coordinates of the block starting where ``slices`` start."""
-        return tuple(s.start // step for s, step in zip(slices, self.steps, strict=True))
 
     def block(self, slices: tuple[slice, ...]) -> sp.csr_array:
         """The block ``slices`` as a CSR matrix of views into its block column's arrays."""

@@ -64,16 +64,9 @@ def _load_nnz(task: Task, inputs: list) -> int:
     operand = inputs[task.source[0]]
     if not isinstance(operand, (SparseBlocks, CsrRowBlocks, CsrGridBlocks)):
         return 0
-    key = _block_key(operand, task.source[1])
+    key = operand.block_of(task.source[1])
     span = operand.ranges.get(key)
     return 0 if span is None else span[1] - span[0]
-
-
-def _block_key(operand: SparseBlocks | CsrRowBlocks | CsrGridBlocks,
-               slices: tuple[slice, ...]) -> tuple:
-    if isinstance(operand, CsrRowBlocks):
-        return (slices[0].start // operand.steps[0], 0)
-    return operand.block_of(slices)
 
 
 def partition(graph: TaskGraph, inputs: list, nodes: int,
@@ -120,7 +113,7 @@ def _part(graph: TaskGraph, inputs: list, node: int, tasks: list[int],
             used.add(position)
             operand = inputs[position]
             if isinstance(operand, (SparseBlocks, CsrRowBlocks, CsrGridBlocks)):
-                keys.setdefault(position, []).append(_block_key(operand, slices))
+                keys.setdefault(position, []).append(operand.block_of(slices))
         sub.append(Task(task.key, task.kind, task.kernel,
                         tuple(renumber[s] for s in task.inputs), task.shape, task.nbytes,
                         task.flops, task.source))
