@@ -315,7 +315,11 @@ def dask_mttkrp(x, b, c):
     tensor = da.from_array(x, chunks=(-(-x.shape[0] // nodes), *x.shape[1:]), asarray=False)
     tensor, left, right = client.persist([tensor, da.from_array(b, chunks=b.shape),
                                           da.from_array(c, chunks=c.shape)])
-    return lambda: da.einsum("ijk,jf,kf->if", tensor, left, right).compute()
+    def run():  # pydata's einsum returns COO even for a dense result: factors are dense
+        result = da.einsum("ijk,jf,kf->if", tensor, left, right).compute()
+        return result.todense() if isinstance(result, sparse.SparseArray) else result
+
+    return run
 
 
 def dask_chain(a, start, hops: int):

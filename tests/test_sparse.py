@@ -605,3 +605,56 @@ def test_a_csr_matrix_cut_by_columns_stays_csr_and_its_pieces_read_the_same_bloc
         local = np.zeros(tuple(s.stop - s.start for s in slices_of[key]))
         np.add.at(local, tuple(got.coords), got.values)
         np.testing.assert_array_equal(local, dense[slices_of[key]])
+
+
+def test_a_result_merged_from_block_columns_says_truly_whether_its_rows_are_sorted():
+    a = sp.random_array((60, 300), density=0.1, format="csr", random_state=23)
+    b = sp.random_array((300, 200), density=0.1, format="csr", random_state=24)
+    got = tc.einsum("ij,jk->ik", a, b, backend="local", block_shape=((20, 300), (300, 50)))
+    rows_sorted = all(np.all(np.diff(got.indices[s:e]) > 0)
+                      for s, e in zip(got.indptr[:-1], got.indptr[1:], strict=True))
+    assert not got.has_sorted_indices or rows_sorted  # scipy's SpGEMM leaves rows unsorted
+    got.sum_duplicates()
+    np.testing.assert_allclose(got.toarray(), (a @ b).toarray(), rtol=1e-12)
+    assert got.has_canonical_format and all(
+        np.all(np.diff(got.indices[s:e]) > 0)
+        for s, e in zip(got.indptr[:-1], got.indptr[1:], strict=True))
+
+
+def test_an_element_wise_product_of_large_sparse_operands_is_still_split():
+    a = sp.random_array((3000, 3000), density=0.03, format="csr", random_state=25)
+    b = sp.random_array((3000, 3000), density=0.03, format="csr", random_state=26)
+    plan = tc.plan("ij,ij->ij", a, b, workers=2)
+    assert "-> 1, j" not in plan.stats["blocking"], plan.stats["blocking"]
+
+
+def test_a_tall_very_sparse_csr_cut_by_columns_is_cut_as_coordinates():
+    from tensorc.sparse.blocks import CsrGridBlocks, SparseBlocks, cut
+
+    tall = sp.random_array((200_000, 1000), density=1e-5, format="csr", random_state=27)
+    assert isinstance(cut(tall, (50_000, 10)), SparseBlocks)  # 100 row-pointer arrays
+    square = sp.random_array((1000, 1000), density=0.05, format="csr", random_state=27)
+    assert isinstance(cut(square, (500, 100)), CsrGridBlocks)  # 10 short ones
+
+
+def test_a_piece_of_an_unsorted_csr_cut_by_columns_is_canonical():
+    from tensorc.sparse.blocks import cut
+    from tensorc.sparse.compact import piece
+
+    a = sp.random_array((40, 40), density=0.3, format="csr", random_state=28)
+    shuffled = a.copy()
+    for row in range(40):  # each row's entries reversed: unsorted, as SpGEMM leaves them
+        s, e = shuffled.indptr[row], shuffled.indptr[row + 1]
+        shuffled.indices[s:e] = shuffled.indices[s:e][::-1].copy()
+        shuffled.data[s:e] = shuffled.data[s:e][::-1].copy()
+    shuffled.has_sorted_indices = False
+    grid = cut(shuffled, (20, 20))
+    sent = piece(grid, list(grid.ranges))
+    for key in grid.ranges:
+        slices = tuple(slice(c * 20, c * 20 + 20) for c in key)
+        block = sent.block(slices)
+        linear = block.coords[0] * 20 + block.coords[1]
+        assert np.all(np.diff(linear) > 0)  # row-major, each entry once
+        np.testing.assert_array_equal(
+            sp.coo_array((block.values, tuple(block.coords)), shape=(20, 20)).toarray(),
+            a.toarray()[slices])

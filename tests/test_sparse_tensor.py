@@ -92,22 +92,43 @@ C[i, k] += A[i, j] * D[j, k]
 
 
 def test_a_tensor_keeps_the_cuts_calls_make_of_it_and_drops_the_oldest(monkeypatch):
-    import tensorc.sparse.tensor as tensor_module
+    import tensorc.sparse.plan as sparse_plan
     from tensorc.sparse.blocks import cut
+    from tensorc.sparse.tensor import CUTS_KEPT
 
     a = sp.random_array((300, 200), density=0.05, format="csr", random_state=3)
     x = tc.asarray(a)
-    first = x.cut((100, 50))
-    assert x.cut((100, 50)) is first  # sorted once
-    for width in range(1, tensor_module.CUTS_KEPT + 1):
-        x.cut((100, width))
-    assert x.cut((100, 50)) is not first  # dropped as the least recently used
     made = []
-    monkeypatch.setattr(tensor_module, "cut", lambda *args: made.append(args) or
-                        cut(*args))
+    monkeypatch.setattr(sparse_plan, "cut", lambda value, steps: made.append(
+        (value is x.source, steps)) or cut(value, steps))
     left = sp.random_array((5, 300), density=0.2, format="csr", random_state=4)
     for _ in range(3):  # a chain's products: A cut along its columns once, reused
         got = tc.einsum("ij,jk->ik", left, x, backend="local",
                         block_shape=((5, 300), (300, 50)))
         np.testing.assert_allclose(got.toarray(), (left @ a).toarray())
-    assert [steps for _, steps in made] == [(300, 50)]
+    assert [steps for of_x, steps in made if of_x] == [(300, 50)]
+    first = x.cached_cut((300, 50))
+    for width in range(1, CUTS_KEPT + 1):
+        x.keep_cut((300, width), cut(x.source, (300, width)))
+    assert first is not None and x.cached_cut((300, 50)) is None  # the least recently used
+
+
+def test_a_tensor_keeps_only_the_cut_its_plan_chose():
+    rng = np.random.default_rng(5)
+    n = 20000
+    a = sp.csr_array((rng.random(400_000), (rng.integers(0, n, 400_000),
+                                            rng.integers(0, n, 400_000))), shape=(n, n))
+    left = sp.random_array((64, n), density=0.05, format="csr", random_state=6)
+    tried = tc.plan("ij,jk->ik", left, a).stats["blocking"]  # what a budget refines
+    x = tc.asarray(a)
+    got = tc.einsum("ij,jk->ik", left, x, backend="local", memory_limit="16MB")
+    chosen = tc.last_stats()["blocking"]
+    assert chosen != tried, chosen
+
+    def steps(blocking):  # x's (j, k) block sizes from "j: 20000/5000 -> 4, k: ..."
+        sizes = dict(part.split(": ") for part in blocking.split(", "))
+        return tuple(int(sizes[name].split("/")[1].split(" ")[0]) for name in "jk")
+
+    assert x.cached_cut(steps(chosen)) is not None
+    assert x.cached_cut(steps(tried)) is None
+    np.testing.assert_allclose(got.toarray(), (left @ a).toarray())

@@ -321,7 +321,8 @@ def _dense_if_full(block, product: tuple[int, int]):
     rows, cols = block.shape
     itemsize = np.dtype(block.dtype).itemsize
     compressed = block.nnz * (itemsize + block.indices.itemsize) + block.indptr.nbytes
-    if rows * cols == 0 or rows * cols * itemsize > DENSE_BLOCK_FACTOR * compressed:
+    dense = rows * cols * itemsize
+    if rows * cols == 0 or dense > DENSE_BLOCK_FACTOR * compressed or dense > DENSE_BLOCK_BYTES:
         return block
     if product[0] * product[1] * itemsize > DENSE_BLOCK_BYTES:
         return block

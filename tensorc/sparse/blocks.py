@@ -7,8 +7,9 @@ once), and the non-zeros per block come from ``indptr`` without a pass over the 
 a CSR matrix cut by columns too stays CSR (:class:`CsrGridBlocks`: scipy's slice of each
 block column, made once, then cut by rows the same way: its entries are held once more,
 in CSR form, and a block is read with no conversion, where coordinates sorted by block
-took twice the bytes and a conversion in every load); any other operand is cut in
-coordinate form (:class:`SparseBlocks`).
+took twice the bytes and a conversion in every load) unless its block columns' row
+pointers together would take more bytes than its entries (a tall, very sparse matrix);
+any other operand is cut in coordinate form (:class:`SparseBlocks`).
 
 Contract: ``SparseBlocks(data, steps)`` cuts a canonical :class:`~tensorc.codegen.coo.CooData`
 into blocks of ``steps[d]`` along each dimension ``d`` (the last block of a
@@ -34,6 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tensorc.codegen.coo import INDEX, CooData
+from tensorc.sparse.formats import canonical
 
 
 class _BlockRanges:
@@ -188,5 +190,10 @@ def cut(value: CooData | sp.csr_array,
     if sp.issparse(value):
         if steps[1] >= value.shape[1]:
             return CsrRowBlocks(value, steps[0])
-        return CsrGridBlocks(value, steps)
+        block_columns = math.ceil(value.shape[1] / max(1, int(steps[1])))
+        pointers = block_columns * (value.shape[0] + 1) * value.indptr.itemsize
+        if pointers <= value.nnz * (value.data.itemsize + value.indices.itemsize):
+            return CsrGridBlocks(value, steps)
+        value = canonical(value)  # tall and sparse: a row pointer array per block column
+        # would outweigh the entries
     return SparseBlocks(value, steps)

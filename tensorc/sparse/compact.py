@@ -147,6 +147,9 @@ def _grid_piece(blocks: CsrGridBlocks, keys: list[tuple[int, ...]]) -> CooPiece:
         slices = tuple(slice(c * s, min((c + 1) * s, n))
                        for c, s, n in zip(key, blocks.steps, blocks.shape, strict=True))
         block = blocks.block(slices)
+        if not block.has_canonical_format:  # a coordinate piece is read as canonical
+            block = block.copy()
+            block.sum_duplicates()
         rows = np.repeat(np.arange(block.shape[0], dtype=INDEX), np.diff(block.indptr))
         coords.append(np.stack([rows + slices[0].start,
                                 block.indices.astype(INDEX) + slices[1].start]))

@@ -116,8 +116,8 @@ def _plan(call: _Call, compute, result_sparse: bool, optimize, budget, source,
     remote = executor is not None and not executor.in_process
     workers = options.get("workers") or (executor.cpus if remote else available_cores())
     # a split over a summed first index keeps its one output block on one node
-    node_workers = (max(1, workers // executor.nodes) if remote and not options.get("workers")
-                    else workers)
+    node_workers = (max(1, workers // max(1, executor.nodes))
+                    if remote and not options.get("workers") else workers)
     fmt = result_format(call.sparse, len(call.spec.output), compute) if result_sparse else (
         "dense")
 
@@ -128,7 +128,7 @@ def _plan(call: _Call, compute, result_sparse: bool, optimize, budget, source,
                            grid=options.get("grid"), block_shape=options.get("block_shape"),
                            budget=budget, memory_source=source, observed=found,
                            spread=remote, node_workers=node_workers,
-                           cutters={k: tensor.cut for k, tensor in call.kept.items()})
+                           kept_cuts=call.kept)
 
     sparse_positions = [k for k, op in enumerate(call.operands)
                         if not isinstance(op, np.ndarray)]
@@ -137,7 +137,8 @@ def _plan(call: _Call, compute, result_sparse: bool, optimize, budget, source,
     position = sparse_positions[0]
     tensor = call.kept[position]
     key = (call.subscripts, position, np.dtype(compute).str, result_sparse, repr(optimize),
-           workers, repr(options.get("grid")), repr(options.get("block_shape")), budget,
+           workers, node_workers, remote, repr(options.get("grid")),
+           repr(options.get("block_shape")), budget,
            tuple((op.shape, op.dtype.str) for op in call.operands if isinstance(op, np.ndarray)))
     started = time.perf_counter()
     found = tensor.cached_plan(key)

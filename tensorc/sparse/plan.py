@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -152,14 +151,20 @@ def _operand_info(value: object,
 
 
 def _cut(spec: EinsumSpec, operands: Sequence[object], blocking: Blocking,
-         cutters: Mapping[int, Callable] | None = None) -> list:
-    """Each sparse operand cut into the blocking's blocks: by ``cutters[k](steps)`` where
-    one is given for operand ``k`` (a kept tensor's cached cut), else cut here."""
+         kept: Mapping[int, object] | None = None) -> list:
+    """Each sparse operand cut into the blocking's blocks: a kept tensor's cut of these
+    blocks where it has one (``kept[k].cached_cut(steps)``), else cut here."""
     step = dict(blocking.block)
-    cutters = cutters or {}
-    return [op if isinstance(op, np.ndarray)
-            else cutters.get(k, partial(cut, op))(tuple(step[n] for n in names))
-            for k, (op, names) in enumerate(zip(operands, spec.inputs, strict=True))]
+    kept = kept or {}
+    inputs = []
+    for k, (op, names) in enumerate(zip(operands, spec.inputs, strict=True)):
+        if isinstance(op, np.ndarray):
+            inputs.append(op)
+            continue
+        steps = tuple(step[n] for n in names)
+        found = kept[k].cached_cut(steps) if k in kept else None
+        inputs.append(found if found is not None else cut(op, steps))
+    return inputs
 
 
 def _lower(spec: EinsumSpec, inputs: list, steps, blocking: Blocking, compute,
@@ -192,7 +197,7 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
                 result_sparse: bool, result: str, *, optimize: object, workers: int,
                 grid=None, block_shape=None, budget: int | None = None,
                 memory_source: str = "", observed: tuple[float, int] | None = None,
-                spread: bool = False, cutters: Mapping[int, Callable] | None = None,
+                spread: bool = False, kept_cuts: Mapping[int, object] | None = None,
                 node_workers: int | None = None) -> tuple[SparsePlan, list]:
     """The plan and the operands its loads read; see the module docstring. ``observed``:
     ``(factor, non-zeros)`` of the result on the last run of this call
@@ -200,10 +205,11 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
     the plan runs on several nodes, which share out its output blocks; from
     :data:`SPREAD_NNZ` non-zeros the default split is then along an output index (a split
     along a summed first dimension, whose partial results sum into one output block, puts
-    all the work on one node). ``cutters``: by operand position, what cuts that operand
-    (given ``steps``) in place of cutting it here. ``node_workers``: the workers of one node
-    (default ``workers``), which a split over a summed first index is sized for: its
-    partial results sum into one output block, which one node computes."""
+    all the work on one node). ``kept_cuts``: by operand position, the ``SparseTensor`` an
+    operand came from; the plan reads its kept cut when it has the one chosen, and has it
+    keep the chosen cut (never one the planner tried and dropped). ``node_workers``: the
+    workers of one node (default ``workers``), which a split over a summed first index is
+    sized for: its partial results sum into one output block, which one node computes."""
     started = time.perf_counter()
     compute = np.dtype(compute)
     sparse = [not isinstance(op, np.ndarray) for op in operands]
@@ -223,7 +229,7 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
         finer = _finer_for_skew(spec, operands, blocking, workers)
         if finer is not None:
             blocking = nnz_blocking(spec, nonzeros, workers, finer)
-    inputs = _cut(spec, operands, blocking, cutters)
+    inputs = _cut(spec, operands, blocking, kept_cuts)
     factor = observed[0] if observed is not None else 1.0
     lowering = _lower(spec, inputs, steps, blocking, compute, factor)
     memory = None
@@ -247,7 +253,7 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
             if count > dict(blocking.sizes)[split]:
                 break
             finer = nnz_blocking(spec, nonzeros, workers, {split: count})
-            finer_inputs = _cut(spec, operands, finer, cutters)
+            finer_inputs = _cut(spec, operands, finer, kept_cuts)
             finer_lowering = _lower(spec, finer_inputs, steps, finer, compute, factor)
             finer_peak = _peak(finer_lowering, compute, result_sparse, workers)
             if finer_peak >= peak:
@@ -265,6 +271,10 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
             peak = need
         alloc = allocations(lowering.graph, set(), result_sparse)
         memory = MemoryModel(budget, peak, result_bytes, max(alloc, default=0), False)
+    step = dict(blocking.block)
+    for k, tensor in (kept_cuts or {}).items():
+        if _is_cut(inputs[k]):
+            tensor.keep_cut(tuple(step[n] for n in spec.inputs[k]), inputs[k])
     infos = [_operand_info(op, b if _is_cut(b) else None)
              for op, b in zip(operands, inputs, strict=True)]
     plan = SparsePlan(subscripts, spec, lowering, blocking, memory, infos, result,

@@ -134,12 +134,16 @@ def split_count(nnz: int, workers: int, block_nnz: int = BLOCK_NNZ) -> int:
 
 
 def product_work(spec: EinsumSpec, nonzeros: dict[int, int]) -> float | None:
-    """The expected multiply-adds of a product of two sparse operands (non-zeros spread
-    evenly): ``nnz(a) · nnz(b)`` over the size of the indices they share; ``None`` for any
-    other statement."""
+    """The expected multiply-adds of a matrix-like product of two sparse operands (each with
+    an index of its own, every shared index summed; non-zeros spread evenly): ``nnz(a) ·
+    nnz(b)`` over the size of the indices they share; ``None`` for any other statement (an
+    element-wise product's work is its operands' entries, not their overlap)."""
     if len(spec.inputs) != 2 or sorted(nonzeros) != [0, 1]:
         return None
-    shared = set(spec.inputs[0]) & set(spec.inputs[1])
+    first, second = set(spec.inputs[0]), set(spec.inputs[1])
+    shared = first & second
+    if not shared or shared & set(spec.output) or first <= second or second <= first:
+        return None
     return nonzeros[0] * nonzeros[1] / max(1, math.prod(spec.size_of[n] for n in shared))
 
 

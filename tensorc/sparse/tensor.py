@@ -18,10 +18,11 @@ Contract:
   ``persist`` keeps chunks on the workers. :meth:`SparseTensor.kept_piece` is that cache:
   at most :data:`PIECES_KEPT` cuts, least recently used dropped first; they die with the
   tensor.
-- Locally, the blocks a call cuts it into (coordinates sorted by block) are made once per
-  block shape and kept for later calls with the same cut (:meth:`SparseTensor.cut`, at
-  most :data:`CUTS_KEPT`): a chain ``R ← R · A`` sorts ``A`` once, not once per product.
-  A cut holds the tensor's non-zeros once more (coordinates and values, sorted).
+- The blocks a call's plan cuts it into are kept for later calls with the same cut
+  (:meth:`SparseTensor.cached_cut`, :meth:`SparseTensor.keep_cut`, at most
+  :data:`CUTS_KEPT`): a chain ``R ← R · A`` cuts ``A`` once, not once per product. A cut
+  holds the tensor's entries once more (a CSR matrix cut by columns as CSR block columns,
+  other cuts as coordinates sorted by block).
 - A call whose only sparse operand is a ``SparseTensor`` plans once per shape of call
   (:meth:`SparseTensor.cached_plan`, at most :data:`PLANS_KEPT`): an iterative solver's
   steps reuse the first step's plan and cut (``plan_cached`` in ``tc.last_stats()``).
@@ -46,7 +47,7 @@ import numpy as np
 
 from tensorc.errors import TypeCheckError
 from tensorc.runtime.kept import Kept
-from tensorc.sparse.blocks import CsrGridBlocks, CsrRowBlocks, SparseBlocks, cut
+from tensorc.sparse.blocks import CsrGridBlocks, CsrRowBlocks, SparseBlocks
 from tensorc.sparse.compact import piece
 from tensorc.sparse.elementwise import apply, name_of_ufunc
 from tensorc.sparse.formats import is_sparse, source, todense
@@ -58,7 +59,8 @@ PLANS_KEPT = 8
 """Plans a tensor keeps for later calls of the same shape (:meth:`SparseTensor.keep_plan`)."""
 
 CUTS_KEPT = 2
-"""Block cuts kept per tensor (:meth:`SparseTensor.cut`): each holds its non-zeros once more."""
+"""Block cuts kept per tensor (:meth:`SparseTensor.keep_cut`): each holds its entries once
+more."""
 
 
 class SparseTensor:
@@ -158,19 +160,24 @@ class SparseTensor:
             while len(self._plans) > PLANS_KEPT:
                 self._plans.popitem(last=False)
 
-    def cut(self, steps: tuple[int, ...]) -> SparseBlocks | CsrRowBlocks | CsrGridBlocks:
-        """This tensor cut into blocks of ``steps`` (:func:`tensorc.sparse.blocks.cut` of its
-        source), made once per ``steps`` and kept (module docstring)."""
-        key = tuple(int(step) for step in steps)
+    def cached_cut(self, steps: tuple[int, ...]
+                   ) -> SparseBlocks | CsrRowBlocks | CsrGridBlocks | None:
+        """The cut of this tensor into blocks of ``steps`` that a call kept
+        (:meth:`keep_cut`), or ``None``."""
         with self._lock:
-            found = self._cuts.get(key)
-            if found is None:
-                found = self._cuts[key] = cut(self.source, key)
-                while len(self._cuts) > CUTS_KEPT:
-                    self._cuts.popitem(last=False)
-            else:
-                self._cuts.move_to_end(key)
-        return found
+            found = self._cuts.get(tuple(int(step) for step in steps))
+            if found is not None:
+                self._cuts.move_to_end(tuple(int(step) for step in steps))
+            return found
+
+    def keep_cut(self, steps: tuple[int, ...], blocks) -> None:
+        """Keep ``blocks``, this tensor cut into blocks of ``steps`` by the plan a call ran
+        (at most :data:`CUTS_KEPT`, least recently used dropped first; cuts the planner
+        tried and dropped are never kept)."""
+        with self._lock:
+            self._cuts[tuple(int(step) for step in steps)] = blocks
+            while len(self._cuts) > CUTS_KEPT:
+                self._cuts.popitem(last=False)
 
     def kept_piece(self, blocks: SparseBlocks | CsrRowBlocks, keys: list[tuple]) -> Kept:
         """The compact piece of the blocks ``keys`` of ``blocks`` (this tensor's source cut
