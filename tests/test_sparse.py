@@ -658,3 +658,27 @@ def test_a_piece_of_an_unsorted_csr_cut_by_columns_is_canonical():
         np.testing.assert_array_equal(
             sp.coo_array((block.values, tuple(block.coords)), shape=(20, 20)).toarray(),
             a.toarray()[slices])
+
+
+def test_a_sparse_call_spreads_over_as_many_nodes_as_its_dense_operands_are_worth():
+    from types import SimpleNamespace
+
+    from tensorc.planning.cost import Machine, use_machine
+    from tensorc.sparse.distributed import SPARSE_RATE_FRACTION, nodes_worth_using
+
+    use_machine(Machine(network_bytes_per_second=100e6, blas_flops_per_core=16e9,
+                        cores_per_node=1))
+    try:
+        rate = 16e9 * SPARSE_RATE_FRACTION  # entries a second: 1e9
+
+        def graph(seconds: float):
+            return SimpleNamespace(tasks=[SimpleNamespace(flops=int(seconds * rate))])
+
+        dense = [np.zeros(100_000 // 8)]  # 100 kB: 1 ms a copy
+        assert nodes_worth_using(graph(1.0), [], 4) == 4  # nothing dense to send
+        assert nodes_worth_using(graph(0.0005), dense, 4) == 1  # copies cost more than work
+        # 16 ms of work: 1 node 17 ms, 2 nodes 10 ms, 4 nodes 8 ms, 8 nodes 10 ms
+        assert nodes_worth_using(graph(0.016), dense, 8) == 4
+        assert nodes_worth_using(graph(0.016), dense, 3) == 3  # at most the nodes there are
+    finally:
+        use_machine(None)
