@@ -259,7 +259,6 @@ class SparseMatmul:
             result = _compressed(result)
         return deliver(result, self.sparse_out, out, self.dtype)
 
-
     def __repr__(self) -> str:
         return f"SparseMatmul({self.library})"
 
@@ -322,9 +321,8 @@ def _dense_if_full(block, product: tuple[int, int]):
     itemsize = np.dtype(block.dtype).itemsize
     compressed = block.nnz * (itemsize + block.indices.itemsize) + block.indptr.nbytes
     dense = rows * cols * itemsize
-    if rows * cols == 0 or dense > DENSE_BLOCK_FACTOR * compressed or dense > DENSE_BLOCK_BYTES:
-        return block
-    if product[0] * product[1] * itemsize > DENSE_BLOCK_BYTES:
+    biggest = max(dense, product[0] * product[1] * itemsize)
+    if not dense or dense > DENSE_BLOCK_FACTOR * compressed or biggest > DENSE_BLOCK_BYTES:
         return block
     return block.toarray()
 
@@ -404,16 +402,15 @@ class GatherScatter:
         return result
 
     def __call__(self, *blocks, out=None) -> object:
-        raw = blocks[self.sparse_position]
-        if self.sampled and sp.issparse(raw) and raw.format == "csr":
-            return self._sampled_rows(raw, [np.asarray(blocks[position])
-                                            for position, *_ in self.dense])
-        sparse = coo_of(raw).astype(self.dtype)
         dense = []
         for position, _, transpose, _, _ in self.dense:
             block = np.asarray(blocks[position])
             dense.append(block.transpose(transpose) if transpose != tuple(range(block.ndim))
                          else block)
+        raw = blocks[self.sparse_position]
+        if self.sampled and sp.issparse(raw) and raw.format == "csr":
+            return self._sampled_rows(raw, dense)
+        sparse = coo_of(raw).astype(self.dtype)
         out_shape = self._out_shape(sparse, dense)
         if self.compiled:
             return self._scatter_compiled(sparse, dense, out_shape, out)
@@ -476,12 +473,8 @@ class GatherScatter:
         with the result, only the values made (zeros it makes dropped). scipy's COO of the
         block, coordinates widened to 64 bits and values converted took five times the
         result's values in temporaries."""
-        (_, (d0,), t0, _, _), (_, (d1,), t1, _, _) = self.dense
+        (_, (d0,), _, _, _), _ = self.dense  # the dense matrix gathered by block rows
         by_row, by_column = (dense[0], dense[1]) if d0 == 0 else (dense[1], dense[0])
-        transposes = (t0, t1) if d0 == 0 else (t1, t0)
-        by_row, by_column = (matrix.transpose(transpose) if transpose != (0, 1) else matrix
-                             for matrix, transpose in zip((by_row, by_column), transposes,
-                                                          strict=True))
         values = sparse_loops.sampled_rows(block, by_row, by_column, self.dtype)
         if values.all():  # the operand's own index arrays, read-only views of them
             indptr, indices = block.indptr.view(), block.indices.view()

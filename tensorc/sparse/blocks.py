@@ -38,9 +38,10 @@ from tensorc.codegen.coo import INDEX, CooData
 from tensorc.sparse.formats import canonical
 
 
-class _BlockRanges:
-    """What every cut operand answers from its ``ranges`` and ``steps``: the entries of each
-    non-empty block and which block a task's slices start."""
+class CutOperand:
+    """A sparse operand cut into blocks (what :func:`cut` returns): every kind answers from
+    its ``ranges`` and ``steps`` the entries of each non-empty block and which block a
+    task's slices start."""
 
     ranges: dict[tuple[int, ...], tuple[int, int]]
     steps: tuple[int, ...]
@@ -55,7 +56,7 @@ class _BlockRanges:
         return tuple(s.start // step for s, step in zip(slices, self.steps, strict=True))
 
 
-class SparseBlocks(_BlockRanges):
+class SparseBlocks(CutOperand):
     """One sparse operand in blocks; see the module docstring."""
 
     def __init__(self, data: CooData, steps: tuple[int, ...]) -> None:
@@ -111,7 +112,7 @@ class SparseBlocks(_BlockRanges):
         return CooData(shape, coords, self.values[start:stop])
 
 
-class CsrRowBlocks(_BlockRanges):
+class CsrRowBlocks(CutOperand):
     """A scipy CSR matrix cut into blocks of rows; see the module docstring."""
 
     def __init__(self, matrix: sp.csr_array, step: int) -> None:
@@ -153,7 +154,7 @@ class CsrRowBlocks(_BlockRanges):
         return block
 
 
-class CsrGridBlocks(_BlockRanges):
+class CsrGridBlocks(CutOperand):
     """A scipy CSR matrix cut along both dimensions; see the module docstring."""
 
     def __init__(self, matrix: sp.csr_array, steps: tuple[int, int]) -> None:
@@ -184,8 +185,7 @@ class CsrGridBlocks(_BlockRanges):
         return self.columns[slices[1].start // self.steps[1]].block(slices)
 
 
-def cut(value: CooData | sp.csr_array,
-        steps: tuple[int, ...]) -> SparseBlocks | CsrRowBlocks | CsrGridBlocks:
+def cut(value: CooData | sp.csr_array, steps: tuple[int, ...]) -> CutOperand:
     """``value`` (a :func:`~tensorc.sparse.formats.source`) cut into blocks of ``steps``."""
     if sp.issparse(value):
         if steps[1] >= value.shape[1]:

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 from tensorc.codegen.coo import INDEX, CooData
 from tensorc.codegen.sparse_kernels import coo_of, csr_of
-from tensorc.sparse.blocks import CsrGridBlocks, CsrRowBlocks, SparseBlocks
+from tensorc.sparse.blocks import CsrGridBlocks, CsrRowBlocks, CutOperand, SparseBlocks
 
 DENSE, CSR, COO = "dense", "csr", "coo"
 
@@ -121,8 +121,7 @@ class CsrPiece:
                              pointers - start), shape=(rows, self.shape[1]))
 
 
-def piece(blocks: SparseBlocks | CsrRowBlocks | CsrGridBlocks,
-          keys: list[tuple[int, ...]]) -> CooPiece | CsrPiece:
+def piece(blocks: CutOperand, keys: list[tuple[int, ...]]) -> CooPiece | CsrPiece:
     """The blocks ``keys`` of a cut operand, in compact form; see the module docstring."""
     keys = sorted(k for k in set(keys) if k in blocks.ranges)
     if isinstance(blocks, CsrRowBlocks):
@@ -141,20 +140,15 @@ def piece(blocks: SparseBlocks | CsrRowBlocks | CsrGridBlocks,
 
 def _grid_piece(blocks: CsrGridBlocks, keys: list[tuple[int, ...]]) -> CooPiece:
     """Blocks of a CSR matrix cut by rows and columns, as a coordinate piece (global
-    coordinates, each block's entries in row-major order)."""
+    coordinates, each block's entries in canonical row-major order)."""
     coords, values, offsets = [], [], [0]
     for key in keys:
         slices = tuple(slice(c * s, min((c + 1) * s, n))
                        for c, s, n in zip(key, blocks.steps, blocks.shape, strict=True))
-        block = blocks.block(slices)
-        if not block.has_canonical_format:  # a coordinate piece is read as canonical
-            block = block.copy()
-            block.sum_duplicates()
-        rows = np.repeat(np.arange(block.shape[0], dtype=INDEX), np.diff(block.indptr))
-        coords.append(np.stack([rows + slices[0].start,
-                                block.indices.astype(INDEX) + slices[1].start]))
-        values.append(block.data)
-        offsets.append(offsets[-1] + block.nnz)
+        coo = coo_of(blocks.block(slices))  # sorted and summed when the block is not
+        coords.append(coo.coords + np.asarray([[s.start] for s in slices], dtype=INDEX))
+        values.append(coo.values)
+        offsets.append(offsets[-1] + coo.nnz)
     return CooPiece(blocks.shape, blocks.steps,
                     np.concatenate(coords, axis=1) if keys else np.zeros((2, 0), INDEX),
                     np.concatenate(values) if keys else np.zeros(0, blocks.dtype),

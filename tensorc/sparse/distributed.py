@@ -84,8 +84,8 @@ def run_on_nodes(executor, plan, inputs: list, target, kept: dict | None = None)
     reruns = 0
     while True:
         nodes = executor.nodes
-        spread = nodes_worth_using(graph, inputs, nodes)
-        parts = partition(graph, inputs, spread, kept) if graph.outputs else []
+        used = nodes_worth_using(graph, inputs, nodes)
+        parts = partition(graph, inputs, used, kept) if graph.outputs else []
         calls = [(part.node, NodeRun(part.graph), part.operands) for part in parts]
         partitioned = time.perf_counter()
         try:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tensorc.codegen.taskgraph import LOAD, Task, TaskGraph
-from tensorc.sparse.blocks import CsrGridBlocks, CsrRowBlocks, SparseBlocks
+from tensorc.sparse.blocks import CutOperand
 from tensorc.sparse.compact import piece
 
 
@@ -62,7 +62,7 @@ def _cone_of(graph: TaskGraph, root: int) -> list[int]:
 
 def _load_nnz(task: Task, inputs: list) -> int:
     operand = inputs[task.source[0]]
-    if not isinstance(operand, (SparseBlocks, CsrRowBlocks, CsrGridBlocks)):
+    if not isinstance(operand, CutOperand):
         return 0
     key = operand.block_of(task.source[1])
     span = operand.ranges.get(key)
@@ -112,7 +112,7 @@ def _part(graph: TaskGraph, inputs: list, node: int, tasks: list[int],
             position, slices = task.source
             used.add(position)
             operand = inputs[position]
-            if isinstance(operand, (SparseBlocks, CsrRowBlocks, CsrGridBlocks)):
+            if isinstance(operand, CutOperand):
                 keys.setdefault(position, []).append(operand.block_of(slices))
         sub.append(Task(task.key, task.kind, task.kernel,
                         tuple(renumber[s] for s in task.inputs), task.shape, task.nbytes,

@@ -48,7 +48,7 @@ from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.planning.blocking import choose_blocking
 from tensorc.planning.memory_fit import MemoryModel, allocations, format_bytes, modelled_peak
 from tensorc.planning.pricing import planning_context
-from tensorc.sparse.blocks import CsrGridBlocks, CsrRowBlocks, SparseBlocks, cut
+from tensorc.sparse.blocks import CutOperand, cut
 from tensorc.sparse.rules import BLOCK_NNZ, nnz_blocking, plan_steps, split_count, split_index
 
 MAX_REFINEMENTS = 10
@@ -132,11 +132,10 @@ class SparsePlan:
 
 
 def _is_cut(value: object) -> bool:
-    return isinstance(value, (SparseBlocks, CsrRowBlocks, CsrGridBlocks))
+    return isinstance(value, CutOperand)
 
 
-def _operand_info(value: object,
-                  blocks: SparseBlocks | CsrRowBlocks | CsrGridBlocks | None) -> dict:
+def _operand_info(value: object, blocks: CutOperand | None) -> dict:
     if blocks is None:
         return {"sparse": False, "shape": tuple(np.shape(value))}
     counts = list(blocks.counts.values())

@@ -47,7 +47,7 @@ import numpy as np
 
 from tensorc.errors import TypeCheckError
 from tensorc.runtime.kept import Kept
-from tensorc.sparse.blocks import CsrGridBlocks, CsrRowBlocks, SparseBlocks
+from tensorc.sparse.blocks import CutOperand
 from tensorc.sparse.compact import piece
 from tensorc.sparse.elementwise import apply, name_of_ufunc
 from tensorc.sparse.formats import is_sparse, source, todense
@@ -86,10 +86,10 @@ class SparseTensor:
         """The sparse array held (tensorc's own copy unless ``copy=False``)."""
         self.source = source(value)
         """What calls plan and cut it from, made once."""
-        self._pieces: OrderedDict = OrderedDict()
-        self._plans: OrderedDict = OrderedDict()
-        self._cuts: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()  # calls on several threads may share one tensor
+        # calls on several threads may share one tensor: each cache has its lock
+        self._pieces = _Recent(PIECES_KEPT)
+        self._plans = _Recent(PLANS_KEPT)
+        self._cuts = _Recent(CUTS_KEPT)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -146,55 +146,73 @@ class SparseTensor:
         call's subscripts, the dense operands' shapes and dtypes, its options), or ``None``.
         Its non-zeros never change, so neither does the plan of a call whose only sparse
         operand is this tensor."""
-        with self._lock:
-            found = self._plans.get(key)
-            if found is not None:
-                self._plans.move_to_end(key)
-            return found
+        return self._plans.get(key)
 
     def keep_plan(self, key: tuple, plan, cut) -> None:
         """Keep ``plan`` and this tensor's ``cut`` for later calls of shape ``key`` (at
         most :data:`PLANS_KEPT`, least recently used dropped first)."""
-        with self._lock:
-            self._plans[key] = (plan, cut)
-            while len(self._plans) > PLANS_KEPT:
-                self._plans.popitem(last=False)
+        self._plans.put(key, (plan, cut))
 
-    def cached_cut(self, steps: tuple[int, ...]
-                   ) -> SparseBlocks | CsrRowBlocks | CsrGridBlocks | None:
+    def cached_cut(self, steps: tuple[int, ...]) -> CutOperand | None:
         """The cut of this tensor into blocks of ``steps`` that a call kept
         (:meth:`keep_cut`), or ``None``."""
-        with self._lock:
-            found = self._cuts.get(tuple(int(step) for step in steps))
-            if found is not None:
-                self._cuts.move_to_end(tuple(int(step) for step in steps))
-            return found
+        return self._cuts.get(tuple(int(step) for step in steps))
 
-    def keep_cut(self, steps: tuple[int, ...], blocks) -> None:
+    def keep_cut(self, steps: tuple[int, ...], blocks: CutOperand) -> None:
         """Keep ``blocks``, this tensor cut into blocks of ``steps`` by the plan a call ran
         (at most :data:`CUTS_KEPT`, least recently used dropped first; cuts the planner
         tried and dropped are never kept)."""
-        with self._lock:
-            self._cuts[tuple(int(step) for step in steps)] = blocks
-            while len(self._cuts) > CUTS_KEPT:
-                self._cuts.popitem(last=False)
+        self._cuts.put(tuple(int(step) for step in steps), blocks)
 
-    def kept_piece(self, blocks: SparseBlocks | CsrRowBlocks, keys: list[tuple]) -> Kept:
+    def kept_piece(self, blocks: CutOperand, keys: list[tuple]) -> Kept:
         """The compact piece of the blocks ``keys`` of ``blocks`` (this tensor's source cut
         as a call's plan cuts it), made once per cut and kept (module docstring)."""
         wanted = tuple(sorted(set(keys)))
-        key = (type(blocks).__name__, tuple(blocks.steps), wanted)
-        with self._lock:
-            found = self._pieces.get(key)
-            if found is None:
-                value = piece(blocks, list(wanted))
-                found = self._pieces[key] = Kept(value, int(getattr(value, "nbytes", 0) or 0))
-                while len(self._pieces) > PIECES_KEPT:
-                    self._pieces.popitem(last=False)
-            else:
-                self._pieces.move_to_end(key)
-        return found
 
+        def make() -> Kept:
+            value = piece(blocks, list(wanted))
+            return Kept(value, int(getattr(value, "nbytes", 0) or 0))
+
+        return self._pieces.get_or_make((type(blocks).__name__, tuple(blocks.steps), wanted),
+                                        make)
+
+
+class _Recent:
+    """At most ``limit`` values by key, the least recently used dropped first; safe to use
+    from several threads."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._values: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            found = self._values.get(key)
+            if found is not None:
+                self._values.move_to_end(key)
+            return found
+
+    def put(self, key, value) -> None:
+        with self._lock:
+            self._put(key, value)
+
+    def get_or_make(self, key, make):
+        """The value of ``key``, made by ``make()`` (under the lock, so once) if absent."""
+        with self._lock:
+            found = self._values.get(key)
+            if found is None:
+                found = make()
+                self._put(key, found)
+            else:
+                self._values.move_to_end(key)
+            return found
+
+    def _put(self, key, value) -> None:
+        self._values[key] = value
+        self._values.move_to_end(key)
+        while len(self._values) > self.limit:
+            self._values.popitem(last=False)
 
 
 def _operator(name: str, reflected: bool = False):
