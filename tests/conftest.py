@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -90,3 +91,21 @@ def ray_cluster():
                 os.environ[name] = value
     yield session.cluster
     tc.shutdown()
+
+
+STATED = {"network_bytes_per_second": 1e9, "blas_flops_per_core": 30e9, "cores_per_node": 1}
+"""The figures the node count of a call is chosen at in these tests (a node is sent the dense
+operands at 1 GB/s; sparse work runs at 1/16 of 30 GFLOP/s): what ``tc.init`` calibrates
+varies from run to run and machine to machine, and a test's spread must not."""
+
+
+@pytest.fixture
+def stated_machine():
+    """Price with :data:`STATED` (the machine's other figures as calibrated); the calibrated
+    figures come back after the test."""
+    from tensorc.planning import cost
+
+    calibrated = cost.machine()
+    cost.use_machine(dataclasses.replace(calibrated, **STATED))
+    yield
+    cost.use_machine(calibrated)

@@ -125,7 +125,8 @@ def test_node_removed_mid_cholesky_runs_it_again_task_by_task(dying_cluster):
 
 
 @pytest.mark.last
-def test_node_removed_mid_sparse_call_splits_the_work_again_over_the_nodes_left(dying_cluster):
+def test_node_removed_mid_sparse_call_splits_the_work_again_over_the_nodes_left(dying_cluster,
+                                                                              stated_machine):
     """A sparse einsum's node calls die with their node: the call cuts its work again over
     the nodes left (``reruns``), and its result is still scipy's."""
     session = dying_cluster

@@ -3,6 +3,7 @@ path, work spread over the nodes by non-zeros, blocks shipped in compact form.""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import numpy as np
@@ -11,11 +12,12 @@ import scipy.sparse as sp
 import sparse
 
 import tensorc as tc
+from tensorc.planning import cost
 from tensorc.sparse.blocks import cut
 from tensorc.sparse.compact import CooPiece, CsrPiece, pack, piece, unpack
 from tensorc.sparse.formats import canonical
 
-pytestmark = pytest.mark.usefixtures("ray_cluster")
+pytestmark = pytest.mark.usefixtures("ray_cluster", "stated_machine")
 
 
 def csr(n: int, m: int, density: float, seed: int) -> sp.csr_array:
@@ -47,6 +49,16 @@ def test_spmm_on_ray_matches_numpy_and_spreads_over_nodes():
         spread(stats) * d.nbytes)
     assert stats["shipped_bytes"] == sum(stats["node_recv_bytes"]) + sum(
         stats["node_send_bytes"])
+
+
+def test_a_slow_network_keeps_an_spmm_on_one_node():
+    """The same call as above, priced at a 50 MB/s network: sending the dense operand to a
+    second node costs more than the half of the work it saves."""
+    cost.use_machine(dataclasses.replace(cost.machine(), network_bytes_per_second=50e6))
+    a = csr(4000, 3000, 0.02, seed=1)
+    d = np.random.default_rng(2).random((3000, 16))
+    np.testing.assert_allclose(tc.einsum("ij,jk->ik", a, d), a @ d, rtol=1e-10)
+    assert spread(tc.last_stats()) == 1
 
 
 def test_spgemm_on_ray_gives_the_local_sparse_result():
