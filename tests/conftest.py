@@ -41,22 +41,51 @@ def golden(request: pytest.FixtureRequest):
 RAY_NODES = 4
 
 
+RAY_FIXTURES = {"ray_cluster", "dying_cluster"}
+
+
+def uses_ray(item: pytest.Item) -> bool:
+    """Whether ``item`` runs on Ray: on the shared cluster, or on a private one it starts
+    (marked ``ray``)."""
+    return (item.get_closest_marker("ray") is not None
+            or bool(RAY_FIXTURES & set(getattr(item, "fixturenames", ()))))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests without the shared Ray cluster first (they run on the local session, or start
-    and stop a private cluster before the shared one exists), then the tests on the shared
-    cluster, then those marked ``last`` (they remove its nodes)."""
+    """The Ray tests first, as one group (``make test`` runs the suite on two pytest-xdist
+    workers: one runs this group, in this order, while the other takes the tests that need
+    no Ray): those that start and stop a private cluster, then those on the shared cluster,
+    then those marked ``last`` (they remove its nodes); the tests without Ray after them."""
 
     def rank(item: pytest.Item) -> int:
+        if not uses_ray(item):
+            return 3
         if item.get_closest_marker("last") is not None:
             return 2
-        return 1 if "ray_cluster" in getattr(item, "fixturenames", ()) else 0
+        return 1 if RAY_FIXTURES & set(getattr(item, "fixturenames", ())) else 0
 
     items.sort(key=rank)
+    for item in items:
+        if uses_ray(item):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
+@pytest.fixture(autouse=True)
+def local_session_for_tests_without_ray(request: pytest.FixtureRequest):
+    """A test without Ray runs on the local session: a worker that ran the Ray group before
+    it ends the shared cluster first (no Ray test comes after it on that worker)."""
+    if not uses_ray(request.node):
+        import tensorc as tc
+
+        if tc.session.current().backend == "ray":
+            tc.shutdown()
+    yield
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers",
-                            "last: run after every other test (removes shared Ray's nodes)")
+                            "last: run after every other Ray test (removes shared Ray's nodes)")
+    config.addinivalue_line("markers", "ray: starts and stops a private Ray cluster")
 
 
 FAST_DEATH_NOTICE = {

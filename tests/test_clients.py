@@ -44,6 +44,7 @@ def test_every_estimator_the_reference_passes_passes_on_tensorc(reference):
     assert not missing, missing
 
 
+@pytest.mark.ray
 def test_every_estimator_the_reference_passes_passes_on_a_ray_cluster(reference):
     found = _check("tensorc", "2")
     missing = {name: found["failed"].get(name, "not run")

@@ -29,6 +29,7 @@ def test_demo_command_checks_against_numpy(capsys):
     assert "ratio tensorc / numpy" in out
 
 
+@pytest.mark.ray
 def test_ray_demo_runs_lshs_and_round_robin_on_a_cluster(capsys):
     """Runs before the shared cluster starts (it starts and stops a private one)."""
     from tensorc.cli import main
