@@ -551,6 +551,30 @@ def test_a_matrix_product_kernel_names_its_library():
     assert repr(kernel) == "SparseMatmul(scipy.sparse CSR @ CSR (SpGEMM))"
 
 
+@pytest.mark.parametrize("sort", [True, False])
+def test_a_csr_times_a_dense_operand_in_panels_of_its_rows_is_scipy_s(monkeypatch, sort):
+    """Rows with sorted columns are swept panel by panel of the dense operand's rows (here
+    panels of 7 rows, with empty rows and a last short panel); unsorted rows in one pass."""
+    from tensorc.codegen import sparse_loops
+
+    monkeypatch.setattr(sparse_loops, "PANEL_BYTES", 7 * 3 * 8)
+    panels = _counted(monkeypatch, "_rows_times_panels")
+    whole = _counted(monkeypatch, "_rows_times")
+    monkeypatch.setattr(sparse_loops, "_compiled", lambda loop: loop)  # the Python loops
+    a = _matrix(30, 50, 0.2, 31).tocsr()
+    a.data[a.indptr[4]:a.indptr[5]] = 0  # an empty row
+    a.eliminate_zeros()
+    if not sort:  # each row's entries reversed: unsorted, as SpGEMM leaves them
+        for row in range(30):
+            s, e = a.indptr[row], a.indptr[row + 1]
+            a.indices[s:e], a.data[s:e] = a.indices[s:e][::-1].copy(), a.data[s:e][::-1].copy()
+        a.has_sorted_indices = False
+    d = np.random.default_rng(32).random((50, 3))
+    np.testing.assert_allclose(sparse_loops.csr_times_dense(a, d, np.float64),
+                               a.toarray() @ d, rtol=1e-12)
+    assert (len(panels), len(whole)) == ((1, 0) if sort else (0, 1))
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_a_dense_block_is_compressed_to_the_csr_scipy_makes(dtype):
     from tensorc.codegen.sparse_loops import dense_to_csr
