@@ -122,9 +122,10 @@ def ray_cluster():
     tc.shutdown()
 
 
-STATED = {"network_bytes_per_second": 1e9, "blas_flops_per_core": 30e9, "cores_per_node": 1}
+STATED = {"network_bytes_per_second": 1e9, "sparse_entries_per_core": 1.9e9,
+          "cores_per_node": 1}
 """The figures the node count of a call is chosen at in these tests (a node is sent the dense
-operands at 1 GB/s; sparse work runs at 1/16 of 30 GFLOP/s): what ``tc.init`` calibrates
+operands at 1 GB/s; a sparse kernel touches 1.9G entries a second): what ``tc.init`` calibrates
 varies from run to run and machine to machine, and a test's spread must not."""
 
 

@@ -692,12 +692,12 @@ def test_a_sparse_call_spreads_over_as_many_nodes_as_its_dense_operands_are_wort
     from types import SimpleNamespace
 
     from tensorc.planning.cost import Machine, use_machine
-    from tensorc.sparse.distributed import SPARSE_RATE_FRACTION, nodes_worth_using
+    from tensorc.sparse.distributed import nodes_worth_using
 
-    use_machine(Machine(network_bytes_per_second=100e6, blas_flops_per_core=16e9,
+    rate = 1e9  # entries a second
+    use_machine(Machine(network_bytes_per_second=100e6, sparse_entries_per_core=rate,
                         cores_per_node=1))
     try:
-        rate = 16e9 * SPARSE_RATE_FRACTION  # entries a second: 1e9
 
         def graph(seconds: float):
             return SimpleNamespace(tasks=[SimpleNamespace(flops=int(seconds * rate))])

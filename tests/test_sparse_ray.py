@@ -219,3 +219,14 @@ def test_a_small_sum_over_rows_is_cut_for_the_one_node_that_runs_it():
     assert stats["blocking"] == local == f"i: {n}/{n} -> 1, j: {n}/{n} -> 1"
     assert sorted(stats["tasks_per_node"])[:-1] == [0, 0, 0]  # one node, its one core
     np.testing.assert_allclose(got, m.T @ r, rtol=1e-12)
+
+
+def test_tc_init_probes_the_sparse_kernel_rate_of_a_node():
+    """The session's figures (not the stated ones these tests price with) carry the rate the
+    compiled CSR-times-dense loop ran at on a node: below the BLAS rate, not the default."""
+    probed = tc.session.current().machine
+    assert probed.source.startswith("probed on")
+    assert probed.sparse_entries_per_core != cost.SPARSE_ENTRIES_PER_CORE
+    assert 0.005 * probed.blas_flops_per_core < probed.sparse_entries_per_core
+    assert probed.sparse_entries_per_core < probed.blas_flops_per_core
+    assert "G sparse entries/s per core" in probed.describe()

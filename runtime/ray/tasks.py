@@ -385,6 +385,31 @@ class NodeWorker:
         return flops, (time.perf_counter() - started) / steps
 
 
+    def sparse_probe(self, size: int = 4096, per_row: int = 40, width: int = 64,
+                     repeats: int = 3) -> float:
+        """Entries a second the compiled CSR-times-dense loop touches here on one thread:
+        a ``size``² CSR with ``per_row`` sorted entries a row times a ``size`` × ``width``
+        matrix (the loop compiled by an untimed first run)."""
+        import time
+
+        import scipy.sparse as sp
+
+        from tensorc.codegen.sparse_loops import csr_times_dense
+
+        _worker_setup()
+        rng = np.random.default_rng(0)
+        columns = np.sort(rng.integers(0, size, (size, per_row)), axis=1).ravel()
+        indptr = np.arange(0, size * per_row + 1, per_row, dtype=np.int32)  # as scipy's own
+        matrix = sp.csr_array((rng.random(size * per_row), columns.astype(np.int32), indptr),
+                              (size, size))
+        dense = rng.random((size, width))
+        csr_times_dense(matrix, dense, np.float64)
+        started = time.perf_counter()
+        for _ in range(repeats):
+            csr_times_dense(matrix, dense, np.float64)
+        return size * per_row * width * repeats / (time.perf_counter() - started)
+
+
 def node_worker(node_id: str):
     """A :class:`NodeWorker` actor on node ``node_id`` (hard affinity: Ray's soft affinity
     does not reliably place a zero-CPU actor on the node asked for)."""

@@ -47,22 +47,16 @@ from tensorc.sparse.partition import duplicated_tasks, partition
 MAX_RERUNS = 2
 """Times a call is run again after a node died under it (each time over the nodes left)."""
 
-SPARSE_RATE_FRACTION = 1 / 16
-"""A sparse kernel's work (a task's ``flops``: the entries it touches) done per second, as
-a fraction of one core's BLAS rate: SpMM of a 10,000² CSR at 1 % times a 10,000 × 64
-matrix touches 128M entries in 60 ms on one core here, against 33 GFLOP/s of BLAS."""
-
-
 def nodes_worth_using(graph, inputs: list, nodes: int) -> int:
     """How many of ``nodes`` a call spreads its output blocks over: the count (1, 2, 4, ...
     up to ``nodes``) whose modelled time is least. Every node used is sent each dense
     operand whole, one copy after another out of the driver's store (bytes at the
-    calibrated network rate), and the work (its tasks' entries at
-    :data:`SPARSE_RATE_FRACTION` of the calibrated cores' BLAS rate) divides among them.
+    calibrated network rate), and the work (its tasks' entries at the calibrated sparse
+    rate of the node's cores) divides among them.
     With no dense operand to send, every node."""
     figures = machine()
     dense = sum(op.nbytes for op in inputs if isinstance(op, np.ndarray))
-    rate = figures.blas_flops_per_core * figures.cores_per_node * SPARSE_RATE_FRACTION
+    rate = figures.sparse_entries_per_core * figures.cores_per_node
     work = sum(task.flops for task in graph.tasks) / rate
     copy = dense / figures.network_bytes_per_second
     counts = sorted({min(nodes, 2 ** k) for k in range(max(1, nodes).bit_length() + 1)})
