@@ -210,7 +210,8 @@ def run_system(name: str, call, reference, operands_bytes: int, repeats: int) ->
         row["blocking"] = stats.get("blocking")
         row["kernel"] = stats["steps"][0]["kernel"] if stats.get("steps") else None
         row["modelled_peak_bytes"] = stats.get("modelled_peak_bytes")
-        for key in ("tasks_per_node", "nonzeros_per_node", "shipped_bytes", "remote_calls"):
+        for key in ("tasks_per_node", "nonzeros_per_node", "shipped_bytes", "remote_calls",
+                    "node_peak_rss_bytes"):
             if key in stats:
                 row[key] = stats[key]
     return row
@@ -263,6 +264,9 @@ def report(case: str, rows: list[dict]) -> None:
         if "tasks_per_node" in r:
             print(f"   {r['system']}: tasks per node {r['tasks_per_node']}, non-zeros per "
                   f"node {r['nonzeros_per_node']}, shipped {r['shipped_bytes'] / 1e6:,.0f} MB")
+            peaks = [f"{p / 1e6:,.0f}" if p else "-" for p in r.get("node_peak_rss_bytes") or []]
+            if peaks:  # each node worker's highest resident memory so far (the session's)
+                print(f"   {r['system']}: node worker peak resident MB [{', '.join(peaks)}]")
 
 
 def dask_client(nodes: int):

@@ -558,6 +558,7 @@ def test_a_csr_times_a_dense_operand_in_panels_of_its_rows_is_scipy_s(monkeypatc
     from tensorc.codegen import sparse_loops
 
     monkeypatch.setattr(sparse_loops, "PANEL_BYTES", 7 * 3 * 8)
+    monkeypatch.setattr(sparse_loops, "WHOLE_DENSE_BYTES", 20 * 3 * 8)
     panels = _counted(monkeypatch, "_rows_times_panels")
     whole = _counted(monkeypatch, "_rows_times")
     monkeypatch.setattr(sparse_loops, "_compiled", lambda loop: loop)  # the Python loops

@@ -13,10 +13,10 @@ Contract:
 - :func:`csr_times_dense` ``(matrix, dense, dtype)`` returns ``matrix @ dense`` for a scipy
   CSR block and a 2-d ndarray (C order is used; another order is copied once), one loop
   over the rows, in panels of ``dense``'s rows (:data:`PANEL_BYTES`) when its rows are
-  sorted and ``dense`` is larger than two panels. scipy's own ``csr @ dense`` holds the GIL
-  and runs its inner loop unvectorised: on a 20,000² CSR at 1 % times a 20,000 × 64 matrix
-  it took 418 ms here, the compiled loop 264 ms on one thread and 96 ms on two (before the
-  panels).
+  sorted and ``dense`` is larger than :data:`WHOLE_DENSE_BYTES`. scipy's own ``csr @ dense``
+  holds the GIL and runs its inner loop unvectorised: on a 20,000² CSR at 1 % times a
+  20,000 × 64 matrix it took 418 ms here, the compiled loop 264 ms on one thread and 96 ms
+  on two (before the panels).
 - :func:`sampled_dots` ``(values, rows, cols, left, right)`` returns, for every non-zero
   ``n``, ``values[n] * (left[rows[n], :] · right[cols[n], :])``: the sampled product
   ``ij,if,jf->ij`` (SDDMM, the step of a factorisation fitted to observed entries) with no
@@ -45,11 +45,18 @@ import numpy as np
 SERVED = (np.dtype("float32"), np.dtype("float64"))
 PANEL_BYTES = 512 << 10
 """The rows of the dense operand :func:`csr_times_dense` reads in one pass (512 KiB of them,
-half a core's L2 here): a CSR block with sorted rows is swept once per panel of ``dense``'s
-rows (each row's entries in it, resumed where the last panel stopped), so the rows it
-gathers stay in the cache and the translation buffer. 20,000² at 1 % times 20,000 × 64, in
-1,250-row blocks on one thread here (best of 7): 0.36-0.47 s reading ``dense`` whole;
-panels of 256 KiB 0.18 s, 512 KiB 0.15 s, 1 MiB 0.17 s, 2 MiB 0.21 s."""
+half a core's L2 here) when it is larger than :data:`WHOLE_DENSE_BYTES`: a CSR block with
+sorted rows is swept once per panel of ``dense``'s rows (each row's entries in it, resumed
+where the last panel stopped), so the rows it gathers stay in the cache and the translation
+buffer. 20,000² at 1 % times 20,000 × 64, in 1,250-row blocks on one thread here (best of
+7): 0.36-0.47 s reading ``dense`` whole; panels of 256 KiB 0.18 s, 512 KiB 0.15 s, 1 MiB
+0.17 s, 2 MiB 0.21 s."""
+WHOLE_DENSE_BYTES = 8 << 20
+"""A dense operand up to this size (2,048 pages of 4 KiB, what a core's second-level TLB
+maps here) is read whole: its gathered rows stay mapped, and panels would only sweep the
+output block once per panel. 10,000 × 64 (5 MB) times two 10,000-row blocks of a 1 % CSR:
+0.08-0.09 s whole, 0.13 s in panels; 20,000 × 64 (10 MB) times a 10,000-row CSR block
+at 2 %: 0.18-0.23 s whole, 0.11-0.14 s in panels."""
 _COMPILED: dict = {}
 
 
@@ -248,7 +255,7 @@ def csr_times_dense(matrix, dense: np.ndarray, dtype) -> np.ndarray:
     out = np.zeros((matrix.shape[0], dense.shape[1]), dtype)
     row_bytes = max(1, dense.shape[1] * dtype.itemsize)
     panel = max(1, PANEL_BYTES // row_bytes)
-    if dense.shape[0] > 2 * panel and matrix.has_sorted_indices:
+    if dense.nbytes > WHOLE_DENSE_BYTES and matrix.has_sorted_indices:
         _compiled(_rows_times_panels)(matrix.indptr, matrix.indices, data, dense, out, panel)
     else:
         _compiled(_rows_times)(matrix.indptr, matrix.indices, data, dense, out)
