@@ -18,8 +18,10 @@ Contract:
   anything is computed.
 - :func:`run_sparse_program` runs the statements in order: sparse steps through
   :func:`~tensorc.sparse.einsum.run_sparse_einsum` on the session's executor (on a Ray
-  session each is one call per node, its result gathered here; a ``SparseTensor`` input's
-  pieces stay on the nodes between statements and runs), fills as fills, every other
+  session each is one call per node, its result gathered here; consecutive sparse
+  statements none of which reads another's result run together, one call per node for
+  all of them; a ``SparseTensor`` input's pieces stay on the nodes between statements and
+  runs), fills as fills, every other
   statement on the local executor as in a dense program. Results are cast to their
   target's dtype. Returns ``(values by output label, [(label, statistics)])``.
 """
@@ -37,7 +39,7 @@ from tensorc.frontend.subscripts import EinsumSpec
 from tensorc.frontend.tc_lower import Statement, Unrolled
 from tensorc.ir.nodes import Arg, Const, Expr, Function, Join, Map, OpCall, ReduceByKey, Scan
 from tensorc.runtime.statements import local_constant, output_labels
-from tensorc.sparse.einsum import run_sparse_einsum
+from tensorc.sparse.einsum import prepare_sparse_einsum, run_prepared, run_prepared_together
 from tensorc.sparse.formats import is_sparse
 from tensorc.sparse.rules import sparse_result
 
@@ -178,15 +180,61 @@ def _plan_options(runner) -> dict:
     return result
 
 
+def _independent_runs(unrolled: Unrolled, steps: dict[str, SparseStatement]) -> dict:
+    """Runs of two or more consecutive sparse statements, none reading a value another of
+    the run writes: the first statement's label mapped to the run's labels."""
+    runs: dict[str, list[str]] = {}
+    current: list[str] = []
+    written: set[str] = set()
+
+    def close() -> None:
+        if len(current) > 1:
+            runs[current[0]] = list(current)
+
+    for statement in unrolled.statements:
+        label = statement.label
+        if statement.program is not None and label in steps and not (
+                written & set(statement.operands)):
+            current.append(label)
+            written.add(label)
+            continue
+        close()
+        current, written = [], set()
+        if statement.program is not None and label in steps:
+            current, written = [label], {label}
+    close()
+    return runs
+
+
+def _operands(statement: Statement, step: SparseStatement, env: dict) -> tuple:
+    operands = [env[name] for name in statement.operands]
+    if step.scale != 1:
+        operands.append(step.scale)
+    return tuple(operands)
+
+
+def _store(env: dict, statement: Statement, value) -> None:
+    want = np.dtype(statement.dtype)
+    if is_sparse(value):
+        env[statement.label] = value if value.dtype == want else value.astype(want)
+    else:
+        env[statement.label] = np.asarray(value, dtype=want)
+
+
 def run_sparse_program(runner, unrolled: Unrolled, arrays: dict,
                        steps: dict[str, SparseStatement]) -> tuple[dict, list]:
-    """Run ``unrolled`` on ``arrays`` (inputs by label) in this process (see the module
-    docstring)."""
+    """Run ``unrolled`` on ``arrays`` (inputs by label); see the module docstring."""
     executor = session.executor_for("local", ())
+    remote = not session.executor_for(None, ()).in_process
+    together = _independent_runs(unrolled, steps) if remote else {}
+    by_label = {statement.label: statement for statement in unrolled.statements}
+    done: set[str] = set()
     env: dict[str, object] = dict(arrays)
     ran: list[tuple[str, dict]] = []
     for statement in unrolled.statements:
         label = statement.label
+        if label in done:
+            continue
         if statement.program is None:
             env[label] = local_constant(statement, env)
             continue
@@ -198,17 +246,16 @@ def run_sparse_program(runner, unrolled: Unrolled, arrays: dict,
             env[label] = values[label]
             ran.extend(stats)
             continue
-        operands = [env[name] for name in statement.operands]
-        if step.scale != 1:
-            operands.append(step.scale)
-        value, stats = run_sparse_einsum(
-            step.subscripts, tuple(operands), out=None, optimize=runner.options.optimize,
-            backend=None, dtype=statement.program.dtype, order="K", casting="safe",
-            plan_options=_plan_options(runner))
-        want = np.dtype(statement.dtype)
-        if is_sparse(value):
-            env[label] = value if value.dtype == want else value.astype(want)
-        else:
-            env[label] = np.asarray(value, dtype=want)
-        ran.append((label, {**stats, "sparse_einsum": step.subscripts}))
+        labels = together.get(label, [label])
+        prepared = [prepare_sparse_einsum(
+            steps[each].subscripts, _operands(by_label[each], steps[each], env), out=None,
+            optimize=runner.options.optimize, backend=None,
+            dtype=by_label[each].program.dtype, order="K", casting="safe",
+            plan_options=_plan_options(runner)) for each in labels]
+        results = (run_prepared_together(prepared) if len(prepared) > 1 else
+                   [run_prepared(prepared[0])])
+        for each, (value, stats) in zip(labels, results, strict=True):
+            _store(env, by_label[each], value)
+            ran.append((each, {**stats, "sparse_einsum": steps[each].subscripts}))
+            done.add(each)
     return {label: env[label] for label in output_labels(unrolled)}, ran

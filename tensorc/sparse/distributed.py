@@ -10,9 +10,10 @@ statistics after writing every result block into the target. Steps:
    many of the executor's nodes as the model finds worth it (:func:`nodes_worth_using`: a
    dense operand is sent to each, the work divides among them), balanced by non-zeros and
    flops, and cuts each node's compact operand pieces;
-2. ``executor.run_node_calls`` runs one :class:`~tensorc.sparse.node_run.NodeRun` per node
+2. ``executor.run_node_calls`` runs one :class:`~tensorc.sparse.node_run.NodeRuns` per node
    (the same kernels as a local run), each node's pieces and the shared dense operands its
-   arguments (a dense operand is put once);
+   arguments (a dense operand is put once); :func:`run_together` runs several plans that
+   do not read each other's results this way, each node's parts of all of them one call;
 3. each node's result blocks come back packed (:mod:`tensorc.sparse.compact`) and are
    written into the target: a sparse block into the sink, a dense one into its slice.
 
@@ -41,7 +42,7 @@ from tensorc.errors import NodeLostError
 from tensorc.planning.cost import machine
 from tensorc.runtime.kept import Kept
 from tensorc.sparse.compact import packed_bytes, unpack
-from tensorc.sparse.node_run import NodeRun
+from tensorc.sparse.node_run import NodeRun, NodeRuns
 from tensorc.sparse.partition import duplicated_tasks, partition
 
 MAX_RERUNS = 2
@@ -73,14 +74,30 @@ def run_on_nodes(executor, plan, inputs: list, target, kept: dict | None = None)
     """Run ``plan`` over ``inputs`` on ``executor``'s nodes into ``target``; see the module
     docstring. ``kept``: the operands given as ``SparseTensor``, by position (their pieces
     are :class:`~tensorc.runtime.kept.Kept`: stored once, reused by later calls)."""
+    return run_together(executor, [(plan, inputs, target, kept)])[0]
+
+
+def run_together(executor, runs: list[tuple]) -> list[dict]:
+    """Run several ``(plan, inputs, target, kept)``, none reading another's target, as one
+    call per node: each plan partitioned on its own (its node count its own), a node's
+    parts of every plan one :class:`~tensorc.sparse.node_run.NodeRuns`. Each run's
+    statistics, in order (``merged_runs``: how many ran together; ``remote_calls``: the
+    calls that carried a part of it)."""
     started = time.perf_counter()
-    graph = plan.graph
     reruns = 0
     while True:
         nodes = executor.nodes
-        used = nodes_worth_using(graph, inputs, nodes)
-        parts = partition(graph, inputs, used, kept) if graph.outputs else []
-        calls = [(part.node, NodeRun(part.graph), part.operands) for part in parts]
+        parted = [partition(plan.graph, inputs, nodes_worth_using(plan.graph, inputs, nodes),
+                            kept) if plan.graph.outputs else []
+                  for plan, inputs, _, kept in runs]
+        by_node: dict[int, list[tuple[int, object]]] = {}
+        for k, parts in enumerate(parted):
+            for part in parts:
+                by_node.setdefault(part.node, []).append((k, part))
+        calls = [(node, NodeRuns(tuple(NodeRun(part.graph) for _, part in items),
+                                 tuple(len(part.operands) for _, part in items)),
+                  [op for _, part in items for op in part.operands])
+                 for node, items in sorted(by_node.items())]
         partitioned = time.perf_counter()
         try:
             values, ran = executor.run_node_calls(calls) if calls else ([], {})
@@ -89,37 +106,37 @@ def run_on_nodes(executor, plan, inputs: list, target, kept: dict | None = None)
             if reruns >= MAX_RERUNS or nodes <= 1:
                 raise
             reruns += 1  # nothing was written yet: split the work again over the nodes left
-    recv = [0] * nodes
-    send = [0] * nodes
-    tasks = [0] * nodes
-    nonzeros = [0] * nodes
     stored_now = ran.get("kept_stored", set())
-    reused = 0
-    for part, (_, _, operands), (starts, packed) in zip(parts, calls, values, strict=True):
-        for op in operands:  # a kept piece stored by an earlier call is not sent again
-            if isinstance(op, Kept) and id(op) not in stored_now:
-                reused += op.nbytes
-            else:
-                recv[part.node] += _nbytes(op)
-        send[part.node] = sum(packed_bytes(p) for p in packed) + int(starts.nbytes)
-        tasks[part.node] = part.tasks
-        nonzeros[part.node] = part.nonzeros
-        for start, block in zip(starts.tolist(), packed, strict=True):
-            _write(target, start, unpack(block))
+    figures = [{"recv": [0] * nodes, "send": [0] * nodes, "tasks": [0] * nodes,
+                "nonzeros": [0] * nodes, "reused": 0} for _ in runs]
+    for (node, items), results in zip(sorted(by_node.items()), values, strict=True):
+        for (k, part), (starts, packed) in zip(items, results, strict=True):
+            each = figures[k]
+            for op in part.operands:  # a kept piece stored by an earlier call is not sent again
+                if isinstance(op, Kept) and id(op) not in stored_now:
+                    each["reused"] += op.nbytes
+                else:
+                    each["recv"][node] += _nbytes(op)
+            each["send"][node] = sum(packed_bytes(p) for p in packed) + int(starts.nbytes)
+            each["tasks"][node] = part.tasks
+            each["nonzeros"][node] = part.nonzeros
+            for start, block in zip(starts.tolist(), packed, strict=True):
+                _write(runs[k][2], start, unpack(block))
     finished = time.perf_counter()
-    return {
+    return [{
         **plan.stats,
         "backend": executor.backend,
         "scheduler": "nonzeros (output blocks by cone, largest first)",
-        "remote_calls": ran.get("calls", 0),
+        "remote_calls": len(parts),
+        "merged_runs": len(runs),
         "nodes_used": len(parts),
-        "tasks_per_node": tasks,
-        "nonzeros_per_node": nonzeros,
-        "node_recv_bytes": recv,
-        "node_send_bytes": send,
-        "shipped_bytes": sum(recv) + sum(send),
-        "kept_bytes_reused": reused,
-        "duplicated_tasks": duplicated_tasks(parts, graph) if parts else 0,
+        "tasks_per_node": each["tasks"],
+        "nonzeros_per_node": each["nonzeros"],
+        "node_recv_bytes": each["recv"],
+        "node_send_bytes": each["send"],
+        "shipped_bytes": sum(each["recv"]) + sum(each["send"]),
+        "kept_bytes_reused": each["reused"],
+        "duplicated_tasks": duplicated_tasks(parts, plan.graph) if parts else 0,
         "ran_on": ran.get("ran_on", []),
         "node_peak_rss_bytes": ran.get("node_peak_rss_bytes", [None] * nodes),
         "reruns": reruns,
@@ -127,7 +144,7 @@ def run_on_nodes(executor, plan, inputs: list, target, kept: dict | None = None)
         "run_seconds": finished - partitioned,
         "plan_cached": plan.stats.get("plan_cached", False),
         "measured_inter_node_bytes": None,
-    }
+    } for (plan, _, _, _), parts, each in zip(runs, parted, figures, strict=True)]
 
 
 def _write(target, start: list[int], block) -> None:

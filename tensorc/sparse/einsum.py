@@ -3,8 +3,10 @@ session's executor, returned in the type the operands imply.
 
 Contract: :func:`run_sparse_einsum` takes a ``tc.einsum`` call in which some operand is a
 scipy or pydata sparse array (:func:`sparse_call`) and returns ``(result, statistics)``;
-the driver records the statistics. :func:`plan_sparse_einsum` plans the same call without
-running it (``tc.plan``). The rules:
+the driver records the statistics. It is :func:`prepare_sparse_einsum` (checked, planned,
+a :class:`PreparedCall`) then the run; :func:`run_prepared_together` runs several prepared
+calls on a Ray session as one call per node (a ``.tc`` program's independent statements).
+:func:`plan_sparse_einsum` plans the same call without running it (``tc.plan``). The rules:
 
 - operands: scipy sparse matrices and arrays (2-d, 1-d), pydata sparse arrays (any rank),
   ``SparseTensor`` (``tc.asarray`` of one: a call's result then has the wrapped array's
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import copy
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,7 +46,7 @@ from tensorc.planning.options import check_backend, check_casting, check_plan_op
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.task_pool import available_cores
 from tensorc.sparse import observed
-from tensorc.sparse.distributed import run_on_nodes
+from tensorc.sparse.distributed import run_on_nodes, run_together
 from tensorc.sparse.formats import held, is_sparse, result_format, source
 from tensorc.sparse.plan import SparsePlan, plan_sparse
 from tensorc.sparse.results import SparseResultSink, empty_result
@@ -160,9 +163,27 @@ def _describe(fmt: str) -> str:
             "coo_array": "sparse (scipy coo_array)"}[fmt]
 
 
-def run_sparse_einsum(subscripts, operands: tuple, *, out, optimize, backend, dtype, order,
-                      casting, plan_options: dict) -> tuple[object, dict]:
-    """One sparse einsum call; see the module docstring."""
+@dataclass
+class PreparedCall:
+    """A sparse einsum call checked and planned, its result's target made, not yet run."""
+
+    call: _Call
+    executor: object
+    plan: SparsePlan
+    inputs: list
+    target: object
+    out: object
+    result_type: object
+    compute: object
+    result_sparse: bool
+    fmt: str | None
+    shape: tuple
+    started: float
+
+
+def prepare_sparse_einsum(subscripts, operands: tuple, *, out, optimize, backend, dtype,
+                          order, casting, plan_options: dict) -> PreparedCall:
+    """Check and plan one sparse einsum call (the first half of :func:`run_sparse_einsum`)."""
     started = time.perf_counter()
     check_backend(backend)
     check_casting(casting)
@@ -187,26 +208,59 @@ def run_sparse_einsum(subscripts, operands: tuple, *, out, optimize, backend, dt
         target = SparseResultSink(shape, compute, ranges)
     else:
         target = np.zeros(shape, compute, order="F" if order == "F" else "C")
-    planned = time.perf_counter()
-    if executor.in_process:
-        _, stats = executor.run_plan(plan, inputs, out=target, result_type=result_type,
-                                     workers=call.options.get("workers"),
-                                     cached=plan.stats.get("plan_cached", False),
-                                     plan_seconds=planned - started)
-    else:
-        stats = run_on_nodes(executor, plan, inputs, target, call.kept)
-    if result_sparse:
-        result = target.assemble(fmt) if plan.graph.outputs else empty_result(
-            shape, compute, fmt)
-        observed.record(call.signature(compute), plan.stats["model_output_nnz"], result.nnz)
-        if np.dtype(result_type) != compute:
+    return PreparedCall(call, executor, plan, inputs, target, out, result_type, compute,
+                        result_sparse, fmt, shape, started)
+
+
+def _finish(prepared: PreparedCall, stats: dict) -> tuple[object, dict]:
+    """The result of a prepared call whose run wrote its target."""
+    target, result_type = prepared.target, prepared.result_type
+    if prepared.result_sparse:
+        result = target.assemble(prepared.fmt) if prepared.plan.graph.outputs else (
+            empty_result(prepared.shape, prepared.compute, prepared.fmt))
+        observed.record(prepared.call.signature(prepared.compute),
+                        prepared.plan.stats["model_output_nnz"], result.nnz)
+        if np.dtype(result_type) != prepared.compute:
             result = result.astype(result_type)
         return result, stats
-    if out is not None:
-        np.copyto(out, target, casting="unsafe")
-        return out, stats
+    if prepared.out is not None:
+        np.copyto(prepared.out, target, casting="unsafe")
+        return prepared.out, stats
     value = target if target.dtype == result_type else target.astype(result_type)
     return (value[()] if value.ndim == 0 else value), stats
+
+
+def run_sparse_einsum(subscripts, operands: tuple, *, out, optimize, backend, dtype, order,
+                      casting, plan_options: dict) -> tuple[object, dict]:
+    """One sparse einsum call; see the module docstring."""
+    return run_prepared(prepare_sparse_einsum(
+        subscripts, operands, out=out, optimize=optimize, backend=backend, dtype=dtype,
+        order=order, casting=casting, plan_options=plan_options))
+
+
+def run_prepared(prepared: PreparedCall) -> tuple[object, dict]:
+    """Run one prepared call on its executor; its result and statistics."""
+    executor, plan = prepared.executor, prepared.plan
+    if executor.in_process:
+        _, stats = executor.run_plan(plan, prepared.inputs, out=prepared.target,
+                                     result_type=prepared.result_type,
+                                     workers=prepared.call.options.get("workers"),
+                                     cached=plan.stats.get("plan_cached", False),
+                                     plan_seconds=time.perf_counter() - prepared.started)
+    else:
+        stats = run_on_nodes(executor, plan, prepared.inputs, prepared.target,
+                             prepared.call.kept)
+    return _finish(prepared, stats)
+
+
+def run_prepared_together(prepared: list[PreparedCall]) -> list[tuple[object, dict]]:
+    """Several prepared calls on one executor out of this process, none reading another's
+    result, run as one call per node (:func:`~tensorc.sparse.distributed.run_together`);
+    their results and statistics in order."""
+    executor = prepared[0].executor
+    stats = run_together(executor, [(p.plan, p.inputs, p.target, p.call.kept)
+                                    for p in prepared])
+    return [_finish(p, s) for p, s in zip(prepared, stats, strict=True)]
 
 
 def plan_sparse_einsum(subscripts: str, *operands, optimize="auto", dtype=None,

@@ -9,6 +9,7 @@ over the operands the part was sent (compact pieces of sparse operands, dense ar
 returns ``(starts, packed)``: each output block's global start per dimension (an ``int64``
 array, one row per block) and the block itself packed by
 :func:`~tensorc.sparse.compact.pack` (sparse blocks stay sparse, dense ones dense).
+``NodeRuns(runs, counts)`` runs several in one call, each on its own operands in turn.
 """
 
 from __future__ import annotations
@@ -36,3 +37,20 @@ class NodeRun:
         starts = np.asarray([[s.start for s in slices] for slices, _ in sink.blocks],
                             dtype=np.int64).reshape(len(sink.blocks), ndim)
         return starts, [pack(block) for _, block in sink.blocks]
+
+
+class NodeRuns:
+    """Several :class:`NodeRun` as one step kernel: ``NodeRuns(runs, counts)(*operands)``
+    gives each run its ``counts[k]`` operands in turn and returns their results in order
+    (one call per node for the parts of several plans)."""
+
+    def __init__(self, runs: tuple[NodeRun, ...], counts: tuple[int, ...]) -> None:
+        self.runs = runs
+        self.counts = counts
+
+    def __call__(self, *operands) -> list[tuple[np.ndarray, list[tuple]]]:
+        results, first = [], 0
+        for run, count in zip(self.runs, self.counts, strict=True):
+            results.append(run(*operands[first:first + count]))
+            first += count
+        return results
