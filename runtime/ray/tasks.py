@@ -56,6 +56,7 @@ import os
 import numpy as np
 
 from tensorc.codegen.block_kernels import evaluate_block_expr
+from tensorc.codegen.sparse_loops import csr_times_dense
 from tensorc.planning.memory_fit import READ_OVERHEAD
 from tensorc.runtime.block_buffers import BlockBuffers, holds
 from tensorc.runtime.ray.stages import READ, RUN, Step
@@ -393,8 +394,6 @@ class NodeWorker:
         import time
 
         import scipy.sparse as sp
-
-        from tensorc.codegen.sparse_loops import csr_times_dense
 
         _worker_setup()
         rng = np.random.default_rng(0)
