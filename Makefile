@@ -25,7 +25,7 @@ test: $(STAMP)
 	@# bytecode written once: every Ray worker process imports tensorc, and with
 	@# PYTHONDONTWRITEBYTECODE set each would compile it again (0.6 s a process)
 	$(BIN)/python -m compileall -q tensorc passes runtime grammar
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python tools/run_tests.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

@@ -343,8 +343,10 @@ class Program:
         steps = sparse_steps(unrolled, set(self.sparse_inputs), self.source)
         values, ran = run_sparse_program(self.runner, unrolled, arrays, steps)
         backend = session.executor_for(None, ()).backend  # where the sparse einsums ran
+        calls = sum(stats["node_calls"] if "node_calls" in stats else stats.get(
+            "remote_calls", 0) for _, stats in ran)  # a merged group's calls counted once
         run_stats.record(run_stats.program_stats(
-            ran, backend=backend, seconds=time.perf_counter() - started))
+            ran, backend=backend, seconds=time.perf_counter() - started, remote_calls=calls))
         return {name: values[label] for name, label in unrolled.outputs}
 
     def check_sparse_statements(self) -> None:

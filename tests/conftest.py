@@ -18,6 +18,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="rewrite tests/golden/*.txt from the current output instead of comparing",
     )
+    parser.addoption(
+        "--ray",
+        choices=("all", "only", "skip"),
+        default="all",
+        help="run every test, only the tests on Ray, or only those without Ray",
+    )
 
 
 @pytest.fixture
@@ -52,34 +58,26 @@ def uses_ray(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The Ray tests first, as one group (``make test`` runs the suite on two pytest-xdist
-    workers: one runs this group, in this order, while the other takes the tests that need
-    no Ray): those that start and stop a private cluster, then those on the shared cluster,
-    then those marked ``last`` (they remove its nodes); the tests without Ray after them."""
+    """Tests without Ray first (they run on the local session), then those that start and
+    stop a private cluster, then the tests on the shared cluster, then those marked
+    ``last`` (they remove its nodes). ``--ray=only`` keeps the Ray tests, ``--ray=skip``
+    the others (``tools/run_tests.py`` runs the two halves side by side)."""
 
     def rank(item: pytest.Item) -> int:
         if not uses_ray(item):
-            return 3
+            return 0
         if item.get_closest_marker("last") is not None:
-            return 2
-        return 1 if RAY_FIXTURES & set(getattr(item, "fixturenames", ())) else 0
+            return 3
+        return 2 if RAY_FIXTURES & set(getattr(item, "fixturenames", ())) else 1
 
     items.sort(key=rank)
-    for item in items:
-        if uses_ray(item):
-            item.add_marker(pytest.mark.xdist_group("ray"))
-
-
-@pytest.fixture(autouse=True)
-def local_session_for_tests_without_ray(request: pytest.FixtureRequest):
-    """A test without Ray runs on the local session: a worker that ran the Ray group before
-    it ends the shared cluster first (no Ray test comes after it on that worker)."""
-    if not uses_ray(request.node):
-        import tensorc as tc
-
-        if tc.session.current().backend == "ray":
-            tc.shutdown()
-    yield
+    which = config.getoption("--ray")
+    if which != "all":
+        kept = [item for item in items if uses_ray(item) == (which == "only")]
+        dropped = [item for item in items if uses_ray(item) != (which == "only")]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -122,10 +120,10 @@ def ray_cluster():
     tc.shutdown()
 
 
-STATED = {"network_bytes_per_second": 1e9, "sparse_entries_per_core": 1.9e9,
+STATED = {"network_bytes_per_second": 1e9, "sparse_flops_per_core": 1.9e9,
           "cores_per_node": 1}
 """The figures the node count of a call is chosen at in these tests (a node is sent the dense
-operands at 1 GB/s; a sparse kernel touches 1.9G entries a second): what ``tc.init`` calibrates
+operands at 1 GB/s; a sparse kernel runs at 1.9 GFLOP/s): what ``tc.init`` calibrates
 varies from run to run and machine to machine, and a test's spread must not."""
 
 

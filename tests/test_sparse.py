@@ -551,10 +551,11 @@ def test_a_matrix_product_kernel_names_its_library():
     assert repr(kernel) == "SparseMatmul(scipy.sparse CSR @ CSR (SpGEMM))"
 
 
-@pytest.mark.parametrize("sort", [True, False])
-def test_a_csr_times_a_dense_operand_in_panels_of_its_rows_is_scipy_s(monkeypatch, sort):
+@pytest.mark.parametrize("case", ["sorted", "unsorted", "too sparse"])
+def test_a_csr_times_a_dense_operand_in_panels_of_its_rows_is_scipy_s(monkeypatch, case):
     """Rows with sorted columns are swept panel by panel of the dense operand's rows (here
-    panels of 7 rows, with empty rows and a last short panel); unsorted rows in one pass."""
+    panels of 7 rows, with empty rows and a last short panel); unsorted rows, or fewer
+    entries than rows times panels, in one pass."""
     from tensorc.codegen import sparse_loops
 
     monkeypatch.setattr(sparse_loops, "PANEL_BYTES", 7 * 3 * 8)
@@ -562,10 +563,10 @@ def test_a_csr_times_a_dense_operand_in_panels_of_its_rows_is_scipy_s(monkeypatc
     panels = _counted(monkeypatch, "_rows_times_panels")
     whole = _counted(monkeypatch, "_rows_times")
     monkeypatch.setattr(sparse_loops, "_compiled", lambda loop: loop)  # the Python loops
-    a = _matrix(30, 50, 0.2, 31).tocsr()
+    a = _matrix(30, 50, 0.02 if case == "too sparse" else 0.2, 31).tocsr()
     a.data[a.indptr[4]:a.indptr[5]] = 0  # an empty row
     a.eliminate_zeros()
-    if not sort:  # each row's entries reversed: unsorted, as SpGEMM leaves them
+    if case == "unsorted":  # each row's entries reversed: unsorted, as SpGEMM leaves them
         for row in range(30):
             s, e = a.indptr[row], a.indptr[row + 1]
             a.indices[s:e], a.data[s:e] = a.indices[s:e][::-1].copy(), a.data[s:e][::-1].copy()
@@ -573,7 +574,21 @@ def test_a_csr_times_a_dense_operand_in_panels_of_its_rows_is_scipy_s(monkeypatc
     d = np.random.default_rng(32).random((50, 3))
     np.testing.assert_allclose(sparse_loops.csr_times_dense(a, d, np.float64),
                                a.toarray() @ d, rtol=1e-12)
-    assert (len(panels), len(whole)) == ((1, 0) if sort else (0, 1))
+    assert (len(panels), len(whole)) == ((1, 0) if case == "sorted" else (0, 1))
+
+
+def test_the_compiled_panel_loop_with_64_bit_indices_and_float32_is_scipy_s(monkeypatch):
+    from tensorc.codegen import sparse_loops
+
+    monkeypatch.setattr(sparse_loops, "PANEL_BYTES", 5 * 4 * 4)
+    monkeypatch.setattr(sparse_loops, "WHOLE_DENSE_BYTES", 0)
+    a = _matrix(40, 60, 0.3, 33).tocsr()
+    a = sp.csr_array((a.data.astype(np.float32), a.indices.astype(np.int64),
+                      a.indptr.astype(np.int64)), shape=a.shape)
+    a.has_sorted_indices = True
+    d = np.random.default_rng(34).random((60, 4)).astype(np.float32)[:, ::-1]  # strided
+    np.testing.assert_allclose(sparse_loops.csr_times_dense(a, d, np.float32),
+                               a.toarray() @ d, rtol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -695,8 +710,8 @@ def test_a_sparse_call_spreads_over_as_many_nodes_as_its_dense_operands_are_wort
     from tensorc.planning.cost import Machine, use_machine
     from tensorc.sparse.distributed import nodes_worth_using
 
-    rate = 1e9  # entries a second
-    use_machine(Machine(network_bytes_per_second=100e6, sparse_entries_per_core=rate,
+    rate = 1e9  # sparse flops a second
+    use_machine(Machine(network_bytes_per_second=100e6, sparse_flops_per_core=rate,
                         cores_per_node=1))
     try:
 

@@ -72,9 +72,21 @@ def test_independent_sparse_statements_run_as_one_call_per_node(ray_cluster, sta
     np.testing.assert_allclose(out["gU"], dense @ v, rtol=1e-12)
     np.testing.assert_allclose(out["gV"], dense.T @ u, rtol=1e-12)
     np.testing.assert_allclose(out["s"], (dense @ v).sum(axis=1), rtol=1e-12)
-    sparse = [s for s in tc.last_stats()["statements"] if "sparse_einsum" in s]
+    stats = tc.last_stats()
+    sparse = [s for s in stats["statements"] if "sparse_einsum" in s]
     assert [s["sparse_einsum"] for s in sparse] == ["ab,bc->ac", "ab,ac->bc"]
     assert all(s["merged_runs"] == 2 and s["remote_calls"] >= 1 for s in sparse)
+    used = {node for s in sparse for node, tasks in enumerate(s["tasks_per_node"]) if tasks}
+    assert sparse[0]["node_calls"] == len(used) == stats["remote_calls"]  # one call a node
+    assert sparse[1]["node_calls"] == 0 and sparse[1]["run_seconds"] == 0.0
+    # a budget each statement fits but not both at once: each runs on its own
+    peaks = [s["modelled_peak_bytes"] for s in sparse]
+    program = tc.compile(GRADIENTS, memory_limit=int(1.1 * max(peaks)))
+    out = program.run(E=e, U=u, V=v)
+    np.testing.assert_allclose(out["gV"], dense.T @ u, rtol=1e-12)
+    apart = [s for s in tc.last_stats()["statements"] if "sparse_einsum" in s]
+    assert [s["modelled_peak_bytes"] for s in apart] == peaks and sum(peaks) > 1.1 * max(peaks)
+    assert all(s["merged_runs"] == 1 for s in apart)
 
 
 def test_a_statement_reading_the_one_before_it_runs_after_it(ray_cluster):

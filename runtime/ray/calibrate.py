@@ -12,7 +12,8 @@ defaults):
   read by the worker of another node, less one call's round trip (on a single node, the
   object store's copy rate);
 - *compute*: one core's BLAS rate (a 256 x 256 matrix product with one BLAS thread), and
-  the entries a second the compiled sparse loop touches on one core (a 4,096² CSR with 40
+  the flops a second of the compiled sparse loop on one core (counted as sparse plans
+  count them) (a 4,096² CSR with 40
   entries a row times a 4,096 × 64 matrix, the loop's compilation untimed; the best of five
   tries, since the nodes' workers may still be starting);
 - *cores per node*: the CPUs Ray reports for the nodes (the smallest);
@@ -101,7 +102,7 @@ def calibrate_cluster(cluster: RayCluster) -> dict:
     # the best try: a try that shared its core with a node still starting is only slower
     sparse = max(ray.get([far.sparse_probe.remote() for _ in range(TRIES + 2)]))
     return {
-        "sparse_entries_per_core": _clamp(sparse, 10e6, 100e9),
+        "sparse_flops_per_core": _clamp(sparse, 10e6, 100e9),
         "network_bytes_per_second": _clamp(rate, 10e6, 100e9),
         "task_seconds": _clamp(step + trip / STEPS_PER_CALL, 1e-6, 0.1),
         "blas_flops_per_core": _clamp(flops, 0.1e9, 1e12),

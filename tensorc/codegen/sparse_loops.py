@@ -13,7 +13,8 @@ Contract:
 - :func:`csr_times_dense` ``(matrix, dense, dtype)`` returns ``matrix @ dense`` for a scipy
   CSR block and a 2-d ndarray (C order is used; another order is copied once), one loop
   over the rows, in panels of ``dense``'s rows (:data:`PANEL_BYTES`) when its rows are
-  sorted and ``dense`` is larger than :data:`WHOLE_DENSE_BYTES`. scipy's own ``csr @ dense``
+  sorted, ``dense`` is larger than :data:`WHOLE_DENSE_BYTES` and the block has at least an
+  entry a row per panel on average (a pass over the rows finds work). scipy's own ``csr @ dense``
   holds the GIL and runs its inner loop unvectorised: on a 20,000² CSR at 1 % times a
   20,000 × 64 matrix it took 418 ms here, the compiled loop 264 ms on one thread and 96 ms
   on two (before the panels).
@@ -247,6 +248,15 @@ def scatter_products(out: np.ndarray, rows: np.ndarray, values: np.ndarray,
                                                                    *arguments)
 
 
+def compile_loops() -> None:
+    """Compile the CSR-times-dense loops for scipy's own index dtype and float64 now (a
+    node's calibration calls it, so a first large call does not pay the compilation)."""
+    indptr, indices = np.zeros(2, np.int32), np.zeros(1, np.int32)
+    data, dense, out = np.ones(1), np.ones((1, 1)), np.zeros((1, 1))
+    _compiled(_rows_times)(indptr, indices, data, dense, out)
+    _compiled(_rows_times_panels)(indptr, indices, data, dense, out, 1)
+
+
 def csr_times_dense(matrix, dense: np.ndarray, dtype) -> np.ndarray:
     """``matrix @ dense`` by the compiled row loop (module docstring)."""
     dtype = np.dtype(dtype)
@@ -255,7 +265,9 @@ def csr_times_dense(matrix, dense: np.ndarray, dtype) -> np.ndarray:
     out = np.zeros((matrix.shape[0], dense.shape[1]), dtype)
     row_bytes = max(1, dense.shape[1] * dtype.itemsize)
     panel = max(1, PANEL_BYTES // row_bytes)
-    if dense.nbytes > WHOLE_DENSE_BYTES and matrix.has_sorted_indices:
+    panels = -(-dense.shape[0] // panel)
+    if (dense.nbytes > WHOLE_DENSE_BYTES and matrix.has_sorted_indices
+            and matrix.nnz >= matrix.shape[0] * panels):  # each pass finds entries to do
         _compiled(_rows_times_panels)(matrix.indptr, matrix.indices, data, dense, out, panel)
     else:
         _compiled(_rows_times)(matrix.indptr, matrix.indices, data, dense, out)

@@ -100,11 +100,11 @@ RAY_CALL_SECONDS = 1e-3  # a block crossing nodes between calls: the next call's
 RAY_SUBMIT_SECONDS = 20e-6  # the driver submitting one remote call (Ray pipelines these)
 CORES_PER_NODE = 8  # a cluster node runs this many tasks at once
 NODE_FLOPS_PER_CORE = BLAS_FLOPS_PER_CORE  # a cluster node's BLAS rate per core
-SPARSE_ENTRIES_PER_CORE = NODE_FLOPS_PER_CORE / 16
-"""Entries a sparse kernel touches a second on one core (a task's ``flops`` in a sparse plan):
-a sixteenth of the BLAS rate until a cluster's probe measures it (SpMM of a 10,000² CSR at
-1 % times a 10,000 × 64 matrix touches 128M entries in 60 ms on one core here, against
-33 GFLOP/s of BLAS)."""
+SPARSE_FLOPS_PER_CORE = NODE_FLOPS_PER_CORE / 16
+"""A sparse kernel's rate on one core, in the ``flops`` a sparse plan's tasks count (a
+multiply and an add per stored entry and dense column): a sixteenth of the BLAS rate until a
+cluster's probe measures it (SpMM of a 10,000² CSR at 1 % times a 10,000 × 64 matrix, 128M
+flops, took 60 ms on one core here, against 33 GFLOP/s of BLAS)."""
 NODE_COPY_BYTES_PER_SECOND = 4e9  # stitching a re-laid-out block: fresh memory, written once
 SPILL_PENALTY = 10.0  # seconds per network-second of bytes over a node's memory budget
 COMMUNICATION_SLACK = 1.1  # the busiest receiver's budget, as a multiple of the lower bound
@@ -125,9 +125,9 @@ class Machine:
     call_seconds: float = RAY_CALL_SECONDS
     """The latency a block pays to reach a call on another node (one call's round trip),
     on top of its bytes over the network rate."""
-    sparse_entries_per_core: float = SPARSE_ENTRIES_PER_CORE
-    """Entries a sparse kernel (the compiled CSR-times-dense loop) touches a second on one
-    core."""
+    sparse_flops_per_core: float = SPARSE_FLOPS_PER_CORE
+    """A sparse kernel's (the compiled CSR-times-dense loop's) flops a second on one core,
+    counted as a sparse plan counts them."""
 
     def describe(self) -> str:
         return (f"{self.source}: network {self.network_bytes_per_second / 1e6:.0f} MB/s per "
@@ -135,7 +135,7 @@ class Machine:
                 f"{self.blas_flops_per_core / 1e9:.1f} GFLOP/s per core, "
                 f"{self.cores_per_node} core(s) per node, "
                 f"{self.call_seconds * 1e3:.2f} ms per call between nodes, "
-                f"{self.sparse_entries_per_core / 1e9:.2f}G sparse entries/s per core")
+                f"{self.sparse_flops_per_core / 1e9:.1f} sparse GFLOP/s per core")
 
 
 DEFAULT_MACHINE = Machine()

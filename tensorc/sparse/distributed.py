@@ -57,7 +57,7 @@ def nodes_worth_using(graph, inputs: list, nodes: int) -> int:
     With no dense operand to send, every node."""
     figures = machine()
     dense = sum(op.nbytes for op in inputs if isinstance(op, np.ndarray))
-    rate = figures.sparse_entries_per_core * figures.cores_per_node
+    rate = figures.sparse_flops_per_core * figures.cores_per_node
     work = sum(task.flops for task in graph.tasks) / rate
     copy = dense / figures.network_bytes_per_second
     counts = sorted({min(nodes, 2 ** k) for k in range(max(1, nodes).bit_length() + 1)})
@@ -82,7 +82,9 @@ def run_together(executor, runs: list[tuple]) -> list[dict]:
     call per node: each plan partitioned on its own (its node count its own), a node's
     parts of every plan one :class:`~tensorc.sparse.node_run.NodeRuns`. Each run's
     statistics, in order (``merged_runs``: how many ran together; ``remote_calls``: the
-    calls that carried a part of it)."""
+    calls that carried a part of it; ``node_calls``, ``partition_seconds`` and
+    ``run_seconds``: the whole group's, on its first run, 0 on the others; an operand two
+    runs read is counted in the first one's ``node_recv_bytes``, as it is sent once)."""
     started = time.perf_counter()
     reruns = 0
     while True:
@@ -91,9 +93,12 @@ def run_together(executor, runs: list[tuple]) -> list[dict]:
                             kept) if plan.graph.outputs else []
                   for plan, inputs, _, kept in runs]
         by_node: dict[int, list[tuple[int, object]]] = {}
+        first = 0  # each run's nodes start where the last run's ended: no pile on node 0
         for k, parts in enumerate(parted):
             for part in parts:
+                part.node = (part.node + first) % nodes
                 by_node.setdefault(part.node, []).append((k, part))
+            first += len(parts)
         calls = [(node, NodeRuns(tuple(NodeRun(part.graph) for _, part in items),
                                  tuple(len(part.operands) for _, part in items)),
                   [op for _, part in items for op in part.operands])
@@ -107,16 +112,22 @@ def run_together(executor, runs: list[tuple]) -> list[dict]:
                 raise
             reruns += 1  # nothing was written yet: split the work again over the nodes left
     stored_now = ran.get("kept_stored", set())
+    ran_on = ran.get("ran_on", [])
     figures = [{"recv": [0] * nodes, "send": [0] * nodes, "tasks": [0] * nodes,
-                "nonzeros": [0] * nodes, "reused": 0} for _ in runs]
-    for (node, items), results in zip(sorted(by_node.items()), values, strict=True):
+                "nonzeros": [0] * nodes, "reused": 0, "ran_on": []} for _ in runs]
+    for c, ((node, items), results) in enumerate(zip(sorted(by_node.items()), values,
+                                                     strict=True)):
+        sent = set()  # an operand two runs read is sent once: counted for the first
         for (k, part), (starts, packed) in zip(items, results, strict=True):
             each = figures[k]
+            if c < len(ran_on):
+                each["ran_on"].append(ran_on[c])
             for op in part.operands:  # a kept piece stored by an earlier call is not sent again
                 if isinstance(op, Kept) and id(op) not in stored_now:
                     each["reused"] += op.nbytes
-                else:
+                elif id(op) not in sent:
                     each["recv"][node] += _nbytes(op)
+                sent.add(id(op))
             each["send"][node] = sum(packed_bytes(p) for p in packed) + int(starts.nbytes)
             each["tasks"][node] = part.tasks
             each["nonzeros"][node] = part.nonzeros
@@ -129,6 +140,7 @@ def run_together(executor, runs: list[tuple]) -> list[dict]:
         "scheduler": "nonzeros (output blocks by cone, largest first)",
         "remote_calls": len(parts),
         "merged_runs": len(runs),
+        "node_calls": ran.get("calls", 0) if k == 0 else 0,
         "nodes_used": len(parts),
         "tasks_per_node": each["tasks"],
         "nonzeros_per_node": each["nonzeros"],
@@ -137,14 +149,15 @@ def run_together(executor, runs: list[tuple]) -> list[dict]:
         "shipped_bytes": sum(each["recv"]) + sum(each["send"]),
         "kept_bytes_reused": each["reused"],
         "duplicated_tasks": duplicated_tasks(parts, plan.graph) if parts else 0,
-        "ran_on": ran.get("ran_on", []),
+        "ran_on": each["ran_on"],
         "node_peak_rss_bytes": ran.get("node_peak_rss_bytes", [None] * nodes),
         "reruns": reruns,
-        "partition_seconds": partitioned - started,
-        "run_seconds": finished - partitioned,
+        "partition_seconds": partitioned - started if k == 0 else 0.0,
+        "run_seconds": finished - partitioned if k == 0 else 0.0,
         "plan_cached": plan.stats.get("plan_cached", False),
         "measured_inter_node_bytes": None,
-    } for (plan, _, _, _), parts, each in zip(runs, parted, figures, strict=True)]
+    } for k, ((plan, _, _, _), parts, each) in enumerate(zip(runs, parted, figures,
+                                                              strict=True))]
 
 
 def _write(target, start: list[int], block) -> None:

@@ -179,6 +179,8 @@ class PreparedCall:
     fmt: str | None
     shape: tuple
     started: float
+    budget: int
+    """The memory budget of one worker set the call was planned within."""
 
 
 def prepare_sparse_einsum(subscripts, operands: tuple, *, out, optimize, backend, dtype,
@@ -209,7 +211,7 @@ def prepare_sparse_einsum(subscripts, operands: tuple, *, out, optimize, backend
     else:
         target = np.zeros(shape, compute, order="F" if order == "F" else "C")
     return PreparedCall(call, executor, plan, inputs, target, out, result_type, compute,
-                        result_sparse, fmt, shape, started)
+                        result_sparse, fmt, shape, started, budget)
 
 
 def _finish(prepared: PreparedCall, stats: dict) -> tuple[object, dict]:
@@ -256,7 +258,12 @@ def run_prepared(prepared: PreparedCall) -> tuple[object, dict]:
 def run_prepared_together(prepared: list[PreparedCall]) -> list[tuple[object, dict]]:
     """Several prepared calls on one executor out of this process, none reading another's
     result, run as one call per node (:func:`~tensorc.sparse.distributed.run_together`);
-    their results and statistics in order."""
+    their results and statistics in order. When their modelled peaks together exceed the
+    smallest of their budgets (a node would hold all of them at once), each runs on its
+    own."""
+    peaks = sum(p.plan.stats.get("modelled_peak_bytes", 0) for p in prepared)
+    if peaks > min(p.budget for p in prepared):
+        return [run_prepared(p) for p in prepared]
     executor = prepared[0].executor
     stats = run_together(executor, [(p.plan, p.inputs, p.target, p.call.kept)
                                     for p in prepared])
