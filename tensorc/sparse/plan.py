@@ -183,13 +183,24 @@ def _result_bytes(lowering: SparseLowering, compute: np.dtype, result_sparse: bo
 
 
 def _peak(lowering: SparseLowering, compute: np.dtype, result_sparse: bool,
-          workers: int) -> int:
+          workers: int, merged: bool = False) -> int:
     """The modelled peak: the run's blocks over the result, which is held throughout (a
-    dense result from the start; a sparse one's blocks are kept until assembled, and each
-    is dropped once copied)."""
+    dense result from the start; a sparse one's blocks are kept until assembled). Row
+    blocks of a CSR result are each dropped once copied into it; blocks that are merged
+    (``merged``: several block columns, or coordinates sorted into one array) are all held
+    until the assembled result is whole, so the result counts twice."""
     alloc = allocations(lowering.graph, set(), result_sparse)
-    base = _result_bytes(lowering, compute, result_sparse)
+    base = _result_bytes(lowering, compute, result_sparse) * (2 if merged else 1)
     return modelled_peak(lowering.graph, alloc, workers, base)
+
+
+def _merged(result_sparse: bool, result: str, spec: EinsumSpec, blocking) -> bool:
+    """Whether assembling the result merges its blocks (:func:`_peak`): a sparse result that
+    is not a CSR matrix cut into row blocks only."""
+    if not result_sparse:
+        return False
+    rows_only = len(spec.output) == 2 and blocking.count(spec.output[1]) == 1
+    return not ("csr" in result and rows_only)
 
 
 def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], compute,
@@ -241,7 +252,8 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
                 f"(estimated density {lowering.steps[-1].estimated_density:.3g}); give "
                 f"memory_limit of at least {format_bytes(result_bytes, up=True)} plus room "
                 "for its blocks")
-        peak = _peak(lowering, compute, result_sparse, workers)
+        peak = _peak(lowering, compute, result_sparse, workers,
+                     _merged(result_sparse, result, spec, blocking))
         split = (split_index(spec, nonzeros, frozenset(rows_first) if not forced
                              else frozenset())
                  or _largest_index(spec))
@@ -254,12 +266,14 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
             finer = nnz_blocking(spec, nonzeros, workers, {split: count})
             finer_inputs = _cut(spec, operands, finer, kept_cuts)
             finer_lowering = _lower(spec, finer_inputs, steps, finer, compute, factor)
-            finer_peak = _peak(finer_lowering, compute, result_sparse, workers)
+            finer_peak = _peak(finer_lowering, compute, result_sparse, workers,
+                               _merged(result_sparse, result, spec, finer))
             if finer_peak >= peak:
                 break  # finer blocks no longer help
             blocking, inputs, lowering, peak = finer, finer_inputs, finer_lowering, finer_peak
         if peak > budget:
-            need = _peak(lowering, compute, result_sparse, 1)
+            need = _peak(lowering, compute, result_sparse, 1,
+                         _merged(result_sparse, result, spec, blocking))
             if need > budget:
                 raise MemoryLimitError(
                     f"memory_limit {format_bytes(budget)} is too small for sparse einsum "
