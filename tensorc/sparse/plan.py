@@ -194,6 +194,12 @@ def _peak(lowering: SparseLowering, compute: np.dtype, result_sparse: bool,
     return modelled_peak(lowering.graph, alloc, workers, base)
 
 
+ROW_TRIES = 3
+"""Row cuts a plan tries for a CSR result that its column cut would have to merge over the
+budget (row blocks are dropped as copied): enough blocks that the workers' blocks in flight
+fit beside the result, then twice and four times as many."""
+
+
 def _merged(result_sparse: bool, result: str, spec: EinsumSpec, blocking) -> bool:
     """Whether assembling the result merges its blocks (:func:`_peak`): a sparse result that
     is not a CSR matrix cut into row blocks only."""
@@ -271,6 +277,19 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
             if finer_peak >= peak:
                 break  # finer blocks no longer help
             blocking, inputs, lowering, peak = finer, finer_inputs, finer_lowering, finer_peak
+        if peak > budget and not forced and _merged(result_sparse, result, spec, blocking) and (
+                "csr" in result and len(spec.output) == 2):
+            # rows: no merge; enough that the blocks in flight fit beside the result
+            least = workers * result_bytes / max(1, budget - result_bytes)
+            first = workers * 2 ** max(0, math.ceil(math.log2(max(1.0, least / workers))))
+            for count in (first * 2 ** k for k in range(ROW_TRIES)):
+                rows = nnz_blocking(spec, nonzeros, workers, {spec.output[0]: count})
+                rows_inputs = _cut(spec, operands, rows, kept_cuts)
+                rows_lowering = _lower(spec, rows_inputs, steps, rows, compute, factor)
+                rows_peak = _peak(rows_lowering, compute, result_sparse, workers)
+                if rows_peak <= budget:
+                    blocking, inputs, lowering, peak = rows, rows_inputs, rows_lowering, rows_peak
+                    break
         if peak > budget:
             need = _peak(lowering, compute, result_sparse, 1,
                          _merged(result_sparse, result, spec, blocking))
