@@ -738,3 +738,22 @@ def test_a_csr_result_merged_from_block_columns_is_held_twice_by_the_model():
     result = rows["estimated_output_nnz"] * 12  # float64 values and int32 columns
     assert rows["modelled_peak_bytes"] < 2 * result <= columns["modelled_peak_bytes"]
     assert columns["estimated_output_nnz"] == pytest.approx(rows["estimated_output_nnz"])
+
+
+def test_a_csr_result_a_column_cut_would_merge_over_the_budget_is_cut_into_rows(monkeypatch):
+    """A product that fills its result, split by the default along the right operand's
+    columns: under 95 MB the merged block columns (97 MB modelled) do not fit, so the plan
+    cuts rows (dropped as copied); without that alternative the call is refused."""
+    from tensorc.sparse import plan as sparse_plan
+
+    a = sp.random_array((2000, 2000), density=0.01, format="csr", random_state=1)
+    b = sp.random_array((2000, 2000), density=0.3, format="csr", random_state=2)
+    assert "k: 2000/2000" not in tc.plan("ij,jk->ik", a, b).stats["blocking"]  # columns cut
+    stats = tc.plan("ij,jk->ik", a, b, memory_limit="95MB").stats
+    assert "k: 2000/2000 -> 1" in stats["blocking"] and "i: 2000/2000" not in stats["blocking"]
+    assert stats["modelled_peak_bytes"] <= 95e6
+    got = tc.einsum("ij,jk->ik", a, b, memory_limit="95MB", backend="local")
+    np.testing.assert_allclose(got.toarray(), (a @ b).toarray(), rtol=1e-12)
+    monkeypatch.setattr(sparse_plan, "ROW_TRIES", 0)
+    with pytest.raises(tc.MemoryLimitError, match="one worker needs"):
+        tc.plan("ij,jk->ik", a, b, memory_limit="95MB")
