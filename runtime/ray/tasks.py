@@ -403,8 +403,7 @@ class NodeWorker:
         matrix = sp.csr_array((rng.random(size * per_row), columns.astype(np.int32), indptr),
                               (size, size))
         dense = rng.random((size, width))
-        csr_times_dense(matrix, dense, np.float64)
-        compile_loops()  # the panelled loop too, for a first large call's sake
+        compile_loops()  # both loops, the panelled one for a first large call's sake
         started = time.perf_counter()
         for _ in range(repeats):
             csr_times_dense(matrix, dense, np.float64)

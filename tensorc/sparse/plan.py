@@ -258,6 +258,14 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
                 f"(estimated density {lowering.steps[-1].estimated_density:.3g}); give "
                 f"memory_limit of at least {format_bytes(result_bytes, up=True)} plus room "
                 "for its blocks")
+
+        def priced(candidate: Blocking) -> tuple[list, SparseLowering, int]:
+            """A blocking's cut operands, its lowering and its modelled peak."""
+            cut_inputs = _cut(spec, operands, candidate, kept_cuts)
+            lowered = _lower(spec, cut_inputs, steps, candidate, compute, factor)
+            return cut_inputs, lowered, _peak(lowered, compute, result_sparse, workers,
+                                              _merged(result_sparse, result, spec, candidate))
+
         peak = _peak(lowering, compute, result_sparse, workers,
                      _merged(result_sparse, result, spec, blocking))
         split = (split_index(spec, nonzeros, frozenset(rows_first) if not forced
@@ -270,10 +278,7 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
             if count > dict(blocking.sizes)[split]:
                 break
             finer = nnz_blocking(spec, nonzeros, workers, {split: count})
-            finer_inputs = _cut(spec, operands, finer, kept_cuts)
-            finer_lowering = _lower(spec, finer_inputs, steps, finer, compute, factor)
-            finer_peak = _peak(finer_lowering, compute, result_sparse, workers,
-                               _merged(result_sparse, result, spec, finer))
+            finer_inputs, finer_lowering, finer_peak = priced(finer)
             if finer_peak >= peak:
                 break  # finer blocks no longer help
             blocking, inputs, lowering, peak = finer, finer_inputs, finer_lowering, finer_peak
@@ -284,9 +289,7 @@ def plan_sparse(subscripts: str, spec: EinsumSpec, operands: Sequence[object], c
             first = workers * 2 ** max(0, math.ceil(math.log2(max(1.0, least / workers))))
             for count in (first * 2 ** k for k in range(ROW_TRIES)):
                 rows = nnz_blocking(spec, nonzeros, workers, {spec.output[0]: count})
-                rows_inputs = _cut(spec, operands, rows, kept_cuts)
-                rows_lowering = _lower(spec, rows_inputs, steps, rows, compute, factor)
-                rows_peak = _peak(rows_lowering, compute, result_sparse, workers)
+                rows_inputs, rows_lowering, rows_peak = priced(rows)
                 if rows_peak <= budget:
                     blocking, inputs, lowering, peak = rows, rows_inputs, rows_lowering, rows_peak
                     break
