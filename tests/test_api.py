@@ -182,6 +182,8 @@ OPTION_ERRORS = [
     ({"grid": [(2, 2), (3, 2)]}, "grid disagrees on index 'j': 2 and 3; operands that share an "
      "index must share its blocking"),
     ({"grid": [(2, 2)]}, "grid gives 1 tuple(s) but the contraction has 2 operand(s)"),
+    ({"grid": (2, 2)}, "grid[0] must be a tuple with one entry per index of operand 0 (ij), "
+     "got 2; or give grid as a dict {index: int}"),
     ({"grid": {"i": 2}, "block_shape": {"i": 2}}, "give either grid= or block_shape=, not both"),
     (
         {"blocks": 3},

@@ -52,6 +52,12 @@ def _from_per_operand(
     chosen: dict[str, int] = {}
     for position, (name, entry) in enumerate(zip(names, option, strict=True)):
         indices = scans.get(name, ())
+        if not isinstance(entry, Sequence) or isinstance(entry, str):
+            raise PlanError(
+                f"{what}[{position}] must be a tuple with one entry per index of operand "
+                f"{position} ({''.join(indices) or 'a scalar'}), got {entry!r}; or give "
+                f"{what} as a dict {{index: int}}"
+            )
         if len(entry) != len(indices):
             raise PlanError(
                 f"{what}[{position}] has {len(entry)} entries for an operand of rank {len(indices)}"
