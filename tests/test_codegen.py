@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from tensorc.codegen.lower import lower_to_tasks
-from tensorc.codegen.taskgraph import LOAD, PAIR, REDUCE
+from tensorc.codegen.taskgraph import LOAD, PAIR, REDUCE, TaskColumns
+from tensorc.errors import IRVerificationError
 from tensorc.ir.interpret import interpret
 from tensorc.ir.nodes import (
     Arg,
@@ -87,3 +88,29 @@ def test_task_keys_are_deterministic_and_loads_precede_their_first_use():
         if task.kind == LOAD and consumers[index]:
             assert min(consumers[index]) > index
             assert all(t.kind == LOAD for t in first.tasks[index:min(consumers[index])])
+
+
+def test_task_records_are_built_on_first_read_and_agree_with_the_columns():
+    program = verify(Function(DECLS, SIZES, MIN_PLUS, "float64"))
+    graph = lower_to_tasks(program, choose_blocking(program, planning_context(
+        workers=2, grid={"i": 2, "k": 3, "j": 2})))
+    graph.verify()
+    summary = graph.summary()
+    assert not graph.tasks.made  # the columns answered: nothing built yet
+    assert len(graph.tasks) == summary["tasks"] == 2 * 3 + 3 * 2 + 12 + 4
+    columns = graph.columns()
+    derived = TaskColumns.of(list(graph.tasks))
+    assert graph.tasks.made
+    for name in ("kind", "nbytes", "flops", "indptr", "inputs", "kernel"):
+        np.testing.assert_array_equal(getattr(derived, name), getattr(columns, name), name)
+
+
+def test_a_task_calling_an_unknown_kernel_is_refused_by_its_key():
+    program = verify(Function(DECLS, SIZES, MIN_PLUS, "float64"))
+    graph = lower_to_tasks(program, choose_blocking(program, planning_context(
+        workers=2, grid={"k": 3})))
+    graph.columns().kernel[-1] = len(graph.kernels)
+    with pytest.raises(IRVerificationError) as info:
+        graph.verify()
+    assert str(info.value) == (f"task {graph.tasks[-1].key} calls unknown kernel 4")
+    assert graph.tasks[-1].key[0].startswith("reducebykey4.reduce-")

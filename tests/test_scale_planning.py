@@ -16,6 +16,7 @@ import pytest
 from planning_problems import problem
 from script_modules import script_module
 
+import tensorc as tc
 from tensorc.driver.block_programs import shipped
 from tensorc.planning.block_counts import choose_counts
 from tensorc.planning.cost import machine
@@ -54,6 +55,16 @@ def test_matmul_on_4096_nodes_is_proved_optimal_without_lowering():
     assert best.figures is not None  # priced in closed form, never lowered
     received = int(best.figures.total_received.max())
     assert received <= 1.1 * plan.lower_bound_bytes()
+
+
+def test_a_plan_of_a_hundred_thousand_tasks_builds_no_task_records():
+    # tc.plan lowers the chosen plan and simulates LSHS on its columns; a Task record per
+    # task is built only when something reads one (a run, explain())
+    plan = tc.plan("ijk,jkf->if", (512, 512, 512), (512, 512, 64), nodes=256)
+    assert plan.stats["tasks"] == len(plan.graph.tasks) > 100_000
+    assert plan.stats["lower_bound_ratio"] <= 1.1
+    assert not plan.graph.tasks.made
+    assert plan.graph.tasks[0].kind == "load" and plan.graph.tasks.made
 
 
 # -- benchmarks/scale.py: the Cholesky block program and the Newton step's rows -----------

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +41,7 @@ from tensorc.codegen.taskgraph import (
     Task,
     TaskColumns,
     TaskGraph,
+    TaskList,
 )
 from tensorc.errors import PlanError
 from tensorc.ir.contraction import flops_per_element
@@ -86,7 +87,8 @@ class _Chunk:
     shapes: np.ndarray
     nbytes: np.ndarray
     flops: np.ndarray
-    sources: list | None = None  # load tasks: (operand position, block slices) per task
+    sources: Callable[[], list] | None = None
+    """Load tasks: makes the (operand position, block slices) of every task."""
 
     def __len__(self) -> int:
         return len(self.nbytes)
@@ -134,7 +136,7 @@ class _Builder:
 
     def add(self, stage: str, kind: str, kernel: int, coords: np.ndarray, inputs: np.ndarray,
             shapes: np.ndarray, nbytes: np.ndarray, flops: np.ndarray,
-            sources: list | None = None) -> np.ndarray:
+            sources: Callable[[], list] | None = None) -> np.ndarray:
         """Append one chunk of tasks; returns their indices."""
         chunk = _Chunk(stage, kind, kernel, self.count, coords, inputs, shapes, nbytes, flops,
                        sources)
@@ -169,15 +171,19 @@ class _Builder:
         coords = _grid_coords(counts)
         shapes = self.extents(key, coords)
         sizes = shapes.prod(axis=1)
-        slices = {n: [slice(*r) for r in self.ranges[n]] for n in key}
-        # product order is the coordinates' order; a diagonal reads its index twice
-        blocks = list(itertools.product(*(slices[n] for n in key)))
-        if tuple(key) != tuple(node.indices):
-            picks = [list(key).index(n) for n in node.indices]
-            blocks = [tuple(block[p] for p in picks) for block in blocks]
+        ranges = self.ranges
+
+        def sources() -> list:
+            slices = {n: [slice(*r) for r in ranges[n]] for n in key}
+            # product order is the coordinates' order; a diagonal reads its index twice
+            blocks = list(itertools.product(*(slices[n] for n in key)))
+            if tuple(key) != tuple(node.indices):
+                picks = [list(key).index(n) for n in node.indices]
+                blocks = [tuple(block[p] for p in picks) for block in blocks]
+            return list(zip(itertools.repeat(position, len(blocks)), blocks, strict=True))
+
         ids = self.add(stage, LOAD, kernel, coords, np.zeros((len(coords), 0), np.int64),
-                       shapes, sizes * self.itemsize, sizes * cast_cost,
-                       list(zip(itertools.repeat(position, len(blocks)), blocks, strict=True)))
+                       shapes, sizes * self.itemsize, sizes * cast_cost, sources)
         return _Blocked(key, ids.reshape(counts), np.arange(len(ids), dtype=np.int64))
 
     def stage(
@@ -293,11 +299,12 @@ def _load_order(kind: np.ndarray, indptr: np.ndarray, inputs: np.ndarray) -> np.
     return np.argsort(rank, kind="stable")
 
 
-def _assemble(chunks: list[_Chunk], kernels: list) -> tuple[list[Task], TaskColumns,
+def _assemble(chunks: list[_Chunk], kernels: list) -> tuple[TaskList, TaskColumns,
                                                             np.ndarray]:
-    """The tasks of ``chunks`` in load-before-first-use order (:func:`_load_order`), their
-    columns and the renumbering (old index → new); a load read by several tasks has its
-    kernel marked ``compact`` (its strided block is copied once)."""
+    """The tasks of ``chunks`` in load-before-first-use order (:func:`_load_order`; their
+    records built on first use), their columns and the renumbering (old index → new); a
+    load read by several tasks has its kernel marked ``compact`` (its strided block is
+    copied once)."""
     kind = np.concatenate([np.full(len(c), KIND_CODE[c.kind], np.int8) for c in chunks])
     widths = np.concatenate([np.full(len(c), c.inputs.shape[1], np.int64) for c in chunks])
     indptr = np.zeros(len(kind) + 1, np.int64)
@@ -310,15 +317,20 @@ def _assemble(chunks: list[_Chunk], kernels: list) -> tuple[list[Task], TaskColu
     order = _load_order(kind, indptr, inputs)
     renumber = np.empty(len(order), np.int64)
     renumber[order] = np.arange(len(order), dtype=np.int64)
-    built: list[Task] = []
-    for chunk in chunks:
-        keys = list(zip(itertools.repeat(chunk.stage, len(chunk)), *chunk.coords.T.tolist(),
-                        strict=True))
-        sources = chunk.sources if chunk.sources is not None else itertools.repeat(None)
-        built.extend(map(Task, keys, itertools.repeat(chunk.kind), itertools.repeat(chunk.kernel),
-                         _rows(renumber[chunk.inputs]), _rows(chunk.shapes),
-                         chunk.nbytes.tolist(), chunk.flops.tolist(), sources))
-    tasks = [built[i] for i in order.tolist()]
+
+    def make() -> list[Task]:
+        built: list[Task] = []
+        for chunk in chunks:
+            keys = list(zip(itertools.repeat(chunk.stage, len(chunk)),
+                            *chunk.coords.T.tolist(), strict=True))
+            sources = chunk.sources() if chunk.sources is not None else itertools.repeat(None)
+            built.extend(map(Task, keys, itertools.repeat(chunk.kind),
+                             itertools.repeat(chunk.kernel), _rows(renumber[chunk.inputs]),
+                             _rows(chunk.shapes), chunk.nbytes.tolist(), chunk.flops.tolist(),
+                             sources))
+        return [built[i] for i in order.tolist()]
+
+    tasks = TaskList(len(order), make)
     lengths = widths[order]
     new_indptr = np.zeros(len(kind) + 1, np.int64)
     np.cumsum(lengths, out=new_indptr[1:])
@@ -334,6 +346,7 @@ def _assemble(chunks: list[_Chunk], kernels: list) -> tuple[list[Task], TaskColu
         indptr=new_indptr,
         inputs=new_inputs,
         stages=stages,
+        kernel=np.concatenate([np.full(len(c), c.kernel, np.int64) for c in chunks])[order],
     )
     return tasks, columns, renumber
 

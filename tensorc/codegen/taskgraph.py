@@ -27,7 +27,7 @@ cost, the summary): codegen hands them over with the graph; for a graph built ot
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,6 +69,38 @@ class Task:
 
 Kernel = Callable[..., np.ndarray]
 
+
+class TaskList(Sequence):
+    """A graph's tasks made on first use: its length is known at once, the :class:`Task`
+    records are built by ``make`` when an element is first read. Codegen hands one over
+    with the columns, so that planning a graph of millions of tasks (which reads only the
+    columns) never builds a record each; running it does."""
+
+    __slots__ = ("_count", "_make", "_tasks")
+
+    def __init__(self, count: int, make: Callable[[], list[Task]]) -> None:
+        self._count, self._make, self._tasks = count, make, None
+
+    def _list(self) -> list[Task]:
+        if self._tasks is None:
+            self._tasks = self._make()
+            self._make = None
+        return self._tasks
+
+    @property
+    def made(self) -> bool:
+        """Whether the records have been built."""
+        return self._tasks is not None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index):
+        return self._list()[index]
+
+    def __iter__(self):
+        return iter(self._list())
+
 KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
 """Task kind → its code in :attr:`TaskColumns.kind` (``load`` is 0)."""
 
@@ -85,6 +117,7 @@ class TaskColumns:
         inputs: the input task indices, in each task's input order (int64).
         stages: per stage key ``key[0]``: the indices of its tasks and their block
             coordinates (one row per task), when codegen knows them; else empty.
+        kernel: every task's kernel index, or ``None``.
     """
 
     kind: np.ndarray
@@ -93,6 +126,8 @@ class TaskColumns:
     indptr: np.ndarray
     inputs: np.ndarray
     stages: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    kernel: np.ndarray | None = None
+    """The kernel index of every task (int64), when the graph's maker gives it."""
 
     @classmethod
     def of(cls, tasks: list[Task]) -> TaskColumns:
@@ -107,6 +142,7 @@ class TaskColumns:
             flops=np.fromiter((t.flops for t in tasks), np.int64, len(tasks)),
             indptr=indptr,
             inputs=inputs,
+            kernel=np.fromiter((t.kernel for t in tasks), np.int64, len(tasks)),
         )
 
     def uses(self) -> np.ndarray:
@@ -123,7 +159,8 @@ class TaskGraph:
     """Tasks in topological order, their kernels, and where each output block goes."""
 
     name: str
-    tasks: list[Task]
+    tasks: Sequence[Task]
+    """The tasks in order: a list, or a :class:`TaskList` built on first use."""
     kernels: list[Kernel]
     outputs: list[tuple[int, tuple[slice, ...]]]
     output_shape: tuple[int, ...]
@@ -198,9 +235,14 @@ class TaskGraph:
         if late.any():
             task = self.tasks[int(columns.readers()[np.argmax(late)])]
             raise IRVerificationError(f"task {task.key} reads a later or unknown task")
-        for task in self.tasks:
-            if not 0 <= task.kernel < len(self.kernels):
-                raise IRVerificationError(f"task {task.key} calls unknown kernel {task.kernel}")
+        kernel = columns.kernel
+        if kernel is None:
+            kernel = np.fromiter((t.kernel for t in self.tasks), np.int64, len(self.tasks))
+        unknown = (kernel < 0) | (kernel >= len(self.kernels))
+        if unknown.any():
+            index = int(np.argmax(unknown))
+            raise IRVerificationError(
+                f"task {self.tasks[index].key} calls unknown kernel {int(kernel[index])}")
         covered = sum(
             int(np.prod([s.stop - s.start for s in slices])) for _, slices in self.outputs
         )

@@ -444,7 +444,7 @@ def model(problem: Problem, candidate: Candidate, strict: bool = False) -> Model
     check(problem, candidate)
     graph = problem.graph(candidate.counts)
     load_nodes, output_nodes, hints, moved = layout(problem, candidate)
-    if graph.outputs and graph.tasks[graph.outputs[0][0]].kind == LOAD:
+    if graph.outputs and graph.columns().kind[graph.outputs[0][0]] == KIND_CODE[LOAD]:
         output_nodes = [load_nodes[t] for t, _ in graph.outputs]
     placed = schedule(
         graph, problem.nodes, "lshs",
