@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from planning_problems import problem
 
 from tensorc.placement.blocks import Blocks, block_bounds
+from tensorc.placement.layout import grid_nodes
 from tensorc.planning import model_bound, prediction, symbolic_cost
 from tensorc.planning.distribution import Candidate, Problem, layout, model, price
 from tensorc.planning.search import all_candidates, candidate_table
@@ -143,6 +144,64 @@ def test_repartitioned_operands_are_priced_in_closed_form():
         assert priced.symbolic
         assert_agrees(plan, candidate, modelled)
         assert priced.cost == pytest.approx(modelled.report.cost, rel=1e-12)
+
+
+def repartition_by_block(plan: Problem, candidate: Candidate) -> tuple[list, list]:
+    """What a repartition moves and copies per node, block by block through the stored
+    layouts' own ``node_elements`` and ``pieces`` (the reference the closed form's arrays
+    must equal)."""
+    moved, copied = [0] * plan.nodes, [0] * plan.nodes
+    counts = dict(candidate.counts)
+    for position in plan.repartition:
+        source = plan.placed[position]
+        indices = next(v.indices for v in symbolic_cost.structure(plan).values
+                       if v.position == position)
+        dims = tuple(dict.fromkeys(indices))
+        steps = {i: -(-plan.sizes[i] // counts[i]) for i in dims}
+        for coords in itertools.product(*(range(counts[i]) for i in dims)):
+            node = int(layout_node(dims, coords, candidate.grid, counts))
+            where = dict(zip(dims, coords, strict=True))
+            slices = tuple(slice(where[i] * steps[i], min((where[i] + 1) * steps[i],
+                                                          plan.sizes[i])) for i in indices)
+            moved[node] += 8 * sum(n for holder, n in source.node_elements(slices)
+                                   if holder != node)
+            pieces = source.pieces(slices)
+            if len(pieces) > 1 or source.block_slices(pieces[0][0]) != slices:
+                copied[node] += 8 * int(np.prod([slices[indices.index(i)].stop
+                                                  - slices[indices.index(i)].start
+                                                  for i in dims]))
+    return moved, copied
+
+
+def layout_node(dims, coords, grid, counts) -> int:
+    return grid_nodes(dims, np.asarray([coords], np.int64), grid, counts)[0]
+
+
+@settings(max_examples=40, deadline=None, phases=[Phase.generate],
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_repartition_is_priced_as_its_blocks_count_it(data):
+    # stored blocks of uneven sizes on random nodes: new blocks overlap one or several
+    sizes = data.draw(st.lists(st.integers(4, 13), min_size=3, max_size=3), label="ijk")
+    shapes = [tuple(sizes), (sizes[1], 3), (sizes[2], 3)]
+    nodes = data.draw(st.sampled_from([2, 3, 4, 6]), label="nodes")
+    rng = np.random.default_rng(data.draw(st.integers(0, 1000), label="seed"))
+    placed = {}
+    for position, shape in enumerate(shapes[:2]):
+        bounds = tuple((0, *sorted(rng.choice(np.arange(1, n), size=int(rng.integers(0, 3)),
+                                              replace=False).tolist()), n) for n in shape)
+        coords = itertools.product(*[range(len(b) - 1) for b in bounds])
+        placed[position] = Blocks.layout(bounds, {k: int(rng.integers(nodes)) for k in coords})
+    plan = problem("ijk,jf,kf->if", shapes, nodes, placed=placed,
+                   repartition=frozenset(placed))
+    candidates = [c for c in all_candidates(plan) if not symbolic_cost.supported(plan, c)]
+    assert candidates
+    for candidate in rng.permutation(len(candidates))[:6].tolist():
+        candidate = candidates[candidate]
+        grid = symbolic_cost._Grid(plan, candidate)
+        moved, copied = symbolic_cost._repartition(plan, candidate, grid,
+                                                    symbolic_cost.structure(plan))
+        assert (moved.tolist(), copied.tolist()) == repartition_by_block(plan, candidate)
 
 
 def test_outside_the_domain_the_simulation_prices():

@@ -473,35 +473,93 @@ def _reduce(grid: _Grid, key, q, offset, spread: bool, output, summed):
 def _repartition(problem, candidate, grid: _Grid, shape: Structure):
     """Bytes each node receives and stitches to re-lay the repartitioned operands out on
     the grid (what :func:`tensorc.planning.distribution.layout` and ``relayout_copies``
-    count per load task), from the operands' blocks, not the task graph."""
+    count per load task), from the operands' blocks, not the task graph: every (new block,
+    stored block) overlap at once, built dimension by dimension (:func:`_overlaps`)."""
     nodes = problem.nodes
     moved = np.zeros(nodes, dtype=np.int64)
     copied = np.zeros(nodes, dtype=np.int64)
     if not problem.repartition:
         return moved, copied
-    sizes = problem.sizes
     itemsize = problem.itemsize
-    ranges = {
-        i: [(s, min(s + grid.step[i], sizes[i])) for s in range(0, sizes[i], grid.step[i])]
-        for i in grid.axes
-    }
     for value in shape.values:
         if value.position is None or value.position not in problem.repartition:
             continue
         source = problem.placed[value.position]
         counts = [grid.c[i] for i in value.dims]
         coords = np.indices(counts, dtype=np.int64).reshape(len(counts), math.prod(counts)).T
-        placed = grid_nodes(value.dims, coords, candidate.grid, grid.c).tolist()
-        for row, node in zip(coords.tolist(), placed, strict=True):
-            where = dict(zip(value.dims, row, strict=True))
-            slices = tuple(slice(*ranges[i][where[i]]) for i in value.indices)
-            moved[node] += itemsize * sum(
-                n for holder, n in source.node_elements(slices) if holder != node)
-            pieces = source.pieces(slices)
-            if len(pieces) > 1 or source.block_slices(pieces[0][0]) != slices:
-                copied[node] += itemsize * math.prod(
-                    ranges[i][where[i]][1] - ranges[i][where[i]][0] for i in value.dims)
+        node = grid_nodes(value.dims, coords, candidate.grid, grid.c)
+        extents = {i: _steps(grid.step[i], problem.sizes[i]) for i in value.dims}
+        piece = np.arange(len(coords), dtype=np.int64)  # the new block of each overlap
+        stored = np.zeros(len(coords), dtype=np.int64)  # its stored block, flat
+        elements = np.ones(len(coords), dtype=np.int64)
+        exact = np.ones(len(coords), dtype=bool)  # the new block is one stored block
+        for d, index in enumerate(value.indices):
+            column = coords[:, value.dims.index(index)]
+            ptr, block, length, whole = _overlaps(grid.step[index], problem.sizes[index],
+                                                  source.bounds[d])
+            exact &= whole[column]
+            per = np.diff(ptr)[column[piece]]
+            first = np.repeat(ptr[column[piece]], per)
+            within = np.arange(int(per.sum()), dtype=np.int64) - np.repeat(
+                np.cumsum(per) - per, per)
+            chosen = first + within
+            piece = np.repeat(piece, per)
+            stored = np.repeat(stored, per) * (len(source.bounds[d]) - 1) + block[chosen]
+            elements = np.repeat(elements, per) * length[chosen]
+        holder = problem.memo(("stored nodes", value.position),
+                              lambda source=source: _stored_nodes(source))[stored]
+        away = holder != node[piece]
+        moved += itemsize * np.bincount(node[piece][away], weights=elements[away],
+                                        minlength=nodes).astype(np.int64)
+        size = np.ones(len(coords), dtype=np.int64)
+        for k, index in enumerate(value.dims):
+            size *= np.diff(extents[index])[coords[:, k]]
+        copied += itemsize * np.bincount(node[~exact], weights=size[~exact],
+                                         minlength=nodes).astype(np.int64)
     return moved, copied
+
+
+@functools.lru_cache(maxsize=4096)
+def _steps(step: int, size: int) -> np.ndarray:
+    """The edges ``(0, step, 2·step, …, size)`` of new blocks of ``step`` elements."""
+    edges = np.append(np.arange(0, size, step, dtype=np.int64), size)
+    edges.setflags(write=False)
+    return edges
+
+
+@functools.lru_cache(maxsize=4096)
+def _overlaps(step: int, size: int, bounds: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """The stored blocks (cut at ``bounds``) each new block (``step`` elements of ``size``)
+    overlaps, in CSR form: ``ptr`` per new block into ``block`` (the stored block) and
+    ``length`` (the overlap's extent), and ``whole`` per new block (it is exactly one
+    stored block). Cached: candidates share their counts along an index."""
+    edges = _steps(step, size)
+    bounds = np.asarray(bounds, dtype=np.int64)
+    start, stop = edges[:-1], edges[1:]
+    first = np.searchsorted(bounds, start, side="right") - 1
+    last = np.searchsorted(bounds, stop, side="left") - 1
+    per = np.maximum(last - first + 1, 1)
+    ptr = np.zeros(len(start) + 1, dtype=np.int64)
+    np.cumsum(per, out=ptr[1:])
+    owner = np.repeat(np.arange(len(start), dtype=np.int64), per)
+    block = first[owner] + np.arange(int(ptr[-1]), dtype=np.int64) - ptr[:-1][owner]
+    block = np.clip(block, 0, len(bounds) - 2)
+    length = np.maximum(np.minimum(bounds[block + 1], stop[owner])
+                        - np.maximum(bounds[block], start[owner]), 0)
+    whole = (per == 1) & (bounds[np.clip(first, 0, len(bounds) - 2)] == start) & (
+        bounds[np.clip(first, 0, len(bounds) - 2) + 1] == stop)
+    for array in (ptr, block, length, whole):
+        array.setflags(write=False)
+    return ptr, block, length, whole
+
+
+def _stored_nodes(source) -> np.ndarray:
+    """The node of every stored block of ``source``, flat in row-major block order."""
+    grid = source.grid
+    nodes = np.zeros(max(1, math.prod(grid)), dtype=np.int64)
+    for coords, node in source.nodes.items():
+        nodes[np.ravel_multi_index(coords, grid) if grid else 0] = node
+    return nodes
 
 
 # -- the price --------------------------------------------------------------------------------
