@@ -8,6 +8,7 @@ import pytest
 
 import tensorc as tc
 from tensorc.lazy import evaluate
+from tensorc.placement.blocks import Blocks
 from tensorc.placement.layout import node_grid
 from tensorc.placement.recipes import random_piece
 from tensorc.planning.program_layouts import input_layout
@@ -78,3 +79,15 @@ def test_made_values_do_not_depend_on_the_layout() -> None:
     a = tc.random((N, N), grid=(4, 4), seed=5)
     b = tc.random((N, N), grid=(4, 4), seed=5)
     np.testing.assert_array_equal(tc.matmul(a, a.T).numpy(), (lambda m: m @ m.T)(b.numpy()))
+
+
+def test_first_node_is_the_node_of_the_block_holding_the_first_element():
+    rng = np.random.default_rng(5)
+    bounds = ((0, 3, 4, 9), (0, 5, 6))
+    nodes = {(a, b): int(rng.integers(4)) for a in range(3) for b in range(2)}
+    stored = Blocks.layout(bounds, nodes)
+    for _ in range(200):
+        starts = [int(rng.integers(0, 9)), int(rng.integers(0, 6))]
+        slices = tuple(slice(a, int(rng.integers(a, n + 1)))
+                       for a, n in zip(starts, (9, 6), strict=True))
+        assert stored.first_node(slices) == nodes[stored.pieces(slices)[0][0]]

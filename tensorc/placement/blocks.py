@@ -17,6 +17,7 @@ call's argument, a gather to the driver): Ray keeps such copies, and reading the
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -108,7 +109,9 @@ class Blocks:
     def first_node(self, slices: tuple[slice, ...]) -> int:
         """The node of the stored block holding the first element of region ``slices``
         (where the Ray executor stitches a load that spans several blocks)."""
-        return self.nodes[self.pieces(slices)[0][0]]
+        coords = tuple(0 if s.stop <= s.start else bisect.bisect_right(edges, s.start) - 1
+                       for edges, s in zip(self.bounds, slices, strict=True))
+        return self.nodes[coords]
 
     def node_elements(self, slices: tuple[slice, ...]) -> list[tuple[int, int]]:
         """``(node, elements)`` of every stored block overlapping ``slices``."""
