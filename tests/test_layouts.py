@@ -9,7 +9,7 @@ import pytest
 import tensorc as tc
 from tensorc.lazy import evaluate
 from tensorc.placement.blocks import Blocks
-from tensorc.placement.layout import node_grid
+from tensorc.placement.layout import NodeMap, node_grid
 from tensorc.placement.recipes import random_piece
 from tensorc.planning.program_layouts import input_layout
 
@@ -91,3 +91,15 @@ def test_first_node_is_the_node_of_the_block_holding_the_first_element():
         slices = tuple(slice(a, int(rng.integers(a, n + 1)))
                        for a, n in zip(starts, (9, 6), strict=True))
         assert stored.first_node(slices) == nodes[stored.pieces(slices)[0][0]]
+
+
+def test_a_node_map_reads_as_the_mapping_it_stands_for():
+    mapped = NodeMap(6)
+    mapped.fill(np.array([1, 4]), np.array([3, 0]))
+    mapped[5] = 2
+    assert dict(mapped) == {1: 3, 4: 0, 5: 2} == mapped
+    assert len(mapped) == 3 and 4 in mapped and 0 not in mapped and 9 not in mapped
+    assert mapped.get(0) is None and mapped[1] == 3 and type(mapped[1]) is int
+    with pytest.raises(KeyError):
+        mapped[2]
+    assert mapped.array.tolist() == [-1, 3, -1, -1, 0, 2]

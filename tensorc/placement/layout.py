@@ -218,3 +218,37 @@ def load_layout(
     indices = [i for i, t in enumerate(graph.tasks) if t.kind == LOAD and t.source[0] == position]
     coords = _ranks([graph.tasks[i].source[1] for i in indices])
     return {c: load_nodes[i] for i, c in zip(indices, coords, strict=True)}
+
+
+class NodeMap(Mapping):
+    """Task index → node, kept as one array over a graph's tasks (-1: no entry): what a
+    plan's layout gives the schedule for graphs of millions of tasks, read as a mapping by
+    everything else. ``array`` is the array itself (the compiled LSHS takes it as it is)."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, count: int) -> None:
+        self.array = np.full(count, -1, dtype=np.int64)
+
+    def fill(self, indices: np.ndarray, nodes: np.ndarray) -> None:
+        """Set the node of every task in ``indices`` at once."""
+        self.array[indices] = nodes
+
+    def __getitem__(self, index: int) -> int:
+        node = int(self.array[index]) if 0 <= index < len(self.array) else -1
+        if node < 0:
+            raise KeyError(index)
+        return node
+
+    def __setitem__(self, index: int, node: int) -> None:
+        self.array[index] = node
+
+    def __contains__(self, index) -> bool:
+        return isinstance(index, (int, np.integer)) and 0 <= index < len(self.array) and (
+            self.array[index] >= 0)
+
+    def __iter__(self):
+        return iter(np.flatnonzero(self.array >= 0).tolist())
+
+    def __len__(self) -> int:
+        return int(np.count_nonzero(self.array >= 0))

@@ -58,6 +58,7 @@ import numpy as np
 from tensorc.codegen.taskgraph import KIND_CODE, LOAD, REDUCE, TaskGraph
 from tensorc.errors import PlanError
 from tensorc.placement.cluster_state import ClusterState, Transfer, TransferLog, mask_nodes
+from tensorc.placement.layout import NodeMap
 
 SCHEDULERS = ("lshs", "round_robin", "ray_default")
 
@@ -272,14 +273,18 @@ def _lshs_compiled(
     columns = graph.columns()
     count = len(columns.kind)
     loads = np.flatnonzero(columns.kind == KIND_CODE[LOAD])
-    placed = np.fromiter((load_nodes.get(i, -1) for i in loads.tolist()), np.int64, len(loads))
+    if isinstance(load_nodes, NodeMap):
+        placed = load_nodes.array[loads]
+    else:
+        placed = np.fromiter((load_nodes.get(i, -1) for i in loads.tolist()), np.int64,
+                             len(loads))
     wrong = (placed < 0) | (placed >= nodes)
     if wrong.any():
         index = int(loads[np.argmax(wrong)])
         _check_load(graph, index, load_nodes.get(index), nodes)
     load_array = np.full(count, -1, np.int64)
     load_array[loads] = placed
-    hint_array = _index_array(hints, count)
+    hint_array = hints.array if isinstance(hints, NodeMap) else _index_array(hints, count)
     layout_array = _index_array(layout, count)
     kept = np.zeros(count, np.uint8)
     kept[retained] = 1

@@ -51,7 +51,7 @@ from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import Function, Scan, post_order
 from tensorc.ir.stages import stage_parts, stage_roots
 from tensorc.placement.blocks import Blocks
-from tensorc.placement.layout import grid_nodes, output_block_coords
+from tensorc.placement.layout import NodeMap, grid_nodes, output_block_coords
 from tensorc.placement.schedule import Schedule, schedule
 from tensorc.planning import prediction, symbolic_cost
 from tensorc.planning.cost import CostReport, distributed_cost
@@ -373,7 +373,8 @@ class Modelled:
     graph: TaskGraph
     schedule: Schedule
     report: CostReport
-    load_nodes: dict[int, int]
+    load_nodes: Mapping[int, int]
+    """Load task index → node (a :class:`~tensorc.placement.layout.NodeMap`)."""
     output_nodes: list[int]
 
 
@@ -392,12 +393,10 @@ def layout(problem: Problem, candidate: Candidate, graph: TaskGraph | None = Non
     graph = lowered.graph
     grid = candidate.grid
     counts = dict(candidate.counts)
-    load_nodes: dict[int, int] = {}
-    hints: dict[int, int] = {}
+    load_nodes = NodeMap(len(graph.tasks))
+    hints = NodeMap(len(graph.tasks))
     for is_load, dims, indices, coords in lowered.stages:
-        nodes = grid_nodes(dims, coords, grid, counts)
-        target = load_nodes if is_load else hints
-        target.update(zip(indices.tolist(), nodes.tolist(), strict=True))
+        (load_nodes if is_load else hints).fill(indices, grid_nodes(dims, coords, grid, counts))
     moved = [0] * problem.nodes
     placed = problem.placed or {}
     for index in _loads_of(graph) if placed else ():
@@ -421,7 +420,8 @@ def _loads_of(graph: TaskGraph) -> list[int]:
     return np.flatnonzero(graph.columns().kind == KIND_CODE[LOAD]).tolist()
 
 
-def relayout_copies(problem: Problem, graph: TaskGraph, load_nodes: dict[int, int]) -> list[int]:
+def relayout_copies(problem: Problem, graph: TaskGraph,
+                    load_nodes: Mapping[int, int]) -> list[int]:
     """Bytes each node copies to re-lay operands out (``problem.repartition``): every load
     of such an operand that is not one stored block as it is."""
     copied = [0] * problem.nodes
@@ -445,7 +445,7 @@ def model(problem: Problem, candidate: Candidate, strict: bool = False) -> Model
     graph = problem.graph(candidate.counts)
     load_nodes, output_nodes, hints, moved = layout(problem, candidate)
     if graph.outputs and graph.columns().kind[graph.outputs[0][0]] == KIND_CODE[LOAD]:
-        output_nodes = [load_nodes[t] for t, _ in graph.outputs]
+        output_nodes = [load_nodes[t] for t, _ in graph.outputs]  # ints
     placed = schedule(
         graph, problem.nodes, "lshs",
         load_nodes=load_nodes, output_nodes=output_nodes, task_hints=hints,
