@@ -9,6 +9,7 @@ budget, not the clock, is what the search counts.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -116,3 +117,14 @@ def test_newton_step_row_sums_its_statements_and_the_solve(scale):
     assert step["busiest_bytes"] == sum(r["busiest_bytes"] for r in statements) + solve_bytes
     assert step["lower_bound_bytes"] == max(r["lower_bound_bytes"] for r in statements)
     assert step["tasks"] == sum(r["tasks"] for r in statements) + 1
+
+
+def test_the_placed_planning_benchmark_plans_each_contraction_over_every_node():
+    path = SCALE.parent / "placed_planning.py"
+    with script_module(path, "benchmark_placed_planning") as module:
+        rows = module.main(["--n", "32", "--f", "8", "--repeats", "1"])
+    assert [r["contraction"] for r in rows] == list(module.CASES)
+    for row in rows:
+        grid = row["chosen"].split(";")[0].removeprefix("grid ").split(" x ")
+        assert math.prod(int(part.split(":")[1]) for part in grid) == 4, row
+        assert row["seconds"] > 0 and row["cost"] > 0
