@@ -108,3 +108,27 @@ def test_asarray_of_a_lazy_array_re_cuts_its_blocks_on_the_nodes(monkeypatch) ->
     assert isinstance(value, DistributedArray)
     assert blocked.block_shape == (100, 7) and blocked.grid == (6, 5)
     np.testing.assert_array_equal(blocked.numpy(), data * 2.0)
+
+
+def test_an_array_made_on_its_own_is_made_by_one_task_per_node_and_batch(monkeypatch):
+    from tensorc.runtime.ray import arrays
+
+    x = tc.random((64, 64), grid=(8, 4), seed=7)
+    made = x.value().blocks
+    # blocks of one task share its report; every node made its blocks in one task
+    tasks = {}
+    for coords, report in made.reported.items():
+        tasks.setdefault(report, set()).add(made.nodes[coords])
+    assert len(tasks) == len(set(made.nodes.values())) == 4
+    assert all(len(nodes) == 1 for nodes in tasks.values())
+    expected = np.vstack([np.hstack([
+        np.random.default_rng([7, a, b]).random((8, 16)) for b in range(4)]) for a in range(8)])
+    np.testing.assert_array_equal(x.numpy(), expected)
+    # a node's batch holds at most PLACE_BATCH_BYTES of blocks: 1 KiB blocks, 4 KiB batches
+    monkeypatch.setattr(arrays, "PLACE_BATCH_BYTES", 4096)
+    y = tc.zeros((64, 64), grid=(8, 4)).value().blocks
+    counts = {}
+    for report in y.reported.values():
+        counts[report] = counts.get(report, 0) + 1
+    assert sorted(counts.values()) == [4] * 8
+    np.testing.assert_array_equal(tc.zeros((64, 64), grid=(8, 4)).numpy(), 0)

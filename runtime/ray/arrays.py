@@ -199,18 +199,37 @@ def _layout_node(coords, node_grid, node_of=None) -> int:
 
 
 def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> DistributedArray:
-    """One remote ``name`` task per block, pinned to the block's layout node (block-cyclic,
-    or ``node_of[coords]`` when a plan gives the nodes); ``args_of`` gives each block's
-    arguments from its coordinates and slices."""
+    """Blocks made by remote ``name`` (``generate`` or ``run``) on their layout nodes
+    (block-cyclic, or ``node_of[coords]`` when a plan gives the nodes); ``args_of`` gives
+    each block's arguments from its coordinates and slices. A node's blocks are made by one
+    task per batch of at most :data:`PLACE_BATCH_BYTES` (a task costs about a millisecond
+    here whatever it makes), each block its own return."""
     cluster = ray_cluster()
     blocks = Blocks(shape, dtype, bounds, epoch=cluster.epoch)
     node_grid = node_grid_for(blocks.grid, cluster.nodes)
+    itemsize = np.dtype(dtype).itemsize
+    batches: dict[int, list] = {}  # node -> its open batch of (coordinates, arguments)
+    batch_bytes: dict[int, int] = {}
+
+    def send(node: int) -> None:
+        batch = batches.pop(node)
+        batch_bytes.pop(node)
+        *refs, report = submit(cluster, "make_many", node, name, [a for _, a in batch],
+                               returns=len(batch) + 1)
+        for (coords, _), ref in zip(batch, refs, strict=True):
+            blocks.refs[coords], blocks.reported[coords] = ref, report
+
     for coords in np.ndindex(*blocks.grid):
         node = _layout_node(coords, node_grid, node_of)
         blocks.nodes[coords] = node
-        blocks.refs[coords], blocks.reported[coords] = submit(
-            cluster, name, node, *args_of(coords, blocks.block_slices(coords))
-        )
+        slices = blocks.block_slices(coords)
+        nbytes = itemsize * math.prod(s.stop - s.start for s in slices)
+        if node in batches and batch_bytes[node] + nbytes > PLACE_BATCH_BYTES:
+            send(node)
+        batches.setdefault(node, []).append((coords, args_of(coords, slices)))
+        batch_bytes[node] = batch_bytes.get(node, 0) + nbytes
+    for node in list(batches):
+        send(node)
     return DistributedArray(blocks, node_grid)
 
 
@@ -308,10 +327,10 @@ def generate(recipe: Recipe, bounds: tuple[tuple[int, ...], ...],
              node_of=None) -> DistributedArray:
     """Make a :class:`~tensorc.placement.recipes.Recipe` on the nodes, cut at ``bounds``,
     block ``g`` on ``node_of[g]`` (the layout the plan reading it wants; block-cyclic where
-    it gives none): one task per block on its node, nothing through the driver but a
-    ``data`` recipe's blocks (:func:`place`: batched per node). Its values are the
-    recipe's whatever ``bounds`` are (a ``random`` block that is not one of its chunks
-    draws the chunks it overlaps). The first array made is kept as ``recipe.made``."""
+    it gives none): one task per node and batch of blocks (:func:`_spread`), nothing
+    through the driver but a ``data`` recipe's blocks (:func:`place`: batched per node).
+    Its values are the recipe's whatever ``bounds`` are (a ``random`` block that is not one
+    of its chunks draws the chunks it overlaps). The first array made is kept as ``recipe.made``."""
     if recipe.kind == "data":
         made = place(recipe.data, bounds, node_of)
     elif recipe.kind == "full":

@@ -107,6 +107,15 @@ def _run(kernel, *blocks: np.ndarray):
     return kernel(*blocks), node
 
 
+def _make_many(name: str, calls: list[tuple]):
+    """Blocks made on one node by the body of ``name`` (``generate`` or ``run``), one per
+    entry of ``calls`` (that body's arguments), each its own return, then the node id: one
+    task for a node's batch of blocks, not one each."""
+    node = _worker_setup()
+    body = {"generate": _generate, "run": _run}[name]
+    return (*(body(*args)[0] for args in calls), node)
+
+
 def _run_many(kernel, *args):
     """``kernel(*args)``'s several results, then the node id (a task with more returns)."""
     node = _worker_setup()
@@ -432,6 +441,7 @@ def remote(name: str, returns: int = 2):
         import ray
 
         body = {"generate": _generate, "place": _place, "run": _run, "run_many": _run_many,
+                "make_many": _make_many,
                 "stage": _stage, "whole": _whole, "block": _block, "piece": _piece}[name]
         fn = ray.remote(num_returns=2, max_retries=MAX_RETRIES, num_cpus=1)(body)
         _REMOTES[name] = fn
