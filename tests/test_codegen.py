@@ -114,3 +114,14 @@ def test_a_task_calling_an_unknown_kernel_is_refused_by_its_key():
         graph.verify()
     assert str(info.value) == (f"task {graph.tasks[-1].key} calls unknown kernel 4")
     assert graph.tasks[-1].key[0].startswith("reducebykey4.reduce-")
+
+
+def test_a_graph_with_records_not_built_yet_pickles_with_its_records():
+    import pickle
+
+    program = verify(Function(DECLS, SIZES, MIN_PLUS, "float64"))
+    graph = lower_to_tasks(program, choose_blocking(program, planning_context(
+        workers=2, grid={"k": 3})))
+    copied = pickle.loads(pickle.dumps(graph.tasks))
+    assert type(copied) is list and len(copied) == len(graph.tasks) == 10
+    assert [t.key for t in copied] == [t.key for t in graph.tasks]

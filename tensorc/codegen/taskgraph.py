@@ -101,6 +101,9 @@ class TaskList(Sequence):
     def __iter__(self):
         return iter(self._list())
 
+    def __reduce__(self):
+        return list, (self._list(),)  # pickled as the records (``make`` is a closure)
+
 KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
 """Task kind → its code in :attr:`TaskColumns.kind` (``load`` is 0)."""
 
