@@ -1,7 +1,8 @@
 """Task graphs: the plain-data product of codegen, and all the runtime may depend on.
 
-A :class:`TaskGraph` is a list of :class:`Task` in topological order (every input of a task
-comes before it) plus the kernels the tasks call and the placement of the output blocks.
+A :class:`TaskGraph` is a sequence of :class:`Task` in topological order (every input of a
+task comes before it) plus the kernels the tasks call and the placement of the output blocks;
+codegen's sequence is a :class:`TaskList`, whose records are built when first read.
 
 Task kinds (TensorPlanner's workflow):
 
