@@ -474,7 +474,8 @@ def _repartition(problem, candidate, grid: _Grid, shape: Structure):
     """Bytes each node receives and stitches to re-lay the repartitioned operands out on
     the grid (what :func:`tensorc.planning.distribution.layout` and ``relayout_copies``
     count per load task), from the operands' blocks, not the task graph: every (new block,
-    stored block) overlap at once, built dimension by dimension (:func:`_overlaps`)."""
+    stored block) overlap at once (:func:`_pieces`, shared by the candidates with the same
+    blocks), each new block on its grid node."""
     nodes = problem.nodes
     moved = np.zeros(nodes, dtype=np.int64)
     copied = np.zeros(nodes, dtype=np.int64)
@@ -484,39 +485,55 @@ def _repartition(problem, candidate, grid: _Grid, shape: Structure):
     for value in shape.values:
         if value.position is None or value.position not in problem.repartition:
             continue
-        source = problem.placed[value.position]
-        counts = [grid.c[i] for i in value.dims]
-        coords = np.indices(counts, dtype=np.int64).reshape(len(counts), math.prod(counts)).T
+        blocks = tuple((grid.c[i], grid.step[i]) for i in value.dims)
+        coords, piece, holder, elements, copies = problem.memo(
+            ("repartition pieces", value.position, blocks),
+            lambda value=value, blocks=blocks: _pieces(problem, value, blocks))
         node = grid_nodes(value.dims, coords, candidate.grid, grid.c)
-        extents = {i: _steps(grid.step[i], problem.sizes[i]) for i in value.dims}
-        piece = np.arange(len(coords), dtype=np.int64)  # the new block of each overlap
-        stored = np.zeros(len(coords), dtype=np.int64)  # its stored block, flat
-        elements = np.ones(len(coords), dtype=np.int64)
-        exact = np.ones(len(coords), dtype=bool)  # the new block is one stored block
-        for d, index in enumerate(value.indices):
-            column = coords[:, value.dims.index(index)]
-            ptr, block, length, whole = _overlaps(grid.step[index], problem.sizes[index],
-                                                  source.bounds[d])
-            exact &= whole[column]
-            per = np.diff(ptr)[column[piece]]
-            first = np.repeat(ptr[column[piece]], per)
-            within = np.arange(int(per.sum()), dtype=np.int64) - np.repeat(
-                np.cumsum(per) - per, per)
-            chosen = first + within
-            piece = np.repeat(piece, per)
-            stored = np.repeat(stored, per) * (len(source.bounds[d]) - 1) + block[chosen]
-            elements = np.repeat(elements, per) * length[chosen]
-        holder = problem.memo(("stored nodes", value.position),
-                              lambda source=source: _stored_nodes(source))[stored]
         away = holder != node[piece]
         moved += itemsize * np.bincount(node[piece][away], weights=elements[away],
                                         minlength=nodes).astype(np.int64)
-        size = np.ones(len(coords), dtype=np.int64)
-        for k, index in enumerate(value.dims):
-            size *= np.diff(extents[index])[coords[:, k]]
-        copied += itemsize * np.bincount(node[~exact], weights=size[~exact],
+        copied += itemsize * np.bincount(node, weights=copies,
                                          minlength=nodes).astype(np.int64)
     return moved, copied
+
+
+def _pieces(problem, value: Value, blocks: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, ...]:
+    """The overlaps of the new blocks of ``value`` (``(count, step)`` along each of its
+    dims) with its stored blocks, built dimension by dimension (:func:`_overlaps`): the new
+    blocks' coordinates, then per overlap its new block, the stored block's node and the
+    overlap's elements, and per new block the elements it stitches (0 when it is exactly
+    one stored block)."""
+    source = problem.placed[value.position]
+    step = {i: s for i, (_, s) in zip(value.dims, blocks, strict=True)}
+    extents = {i: _steps(step[i], problem.sizes[i]) for i in value.dims}
+    counts = [count for count, _ in blocks]
+    coords = np.indices(counts, dtype=np.int64).reshape(len(counts), math.prod(counts)).T
+    piece = np.arange(len(coords), dtype=np.int64)  # the new block of each overlap
+    stored = np.zeros(len(coords), dtype=np.int64)  # its stored block, flat
+    elements = np.ones(len(coords), dtype=np.int64)
+    exact = np.ones(len(coords), dtype=bool)  # the new block is one stored block
+    for d, index in enumerate(value.indices):
+        column = coords[:, value.dims.index(index)]
+        ptr, block, length, whole = _overlaps(step[index], problem.sizes[index],
+                                              source.bounds[d])
+        exact &= whole[column]
+        per = np.diff(ptr)[column[piece]]
+        first = np.repeat(ptr[column[piece]], per)
+        within = np.arange(int(per.sum()), dtype=np.int64) - np.repeat(
+            np.cumsum(per) - per, per)
+        chosen = first + within
+        piece = np.repeat(piece, per)
+        stored = np.repeat(stored, per) * (len(source.bounds[d]) - 1) + block[chosen]
+        elements = np.repeat(elements, per) * length[chosen]
+    size = np.ones(len(coords), dtype=np.int64)
+    for k, index in enumerate(value.dims):
+        size *= np.diff(extents[index])[coords[:, k]]
+    found = (coords, piece, _stored_nodes(source)[stored], elements,
+             np.where(exact, 0, size))
+    for array in found:
+        array.setflags(write=False)
+    return found
 
 
 @functools.lru_cache(maxsize=4096)
