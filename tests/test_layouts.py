@@ -103,3 +103,10 @@ def test_a_node_map_reads_as_the_mapping_it_stands_for():
     with pytest.raises(KeyError):
         mapped[2]
     assert mapped.array.tolist() == [-1, 3, -1, -1, 0, 2]
+
+
+def test_a_node_map_answers_other_keys_as_a_dict_would():
+    mapped = NodeMap(3)
+    mapped[1] = 0
+    assert mapped.get("x", 7) == 7 and mapped.get(1.0, 7) == 7 and mapped.get(True) is None
+    assert "x" not in mapped and mapped.as_dict() == {1: 0}

@@ -132,3 +132,10 @@ def test_an_array_made_on_its_own_is_made_by_one_task_per_node_and_batch(monkeyp
         counts[report] = counts.get(report, 0) + 1
     assert sorted(counts.values()) == [4] * 8
     np.testing.assert_array_equal(tc.zeros((64, 64), grid=(8, 4)).numpy(), 0)
+    # a node of two CPUs gets its blocks in two tasks at least
+    monkeypatch.setattr(arrays, "PLACE_BATCH_BYTES", 64 * 2**20)
+    recipe = arrays.recipe("full", (64, 64), grid=(8, 4))  # reads the cluster's CPUs
+    cluster = arrays.ray_cluster()
+    monkeypatch.setattr(cluster, "cpus", [2.0] * cluster.nodes)
+    z = arrays.generate(recipe, recipe.chunks).blocks
+    assert len(set(z.reported.values())) == 2 * cluster.nodes

@@ -21,6 +21,7 @@ import tensorc as tc
 from tensorc.driver.block_programs import shipped
 from tensorc.planning.block_counts import choose_counts
 from tensorc.planning.cost import machine
+from tensorc.planning.distribution import layout, relayout_copies
 from tensorc.planning.lower_bound import cholesky_lower_bound
 from tensorc.planning.planners import search
 from tensorc.planning.search import greedy
@@ -66,6 +67,25 @@ def test_a_plan_of_a_hundred_thousand_tasks_builds_no_task_records():
     assert plan.stats["lower_bound_ratio"] <= 1.1
     assert not plan.graph.tasks.made
     assert plan.graph.tasks[0].kind == "load" and plan.graph.tasks.made
+
+
+def test_the_layout_of_operands_on_the_cluster_builds_no_task_records():
+    # where each load's block is comes from the loads' sources, not from Task records
+    with script_module(SCALE.parent / "placed_planning.py", "benchmark_placed") as module:
+        shapes = [(64, 64, 64), (64, 64, 16)]
+        placed = {k: module.default_layout(shape, 8) for k, shape in enumerate(shapes)}
+    for repartition in (frozenset(), frozenset(placed)):
+        plan = problem("ijk,jkf->if", shapes, 8, placed=placed, repartition=repartition)
+        candidate = search(plan, "greedy").candidate
+        plan = problem("ijk,jkf->if", shapes, 8, placed=placed, repartition=repartition)
+        graph = plan.graph(candidate.counts)
+        found = layout(plan, candidate)
+        copied = relayout_copies(plan, graph, found[0])
+        assert not graph.tasks.made, repartition
+        assert len(list(graph.tasks)) == len(graph.tasks)  # built now: the same answers
+        assert layout(plan, candidate) == found
+        assert relayout_copies(plan, graph, found[0]) == copied
+        assert any(copied) == bool(repartition)
 
 
 # -- benchmarks/scale.py: the Cholesky block program and the Newton step's rows -----------

@@ -201,36 +201,59 @@ def _layout_node(coords, node_grid, node_of=None) -> int:
 def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> DistributedArray:
     """Blocks made by remote ``name`` (``generate`` or ``run``) on their layout nodes
     (block-cyclic, or ``node_of[coords]`` when a plan gives the nodes); ``args_of`` gives
-    each block's arguments from its coordinates and slices. A node's blocks are made by one
-    task per batch of at most :data:`PLACE_BATCH_BYTES` (a task costs about a millisecond
-    here whatever it makes), each block its own return."""
+    each block's arguments from its coordinates and slices. A node's blocks are made in
+    batches (:func:`_batched`), each block its own return."""
     cluster = ray_cluster()
     blocks = Blocks(shape, dtype, bounds, epoch=cluster.epoch)
     node_grid = node_grid_for(blocks.grid, cluster.nodes)
     itemsize = np.dtype(dtype).itemsize
-    batches: dict[int, list] = {}  # node -> its open batch of (coordinates, arguments)
+    items = []
+    for coords in np.ndindex(*blocks.grid):
+        blocks.nodes[coords] = _layout_node(coords, node_grid, node_of)
+        slices = blocks.block_slices(coords)
+        items.append((coords, args_of(coords, slices),
+                      itemsize * math.prod(s.stop - s.start for s in slices)))
+    _batched(cluster, blocks, items,
+             lambda node, batch: submit(cluster, "make_many", node, name, batch,
+                                        returns=len(batch) + 1))
+    return DistributedArray(blocks, node_grid)
+
+
+def _batched(cluster, blocks: Blocks, items: list, send) -> None:
+    """Send ``items`` (``(coords, value, bytes)``: a block's arguments or data) to the
+    nodes ``blocks.nodes`` names, in batches: one task per batch (``send(node, values)``
+    returns the blocks' refs, then the task's report), each batch at most
+    :data:`PLACE_BATCH_BYTES` and at most a CPU's share of the node's blocks, so every CPU
+    of a node gets work and no batch crowds its object store; records each block's ref and
+    report."""
+    per_node: dict[int, int] = {}
+    for coords, _, _ in items:
+        per_node[blocks.nodes[coords]] = per_node.get(blocks.nodes[coords], 0) + 1
+    cpus = cluster.cpus
+
+    def share(node: int) -> int:
+        found = int(cpus[node]) if 0 <= node < len(cpus) else 1
+        return -(-per_node[node] // max(1, found))
+
+    batches: dict[int, list] = {}  # node -> its open batch of (coordinates, value)
     batch_bytes: dict[int, int] = {}
 
-    def send(node: int) -> None:
+    def flush(node: int) -> None:
         batch = batches.pop(node)
         batch_bytes.pop(node)
-        *refs, report = submit(cluster, "make_many", node, name, [a for _, a in batch],
-                               returns=len(batch) + 1)
+        *refs, report = send(node, [value for _, value in batch])
         for (coords, _), ref in zip(batch, refs, strict=True):
             blocks.refs[coords], blocks.reported[coords] = ref, report
 
-    for coords in np.ndindex(*blocks.grid):
-        node = _layout_node(coords, node_grid, node_of)
-        blocks.nodes[coords] = node
-        slices = blocks.block_slices(coords)
-        nbytes = itemsize * math.prod(s.stop - s.start for s in slices)
-        if node in batches and batch_bytes[node] + nbytes > PLACE_BATCH_BYTES:
-            send(node)
-        batches.setdefault(node, []).append((coords, args_of(coords, slices)))
+    for coords, value, nbytes in items:
+        node = blocks.nodes[coords]
+        if node in batches and (batch_bytes[node] + nbytes > PLACE_BATCH_BYTES
+                                or len(batches[node]) >= share(node)):
+            flush(node)  # full: at most one open batch per node is held here
+        batches.setdefault(node, []).append((coords, value))
         batch_bytes[node] = batch_bytes.get(node, 0) + nbytes
     for node in list(batches):
-        send(node)
-    return DistributedArray(blocks, node_grid)
+        flush(node)
 
 
 def recipe(kind: str, shape, block_shape=None, grid=None, seed: int = 0, dtype="float64",
@@ -367,33 +390,23 @@ def made_default(recipe: Recipe) -> DistributedArray:
 
 
 PLACE_BATCH_BYTES = 64 * 2**20
-"""Most bytes of blocks sent to a node in one placing task: one put and one transfer per
-batch, not per block (a put costs a few milliseconds whatever its size), and no batch so
+"""Most bytes of blocks one task places on (or makes on) a node: one put and one transfer
+per batch, not per block (a put costs a few milliseconds whatever its size), and no batch so
 large that it crowds a node's object store."""
 
 
 def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> DistributedArray:
     """Place ``data`` cut at ``bounds`` on the nodes of the block-cyclic layout, or on
     ``node_of[block coordinates]`` when given (a plan's layout): the blocks bound for another
-    node travel together, in batches of at most :data:`PLACE_BATCH_BYTES`, one task each;
-    those of the driver's own node are put into its object store, no task."""
+    node travel together in batches (:func:`_batched`), one task each; those of the driver's
+    own node are put into its object store, no task."""
     import ray
 
     cluster = ray_cluster()
     blocks = Blocks(data.shape, data.dtype, bounds, epoch=cluster.epoch)
     node_grid = node_grid_for(blocks.grid, cluster.nodes)
     driver_node = cluster.index_of(cluster.driver_node)
-    batches: dict[int, list] = {}  # node -> its open batch of (coordinates, block)
-    batch_bytes: dict[int, int] = {}
-
-    def send(node: int) -> None:
-        batch = batches.pop(node)
-        batch_bytes.pop(node)
-        *refs, report = submit(cluster, "place", node, [v for _, v in batch],
-                               returns=len(batch) + 1)
-        for (coords, _), ref in zip(batch, refs, strict=True):
-            blocks.refs[coords], blocks.reported[coords] = ref, report
-
+    items = []
     for coords in np.ndindex(*blocks.grid):
         node = _layout_node(coords, node_grid, node_of)
         blocks.nodes[coords] = node
@@ -402,10 +415,7 @@ def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -
         if node == driver_node:  # this process's object store: one put, no task
             blocks.refs[coords] = ray.put(value)
             continue
-        if node in batches and batch_bytes[node] + value.nbytes > PLACE_BATCH_BYTES:
-            send(node)  # full: at most one open batch per node is held here
-        batches.setdefault(node, []).append((coords, value))
-        batch_bytes[node] = batch_bytes.get(node, 0) + value.nbytes
-    for node in list(batches):
-        send(node)
+        items.append((coords, value, value.nbytes))
+    _batched(cluster, blocks, items,
+             lambda node, batch: submit(cluster, "place", node, batch, returns=len(batch) + 1))
     return DistributedArray(blocks, node_grid)

@@ -330,7 +330,21 @@ def _assemble(chunks: list[_Chunk], kernels: list) -> tuple[TaskList, TaskColumn
                              sources))
         return [built[i] for i in order.tolist()]
 
-    tasks = TaskList(len(order), make)
+    firsts = np.asarray([chunk.first for chunk in chunks], np.int64)
+    made_sources: dict[int, list] = {}  # chunk -> its loads' sources, made on first ask
+
+    def source(index: int) -> tuple | None:
+        old = int(order[index])
+        k = int(np.searchsorted(firsts, old, side="right")) - 1
+        chunk = chunks[k]
+        if chunk.sources is None:
+            return None
+        found = made_sources.get(k)
+        if found is None:
+            found = made_sources[k] = chunk.sources()
+        return found[old - chunk.first]
+
+    tasks = TaskList(len(order), make, source)
     lengths = widths[order]
     new_indptr = np.zeros(len(kind) + 1, np.int64)
     np.cumsum(lengths, out=new_indptr[1:])

@@ -27,6 +27,7 @@ cost, the summary): codegen hands them over with the graph; for a graph built ot
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -73,25 +74,39 @@ Kernel = Callable[..., np.ndarray]
 
 class TaskList(Sequence):
     """A graph's tasks made on first use: its length is known at once, the :class:`Task`
-    records are built by ``make`` when an element is first read. Codegen hands one over
-    with the columns, so that planning a graph of millions of tasks (which reads only the
-    columns) never builds a record each; running it does."""
+    records are built by ``make`` when an element is first read (once, under a lock), and
+    a load's source by ``source`` without building any record. Codegen hands one over with
+    the columns, so that planning a graph of millions of tasks (which reads the columns and
+    the loads' sources) never builds a record each; running it does."""
 
-    __slots__ = ("_count", "_make", "_tasks")
+    __slots__ = ("_count", "_make", "_source", "_tasks", "_lock")
 
-    def __init__(self, count: int, make: Callable[[], list[Task]]) -> None:
-        self._count, self._make, self._tasks = count, make, None
+    def __init__(self, count: int, make: Callable[[], list[Task]],
+                 source: Callable[[int], tuple | None] | None = None) -> None:
+        self._count, self._make, self._source, self._tasks = count, make, source, None
+        self._lock = threading.Lock()
 
     def _list(self) -> list[Task]:
-        if self._tasks is None:
-            self._tasks = self._make()
-            self._make = None
-        return self._tasks
+        tasks = self._tasks
+        if tasks is None:
+            with self._lock:
+                if self._tasks is None:
+                    self._tasks = self._make()
+                    self._make = None
+                tasks = self._tasks
+        return tasks
 
     @property
     def made(self) -> bool:
         """Whether the records have been built."""
         return self._tasks is not None
+
+    def source(self, index: int) -> tuple | None:
+        """Task ``index``'s ``source`` (a load's operand position and block slices), from
+        the records when built, else without building them."""
+        if self._tasks is not None or self._source is None:
+            return self._list()[index].source
+        return self._source(index)
 
     def __len__(self) -> int:
         return self._count
@@ -102,8 +117,22 @@ class TaskList(Sequence):
     def __iter__(self):
         return iter(self._list())
 
+    def __eq__(self, other) -> bool:
+        if isinstance(other, TaskList):
+            other = other._list()
+        return isinstance(other, list) and self._list() == other
+
+    __hash__ = None
+
     def __reduce__(self):
         return list, (self._list(),)  # pickled as the records (``make`` is a closure)
+
+
+def task_source(tasks: Sequence[Task], index: int) -> tuple | None:
+    """The ``source`` of task ``index`` of ``tasks`` (a :class:`TaskList`'s without
+    building its records)."""
+    return tasks.source(index) if isinstance(tasks, TaskList) else tasks[index].source
+
 
 KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
 """Task kind → its code in :attr:`TaskColumns.kind` (``load`` is 0)."""

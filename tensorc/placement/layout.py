@@ -235,17 +235,21 @@ class NodeMap(Mapping):
         self.array[indices] = nodes
 
     def __getitem__(self, index: int) -> int:
-        node = int(self.array[index]) if 0 <= index < len(self.array) else -1
-        if node < 0:
+        if index not in self:
             raise KeyError(index)
-        return node
+        return int(self.array[index])
 
     def __setitem__(self, index: int, node: int) -> None:
         self.array[index] = node
 
     def __contains__(self, index) -> bool:
-        return isinstance(index, (int, np.integer)) and 0 <= index < len(self.array) and (
-            self.array[index] >= 0)
+        return (isinstance(index, (int, np.integer)) and not isinstance(index, bool)
+                and 0 <= index < len(self.array) and bool(self.array[index] >= 0))
+
+    def as_dict(self) -> dict[int, int]:
+        """The entries as a dict (for loops that read one entry at a time)."""
+        present = np.flatnonzero(self.array >= 0)
+        return dict(zip(present.tolist(), self.array[present].tolist(), strict=True))
 
     def __iter__(self):
         return iter(np.flatnonzero(self.array >= 0).tolist())

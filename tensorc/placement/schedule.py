@@ -221,6 +221,10 @@ def schedule(
     if scheduler == "lshs" and len(tasks) >= COMPILED_TASKS:
         return _lshs_compiled(graph, nodes, load_nodes, layout, retained, cached_copies or {},
                               task_hints or {}, strict_hints)
+    if isinstance(load_nodes, NodeMap):  # read entry by entry below: a dict is quicker
+        load_nodes = load_nodes.as_dict()
+    if isinstance(task_hints, NodeMap):
+        task_hints = task_hints.as_dict()
     state = ClusterState(nodes, columns.nbytes.tolist(), columns.uses().tolist(), retained)
     node_of = [0] * len(tasks)
     _place_loads(graph, nodes, load_nodes, state, node_of)

@@ -45,7 +45,7 @@ import numpy as np
 
 from tensorc.codegen.blocking import Blocking
 from tensorc.codegen.lower import lower_to_tasks
-from tensorc.codegen.taskgraph import KIND_CODE, LOAD, TaskGraph
+from tensorc.codegen.taskgraph import KIND_CODE, LOAD, TaskGraph, task_source
 from tensorc.errors import PlanError
 from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import Function, Scan, post_order
@@ -400,10 +400,9 @@ def layout(problem: Problem, candidate: Candidate, graph: TaskGraph | None = Non
     moved = [0] * problem.nodes
     placed = problem.placed or {}
     for index in _loads_of(graph) if placed else ():
-        task = graph.tasks[index]
-        if task.source[0] not in placed:
+        position, slices = task_source(graph.tasks, index)
+        if position not in placed:
             continue
-        position, slices = task.source
         source = placed[position]
         if position not in problem.repartition:
             load_nodes[index] = source.first_node(slices)
@@ -426,14 +425,14 @@ def relayout_copies(problem: Problem, graph: TaskGraph,
     of such an operand that is not one stored block as it is."""
     copied = [0] * problem.nodes
     placed = problem.placed or {}
+    nbytes = graph.columns().nbytes
     for index in _loads_of(graph) if problem.repartition else ():
-        task = graph.tasks[index]
-        if task.source[0] not in problem.repartition:
+        position, slices = task_source(graph.tasks, index)
+        if position not in problem.repartition:
             continue
-        position, slices = task.source
         pieces = placed[position].pieces(slices)
         if len(pieces) > 1 or placed[position].block_slices(pieces[0][0]) != tuple(slices):
-            copied[load_nodes[index]] += task.nbytes
+            copied[load_nodes[index]] += int(nbytes[index])
     return copied
 
 

@@ -516,7 +516,7 @@ def _pieces(problem, value: Value, blocks: tuple[tuple[int, int], ...]) -> tuple
     for d, index in enumerate(value.indices):
         column = coords[:, value.dims.index(index)]
         ptr, block, length, whole = _overlaps(step[index], problem.sizes[index],
-                                              source.bounds[d])
+                                              tuple(source.bounds[d]))
         exact &= whole[column]
         per = np.diff(ptr)[column[piece]]
         first = np.repeat(ptr[column[piece]], per)
