@@ -139,3 +139,19 @@ def test_an_array_made_on_its_own_is_made_by_one_task_per_node_and_batch(monkeyp
     monkeypatch.setattr(cluster, "cpus", [2.0] * cluster.nodes)
     z = arrays.generate(recipe, recipe.chunks).blocks
     assert len(set(z.reported.values())) == 2 * cluster.nodes
+
+
+def test_small_blocks_of_the_drivers_node_are_placed_in_a_batch_too(monkeypatch):
+    from tensorc.runtime.ray import arrays
+
+    data = np.arange(64.0).reshape(8, 8)
+    bounds = ((0, 2, 4, 6, 8), (0, 8))
+    placed = arrays.place(data, bounds).blocks
+    assert len(placed.reported) == 4 and len(set(placed.reported.values())) == 4
+    np.testing.assert_array_equal(arrays.DistributedArray(placed, (4, 1)).numpy(), data)
+    monkeypatch.setattr(arrays, "DIRECT_PUT_BYTES", 0)  # every block put where it is
+    driver = arrays.ray_cluster().index_of(arrays.ray_cluster().driver_node)
+    put = arrays.place(data, bounds).blocks
+    assert driver in put.nodes.values()
+    assert [c for c in put.refs if c not in put.reported] == [
+        c for c, node in put.nodes.items() if node == driver]

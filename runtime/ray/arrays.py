@@ -395,11 +395,17 @@ per batch, not per block (a put costs a few milliseconds whatever its size), and
 large that it crowds a node's object store."""
 
 
+DIRECT_PUT_BYTES = 2**20
+"""A block at least this large bound for the driver's own node is put into its object store
+directly (no task, no second copy); smaller ones travel in batches like any node's, since a
+put costs about a millisecond here whatever its size."""
+
+
 def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> DistributedArray:
     """Place ``data`` cut at ``bounds`` on the nodes of the block-cyclic layout, or on
     ``node_of[block coordinates]`` when given (a plan's layout): the blocks bound for another
     node travel together in batches (:func:`_batched`), one task each; those of the driver's
-    own node are put into its object store, no task."""
+    own node of :data:`DIRECT_PUT_BYTES` or more are put into its object store, no task."""
     import ray
 
     cluster = ray_cluster()
@@ -412,8 +418,8 @@ def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -
         blocks.nodes[coords] = node
         # a C-ordered slice as it is (Ray copies it into the store), else a copy; 0-d stays 0-d
         value = np.array(data[blocks.block_slices(coords)], order="C", copy=None)
-        if node == driver_node:  # this process's object store: one put, no task
-            blocks.refs[coords] = ray.put(value)
+        if node == driver_node and value.nbytes >= DIRECT_PUT_BYTES:
+            blocks.refs[coords] = ray.put(value)  # this process's store: one put, no task
             continue
         items.append((coords, value, value.nbytes))
     _batched(cluster, blocks, items,
