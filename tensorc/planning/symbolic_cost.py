@@ -195,7 +195,9 @@ class _Grid:
         self.shape = tuple(self.p[i] for i in self.axes)
         self._points: dict = {}
         self._homes: dict = {}
-        self._keep: dict = {}
+        # what depends on the grid alone (node coordinates, offsets outside a set of
+        # indices) is shared by every candidate over the same grid
+        self._keep: dict = problem.memo(("grid facts", tuple(candidate.grid)), dict)
 
     def ragged(self, dims) -> list[str]:
         """Indices of ``dims`` whose last block is smaller than the others (sorted)."""
