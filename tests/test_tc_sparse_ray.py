@@ -83,6 +83,7 @@ def test_independent_sparse_statements_run_as_one_call_per_node(ray_cluster, sta
     peaks = [s["modelled_peak_bytes"] for s in sparse]
     program = tc.compile(GRADIENTS, memory_limit=int(1.1 * max(peaks)))
     out = program.run(E=e, U=u, V=v)
+    np.testing.assert_allclose(out["gU"], dense @ v, rtol=1e-12)
     np.testing.assert_allclose(out["gV"], dense.T @ u, rtol=1e-12)
     apart = [s for s in tc.last_stats()["statements"] if "sparse_einsum" in s]
     assert [s["modelled_peak_bytes"] for s in apart] == peaks and sum(peaks) > 1.1 * max(peaks)
@@ -91,5 +92,8 @@ def test_independent_sparse_statements_run_as_one_call_per_node(ray_cluster, sta
 
 def test_a_statement_reading_the_one_before_it_runs_after_it(ray_cluster):
     a = tc.sparse.random((400, 300), 0.1, seed=11, format="csr")
-    tc.compile(SOURCE).run(A=a, x=np.ones(300))
+    out = tc.compile(SOURCE).run(A=a, x=np.ones(300))
     assert all(s["merged_runs"] == 1 for s in tc.last_stats()["statements"])
+    y = a.toarray() @ np.ones(300)
+    np.testing.assert_allclose(out["y"], y, rtol=1e-12)
+    np.testing.assert_allclose(out["z"], a.toarray().T @ y, rtol=1e-12)
