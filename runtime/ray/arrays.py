@@ -230,11 +230,8 @@ def _batched(cluster, blocks: Blocks, items: list, send) -> None:
     for coords, _, _ in items:
         per_node[blocks.nodes[coords]] = per_node.get(blocks.nodes[coords], 0) + 1
     cpus = cluster.cpus
-
-    def share(node: int) -> int:
-        found = int(cpus[node]) if 0 <= node < len(cpus) else 1
-        return -(-per_node[node] // max(1, found))
-
+    share = {node: -(-count // max(1, int(cpus[node]) if node < len(cpus) else 1))
+             for node, count in per_node.items()}  # most blocks in one of a node's batches
     batches: dict[int, list] = {}  # node -> its open batch of (coordinates, value)
     batch_bytes: dict[int, int] = {}
 
@@ -248,7 +245,7 @@ def _batched(cluster, blocks: Blocks, items: list, send) -> None:
     for coords, value, nbytes in items:
         node = blocks.nodes[coords]
         if node in batches and (batch_bytes[node] + nbytes > PLACE_BATCH_BYTES
-                                or len(batches[node]) >= share(node)):
+                                or len(batches[node]) >= share[node]):
             flush(node)  # full: at most one open batch per node is held here
         batches.setdefault(node, []).append((coords, value))
         batch_bytes[node] = batch_bytes.get(node, 0) + nbytes

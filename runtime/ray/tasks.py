@@ -394,7 +394,6 @@ class NodeWorker:
         run_steps(chain, (np.zeros(8),), (steps - 1,))
         return flops, (time.perf_counter() - started) / steps
 
-
     def sparse_probe(self, size: int = 4096, per_row: int = 40, width: int = 64,
                      repeats: int = 3) -> float:
         """The compiled CSR-times-dense loop's flops a second here on one thread (two per

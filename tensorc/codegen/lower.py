@@ -317,32 +317,33 @@ def _assemble(chunks: list[_Chunk], kernels: list) -> tuple[TaskList, TaskColumn
     order = _load_order(kind, indptr, inputs)
     renumber = np.empty(len(order), np.int64)
     renumber[order] = np.arange(len(order), dtype=np.int64)
+    made_sources: dict[int, list] = {}  # chunk -> its loads' sources, made on first ask
+
+    def sources_of(k: int) -> list | None:
+        if chunks[k].sources is None:
+            return None
+        if k not in made_sources:
+            made_sources[k] = chunks[k].sources()
+        return made_sources[k]
 
     def make() -> list[Task]:
         built: list[Task] = []
-        for chunk in chunks:
+        for k, chunk in enumerate(chunks):
             keys = list(zip(itertools.repeat(chunk.stage, len(chunk)),
                             *chunk.coords.T.tolist(), strict=True))
-            sources = chunk.sources() if chunk.sources is not None else itertools.repeat(None)
             built.extend(map(Task, keys, itertools.repeat(chunk.kind),
                              itertools.repeat(chunk.kernel), _rows(renumber[chunk.inputs]),
                              _rows(chunk.shapes), chunk.nbytes.tolist(), chunk.flops.tolist(),
-                             sources))
+                             sources_of(k) or itertools.repeat(None)))
         return [built[i] for i in order.tolist()]
 
     firsts = np.asarray([chunk.first for chunk in chunks], np.int64)
-    made_sources: dict[int, list] = {}  # chunk -> its loads' sources, made on first ask
 
     def source(index: int) -> tuple | None:
         old = int(order[index])
         k = int(np.searchsorted(firsts, old, side="right")) - 1
-        chunk = chunks[k]
-        if chunk.sources is None:
-            return None
-        found = made_sources.get(k)
-        if found is None:
-            found = made_sources[k] = chunk.sources()
-        return found[old - chunk.first]
+        found = sources_of(k)
+        return None if found is None else found[old - chunks[k].first]
 
     tasks = TaskList(len(order), make, source)
     lengths = widths[order]

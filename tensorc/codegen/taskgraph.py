@@ -148,9 +148,9 @@ class TaskColumns:
         flops: flops (int64).
         indptr: task ``i`` reads ``inputs[indptr[i]:indptr[i + 1]]`` (CSR, int64).
         inputs: the input task indices, in each task's input order (int64).
+        kernel: every task's kernel index (int64).
         stages: per stage key ``key[0]``: the indices of its tasks and their block
             coordinates (one row per task), when codegen knows them; else empty.
-        kernel: every task's kernel index, or ``None``.
     """
 
     kind: np.ndarray
@@ -158,9 +158,8 @@ class TaskColumns:
     flops: np.ndarray
     indptr: np.ndarray
     inputs: np.ndarray
+    kernel: np.ndarray
     stages: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    kernel: np.ndarray | None = None
-    """The kernel index of every task (int64), when the graph's maker gives it."""
 
     @classmethod
     def of(cls, tasks: list[Task]) -> TaskColumns:
@@ -269,8 +268,6 @@ class TaskGraph:
             task = self.tasks[int(columns.readers()[np.argmax(late)])]
             raise IRVerificationError(f"task {task.key} reads a later or unknown task")
         kernel = columns.kernel
-        if kernel is None:
-            kernel = np.fromiter((t.kernel for t in self.tasks), np.int64, len(self.tasks))
         unknown = (kernel < 0) | (kernel >= len(self.kernels))
         if unknown.any():
             index = int(np.argmax(unknown))

@@ -277,18 +277,14 @@ def _lshs_compiled(
     columns = graph.columns()
     count = len(columns.kind)
     loads = np.flatnonzero(columns.kind == KIND_CODE[LOAD])
-    if isinstance(load_nodes, NodeMap):
-        placed = load_nodes.array[loads]
-    else:
-        placed = np.fromiter((load_nodes.get(i, -1) for i in loads.tolist()), np.int64,
-                             len(loads))
+    placed = _index_array(load_nodes, count)[loads]
     wrong = (placed < 0) | (placed >= nodes)
     if wrong.any():
         index = int(loads[np.argmax(wrong)])
         _check_load(graph, index, load_nodes.get(index), nodes)
     load_array = np.full(count, -1, np.int64)
     load_array[loads] = placed
-    hint_array = hints.array if isinstance(hints, NodeMap) else _index_array(hints, count)
+    hint_array = _index_array(hints, count)
     layout_array = _index_array(layout, count)
     kept = np.zeros(count, np.uint8)
     kept[retained] = 1
@@ -320,7 +316,10 @@ def _lshs_compiled(
 
 
 def _index_array(values: Mapping[int, int], count: int) -> np.ndarray:
-    """``values`` (task index → node) as an array over the tasks, -1 where absent."""
+    """``values`` (task index → node) as an array over the tasks, -1 where absent (a
+    :class:`~tensorc.placement.layout.NodeMap`'s own array)."""
+    if isinstance(values, NodeMap):
+        return values.array
     array = np.full(count, -1, np.int64)
     if values:
         array[np.fromiter(values.keys(), np.int64, len(values))] = np.fromiter(

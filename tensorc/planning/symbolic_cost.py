@@ -521,10 +521,7 @@ def _pieces(problem, value: Value, blocks: tuple[tuple[int, int], ...]) -> tuple
                                               tuple(source.bounds[d]))
         exact &= whole[column]
         per = np.diff(ptr)[column[piece]]
-        first = np.repeat(ptr[column[piece]], per)
-        within = np.arange(int(per.sum()), dtype=np.int64) - np.repeat(
-            np.cumsum(per) - per, per)
-        chosen = first + within
+        chosen = _ranges(ptr[column[piece]], per)
         piece = np.repeat(piece, per)
         stored = np.repeat(stored, per) * (len(source.bounds[d]) - 1) + block[chosen]
         elements = np.repeat(elements, per) * length[chosen]
@@ -557,19 +554,24 @@ def _overlaps(step: int, size: int, bounds: tuple[int, ...]) -> tuple[np.ndarray
     start, stop = edges[:-1], edges[1:]
     first = np.searchsorted(bounds, start, side="right") - 1
     last = np.searchsorted(bounds, stop, side="left") - 1
+    first = np.clip(first, 0, len(bounds) - 2)
     per = np.maximum(last - first + 1, 1)
     ptr = np.zeros(len(start) + 1, dtype=np.int64)
     np.cumsum(per, out=ptr[1:])
     owner = np.repeat(np.arange(len(start), dtype=np.int64), per)
-    block = first[owner] + np.arange(int(ptr[-1]), dtype=np.int64) - ptr[:-1][owner]
-    block = np.clip(block, 0, len(bounds) - 2)
+    block = np.clip(_ranges(first, per), 0, len(bounds) - 2)
     length = np.maximum(np.minimum(bounds[block + 1], stop[owner])
                         - np.maximum(bounds[block], start[owner]), 0)
-    whole = (per == 1) & (bounds[np.clip(first, 0, len(bounds) - 2)] == start) & (
-        bounds[np.clip(first, 0, len(bounds) - 2) + 1] == stop)
+    whole = (per == 1) & (bounds[first] == start) & (bounds[first + 1] == stop)
     for array in (ptr, block, length, whole):
         array.setflags(write=False)
     return ptr, block, length, whole
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``starts[k], starts[k] + 1, …`` (``lengths[k]`` of them) for every ``k``, in order."""
+    offsets = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    return offsets + np.arange(int(lengths.sum()), dtype=np.int64)
 
 
 def _stored_nodes(source) -> np.ndarray:

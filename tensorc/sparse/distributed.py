@@ -48,6 +48,7 @@ from tensorc.sparse.partition import duplicated_tasks, partition
 MAX_RERUNS = 2
 """Times a call is run again after a node died under it (each time over the nodes left)."""
 
+
 def nodes_worth_using(graph, inputs: list, nodes: int) -> int:
     """How many of ``nodes`` a call spreads its output blocks over: the count (1, 2, 4, ...
     up to ``nodes``) whose modelled time is least. Every node used is sent each dense
