@@ -127,3 +127,22 @@ for k in 0:NB {
     assert err.value.code == "E-unwritten"
     assert err.value.message == "block S{1} is read before any statement writes it"
     assert (err.value.span.line, err.value.span.col) == (8, 13)
+
+
+def _answers(dag: BlockDag) -> tuple:
+    return ([(task, dag.parents(task), dag.children(task)) for task in dag.walk()],
+            list(dag.roots()))
+
+
+@pytest.mark.parametrize("kept", [0, 3, 1 << 16])
+def test_a_dag_asked_again_gives_the_same_answers_whether_kept_or_searched(monkeypatch,
+                                                                          kept):
+    from tensorc.codegen import block_dag
+
+    monkeypatch.setattr(block_dag, "MEMO_TASKS", kept)
+    for name, shapes, counts in (("cholesky", {"A": (12, 12)}, {"NB": 4}),
+                                 ("tsqr", {"A": (40, 3)}, {"MB": 5})):
+        _, dag = _dag(name, shapes, counts)
+        first = _answers(dag)
+        assert _answers(dag) == first == _answers(_dag(name, shapes, counts)[1])
+        assert len(dag._parents) == min(kept, len(first[0]))

@@ -4,6 +4,7 @@ tasks spread over the nodes and placed by the scheduler, blocks left where they 
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 import pytest
@@ -36,17 +37,24 @@ def test_cholesky_on_ray_matches_numpy_and_stays_distributed():
 
 
 @pytest.fixture
-def call_seconds():
-    """Price a block crossing nodes between calls at the figure given (the machine's other
-    figures as calibrated); the calibrated figures come back after the test."""
+def figures():
+    """Price with the calibrated figures changed as given (``figures(call_seconds=...)``);
+    the calibrated figures come back after the test."""
     calibrated = cost.machine()
-    yield lambda seconds: cost.use_machine(dataclasses.replace(calibrated,
-                                                               call_seconds=seconds))
+    yield lambda **changes: cost.use_machine(dataclasses.replace(calibrated, **changes))
     cost.use_machine(calibrated)
 
 
-def test_tasks_spread_over_the_nodes_and_blocks_stay_there(call_seconds):
-    call_seconds(1e-5)  # a fast interconnect: spreading the trailing updates pays
+def test_the_calibration_finds_the_nodes_sharing_this_machine():
+    host_of, host_cores = cost.machine().hosts(4)  # the test cluster: 4 nodes here
+    assert host_of == (0, 0, 0, 0)
+    assert host_cores == (len(os.sched_getaffinity(0)),)
+    assert "4 node(s) on 1 host(s)" in cost.machine().describe()
+
+
+def test_tasks_spread_over_the_nodes_and_blocks_stay_there(figures):
+    # a fast interconnect between separate machines: spreading the trailing updates pays
+    figures(call_seconds=1e-5, host_of=(), host_cores=())
     a = spd(1024)
     out = shipped("cholesky").run(A=tc.asarray(a, block_shape=(256, 256)).value(), NB=4)
     stats = tc.last_stats()
@@ -57,13 +65,32 @@ def test_tasks_spread_over_the_nodes_and_blocks_stay_there(call_seconds):
                                atol=1e-10)
 
 
-def test_a_dear_call_boundary_keeps_a_small_factorisation_on_one_node(call_seconds):
-    call_seconds(0.05)  # 50 ms per hop: far more than any of these 256-row tasks computes
+def test_nodes_sharing_one_machine_keep_the_factorisation_on_one_node():
+    # as calibrated: the 4 nodes share this machine's cores, so spreading adds no compute
+    # and the factorisation stays in one call on one node (before the placer knew, it sent
+    # 4 of its 20 tasks to the nodes holding their inputs); the factor's zero blocks are
+    # made in one call beside it, on the least busy node
+    a = spd(1536)
+    out = shipped("cholesky").run(A=tc.asarray(a, block_shape=(384, 384)).value(), NB=4)
+    stats = tc.last_stats()
+    assert sorted(stats["tasks_per_node"])[-1] == stats["tasks"] == 20
+    assert stats["remote_calls"] == 2
+    nodes = out["L"].block_nodes()
+    busy = stats["tasks_per_node"].index(20)
+    assert {nodes[(i, j)] for i in range(4) for j in range(i + 1)} == {busy}
+    assert {nodes[(i, j)] for i in range(4) for j in range(i + 1, 4)} == {0 if busy else 1}
+    np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
+                               atol=1e-10)
+
+
+def test_a_dear_call_boundary_keeps_a_small_factorisation_on_one_node(figures):
+    # 50 ms per hop: far more than any of these 256-row tasks computes, separate machines
+    figures(call_seconds=0.05, host_of=(), host_cores=())
     a = spd(1024)
     out = shipped("cholesky").run(A=tc.asarray(a, block_shape=(256, 256)).value(), NB=4)
     stats = tc.last_stats()
     assert sorted(stats["tasks_per_node"])[-1] == stats["tasks"] == 20
-    assert stats["remote_calls"] == 1
+    assert stats["remote_calls"] == 2  # the factorisation's, and the zero blocks'
     np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
                                atol=1e-10)
 

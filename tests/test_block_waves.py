@@ -4,7 +4,11 @@ them."""
 
 from __future__ import annotations
 
-from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Wave
+import pickle
+
+import numpy as np
+
+from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Wave, ZeroBlock
 
 
 def kernel(results: int = 1) -> BlockKernel:
@@ -43,3 +47,20 @@ def test_a_task_with_two_results_is_picked_apart_for_its_readers():
     ((_, steps, _, exports, exported),) = wave.calls(wanted={(qr, 0), (1, 0)})
     assert len(steps) == 4  # the task, its two results picked, the reader
     assert exported == [(0, 0), (1, 0)] and exports == (1, 3)
+
+
+def test_zero_blocks_join_their_node_s_last_call_and_a_node_with_no_tasks_gets_one():
+    wave = Wave()
+    a = wave.add(0, kernel(), [(REF, "x")])
+    b = wave.add(1, kernel(), [(PENDING, a, 0)])
+    wave.add(0, kernel(), [(PENDING, b, 0)])
+    on_busy = wave.add(0, ZeroBlock((2, 3), "float64"), ())
+    on_idle = wave.add(2, ZeroBlock((2, 3), "float32"), ())
+    assert wave.levels() == [0, 1, 2, 2, 0]  # after every result another call waits for
+    calls = wave.calls(wanted={(2, 0), (on_busy, 0), (on_idle, 0)})
+    assert [(node, exported) for node, _, _, _, exported in calls] == [
+        (0, [(0, 0)]), (2, [(on_idle, 0)]), (1, [(1, 0)]), (0, [(2, 0), (on_busy, 0)])]
+    zero = calls[1][1][0][0].kernel
+    made = zero()
+    assert made.shape == (2, 3) and made.dtype == np.float32 and not made.any()
+    assert pickle.loads(pickle.dumps(zero))().shape == (2, 3)

@@ -36,7 +36,7 @@ from collections import deque
 import numpy as np
 
 from tensorc.codegen.block_dag import BlockDag
-from tensorc.codegen.block_layout import block_slices, tensor_bounds
+from tensorc.codegen.block_layout import block_slices, grid_coords, tensor_bounds
 from tensorc.errors import ExecutionError, TensorcError
 from tensorc.ir.block_program import BlockProgramIR
 from tensorc.placement.block_placement import BlockPlacer
@@ -53,7 +53,7 @@ from tensorc.runtime.block_frontier import (
 )
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.arrays import DistributedArray
-from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Wave
+from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Wave, ZeroBlock
 from tensorc.runtime.ray.calls import WorkerLost, submit, wait_for_calls
 
 WINDOW = 1024
@@ -90,7 +90,8 @@ class _RayDagRun:
                                   flops_per_core=figures.blas_flops_per_core,
                                   bytes_per_second=figures.network_bytes_per_second,
                                   task_seconds=figures.task_seconds,
-                                  hop_seconds=figures.call_seconds)
+                                  hop_seconds=figures.call_seconds,
+                                  hosts=figures.hosts(cluster.nodes))
         self.source = _RayInputs(program, inputs, bounds, cluster, self.placer, dag)
         self.frontier = _Frontier(dag)
         self.refs: dict = {}
@@ -118,6 +119,8 @@ class _RayDagRun:
                     _wait(self.in_flight.popleft())
                     waiting += time.perf_counter() - waited
             elif len(self.wave) >= window or not ready:
+                if not ready:
+                    self._add_unwritten()
                 self.flush()
                 while len(self.in_flight) > WAVES_IN_FLIGHT:
                     waited = time.perf_counter()
@@ -143,6 +146,20 @@ class _RayDagRun:
                  "driver_seconds_per_task": (finished - started - waiting) / max(1, self.tasks),
                  "run_seconds": time.perf_counter() - started}
         return outputs, stats
+
+    def _add_unwritten(self) -> None:
+        """Zero blocks for the output blocks no statement wrote, made in the last wave on the
+        node that ran the fewest tasks (a call beside the others, or that node's last)."""
+        counts = self.placer.tasks_per_node
+        node = min(range(len(counts)), key=lambda n: (counts[n], n))
+        for name in self.program.outputs():
+            edges = tensor_bounds(self.program, name, self.bounds)
+            kind = _output_dtype(self.program, name, self.dtype)
+            for coords in grid_coords(edges):
+                if (name, coords) not in self.finals:
+                    shape = tuple(s.stop - s.start for s in block_slices(edges, coords))
+                    unit = self.wave.add(node, ZeroBlock(shape, kind.str), ())
+                    self.finals[(name, coords)] = ((PENDING, unit, 0), node, shape)
 
     def flush(self) -> None:
         """Submit the wave; its results read later (or final output blocks) become refs."""

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from operator import itemgetter
 
+import numpy as np
+
 from tensorc.codegen.block_kernels import evaluate_block_expr
 from tensorc.runtime.ray.calls import SUBMITTING, node_workers, submit_stage
 from tensorc.runtime.ray.stages import RUN, Step
@@ -53,6 +55,24 @@ class BlockKernel:
 
     def __reduce__(self):
         return BlockKernel, (self.expr, self.reads, self.results)
+
+
+class ZeroBlock:
+    """A step that makes a block of zeros (an output block no statement writes): it joins
+    its node's last call of the wave instead of costing a Ray task of its own, so its store
+    delays no result another call waits for."""
+
+    __slots__ = ("shape", "dtype")
+    results = 1
+
+    def __init__(self, shape: tuple[int, ...], dtype: str) -> None:
+        self.shape, self.dtype = shape, dtype
+
+    def __call__(self):
+        return np.zeros(self.shape, self.dtype)
+
+    def __reduce__(self):
+        return ZeroBlock, (self.shape, self.dtype)
 
 
 class Wave:
@@ -79,6 +99,12 @@ class Wave:
                 if arg[0] == PENDING:
                     a = arg[1]
                     level[u] = max(level[u], level[a] + (self.node[a] != self.node[u]))
+        last: dict[int, int] = {}  # per node, its last level: where its zero blocks go
+        for u, node in enumerate(self.node):
+            last[node] = max(last.get(node, 0), level[u])
+        for u, kernel in enumerate(self.kernel):
+            if isinstance(kernel, ZeroBlock):
+                level[u] = last[self.node[u]]
         return level
 
     def calls(self, wanted: set) -> list[tuple[int, tuple, tuple, tuple, list]]:

@@ -17,6 +17,9 @@ defaults):
   entries a row times a 4,096 × 64 matrix, the loop's compilation untimed; the best of five
   tries, since the nodes' workers may still be starting);
 - *cores per node*: the CPUs Ray reports for the nodes (the smallest);
+- *hosts*: which nodes run on one machine (its host name and boot id), and the cores that
+  machine's processes may run on: several Ray nodes started on one machine share its cores,
+  and the block placer knows that spreading over them adds no compute;
 - *per call between nodes*: what a block made by one call pays, beyond its bytes, to reach a
   call on another node that waits for it: a chain of calls alternating between two nodes, each
   returning a fresh copy of the :data:`HOP_BYTES` block it was sent, timed per call, less the
@@ -101,6 +104,7 @@ def calibrate_cluster(cluster: RayCluster) -> dict:
         [tuple(found) for found in ray.get([far.compute_probe.remote() for _ in range(TRIES)])])
     # the best try: a try that shared its core with a node still starting is only slower
     sparse = max(ray.get([far.sparse_probe.remote() for _ in range(TRIES + 2)]))
+    host_of, host_cores = hosts_of(ray.get([w.host.remote() for w in workers]))
     return {
         "sparse_flops_per_core": _clamp(sparse, 10e6, 100e9),
         "network_bytes_per_second": _clamp(rate, 10e6, 100e9),
@@ -108,5 +112,19 @@ def calibrate_cluster(cluster: RayCluster) -> dict:
         "blas_flops_per_core": _clamp(flops, 0.1e9, 1e12),
         "cores_per_node": max(1, int(min(cluster.cpus or [1]))),
         "call_seconds": _clamp(statistics.median(hops), trip, 0.1),
+        "host_of": host_of,
+        "host_cores": host_cores,
         "source": f"probed on {cluster.nodes} node(s)",
     }
+
+
+def hosts_of(found: list[tuple[str, int]]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``(host index of each node, cores of each host)`` from each node's ``(machine
+    identity, cores)``, hosts numbered in order of first appearance."""
+    index: dict[str, int] = {}
+    cores: list[int] = []
+    for identity, count in found:
+        if identity not in index:
+            index[identity] = len(cores)
+            cores.append(int(count))
+    return tuple(index[identity] for identity, _ in found), tuple(cores)

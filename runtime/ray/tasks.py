@@ -365,6 +365,18 @@ class NodeWorker:
         zarr.create_array(zarr.storage.MemoryStore(), shape=(1,), dtype="f8")[...]
         return _worker_setup()
 
+    def host(self) -> tuple[str, int]:
+        """``(this machine's identity, the cores this process may run on)``: nodes whose
+        identity is equal share those cores (several Ray nodes started on one machine)."""
+        import socket
+
+        boot = ""
+        if os.path.exists("/proc/sys/kernel/random/boot_id"):
+            with open("/proc/sys/kernel/random/boot_id") as f:
+                boot = f.read().strip()
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        return f"{socket.gethostname()}/{boot}", cores or os.cpu_count() or 1
+
     def sees(self, path: str) -> bool:
         """Whether ``path`` exists on this node (a file or store its calls would read)."""
         return os.path.exists(path)

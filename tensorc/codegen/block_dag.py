@@ -27,7 +27,8 @@ are bound. Loop bounds may use outer variables; strides and ``2**l`` levels are
 evaluated, never assumed. :meth:`BlockDag.walk` enumerates every task in program order (for
 tests, counting and small ``explain`` output).
 
-Errors are :class:`BlockDagError` (a code, a message and the span of the offending
+Answers are kept (for at most :data:`MEMO_TASKS` tasks), so a DAG run again is expanded
+from them. Errors are :class:`BlockDagError` (a code, a message and the span of the offending
 read), which the layer that knows the source renders with file:line:col.
 """
 
@@ -55,6 +56,10 @@ from tensorc.ir.block_program import (
 )
 
 Task = tuple[int, tuple[int, ...]]  # (statement id, loop values outer first)
+
+MEMO_TASKS = 1 << 16
+"""At most this many tasks' parents and children are kept once found: a DAG the driver runs
+again (the same program at the same block counts) is then not searched again."""
 
 
 class BlockDagError(Exception):
@@ -129,6 +134,9 @@ class BlockDag:
         self._compiled: dict = {}  # id of a loop or if node -> (node, its functions)
         self._writers: dict[str, list[tuple[Site, int]]] = {}
         self._readers: dict[str, list[tuple[Site, BlockRef]]] = {}
+        self._parents: dict[Task, list[Edge]] = {}  # answers kept for a DAG run again
+        self._children: dict[Task, list[tuple[list[Task], bool]]] = {}
+        self._roots: tuple[Task, ...] | None = None
         for site, reads in zip(self.sites, self.reads, strict=True):
             for index, ref in enumerate(site.assign.targets):
                 self._writers.setdefault(ref.tensor, []).append((site, index))
@@ -339,7 +347,15 @@ class BlockDag:
     def parents(self, task: Task) -> list[Edge]:
         """One edge per distinct block subscript the task reads (two subscripts that name
         the same block, ``L{i, k}`` and ``L{j, k}`` when ``i == j``, are two edges to one
-        version)."""
+        version). The list is shared: do not change it."""
+        found = self._parents.get(task)
+        if found is None:
+            found = self._find_parents(task)
+            if len(self._parents) < MEMO_TASKS:
+                self._parents[task] = found
+        return found
+
+    def _find_parents(self, task: Task) -> list[Edge]:
         env = self.task_env(task)
         key = self.key(task)
         edges = []
@@ -367,7 +383,15 @@ class BlockDag:
 
     def children(self, task: Task) -> list[tuple[list[Task], bool]]:
         """Per result of ``task``: the tasks that read that version (in program order) and
-        whether it is the block's final version."""
+        whether it is the block's final version. The lists are shared: do not change them."""
+        found = self._children.get(task)
+        if found is None:
+            found = self._find_children(task)
+            if len(self._children) < MEMO_TASKS:
+                self._children[task] = found
+        return found
+
+    def _find_children(self, task: Task) -> list[tuple[list[Task], bool]]:
         key = self.key(task)
         out = []
         for tensor, block in self.written(task):
@@ -398,6 +422,17 @@ class BlockDag:
 
     def roots(self) -> Iterator[Task]:
         """Tasks with no parent task, in program order per source (each once)."""
+        if self._roots is not None:
+            yield from self._roots
+            return
+        found = []
+        for task in self._find_roots():
+            found.append(task)
+            yield task
+        if len(found) < MEMO_TASKS:
+            self._roots = tuple(found)
+
+    def _find_roots(self) -> Iterator[Task]:
         seen: set[Task] = set()
         for tensor in self.program.inputs():
             grid = self.program.block_grid(tensor, self.env)

@@ -47,6 +47,10 @@ from tensorc.runtime.task_pool import available_cores
 STAGES = ("program", "plan", "dag")
 DAG_LISTING_LIMIT = 200
 _PLANS: OrderedDict = OrderedDict()
+_DAGS: OrderedDict = OrderedDict()
+DAGS_KEPT = 8
+"""The task DAGs of the last few (program, block counts) run, kept with the parents and
+children they found, so a program run again at the same counts is not searched again."""
 _SHIPPED: dict[str, tuple[BlockProgramIR, Source]] = {}
 
 
@@ -106,6 +110,16 @@ class BlockProgram:
         _PLANS.move_to_end(key)
         return found[1]
 
+    def _dag(self, env: dict[str, int]) -> BlockDag:
+        key = (id(self.program), tuple(sorted(env.items())))
+        found = _DAGS.get(key)
+        if found is None or found.program is not self.program:
+            found = _DAGS[key] = BlockDag(self.program, env)
+            while len(_DAGS) > DAGS_KEPT:
+                _DAGS.popitem(last=False)
+        _DAGS.move_to_end(key)
+        return found
+
     def _split(self, given: dict) -> tuple[dict, dict]:
         counts = {k: v for k, v in given.items() if k in self.program.blocks}
         inputs = {k: v for k, v in given.items() if k not in self.program.blocks}
@@ -139,7 +153,7 @@ class BlockProgram:
             choice = self.choose(shapes, fixed, executor=executor, preferred=preferred)
             planned = time.perf_counter()
             env, bounds = environment(self.program, shapes, choice.counts)
-            dag = BlockDag(self.program, env)
+            dag = self._dag(env)
             outputs, stats = executor.run_block_program(
                 self.program, dag, values, bounds,
                 scheduler=scheduler or session.current().scheduler,

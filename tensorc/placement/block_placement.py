@@ -8,11 +8,13 @@ runs data and it is deterministic.
 Policies:
 
 - ``lshs`` — the load-simulating scheduler for DAGs whose tasks are BLAS-3 sized: every
-  node's cores are simulated as busy-until times; a task's inputs arrive at their ready
-  time, plus, when they are on another node, their bytes over the calibrated bandwidth and,
-  for a block another task made (not an input, there from the start), ``hop_seconds`` (the
-  latency of the call boundary it crosses); the task goes to the node where
-  it would *finish* first (compute at the calibrated per-core rate), ties to the node the
+  node's cores are simulated as busy-until times (nodes on one host, when ``hosts`` gives
+  ``(host of each node, cores of each host)``, share that host's cores, at most their own
+  in all: spreading over them adds no compute, only moves); a task's inputs arrive at
+  their ready time, plus, when they are on another node, their bytes over the calibrated
+  bandwidth and, for a block another task made (not an input, there from the start),
+  ``hop_seconds`` (the latency of the call boundary it crosses); the task goes to the node
+  where it would *finish* first (compute at the calibrated per-core rate), ties to the node the
   byte objective of :class:`~tensorc.placement.cluster_state.ClusterState` prefers (peak
   memory + net in + net out), then to the lowest id. Bytes alone would put a whole
   factorisation on one node, and time alone would ignore memory: the simulated clock
@@ -37,7 +39,7 @@ class BlockPlacer:
 
     def __init__(self, nodes: int, cores: int, policy: str, *, flops_per_core: float,
                  bytes_per_second: float, task_seconds: float,
-                 hop_seconds: float = 0.0) -> None:
+                 hop_seconds: float = 0.0, hosts=None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown block scheduler {policy!r}; choose one of "
                              f"{', '.join(POLICIES)}")
@@ -48,7 +50,13 @@ class BlockPlacer:
         self.task_seconds = task_seconds
         self.hop_seconds = hop_seconds
         self.state = ClusterState(nodes, [], [])
-        self.cores = [[0.0] * max(1, cores) for _ in range(nodes)]
+        self.pool = list(range(nodes))  # per node, the cores it computes on
+        pools = [max(1, cores)] * nodes
+        if hosts is not None:  # nodes on one host share its cores, as many as they have
+            host_of, host_cores = hosts
+            self.pool = list(host_of)
+            pools = [max(1, min(c, cores * host_of.count(h))) for h, c in enumerate(host_cores)]
+        self.cores = [[0.0] * count for count in pools]  # per pool, busy-until times
         self.ready: list[float] = []  # per version: simulated time it exists
         self.count = 0
         self.tasks_per_node = [0] * nodes
@@ -82,13 +90,13 @@ class BlockPlacer:
                 ready += self.state.size[block] / self.bytes_per_second + (
                     self.hop_seconds if ready > 0 else 0.0)
             arrive = max(arrive, ready)
-        start = max(arrive, self.cores[node][0])
+        start = max(arrive, self.cores[self.pool[node]][0])
         return start + self.task_seconds + flops / self.flops_per_core
 
     def run(self, outputs: list[int], inputs: list[int], node: int, flops: float) -> None:
         """Record the task on ``node``: its inputs copied there, its outputs made there."""
         finish = self._finish(inputs, flops, node)
-        heapq.heapreplace(self.cores[node], finish)
+        heapq.heapreplace(self.cores[self.pool[node]], finish)
         self.state.run(outputs[0], inputs, node)
         for extra in outputs[1:]:
             self.state.add_copy(extra, node)

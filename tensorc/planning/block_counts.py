@@ -91,7 +91,8 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
     placer = BlockPlacer(nodes, cores, "lshs", flops_per_core=figures.blas_flops_per_core,
                          bytes_per_second=figures.network_bytes_per_second,
                          task_seconds=overhead,
-                         hop_seconds=figures.call_seconds if nodes > 1 else 0.0)
+                         hop_seconds=figures.call_seconds if nodes > 1 else 0.0,
+                         hosts=figures.hosts(nodes))
     dag = BlockDag(program, env)
     versions: dict = {}
     shapes: dict = {}

@@ -128,12 +128,27 @@ class Machine:
     sparse_flops_per_core: float = SPARSE_FLOPS_PER_CORE
     """A sparse kernel's (the compiled CSR-times-dense loop's) flops a second on one core,
     counted as a sparse plan counts them."""
+    host_of: tuple[int, ...] = ()
+    """Per node, the index of the host (machine) it runs on; empty: every node its own."""
+    host_cores: tuple[int, ...] = ()
+    """Per host, the cores its processes can run on (the nodes on it share them)."""
+
+    def hosts(self, nodes: int) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        """``(host_of, host_cores)`` when these figures describe ``nodes`` nodes and some
+        of them share a host; else ``None`` (every node its own cores)."""
+        if len(self.host_of) != nodes or len(set(self.host_of)) == nodes:
+            return None
+        return self.host_of, self.host_cores
 
     def describe(self) -> str:
+        shared = ""
+        if self.hosts(len(self.host_of)):
+            shared = (f" ({len(self.host_of)} node(s) on {len(self.host_cores)} host(s) of "
+                      f"{'/'.join(map(str, self.host_cores))} core(s), shared)")
         return (f"{self.source}: network {self.network_bytes_per_second / 1e6:.0f} MB/s per "
                 f"node, {self.task_seconds * 1e6:.0f} us per block task, "
                 f"{self.blas_flops_per_core / 1e9:.1f} GFLOP/s per core, "
-                f"{self.cores_per_node} core(s) per node, "
+                f"{self.cores_per_node} core(s) per node{shared}, "
                 f"{self.call_seconds * 1e3:.2f} ms per call between nodes, "
                 f"{self.sparse_flops_per_core / 1e9:.1f} sparse GFLOP/s per core")
 
