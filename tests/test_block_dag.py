@@ -130,8 +130,12 @@ for k in 0:NB {
 
 
 def _answers(dag: BlockDag) -> tuple:
+    import numpy as np
+
+    readers = [dag.input_readers(tensor, block) for tensor in dag.program.inputs()
+               for block in np.ndindex(*dag.program.block_grid(tensor, dag.env))]
     return ([(task, dag.parents(task), dag.children(task)) for task in dag.walk()],
-            list(dag.roots()))
+            list(dag.roots()), readers)
 
 
 @pytest.mark.parametrize("kept", [0, 3, 1 << 16])

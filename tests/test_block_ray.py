@@ -153,3 +153,14 @@ def test_waves_smaller_than_the_program_pass_blocks_between_them(monkeypatch):
     assert stats["waves"] == 7 and stats["tasks"] == 20 and not stats["per_task"]
     np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
                                atol=1e-10)
+
+
+@pytest.mark.parametrize("columns", [2, 40])  # blocks of 4.8 KB: sent inside the calls;
+def test_a_numpy_input_beside_a_cluster_array_goes_to_the_cluster(columns):  # 96 KB: put
+    n = 600
+    lower = np.tril(RNG.random((n, n))) + n * np.eye(n)
+    rhs = RNG.random((n, columns))
+    placed = tc.asarray(lower, block_shape=(300, 300)).value()
+    out = shipped("lower_solve").run(L=placed, B=rhs, NB=2, KB=1)
+    assert tc.last_stats()["backend"] == "ray"
+    np.testing.assert_allclose(np.asarray(out["X"]), np.linalg.solve(lower, rhs), rtol=1e-10)

@@ -57,6 +57,9 @@ from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Wave, Zer
 from tensorc.runtime.ray.calls import WorkerLost, submit, wait_for_calls
 
 WINDOW = 1024
+INLINE_BYTES = 64 * 2**10
+"""A numpy input's block up to this size is sent inside the calls that read it (Ray inlines
+small arguments), not put in the object store first (about a millisecond a put here)."""
 WAVES_IN_FLIGHT = 2
 
 
@@ -309,8 +312,9 @@ class _RayInputs:
         value = self.inputs[name]
         uses = len(self.dag.input_readers(name, coords))
         nbytes = math.prod(shape) * value.dtype.itemsize
-        if isinstance(value, np.ndarray):
-            ref = ray.put(np.ascontiguousarray(value[region]))
+        if isinstance(value, np.ndarray):  # a small block travels inside the calls
+            block = np.ascontiguousarray(value[region])
+            ref = block if nbytes <= INLINE_BYTES else ray.put(block)
             return ref, self.placer.add_version(nbytes, uses, node=0, retained=True), shape
         stored = value.blocks
         if stored.bounds == edges:

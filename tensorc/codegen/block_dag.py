@@ -137,6 +137,7 @@ class BlockDag:
         self._parents: dict[Task, list[Edge]] = {}  # answers kept for a DAG run again
         self._children: dict[Task, list[tuple[list[Task], bool]]] = {}
         self._roots: tuple[Task, ...] | None = None
+        self._input_readers: dict[tuple[str, tuple[int, ...]], list[Task]] = {}
         for site, reads in zip(self.sites, self.reads, strict=True):
             for index, ref in enumerate(site.assign.targets):
                 self._writers.setdefault(ref.tensor, []).append((site, index))
@@ -409,7 +410,16 @@ class BlockDag:
         return out
 
     def input_readers(self, tensor: str, block: tuple[int, ...]) -> list[Task]:
-        """Tasks that read ``tensor``'s own block ``block`` (before its first write)."""
+        """Tasks that read ``tensor``'s own block ``block`` (before its first write). The
+        list is shared: do not change it."""
+        found = self._input_readers.get((tensor, block))
+        if found is None:
+            found = self._find_input_readers(tensor, block)
+            if len(self._input_readers) < MEMO_TASKS:
+                self._input_readers[(tensor, block)] = found
+        return found
+
+    def _find_input_readers(self, tensor: str, block: tuple[int, ...]) -> list[Task]:
         first = self._writer(tensor, block, latest=False)
         limit = first[0] if first else None
         readers: list[Task] = []
