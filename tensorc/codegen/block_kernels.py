@@ -8,17 +8,21 @@ read shapes without touching data, and raises :class:`~tensorc.errors.ShapeError
 blocks that do not fit (the planner and the schedulers use it for byte counts).
 
 The table is closed: every kernel is a fixed numpy / scipy (LAPACK, BLAS) call, never user
-code. Triangular solves use LAPACK's ``trtrs`` through scipy, Cholesky ``potrf``, QR
-``geqrf``; a transposed operand is passed as a view, so ``T(lsolve(L, T(B)))`` (B L^-T) and
-``X @ T(Y)`` copy nothing before BLAS. Numerical failures raise
-:class:`~tensorc.errors.LinAlgError` with numpy's wording ("Matrix is not positive
-definite", "Singular matrix").
+code. Triangular solves use BLAS ``trsm`` (:func:`triangular_solve`, each operand read in
+its own memory order), Cholesky ``potrf``, QR ``geqrf``; LU without pivoting takes
+LAPACK's ``getrf`` factors when partial pivoting swapped no row (then they are the same
+factors) and factors by recursive halves otherwise. A transposed operand is passed as a
+view, so ``T(lsolve(L, T(B)))`` (B L^-T) and ``X @ T(Y)`` copy nothing before BLAS.
+Numerical failures raise :class:`~tensorc.errors.LinAlgError` with numpy's wording
+("Matrix is not positive definite", "Singular matrix").
 """
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
+import scipy.linalg.blas
+import scipy.linalg.lapack
 from scipy.linalg.blas import dtrsm as trsm
 from threadpoolctl import threadpool_limits
 
@@ -55,12 +59,33 @@ def _trsolve(lower: bool):
         if b.shape[0] != t.shape[0]:
             raise ShapeError(f"kernel '{name}': a {t.shape[0]} x {t.shape[1]} triangle cannot "
                              f"solve {b.shape[0]} rows")
-        try:
-            return scipy.linalg.solve_triangular(t, b, lower=lower, check_finite=False)
-        except np.linalg.LinAlgError:
-            raise LinAlgError("Singular matrix") from None
+        if not np.all(np.diagonal(t)):
+            raise LinAlgError("Singular matrix")
+        return triangular_solve(t, b, lower)
 
     return solve
+
+
+def triangular_solve(t: np.ndarray, b: np.ndarray, lower: bool) -> np.ndarray:
+    """``t^-1 b`` for a triangle ``t`` with a non-zero diagonal, by BLAS ``trsm``, reading
+    both in their own memory order: ``b`` is copied once, as it is laid out (the result),
+    and never transposed; a C-ordered ``b`` is solved as ``X^T t^T = b^T`` (``b^T`` is
+    Fortran-ordered); ``t`` is passed as it is or as its transpose (Fortran-ordered either
+    way) with BLAS told to transpose it back."""
+    if b.ndim == 1:
+        return triangular_solve(t, b[:, None], lower)[:, 0]
+    if t.dtype.kind not in "fc" or b.dtype.kind not in "fc":
+        kind = np.result_type(t.dtype, b.dtype, np.float64)
+        t, b = t.astype(kind, copy=False), b.astype(kind, copy=False)
+    trsm_of = scipy.linalg.blas.get_blas_funcs("trsm", (t, b))
+    if t.flags.f_contiguous:
+        a, flipped = t, False
+    else:
+        a, flipped = t.T, True  # t^T, Fortran-ordered: its triangle is the other one
+    low = int(lower != flipped)
+    if b.flags.c_contiguous and not b.flags.f_contiguous:  # X^T op(a) = b^T, op(a) = t^T
+        return trsm_of(1.0, a, b.T, side=1, lower=low, trans_a=int(not flipped)).T
+    return trsm_of(1.0, a, b, side=0, lower=low, trans_a=int(flipped))  # op(a) X = b
 
 
 LU_LEAF = 32
@@ -89,9 +114,17 @@ def _lu_in_place(x: np.ndarray) -> None:
 
 def _lu(x):
     kind = x.dtype if x.dtype.kind in "fc" else np.dtype(np.float64)
-    x = np.array(_square("lu", x), dtype=kind, order="C", copy=True)
-    with threadpool_limits(1, "blas"):  # many small BLAS calls: waking BLAS threads for
-        _lu_in_place(x)  # each costs ten times the call (1024 x 1024: 0.59 s against 0.055 s)
+    x = _square("lu", x).astype(kind, copy=False)
+    getrf = scipy.linalg.lapack.get_lapack_funcs("getrf", (x,))
+    factors, pivots, info = getrf(x)
+    if info >= 0 and np.array_equal(pivots, np.arange(len(pivots))):
+        x = factors  # partial pivoting swapped no row: this is the LU without pivoting
+        if info > 0:
+            raise LinAlgError("Singular matrix (a zero pivot in LU without pivoting)")
+    else:  # it would pivot: factor without, by halves
+        x = np.array(x, order="C", copy=True)
+        with threadpool_limits(1, "blas"):  # many small BLAS calls: waking BLAS threads
+            _lu_in_place(x)  # for each costs ten times the call (1024²: 0.59 s vs 0.055 s)
     lower = np.tril(x, -1)
     lower[np.diag_indices(x.shape[0])] = 1
     return lower, np.triu(x)

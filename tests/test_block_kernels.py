@@ -1,0 +1,82 @@
+"""The block kernels' LAPACK and BLAS paths against scipy and numpy: triangular solves in
+every memory order and dtype, and LU without pivoting both where partial pivoting would
+swap no row (LAPACK's factors are taken) and where it would (the kernel's own halves)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+from tensorc.codegen.block_kernels import _lu, _trsolve
+from tensorc.errors import LinAlgError
+
+RNG = np.random.default_rng(11)
+
+
+def orders(x: np.ndarray) -> list[np.ndarray]:
+    """``x`` C-ordered, Fortran-ordered, and as a strided view."""
+    wide = np.zeros((x.shape[0], 2 * x.shape[1]), dtype=x.dtype)
+    wide[:, ::2] = x
+    return [np.ascontiguousarray(x), np.asfortranarray(x), wide[:, ::2]]
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_triangular_solves_match_scipy_in_every_memory_order(lower, dtype):
+    n = 40
+    full = RNG.random((n, n)) + n * np.eye(n)
+    if np.dtype(dtype).kind == "c":
+        full = full + 1j * RNG.random((n, n))
+    triangle = (np.tril(full) if lower else np.triu(full)).astype(dtype)
+    rhs = (RNG.random((n, 7)) + (1j * RNG.random((n, 7)) if np.dtype(dtype).kind == "c"
+                                 else 0)).astype(dtype)
+    expected = scipy.linalg.solve_triangular(triangle.astype(np.complex128), rhs, lower=lower)
+    tolerance = 1e-4 if dtype == np.float32 else 1e-12
+    for t in orders(triangle):
+        for b in [*orders(rhs), rhs[:, :1], rhs[:, 0]]:
+            before = b.copy()
+            got = _trsolve(lower)(t, b)
+            assert got.dtype == dtype and got.shape == b.shape
+            np.testing.assert_allclose(got, expected[:, :b.shape[1]] if b.ndim == 2
+                                       else expected[:, 0], rtol=tolerance, atol=tolerance)
+            np.testing.assert_array_equal(b, before)  # the input block is not written
+
+
+def test_a_triangular_solve_of_integers_is_in_float64_and_a_zero_diagonal_is_singular():
+    got = _trsolve(True)(np.eye(3, dtype=int) * 2, np.ones((3, 2), dtype=int))
+    assert got.dtype == np.float64 and np.all(got == 0.5)
+    with pytest.raises(LinAlgError, match="^Singular matrix$"):
+        _trsolve(False)(np.triu(np.ones((3, 3))) - np.eye(3), np.ones((3, 1)))
+
+
+def check_lu(a: np.ndarray) -> None:
+    lower, upper = _lu(a)
+    np.testing.assert_array_equal(np.diag(lower), 1)
+    np.testing.assert_array_equal(lower, np.tril(lower))
+    np.testing.assert_array_equal(upper, np.triu(upper))
+    np.testing.assert_allclose(lower @ upper, a, rtol=1e-12, atol=1e-12 * np.abs(a).max())
+
+
+def test_lu_where_partial_pivoting_swaps_no_row_takes_lapack_s_factors():
+    n = 100
+    dominant = RNG.random((n, n)) + n * np.eye(n)
+    assert np.array_equal(scipy.linalg.lapack.dgetrf(dominant)[1], np.arange(n))
+    check_lu(dominant)
+
+
+def test_lu_where_partial_pivoting_would_swap_is_still_without_pivoting():
+    n = 100
+    x = RNG.random((n, n))
+    scale = np.diag(np.logspace(0, 2, n))  # rows growing down: getrf would swap them up
+    spd = scale @ (x @ x.T + np.eye(n)) @ scale  # SPD: its LU without pivoting exists
+    assert not np.array_equal(scipy.linalg.lapack.dgetrf(spd)[1], np.arange(n))
+    check_lu(spd)
+
+
+@pytest.mark.parametrize("a", [np.zeros((3, 3)), np.array([[0.0, 1.0], [1.0, 0.0]]),
+                               np.array([[1.0, 2.0], [2.0, 4.0]])])
+def test_a_zero_pivot_is_a_singular_matrix(a):
+    with pytest.raises(LinAlgError, match=r"^Singular matrix \(a zero pivot in LU without "
+                                          r"pivoting\)$"):
+        _lu(a)
