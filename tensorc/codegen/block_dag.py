@@ -62,6 +62,17 @@ MEMO_TASKS = 1 << 16
 again (the same program at the same block counts) is then not searched again."""
 
 
+def _kept(memo: dict, key, find):
+    """``memo[key]``, found by ``find(key)`` the first time and kept while ``memo`` holds
+    fewer than :data:`MEMO_TASKS` answers."""
+    found = memo.get(key)
+    if found is None:
+        found = find(key)
+        if len(memo) < MEMO_TASKS:
+            memo[key] = found
+    return found
+
+
 class BlockDagError(Exception):
     """A block program that cannot run for this environment (code, message, span)."""
 
@@ -349,12 +360,7 @@ class BlockDag:
         """One edge per distinct block subscript the task reads (two subscripts that name
         the same block, ``L{i, k}`` and ``L{j, k}`` when ``i == j``, are two edges to one
         version). The list is shared: do not change it."""
-        found = self._parents.get(task)
-        if found is None:
-            found = self._find_parents(task)
-            if len(self._parents) < MEMO_TASKS:
-                self._parents[task] = found
-        return found
+        return _kept(self._parents, task, self._find_parents)
 
     def _find_parents(self, task: Task) -> list[Edge]:
         env = self.task_env(task)
@@ -385,12 +391,7 @@ class BlockDag:
     def children(self, task: Task) -> list[tuple[list[Task], bool]]:
         """Per result of ``task``: the tasks that read that version (in program order) and
         whether it is the block's final version. The lists are shared: do not change them."""
-        found = self._children.get(task)
-        if found is None:
-            found = self._find_children(task)
-            if len(self._children) < MEMO_TASKS:
-                self._children[task] = found
-        return found
+        return _kept(self._children, task, self._find_children)
 
     def _find_children(self, task: Task) -> list[tuple[list[Task], bool]]:
         key = self.key(task)
@@ -412,14 +413,10 @@ class BlockDag:
     def input_readers(self, tensor: str, block: tuple[int, ...]) -> list[Task]:
         """Tasks that read ``tensor``'s own block ``block`` (before its first write). The
         list is shared: do not change it."""
-        found = self._input_readers.get((tensor, block))
-        if found is None:
-            found = self._find_input_readers(tensor, block)
-            if len(self._input_readers) < MEMO_TASKS:
-                self._input_readers[(tensor, block)] = found
-        return found
+        return _kept(self._input_readers, (tensor, block), self._find_input_readers)
 
-    def _find_input_readers(self, tensor: str, block: tuple[int, ...]) -> list[Task]:
+    def _find_input_readers(self, key: tuple[str, tuple[int, ...]]) -> list[Task]:
+        tensor, block = key
         first = self._writer(tensor, block, latest=False)
         limit = first[0] if first else None
         readers: list[Task] = []
