@@ -74,6 +74,22 @@ def test_lu_where_partial_pivoting_would_swap_is_still_without_pivoting():
     check_lu(spd)
 
 
+def test_lu_of_complex_and_half_precision_blocks_on_both_paths():
+    n = 64
+    scale = np.diag(np.logspace(0, 2, n))
+    x = RNG.random((n, n)) + 1j * RNG.random((n, n))
+    hermitian = scale @ (x @ x.conj().T + np.eye(n)) @ scale  # getrf would pivot
+    dominant = x + 4 * n * np.eye(n)  # getrf would not
+    for a in (hermitian, dominant):
+        lower, upper = _lu(a)
+        assert lower.dtype == np.complex128
+        np.testing.assert_allclose(lower @ upper, a, rtol=1e-10, atol=1e-10 * np.abs(a).max())
+    for a in (np.array([[2.0, 1.0], [1.0, 3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])):
+        lower, upper = _lu(a.astype(np.float16))  # without a swap, then with one
+        assert lower.dtype == upper.dtype == np.float32
+        np.testing.assert_allclose(lower @ upper, a, rtol=1e-6)
+
+
 @pytest.mark.parametrize("a", [np.zeros((3, 3)), np.array([[0.0, 1.0], [1.0, 0.0]]),
                                np.array([[1.0, 2.0], [2.0, 4.0]])])
 def test_a_zero_pivot_is_a_singular_matrix(a):

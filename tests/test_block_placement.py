@@ -22,25 +22,37 @@ def place_independent_tasks(hosts, tasks: int = 4, cores: int = 1) -> BlockPlace
     return placer
 
 
+def makespan(placer: BlockPlacer) -> float:
+    return max(max(node) for node in placer.cores)
+
+
 def test_nodes_on_separate_machines_each_add_their_cores():
     placer = place_independent_tasks(None)
     assert placer.tasks_per_node == [1, 1, 1, 1]
-    assert max(max(pool) for pool in placer.cores) < 1.01  # all four at once
+    assert makespan(placer) < 1.01  # all four at once
 
 
-def test_nodes_sharing_a_machine_share_its_cores_and_spreading_only_moves_bytes():
+def test_nodes_sharing_a_two_core_machine_run_two_tasks_at_a_time():
     placer = place_independent_tasks(((0, 0, 0, 0), (2,)))
-    assert placer.tasks_per_node == [4, 0, 0, 0]  # as soon done on node 0: nothing moves
-    assert placer.moved_bytes() == 0
-    assert len(placer.cores) == 1 and sorted(placer.cores[0]) == [2.0, 2.0]
+    assert [len(pool) for pool in placer.pools] == [2]
+    assert 2.0 <= makespan(placer) < 2.01  # not 1 s: four nodes, but two cores
+    assert max(placer.tasks_per_node) == 2  # each node runs one task at a time
+
+
+def test_a_node_alone_on_a_machine_still_runs_on_its_own_cores():
+    # a 4-core machine, 4 one-core nodes: one node cannot take the four tasks at once
+    placer = place_independent_tasks(((0, 0, 0, 0), (4,)))
+    assert placer.tasks_per_node == [1, 1, 1, 1] and makespan(placer) < 1.01
+    two_cores = place_independent_tasks(((0, 0, 0, 0), (4,)), cores=2)
+    assert [len(pool) for pool in two_cores.pools] == [4]
+    assert makespan(two_cores) < 1.01 and max(two_cores.tasks_per_node) <= 2
 
 
 def test_a_machine_s_pool_is_at_most_its_nodes_own_cores():
-    # 8 cores on the machine, but its two nodes may use one each
-    placer = place_independent_tasks(((0, 0, 1, 1), (8, 8)))
-    assert [len(pool) for pool in placer.cores] == [2, 2]
-    assert max(max(pool) for pool in placer.cores) < 1.01
-    assert sum(placer.tasks_per_node[:2]) == 2 and sum(placer.tasks_per_node[2:]) == 2
+    # 8 cores on each machine, but its two nodes may use one each
+    placer = place_independent_tasks(((0, 0, 1, 1), (8, 8)), tasks=8)
+    assert [len(pool) for pool in placer.pools] == [2, 2]
+    assert 2.0 <= makespan(placer) < 2.01  # 4 one-core nodes: two rounds
 
 
 def test_hosts_are_numbered_in_order_and_only_shared_ones_change_the_model():
@@ -50,4 +62,25 @@ def test_hosts_are_numbered_in_order_and_only_shared_ones_change_the_model():
     assert shared.hosts(4) is None  # figures for another cluster
     assert Machine(host_of=(0, 1), host_cores=(2, 2)).hosts(2) is None  # one node each
     assert Machine().hosts(4) is None
+    probed = Machine(host_of=(0, 0, 1), host_cores=(2, 4), host_nodes=("n0", "n1", "n2"))
+    assert probed.hosts(3, ["n2", "n0", "n1"]) == ((1, 0, 0), (2, 4))  # matched by id
+    assert probed.hosts(2, ["n0", "n1"]) == ((0, 0), (2, 4))  # n2 died: the rest still share
+    assert probed.hosts(3, ["n0", "n1", "n9"]) is None  # a node the probe did not see
     assert "3 node(s) on 2 host(s) of 2/4 core(s), shared" in shared.describe()
+
+
+def test_a_result_leaves_its_node_when_its_call_ends_and_a_reader_closes_the_call():
+    placer = BlockPlacer(2, 1, "lshs", flops_per_core=1e9, bytes_per_second=1e9,
+                         task_seconds=0.0, hop_seconds=0.01)
+    source = placer.add_version(1000, 2, node=0)
+    first, second = placer.add_version(1000, 1), placer.add_version(1000, 1)
+    placer.run([first], [source], 0, FLOPS)  # 0-1 s on node 0
+    placer.run([second], [source], 0, FLOPS)  # 1-2 s, the same call on node 0
+    # read on node 1, `first` leaves when node 0's call ends (2 s), not when it was made
+    assert placer._finish([first], FLOPS, 1) > 3.0
+    assert placer._finish([first], FLOPS, 0) == 3.0
+    placer.run([placer.add_version(1000, 0)], [first], 1, FLOPS)
+    assert placer.floor == [1, 0]  # node 0's next task starts its next call
+    later = placer.add_version(1000, 0)
+    placer.run([later], [source], 0, FLOPS)
+    assert placer.made_in[later] == (0, 1) and placer.made_in[first] == (0, 0)

@@ -64,3 +64,12 @@ def test_zero_blocks_join_their_node_s_last_call_and_a_node_with_no_tasks_gets_o
     made = zero()
     assert made.shape == (2, 3) and made.dtype == np.float32 and not made.any()
     assert pickle.loads(pickle.dumps(zero))().shape == (2, 3)
+
+
+def test_once_another_node_reads_a_call_s_result_the_node_s_later_units_start_a_new_call():
+    wave = Wave()
+    a = wave.add(0, kernel(), [(REF, "x")])
+    wave.add(1, kernel(), [(PENDING, a, 0)])  # reads a: node 0's call 0 ends with a
+    wave.add(0, kernel(), [(REF, "y")])  # placed after that read: node 0's next call
+    wave.add(2, kernel(), [(REF, "z")])
+    assert wave.levels() == [0, 1, 1, 0]

@@ -94,7 +94,7 @@ class _RayDagRun:
                                   bytes_per_second=figures.network_bytes_per_second,
                                   task_seconds=figures.task_seconds,
                                   hop_seconds=figures.call_seconds,
-                                  hosts=figures.hosts(cluster.nodes))
+                                  hosts=figures.hosts(cluster.nodes, cluster.node_ids))
         self.source = _RayInputs(program, inputs, bounds, cluster, self.placer, dag)
         self.frontier = _Frontier(dag)
         self.refs: dict = {}

@@ -9,10 +9,14 @@ unit number. :meth:`Wave.flush` submits the whole wave as calls of the two-level
 (:mod:`tensorc.runtime.ray.stages` levels einsum units the same way):
 
 - a unit's *level* is the largest level of the units it reads, plus one when one of them is
-  on another node; units with the same node and level are one call on that node's
+  on another node, and at least its node's floor: once a unit on another node reads a
+  result of a node's call, the units placed on that node after it start the next level, so
+  that call ends, and its result leaves, without waiting for them (units are added in
+  placement order); units with the same node and level are one call on that node's
   :class:`~tensorc.runtime.ray.tasks.NodeWorker`, their steps in wave (topological) order.
   A chain of tasks on one node is therefore one call, and calls grow with nodes x levels,
-  not with tasks;
+  not with tasks. A :class:`ZeroBlock` (an output block no statement writes) takes its
+  node's last level, so making it delays no result another call waits for;
 - calls are submitted in (level, node) order under the process-wide submission lock, so every
   worker's queue follows one topological order (no cycle can form between actors);
 - a result crosses a call boundary only as a call's return value (a Ray object: moved by Ray,
@@ -94,11 +98,19 @@ class Wave:
 
     def levels(self) -> list[int]:
         level = [0] * len(self.node)
+        floor: dict[int, int] = {}  # per node, the level its next units start at
         for u, args in enumerate(self.args):
+            node = self.node[u]
+            level[u] = floor.get(node, 0)
             for arg in args:
-                if arg[0] == PENDING:
-                    a = arg[1]
-                    level[u] = max(level[u], level[a] + (self.node[a] != self.node[u]))
+                if arg[0] != PENDING:
+                    continue
+                a = arg[1]
+                if self.node[a] == node:
+                    level[u] = max(level[u], level[a])
+                    continue
+                level[u] = max(level[u], level[a] + 1)
+                floor[self.node[a]] = max(floor.get(self.node[a], 0), level[a] + 1)
         last: dict[int, int] = {}  # per node, its last level: where its zero blocks go
         for u, node in enumerate(self.node):
             last[node] = max(last.get(node, 0), level[u])

@@ -114,6 +114,7 @@ def calibrate_cluster(cluster: RayCluster) -> dict:
         "call_seconds": _clamp(statistics.median(hops), trip, 0.1),
         "host_of": host_of,
         "host_cores": host_cores,
+        "host_nodes": tuple(cluster.node_ids),
         "source": f"probed on {cluster.nodes} node(s)",
     }
 

@@ -57,9 +57,10 @@ from tensorc.ir.block_program import (
 
 Task = tuple[int, tuple[int, ...]]  # (statement id, loop values outer first)
 
-MEMO_TASKS = 1 << 16
-"""At most this many tasks' parents and children are kept once found: a DAG the driver runs
-again (the same program at the same block counts) is then not searched again."""
+MEMO_TASKS = 1 << 13
+"""At most this many answers of each kind (tasks' parents, tasks' children, input blocks'
+readers, roots) are kept once found, about 1.6 KB a task: a DAG the driver runs again (the
+same program at the same block counts) is then not searched again."""
 
 
 def _kept(memo: dict, key, find):

@@ -23,7 +23,6 @@ import numpy as np
 import scipy.linalg
 import scipy.linalg.blas
 import scipy.linalg.lapack
-from scipy.linalg.blas import dtrsm as trsm
 from threadpoolctl import threadpool_limits
 
 from tensorc.errors import LinAlgError, ShapeError
@@ -70,8 +69,9 @@ def triangular_solve(t: np.ndarray, b: np.ndarray, lower: bool) -> np.ndarray:
     """``t^-1 b`` for a triangle ``t`` with a non-zero diagonal, by BLAS ``trsm``, reading
     both in their own memory order: ``b`` is copied once, as it is laid out (the result),
     and never transposed; a C-ordered ``b`` is solved as ``X^T t^T = b^T`` (``b^T`` is
-    Fortran-ordered); ``t`` is passed as it is or as its transpose (Fortran-ordered either
-    way) with BLAS told to transpose it back."""
+    Fortran-ordered); a Fortran-ordered ``t`` is passed as it is, any other as its
+    transpose with BLAS told to transpose it back (free for a C-ordered ``t``; a strided
+    one is copied)."""
     if b.ndim == 1:
         return triangular_solve(t, b[:, None], lower)[:, 0]
     if t.dtype.kind not in "fc" or b.dtype.kind not in "fc":
@@ -106,6 +106,7 @@ def _lu_in_place(x: np.ndarray) -> None:
     h = n // 2
     top, right, left, rest = x[:h, :h], x[:h, h:], x[h:, :h], x[h:, h:]
     _lu_in_place(top)
+    trsm = scipy.linalg.blas.get_blas_funcs("trsm", (x,))  # the type's own: complex too
     right[...] = trsm(1.0, top, right, side=0, lower=1, diag=1)  # L11^-1 A12
     left[...] = trsm(1.0, top, left, side=1, lower=0)  # A21 U11^-1
     rest -= left @ right
@@ -113,15 +114,15 @@ def _lu_in_place(x: np.ndarray) -> None:
 
 
 def _lu(x):
-    kind = x.dtype if x.dtype.kind in "fc" else np.dtype(np.float64)
-    x = _square("lu", x).astype(kind, copy=False)
+    kind = np.result_type(x.dtype, np.float32) if x.dtype.kind in "fc" else np.float64
+    x = _square("lu", x).astype(kind, copy=False)  # LAPACK's types: float16 in float32
     getrf = scipy.linalg.lapack.get_lapack_funcs("getrf", (x,))
     factors, pivots, info = getrf(x)
     if info >= 0 and np.array_equal(pivots, np.arange(len(pivots))):
         x = factors  # partial pivoting swapped no row: this is the LU without pivoting
         if info > 0:
             raise LinAlgError("Singular matrix (a zero pivot in LU without pivoting)")
-    else:  # it would pivot: factor without, by halves
+    else:  # it would pivot (this try costs a getrf more): factor without it, by halves
         x = np.array(x, order="C", copy=True)
         with threadpool_limits(1, "blas"):  # many small BLAS calls: waking BLAS threads
             _lu_in_place(x)  # for each costs ten times the call (1024²: 0.59 s vs 0.055 s)

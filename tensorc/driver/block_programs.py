@@ -22,6 +22,7 @@ outside an input) are reported like compile errors: code, file:line:col and a ca
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 
@@ -48,9 +49,11 @@ STAGES = ("program", "plan", "dag")
 DAG_LISTING_LIMIT = 200
 _PLANS: OrderedDict = OrderedDict()
 _DAGS: OrderedDict = OrderedDict()
-DAGS_KEPT = 8
+_DAGS_LOCK = threading.Lock()
+DAGS_KEPT = 4
 """The task DAGs of the last few (program, block counts) run, kept with the parents and
-children they found, so a program run again at the same counts is not searched again."""
+children they found (at most :data:`~tensorc.codegen.block_dag.MEMO_TASKS` of each, about
+13 MB a DAG at most), so a program run again at the same counts is not searched again."""
 _SHIPPED: dict[str, tuple[BlockProgramIR, Source]] = {}
 
 
@@ -112,12 +115,13 @@ class BlockProgram:
 
     def _dag(self, env: dict[str, int]) -> BlockDag:
         key = (id(self.program), tuple(sorted(env.items())))
-        found = _DAGS.get(key)
-        if found is None or found.program is not self.program:
-            found = _DAGS[key] = BlockDag(self.program, env)
-            while len(_DAGS) > DAGS_KEPT:
-                _DAGS.popitem(last=False)
-        _DAGS.move_to_end(key)
+        with _DAGS_LOCK:
+            found = _DAGS.get(key)
+            if found is None or found.program is not self.program:
+                found = _DAGS[key] = BlockDag(self.program, env)
+                while len(_DAGS) > DAGS_KEPT:
+                    _DAGS.popitem(last=False)
+            _DAGS.move_to_end(key)
         return found
 
     def _split(self, given: dict) -> tuple[dict, dict]:

@@ -8,16 +8,22 @@ runs data and it is deterministic.
 Policies:
 
 - ``lshs`` — the load-simulating scheduler for DAGs whose tasks are BLAS-3 sized: every
-  node's cores are simulated as busy-until times (nodes on one host, when ``hosts`` gives
-  ``(host of each node, cores of each host)``, share that host's cores, at most their own
-  in all: spreading over them adds no compute, only moves); a task's inputs arrive at
-  their ready time, plus, when they are on another node, their bytes over the calibrated
-  bandwidth and, for a block another task made (not an input, there from the start),
-  ``hop_seconds`` (the latency of the call boundary it crosses); the task goes to the node
-  where it would *finish* first (compute at the calibrated per-core rate), ties to the node the
-  byte objective of :class:`~tensorc.placement.cluster_state.ClusterState` prefers (peak
-  memory + net in + net out), then to the lowest id. Bytes alone would put a whole
-  factorisation on one node, and time alone would ignore memory: the simulated clock
+  node's cores are simulated as busy-until times, and when ``hosts`` gives ``(host of each
+  node, cores of each host)`` so are the cores of each machine that several nodes share (at
+  most the nodes' own in all): a task needs a core of its node and of its machine, so
+  spreading over nodes of one machine adds compute only up to its cores. Tasks are grouped
+  as the runtime groups them (:mod:`tensorc.runtime.ray.block_waves`): a task's *call* is
+  its node and level (the level of the results it reads, one more for a result of another
+  node, and at least the node's floor). A task's inputs arrive at their ready time, plus,
+  when they are on another node, their bytes over the calibrated bandwidth; a result of
+  another node leaves when its call ends (the runtime returns results at the end of a
+  call) and pays ``hop_seconds`` (the latency of the call boundary it crosses), and once a
+  node's call is read from elsewhere, that node's later tasks start its next call (the
+  floor), so the call stops growing. The task goes to
+  the node where it would *finish* first (compute at the calibrated per-core rate), ties to
+  the node the byte objective of :class:`~tensorc.placement.cluster_state.ClusterState`
+  prefers (peak memory + net in + net out), then to the lowest id. Bytes alone would put a
+  whole factorisation on one node, and time alone would ignore memory: the simulated clock
   carries both.
 - ``round_robin`` — the c-th task on node ``c % nodes`` (the ablation baseline).
 
@@ -50,14 +56,17 @@ class BlockPlacer:
         self.task_seconds = task_seconds
         self.hop_seconds = hop_seconds
         self.state = ClusterState(nodes, [], [])
-        self.pool = list(range(nodes))  # per node, the cores it computes on
-        pools = [max(1, cores)] * nodes
-        if hosts is not None:  # nodes on one host share its cores, as many as they have
-            host_of, host_cores = hosts
-            self.pool = list(host_of)
-            pools = [max(1, min(c, cores * host_of.count(h))) for h, c in enumerate(host_cores)]
-        self.cores = [[0.0] * count for count in pools]  # per pool, busy-until times
+        self.cores = [[0.0] * max(1, cores) for _ in range(nodes)]  # per node, busy until
+        self.host_of: list[int] | None = None  # per node, its machine's shared pool
+        self.pools: list[list[float]] = []  # per machine, its cores' busy-until times
+        if hosts is not None:  # nodes on one machine share its cores too
+            self.host_of = list(hosts[0])
+            self.pools = [[0.0] * max(1, min(count, cores * self.host_of.count(h)))
+                          for h, count in enumerate(hosts[1])]
         self.ready: list[float] = []  # per version: simulated time it exists
+        self.made_in: dict[int, tuple[int, int]] = {}  # result version -> its (node, level)
+        self.call_end: dict[tuple[int, int], float] = {}  # (node, level) -> when it ends
+        self.floor = [0] * nodes  # per node, the level of the call its next task joins
         self.count = 0
         self.tasks_per_node = [0] * nodes
 
@@ -82,27 +91,55 @@ class BlockPlacer:
         return node
 
     def _finish(self, inputs: list[int], flops: float, node: int) -> float:
+        return self._timing(inputs, flops, node)[0]
+
+    def _timing(self, inputs: list[int], flops: float, node: int) -> tuple[float, int]:
+        """``(finish, call level)`` of a task reading ``inputs`` on ``node``: a result made
+        by another node's call leaves when that call ends (as the runtime returns it), then
+        pays the hop and its bytes, and starts a call one level up."""
         bit = 1 << node
-        arrive = 0.0
+        arrive, level = 0.0, self.floor[node]
         for block in inputs:
             ready = self.ready[block]
-            if not self.state.holders[block] & bit:  # a copy; a result also crosses calls
-                ready += self.state.size[block] / self.bytes_per_second + (
-                    self.hop_seconds if ready > 0 else 0.0)
+            made = self.made_in.get(block)
+            if made is not None and made[0] != node:
+                ready = self.call_end[made] + self.hop_seconds
+                level = max(level, made[1] + 1)
+            elif made is not None:
+                level = max(level, made[1])
+            if not self.state.holders[block] & bit:
+                ready += self.state.size[block] / self.bytes_per_second
             arrive = max(arrive, ready)
-        start = max(arrive, self.cores[self.pool[node]][0])
-        return start + self.task_seconds + flops / self.flops_per_core
+        finish = self._start(arrive, node) + self.task_seconds + flops / self.flops_per_core
+        return finish, level
+
+    def _start(self, arrive: float, node: int) -> float:
+        """When a task whose inputs are there at ``arrive`` gets a core of ``node`` (and of
+        its machine, when machines are shared)."""
+        start = max(arrive, self.cores[node][0])
+        if self.host_of is not None:
+            start = max(start, self.pools[self.host_of[node]][0])
+        return start
 
     def run(self, outputs: list[int], inputs: list[int], node: int, flops: float) -> None:
         """Record the task on ``node``: its inputs copied there, its outputs made there."""
-        finish = self._finish(inputs, flops, node)
-        heapq.heapreplace(self.cores[self.pool[node]], finish)
+        finish, level = self._timing(inputs, flops, node)
+        call = (node, level)
+        self.call_end[call] = max(self.call_end.get(call, 0.0), finish)
+        for block in inputs:  # a call another node reads from takes no more tasks
+            made = self.made_in.get(block)
+            if made is not None and made[0] != node:
+                self.floor[made[0]] = max(self.floor[made[0]], made[1] + 1)
+        heapq.heapreplace(self.cores[node], finish)
+        if self.host_of is not None:
+            heapq.heapreplace(self.pools[self.host_of[node]], finish)
         self.state.run(outputs[0], inputs, node)
         for extra in outputs[1:]:
             self.state.add_copy(extra, node)
             self.state.home[extra] = node
         for block in outputs:
             self.ready[block] = finish
+            self.made_in[block] = call
         self.tasks_per_node[node] += 1
 
     def moved_bytes(self) -> int:

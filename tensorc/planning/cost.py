@@ -132,13 +132,26 @@ class Machine:
     """Per node, the index of the host (machine) it runs on; empty: every node its own."""
     host_cores: tuple[int, ...] = ()
     """Per host, the cores its processes can run on (the nodes on it share them)."""
+    host_nodes: tuple[str, ...] = ()
+    """The nodes' ids ``host_of`` follows (the cluster's order when it was probed)."""
 
-    def hosts(self, nodes: int) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-        """``(host_of, host_cores)`` when these figures describe ``nodes`` nodes and some
-        of them share a host; else ``None`` (every node its own cores)."""
-        if len(self.host_of) != nodes or len(set(self.host_of)) == nodes:
+    def hosts(self, nodes: int, node_ids=None) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        """``(host of each node, host_cores)`` for a cluster of ``nodes`` nodes (``node_ids``
+        in its order, when known: nodes are matched by id, so a cluster whose nodes changed
+        since the probe is read right) when some of them share a host; else ``None`` (every
+        node its own cores, also for a node the probe did not see)."""
+        if node_ids is not None and self.host_nodes:
+            if len(self.host_nodes) != len(self.host_of):
+                return None
+            known = dict(zip(self.host_nodes, self.host_of, strict=True))
+            if any(node not in known for node in node_ids):
+                return None
+            host_of = tuple(known[node] for node in node_ids)
+        else:
+            host_of = self.host_of
+        if len(host_of) != nodes or len(set(host_of)) == nodes:
             return None
-        return self.host_of, self.host_cores
+        return host_of, self.host_cores
 
     def describe(self) -> str:
         shared = ""
