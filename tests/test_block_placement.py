@@ -3,6 +3,8 @@ nodes sharing one machine share its cores; and the calibration's grouping of nod
 
 from __future__ import annotations
 
+import pytest
+
 from tensorc.placement.block_placement import BlockPlacer
 from tensorc.planning.cost import Machine
 from tensorc.runtime.ray.calibrate import hosts_of
@@ -79,8 +81,17 @@ def test_a_result_leaves_its_node_when_its_call_ends_and_a_reader_closes_the_cal
     # read on node 1, `first` leaves when node 0's call ends (2 s), not when it was made
     assert placer._finish([first], FLOPS, 1) > 3.0
     assert placer._finish([first], FLOPS, 0) == 3.0
-    placer.run([placer.add_version(1000, 0)], [first], 1, FLOPS)
-    assert placer.floor == [1, 0]  # node 0's next task starts its next call
+    reader = placer.add_version(1000, 0)
+    placer.run([reader], [first], 1, FLOPS)
+    assert placer.made_in[reader] == (1, 1)  # a call one level up on node 1
+    assert placer.floor == [1, 1]  # node 0's next task starts its next call
+    assert placer.copied[(first, 1)] == pytest.approx(2.01 + 1e-6)
+    # a second reader on node 1 finds the copy there: its core is the wait, not the copy
+    assert placer._finish([first], FLOPS, 1) == pytest.approx(4.01 + 1e-6)
     later = placer.add_version(1000, 0)
     placer.run([later], [source], 0, FLOPS)
     assert placer.made_in[later] == (0, 1) and placer.made_in[first] == (0, 0)
+    # on node 0, a task of its next call reading `first` waits for the first call's end
+    assert placer._timing([first], 0.0, 0) == (pytest.approx(3.0), 1)
+    placer.new_wave()  # submitted: later tasks start calls above every level so far
+    assert placer.floor == [2, 2]

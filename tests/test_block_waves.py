@@ -72,4 +72,6 @@ def test_once_another_node_reads_a_call_s_result_the_node_s_later_units_start_a_
     wave.add(1, kernel(), [(PENDING, a, 0)])  # reads a: node 0's call 0 ends with a
     wave.add(0, kernel(), [(REF, "y")])  # placed after that read: node 0's next call
     wave.add(2, kernel(), [(REF, "z")])
-    assert wave.levels() == [0, 1, 1, 0]
+    wave.add(1, kernel(), [(REF, "w")])  # after node 1's level-1 unit: not before it
+    wave.add(0, ZeroBlock((1,), "float64"), ())  # node 0's last call, not a new one
+    assert wave.levels() == [0, 1, 1, 0, 1, 1]

@@ -181,6 +181,7 @@ class _RayDagRun:
         self.waves += 1
         self.calls += calls
         self.wave = Wave()
+        self.placer.new_wave()
 
     def _read(self, edges) -> tuple[list, list, list, dict]:
         """The refs, reads, simulated block ids and shapes of a task's input edges; a

@@ -9,10 +9,11 @@ unit number. :meth:`Wave.flush` submits the whole wave as calls of the two-level
 (:mod:`tensorc.runtime.ray.stages` levels einsum units the same way):
 
 - a unit's *level* is the largest level of the units it reads, plus one when one of them is
-  on another node, and at least its node's floor: once a unit on another node reads a
-  result of a node's call, the units placed on that node after it start the next level, so
-  that call ends, and its result leaves, without waiting for them (units are added in
-  placement order); units with the same node and level are one call on that node's
+  on another node, and at least its node's floor: the level of the node's previous unit (a
+  node's calls run one after another, in placement order), one more once a unit on
+  another node has read a result of the node's call (so that call ends, and its result
+  leaves, without waiting for the units placed after); units with the same node and level
+  are one call on that node's
   :class:`~tensorc.runtime.ray.tasks.NodeWorker`, their steps in wave (topological) order.
   A chain of tasks on one node is therefore one call, and calls grow with nodes x levels,
   not with tasks. A :class:`ZeroBlock` (an output block no statement writes) takes its
@@ -99,7 +100,11 @@ class Wave:
     def levels(self) -> list[int]:
         level = [0] * len(self.node)
         floor: dict[int, int] = {}  # per node, the level its next units start at
+        zero = [isinstance(kernel, ZeroBlock) for kernel in self.kernel]
+        last: dict[int, int] = {}  # per node, its last unit's level: where its zeros go
         for u, args in enumerate(self.args):
+            if zero[u]:
+                continue
             node = self.node[u]
             level[u] = floor.get(node, 0)
             for arg in args:
@@ -111,12 +116,11 @@ class Wave:
                     continue
                 level[u] = max(level[u], level[a] + 1)
                 floor[self.node[a]] = max(floor.get(self.node[a], 0), level[a] + 1)
-        last: dict[int, int] = {}  # per node, its last level: where its zero blocks go
-        for u, node in enumerate(self.node):
-            last[node] = max(last.get(node, 0), level[u])
-        for u, kernel in enumerate(self.kernel):
-            if isinstance(kernel, ZeroBlock):
-                level[u] = last[self.node[u]]
+            floor[node] = max(floor.get(node, 0), level[u])  # a node's calls run in order
+            last[node] = level[u]
+        for u in range(len(self.node)):
+            if zero[u]:  # its node's last call, or a call of its own at level 0
+                level[u] = last.get(self.node[u], 0)
         return level
 
     def calls(self, wanted: set) -> list[tuple[int, tuple, tuple, tuple, list]]:

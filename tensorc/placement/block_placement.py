@@ -67,6 +67,7 @@ class BlockPlacer:
         self.made_in: dict[int, tuple[int, int]] = {}  # result version -> its (node, level)
         self.call_end: dict[tuple[int, int], float] = {}  # (node, level) -> when it ends
         self.floor = [0] * nodes  # per node, the level of the call its next task joins
+        self.copied: dict[tuple[int, int], float] = {}  # (version, node) -> copy there at
         self.count = 0
         self.tasks_per_node = [0] * nodes
 
@@ -97,21 +98,32 @@ class BlockPlacer:
         """``(finish, call level)`` of a task reading ``inputs`` on ``node``: a result made
         by another node's call leaves when that call ends (as the runtime returns it), then
         pays the hop and its bytes, and starts a call one level up."""
-        bit = 1 << node
-        arrive, level = 0.0, self.floor[node]
-        for block in inputs:
-            ready = self.ready[block]
-            made = self.made_in.get(block)
-            if made is not None and made[0] != node:
-                ready = self.call_end[made] + self.hop_seconds
-                level = max(level, made[1] + 1)
-            elif made is not None:
-                level = max(level, made[1])
-            if not self.state.holders[block] & bit:
-                ready += self.state.size[block] / self.bytes_per_second
-            arrive = max(arrive, ready)
+        made = [self.made_in.get(block) for block in inputs]
+        level = max([self.floor[node]] + [m[1] + (m[0] != node) for m in made if m is not None])
+        arrive = max((self._arrival(block, node, m, level)
+                      for block, m in zip(inputs, made, strict=True)), default=0.0)
+        for (on, at), end in self.call_end.items():  # its node's earlier calls come first
+            if on == node and at < level:
+                arrive = max(arrive, end)
         finish = self._start(arrive, node) + self.task_seconds + flops / self.flops_per_core
         return finish, level
+
+    def _arrival(self, block: int, node: int, made, level: int) -> float:
+        """When ``block`` can be read on ``node`` by a task at ``level``: where it was made
+        (in that call: when made; in an earlier call: when that call ended); elsewhere, its
+        copy's arrival (the call that made it ended, the hop, the bytes), once per node."""
+        copied = self.copied.get((block, node))
+        if copied is not None:
+            return copied
+        if made is None:  # an input
+            ready = self.ready[block]
+            if self.state.holders[block] & (1 << node):
+                return ready
+            return ready + self.state.size[block] / self.bytes_per_second
+        if made[0] == node:
+            return self.ready[block] if made[1] == level else self.call_end[made]
+        return (self.call_end[made] + self.hop_seconds
+                + self.state.size[block] / self.bytes_per_second)
 
     def _start(self, arrive: float, node: int) -> float:
         """When a task whose inputs are there at ``arrive`` gets a core of ``node`` (and of
@@ -126,9 +138,14 @@ class BlockPlacer:
         finish, level = self._timing(inputs, flops, node)
         call = (node, level)
         self.call_end[call] = max(self.call_end.get(call, 0.0), finish)
-        for block in inputs:  # a call another node reads from takes no more tasks
+        self.floor[node] = max(self.floor[node], level)  # a node's calls run in order
+        for block in inputs:
             made = self.made_in.get(block)
-            if made is not None and made[0] != node:
+            if (block, node) not in self.copied and (
+                    (made is None and not self.state.holders[block] & (1 << node))
+                    or (made is not None and made[0] != node)):
+                self.copied[(block, node)] = self._arrival(block, node, made, level)
+            if made is not None and made[0] != node:  # a call read from elsewhere ends
                 self.floor[made[0]] = max(self.floor[made[0]], made[1] + 1)
         heapq.heapreplace(self.cores[node], finish)
         if self.host_of is not None:
@@ -141,6 +158,13 @@ class BlockPlacer:
             self.ready[block] = finish
             self.made_in[block] = call
         self.tasks_per_node[node] += 1
+
+    def new_wave(self) -> None:
+        """The tasks placed so far were submitted (a wave): their results are returned, and
+        later tasks start calls of their own, above every level so far (the runtime numbers
+        each wave's levels afresh; its calls come after the earlier waves')."""
+        base = 1 + max((level for _, level in self.call_end), default=-1)
+        self.floor = [base] * self.nodes
 
     def moved_bytes(self) -> int:
         return sum(self.state.net_in)
