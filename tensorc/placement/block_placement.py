@@ -67,6 +67,8 @@ class BlockPlacer:
         self.made_in: dict[int, tuple[int, int]] = {}  # result version -> its (node, level)
         self.call_end: dict[tuple[int, int], float] = {}  # (node, level) -> when it ends
         self.floor = [0] * nodes  # per node, the level of the call its next task joins
+        # per node: its highest call's level and end, and the latest end of those below it
+        self.node_calls: list[tuple[int, float, float]] = [(0, 0.0, 0.0)] * nodes
         self.copied: dict[tuple[int, int], float] = {}  # (version, node) -> copy there at
         self.count = 0
         self.tasks_per_node = [0] * nodes
@@ -100,30 +102,30 @@ class BlockPlacer:
         pays the hop and its bytes, and starts a call one level up."""
         made = [self.made_in.get(block) for block in inputs]
         level = max([self.floor[node]] + [m[1] + (m[0] != node) for m in made if m is not None])
-        arrive = max((self._arrival(block, node, m, level)
+        arrive = max((self._arrival(block, node, m, level)[0]
                       for block, m in zip(inputs, made, strict=True)), default=0.0)
-        for (on, at), end in self.call_end.items():  # its node's earlier calls come first
-            if on == node and at < level:
-                arrive = max(arrive, end)
+        top, top_end, below_end = self.node_calls[node]  # its node's earlier calls come first
+        arrive = max(arrive, below_end if level == top else max(below_end, top_end))
         finish = self._start(arrive, node) + self.task_seconds + flops / self.flops_per_core
         return finish, level
 
-    def _arrival(self, block: int, node: int, made, level: int) -> float:
-        """When ``block`` can be read on ``node`` by a task at ``level``: where it was made
-        (in that call: when made; in an earlier call: when that call ended); elsewhere, its
-        copy's arrival (the call that made it ended, the hop, the bytes), once per node."""
+    def _arrival(self, block: int, node: int, made, level: int) -> tuple[float, bool]:
+        """``(when block can be read on node by a task at level, whether that is a copy)``:
+        where it was made, when made (the same call) or when its call ended (an earlier
+        one); elsewhere, its copy's arrival (an input's: its bytes; a result's: the call
+        that made it ended, the hop, the bytes), one copy per node."""
         copied = self.copied.get((block, node))
         if copied is not None:
-            return copied
+            return copied, True
         if made is None:  # an input
             ready = self.ready[block]
             if self.state.holders[block] & (1 << node):
-                return ready
-            return ready + self.state.size[block] / self.bytes_per_second
+                return ready, False
+            return ready + self.state.size[block] / self.bytes_per_second, True
         if made[0] == node:
-            return self.ready[block] if made[1] == level else self.call_end[made]
+            return (self.ready[block] if made[1] == level else self.call_end[made]), False
         return (self.call_end[made] + self.hop_seconds
-                + self.state.size[block] / self.bytes_per_second)
+                + self.state.size[block] / self.bytes_per_second), True
 
     def _start(self, arrive: float, node: int) -> float:
         """When a task whose inputs are there at ``arrive`` gets a core of ``node`` (and of
@@ -138,13 +140,15 @@ class BlockPlacer:
         finish, level = self._timing(inputs, flops, node)
         call = (node, level)
         self.call_end[call] = max(self.call_end.get(call, 0.0), finish)
+        top, top_end, below_end = self.node_calls[node]
+        self.node_calls[node] = ((level, finish, max(below_end, top_end)) if level > top
+                                 else (top, max(top_end, finish), below_end))
         self.floor[node] = max(self.floor[node], level)  # a node's calls run in order
         for block in inputs:
             made = self.made_in.get(block)
-            if (block, node) not in self.copied and (
-                    (made is None and not self.state.holders[block] & (1 << node))
-                    or (made is not None and made[0] != node)):
-                self.copied[(block, node)] = self._arrival(block, node, made, level)
+            at, copy = self._arrival(block, node, made, level)
+            if copy:
+                self.copied.setdefault((block, node), at)
             if made is not None and made[0] != node:  # a call read from elsewhere ends
                 self.floor[made[0]] = max(self.floor[made[0]], made[1] + 1)
         heapq.heapreplace(self.cores[node], finish)
@@ -163,8 +167,7 @@ class BlockPlacer:
         """The tasks placed so far were submitted (a wave): their results are returned, and
         later tasks start calls of their own, above every level so far (the runtime numbers
         each wave's levels afresh; its calls come after the earlier waves')."""
-        base = 1 + max((level for _, level in self.call_end), default=-1)
-        self.floor = [base] * self.nodes
+        self.floor = [1 + max(top for top, _, _ in self.node_calls)] * self.nodes
 
     def moved_bytes(self) -> int:
         return sum(self.state.net_in)

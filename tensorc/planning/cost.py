@@ -141,8 +141,6 @@ class Machine:
         since the probe is read right) when some of them share a host; else ``None`` (every
         node its own cores, also for a node the probe did not see)."""
         if node_ids is not None and self.host_nodes:
-            if len(self.host_nodes) != len(self.host_of):
-                return None
             known = dict(zip(self.host_nodes, self.host_of, strict=True))
             if any(node not in known for node in node_ids):
                 return None
