@@ -181,21 +181,26 @@ def spread_counts(problem: Problem, grid) -> tuple[tuple[str, int], ...] | None:
         widest = max(room, key=lambda i: (sizes[i] / options[i][step[i]], i))
         step[widest] += 1
     grid_key = tuple(sorted(grid))
+    indices = problem.indices
+    row = np.array([p[i] for i in indices], dtype=np.int64)
     best = predicted_cost(problem, Candidate(grid_key, counts()))
     while True:
-        moves = []
-        for index in problem.indices:
+        trials, moved = [], []
+        for index in indices:
             if step[index] + 1 >= len(options[index]):
                 continue
             step[index] += 1
             trial = counts()
             step[index] -= 1
-            if oversized_block(problem, dict(trial)) is not None:
-                continue
-            moves.append((predicted_cost(problem, Candidate(grid_key, trial)), index))
-        if not moves:
+            if oversized_block(problem, dict(trial)) is None:
+                trials.append([count for _, count in trial])
+                moved.append(index)
+        if not trials:
             break
-        value, index = min(moves)
+        # every move of the round priced at once (one call, as many rows as moves)
+        values = prediction.predicted_costs(
+            problem, np.tile(row, (len(trials), 1)), np.array(trials, dtype=np.int64))
+        value, index = min(zip(values.tolist(), moved, strict=True))
         if value >= best * (1 - 1e-12):
             break
         best = value
