@@ -140,6 +140,9 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
     step = np.ceil(sizes / c)
     smallest = np.minimum(step, sizes - (c - 1) * step)
     m = (c // np.maximum(p, 1)).astype(np.float64)
+    # the fewest elements a node's residue class has along each index: all of it on an
+    # unsplit index, else m - 1 whole blocks and the last (the class at the last residue)
+    least_class = np.where(p > 1, (m - 1) * step + (sizes - (c - 1) * step), sizes)
     total = np.zeros(len(p), dtype=np.float64)
     top = np.zeros(len(p), dtype=np.float64)
     everywhere = np.zeros(len(p), dtype=np.float64)
@@ -154,7 +157,7 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
             total += _elements(dims, problem_sizes) * (_product(p, lacking) - 1)
             per_class = _product(m, columns)
             sharing = _product(p, _columns(problem, set(problem.indices) - set(dims)))
-            share = (per_class * _product(smallest, columns)
+            share = (_product(least_class, columns)
                      - np.ceil(per_class / sharing) * _product(step, columns))
             everywhere += np.where(covered, np.maximum(share, 0.0), 0.0)
         summed = _columns(problem, set(stage.dims) - set(stage.output))
@@ -169,7 +172,7 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
         return total * problem.itemsize
     floor = np.ceil(total / nodes)
     if not average:
-        floor = np.maximum(np.maximum(floor, top), everywhere)
+        floor = np.maximum(floor, top + everywhere)
     return floor * problem.itemsize
 
 
