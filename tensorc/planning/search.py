@@ -136,11 +136,15 @@ def multiplier_values(nodes: int) -> list[int]:
     return sorted(values)
 
 
-def multipliers(problem: Problem, index: str, p: int) -> list[int]:
+def multipliers(problem: Problem, index: str, p: int) -> tuple[int, ...]:
     """Legal counts along ``index`` for grid ``p``: ``p × m`` for ``m`` in
     :func:`multiplier_values` that the extent can be cut into evenly, or the fixed blocking
     of an operand computed in its layout (then any grid is legal: the grid places work,
     the operand's blocks stay where they are)."""
+    return problem.memo(("multipliers", index, p), lambda: tuple(_multipliers(problem, index, p)))
+
+
+def _multipliers(problem: Problem, index: str, p: int) -> list[int]:
     fixed = (problem.placed_counts or {}).get(index)
     if fixed is not None:
         return [fixed]

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -193,6 +194,7 @@ class _Grid:
             self.stride[index] = stride
             stride *= self.p[index]
         self.shape = tuple(self.p[i] for i in self.axes)
+        self.grid_key = tuple(candidate.grid)
         self._points: dict = {}
         self._homes: dict = {}
         # what depends on the grid alone (node coordinates, offsets outside a set of
@@ -253,16 +255,21 @@ class _Grid:
             mask |= (q[key.index(index)] == self.m[index] - 1).astype(np.int64) << bit
         return mask
 
-    def counts(self, offsets: np.ndarray, masks: np.ndarray | None, bits: int,
+    def counts(self, residues, offsets: np.ndarray, masks: np.ndarray | None, bits: int,
                multiplier: np.ndarray | None = None) -> np.ndarray:
-        """Points per (spread offset, mask): a ``(nodes, 2**bits)`` integer table (each
-        point counted ``multiplier`` times when given)."""
+        """Points per (spread offset, mask): an integer table with a row per offset over the
+        indices outside ``residues`` (:meth:`_outside`'s order; ``offsets`` are such
+        offsets) and ``2**bits`` columns (each point counted ``multiplier`` times when
+        given)."""
         classes = 1 << bits
-        keys = offsets if masks is None else offsets * classes + masks
-        table = np.bincount(keys, weights=multiplier, minlength=self.nodes * classes)
+        rows, inverse = self._outside(residues)
+        keys = inverse[offsets] if len(rows) > 1 else np.zeros(len(offsets), dtype=np.int64)
+        if masks is not None:
+            keys = keys * classes + masks
+        table = np.bincount(keys, weights=multiplier, minlength=len(rows) * classes)
         if multiplier is not None:
             table = np.rint(table).astype(np.int64)
-        return table.reshape(self.nodes, classes)
+        return table.reshape(len(rows), classes)
 
     def expand(self, residues, weights, ragged: list[str], table: np.ndarray) -> np.ndarray:
         """Per node: ``table`` (:meth:`counts`, masks over ``ragged``) summed with each
@@ -274,19 +281,23 @@ class _Grid:
         values = _weight_table(
             tuple(ragged), classes, math.prod(self.step[i] for i in weights),
             tuple((self.step[i], self.last[i]) for i in classes))
-        if not classes:
-            kinds = table @ values
-            keep = self._keep.get(residues)
-            if keep is None:
-                present = set(residues)
-                keep = tuple(slice(0, 1) if axis in present else slice(None)
-                             for axis in self.axes)
-                self._keep[residues] = keep
-            out = np.empty(self.shape, dtype=np.int64)
-            out[...] = kinds.reshape(self.shape)[keep]
-            return out.reshape(-1)
-        offsets, inverse = self._outside(residues)
-        return (table[offsets] @ values)[inverse, self._kind(classes)]
+        weighed = table @ values  # per offset over the indices outside the residues
+        if weighed.size == 1:
+            return np.full(self.nodes, weighed[0, 0], dtype=np.int64)
+        return weighed.reshape(-1).take(self._spot(residues, classes))
+
+    def _spot(self, residues, classes: tuple) -> np.ndarray:
+        """Per node, its entry in :meth:`expand`'s flattened table: the row of its own
+        offset outside ``residues``, the column of its class over ``classes`` (cached)."""
+        key = ("spot", residues, classes)
+        found = self._keep.get(key)
+        if found is None:
+            _, inverse = self._outside(residues)
+            found = inverse * (1 << len(classes))
+            if classes:
+                found = found + self._kind(classes)
+            self._keep[key] = found
+        return found
 
     def _outside(self, residues) -> tuple[np.ndarray, np.ndarray]:
         """The node offsets over the indices not in ``residues`` (every such coordinate,
@@ -330,7 +341,7 @@ class _Grid:
         if found is None:
             key, q, offset = self.points(dims)
             ragged = self.ragged(weights)
-            table = self.counts(offset, self.masks(key, q, ragged), len(ragged))
+            table = self.counts(key, offset, self.masks(key, q, ragged), len(ragged))
             found = self._homes[cache_key] = self.expand(key, weights, ragged, table)
         return found
 
@@ -387,32 +398,69 @@ def figures(problem, candidate) -> Figures:
     homed = zeros.copy()
     for value in shape.values:
         if value.position is not None:
-            homed += grid.home(value.dims, value.dims) * itemsize
-    for stage in shape.stages:
-        key, q, offset = grid.points(stage.dims)
-        ragged = grid.ragged(key)
-        table = grid.counts(offset, grid.masks(key, q, ragged), len(ragged))
-        tasks += grid.expand(key, (), ragged, table)
-        flops += stage.per_element * grid.expand(key, key, ragged, table)
-        made += itemsize * grid.expand(key, stage.output, ragged, table)
-        spread = bool(offset.any())
-        for value in dict.fromkeys(stage.inputs):
-            received += itemsize * _needed(grid, key, q, offset, spread,
-                                           shape.values[value].dims)
-        summed = set(stage.dims) - set(stage.output)
-        if math.prod(grid.c[i] for i in summed) > 1:
-            more_received, more_flops, more_tasks, more_made = _reduce(
-                grid, key, q, offset, spread, stage.output, summed)
-            received += itemsize * more_received
-            flops += more_flops
-            tasks += more_tasks
-            made += itemsize * more_made
+            homed += _shared(problem, grid, ("home", value.dims), value.dims,
+                             lambda value=value: grid.home(value.dims, value.dims)) * itemsize
+    for number, stage in enumerate(shape.stages):
+        stage_received, stage_flops, stage_tasks, stage_made = _shared(
+            problem, grid, ("stage", number), stage.dims,
+            lambda stage=stage: _stage_figures(grid, shape, stage))
+        received += itemsize * stage_received
+        flops += stage_flops
+        tasks += stage_tasks
+        made += itemsize * stage_made
     resident = homed.copy()
     final = shape.values[shape.final]
     if final.position is None:
         resident += grid.home(final.dims, final.dims) * itemsize
     moved, copied = _repartition(problem, candidate, grid, shape)
     return Figures(received, moved, copied, flops, tasks, homed + received + made, resident)
+
+
+SHARED_ARRAYS = 4096
+"""Per problem, how many per-node results of a stage or a value's layout
+:func:`figures` keeps for the candidates that share them (the same grid and the same counts
+along that stage's or value's indices: a search prices many such in a row)."""
+
+
+def _shared(problem, grid: _Grid, what: tuple, dims, compute):
+    """``compute()``, kept per problem for the candidates with ``grid``'s node grid and its
+    counts along ``dims`` (least recently used dropped beyond :data:`SHARED_ARRAYS`)."""
+    kept = problem.memo("symbolic shared", OrderedDict)
+    key = (what, grid.grid_key, tuple(grid.c[i] for i in sorted(set(dims))))
+    found = kept.get(key)
+    if found is None:
+        found = kept[key] = compute()
+        while len(kept) > SHARED_ARRAYS:
+            kept.popitem(last=False)
+    else:
+        kept.move_to_end(key)
+    return found
+
+
+def _stage_figures(grid: _Grid, shape: Structure, stage: Stage):
+    """One stage's per-node elements received, flops, tasks and elements made (module
+    contract), from the grid and the counts along the stage's indices alone."""
+    key, q, offset = grid.points(stage.dims)
+    ragged = grid.ragged(key)
+    table = grid.counts(key, offset, grid.masks(key, q, ragged), len(ragged))
+    tasks = grid.expand(key, (), ragged, table)
+    flops = stage.per_element * grid.expand(key, key, ragged, table)
+    made = grid.expand(key, stage.output, ragged, table)
+    spread = bool(offset.any())
+    received = np.zeros(grid.nodes, dtype=np.int64)
+    for value in dict.fromkeys(stage.inputs):
+        received += _needed(grid, key, q, offset, spread, shape.values[value].dims)
+    summed = set(stage.dims) - set(stage.output)
+    if math.prod(grid.c[i] for i in summed) > 1:
+        more_received, more_flops, more_tasks, more_made = _reduce(
+            grid, key, q, offset, spread, stage.output, summed)
+        received = received + more_received
+        flops = flops + more_flops
+        tasks = tasks + more_tasks
+        made = made + more_made
+    for array in (received, flops, tasks, made):
+        array.setflags(write=False)
+    return received, flops, tasks, made
 
 
 def _needed(grid: _Grid, key, q, offset, spread: bool, dims) -> np.ndarray:
@@ -425,17 +473,18 @@ def _needed(grid: _Grid, key, q, offset, spread: bool, dims) -> np.ndarray:
     _, value_q, home = grid.points(dims)
     masks = grid.masks(dims, value_q, ragged)
     if not spread:  # every block is needed on every node of its residues; its home is one
-        table = grid.counts(np.zeros_like(home), masks, bits)
+        table = grid.counts(key, np.zeros_like(home), masks, bits)
         return grid.expand(key, dims, ragged, table) - grid.home(dims, dims)
     nodes = grid.nodes
     pairs = np.unique(grid.rank(key, q, dims) * nodes + offset)
     ranks, codes = pairs // nodes, pairs % nodes
     masks = masks[ranks]
-    needed = grid.expand(key, dims, ragged, grid.counts(codes, masks, bits))
+    needed = grid.expand(key, dims, ragged, grid.counts(key, codes, masks, bits))
     home = home[ranks]
     held = grid.part(home, [i for i in grid.axes if i not in set(key)]) == codes
     if held.any():
-        needed -= grid.expand(dims, dims, ragged, grid.counts(home[held], masks[held], bits))
+        needed -= grid.expand(dims, dims, ragged,
+                              grid.counts(dims, home[held], masks[held], bits))
     return needed
 
 
@@ -455,7 +504,7 @@ def _reduce(grid: _Grid, key, q, offset, spread: bool, output, summed):
     if not spread:  # each output block's partials are made on `across` nodes, its own one
         received = elements * (across - 1)
         if across > 1 and math.prod(grid.m[i] for i in summed) > 1:
-            table = grid.counts(np.zeros_like(home), masks, bits)
+            table = grid.counts(key, np.zeros_like(home), masks, bits)
             made += grid.expand(key, out_key, ragged, table)
         return received, flops, tasks, made
     pairs, parts = np.unique(grid.rank(key, q, out_key) * nodes + offset, return_counts=True)
@@ -464,10 +513,11 @@ def _reduce(grid: _Grid, key, q, offset, spread: bool, output, summed):
     outside = [i for i in grid.axes if i not in set(key)]
     made_here = np.isin(np.arange(len(home)) * nodes + grid.part(home, outside), pairs)
     senders = across * codes_per_block - made_here.astype(np.int64)
-    received = grid.expand(out_key, out_key, ragged, grid.counts(home, masks, bits, senders))
+    received = grid.expand(out_key, out_key, ragged,
+                           grid.counts(out_key, home, masks, bits, senders))
     folds = (parts >= 2) & (across * codes_per_block[ranks] > 1)
     if folds.any():
-        table = grid.counts(codes[folds], masks[ranks[folds]], bits)
+        table = grid.counts(key, codes[folds], masks[ranks[folds]], bits)
         made += grid.expand(key, out_key, ragged, table)
     return received, flops, tasks, made
 
