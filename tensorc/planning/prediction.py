@@ -117,18 +117,22 @@ def fits_memory(problem, c: np.ndarray, limit_bytes: int) -> np.ndarray:
 def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
                    total_only: bool = False) -> np.ndarray:
     """Bytes the busiest node receives at least, per candidate (rows of ``p`` and ``c``
-    in the closed form's domain; module contract): the largest of
+    in the closed form's domain; module contract): the larger of
 
     - the average: every block of an input is needed on each of the ``∏ p_i`` nodes along
       the stage's indices it lacks and held by at most one of them; every partial sum of a
       split reduction crosses from all but one of the ``∏ p_s`` nodes along its summed
       indices;
-    - a reducer's share: some node folds at least ``⌈blocks / P⌉`` output blocks, each
-      receiving a partial block from ``∏ p_s - 1`` other nodes;
-    - an input's share, for stages that split no index they lack (every node runs some of
-      their tasks): a node needs every block of the input in its residue class (``∏ c_i /
-      p_i`` blocks) and holds at most ``⌈blocks per class / nodes sharing the class⌉`` of
-      them.
+    - an input's share plus a reducer's share, both received by the node that folds most:
+      - an input's share, for stages that split no index they lack (every node runs some
+        of their tasks): a node needs every block of the input in its residue class (``∏
+        c_i / p_i`` blocks, at least the elements of the class with the last, smaller
+        blocks) and holds at most ``⌈blocks per class / nodes sharing the class⌉`` of
+        them;
+      - a reducer's share: some node folds at least ``⌈blocks / P⌉`` output blocks, each
+        receiving a partial block from ``∏ p_s - 1`` other nodes; and the partials'
+        elements, ``∏ p_s - 1`` per output element, land on at most ``min(blocks, P)``
+        folding nodes.
 
     ``average=True`` gives the first alone: it depends on the grid only, so it bounds every
     count vector of the grid at once; ``total_only=True`` the bytes all nodes receive
@@ -167,7 +171,12 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
         total += _elements(stage.output, problem_sizes) * (across - 1)
         out = _columns(problem, stage.output)
         blocks = _product(c, out)
-        top = np.maximum(top, np.ceil(blocks / nodes) * (across - 1) * _product(smallest, out))
+        # some node folds ceil(blocks / P) blocks; and the partials' elements, (p_s - 1)
+        # per output element, land on the at most min(blocks, P) nodes that fold
+        top = np.maximum(top, np.maximum(
+            np.ceil(blocks / nodes) * (across - 1) * _product(smallest, out),
+            np.ceil((across - 1) * _elements(stage.output, problem_sizes)
+                    / np.minimum(blocks, nodes))))
     if total_only:
         return total * problem.itemsize
     floor = np.ceil(total / nodes)
