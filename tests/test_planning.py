@@ -22,7 +22,14 @@ from tensorc.frontend.einsum import einsum_program
 from tensorc.frontend.subscripts import parse_einsum
 from tensorc.passes.pipeline import run_pipeline
 from tensorc.planning import model_bound
-from tensorc.planning.distribution import Candidate, Modelled, Problem, check, model
+from tensorc.planning.distribution import (
+    Candidate,
+    Modelled,
+    Problem,
+    check,
+    model,
+    smooth_below,
+)
 from tensorc.planning.lower_bound import communication_lower_bound
 from tensorc.planning.planners import PLANNERS, search
 from tensorc.planning.pricing import planning_context
@@ -210,6 +217,27 @@ def test_unknown_planner_is_refused_and_a_too_small_problem_splits_unevenly():
     # where an even split exists, an uneven candidate is refused
     with pytest.raises(PlanError, match="do not divide over"):
         check(plan, candidate({"i": 4, "j": 1, "k": 1}, {"i": 6, "j": 1, "k": 1}))
+
+
+def test_a_node_count_with_a_prime_factor_above_five_may_leave_nodes_idle():
+    assert (smooth_below(7), smooth_below(4093), smooth_below(4095)) == (6, 4050, 4050)
+    assert smooth_below(3000) is None and smooth_below(4096) is None
+    # no grid over 7 nodes cuts i 12, j 6, k 4, f 4 evenly; grids over 6 of them do
+    plan = problem("ijk,jf,kf->if", [(12, 6, 4), (6, 4), (4, 4)], 7)
+    assert plan.grid_sizes() == (7, 6) and plan.even_split()
+    oracle = search(plan, "exhaustive")
+    found = search(plan, "smt")
+    assert found.optimal is True and found.cost == oracle.cost
+    assert math.prod(p for _, p in found.candidate.grid) == 6
+    assert any("the grid spans 6 of the 7 nodes" in note for note in found.notes)
+    report = found.modelled.report
+    assert len(report.node_tasks) == 7 and report.node_tasks[6] == 0  # the seventh idles
+    assert report.node_recv_bytes[6] == 0
+    check(plan, found.candidate)
+    with pytest.raises(PlanError, match="the grid spans 4 nodes, not 7 or 6"):
+        check(plan, candidate({"f": 1, "i": 2, "j": 2, "k": 1}, {"f": 1, "i": 2, "j": 2, "k": 1}))
+    # a node count whose grids already cut evenly keeps them all
+    assert problem("ijk,jf,kf->if", [(12, 6, 4), (6, 4), (4, 4)], 6).grid_sizes() == (6,)
 
 
 # -- small problems: exhaustive search is the oracle ----------------------------------------

@@ -51,7 +51,7 @@ from tensorc.ir.keys import key_of
 from tensorc.ir.nodes import Function, Scan, post_order
 from tensorc.ir.stages import stage_parts, stage_roots
 from tensorc.placement.blocks import Blocks
-from tensorc.placement.layout import NodeMap, grid_nodes, output_block_coords
+from tensorc.placement.layout import NodeMap, grid_nodes, output_block_coords, prime_factors
 from tensorc.placement.schedule import Schedule, schedule
 from tensorc.planning import prediction, symbolic_cost
 from tensorc.planning.cost import CostReport, distributed_cost
@@ -154,22 +154,44 @@ class Problem:
         return [a.dims for a in inputs], output.dims
 
     def even_split(self) -> bool:
-        """Whether some grid splits every index into a multiple of its nodes (else the
-        problem is too small for ``nodes`` and some nodes get no blocks along an index)."""
-        return self.memo("even_split", self._even_split)
+        """Whether some grid (over one of :meth:`grid_sizes`) splits every index into a
+        multiple of its nodes (else the problem is too small for ``nodes`` and some nodes
+        get no blocks along an index)."""
+        return self.memo("even_split", lambda: any(
+            self._even_split(size) for size in self.grid_sizes()))
 
-    def _even_split(self) -> bool:
+    def _even_split(self, nodes: int) -> bool:
+        return self.memo(("even_split", nodes), lambda: self._splits_evenly(nodes))
+
+    def _splits_evenly(self, nodes: int) -> bool:
         fixed = self.placed_counts or {}
         reachable = {1}
         for index in self.indices:
             size = max(self.sizes[index], 1)
             usable = [
-                p for p in range(1, self.nodes + 1)
-                if self.nodes % p == 0 and (index in fixed or any(
+                p for p in range(1, nodes + 1)
+                if nodes % p == 0 and (index in fixed or any(
                     achievable(self.sizes[index], p * m) for m in range(1, size // p + 1)))
             ]
-            reachable = {r * p for r in reachable for p in usable if self.nodes % (r * p) == 0}
-        return self.nodes in reachable
+            reachable = {r * p for r in reachable for p in usable if nodes % (r * p) == 0}
+        return nodes in reachable
+
+    def grid_sizes(self) -> tuple[int, ...]:
+        """The node counts a candidate's grid may span: ``P``, and when ``P`` has a prime
+        factor above 5, also the largest count below ``P`` without one
+        (:func:`smooth_below`; the other nodes stay idle) if grids over it split every
+        index evenly and the closed form prices them. A node count such as 4,095 or a prime
+        then also gets grids that cut every index evenly; a prime gets only those when no
+        grid over all its nodes splits evenly."""
+        return self.memo("grid sizes", self._grid_sizes)
+
+    def _grid_sizes(self) -> tuple[int, ...]:
+        spare = smooth_below(self.nodes)
+        if (spare is None or symbolic_cost.structure(self).unsupported is not None
+                or (self.placed and set(self.placed) - set(self.repartition))
+                or self.placed_counts or not self._even_split(spare)):
+            return (self.nodes,)
+        return (self.nodes, spare)
 
     def lower_bound_bytes(self) -> int:
         """The communication lower bound of the contraction as planned (bytes)."""
@@ -282,6 +304,21 @@ def _array(node, sizes) -> PlannedArray:
     return PlannedArray(name, dims, _elements(dims, sizes))
 
 
+SMOOTH_FACTORS = 5
+"""The largest prime factor a grid's node count needs no idle nodes for."""
+
+
+def smooth_below(nodes: int) -> int | None:
+    """The largest node count below ``nodes`` whose prime factors are all at most
+    :data:`SMOOTH_FACTORS`, when ``nodes`` has a larger one; else None."""
+    if max(prime_factors(nodes), default=1) <= SMOOTH_FACTORS:
+        return None
+    spare = nodes - 1
+    while max(prime_factors(spare), default=1) > SMOOTH_FACTORS:
+        spare -= 1
+    return spare
+
+
 def achievable(size: int, count: int) -> bool:
     """Whether cutting ``size`` into blocks of ``ceil(size / count)`` gives ``count``
     blocks (so every node along the index gets the same number of blocks)."""
@@ -311,9 +348,10 @@ def check(problem: Problem, candidate: Candidate) -> None:
                 f"{', '.join(sorted(sizes)) or 'none'}"
             )
     product = math.prod(p for _, p in candidate.grid)
-    if product != problem.nodes:
+    if product not in problem.grid_sizes():
+        spans = " or ".join(str(size) for size in problem.grid_sizes())
         raise PlanError(
-            f"{candidate.describe()}: the grid spans {product} nodes, not {problem.nodes}"
+            f"{candidate.describe()}: the grid spans {product} nodes, not {spans}"
         )
     grid = dict(candidate.grid)
     fixed = problem.placed_counts or {}

@@ -15,6 +15,7 @@ time; lowering is not in it.
 
 from __future__ import annotations
 
+import math
 import time
 
 from tensorc.errors import PlanError
@@ -60,6 +61,11 @@ def search(problem: Problem, planner: str = "auto", lower: bool = True) -> Distr
         used = "smt"
     best, optimal, evaluated, notes = found
     seconds = time.perf_counter() - started
+    spans = math.prod(p for _, p in best.candidate.grid)
+    if spans < problem.nodes:
+        notes = [*notes, f"the grid spans {spans} of the {problem.nodes} nodes: {problem.nodes} "
+                 f"has a prime factor above 5, and cut evenly over {spans} the plan is "
+                 f"cheaper; {problem.nodes - spans} node(s) stay idle"]
     if not lower and best.figures is not None:
         return DistributedPlan(used, None, problem.lower_bound_bytes(), optimal, evaluated,
                                seconds, list(notes), best)

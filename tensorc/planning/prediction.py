@@ -42,9 +42,14 @@ def _product(values: np.ndarray, columns: list[int]) -> np.ndarray:
     return np.prod(values[:, columns].astype(np.float64), axis=1)
 
 
+def spanned(p: np.ndarray) -> np.ndarray:
+    """The nodes each candidate's grid spans (``∏ p_i``; the problem's other nodes idle)."""
+    return _product(p, list(range(p.shape[1])))
+
+
 def estimates(problem, p: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Estimated elements the busiest node receives, per candidate (module contract)."""
-    nodes = problem.nodes
+    nodes = spanned(p)
     per_cell = c // p
     total = np.zeros(len(p), dtype=np.float64)
     for arrays, output in problem.stage_arrays():
@@ -87,7 +92,7 @@ def task_totals(problem, c: np.ndarray) -> np.ndarray:
 
 def predicted_costs(problem, p: np.ndarray, c: np.ndarray) -> np.ndarray:
     """The model's cost predicted in closed form, per candidate (module contract)."""
-    nodes = problem.nodes
+    nodes = spanned(p)
     tasks = task_totals(problem, c)
     received = estimates(problem, p, c) * problem.itemsize
     network = received / price.NETWORK_BYTES_PER_SECOND
@@ -120,7 +125,8 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
     in the closed form's domain; module contract): the larger of
 
     - the average: every block of an input is needed on each of the ``∏ p_i`` nodes along
-      the stage's indices it lacks and held by at most one of them; every partial sum of a
+      the stage's indices it lacks (times the nodes its readers spread over, for a stage
+      that lacks a split index) and held by at most one of them; every partial sum of a
       split reduction crosses from all but one of the ``∏ p_s`` nodes along its summed
       indices;
     - an input's share plus a reducer's share, both received by the node that folds most:
@@ -139,7 +145,7 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
     together at least.
     """
     shape = symbolic_cost.structure(problem)
-    nodes = problem.nodes
+    nodes = spanned(p)
     sizes = np.array([problem.sizes[i] for i in problem.indices], dtype=np.float64)
     step = np.ceil(sizes / c)
     smallest = np.minimum(step, sizes - (c - 1) * step)
@@ -153,12 +159,20 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
     problem_sizes = problem.sizes
     for stage in shape.stages:
         outside = _columns(problem, set(problem.indices) - set(stage.dims))
-        covered = _product(p, outside) == 1
+        spread_over = _product(p, outside)
+        covered = spread_over == 1
+        # a cell's tasks (their within-cell ranks) spread over the nodes along the indices
+        # the stage lacks, at most ceil(points / spread_over) tasks on one of them
+        per_offset = np.maximum(
+            np.ceil(_product(m, _columns(problem, stage.dims)) / spread_over), 1.0)
         for value in dict.fromkeys(stage.inputs):
             dims = shape.values[value].dims
             columns = _columns(problem, dims)
             lacking = _columns(problem, set(stage.dims) - set(dims))
-            total += _elements(dims, problem_sizes) * (_product(p, lacking) - 1)
+            # a block is read by the cell's tasks along the indices it lacks, which sit on
+            # at least ceil(readers / per_offset) of those nodes, in every cell along them
+            offsets = np.maximum(1.0, np.ceil(_product(m, lacking) / per_offset))
+            total += _elements(dims, problem_sizes) * (_product(p, lacking) * offsets - 1)
             per_class = _product(m, columns)
             sharing = _product(p, _columns(problem, set(problem.indices) - set(dims)))
             share = (_product(least_class, columns)
@@ -172,7 +186,7 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
         out = _columns(problem, stage.output)
         blocks = _product(c, out)
         # some node folds ceil(blocks / P) blocks; and the partials' elements, (p_s - 1)
-        # per output element, land on the at most min(blocks, P) nodes that fold
+        # per output element, land on the at most min(blocks, nodes) nodes that fold
         top = np.maximum(top, np.maximum(
             np.ceil(blocks / nodes) * (across - 1) * _product(smallest, out),
             np.ceil((across - 1) * _elements(stage.output, problem_sizes)
@@ -195,7 +209,7 @@ def cost_floors(problem, p: np.ndarray, c: np.ndarray, network: bool = True,
     ``grid_wide=True`` takes only the average node's bytes for the network (a floor of
     every candidate of the grid whose counts are at least ``c``); ``network=False``
     leaves the network term out (a floor in or out of the closed form's domain)."""
-    nodes = problem.nodes
+    nodes = spanned(p)
     tasks = task_totals(problem, c)
     compute = (
         model_bound.compute_flops(problem) / price.NODE_FLOPS_PER_CORE
@@ -231,5 +245,5 @@ def _spill_floors(problem, p: np.ndarray, c: np.ndarray) -> np.ndarray:
         summed = _columns(problem, set(stage.dims) - set(stage.output))
         held += _elements(stage.output, sizes) * _product(c, summed)
     held = held * problem.itemsize + busiest_floors(problem, p, c, total_only=True)
-    over = np.maximum(0.0, held - problem.nodes * problem.memory_bytes)
+    over = np.maximum(0.0, held - spanned(p) * problem.memory_bytes)
     return price.SPILL_PENALTY * over / price.NETWORK_BYTES_PER_SECOND

@@ -102,7 +102,10 @@ class DistributedPlan:
 
 
 def grids(problem: Problem) -> list[tuple[tuple[str, int], ...]]:
-    """Every legal index grid: ``∏ p_i = P`` with ``p_i`` at most the extent, in a fixed order."""
+    """Every legal index grid: ``∏ p_i`` one of the problem's grid sizes (``P``, and the
+    largest count below it without a prime factor above 5 when ``P`` has one:
+    :meth:`~tensorc.planning.distribution.Problem.grid_sizes`) with ``p_i`` at most the
+    extent, in a fixed order."""
     indices = problem.indices
     sizes = problem.sizes
     even = problem.even_split()
@@ -119,7 +122,8 @@ def grids(problem: Problem) -> list[tuple[tuple[str, int], ...]]:
                 continue
             extend(position + 1, left // p, [*chosen, p])
 
-    extend(0, problem.nodes, [])
+    for size in problem.grid_sizes():
+        extend(0, size, [])
     return out
 
 
@@ -152,11 +156,8 @@ def _multipliers(problem: Problem, index: str, p: int) -> list[int]:
     if not problem.even_split():
         powers = {1 << k for k in range(max(size, 1).bit_length())} | {max(size, 1)}
         return sorted(c for c in powers if c <= max(size, 1) and achievable(size, c))
-    return [
-        p * m
-        for m in multiplier_values(problem.nodes)
-        if p * m <= max(size, 1) and achievable(size, p * m)
-    ]
+    values = sorted({m for nodes in problem.grid_sizes() for m in multiplier_values(nodes)})
+    return [p * m for m in values if p * m <= max(size, 1) and achievable(size, p * m)]
 
 
 def spread_counts(problem: Problem, grid) -> tuple[tuple[str, int], ...] | None:

@@ -180,7 +180,7 @@ class _Grid:
 
     def __init__(self, problem, candidate) -> None:
         self.axes = problem.indices
-        self.nodes = problem.nodes
+        self.nodes = math.prod(p for _, p in candidate.grid)  # the nodes the grid spans
         self.p = dict(candidate.grid)
         self.c = dict(candidate.counts)
         self.m = {i: self.c[i] // self.p[i] for i in self.axes}
@@ -393,7 +393,7 @@ def figures(problem, candidate) -> Figures:
     shape = structure(problem)
     grid = _Grid(problem, candidate)
     itemsize = problem.itemsize
-    zeros = np.zeros(problem.nodes, dtype=np.int64)
+    zeros = np.zeros(grid.nodes, dtype=np.int64)
     received, flops, tasks, made = zeros.copy(), zeros.copy(), zeros.copy(), zeros.copy()
     homed = zeros.copy()
     for value in shape.values:
@@ -413,7 +413,12 @@ def figures(problem, candidate) -> Figures:
     if final.position is None:
         resident += grid.home(final.dims, final.dims) * itemsize
     moved, copied = _repartition(problem, candidate, grid, shape)
-    return Figures(received, moved, copied, flops, tasks, homed + received + made, resident)
+    spanned = (received, flops, tasks, homed + received + made, resident)
+    if grid.nodes < problem.nodes:  # the nodes past the grid's idle
+        idle = problem.nodes - grid.nodes
+        spanned = tuple(np.pad(array, (0, idle)) for array in spanned)
+    received, flops, tasks, memory, resident = spanned
+    return Figures(received, moved, copied, flops, tasks, memory, resident)
 
 
 SHARED_ARRAYS = 4096
