@@ -6,7 +6,8 @@ Contract:
   number of nodes ``P``, the per-node memory budget and, for operands already on the
   cluster, the node of each of their blocks;
 - a :class:`Candidate` is a plan's free choices: the *index grid* ``p`` (nodes along each
-  index; ``∏ p_i = P``) and the *block counts* ``c`` (blocks along each index, a multiple
+  index; ``∏ p_i`` is one of :meth:`Problem.grid_sizes`: ``P``, or fewer with the rest
+  idle) and the *block counts* ``c`` (blocks along each index, a multiple
   of ``p_i``). Every array the plan lays out — inputs given as shapes or numpy,
   intermediates, the output — is placed by the grid
   (:func:`tensorc.placement.layout.grid_nodes`); operands already on the cluster stay where

@@ -11,8 +11,10 @@ plan is lowered (:mod:`tensorc.planning.planners`). Every planner is determinist
 every comparison uses one order (:func:`better`): lower cost under the model, then the
 smaller candidate.
 
-The candidate space (shared by every planner): a grid ``p`` with ``∏ p_i = P`` and
-``p_i`` at most the extent (:func:`grids`); per index a block count ``c_i = p_i · m`` for
+The candidate space (shared by every planner): a grid ``p`` with ``∏ p_i = P`` — or, when
+``P`` has a prime factor above 5, the largest count below ``P`` without one, the other
+nodes idle (:meth:`~tensorc.planning.distribution.Problem.grid_sizes`) — and ``p_i`` at most
+the extent (:func:`grids`); per index a block count ``c_i = p_i · m`` for
 ``m`` among the divisors of ``P`` and the powers of two up to ``P`` that the extent can be
 cut into evenly (:func:`multipliers`) — enough blocks per grid cell for an output to be
 reduce-scattered over the nodes of a split summed index, evenly when ``P`` has an odd
