@@ -165,13 +165,28 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
         # the stage lacks, at most ceil(points / spread_over) tasks on one of them
         per_offset = np.maximum(
             np.ceil(_product(m, _columns(problem, stage.dims)) / spread_over), 1.0)
+        # a task's node along those indices is its within-cell rank (row-major over the
+        # stage's indices, sorted) modulo their node count; an index's digit weighs the
+        # product of the counts after it
+        ranks = np.maximum(m, 1).astype(np.int64)
+        spread_nodes = spread_over.astype(np.int64)
+        weight = {}
+        running = np.ones(len(p), dtype=np.int64)
+        for index in sorted(set(stage.dims), reverse=True):
+            weight[index] = running
+            running = running * ranks[:, _columns(problem, [index])[0]]
         for value in dict.fromkeys(stage.inputs):
             dims = shape.values[value].dims
             columns = _columns(problem, dims)
             lacking = _columns(problem, set(stage.dims) - set(dims))
             # a block is read by the cell's tasks along the indices it lacks, which sit on
-            # at least ceil(readers / per_offset) of those nodes, in every cell along them
+            # at least ceil(readers / per_offset) of those nodes, in every cell along them;
+            # and one digit alone, stepping by its weight, reaches min(m, P_O / gcd) nodes
             offsets = np.maximum(1.0, np.ceil(_product(m, lacking) / per_offset))
+            for index in set(stage.dims) - set(dims):
+                reach = spread_nodes // np.gcd(weight[index], spread_nodes)
+                column = _columns(problem, [index])[0]
+                offsets = np.maximum(offsets, np.minimum(ranks[:, column], reach))
             total += _elements(dims, problem_sizes) * (_product(p, lacking) * offsets - 1)
             per_class = _product(m, columns)
             sharing = _product(p, _columns(problem, set(problem.indices) - set(dims)))
