@@ -175,36 +175,46 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
         for index in sorted(set(stage.dims), reverse=True):
             weight[index] = running
             running = running * ranks[:, _columns(problem, [index])[0]]
+
+        def reached(fixed, stage=stage, per_offset=per_offset, spread_nodes=spread_nodes,
+                    weight=weight, ranks=ranks):
+            """The nodes along the indices the stage lacks that a cell's tasks with the
+            same coordinates along ``fixed`` reach, at least: ceil(tasks / per_offset),
+            and one free digit alone, stepping by its weight, min(m, P_O / gcd)."""
+            free = set(stage.dims) - set(fixed)
+            offsets = np.maximum(1.0, np.ceil(_product(m, _columns(problem, free)) / per_offset))
+            for index in free:
+                reach = spread_nodes // np.gcd(weight[index], spread_nodes)
+                column = _columns(problem, [index])[0]
+                offsets = np.maximum(offsets, np.minimum(ranks[:, column], reach))
+            return offsets
+
         for value in dict.fromkeys(stage.inputs):
             dims = shape.values[value].dims
             columns = _columns(problem, dims)
             lacking = _columns(problem, set(stage.dims) - set(dims))
-            # a block is read by the cell's tasks along the indices it lacks, which sit on
-            # at least ceil(readers / per_offset) of those nodes, in every cell along them;
-            # and one digit alone, stepping by its weight, reaches min(m, P_O / gcd) nodes
-            offsets = np.maximum(1.0, np.ceil(_product(m, lacking) / per_offset))
-            for index in set(stage.dims) - set(dims):
-                reach = spread_nodes // np.gcd(weight[index], spread_nodes)
-                column = _columns(problem, [index])[0]
-                offsets = np.maximum(offsets, np.minimum(ranks[:, column], reach))
-            total += _elements(dims, problem_sizes) * (_product(p, lacking) * offsets - 1)
+            # a block is read by the cell's tasks along the indices it lacks, on the nodes
+            # they reach, in every cell along them
+            total += _elements(dims, problem_sizes) * (_product(p, lacking) * reached(dims) - 1)
             per_class = _product(m, columns)
             sharing = _product(p, _columns(problem, set(problem.indices) - set(dims)))
             share = (_product(least_class, columns)
                      - np.ceil(per_class / sharing) * _product(step, columns))
             everywhere += np.where(covered, np.maximum(share, 0.0), 0.0)
         summed = _columns(problem, set(stage.dims) - set(stage.output))
-        across = _product(p, summed)
-        # a reduction exists only with several blocks along the summed indices; with one,
-        # p_s = 1 too (counts are multiples of the grid in the closed form's domain)
-        total += _elements(stage.output, problem_sizes) * (across - 1)
+        # an output block's partials are made in every cell along the summed indices, on
+        # the nodes its tasks reach there; all but the folding node send one (a reduction
+        # exists only with several blocks along the summed indices: else m_s = 1 and p_s = 1)
+        makers = np.where(_product(c, summed) > 1,
+                          _product(p, summed) * reached(stage.output), 1.0)
+        total += _elements(stage.output, problem_sizes) * (makers - 1)
         out = _columns(problem, stage.output)
         blocks = _product(c, out)
-        # some node folds ceil(blocks / P) blocks; and the partials' elements, (p_s - 1)
-        # per output element, land on the at most min(blocks, nodes) nodes that fold
+        # some node folds ceil(blocks / nodes) blocks; and the partials' elements, one
+        # fewer than their makers per output element, land on at most min(blocks, nodes)
         top = np.maximum(top, np.maximum(
-            np.ceil(blocks / nodes) * (across - 1) * _product(smallest, out),
-            np.ceil((across - 1) * _elements(stage.output, problem_sizes)
+            np.ceil(blocks / nodes) * (makers - 1) * _product(smallest, out),
+            np.ceil((makers - 1) * _elements(stage.output, problem_sizes)
                     / np.minimum(blocks, nodes))))
     if total_only:
         return total * problem.itemsize
