@@ -65,6 +65,10 @@ next to the measured wall time of the call and of the graph's run, and the bytes
 (medians of ``--repeats`` calls). Block programs on Ray report the placer's bytes, not
 Ray's: Cholesky has no measured bytes.
 
+``--search-nodes 1536,3000,4093,4095`` first prints the search alone (no lowering) for the
+three tensor contractions at ``--search-n``³ (8192) on those node counts — counts that are
+not powers of two, a prime included — with ``--no-study --no-real`` that table alone.
+
 ``--plot PATH`` draws the four figures against ``P`` (log scales; strong scaling solid, weak
 dashed; the Newton step and Cholesky rows, not the step's statements); ``--json PATH``
 writes every row.
@@ -266,6 +270,24 @@ def progress(row: dict[str, Any]) -> None:
                  f"{row['tasks']} tasks")
     print(f"  {row['mode']:6} {row['case']:22} P={row['nodes']:5} N={row['n']:6}: {shown}",
           flush=True)
+
+
+def search_only(args) -> list[dict[str, Any]]:
+    """The search alone (no lowering) for the tensor contractions on ``--search-nodes``:
+    node counts that are not powers of two, primes included."""
+    rows = []
+    for name, subscripts in CASES.items():
+        if subscripts == "ik,kj->ij":
+            continue
+        for nodes in args.search_nodes:
+            problem = problem_for(subscripts, shapes_for(subscripts, args.search_n, args.f),
+                                  nodes)
+            plan = search(problem, "smt", lower=False)
+            rows.append({"case": name, "nodes": nodes, "plan_seconds": plan.seconds,
+                         "ratio": plan.ratio, "optimal": plan.optimal,
+                         "grid": plan.candidate.describe(), "notes": plan.notes})
+            print(f"  P={nodes} {name}: {plan.seconds:.2f} s, {plan.ratio:.3f}", flush=True)
+    return rows
 
 
 def study(args) -> list[dict[str, Any]]:
@@ -489,6 +511,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--real-cholesky", type=int, default=2048)
     parser.add_argument("--real-glm-rows", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--search-nodes", type=lambda t: [int(x) for x in t.split(",")],
+                        default=[],
+                        help="node counts for a search-only table of the three tensor "
+                             "contractions at --search-n³, F = --f (e.g. 1536,3000,4093,4095)")
+    parser.add_argument("--search-n", type=int, default=8192)
     parser.add_argument("--plot")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
@@ -497,6 +524,13 @@ def main(argv=None) -> dict:
     payload: dict[str, Any] = {"benchmark": "scale", "args": vars(args),
                                "environment": environment(), "machine": machine,
                                "study": [], "real": []}
+    if args.search_nodes:
+        payload["search"] = search_only(args)
+        print()
+        print(format_table(
+            ["P", "case", "search s", "busiest / bound", "optimal", "grid"],
+            [[str(r["nodes"]), r["case"], f"{r['plan_seconds']:.2f}", f"{r['ratio']:.3f}",
+              str(r["optimal"]), r["grid"]] for r in payload["search"]]))
     payload["study"] = study(args) if args.study else []
     if payload["study"]:
         print()
