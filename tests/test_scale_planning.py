@@ -59,6 +59,20 @@ def test_matmul_on_4096_nodes_is_proved_optimal_without_lowering():
     assert received <= 1.1 * plan.lower_bound_bytes()
 
 
+def test_a_prime_node_count_plans_on_the_largest_smooth_count_below_it():
+    # 4,093 is prime: no grid over all of it cuts 8,192 evenly. The plan takes 4,050 of them
+    # (2·3⁴·5²), proved optimal under the model, within 1.25x the bound of all 4,093
+    plan = problem("ijk,if,jf->if", [(8192,) * 3, (8192, 256), (8192, 256)], 4093)
+    assert plan.grid_sizes() == (4093, 4050)
+    seed, _, _, _ = greedy(plan)
+    best, optimal, evaluated, notes = smt(plan, seed)
+    assert optimal is True, notes
+    assert math.prod(p for _, p in best.candidate.grid) == 4050
+    received = best.figures.total_received
+    assert len(received) == 4093 and not received[4050:].any()  # the other 43 idle
+    assert int(received.max()) <= 1.25 * plan.lower_bound_bytes()
+
+
 def test_a_plan_of_a_hundred_thousand_tasks_builds_no_task_records():
     # tc.plan lowers the chosen plan and simulates LSHS on its columns; a Task record per
     # task is built only when something reads one (a run, explain())
