@@ -415,8 +415,10 @@ def figures(problem, candidate) -> Figures:
     moved, copied = _repartition(problem, candidate, grid, shape)
     spanned = (received, flops, tasks, homed + received + made, resident)
     if grid.nodes < problem.nodes:  # the nodes past the grid's idle
-        idle = problem.nodes - grid.nodes
-        spanned = tuple(np.pad(array, (0, idle)) for array in spanned)
+        padded = np.zeros((len(spanned), problem.nodes), dtype=np.int64)
+        for row, array in enumerate(spanned):
+            padded[row, :grid.nodes] = array
+        spanned = tuple(padded)
     received, flops, tasks, memory, resident = spanned
     return Figures(received, moved, copied, flops, tasks, memory, resident)
 
