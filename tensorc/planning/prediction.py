@@ -124,25 +124,27 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
     """Bytes the busiest node receives at least, per candidate (rows of ``p`` and ``c``
     in the closed form's domain; module contract): the larger of
 
-    - the average: every block of an input is needed on each of the ``∏ p_i`` nodes along
-      the stage's indices it lacks (times the nodes its readers spread over, for a stage
-      that lacks a split index) and held by at most one of them; every partial sum of a
-      split reduction crosses from all but one of the ``∏ p_s`` nodes along its summed
-      indices;
+    - the average over the nodes the grid spans: every block of an input is needed on each
+      of the ``∏ p_i`` nodes along the stage's indices it lacks — times the nodes its
+      readers reach along the split indices a stage lacks, where its tasks spread
+      (``reached``) — and held by at most one of them; every output block's partial sums
+      are made on the ``∏ p_s`` nodes along its summed indices times the nodes they reach
+      there (its *makers*), and all but one send theirs to the folding node;
     - an input's share plus a reducer's share, both received by the node that folds most:
       - an input's share, for stages that split no index they lack (every node runs some
         of their tasks): a node needs every block of the input in its residue class (``∏
         c_i / p_i`` blocks, at least the elements of the class with the last, smaller
         blocks) and holds at most ``⌈blocks per class / nodes sharing the class⌉`` of
         them;
-      - a reducer's share: some node folds at least ``⌈blocks / P⌉`` output blocks, each
-        receiving a partial block from ``∏ p_s - 1`` other nodes; and the partials'
-        elements, ``∏ p_s - 1`` per output element, land on at most ``min(blocks, P)``
-        folding nodes.
+      - a reducer's share: some node folds at least ``⌈blocks / nodes⌉`` output blocks,
+        each receiving a partial block from all makers but one; and the partials'
+        elements, one fewer than the makers per output element, land on at most
+        ``min(blocks, nodes)`` folding nodes.
 
-    ``average=True`` gives the first alone: it depends on the grid only, so it bounds every
-    count vector of the grid at once; ``total_only=True`` the bytes all nodes receive
-    together at least.
+    ``average=True`` gives the first alone without what the spread reaches (one node along
+    the indices a stage lacks): that depends on the grid only, so it bounds every count
+    vector of the grid at once; ``total_only=True`` the bytes all nodes receive together at
+    least.
     """
     shape = symbolic_cost.structure(problem)
     nodes = spanned(p)
@@ -182,6 +184,8 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
             same coordinates along ``fixed`` reach, at least: ceil(tasks / per_offset),
             and one free digit alone, stepping by its weight, min(m, P_O / gcd)."""
             free = set(stage.dims) - set(fixed)
+            if average:  # grid-wide: the counts are not known, one node at least
+                return np.ones(len(p), dtype=np.float64)
             offsets = np.maximum(1.0, np.ceil(_product(m, _columns(problem, free)) / per_offset))
             for index in free:
                 reach = spread_nodes // np.gcd(weight[index], spread_nodes)
@@ -251,11 +255,13 @@ def cost_floors(problem, p: np.ndarray, c: np.ndarray, network: bool = True,
         if bound > 0:
             over = np.maximum(0.0, received - price.COMMUNICATION_SLACK * bound)
             network = network + price.OVER_BUDGET_PENALTY * over / price.NETWORK_BYTES_PER_SECOND
-        floor = floor + np.where(inside, network + _spill_floors(problem, p, c), 0.0)
+        floor = floor + np.where(inside, network + _spill_floors(problem, p, c, grid_wide),
+                                 0.0)
     return floor * (1 - model_bound.ROUNDING)
 
 
-def _spill_floors(problem, p: np.ndarray, c: np.ndarray) -> np.ndarray:
+def _spill_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False
+                  ) -> np.ndarray:
     """The closed form's memory charge at least: every node's memory is what it ever holds
     (its inputs, what it receives, what it makes), so together the nodes hold at least the
     inputs, the bytes received and every partial block made, and the charge is at least
@@ -269,6 +275,7 @@ def _spill_floors(problem, p: np.ndarray, c: np.ndarray) -> np.ndarray:
     for stage in shape.stages:
         summed = _columns(problem, set(stage.dims) - set(stage.output))
         held += _elements(stage.output, sizes) * _product(c, summed)
-    held = held * problem.itemsize + busiest_floors(problem, p, c, total_only=True)
+    held = held * problem.itemsize + busiest_floors(problem, p, c, average=average,
+                                                     total_only=True)
     over = np.maximum(0.0, held - spanned(p) * problem.memory_bytes)
     return price.SPILL_PENALTY * over / price.NETWORK_BYTES_PER_SECOND

@@ -427,8 +427,10 @@ class _Search:
             return True
         p = np.array([[v for _, v in grid] for grid, _ in layouts], dtype=np.int64)
         least = np.array([[o[0] for o in options] for _, options in layouts], dtype=np.int64)
-        # a grid's floor at its fewest blocks bounds all its counts (only the network term
-        # depends on the grid, and every count is a multiple of it when the split is even)
+        # a grid's floor at its fewest blocks bounds all its counts: the network term is the
+        # grid-wide average (the grid alone), and submission, compute and the blocks held
+        # only grow with the counts (every count is a multiple of the grid's when the split
+        # is even)
         grid_floors = prediction.cost_floors(problem, p, least, network=problem.even_split(),
                                              grid_wide=True)
         order = np.lexsort((np.arange(len(p)), grid_floors))

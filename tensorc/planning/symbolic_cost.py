@@ -199,7 +199,7 @@ class _Grid:
         self._homes: dict = {}
         # what depends on the grid alone (node coordinates, offsets outside a set of
         # indices) is shared by every candidate over the same grid
-        self._keep: dict = problem.memo(("grid facts", tuple(candidate.grid)), dict)
+        self._keep: dict = _grid_facts(problem, tuple(candidate.grid))
 
     def ragged(self, dims) -> list[str]:
         """Indices of ``dims`` whose last block is smaller than the others (sorted)."""
@@ -423,25 +423,60 @@ def figures(problem, candidate) -> Figures:
     return Figures(received, moved, copied, flops, tasks, memory, resident)
 
 
-SHARED_ARRAYS = 4096
-"""Per problem, how many per-node results of a stage or a value's layout
+SHARED_BYTES = 64 << 20
+"""Per problem, the bytes of per-node results of a stage or a value's layout that
 :func:`figures` keeps for the candidates that share them (the same grid and the same counts
-along that stage's or value's indices: a search prices many such in a row)."""
+along that stage's or value's indices: a search prices many such in a row); the least
+recently used go first."""
+
+GRIDS_KEPT = 64
+"""Per problem, the grids whose facts (node coordinates, offsets outside a set of indices)
+:class:`_Grid` keeps; a search goes grid by grid, so the least recently used go first."""
+
+
+class _Kept:
+    """A least-recently-used store of per-node arrays under a byte budget."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.items: OrderedDict = OrderedDict()
+        self.size = 0
+
+    def get(self, key, compute):
+        found = self.items.get(key)
+        if found is not None:
+            self.items.move_to_end(key)
+            return found
+        found = self.items[key] = compute()
+        arrays = found if isinstance(found, tuple) else (found,)
+        self.size += sum(array.nbytes for array in arrays)
+        while self.size > self.budget and len(self.items) > 1:
+            _, dropped = self.items.popitem(last=False)
+            arrays = dropped if isinstance(dropped, tuple) else (dropped,)
+            self.size -= sum(array.nbytes for array in arrays)
+        return found
+
+
+def _grid_facts(problem, grid: tuple) -> dict:
+    """What depends on ``grid`` alone, shared by the candidates over it (at most
+    :data:`GRIDS_KEPT` grids kept per problem)."""
+    kept = problem.memo("grid facts", OrderedDict)
+    found = kept.get(grid)
+    if found is None:
+        found = kept[grid] = {}
+        while len(kept) > GRIDS_KEPT:
+            kept.popitem(last=False)
+    else:
+        kept.move_to_end(grid)
+    return found
 
 
 def _shared(problem, grid: _Grid, what: tuple, dims, compute):
     """``compute()``, kept per problem for the candidates with ``grid``'s node grid and its
-    counts along ``dims`` (least recently used dropped beyond :data:`SHARED_ARRAYS`)."""
-    kept = problem.memo("symbolic shared", OrderedDict)
+    counts along ``dims`` (within :data:`SHARED_BYTES`)."""
+    kept = problem.memo("symbolic shared", lambda: _Kept(SHARED_BYTES))
     key = (what, grid.grid_key, tuple(grid.c[i] for i in sorted(set(dims))))
-    found = kept.get(key)
-    if found is None:
-        found = kept[key] = compute()
-        while len(kept) > SHARED_ARRAYS:
-            kept.popitem(last=False)
-    else:
-        kept.move_to_end(key)
-    return found
+    return kept.get(key, compute)
 
 
 def _stage_figures(grid: _Grid, shape: Structure, stage: Stage):
