@@ -188,9 +188,7 @@ class Problem:
 
     def _grid_sizes(self) -> tuple[int, ...]:
         spare = smooth_below(self.nodes)
-        if (spare is None or symbolic_cost.structure(self).unsupported is not None
-                or (self.placed and set(self.placed) - set(self.repartition))
-                or self.placed_counts or not self._even_split(spare)):
+        if spare is None or not symbolic_cost.unforced(self) or not self._even_split(spare):
             return (self.nodes,)
         return (self.nodes, spare)
 

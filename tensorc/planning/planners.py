@@ -19,7 +19,14 @@ import math
 import time
 
 from tensorc.errors import PlanError
-from tensorc.planning.distribution import Candidate, Priced, Problem, lowered_plan, price
+from tensorc.planning.distribution import (
+    SMOOTH_FACTORS,
+    Candidate,
+    Priced,
+    Problem,
+    lowered_plan,
+    price,
+)
 from tensorc.planning.search import DistributedPlan, exhaustive, greedy, heuristic
 
 PLANNERS = ("auto", "heuristic", "greedy", "smt", "exhaustive")
@@ -64,8 +71,8 @@ def search(problem: Problem, planner: str = "auto", lower: bool = True) -> Distr
     spans = math.prod(p for _, p in best.candidate.grid)
     if spans < problem.nodes:
         notes = [*notes, f"the grid spans {spans} of the {problem.nodes} nodes: {problem.nodes} "
-                 f"has a prime factor above 5, and cut evenly over {spans} the plan is "
-                 f"cheaper; {problem.nodes - spans} node(s) stay idle"]
+                 f"has a prime factor above {SMOOTH_FACTORS}, and cut evenly over {spans} "
+                 f"the plan is cheaper; {problem.nodes - spans} node(s) stay idle"]
     if not lower and best.figures is not None:
         return DistributedPlan(used, None, problem.lower_bound_bytes(), optimal, evaluated,
                                seconds, list(notes), best)

@@ -183,9 +183,9 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
             """The nodes along the indices the stage lacks that a cell's tasks with the
             same coordinates along ``fixed`` reach, at least: ceil(tasks / per_offset),
             and one free digit alone, stepping by its weight, min(m, P_O / gcd)."""
-            free = set(stage.dims) - set(fixed)
             if average:  # grid-wide: the counts are not known, one node at least
                 return np.ones(len(p), dtype=np.float64)
+            free = set(stage.dims) - set(fixed)
             offsets = np.maximum(1.0, np.ceil(_product(m, _columns(problem, free)) / per_offset))
             for index in free:
                 reach = spread_nodes // np.gcd(weight[index], spread_nodes)

@@ -144,14 +144,19 @@ def _structure(program) -> Structure:
 
 
 def closed_form(problem) -> bool:
-    """Whether every candidate of ``problem`` is priced in closed form (its structure is
-    supported, no operand keeps a layout of its own, and every count is a multiple of its
-    grid size: the split is even and no blocking is forced)."""
+    """Whether every candidate of ``problem`` is priced in closed form (:func:`unforced`,
+    and every count is a multiple of its grid size: the split is even)."""
+    return unforced(problem) and problem.even_split()
+
+
+def unforced(problem) -> bool:
+    """Whether the closed form prices every candidate whose counts are multiples of its
+    grid sizes: the structure is supported, no operand keeps a layout of its own and no
+    blocking is forced."""
     return (
         structure(problem).unsupported is None
         and not (problem.placed and set(problem.placed) - set(problem.repartition))
         and not problem.placed_counts
-        and problem.even_split()
     )
 
 
@@ -435,10 +440,11 @@ GRIDS_KEPT = 64
 
 
 class _Kept:
-    """A least-recently-used store of per-node arrays under a byte budget."""
+    """A least-recently-used store whose entries weigh ``weigh(entry)`` against a budget."""
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, weigh) -> None:
         self.budget = budget
+        self.weigh = weigh
         self.items: OrderedDict = OrderedDict()
         self.size = 0
 
@@ -448,33 +454,27 @@ class _Kept:
             self.items.move_to_end(key)
             return found
         found = self.items[key] = compute()
-        arrays = found if isinstance(found, tuple) else (found,)
-        self.size += sum(array.nbytes for array in arrays)
+        self.size += self.weigh(found)
         while self.size > self.budget and len(self.items) > 1:
-            _, dropped = self.items.popitem(last=False)
-            arrays = dropped if isinstance(dropped, tuple) else (dropped,)
-            self.size -= sum(array.nbytes for array in arrays)
+            self.size -= self.weigh(self.items.popitem(last=False)[1])
         return found
+
+
+def _array_bytes(found) -> int:
+    return sum(array.nbytes for array in (found if isinstance(found, tuple) else (found,)))
 
 
 def _grid_facts(problem, grid: tuple) -> dict:
     """What depends on ``grid`` alone, shared by the candidates over it (at most
     :data:`GRIDS_KEPT` grids kept per problem)."""
-    kept = problem.memo("grid facts", OrderedDict)
-    found = kept.get(grid)
-    if found is None:
-        found = kept[grid] = {}
-        while len(kept) > GRIDS_KEPT:
-            kept.popitem(last=False)
-    else:
-        kept.move_to_end(grid)
-    return found
+    kept = problem.memo("grid facts", lambda: _Kept(GRIDS_KEPT, lambda _: 1))
+    return kept.get(grid, dict)
 
 
 def _shared(problem, grid: _Grid, what: tuple, dims, compute):
     """``compute()``, kept per problem for the candidates with ``grid``'s node grid and its
     counts along ``dims`` (within :data:`SHARED_BYTES`)."""
-    kept = problem.memo("symbolic shared", lambda: _Kept(SHARED_BYTES))
+    kept = problem.memo("symbolic shared", lambda: _Kept(SHARED_BYTES, _array_bytes))
     key = (what, grid.grid_key, tuple(grid.c[i] for i in sorted(set(dims))))
     return kept.get(key, compute)
 
