@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from tensorc.codegen.block_kernels import _lu, _trsolve
+from tensorc.codegen.block_kernels import _lu, _trsolve, evaluate_block_expr, result_shapes
 from tensorc.errors import LinAlgError
+from tensorc.ir.block_program import BlockRef, Kernel, Read
 
 RNG = np.random.default_rng(11)
 
@@ -96,3 +97,20 @@ def test_a_zero_pivot_is_a_singular_matrix(a):
     with pytest.raises(LinAlgError, match=r"^Singular matrix \(a zero pivot in LU without "
                                           r"pivoting\)$"):
         _lu(a)
+
+
+def test_the_row_reductions_and_maximum_give_numpy_s_values_and_shapes():
+    """``rowsum_abs`` and ``rowmax_abs`` make one value a row (a vector), ``maximum`` keeps
+    the shape: what ``lu_solve.tc``'s backward error is formed from."""
+    x, y = BlockRef("X", ()), BlockRef("Y", ())
+    a = RNG.standard_normal((5, 3))
+    v, w = RNG.standard_normal(5), RNG.standard_normal(5)
+    cases = [(Kernel("rowsum_abs", (Read(x),)), {x: a}, np.abs(a).sum(axis=1)),
+             (Kernel("rowmax_abs", (Read(x),)), {x: a}, np.abs(a).max(axis=1)),
+             (Kernel("rowmax_abs", (Read(x),)), {x: np.zeros((2, 0))}, np.zeros(2)),
+             (Kernel("maximum", (Read(x), Read(y))), {x: v, y: w}, np.maximum(v, w))]
+    for expr, blocks, expected in cases:
+        (found,) = evaluate_block_expr(expr, blocks)
+        np.testing.assert_array_equal(found, expected)
+        assert result_shapes(expr, {ref: b.shape for ref, b in blocks.items()}) == (
+            expected.shape,)

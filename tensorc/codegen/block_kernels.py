@@ -169,6 +169,8 @@ _ONE = {
     "eye": _eye,
     "tril": np.tril,
     "triu": np.triu,
+    "rowsum_abs": lambda x: np.abs(_matrix("rowsum_abs", x)).sum(axis=1),
+    "rowmax_abs": lambda x: np.abs(_matrix("rowmax_abs", x)).max(axis=1, initial=0.0),
 }
 _TWO = {
     "add": np.add,
@@ -179,6 +181,7 @@ _TWO = {
     "lsolve": _trsolve(True),
     "usolve": _trsolve(False),
     "stack": _stack,
+    "maximum": np.maximum,
 }
 _MULTI = {
     "qr": lambda x: tuple(np.linalg.qr(_matrix("qr", x))),
@@ -216,7 +219,7 @@ def _shape_of(expr: BlockExpr, shapes: dict[BlockRef, tuple[int, ...]]):
         return ()
     args = [_shape_of(a, shapes) for a in expr.args]
     name = expr.name
-    if name in ("add", "sub", "mul", "div"):
+    if name in ("add", "sub", "mul", "div", "maximum"):
         try:
             return tuple(np.broadcast_shapes(*args))
         except ValueError:
@@ -246,6 +249,8 @@ def _shape_of(expr: BlockExpr, shapes: dict[BlockRef, tuple[int, ...]]):
     if name == "unstack":
         z, x = args
         return ((x[0], *z[1:]), (z[0] - x[0], *z[1:]))
+    if name in ("rowsum_abs", "rowmax_abs"):
+        return (args[0][0],)
     return args[0]  # neg, chol, inv, zeros, eye, tril, triu keep the shape
 
 
@@ -275,7 +280,8 @@ def _flops_of(expr: BlockExpr, shapes) -> float:
         return total + 2.0 * m * n * n * (2 if name == "qr" else 1)
     if name in ("lu", "inv"):
         return total + args[0][0] ** 3 * (2 / 3 if name == "lu" else 2.0)
-    return total + float(np.prod(_shape_of(expr, shapes) if name != "unstack" else args[0]))
+    read_whole = name in ("unstack", "rowsum_abs", "rowmax_abs")  # work over the argument
+    return total + float(np.prod(args[0] if read_whole else _shape_of(expr, shapes)))
 
 
 def result_flops(expr: BlockExpr, shapes: dict[BlockRef, tuple[int, ...]]) -> float:

@@ -335,6 +335,9 @@ KERNELS: dict[str, KernelSig] = {
     "eye": KernelSig(1, 1, "the identity shaped like X"),
     "tril": KernelSig(1, 1, "X's lower triangle (diagonal included)"),
     "triu": KernelSig(1, 1, "X's upper triangle (diagonal included)"),
+    "rowsum_abs": KernelSig(1, 1, "the sum of |X| along each row (a vector)"),
+    "rowmax_abs": KernelSig(1, 1, "the largest |X| of each row (a vector)"),
+    "maximum": KernelSig(2, 1, "the larger of X and Y, element-wise"),
 }
 OPERATOR_KERNELS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "@": "matmul"}
 

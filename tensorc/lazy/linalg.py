@@ -12,9 +12,11 @@ evaluation runs them (a ``deferred`` node, :mod:`tensorc.lazy.graph`):
   :data:`WHOLE_BYTES`; smaller ones are one LAPACK call, evaluated at once all the same;
 - ``solve`` and ``inv`` of matrices wider than :data:`WHOLE_EDGE` — ``lu_solve.tc`` (blocked
   LU without pivoting, then forward and back substitution, one DAG); the backward error
-  ``|A x - b| / (|A| |x| + |b|)`` is checked, and when it exceeds :data:`BACKWARD_TOLERANCE`
-  times ``n`` (LU without pivoting met a small pivot) the system is solved again by TSQR
-  (``A = Q R``, ``x = R^-1 Q^T b``), which needs no pivoting to be stable;
+  ``max|b - A x| / (max row sum |A| max|x| + max|b|)`` is formed by the same program, row
+  block by row block where ``x`` is made (only one value a row comes back), and when it
+  exceeds :data:`BACKWARD_EPSILONS` times the dtype's eps times ``n`` (LU without pivoting
+  met a small pivot) the system is solved again by TSQR (``A = Q R``, ``x = R^-1 Q^T b``),
+  which needs no pivoting to be stable;
 - ``lstsq`` — TSQR of ``A`` (or of ``A^T`` for the minimum-norm solution when ``m < n``) and a
   triangular solve; the singular values are those of the small ``R`` factor.
 
@@ -44,7 +46,6 @@ from tensorc.lazy import statistical
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.graph import ArrayNode, NodeKind, broadcast_shapes, deferred, leaf, mapped
 from tensorc.lazy.linear import contract, matmul, matrix_transpose, tensordot, vecdot
-from tensorc.lazy.utility import compute
 
 __all__ = ["cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq",
            "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "outer",
@@ -166,24 +167,22 @@ def _lu_solution(a: ArrayNode, rhs: Array) -> Array | None:
     """``lu_solve.tc``'s solution if its backward error passes, else ``None``."""
     dtype = np.result_type(a.dtype, rhs.dtype)
     try:
-        x = _block_program("lu_solve", dtype=dtype, A=wrap(a), B=rhs)["X"]
+        found = _block_program("lu_solve", dtype=dtype, A=wrap(a), B=rhs)
     except LinAlgError:  # a zero pivot
         return None
     tolerance = BACKWARD_EPSILONS * np.finfo(dtype).eps * a.shape[0]
-    return x if _backward_error(wrap(a), x, rhs) <= tolerance else None
+    return found["X"] if _backward_error(found) <= tolerance else None
 
 
-def _backward_error(a: Array, x: Array, b: Array) -> float:
-    """``max|b - A x| / (max row sum |A| * max|x| + max|b|)``, evaluated as one program."""
-    top, rows, size, scale = compute(
-        statistical.max(abs(b - matmul(a, x))),
-        statistical.max(statistical.sum(abs(a), axis=1)),
-        statistical.max(abs(x)),
-        statistical.max(abs(b)))
-    top = float(top)
+def _backward_error(found: dict[str, Array]) -> float:
+    """``max|B - A X| / (max row sum |A| * max|X| + max|B|)`` from the per-row parts
+    ``lu_solve.tc`` returns beside ``X`` (``S``, ``RM``, ``XM``, ``BM``: vectors of one value
+    a row, so gathering them moves a few bytes a row)."""
+    top, rows, size, scale = (float(np.max(np.asarray(found[name])))
+                              for name in ("RM", "S", "XM", "BM"))
     if not np.isfinite(top):
         return float("inf")
-    denominator = float(rows) * float(size) + float(scale)
+    denominator = rows * size + scale
     return top / denominator if denominator else top
 
 
