@@ -25,6 +25,8 @@ The searches rank candidates by the prediction before paying for the model
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from tensorc.planning import cost as price
@@ -32,14 +34,26 @@ from tensorc.planning import model_bound, symbolic_cost
 
 
 def _columns(problem, dims) -> list[int]:
-    order = {name: k for k, name in enumerate(problem.indices)}
-    return [order[i] for i in sorted(set(dims))]
+    """The positions in ``problem.indices`` of the index names ``dims``, ascending by name."""
+    return list(_positions(tuple(problem.indices), frozenset(dims)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _positions(indices: tuple[str, ...], dims: frozenset) -> tuple[int, ...]:
+    order = {name: k for k, name in enumerate(indices)}
+    return tuple(order[i] for i in sorted(dims))
 
 
 def _product(values: np.ndarray, columns: list[int]) -> np.ndarray:
+    """Per row of ``values``, the product of its ``columns`` (floats; ones when none). A
+    column at a time: the candidate batches are small, so numpy's reduction set-up would
+    cost more than the arithmetic."""
     if not columns:
         return np.ones(len(values), dtype=np.float64)
-    return np.prod(values[:, columns].astype(np.float64), axis=1)
+    out = values[:, columns[0]].astype(np.float64)
+    for column in columns[1:]:
+        out *= values[:, column]
+    return out
 
 
 def spanned(p: np.ndarray) -> np.ndarray:
