@@ -114,3 +114,26 @@ def test_the_row_reductions_and_maximum_give_numpy_s_values_and_shapes():
         np.testing.assert_array_equal(found, expected)
         assert result_shapes(expr, {ref: b.shape for ref, b in blocks.items()}) == (
             expected.shape,)
+
+
+@pytest.mark.parametrize("condition", [1.0, 1e4, 1e12])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_qr_of_a_tall_block_is_orthogonal_and_exact_on_both_paths(condition, dtype):
+    """A tall real block is factored by Cholesky QR twice when its first pass leaves ``Q1``
+    near orthogonal, by Householder otherwise; either way ``Q`` is orthogonal and ``Q R``
+    is the block to a few units of roundoff, and ``R`` is upper triangular."""
+    from tensorc.codegen.block_kernels import _cholesky_qr2, _qr
+
+    m, n = 4096, 24
+    u, _ = np.linalg.qr(RNG.standard_normal((m, n)))
+    v, _ = np.linalg.qr(RNG.standard_normal((n, n)))
+    x = (u @ np.diag(np.logspace(0, -np.log10(condition), n)) @ v).astype(dtype)
+    eps = np.finfo(dtype).eps
+    reach = condition * np.sqrt(eps)  # about 1 where the second pass stops sufficing
+    if reach < 1e-3 or reach > 10:  # clearly on one side
+        assert (_cholesky_qr2(x) is not None) == (reach < 1e-3)
+    q, r = _qr(x)
+    assert q.dtype == r.dtype == dtype and q.shape == (m, n) and r.shape == (n, n)
+    assert np.abs(q.T @ q - np.eye(n)).max() < 20 * eps
+    assert np.abs(q @ r - x).max() < 100 * eps * np.abs(x).max()
+    np.testing.assert_array_equal(r, np.triu(r))

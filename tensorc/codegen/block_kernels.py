@@ -9,7 +9,8 @@ blocks that do not fit (the planner and the schedulers use it for byte counts).
 
 The table is closed: every kernel is a fixed numpy / scipy (LAPACK, BLAS) call, never user
 code. Triangular solves use BLAS ``trsm`` (:func:`triangular_solve`, each operand read in
-its own memory order), Cholesky ``potrf``, QR ``geqrf``; LU without pivoting takes
+its own memory order), Cholesky ``potrf``, QR ``geqrf`` (a tall real block: Cholesky QR
+twice, checked, :func:`_cholesky_qr2`); LU without pivoting takes
 LAPACK's ``getrf`` factors when partial pivoting swapped no row (then they are the same
 factors) and factors by recursive halves otherwise. A transposed operand is passed as a
 view, so ``T(lsolve(L, T(B)))`` (B L^-T) and ``X @ T(Y)`` copy nothing before BLAS.
@@ -131,6 +132,54 @@ def _lu(x):
     return lower, np.triu(x)
 
 
+TALL = 4
+"""A real block at least this many times taller than wide is factored by Cholesky QR, twice."""
+
+
+def _qr(x):
+    """The reduced QR factorisation of a block: by :func:`_cholesky_qr2` for a tall real one
+    whose condition allows it, else LAPACK's Householder (``geqrf``, ``orgqr``)."""
+    x = _matrix("qr", x)
+    m, n = x.shape
+    if x.dtype.kind == "f" and n and m >= TALL * n:
+        found = _cholesky_qr2(x)
+        if found is not None:
+            return found
+    return tuple(np.linalg.qr(x))
+
+
+def _cholesky_qr2(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``Q, R`` of a tall block by Cholesky QR twice: ``R1 = chol(X^T X)``, ``Q1 = X R1^-1``,
+    then the same on ``Q1`` (``R = R2 R1``): matrix products and triangular solves (BLAS-3)
+    instead of Householder's column-by-column sweeps, 2-4x faster on tall blocks. ``Q1 R1 =
+    X`` to working precision whatever the condition; the second pass makes ``Q`` orthogonal
+    to working precision when ``Q1`` is already near it, which is checked: ``None`` (use
+    Householder) when ``n max|Q1^T Q1 - I| > 1/2`` (``Q1``'s condition above about 1.7:
+    ``X``'s about ``u^-1/2 / 2``) or a Cholesky factor does not exist."""
+    first = _gram_factor(x.T @ x)
+    if first is None:
+        return None
+    q1 = triangular_solve(first.T, x.T, lower=True).T  # X R1^-1
+    gram = q1.T @ q1
+    n = gram.shape[0]
+    if not n * np.abs(gram - np.eye(n, dtype=gram.dtype)).max() <= 0.5:
+        return None
+    second = _gram_factor(gram)
+    if second is None:
+        return None
+    q = triangular_solve(second.T, q1.T, lower=True).T
+    return np.ascontiguousarray(q), second @ first
+
+
+def _gram_factor(gram: np.ndarray) -> np.ndarray | None:
+    """The upper Cholesky factor of a Gram matrix, or ``None`` when it has none."""
+    try:
+        upper = np.linalg.cholesky(gram).T
+    except np.linalg.LinAlgError:
+        return None
+    return upper if np.all(np.isfinite(upper)) else None
+
+
 def _inv(x):
     try:
         return np.linalg.inv(_square("inv", x))
@@ -184,7 +233,7 @@ _TWO = {
     "maximum": np.maximum,
 }
 _MULTI = {
-    "qr": lambda x: tuple(np.linalg.qr(_matrix("qr", x))),
+    "qr": _qr,
     "lu": _lu,
     "unstack": _unstack,
 }
