@@ -141,7 +141,7 @@ def _qr(x):
     whose condition allows it, else LAPACK's Householder (``geqrf``, ``orgqr``)."""
     x = _matrix("qr", x)
     m, n = x.shape
-    if x.dtype.kind == "f" and n and m >= TALL * n:
+    if x.dtype.char in "fd" and n and m >= TALL * n:  # LAPACK's real types
         found = _cholesky_qr2(x)
         if found is not None:
             return found
