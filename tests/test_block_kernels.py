@@ -137,3 +137,27 @@ def test_qr_of_a_tall_block_is_orthogonal_and_exact_on_both_paths(condition, dty
     assert np.abs(q.T @ q - np.eye(n)).max() < 20 * eps
     assert np.abs(q @ r - x).max() < 100 * eps * np.abs(x).max()
     np.testing.assert_array_equal(r, np.triu(r))
+
+
+def test_a_one_task_cholesky_is_priced_at_lapack_s_rate_not_the_product_s():
+    """The count choice prices the factorisation part of a task (``chol``) at ``edge /
+    (edge + FACTOR_HALF_EDGE)`` of the core's rate: a 4096² Cholesky as one task takes at
+    least its flops at that rate, so it no longer ties with the blocked plan (a noisy
+    calibration chose it on 4 Ray nodes: 2.1 s against 1.15 s)."""
+    from tensorc.codegen.block_kernels import factorisation_flops, result_flops
+    from tensorc.driver.block_programs import shipped
+    from tensorc.planning.block_counts import FACTOR_HALF_EDGE, choose_counts
+    from tensorc.planning.cost import machine
+
+    a, low, x = BlockRef("A", ()), BlockRef("L", ()), BlockRef("X", ())
+    shapes = {a: (64, 64), low: (64, 64), x: (64, 64)}
+    chol = Kernel("chol", (Read(a),))
+    update = Kernel("sub", (Read(x), Kernel("matmul", (Read(low), Kernel("T", (Read(low),))))))
+    assert factorisation_flops(chol, shapes) == result_flops(chol, shapes) == 64**3 / 3
+    assert factorisation_flops(update, shapes) == 0.0 < result_flops(update, shapes)
+    n = 4096
+    choice = choose_counts(shipped("cholesky").program, {"A": (n, n)}, nodes=4, cores=1,
+                           fixed={"NB": 1})
+    (one,) = choice.candidates
+    rate = machine().blas_flops_per_core * n / (n + FACTOR_HALF_EDGE)
+    assert one.makespan >= n**3 / 3 / rate

@@ -16,7 +16,12 @@ The rules the simulation adds:
   existing blocking (``preferred``), or one the caller fixed;
 - a task's compute runs at ``edge / (edge + BLAS_HALF_EDGE)`` of the per-core rate, ``edge``
   the smaller side of its largest input block (small blocks run BLAS further from its
-  peak), plus the per-task overhead (:data:`LOCAL_TASK_SECONDS` on a thread pool, the
+  peak), and the part a LAPACK factorisation does (``chol``:
+  :data:`~tensorc.codegen.block_kernels.FACTORISATIONS`) at ``edge / (edge +
+  FACTOR_HALF_EDGE)`` (measured on one core here: a 4096² Cholesky at 0.47 of the product
+  rate, a 1024² one at 0.2; without it one task on the whole matrix looked as fast as a
+  blocked factorisation spread over nodes, and a noisy calibration could choose it), plus
+  the per-task overhead (:data:`LOCAL_TASK_SECONDS` on a thread pool, the
   calibrated step cost on Ray, where a block program's tasks are steps of per-node calls),
   and a block read on another node arrives one call's round trip later (the machine's
   ``call_seconds``) on top of its bytes;
@@ -34,7 +39,7 @@ import math
 from dataclasses import dataclass
 
 from tensorc.codegen.block_dag import BlockDag
-from tensorc.codegen.block_kernels import result_flops, result_shapes
+from tensorc.codegen.block_kernels import factorisation_flops, result_flops, result_shapes
 from tensorc.codegen.block_layout import environment
 from tensorc.ir.block_program import BlockProgramIR
 from tensorc.placement.block_placement import BlockPlacer
@@ -42,6 +47,7 @@ from tensorc.planning.cost import machine
 
 MIN_BLOCK = 256
 BLAS_HALF_EDGE = 96
+FACTOR_HALF_EDGE = 2048
 MAX_SIMULATED_TASKS = 3000
 LOCAL_TASK_SECONDS = 60e-6
 
@@ -116,7 +122,9 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
         expr = dag.sites[task[0]].assign.value
         outs = result_shapes(expr, edge_shapes)
         edge = max((min(shape) for shape in edge_shapes.values() if shape), default=1)
-        flops = result_flops(expr, edge_shapes) * (edge + BLAS_HALF_EDGE) / max(edge, 1)
+        factoring = factorisation_flops(expr, edge_shapes)
+        flops = ((result_flops(expr, edge_shapes) - factoring) * (edge + BLAS_HALF_EDGE)
+                 + factoring * (edge + FACTOR_HALF_EDGE)) / max(edge, 1)
         ids = []
         for j, shape in enumerate(outs):
             ids.append(placer.add_version(8 * math.prod(shape), 1 << 30))
