@@ -210,3 +210,16 @@ def test_solve_falls_back_to_qr_when_lu_without_pivoting_loses_the_answer(monkey
     assert fell_back == [True]
     residual = np.abs(b - a @ x).max() / (np.abs(a).sum(axis=1).max() * np.abs(x).max())
     assert residual < 1e-13
+
+
+def test_a_matrix_singular_to_working_precision_raises_numpy_s_error_on_the_qr_path():
+    """A zero row makes LU without pivoting meet a zero pivot; the QR fallback's ``R`` then
+    has roundoff, not an exact zero, on its diagonal: that is still "Singular matrix", as
+    numpy says, not a solution of size 1e15."""
+    n = 1100
+    a = RNG.standard_normal((n, n))
+    a[10] = 0.0
+    with pytest.raises(np.linalg.LinAlgError, match="Singular matrix"):
+        tc.linalg.solve(a, RNG.standard_normal(n)).compute()
+    with pytest.raises(np.linalg.LinAlgError, match="Singular matrix"):
+        np.linalg.solve(a, np.ones(n))

@@ -16,7 +16,8 @@ evaluation runs them (a ``deferred`` node, :mod:`tensorc.lazy.graph`):
   block by row block where ``x`` is made (only one value a row comes back), and when it
   exceeds :data:`BACKWARD_EPSILONS` times the dtype's eps times ``n`` (LU without pivoting
   met a small pivot) the system is solved again by TSQR (``A = Q R``, ``x = R^-1 Q^T b``),
-  which needs no pivoting to be stable;
+  which needs no pivoting to be stable; an ``R`` with a diagonal entry within ``n`` units
+  of roundoff of zero (relative to its largest) raises numpy's "Singular matrix";
 - ``lstsq`` — TSQR of ``A`` (or of ``A^T`` for the minimum-norm solution when ``m < n``) and a
   triangular solve; the singular values are those of the small ``R`` factor.
 
@@ -157,10 +158,21 @@ def _triangular(name: str, t: Array, b: Array) -> Array:
 def _solve_blocks(a: ArrayNode, b: ArrayNode) -> Array:
     rhs, vector = _as_matrix(b)
     x = _lu_solution(a, rhs)
-    if x is None:  # LU without pivoting failed: QR needs no pivoting (a zero on R's
-        q, r = qr(wrap(a))  # diagonal raises "Singular matrix" in the solve)
+    if x is None:  # LU without pivoting failed: QR needs no pivoting
+        q, r = qr(wrap(a))
+        _check_regular(r)
         x = _triangular("upper_solve", r, matmul(matrix_transpose(q), rhs))
     return x[:, 0] if vector else x
+
+
+def _check_regular(r: Array) -> None:
+    """Raise numpy's "Singular matrix" when the triangle ``R`` of ``A = Q R`` has a diagonal
+    entry within ``n`` units of roundoff of zero, relative to its largest: ``A`` is singular
+    to working precision (a zero row, say, leaves roundoff on the diagonal rather than an
+    exact zero, and the solve would return numbers of 1e15)."""
+    size = np.abs(np.asarray(diagonal(r)))
+    if size.size and not size.min() > size.max() * size.size * np.finfo(size.dtype).eps:
+        raise LinAlgError("Singular matrix")
 
 
 def _lu_solution(a: ArrayNode, rhs: Array) -> Array | None:
