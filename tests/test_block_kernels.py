@@ -140,7 +140,7 @@ def test_qr_of_a_tall_block_is_orthogonal_and_exact_on_both_paths(condition, dty
 
 
 def test_a_one_task_cholesky_is_priced_at_lapack_s_rate_not_the_product_s():
-    """The count choice prices the factorisation part of a task (``chol``) at ``edge /
+    """The count choice prices the factorisation part of a task (``chol``, ``lu``) at ``edge /
     (edge + FACTOR_HALF_EDGE)`` of the core's rate: a 4096² Cholesky as one task takes at
     least its flops at that rate, so it no longer ties with the blocked plan (a noisy
     calibration chose it on 4 Ray nodes: 2.1 s against 1.15 s)."""
@@ -155,6 +155,8 @@ def test_a_one_task_cholesky_is_priced_at_lapack_s_rate_not_the_product_s():
     update = Kernel("sub", (Read(x), Kernel("matmul", (Read(low), Kernel("T", (Read(low),))))))
     assert factorisation_flops(chol, shapes) == result_flops(chol, shapes) == 64**3 / 3
     assert factorisation_flops(update, shapes) == 0.0 < result_flops(update, shapes)
+    lu = Kernel("lu", (Read(a),))
+    assert factorisation_flops(lu, shapes) == result_flops(lu, shapes) == 2 * 64**3 / 3
     n = 4096
     choice = choose_counts(shipped("cholesky").program, {"A": (n, n)}, nodes=4, cores=1,
                            fixed={"NB": 1})

@@ -338,12 +338,11 @@ def result_flops(expr: BlockExpr, shapes: dict[BlockRef, tuple[int, ...]]) -> fl
     return _flops_of(expr, shapes)
 
 
-FACTORISATIONS = ("chol",)
+FACTORISATIONS = ("chol", "lu", "inv")
 """Kernels priced as LAPACK factorisations of a square block: slower per flop than BLAS-3
 products on blocks of a size a block program uses (on one core here, a 384² Cholesky runs at
-0.17 of the matrix product's rate and a 4096² one at 0.47). LU (0.2 and 0.6) is not in it
-yet: pricing it so moved the local 4096² solve from 4 to 8 blocks a side, which did not
-measure faster."""
+0.17 of the matrix product's rate and a 4096² one at 0.47; LU at 0.2 and 0.6, the inverse
+at 0.4 and 0.6)."""
 
 
 def factorisation_flops(expr: BlockExpr, shapes: dict[BlockRef, tuple[int, ...]]) -> float:

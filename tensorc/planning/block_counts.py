@@ -16,7 +16,7 @@ The rules the simulation adds:
   existing blocking (``preferred``), or one the caller fixed;
 - a task's compute runs at ``edge / (edge + BLAS_HALF_EDGE)`` of the per-core rate, ``edge``
   the smaller side of its largest input block (small blocks run BLAS further from its
-  peak), and the part a LAPACK factorisation does (``chol``:
+  peak), and the part a LAPACK factorisation does (``chol``, ``lu``, ``inv``:
   :data:`~tensorc.codegen.block_kernels.FACTORISATIONS`) at ``edge / (edge +
   FACTOR_HALF_EDGE)`` (measured on one core here: a 4096² Cholesky at 0.47 of the product
   rate, a 1024² one at 0.2; without it one task on the whole matrix looked as fast as a
