@@ -311,26 +311,34 @@ def result_shapes(expr: BlockExpr, shapes: dict[BlockRef, tuple[int, ...]]):
     return (shape,)
 
 
-def _flops_of(expr: BlockExpr, shapes) -> float:
+def _flops_of(expr: BlockExpr, shapes, kernels=None) -> float:
+    """Flops of ``expr``'s kernels (only those named in ``kernels``, when given)."""
     if not isinstance(expr, Kernel):
         return 0.0
-    total = sum(_flops_of(a, shapes) for a in expr.args)
+    inner = sum(_flops_of(a, shapes, kernels) for a in expr.args)
+    if kernels is not None and expr.name not in kernels:
+        return inner
+    return inner + _own_flops(expr, shapes)
+
+
+def _own_flops(expr: Kernel, shapes) -> float:
+    """Flops of ``expr``'s own kernel, its arguments already computed."""
     args = [_shape_of(a, shapes) for a in expr.args]
     name = expr.name
     if name == "matmul":
         (m, k), n = args[0], args[1][-1]
-        return total + 2.0 * m * k * n
+        return 2.0 * m * k * n
     if name in ("lsolve", "usolve"):
-        return total + float(args[0][0]) ** 2 * (args[1][-1] if len(args[1]) > 1 else 1)
+        return float(args[0][0]) ** 2 * (args[1][-1] if len(args[1]) > 1 else 1)
     if name == "chol":
-        return total + args[0][0] ** 3 / 3.0
+        return args[0][0] ** 3 / 3.0
     if name in ("qr", "qr_r"):
         m, n = args[0]
-        return total + 2.0 * m * n * n * (2 if name == "qr" else 1)
+        return 2.0 * m * n * n * (2 if name == "qr" else 1)
     if name in ("lu", "inv"):
-        return total + args[0][0] ** 3 * (2 / 3 if name == "lu" else 2.0)
+        return args[0][0] ** 3 * (2 / 3 if name == "lu" else 2.0)
     read_whole = name in ("unstack", "rowsum_abs", "rowmax_abs")  # work over the argument
-    return total + float(np.prod(args[0] if read_whole else _shape_of(expr, shapes)))
+    return float(np.prod(args[0] if read_whole else _shape_of(expr, shapes)))
 
 
 def result_flops(expr: BlockExpr, shapes: dict[BlockRef, tuple[int, ...]]) -> float:
@@ -347,10 +355,4 @@ at 0.4 and 0.6)."""
 
 def factorisation_flops(expr: BlockExpr, shapes: dict[BlockRef, tuple[int, ...]]) -> float:
     """The part of :func:`result_flops` that :data:`FACTORISATIONS` do."""
-    if not isinstance(expr, Kernel):
-        return 0.0
-    inner = sum(factorisation_flops(a, shapes) for a in expr.args)
-    if expr.name not in FACTORISATIONS:
-        return inner
-    own = _flops_of(expr, shapes) - sum(_flops_of(a, shapes) for a in expr.args)
-    return inner + own
+    return _flops_of(expr, shapes, FACTORISATIONS)
