@@ -43,7 +43,9 @@ measures its worker's peak RSS (:class:`~tensorc.runtime.resident.PeakResident`)
 
 Workers limit BLAS to ``TENSORC_WORKER_BLAS_THREADS`` threads (default 1: a call runs its
 steps on as many threads as its node has CPUs, each step with one BLAS thread, so the node is
-full without being oversubscribed). Task retries are on (``max_retries``), so Ray's lineage
+full without being oversubscribed), and keep freed block memory for their next blocks
+(:func:`~tensorc.runtime.allocator.keep_freed_memory`: a result's pages are not faulted in
+afresh in every call). Task retries are on (``max_retries``), so Ray's lineage
 reconstruction can recompute a lost block.
 """
 
@@ -58,6 +60,7 @@ import numpy as np
 from tensorc.codegen.block_kernels import evaluate_block_expr
 from tensorc.codegen.sparse_loops import compile_loops, csr_times_dense
 from tensorc.planning.memory_fit import READ_OVERHEAD
+from tensorc.runtime.allocator import keep_freed_memory
 from tensorc.runtime.block_buffers import BlockBuffers, holds
 from tensorc.runtime.ray.stages import READ, RUN, Step
 from tensorc.runtime.resident import PeakResident
@@ -82,6 +85,7 @@ def _worker_setup() -> str:
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(int(os.environ.get("TENSORC_WORKER_BLAS_THREADS", "1")), "blas")
+        keep_freed_memory()
         _BLAS_SET = True
     return ray.get_runtime_context().get_node_id()
 
