@@ -85,13 +85,48 @@ def test_a_result_leaves_its_node_when_its_call_ends_and_a_reader_closes_the_cal
     placer.run([reader], [first], 1, FLOPS)
     assert placer.made_in[reader] == (1, 1)  # a call one level up on node 1
     assert placer.floor == [1, 1]  # node 0's next task starts its next call
-    assert placer.copied[(first, 1)] == pytest.approx(2.01 + 1e-6)
+    # the copy: the call ended (2 s), the hop, its bytes, one object's half hop
+    assert placer.copied[(first, 1)] == pytest.approx(2.01 + 1e-6 + 0.005)
     # a second reader on node 1 finds the copy there: its core is the wait, not the copy
-    assert placer._finish([first], FLOPS, 1) == pytest.approx(4.01 + 1e-6)
+    assert placer._finish([first], FLOPS, 1) == pytest.approx(4.015 + 1e-6)
     later = placer.add_version(1000, 0)
     placer.run([later], [source], 0, FLOPS)
     assert placer.made_in[later] == (0, 1) and placer.made_in[first] == (0, 0)
     # on node 0, a task of its next call reading `first` waits for the first call's end
-    assert placer._timing([first], 0.0, 0) == (pytest.approx(3.0), 1)
+    assert placer._timing([first], 0.0, 0)[:2] == (pytest.approx(3.0), 1)
     placer.new_wave()  # submitted: later tasks start calls above every level so far
     assert placer.floor == [2, 2]
+
+
+def test_a_call_s_copies_arrive_after_its_last_input_exists_one_after_another():
+    """Ray sends a call to its worker once all its arguments exist, and the worker then
+    pulls them: a copy that could leave early still arrives after the call's late one."""
+    placer = BlockPlacer(2, 1, "lshs", flops_per_core=1e9, bytes_per_second=1e9,
+                         task_seconds=0.0, hop_seconds=0.01)
+    early = placer.add_version(10**6, 2, node=1)  # an input on node 1: can leave at once
+    source = placer.add_version(1000, 1, node=1)
+    late = placer.add_version(1000, 1)
+    placer.run([late], [source], 1, FLOPS)  # made on node 1 by a 1 s call
+    reader = placer.add_version(1000, 0)
+    placer.run([reader], [late], 0, 0.0)  # node 0's call at level 1 reads it
+    assert placer.copied[(late, 0)] == pytest.approx(1.01 + 1e-6 + 0.005)
+    # joining that call, `early` arrives after `late` can leave and both were moved
+    finish, level, copies, copied = placer._timing([early, late], 0.0, 0)
+    assert level == 1 and copied == [early]
+    assert copies == (pytest.approx(1.01), 1000 + 10**6, 2)
+    assert finish == pytest.approx(1.01 + (1000 + 10**6) / 1e9 + 2 * 0.005)
+
+
+
+def test_finishes_within_half_a_hop_are_a_tie_that_bytes_decide():
+    """A 2.6 MB block is not moved to finish a millisecond sooner in the model."""
+    placer = BlockPlacer(2, 1, "lshs", flops_per_core=1e9, bytes_per_second=1e9,
+                         task_seconds=0.0, hop_seconds=0.01)
+    busy = placer.add_version(1000, 1, node=0)
+    placer.run([placer.add_version(1000, 0)], [busy], 0, 0.010 * FLOPS)  # node 0: 10 ms
+    big = placer.add_version(2_600_000, 1, node=0)
+    # node 1 finishes at 2.6 + 5 (copy: bytes, one object) + 1 ms, node 0 at 10 + 1 ms
+    assert placer._finish([big], 0.001 * FLOPS, 1) < placer._finish([big], 0.001 * FLOPS, 0)
+    assert placer.place([big], 1000, 0.001 * FLOPS) == 0
+    placer.tie_seconds = 0.0  # finish alone would move it
+    assert placer.place([big], 1000, 0.001 * FLOPS) == 1

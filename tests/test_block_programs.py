@@ -109,6 +109,30 @@ def test_block_counts_are_chosen_by_the_cost_model():
     assert small.counts == {"NB": 1}  # too small to cut into BLAS-3 blocks
 
 
+def test_count_simulation_starts_inputs_where_an_array_made_on_its_own_holds_them():
+    """On 4 nodes the 8 row blocks of a TSQR input start on nodes 0-3 (block-cyclic), so
+    each first-level QR runs where its block is and only R factors and the tree's small
+    products move, not the tall blocks (they were all on node 0 in the simulation). Priced
+    at the model's default figures."""
+    from tensorc.codegen.block_layout import environment
+    from tensorc.planning import cost
+    from tensorc.planning.block_counts import simulate
+
+    program = shipped("tsqr_q").program
+    env, bounds = environment(program, {"A": (65536, 40)}, {"MB": 8})
+    figures = cost.machine()
+    cost.use_machine(None)  # the defaults
+    try:
+        found = simulate(program, env, bounds, nodes=4, cores=1)
+        on_node_0 = simulate(program, env, bounds, nodes=4, cores=1,
+                             input_node=lambda tensor, coords: 0)
+    finally:
+        cost.use_machine(figures)
+    block = 8192 * 40 * 8
+    assert found.moved_bytes < block  # R factors and P products only (0.3 MB)
+    assert on_node_0.moved_bytes >= 2 * block  # tall blocks leave node 0 to spread the QRs
+
+
 def test_explain_shows_program_plan_and_dag():
     program = tc.compile("examples/tsqr.tc")
     assert isinstance(program, BlockProgram)

@@ -14,16 +14,21 @@ Policies:
   spreading over nodes of one machine adds compute only up to its cores. Tasks are grouped
   as the runtime groups them (:mod:`tensorc.runtime.ray.block_waves`): a task's *call* is
   its node and level (the level of the results it reads, one more for a result of another
-  node, and at least the node's floor). A task's inputs arrive at their ready time, plus,
-  when they are on another node, their bytes over the calibrated bandwidth; a result of
-  another node leaves when its call ends (the runtime returns results at the end of a
-  call) and pays ``hop_seconds`` (the latency of the call boundary it crosses), and once a
-  node's call is read from elsewhere, that node's later tasks start its next call (the
-  floor), so the call stops growing. The task goes to
-  the node where it would *finish* first (compute at the calibrated per-core rate), ties to
-  the node the byte objective of :class:`~tensorc.placement.cluster_state.ClusterState`
-  prefers (peak memory + net in + net out), then to the lowest id. Bytes alone would put a
-  whole factorisation on one node, and time alone would ignore memory: the simulated clock
+  node, and at least the node's floor). A result of another node can leave when its call
+  ends (the runtime returns results at the end of a call) and pays ``hop_seconds`` (the
+  latency of the call boundary it crosses); an input block can leave at once. Copies into
+  a call arrive as Ray delivers a call's arguments: once the last of them can leave (Ray
+  sends the call when all its arguments exist), one after another, each its bytes over the
+  calibrated bandwidth plus ``hop_seconds / 2`` (one object's share of a hop: its store or
+  its fetch). Once a node's call is read from elsewhere, that node's later tasks start its
+  next call (the floor), so the call stops growing. The task goes to a node where it would
+  *finish* first (compute at the calibrated per-core rate) or within ``hop_seconds / 2`` of
+  it (a difference the model cannot tell from its own error), among those to the node the
+  byte objective of :class:`~tensorc.placement.cluster_state.ClusterState` prefers (peak
+  memory + net in + net out), then to the earliest finish and the lowest id. Bytes alone
+  would put a whole factorisation on one node, and time alone would ignore memory, and
+  move a 2.6 MB block to save a simulated millisecond (TSQR's last products, each of a
+  tall block by a small factor, piled on the node of the tree's root): the simulated clock
   carries both.
 - ``round_robin`` — the c-th task on node ``c % nodes`` (the ablation baseline).
 
@@ -70,6 +75,9 @@ class BlockPlacer:
         # per node: its highest call's level and end, and the latest end of those below it
         self.node_calls: list[tuple[int, float, float]] = [(0, 0.0, 0.0)] * nodes
         self.copied: dict[tuple[int, int], float] = {}  # (version, node) -> copy there at
+        self.tie_seconds = hop_seconds / 2  # finishes this close are a tie: bytes decide
+        # per call (node, level): when its last copied input can leave, their bytes, count
+        self.copies: dict[tuple[int, int], tuple[float, int, int]] = {}
         self.count = 0
         self.tasks_per_node = [0] * nodes
 
@@ -88,44 +96,59 @@ class BlockPlacer:
         if self.policy == "round_robin" or self.nodes == 1:
             node = self.count % self.nodes
         else:
-            node = min(range(self.nodes), key=lambda n: (
-                self._finish(inputs, flops, n), self.state.cost(inputs, out_bytes, n), n))
+            finish = [self._timing(inputs, flops, n)[0] for n in range(self.nodes)]
+            near = min(finish) + self.tie_seconds
+            node = min((n for n in range(self.nodes) if finish[n] <= near), key=lambda n: (
+                self.state.cost(inputs, out_bytes, n), finish[n], n))
         self.count += 1
         return node
 
     def _finish(self, inputs: list[int], flops: float, node: int) -> float:
         return self._timing(inputs, flops, node)[0]
 
-    def _timing(self, inputs: list[int], flops: float, node: int) -> tuple[float, int]:
-        """``(finish, call level)`` of a task reading ``inputs`` on ``node``: a result made
-        by another node's call leaves when that call ends (as the runtime returns it), then
-        pays the hop and its bytes, and starts a call one level up."""
+    def _timing(self, inputs: list[int], flops: float, node: int
+                ) -> tuple[float, int, tuple, list]:
+        """``(finish, call level, copies, copied)`` of a task reading ``inputs`` on
+        ``node``: ``copies`` is its call's ``(when the last copy can leave, bytes,
+        objects)`` with this task's copies (``copied``) added."""
         made = [self.made_in.get(block) for block in inputs]
         level = max([self.floor[node]] + [m[1] + (m[0] != node) for m in made if m is not None])
-        arrive = max((self._arrival(block, node, m, level)[0]
-                      for block, m in zip(inputs, made, strict=True)), default=0.0)
+        leaves, nbytes, objects = self.copies.get((node, level), (0.0, 0, 0))
+        arrive, copied = 0.0, []
+        for block, m in zip(inputs, made, strict=True):
+            at, copy = self._arrival(block, node, m, level)
+            if copy:
+                leaves, nbytes, objects = max(leaves, at), nbytes + self.state.size[block], \
+                    objects + 1
+                copied.append(block)
+            else:
+                arrive = max(arrive, at)
+        if copied:  # the call's copies arrive one after another once the last can leave
+            arrive = max(arrive, leaves + self._moving(nbytes, objects))
         top, top_end, below_end = self.node_calls[node]  # its node's earlier calls come first
         arrive = max(arrive, below_end if level == top else max(below_end, top_end))
         finish = self._start(arrive, node) + self.task_seconds + flops / self.flops_per_core
-        return finish, level
+        return finish, level, (leaves, nbytes, objects), copied
+
+    def _moving(self, nbytes: int, objects: int) -> float:
+        """Seconds to copy ``objects`` blocks of ``nbytes`` in all into a call."""
+        return nbytes / self.bytes_per_second + objects * self.hop_seconds / 2
 
     def _arrival(self, block: int, node: int, made, level: int) -> tuple[float, bool]:
-        """``(when block can be read on node by a task at level, whether that is a copy)``:
-        where it was made, when made (the same call) or when its call ended (an earlier
-        one); elsewhere, its copy's arrival (an input's: its bytes; a result's: the call
-        that made it ended, the hop, the bytes), one copy per node."""
+        """``(when block can be read on node by a task at level, whether it is copied
+        there for it)``: where it was made, when made (the same call) or when its call ended
+        (an earlier one); a copy an earlier call made, when it arrived; elsewhere, when it
+        can leave (an input at once, a result when the call that made it ended, plus the
+        hop), its bytes not counted."""
         copied = self.copied.get((block, node))
         if copied is not None:
-            return copied, True
+            return copied, False
         if made is None:  # an input
             ready = self.ready[block]
-            if self.state.holders[block] & (1 << node):
-                return ready, False
-            return ready + self.state.size[block] / self.bytes_per_second, True
+            return ready, not self.state.holders[block] & (1 << node)
         if made[0] == node:
             return (self.ready[block] if made[1] == level else self.call_end[made]), False
-        return (self.call_end[made] + self.hop_seconds
-                + self.state.size[block] / self.bytes_per_second), True
+        return self.call_end[made] + self.hop_seconds, True
 
     def _start(self, arrive: float, node: int) -> float:
         """When a task whose inputs are there at ``arrive`` gets a core of ``node`` (and of
@@ -137,8 +160,13 @@ class BlockPlacer:
 
     def run(self, outputs: list[int], inputs: list[int], node: int, flops: float) -> None:
         """Record the task on ``node``: its inputs copied there, its outputs made there."""
-        finish, level = self._timing(inputs, flops, node)
+        finish, level, copies, copied = self._timing(inputs, flops, node)
         call = (node, level)
+        if copied:
+            self.copies[call] = copies
+            arrived = copies[0] + self._moving(copies[1], copies[2])
+            for block in copied:
+                self.copied.setdefault((block, node), arrived)
         self.call_end[call] = max(self.call_end.get(call, 0.0), finish)
         top, top_end, below_end = self.node_calls[node]
         self.node_calls[node] = ((level, finish, max(below_end, top_end)) if level > top
@@ -146,9 +174,6 @@ class BlockPlacer:
         self.floor[node] = max(self.floor[node], level)  # a node's calls run in order
         for block in inputs:
             made = self.made_in.get(block)
-            at, copy = self._arrival(block, node, made, level)
-            if copy:
-                self.copied.setdefault((block, node), at)
             if made is not None and made[0] != node:  # a call read from elsewhere ends
                 self.floor[made[0]] = max(self.floor[made[0]], made[1] + 1)
         heapq.heapreplace(self.cores[node], finish)

@@ -25,6 +25,9 @@ The rules the simulation adds:
   calibrated step cost on Ray, where a block program's tasks are steps of per-node calls),
   and a block read on another node arrives one call's round trip later (the machine's
   ``call_seconds``) on top of its bytes;
+- on several nodes, an input's blocks start where an array made on its own holds them
+  (block-cyclic over its default node grid, :func:`~tensorc.placement.layout.node_grid`),
+  unless ``input_node(tensor, coords)`` says otherwise; on one node, all on it;
 - candidates whose DAG exceeds :data:`MAX_SIMULATED_TASKS` tasks are not simulated (they are
   far past the point where tasks pay for themselves);
 - inputs that are already cut into blocks (on Ray) add the time to re-cut them, at the
@@ -43,6 +46,7 @@ from tensorc.codegen.block_kernels import factorisation_flops, result_flops, res
 from tensorc.codegen.block_layout import environment
 from tensorc.ir.block_program import BlockProgramIR
 from tensorc.placement.block_placement import BlockPlacer
+from tensorc.placement.layout import block_cyclic_node, node_grid
 from tensorc.planning.cost import machine
 
 MIN_BLOCK = 256
@@ -114,7 +118,8 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
                 dims = program.tensors[e.read.tensor].dims
                 shape = tuple(bounds[d][c + 1] - bounds[d][c] for d, c in zip(dims, e.coords,
                                                                              strict=True))
-                node = input_node(e.read.tensor, e.coords) if input_node else 0
+                node = (input_node(e.read.tensor, e.coords) if input_node
+                        else _default_node(dims, e.coords, bounds, nodes))
                 versions[key] = placer.add_version(8 * math.prod(shape), 1 << 30, node=node)
                 shapes[key] = shape
             inputs.append(versions[key])
@@ -136,6 +141,14 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
     return CountCandidate({c: env[c] for c in program.blocks}, makespan, tasks,
                           placer.moved_bytes(), max(placer.state.net_in),
                           placer.state.max_peak)
+
+
+def _default_node(dims, coords, bounds: dict, nodes: int) -> int:
+    """The node holding block ``coords`` of an input made on its own (module docstring)."""
+    if nodes == 1:
+        return 0
+    grid = tuple(len(bounds[d]) - 1 for d in dims)
+    return block_cyclic_node(coords, node_grid(grid, nodes))
 
 
 def choose_counts(program: BlockProgramIR, shapes: dict[str, tuple[int, ...]], *, nodes: int,
