@@ -9,8 +9,9 @@ blocks that do not fit (the planner and the schedulers use it for byte counts).
 
 The table is closed: every kernel is a fixed numpy / scipy (LAPACK, BLAS) call, never user
 code. Triangular solves use BLAS ``trsm`` (:func:`triangular_solve`, each operand read in
-its own memory order), Cholesky ``potrf``, QR ``geqrf`` (a tall real block: Cholesky QR
-twice, checked, :func:`_cholesky_qr2`); LU without pivoting takes
+its own memory order; called with the GIL released, :mod:`tensorc.codegen.blas_calls`, so
+tasks on threads solve side by side), Cholesky ``potrf``, QR ``geqrf`` (a tall real block:
+Cholesky QR twice, checked, :func:`_cholesky_qr2`); LU without pivoting takes
 LAPACK's ``getrf`` factors when partial pivoting swapped no row (then they are the same
 factors) and factors by recursive halves otherwise. A transposed operand is passed as a
 view, so ``T(lsolve(L, T(B)))`` (B L^-T) and ``X @ T(Y)`` copy nothing before BLAS.
@@ -22,10 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
-import scipy.linalg.blas
 import scipy.linalg.lapack
 from threadpoolctl import threadpool_limits
 
+from tensorc.codegen.blas_calls import trsm
 from tensorc.errors import LinAlgError, ShapeError
 from tensorc.ir.block_program import BlockExpr, BlockRef, Kernel, Read, Scalar
 
@@ -78,15 +79,14 @@ def triangular_solve(t: np.ndarray, b: np.ndarray, lower: bool) -> np.ndarray:
     if t.dtype.kind not in "fc" or b.dtype.kind not in "fc":
         kind = np.result_type(t.dtype, b.dtype, np.float64)
         t, b = t.astype(kind, copy=False), b.astype(kind, copy=False)
-    trsm_of = scipy.linalg.blas.get_blas_funcs("trsm", (t, b))
     if t.flags.f_contiguous:
         a, flipped = t, False
     else:
         a, flipped = t.T, True  # t^T, Fortran-ordered: its triangle is the other one
     low = int(lower != flipped)
     if b.flags.c_contiguous and not b.flags.f_contiguous:  # X^T op(a) = b^T, op(a) = t^T
-        return trsm_of(1.0, a, b.T, side=1, lower=low, trans_a=int(not flipped)).T
-    return trsm_of(1.0, a, b, side=0, lower=low, trans_a=int(flipped))  # op(a) X = b
+        return trsm(1.0, a, b.T, side=1, lower=low, trans_a=int(not flipped)).T
+    return trsm(1.0, a, b, side=0, lower=low, trans_a=int(flipped))  # op(a) X = b
 
 
 LU_LEAF = 32
@@ -107,7 +107,6 @@ def _lu_in_place(x: np.ndarray) -> None:
     h = n // 2
     top, right, left, rest = x[:h, :h], x[:h, h:], x[h:, :h], x[h:, h:]
     _lu_in_place(top)
-    trsm = scipy.linalg.blas.get_blas_funcs("trsm", (x,))  # the type's own: complex too
     right[...] = trsm(1.0, top, right, side=0, lower=1, diag=1)  # L11^-1 A12
     left[...] = trsm(1.0, top, left, side=1, lower=0)  # A21 U11^-1
     rest -= left @ right
