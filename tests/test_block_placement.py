@@ -130,3 +130,14 @@ def test_finishes_within_half_a_hop_are_a_tie_that_bytes_decide():
     assert placer.place([big], 1000, 0.001 * FLOPS) == 0
     placer.tie_seconds = 0.0  # finish alone would move it
     assert placer.place([big], 1000, 0.001 * FLOPS) == 1
+
+
+def test_a_node_alone_with_a_wave_s_work_on_a_shared_machine_uses_its_cores():
+    placer = place_independent_tasks(((0, 0, 0, 0), (2,)), tasks=1)  # one task, one node
+    assert placer.wave_threads([1, 1, 1, 1]) == [2, 1, 1, 1]
+    placer.new_wave()  # a new wave starts with no work placed
+    assert placer.wave_threads([1, 1, 1, 1]) == [1, 1, 1, 1]
+    shared = place_independent_tasks(((0, 0, 0, 0), (2,)), tasks=4)  # four nodes share it
+    assert shared.wave_threads([1, 1, 1, 1]) == [1, 1, 1, 1]
+    separate = place_independent_tasks(None, tasks=1)  # machines of their own: their CPUs
+    assert separate.wave_threads([1, 3, 1, 1]) == [1, 3, 1, 1]

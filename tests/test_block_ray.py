@@ -83,6 +83,10 @@ def test_nodes_sharing_one_machine_keep_the_factorisation_on_one_node():
     busy = stats["tasks_per_node"].index(20)
     assert {nodes[(i, j)] for i in range(4) for j in range(i + 1)} == {busy}
     assert {nodes[(i, j)] for i in range(4) for j in range(i + 1, 4)} == {0 if busy else 1}
+    # alone with the work on the machine, its call runs on all the machine's cores; the
+    # zero blocks' call, with no flops, on its node's one
+    cores = min(cost.machine().hosts(4)[1][0], 4)  # the machine's, at most the 4 nodes' own
+    assert stats["call_threads"] == [cores if n == busy else 1 for n in range(4)]
     np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
                                atol=1e-10)
 
@@ -95,6 +99,7 @@ def test_a_dear_call_boundary_keeps_a_small_factorisation_on_one_node(figures):
     stats = tc.last_stats()
     assert sorted(stats["tasks_per_node"])[-1] == stats["tasks"] == 20
     assert stats["remote_calls"] == 2  # the factorisation's, and the zero blocks'
+    assert stats["call_threads"] == [1, 1, 1, 1]  # separate one-core machines
     np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
                                atol=1e-10)
 

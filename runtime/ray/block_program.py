@@ -22,7 +22,10 @@ lineage reconstruction rebuilds), as einsum programs do.
 
 Statistics: ``tasks``, ``remote_calls`` (calls submitted), ``waves``,
 ``driver_seconds_per_task`` (the driver's time expanding, placing and submitting, per task),
-``tasks_per_node``, ``inter_node_bytes`` (the placer's modelled copies),
+``tasks_per_node``, ``call_threads`` (per node, the most threads one of its calls ran its
+steps on: a node that runs a wave's work alone on a machine it shares with other nodes
+uses the machine's cores, :meth:`~tensorc.placement.block_placement.BlockPlacer.wave_threads`),
+``inter_node_bytes`` (the placer's modelled copies),
 ``max_node_memory_bytes``, ``peak_frontier``, ``run_seconds``, ``scheduler``, and
 ``per_task`` (whether the run fell back to one task each).
 """
@@ -108,6 +111,7 @@ class _RayDagRun:
         self.wave = Wave()
         self.waves = 0
         self.calls = 0
+        self.threads: list[int] = []  # per node, the most threads a call of it ran on
 
     def run(self, window: int) -> tuple[dict, dict]:
         """Expand, place and submit every task (module docstring)."""
@@ -146,6 +150,7 @@ class _RayDagRun:
                  "peak_frontier": self.frontier.peak,
                  "remote_calls": self.tasks if self.per_task else self.calls,
                  "waves": self.waves, "per_task": self.per_task,
+                 "call_threads": list(self.threads),
                  "driver_seconds_per_task": (finished - started - waiting) / max(1, self.tasks),
                  "run_seconds": time.perf_counter() - started}
         return outputs, stats
@@ -171,7 +176,9 @@ class _RayDagRun:
         finals = [key for key, found in self.finals.items() if found[0][0] == PENDING]
         wanted = {self.refs[key][1:] for key in pending}
         wanted.update(self.finals[key][0][1:] for key in finals)
-        made, reports, calls = wave.flush(self.cluster, wanted)
+        threads = self.placer.wave_threads(self.cluster.cpus)
+        self.threads = [max(t, u) for t, u in zip(self.threads or threads, threads, strict=True)]
+        made, reports, calls = wave.flush(self.cluster, wanted, threads)
         for key in pending:
             self.refs[key] = (REF, made[self.refs[key][1:]])
         for key in finals:

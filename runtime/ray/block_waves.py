@@ -173,8 +173,10 @@ class Wave:
                          tuple(step_of[r] for r in exported), exported))
         return made
 
-    def flush(self, cluster, wanted: set) -> tuple[dict, list, int]:
-        """Submit the wave; returns ``({(unit, j): ref} for the wanted results, the calls'
+    def flush(self, cluster, wanted: set, threads: list[int] | None = None
+              ) -> tuple[dict, list, int]:
+        """Submit the wave, each node's calls on ``threads[node]`` threads when given (else
+        the node's CPUs); returns ``({(unit, j): ref} for the wanted results, the calls'
         report refs, the number of calls)``."""
         calls = self.calls(wanted)
         workers = node_workers(cluster)
@@ -186,7 +188,8 @@ class Wave:
                     calls, payloads, strict=True):
                 bound = [arg[1] if arg[0] == REF else refs[arg[1:]] for arg in args]
                 returned = submit_stage(cluster, workers, node, key, payload, bound,
-                                        len(exports) + 1)
+                                        len(exports) + 1,
+                                        threads=threads[node] if threads else None)
                 refs.update(zip(exported, returned, strict=False))
                 reports.append(returned[-1])
         return {r: refs[r] for r in wanted}, reports, len(calls)

@@ -185,12 +185,15 @@ def put_payloads(contents) -> list[tuple[str, list]]:
 
 
 def submit_stage(cluster: RayCluster, workers, node: int, key: str, payload: list | tuple,
-                 args: Sequence, returns: int, pinned: bool = True) -> list:
+                 args: Sequence, returns: int, pinned: bool = True,
+                 threads: int | None = None) -> list:
     """One staged call on node ``node``'s worker (``workers[node]``), or as a ``stage`` task
     (soft-pinned when ``pinned`` and the node is live; Ray decides otherwise) when there is
-    no such worker; returns its ``returns`` refs, the reported node id last."""
+    no such worker; returns its ``returns`` refs, the reported node id last. The call runs
+    its steps on ``threads`` threads (default: the node's CPUs)."""
     live = node < cluster.nodes
-    threads = max(1, int(cluster.cpus[node])) if live else 1
+    if threads is None:
+        threads = max(1, int(cluster.cpus[node])) if live else 1
     if workers is not None and node < len(workers):
         refs = workers[node].stage.options(num_returns=returns).remote(
             key, payload, threads, *args)

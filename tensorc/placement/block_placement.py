@@ -80,6 +80,7 @@ class BlockPlacer:
         self.copies: dict[tuple[int, int], tuple[float, int, int]] = {}
         self.count = 0
         self.tasks_per_node = [0] * nodes
+        self.wave_flops = [0.0] * nodes  # per node, the flops placed there this wave
 
     def add_version(self, nbytes: int, uses: int, node: int | None = None,
                     retained: bool = False) -> int:
@@ -187,12 +188,33 @@ class BlockPlacer:
             self.ready[block] = finish
             self.made_in[block] = call
         self.tasks_per_node[node] += 1
+        self.wave_flops[node] += flops
+
+    def wave_threads(self, cpus) -> list[int]:
+        """Threads for each node's calls of the wave placed so far: a node's own CPUs
+        (``cpus[node]``), or, on a machine several nodes share, that machine's cores split
+        over its nodes in proportion to the flops each was given this wave (rounded, at
+        least its own CPUs): a node that runs the wave's work alone on its machine uses all
+        of the machine's cores, nodes that share the work share them."""
+        threads = [max(1, int(c)) for c in cpus][:self.nodes]
+        if self.host_of is None:
+            return threads
+        for host, pool in enumerate(self.pools):
+            members = [n for n in range(len(threads)) if self.host_of[n] == host]
+            total = sum(self.wave_flops[n] for n in members)
+            if total <= 0:
+                continue
+            for n in members:
+                share = round(len(pool) * self.wave_flops[n] / total)
+                threads[n] = max(threads[n], min(len(pool), share))
+        return threads
 
     def new_wave(self) -> None:
         """The tasks placed so far were submitted (a wave): their results are returned, and
         later tasks start calls of their own, above every level so far (the runtime numbers
         each wave's levels afresh; its calls come after the earlier waves')."""
         self.floor = [1 + max(top for top, _, _ in self.node_calls)] * self.nodes
+        self.wave_flops = [0.0] * self.nodes
 
     def moved_bytes(self) -> int:
         return sum(self.state.net_in)
