@@ -3,8 +3,11 @@ pages instead of faulting fresh ones in.
 
 Contract: :func:`keep_freed_memory` tunes glibc's ``malloc`` of the process it runs in (a
 Ray worker; never the user's own process): allocations up to :data:`HEAP_BLOCK_BYTES` come
-from the heap instead of a fresh ``mmap`` each, and up to ``keep_bytes`` of freed heap stay
-with the process instead of going back to the system at every ``free``. It returns whether
+from the heap instead of a fresh ``mmap`` each, and freed heap stays with the process
+instead of going back to the system at every ``free``: up to ``keep_bytes`` in all, shared
+out over the allocator's arenas (glibc's trim threshold applies to each arena, and it keeps
+one per thread allocating at once: the main thread's, and one for each of a call's step
+threads, at most the machine's cores). It returns whether
 the allocator took the settings (``False`` off glibc, or with ``keep_bytes`` 0). Called
 more than once it does nothing more.
 
@@ -15,7 +18,8 @@ result's pages in again; a page fault costs about 10-20 us on this class of mach
 worker: 640 faults per product, 1,270 per tall QR). With the freed pages kept, the faults
 go away after a worker's first calls. The memory kept is resident: it is at most
 ``keep_bytes`` per worker above what its live blocks hold, and ``TENSORC_WORKER_KEEP_FREED``
-(bytes, ``0`` to leave the allocator alone) sets it.
+(bytes, ``0`` to leave the allocator alone; a value that is not a number is ignored) sets
+it.
 """
 
 from __future__ import annotations
@@ -46,7 +50,10 @@ def keep_freed_memory(keep_bytes: int | None = None) -> bool:
     if _DONE:
         return _DONE[0]
     if keep_bytes is None:
-        keep_bytes = int(os.environ.get(KEEP_VARIABLE, KEEP_FREED_BYTES))
+        try:
+            keep_bytes = int(os.environ.get(KEEP_VARIABLE, KEEP_FREED_BYTES))
+        except ValueError:
+            keep_bytes = KEEP_FREED_BYTES
     _DONE.append(keep_bytes > 0 and _set_glibc(keep_bytes))
     return _DONE[0]
 
@@ -60,7 +67,7 @@ def _set_glibc(keep_bytes: int) -> bool:
     except (OSError, AttributeError):  # pragma: no cover - not glibc (musl, macOS)
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    keep = min(keep_bytes, 2**31 - 1)
+    keep = min(keep_bytes // ((os.cpu_count() or 1) + 1), 2**31 - 1)  # per arena
     return all(mallopt(param, value) == 1 for param, value in (
         (M_MMAP_THRESHOLD, HEAP_BLOCK_BYTES), (M_TRIM_THRESHOLD, keep),
         (M_TOP_PAD, min(keep, HEAP_BLOCK_BYTES))))

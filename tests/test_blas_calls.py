@@ -49,3 +49,24 @@ def test_wrong_shapes_are_refused_before_blas_reads_them():
     with pytest.raises(ValueError, match="trans_a is 0, 1 or 2"):
         trsm(1.0, np.eye(3), np.ones((3, 2)), trans_a=3)
 
+
+
+def test_the_blas_routine_is_called_directly():
+    from tensorc.codegen.blas_calls import _exported
+
+    assert _exported("dtrsm") is not None  # not SciPy's wrapper, which holds the GIL
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.longdouble])
+def test_other_float_widths_are_solved_as_scipy_does(dtype):
+    a, b = _triangle(5, np.float64).astype(dtype), RNG.random((5, 3)).astype(dtype)
+    want = scipy.linalg.blas.get_blas_funcs("trsm", (a, b))(1.0, a, b, side=0, lower=1)
+    np.testing.assert_array_equal(trsm(1.0, a, b, side=0, lower=1), want)
+
+
+def test_complex_scale_and_strided_views():
+    a = _triangle(12, np.complex128)[::2, ::2]  # a strided view, as LU's halves are
+    b = (RNG.random((8, 6)) + 1j * RNG.random((8, 6)))[::-1][2:8, :]  # negative strides
+    b = b.T[:, :6]
+    want = scipy.linalg.blas.ztrsm(0.5 - 2j, a, b, side=0, lower=1, trans_a=2)
+    np.testing.assert_array_equal(trsm(0.5 - 2j, a, b, side=0, lower=1, trans_a=2), want)

@@ -141,3 +141,23 @@ def test_a_node_alone_with_a_wave_s_work_on_a_shared_machine_uses_its_cores():
     assert shared.wave_threads([1, 1, 1, 1]) == [1, 1, 1, 1]
     separate = place_independent_tasks(None, tasks=1)  # machines of their own: their CPUs
     assert separate.wave_threads([1, 3, 1, 1]) == [1, 3, 1, 1]
+
+
+def test_threads_never_exceed_the_machine_and_nodes_gone_get_one():
+    placer = BlockPlacer(2, 2, "lshs", flops_per_core=1e9, bytes_per_second=1e9,
+                         task_seconds=0.0, hop_seconds=0.01, hosts=((0, 0), (4,)))
+    placer.wave_flops = [0.9, 0.1]  # both nodes busy: their own 2 CPUs each fill the 4 cores
+    assert placer.wave_threads([2, 2]) == [2, 2]
+    placer.wave_flops = [0.9, 0.0]  # node 1 idle: node 0 takes the 2 cores it leaves
+    assert placer.wave_threads([2, 2]) == [4, 2]
+    assert placer.wave_threads([2]) == [4, 1]  # node 1 left the cluster: one thread
+
+
+def test_a_block_read_twice_is_copied_once():
+    placer = BlockPlacer(2, 1, "lshs", flops_per_core=1e9, bytes_per_second=1e9,
+                         task_seconds=0.0, hop_seconds=0.01)
+    block = placer.add_version(10**6, 2, node=1)
+    once = placer._timing([block], 0.0, 0)
+    twice = placer._timing([block, block], 0.0, 0)  # L{i,k} @ T(L{i,k})
+    assert twice[0] == once[0] == pytest.approx(10**6 / 1e9 + 0.005)
+    assert twice[2] == (0.0, 10**6, 1)

@@ -177,7 +177,8 @@ class _RayDagRun:
         wanted = {self.refs[key][1:] for key in pending}
         wanted.update(self.finals[key][0][1:] for key in finals)
         threads = self.placer.wave_threads(self.cluster.cpus)
-        self.threads = [max(t, u) for t, u in zip(self.threads or threads, threads, strict=True)]
+        self.threads = ([max(t, u) for t, u in zip(self.threads, threads, strict=True)]
+                        if len(self.threads) == len(threads) else threads)
         made, reports, calls = wave.flush(self.cluster, wanted, threads)
         for key in pending:
             self.refs[key] = (REF, made[self.refs[key][1:]])

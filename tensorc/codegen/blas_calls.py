@@ -4,8 +4,9 @@ Contract: :func:`trsm(alpha, a, b, side, lower, trans_a, diag) <trsm>` returns
 ``alpha op(a)^-1 b`` (``side=0``) or ``alpha b op(a)^-1`` (``side=1``) for a triangular ``a``
 (``lower``; ``op`` as ``trans_a`` says: 0 none, 1 the transpose, 2 the conjugate transpose; a
 unit diagonal assumed when ``diag``),
-as a new Fortran-ordered array, for float32, float64, complex64 and complex128 operands:
-the same result and arguments as SciPy's ``scipy.linalg.blas.?trsm``. ``b`` is copied, never
+as a new Fortran-ordered array, for float32, float64, complex64 and complex128 operands
+(other float widths go to SciPy's wrapper, which casts them, as before): the same result and
+arguments as SciPy's ``scipy.linalg.blas.?trsm``. ``b`` is copied, never
 written.
 
 Why: SciPy's BLAS wrappers hold the GIL for the whole call (measured here: two 1024² ``dtrsm``
@@ -40,12 +41,11 @@ def _exported(name: str):
         from scipy.linalg import cython_blas
 
         capsule = cython_blas.__pyx_capi__[name]
-        api = ctypes.pythonapi
-        api.PyCapsule_GetName.restype = ctypes.c_char_p
-        api.PyCapsule_GetName.argtypes = [ctypes.py_object]
-        api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-        api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-        address = api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule))
+        get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
+            ("PyCapsule_GetName", ctypes.pythonapi))
+        get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+            ("PyCapsule_GetPointer", ctypes.pythonapi))
+        address = get_pointer(capsule, get_name(capsule))
         if address:
             found = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 11)(address)
     except (ImportError, AttributeError, KeyError, ValueError):  # pragma: no cover
@@ -58,7 +58,7 @@ def trsm(alpha, a: np.ndarray, b: np.ndarray, side: int = 0, lower: int = 0,
          trans_a: int = 0, diag: int = 0) -> np.ndarray:
     """The triangular solve of the module docstring."""
     kind = np.result_type(a.dtype, b.dtype)
-    if kind not in _CODES or a.ndim != 2 or b.ndim != 2:
+    if kind.kind not in "fc" or a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"trsm takes 2-D float or complex arrays, not {a.dtype}{a.shape} "
                          f"and {b.dtype}{b.shape}")
     if trans_a not in (0, 1, 2):
@@ -68,11 +68,13 @@ def trsm(alpha, a: np.ndarray, b: np.ndarray, side: int = 0, lower: int = 0,
     if a.shape != (edge, edge):
         raise ValueError(f"trsm: a {a.shape[0]} x {a.shape[1]} triangle cannot solve a "
                          f"{rows} x {cols} right-hand side on the {'right' if side else 'left'}")
-    routine = _exported(_CODES[kind] + "trsm")
-    if routine is None:  # pragma: no cover - SciPy without its Cython export
+    if max(rows, cols) >= 2**31:
+        raise ValueError(f"trsm: {rows} x {cols} is beyond BLAS's 32-bit sizes")
+    routine = _exported(_CODES[kind] + "trsm") if kind in _CODES else None
+    if routine is None:  # float16, long double (SciPy casts them), or no Cython export
         wrapped = scipy.linalg.blas.get_blas_funcs("trsm", (a, b))
         return wrapped(alpha, a, b, side=side, lower=lower, trans_a=trans_a, diag=diag)
-    a = np.asfortranarray(a, dtype=kind)
+    a = np.require(a, kind, ("F", "A"))
     out = np.array(b, dtype=kind, order="F", copy=True)
     scale = np.array(alpha, dtype=kind)
 

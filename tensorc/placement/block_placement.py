@@ -112,6 +112,7 @@ class BlockPlacer:
         """``(finish, call level, copies, copied)`` of a task reading ``inputs`` on
         ``node``: ``copies`` is its call's ``(when the last copy can leave, bytes,
         objects)`` with this task's copies (``copied``) added."""
+        inputs = list(dict.fromkeys(inputs))  # a block read twice is sent once
         made = [self.made_in.get(block) for block in inputs]
         level = max([self.floor[node]] + [m[1] + (m[0] != node) for m in made if m is not None])
         leaves, nbytes, objects = self.copies.get((node, level), (0.0, 0, 0))
@@ -192,21 +193,29 @@ class BlockPlacer:
 
     def wave_threads(self, cpus) -> list[int]:
         """Threads for each node's calls of the wave placed so far: a node's own CPUs
-        (``cpus[node]``), or, on a machine several nodes share, that machine's cores split
-        over its nodes in proportion to the flops each was given this wave (rounded, at
-        least its own CPUs): a node that runs the wave's work alone on its machine uses all
-        of the machine's cores, nodes that share the work share them."""
-        threads = [max(1, int(c)) for c in cpus][:self.nodes]
+        (``cpus[node]``; 1 for a node no longer in ``cpus``), and, on a machine several
+        nodes share, the machine's cores beyond those its busy nodes own, shared out over
+        them in proportion to the flops each was given this wave (whole cores, never more
+        than the machine's in all): a node that runs the wave's work alone on its machine
+        uses all of the machine's cores, nodes that share the work share them. A wave still
+        running on another node of the machine is not counted."""
+        threads = [max(1, int(cpus[n])) if n < len(cpus) else 1 for n in range(self.nodes)]
         if self.host_of is None:
             return threads
         for host, pool in enumerate(self.pools):
-            members = [n for n in range(len(threads)) if self.host_of[n] == host]
-            total = sum(self.wave_flops[n] for n in members)
-            if total <= 0:
+            busy = [n for n in range(self.nodes)
+                    if self.host_of[n] == host and self.wave_flops[n] > 0]
+            spare = len(pool) - sum(threads[n] for n in busy)
+            if not busy or spare <= 0:
                 continue
-            for n in members:
-                share = round(len(pool) * self.wave_flops[n] / total)
-                threads[n] = max(threads[n], min(len(pool), share))
+            total = sum(self.wave_flops[n] for n in busy)
+            wanted = {n: spare * self.wave_flops[n] / total for n in busy}
+            given = {n: int(wanted[n]) for n in busy}  # whole cores, then the largest rest
+            left = spare - sum(given.values())
+            for n in sorted(busy, key=lambda n: given[n] - wanted[n])[:left]:
+                given[n] += 1
+            for n in busy:
+                threads[n] += given[n]
         return threads
 
     def new_wave(self) -> None:
