@@ -161,3 +161,15 @@ def test_a_block_read_twice_is_copied_once():
     twice = placer._timing([block, block], 0.0, 0)  # L{i,k} @ T(L{i,k})
     assert twice[0] == once[0] == pytest.approx(10**6 / 1e9 + 0.005)
     assert twice[2] == (0.0, 10**6, 1)
+
+
+def test_a_call_starts_once_all_its_copies_arrived_whoever_brought_them():
+    placer = BlockPlacer(2, 2, "lshs", flops_per_core=1e9, bytes_per_second=1e9,
+                         task_seconds=0.0, hop_seconds=0.01)  # a core to spare on node 0
+    small, big = placer.add_version(1000, 2, node=1), placer.add_version(10**9, 1, node=1)
+    placer.run([placer.add_version(1000, 0)], [small], 0, 0.0)
+    placer.run([placer.add_version(1000, 0)], [big], 0, 0.0)  # 1 s of copying, same call
+    # a third task of that call reads only what is already there, yet waits for the call
+    finish, level, _, copied = placer._timing([small], 0.0, 0)
+    assert level == 0 and copied == []
+    assert finish >= 1.0

@@ -16,20 +16,21 @@ Policies:
   its node and level (the level of the results it reads, one more for a result of another
   node, and at least the node's floor). A result of another node can leave when its call
   ends (the runtime returns results at the end of a call) and pays ``hop_seconds`` (the
-  latency of the call boundary it crosses); an input block can leave at once. Copies into
-  a call arrive as Ray delivers a call's arguments: once the last of them can leave (Ray
-  sends the call when all its arguments exist), one after another, each its bytes over the
+  latency of the call boundary it crosses); an input block can leave at once. Copies into a
+  call arrive as Ray delivers a call's arguments: once the last of them can leave (Ray sends
+  the call when all its arguments exist), one after another, each its bytes over the
   calibrated bandwidth plus ``hop_seconds / 2`` (one object's share of a hop: its store or
-  its fetch). Once a node's call is read from elsewhere, that node's later tasks start its
-  next call (the floor), so the call stops growing. The task goes to a node where it would
-  *finish* first (compute at the calibrated per-core rate) or within ``hop_seconds / 2`` of
-  it (a difference the model cannot tell from its own error), among those to the node the
-  byte objective of :class:`~tensorc.placement.cluster_state.ClusterState` prefers (peak
-  memory + net in + net out), then to the earliest finish and the lowest id. Bytes alone
-  would put a whole factorisation on one node, and time alone would ignore memory, and
-  move a 2.6 MB block to save a simulated millisecond (TSQR's last products, each of a
-  tall block by a small factor, piled on the node of the tree's root): the simulated clock
-  carries both.
+  its fetch), and no task of the call starts before the copies placed in it so far have
+  arrived; a block read twice is sent once. Once a node's call is read from elsewhere, that
+  node's later tasks start its next call (the floor), so the call stops growing. The task
+  goes to a node where it would *finish* first (compute at the calibrated per-core rate) or
+  within ``hop_seconds / 2`` of it (a difference the model cannot tell from its own error),
+  among those to the node the byte objective of
+  :class:`~tensorc.placement.cluster_state.ClusterState` prefers (peak memory + net in + net
+  out), then to the earliest finish and the lowest id. Bytes alone would put a whole
+  factorisation on one node, and time alone would ignore memory, and move a 2.6 MB block to
+  save a simulated millisecond (TSQR's last products, each of a tall block by a small
+  factor, piled on the node of the tree's root): the simulated clock carries both.
 - ``round_robin`` — the c-th task on node ``c % nodes`` (the ablation baseline).
 
 Byte accounting (moved bytes, per-node peak memory) is the cluster-state model's, so the
@@ -125,7 +126,7 @@ class BlockPlacer:
                 copied.append(block)
             else:
                 arrive = max(arrive, at)
-        if copied:  # the call's copies arrive one after another once the last can leave
+        if objects:  # the call starts once its copies, one after another, have arrived
             arrive = max(arrive, leaves + self._moving(nbytes, objects))
         top, top_end, below_end = self.node_calls[node]  # its node's earlier calls come first
         arrive = max(arrive, below_end if level == top else max(below_end, top_end))
