@@ -25,7 +25,6 @@ it.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
@@ -59,11 +58,8 @@ def keep_freed_memory(keep_bytes: int | None = None) -> bool:
 
 
 def _set_glibc(keep_bytes: int) -> bool:
-    name = ctypes.util.find_library("c")
-    if name is None:  # pragma: no cover - not a C library ctypes can find
-        return False
-    try:
-        mallopt = ctypes.CDLL(name).mallopt
+    try:  # the C library this process already runs on (no search: no subprocess)
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # pragma: no cover - not glibc (musl, macOS)
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
