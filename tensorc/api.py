@@ -11,6 +11,8 @@ session's executor. ``plan`` compiles without running.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from tensorc import session
@@ -150,7 +152,10 @@ def _on_lazy_arrays(eager, lazy, args: tuple, **options):
         if is_sparse(result):  # a sparse einsum's sparse result is no tc.Array
             return result
         value = result if isinstance(result, DistributedArray) else np.asarray(result)
-        return LazyArray(leaf(value))
+        made = LazyArray(leaf(value))
+        if isinstance(value, DistributedArray):
+            made._again = _call_again(eager, values, options)
+        return made
     if any(is_sparse(a) for a in args):
         raise UnsupportedError("a scipy/pydata sparse operand cannot join a lazy tc.Array "
                                "program: compute the tc.Array operands first (x.compute()), "
@@ -164,6 +169,23 @@ def _on_lazy_arrays(eager, lazy, args: tuple, **options):
     result = lazy(*args)
     dtype = options.get("dtype")
     return result if dtype is None else astype(result, dtype)
+
+
+def _call_again(eager, values: list, options: dict):
+    """The call run again on the same operand values, while they live (held weakly, so
+    nothing is kept alive for it), or ``None`` once one is gone: what a first gather of the
+    result uses when a block of it was lost with its node."""
+    held = [weakref.ref(v) if isinstance(v, DistributedArray | np.ndarray) else v
+            for v in values]
+
+    def again():
+        found = [v() if isinstance(v, weakref.ref) else v for v in held]
+        if any(v is None for v in found):
+            return None
+        result = eager(*found, **options)
+        return result if isinstance(result, DistributedArray) else None
+
+    return again
 
 
 def _plan_options_given(options: dict) -> dict:

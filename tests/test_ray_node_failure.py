@@ -150,3 +150,24 @@ def test_node_removed_mid_sparse_call_splits_the_work_again_over_the_nodes_left(
     for result, _ in done:
         np.testing.assert_allclose(result, want, rtol=1e-10)
     assert sum(reruns for _, reruns in done) >= 1
+
+
+@pytest.mark.last
+def test_a_result_lost_with_its_node_before_its_first_gather_is_made_again(dying_cluster):
+    """An immediate call's result blocks live where the node calls made them, which Ray
+    cannot rebuild: the first gather after their node died runs the call again."""
+    session = dying_cluster
+    local = session.cluster.local_cluster
+    local.add_node(num_cpus=1, object_store_memory=LOCAL_NODE_MEMORY)
+    session.cluster.refresh()
+    operands = (tc.random((64, 64, 64), grid=(4, 4, 4), seed=31),
+                tc.random((64, 8), grid=(4, 1), seed=32),
+                tc.random((64, 8), grid=(4, 1), seed=33))
+    want = np.einsum("ijk,jf,kf->if", *[a.numpy() for a in operands], optimize=True)
+    result = tc.einsum("ijk,jf,kf->if", *operands)
+    ids = session.cluster.node_ids
+    holders = {ids[n] for n in result.value().block_nodes().values()}
+    victim = next((n for n in local.worker_nodes if n.node_id in holders), None)
+    assert victim is not None, "every result block is on the head node"
+    local.remove_node(victim, allow_graceful=False)
+    np.testing.assert_allclose(result.numpy(), want, rtol=1e-10)

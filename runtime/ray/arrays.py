@@ -40,7 +40,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tensorc.errors import TypeCheckError
+from tensorc.errors import NodeLostError, TypeCheckError
 from tensorc.placement.blocks import (
     RANDOM_DTYPES,
     Blocks,
@@ -154,11 +154,16 @@ class DistributedArray:
 
     def numpy(self) -> np.ndarray:
         """Gather every block into one driver ndarray (Ray keeps a copy of each on the
-        driver's node, node 0, which later calls may read for free)."""
+        driver's node, node 0, which later calls may read for free). A block lost with its
+        node, and that Ray cannot rebuild, raises :class:`~tensorc.errors.NodeLostError`."""
         import ray
 
         keys = sorted(self._blocks.refs)
-        values = ray.get([self._blocks.refs[k] for k in keys])
+        try:
+            values = ray.get([self._blocks.refs[k] for k in keys])
+        except ray.exceptions.ObjectLostError as err:  # made by a call on a node now gone
+            raise NodeLostError(f"a block of this {self.shape} array was lost with the node "
+                                f"that held it ({type(err).__name__})") from err
         for key in keys:
             self._blocks.add_copies(key, (0,))
         out = np.empty(self.shape, dtype=self.dtype)

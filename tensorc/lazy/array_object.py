@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from tensorc.errors import ShapeError, TypeCheckError
+from tensorc.errors import NodeLostError, ShapeError, TypeCheckError
 from tensorc.lazy import evaluate as _evaluate
 from tensorc.lazy import namespace as _namespace
 from tensorc.lazy.graph import ArrayNode, NodeKind, leaf, mapped
@@ -43,7 +43,7 @@ REPR_ELEMENTS = 1000
 class Array:
     """A lazy array (see the module docstring)."""
 
-    __slots__ = ("_expr", "__weakref__")
+    __slots__ = ("_expr", "_again", "__weakref__")
     __array_priority__ = 20
 
     def __init__(self, expr: ArrayNode) -> None:
@@ -107,9 +107,28 @@ class Array:
         return self._expr.value
 
     def numpy(self) -> np.ndarray:
-        """Evaluate and gather into one numpy array."""
+        """Evaluate and gather into one numpy array. When a node holding one of its blocks
+        died before the gather (Ray cannot rebuild a block a node's call made), the array is
+        made again, once, on the nodes left: evaluated again when this call evaluated it, or
+        the immediate call that made it run again on its operands while they live, at its
+        first gather."""
+        node = self._expr
+        before = None if node.value is not None else node.undo_point()
         value = self.value()
-        return value.numpy() if isinstance(value, DistributedArray) else np.asarray(value)
+        if not isinstance(value, DistributedArray):
+            return np.asarray(value)
+        again, self._again = getattr(self, "_again", None), None  # a first gather's only
+        try:
+            return value.numpy()
+        except NodeLostError:
+            if before is not None:
+                node.undo(before)
+                return self.value().numpy()
+            fresh = again() if again is not None else None
+            if fresh is None:
+                raise
+            node.value = fresh  # the same call's value, made again (graph module docstring)
+            return fresh.numpy()
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         result = self.numpy()
