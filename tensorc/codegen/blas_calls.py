@@ -78,8 +78,7 @@ def trsm(alpha, a: np.ndarray, b: np.ndarray, side: int = 0, lower: int = 0,
     out = np.array(b, dtype=kind, order="F", copy=True)
     scale = np.array(alpha, dtype=kind)
 
-    def flag(value: bytes) -> ctypes.c_char_p:
-        return ctypes.c_char_p(value)
+    flag = ctypes.c_char_p
 
     def count(value: int):
         return ctypes.byref(ctypes.c_int(value))

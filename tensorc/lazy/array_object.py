@@ -48,6 +48,7 @@ class Array:
 
     def __init__(self, expr: ArrayNode) -> None:
         self._expr = expr
+        self._again = None  # an immediate call's result: that call run again, until gathered
 
     # -- attributes ----------------------------------------------------------------------
     @property
@@ -107,27 +108,21 @@ class Array:
         return self._expr.value
 
     def numpy(self) -> np.ndarray:
-        """Evaluate and gather into one numpy array. When a node holding one of its blocks
-        died before the gather (Ray cannot rebuild a block a node's call made), the array is
-        made again, once, on the nodes left: evaluated again when this call evaluated it, or
-        the immediate call that made it run again on its operands while they live, at its
-        first gather."""
-        node = self._expr
-        before = None if node.value is not None else node.undo_point()
+        """Evaluate and gather into one numpy array. At the first gather of an immediate
+        call's result, a block lost with its node (Ray cannot rebuild a block a node's call
+        made) makes the call run again, once, on its operands while they live; otherwise the
+        loss raises :class:`~tensorc.errors.NodeLostError`."""
         value = self.value()
         if not isinstance(value, DistributedArray):
             return np.asarray(value)
-        again, self._again = getattr(self, "_again", None), None  # a first gather's only
+        again, self._again = self._again, None
         try:
             return value.numpy()
         except NodeLostError:
-            if before is not None:
-                node.undo(before)
-                return self.value().numpy()
             fresh = again() if again is not None else None
             if fresh is None:
                 raise
-            node.value = fresh  # the same call's value, made again (graph module docstring)
+            self._expr.value = fresh  # the same call's value (graph module docstring)
             return fresh.numpy()
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:

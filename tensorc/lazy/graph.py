@@ -39,11 +39,9 @@ operands, so the graph under an evaluated array (and its intermediate values) ca
 Identity matters for the same reason: common subexpressions of later programs are found by
 the identity of leaf values, and ``explain()`` finds a node's program by the node. Nothing
 else changes a node: ``x[k] = v`` and in-place operators give the ``Array`` a new node
-(``Array._expr``) and leave the old one as it was. One exception: ``Array.numpy()``, when a
-node it has just evaluated lost a block with a Ray node before it could gather it, puts the
-node back as it was (:meth:`ArrayNode.undo_point` / :meth:`ArrayNode.undo`) and evaluates
-it again, and the leaf an immediate call made gets that call's value made again when its
-first gather finds a block lost.
+(``Array._expr``) and leave the old one as it was. One exception: the leaf an immediate call
+made gets that call's value made again when its first gather (``Array.numpy()``) finds a
+block lost with a Ray node.
 """
 
 from __future__ import annotations
@@ -100,15 +98,6 @@ class ArrayNode:
         a node ever sees; see the module docstring)."""
         self.value = value
         self.kind, self.op, self.args, self.params = NodeKind.LEAF, None, (), None
-
-    def undo_point(self) -> tuple:
-        """What :meth:`become_leaf` will drop, for :meth:`undo` (module docstring)."""
-        return self.kind, self.op, self.args, self.params
-
-    def undo(self, point: tuple) -> None:
-        """Back to unevaluated, as at ``point`` (module docstring)."""
-        self.kind, self.op, self.args, self.params = point
-        self.value = None
 
     def __repr__(self) -> str:
         return (f"ArrayNode({self.kind.value}, {self.op!r}, shape={self.shape}, "

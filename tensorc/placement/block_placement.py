@@ -98,7 +98,7 @@ class BlockPlacer:
         if self.policy == "round_robin" or self.nodes == 1:
             node = self.count % self.nodes
         else:
-            finish = [self._timing(inputs, flops, n)[0] for n in range(self.nodes)]
+            finish = [self._finish(inputs, flops, n) for n in range(self.nodes)]
             near = min(finish) + self.tie_seconds
             node = min((n for n in range(self.nodes) if finish[n] <= near), key=lambda n: (
                 self.state.cost(inputs, out_bytes, n), finish[n], n))
