@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from tensorc.codegen.reduce_scatter import PieceBlock
 from tensorc.codegen.taskgraph import LOAD, REDUCE
 from tensorc.errors import PlanError
 from tensorc.frontend.einsum import einsum_program
@@ -60,6 +61,23 @@ def _largest_share(graph, node_of, tasks) -> float:
     return max(held.values()) / total if total else 1.0
 
 
+def _last_stage_tasks(graph, finals: list[int]) -> list[int]:
+    """The last stage's compute tasks: behind the final blocks, through the folds and a
+    reduce-scatter's cuts."""
+    found, todo, seen = [], list(finals), set()
+    while todo:
+        task = todo.pop()
+        if task in seen:
+            continue
+        seen.add(task)
+        record = graph.tasks[task]
+        if record.kind == REDUCE or isinstance(graph.kernels[record.kernel], PieceBlock):
+            todo.extend(record.inputs)
+        else:
+            found.append(task)
+    return sorted(found)
+
+
 def held_fractions(plan: Problem, modelled: Modelled) -> list[float]:
     """Per array of the planned contraction (its operands, then its output): the largest
     fraction of the array's bytes one node holds in the modelled schedule — an input where
@@ -70,10 +88,7 @@ def held_fractions(plan: Problem, modelled: Modelled) -> list[float]:
     finals = [task for task, _ in graph.outputs]
     if graph.tasks[finals[0]].kind == LOAD:  # nothing computed: the output is a view
         return [_largest_share(graph, node_of, finals)] * (len(operands) + 1)
-    last_stage = []
-    for task in finals:
-        final = graph.tasks[task]
-        last_stage.extend(final.inputs if final.kind == REDUCE else [task])
+    last_stage = _last_stage_tasks(graph, finals)
     slots: list[set[int]] = [set() for _ in operands]
     for task in last_stage:
         inputs = graph.tasks[task].inputs

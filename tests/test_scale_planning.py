@@ -76,7 +76,7 @@ def test_a_prime_node_count_plans_on_the_largest_smooth_count_below_it():
 def test_a_plan_of_a_hundred_thousand_tasks_builds_no_task_records():
     # tc.plan lowers the chosen plan and simulates LSHS on its columns; a Task record per
     # task is built only when something reads one (a run, explain())
-    plan = tc.plan("ijk,jkf->if", (512, 512, 512), (512, 512, 64), nodes=256)
+    plan = tc.plan("ijk,jkf->if", (8192,) * 3, (8192, 8192, 256), nodes=4096)
     assert plan.stats["tasks"] == len(plan.graph.tasks) > 100_000
     assert plan.stats["lower_bound_ratio"] <= 1.1
     assert not plan.graph.tasks.made

@@ -7,7 +7,9 @@ value* — its key and a map from block coordinates to the task that produces th
 - a stage rooted at ``ReduceByKey``/``Map`` (over a ``Join``, another value, or nothing in
   between) → one ``pair`` task (``apply`` for one input) per tuple of block coordinates over
   all the stage's indices, each computing its partial block; partials of one output block are
-  folded by one ``reduce`` task in coordinate order;
+  folded by one ``reduce`` task in coordinate order (or, for the last stage given a
+  :class:`~tensorc.codegen.reduce_scatter.Scatter`, reduce-scattered over the nodes of a
+  group: :mod:`tensorc.codegen.reduce_scatter`);
 - ``Merge`` → one ``pair`` task per block folding the new value into the old one.
 
 Task keys are ``(stage, *coordinates)`` where ``stage`` names the node's role and position
@@ -32,6 +34,7 @@ from tensorc.codegen.kernels import (
     ReduceBlocks,
     equation,
 )
+from tensorc.codegen.reduce_scatter import Scatter, lower_scatter
 from tensorc.codegen.taskgraph import (
     APPLY,
     KIND_CODE,
@@ -110,7 +113,8 @@ def _rows(array: np.ndarray) -> list[tuple]:
 
 
 class _Builder:
-    def __init__(self, program: Function, blocking: Blocking) -> None:
+    def __init__(self, program: Function, blocking: Blocking,
+                 scatter: Scatter | None = None) -> None:
         self.program = program
         self.blocking = blocking
         self.dtype = np.dtype(program.dtype)
@@ -119,7 +123,8 @@ class _Builder:
         self.count = 0
         self.kernels: list = []
         digest = hashlib.sha1(
-            (format_program(program) + blocking.describe()).encode()
+            (format_program(program) + blocking.describe()
+             + (scatter.describe() if scatter else "")).encode()
         ).hexdigest()[:10]
         self.digest = digest
         self.ranges = {name: blocking.ranges(name) for name, _ in blocking.sizes}
@@ -129,6 +134,7 @@ class _Builder:
         }
         self.operand_position = {d.name: k for k, d in enumerate(program.inputs)}
         self.stage_dims: dict[str, tuple[str, ...]] = {}
+        self.output_ranges = self.ranges  # finer along a reduce-scatter's index
 
     def kernel(self, kernel) -> int:
         self.kernels.append(kernel)
@@ -194,6 +200,7 @@ class _Builder:
         monoid: str | None,
         label: str,
         join: Join | None = None,
+        scatter: Scatter | None = None,
     ) -> _Blocked:
         all_key = unique([n for b in inputs for n in b.key])
         in_keys = [b.key for b in inputs]
@@ -233,6 +240,13 @@ class _Builder:
             return _Blocked(output, ids.reshape(out_counts), flat)
         if not (parts == parts[0]).all():
             raise PlanError(f"stage {label}: output blocks with unequal partial counts")
+        if scatter is not None:
+            summed = [n for n in all_key if n not in output]
+            ids, order, ranges = lower_scatter(self, label, scatter, all_key, output, summed,
+                                               coords, partial_ids, flat, shapes,
+                                               monoid or "+")
+            self.output_ranges = {**self.ranges, scatter.dim: ranges}
+            return _Blocked(output, ids, order)
         members = partial_ids[grouped].reshape(len(blocks), int(parts[0]))[produced]
         reduce_stage = f"{label}.reduce-{self.digest}"
         self.stage_dims[reduce_stage] = tuple(output)
@@ -366,14 +380,18 @@ def _assemble(chunks: list[_Chunk], kernels: list) -> tuple[TaskList, TaskColumn
     return tasks, columns, renumber
 
 
-def lower_to_tasks(program: Function, blocking: Blocking) -> TaskGraph:
+def lower_to_tasks(program: Function, blocking: Blocking,
+                   scatter: Scatter | None = None) -> TaskGraph:
     """Partially evaluate ``program`` over the block coordinates of ``blocking``.
+
+    ``scatter`` ends the last stage's reduce as a reduce-scatter
+    (:mod:`tensorc.codegen.reduce_scatter`): the output is then blocked finer along its index.
 
     Every product stage runs exactly the contraction path its join carries
     (``Join.path``, decided by the contraction-path pass); a product join without one is
     refused with a :class:`~tensorc.errors.PlanError`.
     """
-    builder = _Builder(program, blocking)
+    builder = _Builder(program, blocking, scatter)
     values: dict[Node, _Blocked] = {}
     folded = folded_maps(program.output)
     for number, node in enumerate(post_order(program.output)):
@@ -389,15 +407,17 @@ def lower_to_tasks(program: Function, blocking: Blocking) -> TaskGraph:
         else:
             inputs, fn, output, monoid = stage_parts(node)
             blocked = [values[child] for child in inputs]
-            values[node] = builder.stage(blocked, fn, output, monoid, label, stage_join(node))
+            values[node] = builder.stage(blocked, fn, output, monoid, label, stage_join(node),
+                                         scatter if node is program.output else None)
     final = values[program.output]
     tasks, columns, renumber = _assemble(builder.chunks, builder.kernels)
     outputs = []
-    counts = builder.counts(final.key)
+    ranges = builder.output_ranges
+    counts = tuple(len(ranges[n]) for n in final.key)
     for flat in range(final.ids.size):
         coords = np.unravel_index(flat, counts) if counts else ()
         slices = tuple(
-            slice(*builder.ranges[n][int(c)]) for n, c in zip(final.key, coords, strict=True)
+            slice(*ranges[n][int(c)]) for n, c in zip(final.key, coords, strict=True)
         )
         outputs.append((int(renumber[final.ids.reshape(-1)[flat]]), slices))
     sizes = program.size_of

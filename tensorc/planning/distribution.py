@@ -46,6 +46,7 @@ import numpy as np
 
 from tensorc.codegen.blocking import Blocking
 from tensorc.codegen.lower import lower_to_tasks
+from tensorc.codegen.reduce_scatter import Scatter
 from tensorc.codegen.taskgraph import KIND_CODE, LOAD, TaskGraph, task_source
 from tensorc.errors import PlanError
 from tensorc.ir.keys import key_of
@@ -57,6 +58,7 @@ from tensorc.placement.schedule import Schedule, schedule
 from tensorc.planning import prediction, symbolic_cost
 from tensorc.planning.cost import CostReport, distributed_cost
 from tensorc.planning.lower_bound import communication_lower_bound
+from tensorc.planning.reduce_scatter import scatter_for
 
 DEFAULT_NODE_MEMORY = 8 << 30  # bytes per node when the caller gives no budget
 BLOCK_MEMORY_SHARE = 4  # an array's largest block may take at most 1/4 of a node's budget
@@ -206,18 +208,19 @@ class Problem:
             self._memo[key] = compute()
         return self._memo[key]
 
-    def graph(self, counts: Grid) -> TaskGraph:
+    def graph(self, counts: Grid, scatter: Scatter | None = None) -> TaskGraph:
         """The task graph for block counts ``counts`` (lowered once per counts)."""
-        return self.lowered(counts).graph
+        return self.lowered(counts, scatter).graph
 
-
-    def lowered(self, counts: Grid) -> Lowered:
-        """The task graph for ``counts`` with its block coordinates grouped per stage,
-        cached (up to :data:`GRAPH_CACHE_TASKS` tasks, least recently used dropped first)."""
+    def lowered(self, counts: Grid, scatter: Scatter | None = None) -> Lowered:
+        """The task graph for ``counts`` (its last reduce ended by ``scatter``, when given)
+        with its block coordinates grouped per stage, cached (up to
+        :data:`GRAPH_CACHE_TASKS` tasks, least recently used dropped first)."""
         cache: OrderedDict = self._graphs  # type: ignore[assignment]
-        found = cache.get(counts)
+        key = (counts, scatter)
+        found = cache.get(key)
         if found is not None:
-            cache.move_to_end(counts)
+            cache.move_to_end(key)
             return found
         sizes = self.sizes
         fixed = self.placed_blocks or {}
@@ -225,9 +228,9 @@ class Problem:
             (i, fixed.get(i) or max(1, math.ceil(sizes[i] / c))) for i, c in counts
         )
         blocking = Blocking(sizes=tuple(sorted(sizes.items())), block=block)
-        graph = lower_to_tasks(self.program, blocking)
+        graph = lower_to_tasks(self.program, blocking, scatter)
         found = Lowered.of(graph, tuple(key_of(self.program.output)))
-        cache[counts] = found
+        cache[key] = found
         total = sum(len(entry.graph.tasks) for entry in cache.values())
         while total > GRAPH_CACHE_TASKS and len(cache) > 1:
             _, dropped = cache.popitem(last=False)
@@ -424,7 +427,8 @@ def layout(problem: Problem, candidate: Candidate, graph: TaskGraph | None = Non
     Loads of an operand computed in its layout sit where its data is (the node of the
     block holding the load's first element, as the Ray executor stitches there); every
     other load sits on its grid node."""
-    lowered = problem.lowered(candidate.counts)
+    scatter = scatter_for(problem, candidate)
+    lowered = problem.lowered(candidate.counts, scatter)
     if graph is not None and graph is not lowered.graph:
         lowered = Lowered.of(graph, tuple(key_of(problem.program.output)))
     graph = lowered.graph
@@ -446,7 +450,10 @@ def layout(problem: Problem, candidate: Candidate, graph: TaskGraph | None = Non
             continue
         node = load_nodes[index]
         moved[node] += sum(n for holder, n in source.node_elements(slices) if holder != node)
-    output_nodes = grid_nodes(lowered.output_dims, lowered.outputs, grid, counts).tolist()
+    if scatter is None:
+        output_nodes = grid_nodes(lowered.output_dims, lowered.outputs, grid, counts).tolist()
+    else:  # a piece stays on the node of the group that summed it
+        output_nodes = [hints[task] for task, _ in graph.outputs]
     itemsize = problem.itemsize
     return load_nodes, output_nodes, hints, [m * itemsize for m in moved]
 
@@ -478,7 +485,7 @@ def model(problem: Problem, candidate: Candidate, strict: bool = False) -> Model
     ``strict`` runs every task on its grid node (owner computes,
     :func:`tensorc.placement.schedule.schedule`'s ``strict_hints``)."""
     check(problem, candidate)
-    graph = problem.graph(candidate.counts)
+    graph = problem.graph(candidate.counts, scatter_for(problem, candidate))
     load_nodes, output_nodes, hints, moved = layout(problem, candidate)
     if graph.outputs and graph.columns().kind[graph.outputs[0][0]] == KIND_CODE[LOAD]:
         output_nodes = [load_nodes[t] for t, _ in graph.outputs]  # ints

@@ -230,16 +230,37 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
         blocks = _product(c, out)
         # some node folds ceil(blocks / nodes) blocks; and the partials' elements, one
         # fewer than their makers per output element, land on at most min(blocks, nodes)
+        # — or on every node, where the last stage may end as a reduce-scatter
+        scattered = (_may_scatter(problem, shape, stage, p, c) if stage is shape.stages[-1]
+                     else np.zeros(len(p), dtype=bool))
+        folding = np.where(scattered, nodes, np.minimum(blocks, nodes))
         top = np.maximum(top, np.maximum(
-            np.ceil(blocks / nodes) * (makers - 1) * _product(smallest, out),
-            np.ceil((makers - 1) * _elements(stage.output, problem_sizes)
-                    / np.minimum(blocks, nodes))))
+            np.where(scattered, 0.0,
+                     np.ceil(blocks / nodes) * (makers - 1) * _product(smallest, out)),
+            np.ceil((makers - 1) * _elements(stage.output, problem_sizes) / folding)))
     if total_only:
         return total * problem.itemsize
     floor = np.ceil(total / nodes)
     if not average:
         floor = np.maximum(floor, top + everywhere)
     return floor * problem.itemsize
+
+
+def _may_scatter(problem, shape, stage, p: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Per candidate, whether its last stage (``stage``) may end as a reduce-scatter: the
+    necessary conditions of :func:`tensorc.planning.reduce_scatter.scatter_for` (the
+    nodes along its summed indices outnumber the output blocks of a grid cell, and divide
+    the equal blocks of an output index)."""
+    if stage.value != shape.final:
+        return np.zeros(len(p), dtype=bool)
+    group = _product(p, _columns(problem, set(stage.dims) - set(stage.output)))
+    cell_blocks = _product(c // np.maximum(p, 1), _columns(problem, stage.output))
+    divides = np.zeros(len(p), dtype=bool)
+    for column in _columns(problem, stage.output):
+        size = problem.sizes[problem.indices[column]]
+        step = -(-size // c[:, column])
+        divides |= (step * c[:, column] == size) & (step % np.maximum(group, 1) == 0)
+    return (group >= 2) & (cell_blocks < group) & divides
 
 
 def _elements(dims, sizes) -> float:

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensorc.codegen.reduce_scatter import Scatter
 from tensorc.ir.contraction import flops_per_element
 from tensorc.ir.keys import key_of, unique
 from tensorc.ir.nodes import Join, Map, Merge, Scan, post_order
@@ -60,6 +61,7 @@ from tensorc.ir.stages import folded_maps, stage_parts
 from tensorc.placement.layout import grid_nodes
 from tensorc.planning import cost as price_model
 from tensorc.planning.cost import CostReport
+from tensorc.planning.reduce_scatter import scatter_for
 
 # -- the statement's structure (per problem) ----------------------------------------------
 
@@ -405,17 +407,21 @@ def figures(problem, candidate) -> Figures:
         if value.position is not None:
             homed += _shared(problem, grid, ("home", value.dims), value.dims,
                              lambda value=value: grid.home(value.dims, value.dims)) * itemsize
+    scatter = scatter_for(problem, candidate)
     for number, stage in enumerate(shape.stages):
+        ends = scatter if stage.value == shape.final else None
         stage_received, stage_flops, stage_tasks, stage_made = _shared(
-            problem, grid, ("stage", number), stage.dims,
-            lambda stage=stage: _stage_figures(grid, shape, stage))
+            problem, grid, ("stage", number, ends), stage.dims,
+            lambda stage=stage, ends=ends: _stage_figures(grid, shape, stage, ends))
         received += itemsize * stage_received
         flops += stage_flops
         tasks += stage_tasks
         made += itemsize * stage_made
     resident = homed.copy()
     final = shape.values[shape.final]
-    if final.position is None:
+    if scatter is not None:  # each node of a group keeps one piece of every block
+        resident += cell_elements(grid, final.dims) // scatter.group * itemsize
+    elif final.position is None:
         resident += grid.home(final.dims, final.dims) * itemsize
     moved, copied = _repartition(problem, candidate, grid, shape)
     spanned = (received, flops, tasks, homed + received + made, resident)
@@ -479,9 +485,10 @@ def _shared(problem, grid: _Grid, what: tuple, dims, compute):
     return kept.get(key, compute)
 
 
-def _stage_figures(grid: _Grid, shape: Structure, stage: Stage):
+def _stage_figures(grid: _Grid, shape: Structure, stage: Stage, scatter: Scatter | None = None):
     """One stage's per-node elements received, flops, tasks and elements made (module
-    contract), from the grid and the counts along the stage's indices alone."""
+    contract), from the grid and the counts along the stage's indices alone (``scatter``:
+    the last stage's reduce ends as that reduce-scatter)."""
     key, q, offset = grid.points(stage.dims)
     ragged = grid.ragged(key)
     table = grid.counts(key, offset, grid.masks(key, q, ragged), len(ragged))
@@ -493,7 +500,11 @@ def _stage_figures(grid: _Grid, shape: Structure, stage: Stage):
     for value in dict.fromkeys(stage.inputs):
         received += _needed(grid, key, q, offset, spread, shape.values[value].dims)
     summed = set(stage.dims) - set(stage.output)
-    if math.prod(grid.c[i] for i in summed) > 1:
+    if scatter is not None:
+        more = _scatter_reduce(grid, stage, summed, scatter)
+        received, flops, tasks, made = (a + b for a, b in zip(
+            (received, flops, tasks, made), more, strict=True))
+    elif math.prod(grid.c[i] for i in summed) > 1:
         more_received, more_flops, more_tasks, more_made = _reduce(
             grid, key, q, offset, spread, stage.output, summed)
         received = received + more_received
@@ -528,6 +539,46 @@ def _needed(grid: _Grid, key, q, offset, spread: bool, dims) -> np.ndarray:
         needed -= grid.expand(dims, dims, ragged,
                               grid.counts(dims, home[held], masks[held], bits))
     return needed
+
+
+def cell_elements(grid: _Grid, output) -> np.ndarray:
+    """Per node, the elements of the output blocks of its grid cell (every block whose
+    coordinates are the node's modulo the grid, wherever within the cell it is homed)."""
+    total = np.ones(grid.nodes, dtype=np.int64)
+    for index in output:
+        p, m = grid.p[index], grid.m[index]
+        coordinate = grid._coordinate(index)
+        extent = m * grid.step[index] - (coordinate == p - 1) * (grid.step[index]
+                                                                   - grid.last[index])
+        total = total * extent
+    return total
+
+
+def _scatter_reduce(grid: _Grid, stage: Stage, summed, scatter: Scatter):
+    """Per node, a reduce-scatter's received elements, flops, tasks and made elements
+    (:mod:`tensorc.codegen.reduce_scatter`): every node is a member of its cell's group,
+    for each of the cell's blocks it folds its own partials (when it made several), then
+    each round cuts its piece in ``q`` and sums one sub-piece from ``q - 1`` partners."""
+    elements = cell_elements(grid, stage.output)
+    blocks = math.prod(grid.m[i] for i in stage.output)
+    own = math.prod(grid.c[i] for i in summed) // scatter.group
+    received = np.zeros(grid.nodes, dtype=np.int64)
+    flops = np.zeros(grid.nodes, dtype=np.int64)
+    tasks = np.zeros(grid.nodes, dtype=np.int64)
+    made = np.zeros(grid.nodes, dtype=np.int64)
+    if own > 1:
+        tasks += blocks
+        flops += (own - 1) * elements
+        made += elements
+    share = 1
+    for q in scatter.radices():
+        piece = elements // share
+        share *= q
+        tasks += (q + 1) * blocks
+        made += piece + elements // share
+        received += (q - 1) * (elements // share)
+        flops += (q - 1) * (elements // share)
+    return received, flops, tasks, made
 
 
 def _reduce(grid: _Grid, key, q, offset, spread: bool, output, summed):

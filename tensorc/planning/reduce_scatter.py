@@ -1,0 +1,86 @@
+"""When a distributed plan ends its reduction as a reduce-scatter, and along which index.
+
+Contract: :func:`scatter_for(problem, candidate) <scatter_for>` returns the
+:class:`~tensorc.codegen.reduce_scatter.Scatter` the candidate's last stage is lowered with,
+or None for the plain fold (every output block's partials folded on the block's grid node).
+It is a rule of the candidate alone, so the lowering, the simulation and the closed form
+(:mod:`tensorc.planning.symbolic_cost`) agree on it. The rule:
+
+- the statement's last stage sums indices the grid splits over nodes (a group of
+  ``g = ∏ p_s > 1`` nodes makes the partials of each output block), and every index the
+  grid splits is one of that stage's, every count a multiple of its grid size, no operand
+  computed in a layout of its own (so every partial sits on its grid node);
+- the grid cell of an output block holds fewer output blocks than the group has nodes
+  (``∏ c_o / p_o < g``): a plain fold would leave some of the group's nodes without a fold
+  while others receive ``g - 1`` blocks each;
+- some output index is cut in equal blocks whose size ``g`` divides; the largest such
+  block size is cut (the first output index on a tie).
+
+Otherwise the plain fold is at least as even, and needs fewer tasks.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tensorc.codegen.reduce_scatter import Scatter
+from tensorc.ir.keys import key_of, unique
+from tensorc.ir.stages import stage_parts, stage_roots
+
+
+def last_stage(problem) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The statement's last stage as the lowering iterates it: its indices (in the
+    lowering's order) and its output indices; None when the output is not a stage."""
+    return problem.memo("last stage", lambda: _last_stage(problem.program))
+
+
+def _last_stage(program):
+    roots = stage_roots(program.output)
+    if not roots or roots[-1] is not program.output:
+        return None
+    inputs, _, output, _ = stage_parts(program.output)
+    dims = unique([n for node in inputs for n in key_of(node)])
+    return tuple(dims), tuple(output)
+
+
+def scatter_for(problem, candidate) -> Scatter | None:
+    """The reduce-scatter ``candidate``'s last stage ends with, or None (module contract)."""
+    stage = last_stage(problem)
+    if stage is None:
+        return None
+    dims, output = stage
+    grid = dict(candidate.grid)
+    counts = dict(candidate.counts)
+    if problem.placed and set(problem.placed) - set(problem.repartition):
+        return None
+    if any(counts[i] % grid[i] for i in grid):
+        return None
+    if any(p > 1 and i not in dims for i, p in grid.items()):
+        return None
+    axes = tuple((i, grid[i]) for i in dims if i not in output and grid[i] > 1)
+    group = math.prod(p for _, p in axes)
+    if group < 2 or math.prod(counts[o] // grid[o] for o in output) >= group:
+        return None
+    sizes = problem.sizes
+    best = None
+    for index in output:
+        step = math.ceil(sizes[index] / counts[index])
+        if step * counts[index] == sizes[index] and step % group == 0:
+            if best is None or step > best[0]:
+                best = (step, index)
+    return None if best is None else Scatter(best[1], axes)
+
+
+def added_tasks(problem, candidate) -> int:
+    """How many more tasks the candidate's graph has for its reduce-scatter than with the
+    plain fold (one ``reduce`` per output block): per output block and node of the group, a
+    fold of its own partials when it made several, and ``q + 1`` tasks a round."""
+    scatter = scatter_for(problem, candidate)
+    if scatter is None:
+        return 0
+    dims, output = last_stage(problem)
+    counts = dict(candidate.counts)
+    blocks = math.prod(counts[o] for o in output)
+    own = math.prod(counts[i] for i in dims if i not in output) // scatter.group
+    per_member = int(own > 1) + sum(q + 1 for q in scatter.radices())
+    return blocks * (scatter.group * per_member - 1)
