@@ -66,14 +66,12 @@ def scale(args) -> None:
     n, nodes = args.scale_n, args.scale_nodes
     problem = problem_for("ijk,jkf->if", [(n, n, n), (n, n, 256)], nodes)
     plan = search(problem, "smt", lower=False)
-    counts = plan.candidate.counts
-
     def lower():
         problem._graphs.clear()  # lower afresh every time
-        return problem.graph(counts)
+        return problem.graph_of(plan.candidate)
 
     lowering = median_seconds(lower, args.repeats)
-    graph = problem.graph(counts)
+    graph = problem.graph_of(plan.candidate)
     tasks = len(graph.tasks)
     print(f"ijk,jkf->if N={n} F=256 on {nodes} nodes: {plan.candidate.describe()}; {tasks:,} tasks")
     print(f"  lowering      median {lowering:7.2f} s  {tasks / lowering:12,.0f} tasks/s")

@@ -44,7 +44,7 @@ def _both(monkeypatch, graph, nodes, **options):
 def test_compiled_lshs_equals_the_python_loop(monkeypatch, subscripts, shapes, nodes):
     planned = problem(subscripts, shapes, nodes)
     plan = search(planned, "smt", lower=False)
-    graph = planned.graph(plan.candidate.counts)
+    graph = planned.graph_of(plan.candidate)
     load_nodes, output_nodes, hints, _ = distribution.layout(planned, plan.candidate)
     for strict in (False, True):
         _both(monkeypatch, graph, nodes, load_nodes=load_nodes, output_nodes=output_nodes,
@@ -62,7 +62,7 @@ def test_compiled_lshs_equals_the_python_loop(monkeypatch, subscripts, shapes, n
 def test_the_compiled_loop_folds_locally_and_trades_like_the_python_one(monkeypatch):
     planned = problem("ik,kj->ij", [(64, 64), (64, 64)], 8)
     plan = search(planned, "smt", lower=False)
-    graph = planned.graph(plan.candidate.counts)
+    graph = planned.graph_of(plan.candidate)
     load_nodes, _, hints, _ = distribution.layout(planned, plan.candidate)
     scattered = {index: index % 8 for index in load_nodes}
     placed = _both(monkeypatch, graph, 8, load_nodes=scattered, task_hints=hints)
@@ -73,7 +73,7 @@ def test_the_compiled_loop_folds_locally_and_trades_like_the_python_one(monkeypa
 def test_the_compiled_loop_refuses_a_load_without_a_node(monkeypatch):
     planned = problem("ik,kj->ij", [(64, 64), (64, 64)], 4)
     plan = search(planned, "smt", lower=False)
-    graph = planned.graph(plan.candidate.counts)
+    graph = planned.graph_of(plan.candidate)
     monkeypatch.setattr(scheduling, "COMPILED_TASKS", 0)
     with pytest.raises(PlanError, match="no node given for load task t0"):
         scheduling.schedule(graph, 4, "lshs", load_nodes={})

@@ -30,6 +30,11 @@ CASES = {  # name -> (subscripts, operand shapes); modest sizes, every block abo
     "double_contraction": ("ijk,jkf->if", [(N, N, N), (N, N, F)]),
     "matmul": ("ik,kj->ij", [(256, 256), (256, 256)]),
     "xtx": ("ki,kj->ij", [(4096, 32), (4096, 32)]),
+    # nine rows over four nodes: the partial products are reduce-scattered in uneven pieces
+    "matvec_reduce_scatter": ("ik,kj->ij", [(9, 16384), (16384, 1)]),
+}
+REDUCE_SCATTERED = {  # the plans that end with a reduce-scatter on 4 nodes
+    "matvec_reduce_scatter": "reduce-scatter along i over k:4 (4 pieces a block, 2 rounds)",
 }
 
 
@@ -69,6 +74,7 @@ def test_planned_run_matches_numpy_and_moves_the_modelled_bytes(name):
     _check_followed_the_plan(stats)
     bound = stats["lower_bound_bytes"]
     assert bound > 0 and stats["lower_bound_ratio"] == stats["max_node_recv_bytes"] / bound
+    assert stats["reduce_scatter"] == REDUCE_SCATTERED.get(name)
 
 
 def test_heuristic_plan_also_runs_where_scheduled():

@@ -92,7 +92,7 @@ def test_the_layout_of_operands_on_the_cluster_builds_no_task_records():
         plan = problem("ijk,jkf->if", shapes, 8, placed=placed, repartition=repartition)
         candidate = search(plan, "greedy").candidate
         plan = problem("ijk,jkf->if", shapes, 8, placed=placed, repartition=repartition)
-        graph = plan.graph(candidate.counts)
+        graph = plan.graph_of(candidate)
         found = layout(plan, candidate)
         copied = relayout_copies(plan, graph, found[0])
         assert not graph.tasks.made, repartition

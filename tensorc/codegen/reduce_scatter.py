@@ -110,6 +110,23 @@ def piece_positions(scatter: Scatter) -> np.ndarray:
     return position
 
 
+def member_pieces(extent: int, scatter: Scatter) -> np.ndarray:
+    """Per member, the ``[lo, hi)`` (relative to its block, along ``dim``) of the piece it
+    holds after each round: ``pieces[r, 2 t : 2 t + 2]`` after round ``t``, the last pair
+    the final piece (rows in member order). A round cuts a piece of length ``L`` at
+    ``⌊j L / q⌋``, so the pieces differ by at most one element along ``dim`` per round."""
+    radices = scatter.radices()
+    digits = _digits(scatter.group, radices)
+    lo = np.zeros(scatter.group, np.int64)
+    hi = np.full(scatter.group, extent, np.int64)
+    after = []
+    for t, q in enumerate(radices):
+        length = hi - lo
+        lo, hi = lo + digits[:, t] * length // q, lo + (digits[:, t] + 1) * length // q
+        after.extend([lo, hi])
+    return np.stack(after, axis=1)
+
+
 def lower_scatter(builder, label: str, scatter: Scatter, all_key, output, summed,
                   coords: np.ndarray, partial_ids: np.ndarray, flat: np.ndarray,
                   shapes: np.ndarray, monoid: str):
@@ -154,37 +171,47 @@ def lower_scatter(builder, label: str, scatter: Scatter, all_key, output, summed
     else:
         current = rows[:, 0]
     axis = list(output).index(scatter.dim)
-    extent = int(block_shapes[0, axis])
     radices = scatter.radices()
     digits = _digits(group, radices)
     weights = [math.prod(radices[t + 1:]) for t in range(len(radices))]
-    size = extent
     members = np.arange(group, dtype=np.int64)
+    count = nb * group
+    base = np.repeat(np.arange(nb, dtype=np.int64) * group, group)
+    lo = np.zeros(count, np.int64)  # the current piece, relative to its block
+    hi = row_shapes[:, axis].copy()
     for t, q in enumerate(radices):
-        sub = size // q
-        piece_shapes = row_shapes.copy()
-        piece_shapes[:, axis] = sub
-        elements = piece_shapes.prod(axis=1)
-        cuts = np.empty((q, nb * group), np.int64)
+        length = hi - lo
+        cuts = np.empty((q, count), np.int64)
+        bounds = np.stack([(j * length) // q for j in range(q + 1)], axis=1)
         for j in range(q):
-            stage = f"{label}.scatter{t}.{j}-{builder.digest}"
-            builder.stage_dims[stage] = dims
-            kernel = builder.kernel(PieceBlock(axis, j * sub, (j + 1) * sub))
-            cuts[j] = builder.add(stage, APPLY, kernel, row_coords, current[:, None],
-                                  piece_shapes, elements * itemsize,
-                                  np.zeros(nb * group, np.int64))
-        digit = digits[:, t]
-        inputs = np.empty((nb * group, q), np.int64)
-        base = np.arange(nb, dtype=np.int64)[:, None] * group
+            start, stop = bounds[:, j], bounds[:, j + 1]
+            pairs, which = np.unique(np.stack([start, stop], axis=1), axis=0,
+                                     return_inverse=True)
+            for variant, (first_at, stop_at) in enumerate(pairs.tolist()):
+                rows_of = np.flatnonzero(which.reshape(-1) == variant)
+                stage = f"{label}.scatter{t}.{j}.{variant}-{builder.digest}"
+                builder.stage_dims[stage] = dims
+                kernel = builder.kernel(PieceBlock(axis, first_at, stop_at))
+                piece_shapes = row_shapes[rows_of].copy()
+                piece_shapes[:, axis] = stop_at - first_at
+                cuts[j, rows_of] = builder.add(
+                    stage, APPLY, kernel, row_coords[rows_of], current[rows_of][:, None],
+                    piece_shapes, piece_shapes.prod(axis=1) * itemsize,
+                    np.zeros(len(rows_of), np.int64))
+        digit = np.tile(digits[:, t], nb)
+        inputs = np.empty((count, q), np.int64)
         for v in range(q):
-            partner = members + (v - digit) * weights[t]
-            inputs[:, v] = cuts[np.tile(digit, nb), (base + partner[None, :]).reshape(-1)]
+            partner = base + np.tile(members, nb) + (v - digit) * weights[t]
+            inputs[:, v] = cuts[digit, partner]
+        each = np.arange(count)
+        lo, hi = lo + bounds[each, digit], lo + bounds[each, digit + 1]
+        row_shapes = row_shapes.copy()
+        row_shapes[:, axis] = hi - lo
+        elements = row_shapes.prod(axis=1)
         stage = f"{label}.scatter{t}-{builder.digest}"
         builder.stage_dims[stage] = dims
-        current = builder.add(stage, REDUCE, fold, row_coords, inputs, piece_shapes,
+        current = builder.add(stage, REDUCE, fold, row_coords, inputs, row_shapes,
                               elements * itemsize, elements * (q - 1))
-        size = sub
-        row_shapes = piece_shapes
     positions = piece_positions(scatter)
     out_counts = list(builder.counts(output))
     out_counts[axis] *= group
@@ -195,7 +222,8 @@ def lower_scatter(builder, label: str, scatter: Scatter, all_key, output, summed
     ids = np.empty(math.prod(out_counts), np.int64)
     ids[new_flat] = current
     ranges = []
+    order = np.argsort(positions)
     for start, stop in builder.ranges[scatter.dim]:
-        step = (stop - start) // group
-        ranges.extend((start + k * step, start + (k + 1) * step) for k in range(group))
+        pieces = member_pieces(stop - start, scatter)
+        ranges.extend((start + int(pieces[r, -2]), start + int(pieces[r, -1])) for r in order)
     return ids.reshape(out_counts), new_flat, tuple(ranges)

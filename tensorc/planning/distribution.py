@@ -212,6 +212,11 @@ class Problem:
         """The task graph for block counts ``counts`` (lowered once per counts)."""
         return self.lowered(counts, scatter).graph
 
+    def graph_of(self, candidate: Candidate) -> TaskGraph:
+        """The task graph ``candidate`` runs: its counts, and the reduce-scatter its grid
+        ends with (:func:`~tensorc.planning.reduce_scatter.scatter_for`) if any."""
+        return self.graph(candidate.counts, scatter_for(self, candidate))
+
     def lowered(self, counts: Grid, scatter: Scatter | None = None) -> Lowered:
         """The task graph for ``counts`` (its last reduce ended by ``scatter``, when given)
         with its block coordinates grouped per stage, cached (up to
@@ -416,6 +421,9 @@ class Modelled:
     load_nodes: Mapping[int, int]
     """Load task index → node (a :class:`~tensorc.placement.layout.NodeMap`)."""
     output_nodes: list[int]
+    scatter: Scatter | None = None
+    """How the last stage's reduce ends when it is a reduce-scatter
+    (:mod:`tensorc.planning.reduce_scatter`), else None."""
 
 
 def layout(problem: Problem, candidate: Candidate, graph: TaskGraph | None = None):
@@ -485,7 +493,8 @@ def model(problem: Problem, candidate: Candidate, strict: bool = False) -> Model
     ``strict`` runs every task on its grid node (owner computes,
     :func:`tensorc.placement.schedule.schedule`'s ``strict_hints``)."""
     check(problem, candidate)
-    graph = problem.graph(candidate.counts, scatter_for(problem, candidate))
+    scatter = scatter_for(problem, candidate)
+    graph = problem.graph(candidate.counts, scatter)
     load_nodes, output_nodes, hints, moved = layout(problem, candidate)
     if graph.outputs and graph.columns().kind[graph.outputs[0][0]] == KIND_CODE[LOAD]:
         output_nodes = [load_nodes[t] for t, _ in graph.outputs]  # ints
@@ -497,7 +506,7 @@ def model(problem: Problem, candidate: Candidate, strict: bool = False) -> Model
     bound = problem.lower_bound_bytes()
     report = distributed_cost(graph, placed, problem.memory_bytes, moved, bound,
                               relayout_copies(problem, graph, load_nodes))
-    return Modelled(candidate, graph, placed, report, load_nodes, output_nodes)
+    return Modelled(candidate, graph, placed, report, load_nodes, output_nodes, scatter)
 
 
 @dataclass

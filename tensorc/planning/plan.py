@@ -110,6 +110,9 @@ def describe_distribution(dist: DistributedPlan) -> list[str]:
         f"planner {dist.planner}: {proof}; {dist.evaluated} candidate(s) modelled in "
         f"{dist.seconds * 1e3:.1f} ms",
         f"{dist.candidate.describe()}",
+        *([f"{dist.modelled.scatter.describe()}: the output is blocked "
+           f"{dist.modelled.scatter.group}x finer along {dist.modelled.scatter.dim} than the "
+           "stage"] if dist.modelled.scatter is not None else []),
         f"modelled cost {report.cost * 1e3:.3f} ms; {report.tasks} compute tasks; "
         f"inter-node {report.inter_node_bytes} B",
     ]
@@ -345,6 +348,8 @@ def _distribution_stats(final: Function, blocking: Blocking, ctx: PassContext,
         "lower_bound_bytes": distribution.lower_bound_bytes,
         "lower_bound_ratio": distribution.ratio,
         "grid": distribution.candidate.describe(),
+        "reduce_scatter": (distribution.modelled.scatter.describe()
+                           if distribution.modelled.scatter is not None else None),
         "planned_candidates": distribution.evaluated,
         "planner_seconds": distribution.seconds,
     }

@@ -249,18 +249,18 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
 def _may_scatter(problem, shape, stage, p: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Per candidate, whether its last stage (``stage``) may end as a reduce-scatter: the
     necessary conditions of :func:`tensorc.planning.reduce_scatter.scatter_for` (the
-    nodes along its summed indices outnumber the output blocks of a grid cell, and divide
-    the equal blocks of an output index)."""
+    nodes along its summed indices outnumber the output blocks of a grid cell, and an
+    output index's blocks are at least that long)."""
     if stage.value != shape.final:
         return np.zeros(len(p), dtype=bool)
     group = _product(p, _columns(problem, set(stage.dims) - set(stage.output)))
     cell_blocks = _product(c // np.maximum(p, 1), _columns(problem, stage.output))
-    divides = np.zeros(len(p), dtype=bool)
+    long_enough = np.zeros(len(p), dtype=bool)
     for column in _columns(problem, stage.output):
         size = problem.sizes[problem.indices[column]]
         step = -(-size // c[:, column])
-        divides |= (step * c[:, column] == size) & (step % np.maximum(group, 1) == 0)
-    return (group >= 2) & (cell_blocks < group) & divides
+        long_enough |= np.minimum(step, size - (c[:, column] - 1) * step) >= group
+    return (group >= 2) & (cell_blocks < group) & long_enough
 
 
 def _elements(dims, sizes) -> float:

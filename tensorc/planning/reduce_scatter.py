@@ -13,8 +13,10 @@ It is a rule of the candidate alone, so the lowering, the simulation and the clo
 - the grid cell of an output block holds fewer output blocks than the group has nodes
   (``∏ c_o / p_o < g``): a plain fold would leave some of the group's nodes without a fold
   while others receive ``g - 1`` blocks each;
-- some output index is cut in equal blocks whose size ``g`` divides; the largest such
-  block size is cut (the first output index on a tie).
+- some output index has blocks of at least ``g`` elements along it (the last, smaller
+  block included); the one whose smallest block is largest is cut (the first output index
+  on a tie). Pieces are cut at ``⌊j L / q⌋``, so where ``g`` does not divide a block they
+  differ by an element along the index.
 
 Otherwise the plain fold is at least as even, and needs fewer tasks.
 """
@@ -65,9 +67,9 @@ def scatter_for(problem, candidate) -> Scatter | None:
     best = None
     for index in output:
         step = math.ceil(sizes[index] / counts[index])
-        if step * counts[index] == sizes[index] and step % group == 0:
-            if best is None or step > best[0]:
-                best = (step, index)
+        smallest = min(step, sizes[index] - (counts[index] - 1) * step)
+        if smallest >= group and (best is None or smallest > best[0]):
+            best = (smallest, index)
     return None if best is None else Scatter(best[1], axes)
 
 

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tensorc.codegen.reduce_scatter import Scatter
+from tensorc.codegen.reduce_scatter import Scatter, member_pieces
 from tensorc.ir.contraction import flops_per_element
 from tensorc.ir.keys import key_of, unique
 from tensorc.ir.nodes import Join, Map, Merge, Scan, post_order
@@ -420,7 +420,7 @@ def figures(problem, candidate) -> Figures:
     resident = homed.copy()
     final = shape.values[shape.final]
     if scatter is not None:  # each node of a group keeps one piece of every block
-        resident += cell_elements(grid, final.dims) // scatter.group * itemsize
+        resident += scatter_pieces(grid, final.dims, scatter)[2] * itemsize
     elif final.position is None:
         resident += grid.home(final.dims, final.dims) * itemsize
     moved, copied = _repartition(problem, candidate, grid, shape)
@@ -554,6 +554,33 @@ def cell_elements(grid: _Grid, output) -> np.ndarray:
     return total
 
 
+def scatter_pieces(grid: _Grid, output, scatter: Scatter) -> tuple[np.ndarray, ...]:
+    """Per node, for the blocks of its cell, a reduce-scatter's elements received (its
+    rounds' sub-pieces from ``q - 1`` partners each), the elements its rounds make (the
+    cuts of its piece and the sums) and the elements of the final pieces it keeps: the node
+    is member ``r`` of its group (its coordinates along the scatter's axes), and along the
+    cut index its cell holds ``m`` blocks, the last of them the smaller one at the last
+    residue (:func:`tensorc.codegen.reduce_scatter.member_pieces`)."""
+    dim = scatter.dim
+    others = cell_elements(grid, [o for o in output if o != dim])
+    member = np.zeros(grid.nodes, dtype=np.int64)
+    for name, p in scatter.axes:
+        member = member * p + grid._coordinate(name)
+    radices = np.asarray(scatter.radices(), dtype=np.int64)
+    last = (grid._coordinate(dim) == grid.p[dim] - 1).astype(np.int64)
+    whole = grid.m[dim] - last
+    found = [np.zeros(grid.nodes, dtype=np.int64) for _ in range(3)]
+    for extent, blocks in ((grid.step[dim], whole), (grid.last[dim], last)):
+        pieces = member_pieces(extent, scatter)
+        after = pieces[:, 1::2] - pieces[:, 0::2]  # each round's piece, per member
+        before = np.concatenate([np.full((scatter.group, 1), extent), after[:, :-1]], axis=1)
+        per_member = ((radices - 1) * after).sum(axis=1), (before + after).sum(axis=1), \
+            after[:, -1]
+        for total, value in zip(found, per_member, strict=True):
+            total += blocks * value[member]
+    return tuple(others * total for total in found)
+
+
 def _scatter_reduce(grid: _Grid, stage: Stage, summed, scatter: Scatter):
     """Per node, a reduce-scatter's received elements, flops, tasks and made elements
     (:mod:`tensorc.codegen.reduce_scatter`): every node is a member of its cell's group,
@@ -562,22 +589,13 @@ def _scatter_reduce(grid: _Grid, stage: Stage, summed, scatter: Scatter):
     elements = cell_elements(grid, stage.output)
     blocks = math.prod(grid.m[i] for i in stage.output)
     own = math.prod(grid.c[i] for i in summed) // scatter.group
-    received = np.zeros(grid.nodes, dtype=np.int64)
-    flops = np.zeros(grid.nodes, dtype=np.int64)
-    tasks = np.zeros(grid.nodes, dtype=np.int64)
-    made = np.zeros(grid.nodes, dtype=np.int64)
+    received, made, _ = scatter_pieces(grid, stage.output, scatter)
+    tasks = np.full(grid.nodes, blocks * sum(q + 1 for q in scatter.radices()), dtype=np.int64)
+    flops = received.copy()
     if own > 1:
         tasks += blocks
         flops += (own - 1) * elements
-        made += elements
-    share = 1
-    for q in scatter.radices():
-        piece = elements // share
-        share *= q
-        tasks += (q + 1) * blocks
-        made += piece + elements // share
-        received += (q - 1) * (elements // share)
-        flops += (q - 1) * (elements // share)
+        made = made + elements
     return received, flops, tasks, made
 
 

@@ -1,0 +1,157 @@
+"""A reduction ended as a reduce-scatter: its lowering, its rule and its figures.
+
+The lowering (``tensorc.codegen.reduce_scatter``) is run in-process and compared with numpy,
+its tasks counted; the rule (``tensorc.planning.reduce_scatter``) is held to its cases; the
+simulation of a reduce-scattered plan must receive exactly ``1 - 1/g`` of a block per block
+on every node of a group, and the closed form must equal it node by node, pieces of uneven
+length included.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+from planning_problems import problem
+
+import tensorc as tc
+from tensorc.codegen.blocking import Blocking
+from tensorc.codegen.lower import lower_to_tasks
+from tensorc.codegen.reduce_scatter import Scatter, member_pieces, prime_radices
+from tensorc.planning import prediction, symbolic_cost
+from tensorc.planning.distribution import Candidate, candidate_arrays, model
+from tensorc.planning.reduce_scatter import added_tasks, scatter_for
+from tensorc.runtime.task_pool import TaskPool
+
+
+def candidate(plan, grid: dict[str, int], counts: dict[str, int]) -> Candidate:
+    return Candidate(tuple((i, grid.get(i, 1)) for i in plan.indices),
+                     tuple((i, counts.get(i, 1)) for i in plan.indices))
+
+
+def lowered(subscripts, shapes, counts, scatter):
+    plan = problem(subscripts, shapes, 2)
+    sizes = plan.sizes
+    block = tuple((i, max(1, math.ceil(sizes[i] / c))) for i, c in sorted(counts.items()))
+    blocking = Blocking(sizes=tuple(sorted(sizes.items())), block=block)
+    return lower_to_tasks(plan.program, blocking, scatter)
+
+
+LOWERED = [
+    # (subscripts, shapes, block counts, scatter): even pieces, mixed radices, several
+    # partials per member (a fold first), uneven pieces and a ragged last block
+    ("ijk,jkf->if", [(24, 8, 12), (8, 12, 4)], {"i": 1, "j": 1, "k": 4, "f": 1},
+     Scatter("i", (("k", 4),))),
+    ("ijk,jkf->if", [(24, 8, 12), (8, 12, 4)], {"i": 2, "j": 2, "k": 6, "f": 2},
+     Scatter("i", (("j", 2), ("k", 3)))),
+    ("ijk,jf,kf->if", [(16, 8, 12), (8, 4), (12, 4)], {"i": 2, "j": 4, "k": 3, "f": 1},
+     Scatter("i", (("j", 2), ("k", 2)))),
+    ("ijk,jkf->if", [(13, 8, 12), (8, 12, 4)], {"i": 1, "j": 2, "k": 6, "f": 1},
+     Scatter("i", (("k", 6),))),
+    ("ijk,jkf->if", [(23, 8, 12), (8, 12, 4)], {"i": 3, "j": 2, "k": 6, "f": 2},
+     Scatter("i", (("j", 2), ("k", 3)))),
+]
+
+
+@pytest.mark.parametrize(("subscripts", "shapes", "counts", "scatter"), LOWERED)
+def test_a_reduce_scatter_gives_numpys_answer_with_the_tasks_it_promises(
+        subscripts, shapes, counts, scatter):
+    graph = lowered(subscripts, shapes, counts, scatter)
+    rng = np.random.default_rng(5)
+    operands = [rng.random(s) for s in shapes]
+    out = TaskPool(1).run(graph, None, operands)
+    np.testing.assert_allclose(out, np.einsum(subscripts, *operands), rtol=1e-12)
+    output = subscripts.split("->")[1]
+    blocks = math.prod(counts[i] for i in output)
+    summed = math.prod(counts[i] for i in set(counts) - set(output))
+    radices = scatter.radices()
+    folds = int(summed // scatter.group > 1)
+    kinds = Counter(task.kind for task in graph.tasks)
+    assert kinds["apply"] == blocks * scatter.group * sum(radices)
+    assert kinds["reduce"] == blocks * scatter.group * (len(radices) + folds)
+    # the output is cut g times finer along the scattered index, and tiles it exactly
+    assert len(graph.outputs) == blocks * scatter.group
+    axis = output.index(scatter.dim)
+    covered = np.zeros(graph.output_shape, dtype=np.int64)
+    for _, slices in graph.outputs:
+        covered[slices] += 1
+        assert slices[axis].stop > slices[axis].start
+    assert (covered == 1).all()
+
+
+def test_pieces_are_cut_evenly_and_in_member_order():
+    assert prime_radices(4050) == [5, 5, 3, 3, 3, 3, 2]
+    scatter = Scatter("i", (("k", 6),))
+    pieces = member_pieces(13, scatter)[:, -2:]  # radices 3 then 2
+    assert sorted(map(tuple, pieces.tolist())) == [
+        (0, 2), (2, 4), (4, 6), (6, 8), (8, 10), (10, 13)]
+    lengths = pieces[:, 1] - pieces[:, 0]
+    assert lengths.max() - lengths.min() <= 1
+
+
+def test_the_rule_scatters_only_where_a_fold_would_leave_nodes_idle():
+    plan = problem("ijk,jkf->if", [(64, 64, 64), (64, 64, 16)], 8)
+    # one output block per cell, 8 nodes along k: scattered along i (64 rows beat 16 cols)
+    assert scatter_for(plan, candidate(plan, {"k": 8}, {"k": 8})) == Scatter("i", (("k", 8),))
+    # 8 output blocks per cell: every node of the group already folds one
+    assert scatter_for(plan, candidate(plan, {"k": 8}, {"k": 8, "i": 8})) is None
+    # nothing summed across nodes
+    assert scatter_for(plan, candidate(plan, {"i": 8}, {"i": 8, "k": 2})) is None
+    # pieces would be shorter than one element along every output index
+    small = problem("ijk,jkf->if", [(4, 64, 64), (64, 64, 4)], 8)
+    assert scatter_for(small, candidate(small, {"k": 8}, {"k": 8})) is None
+
+
+@pytest.mark.parametrize(("subscripts", "shapes", "nodes", "grid", "counts"), [
+    ("ijk,jkf->if", [(64, 64, 64), (64, 64, 16)], 8, {"k": 8}, {"k": 8}),
+    ("ijk,jkf->if", [(64, 64, 64), (64, 64, 16)], 8, {"k": 8}, {"i": 2, "j": 2, "k": 16}),
+    ("ijk,jkf->if", [(61, 64, 64), (64, 64, 16)], 12, {"j": 2, "k": 6},
+     {"i": 3, "j": 2, "k": 6}),
+    ("ijk,jf,kf->if", [(50, 30, 28), (30, 7), (28, 7)], 12, {"i": 2, "j": 3, "k": 2},
+     {"i": 2, "j": 3, "k": 4}),
+    ("ijk,if,jf->if", [(48, 32, 8), (48, 8), (32, 8)], 16, {"f": 2, "j": 8},
+     {"f": 2, "j": 8}),
+])
+def test_the_closed_form_equals_the_simulation_of_a_reduce_scatter(
+        subscripts, shapes, nodes, grid, counts):
+    plan = problem(subscripts, shapes, nodes)
+    chosen = candidate(plan, grid, counts)
+    assert scatter_for(plan, chosen) is not None
+    modelled = model(plan, chosen, strict=True)
+    found = symbolic_cost.figures(plan, chosen)
+    report = modelled.report
+    assert tuple(found.total_received.tolist()) == report.node_recv_bytes
+    assert tuple(found.flops.tolist()) == report.node_flops
+    assert tuple(found.tasks.tolist()) == report.node_tasks
+    assert found.resident.tolist() == modelled.schedule.final_memory_bytes
+    assert report.tasks == sum(1 for t in modelled.graph.tasks if t.kind != "load")
+    assert added_tasks(plan, chosen) > 0
+    floors = prediction.busiest_floors(plan, *_arrays(plan, chosen))
+    assert floors[0] <= found.received.max()
+    # LSHS keeps every task of a member on its node: the same figures
+    lshs = model(plan, chosen)
+    assert lshs.report.node_recv_bytes == report.node_recv_bytes
+
+
+def test_each_node_of_a_group_receives_one_block_less_one_piece():
+    plan = problem("ijk,jkf->if", [(64, 64, 64), (64, 64, 16)], 8)
+    modelled = model(plan, candidate(plan, {"k": 8}, {"k": 8}))
+    block = 64 * 16 * 8
+    assert modelled.report.node_recv_bytes == (block * 7 // 8,) * 8
+    assert modelled.report.max_node_recv_bytes == plan.lower_bound_bytes()
+    # the output's pieces stay where they were summed: one on every node
+    assert sorted(modelled.output_nodes) == list(range(8))
+
+
+def test_a_large_plan_says_it_reduce_scatters():
+    plan = tc.plan("ijk,jkf->if", (2048, 2048, 2048), (2048, 2048, 64), nodes=1024)
+    assert plan.stats["reduce_scatter"] == (
+        "reduce-scatter along i over k:1024 (1024 pieces a block, 10 rounds)")
+    assert plan.stats["lower_bound_ratio"] == pytest.approx(1.0)
+    assert "the output is blocked 1024x finer along i" in plan.explain()
+
+
+def _arrays(plan, chosen):
+    return candidate_arrays(plan, [chosen])
