@@ -23,6 +23,7 @@ from tensorc.codegen.reduce_scatter import Scatter, member_pieces, prime_radices
 from tensorc.planning import prediction, symbolic_cost
 from tensorc.planning.distribution import Candidate, candidate_arrays, model
 from tensorc.planning.reduce_scatter import added_tasks, scatter_for
+from tensorc.planning.search import candidate_table
 from tensorc.runtime.task_pool import TaskPool
 
 
@@ -128,11 +129,30 @@ def test_the_closed_form_equals_the_simulation_of_a_reduce_scatter(
     assert found.resident.tolist() == modelled.schedule.final_memory_bytes
     assert report.tasks == sum(1 for t in modelled.graph.tasks if t.kind != "load")
     assert added_tasks(plan, chosen) > 0
+    assert prediction.scatter_tasks(plan, *_arrays(plan, chosen))[0] == added_tasks(plan, chosen)
     floors = prediction.busiest_floors(plan, *_arrays(plan, chosen))
     assert floors[0] <= found.received.max()
     # LSHS keeps every task of a member on its node: the same figures
     lshs = model(plan, chosen)
     assert lshs.report.node_recv_bytes == report.node_recv_bytes
+
+
+@pytest.mark.parametrize(("subscripts", "shapes", "nodes"), [
+    ("ijk,jkf->if", [(24, 12, 12), (12, 12, 4)], 12),
+    ("ijk,jf,kf->if", [(30, 16, 9), (16, 6), (9, 6)], 16),
+    ("ik,kj->ij", [(9, 64), (64, 2)], 8),
+])
+def test_the_predicted_tasks_of_every_candidate_count_its_reduce_scatter(subscripts, shapes,
+                                                                         nodes):
+    plan = problem(subscripts, shapes, nodes)
+    p, c = candidate_table(plan)
+    added = prediction.scatter_tasks(plan, p, c)
+    inside = np.flatnonzero(np.all(c % p == 0, axis=1))
+    assert (added[inside] > 0).any()
+    for k in inside.tolist():
+        chosen = Candidate(tuple(zip(plan.indices, p[k].tolist(), strict=True)),
+                           tuple(zip(plan.indices, c[k].tolist(), strict=True)))
+        assert added[k] == added_tasks(plan, chosen), chosen.describe()
 
 
 def test_each_node_of_a_group_receives_one_block_less_one_piece():

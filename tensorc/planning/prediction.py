@@ -29,6 +29,7 @@ import functools
 
 import numpy as np
 
+from tensorc.codegen.reduce_scatter import prime_radices
 from tensorc.planning import cost as price
 from tensorc.planning import model_bound, symbolic_cost
 
@@ -104,10 +105,32 @@ def task_totals(problem, c: np.ndarray) -> np.ndarray:
 
 
 
+def scatter_tasks(problem, p: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The tasks a candidate's reduce-scatter adds to :func:`task_totals` (0 where its last
+    stage folds plainly; :func:`tensorc.planning.reduce_scatter.added_tasks` per candidate):
+    per output block and node of the group, a fold of its own partials when it made
+    several and ``q + 1`` tasks a round, less the one plain fold."""
+    shape = symbolic_cost.structure(problem)
+    if not shape.stages:
+        return np.zeros(len(p), dtype=np.float64)
+    stage = shape.stages[-1]
+    scattered = _may_scatter(problem, shape, stage, p, c)
+    if not scattered.any():
+        return np.zeros(len(p), dtype=np.float64)
+    summed = _columns(problem, set(stage.dims) - set(stage.output))
+    group = _product(p, summed).astype(np.int64)
+    rounds = np.array([sum(q + 1 for q in prime_radices(int(g))) if g > 1 else 0
+                       for g in group.tolist()], dtype=np.float64)
+    own = _product(c, summed) / np.maximum(group, 1)
+    per_member = (own > 1) + rounds
+    blocks = _product(c, _columns(problem, stage.output))
+    return np.where(scattered, blocks * (group * per_member - 1), 0.0)
+
+
 def predicted_costs(problem, p: np.ndarray, c: np.ndarray) -> np.ndarray:
     """The model's cost predicted in closed form, per candidate (module contract)."""
     nodes = spanned(p)
-    tasks = task_totals(problem, c)
+    tasks = task_totals(problem, c) + scatter_tasks(problem, p, c)
     received = estimates(problem, p, c) * problem.itemsize
     network = received / price.NETWORK_BYTES_PER_SECOND
     bound = problem.lower_bound_bytes()
@@ -230,14 +253,22 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
         blocks = _product(c, out)
         # some node folds ceil(blocks / nodes) blocks; and the partials' elements, one
         # fewer than their makers per output element, land on at most min(blocks, nodes)
-        # — or on every node, where the last stage may end as a reduce-scatter
+        # — unless the last stage may end as a reduce-scatter
         scattered = (_may_scatter(problem, shape, stage, p, c) if stage is shape.stages[-1]
                      else np.zeros(len(p), dtype=bool))
-        folding = np.where(scattered, nodes, np.minimum(blocks, nodes))
-        top = np.maximum(top, np.maximum(
-            np.where(scattered, 0.0,
-                     np.ceil(blocks / nodes) * (makers - 1) * _product(smallest, out)),
-            np.ceil((makers - 1) * _elements(stage.output, problem_sizes) / folding)))
+        # scattered: a group's nodes receive (g - 1)/g of their cell's blocks together
+        # (whatever the pieces' lengths), and a cell without the last, smaller blocks holds
+        # m_o full blocks along each split output index
+        largest_cell = np.ones(len(p), dtype=np.float64)
+        for column in out:
+            size = float(problem_sizes[problem.indices[column]])
+            largest_cell *= np.where(p[:, column] > 1, m[:, column] * step[:, column], size)
+        plain = np.maximum(
+            np.ceil(blocks / nodes) * (makers - 1) * _product(smallest, out),
+            np.ceil((makers - 1) * _elements(stage.output, problem_sizes)
+                    / np.minimum(blocks, nodes)))
+        top = np.maximum(top, np.where(
+            scattered, np.ceil(largest_cell * (makers - 1) / np.maximum(makers, 1)), plain))
     if total_only:
         return total * problem.itemsize
     floor = np.ceil(total / nodes)
@@ -247,10 +278,10 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
 
 
 def _may_scatter(problem, shape, stage, p: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Per candidate, whether its last stage (``stage``) may end as a reduce-scatter: the
-    necessary conditions of :func:`tensorc.planning.reduce_scatter.scatter_for` (the
-    nodes along its summed indices outnumber the output blocks of a grid cell, and an
-    output index's blocks are at least that long)."""
+    """Per candidate (in the closed form's domain), whether its last stage (``stage``) ends
+    as a reduce-scatter: :func:`tensorc.planning.reduce_scatter.scatter_for`'s rule (the
+    grid splits only the stage's indices, the nodes along its summed indices outnumber the
+    output blocks of a grid cell, and an output index's blocks are at least that long)."""
     if stage.value != shape.final:
         return np.zeros(len(p), dtype=bool)
     group = _product(p, _columns(problem, set(stage.dims) - set(stage.output)))
@@ -260,7 +291,8 @@ def _may_scatter(problem, shape, stage, p: np.ndarray, c: np.ndarray) -> np.ndar
         size = problem.sizes[problem.indices[column]]
         step = -(-size // c[:, column])
         long_enough |= np.minimum(step, size - (c[:, column] - 1) * step) >= group
-    return (group >= 2) & (cell_blocks < group) & long_enough
+    inside = _product(p, _columns(problem, set(problem.indices) - set(stage.dims))) == 1
+    return (group >= 2) & (cell_blocks < group) & long_enough & inside
 
 
 def _elements(dims, sizes) -> float:
@@ -275,6 +307,11 @@ def cost_floors(problem, p: np.ndarray, c: np.ndarray, network: bool = True,
     leaves the network term out (a floor in or out of the closed form's domain)."""
     nodes = spanned(p)
     tasks = task_totals(problem, c)
+    inside = np.all(c % p == 0, axis=1)
+    if (not grid_wide and symbolic_cost.structure(problem).unsupported is None
+            and not problem.placed):
+        # a reduce-scatter's rounds (not grid-wide: more output blocks can end it)
+        tasks = tasks + np.where(inside, scatter_tasks(problem, p, c), 0.0)
     compute = (
         model_bound.compute_flops(problem) / price.NODE_FLOPS_PER_CORE
         + tasks * price.RAY_TASK_SECONDS

@@ -563,22 +563,35 @@ def scatter_pieces(grid: _Grid, output, scatter: Scatter) -> tuple[np.ndarray, .
     residue (:func:`tensorc.codegen.reduce_scatter.member_pieces`)."""
     dim = scatter.dim
     others = cell_elements(grid, [o for o in output if o != dim])
-    member = np.zeros(grid.nodes, dtype=np.int64)
-    for name, p in scatter.axes:
-        member = member * p + grid._coordinate(name)
-    radices = np.asarray(scatter.radices(), dtype=np.int64)
+    key = ("member", scatter.axes)
+    member = grid._keep.get(key)
+    if member is None:
+        member = np.zeros(grid.nodes, dtype=np.int64)
+        for name, p in scatter.axes:
+            member = member * p + grid._coordinate(name)
+        grid._keep[key] = member
     last = (grid._coordinate(dim) == grid.p[dim] - 1).astype(np.int64)
     whole = grid.m[dim] - last
     found = [np.zeros(grid.nodes, dtype=np.int64) for _ in range(3)]
     for extent, blocks in ((grid.step[dim], whole), (grid.last[dim], last)):
-        pieces = member_pieces(extent, scatter)
-        after = pieces[:, 1::2] - pieces[:, 0::2]  # each round's piece, per member
-        before = np.concatenate([np.full((scatter.group, 1), extent), after[:, :-1]], axis=1)
-        per_member = ((radices - 1) * after).sum(axis=1), (before + after).sum(axis=1), \
-            after[:, -1]
-        for total, value in zip(found, per_member, strict=True):
+        for total, value in zip(found, _member_figures(extent, scatter), strict=True):
             total += blocks * value[member]
     return tuple(others * total for total in found)
+
+
+@functools.lru_cache(maxsize=256)
+def _member_figures(extent: int, scatter: Scatter) -> tuple[np.ndarray, ...]:
+    """Per member of a reduce-scatter of blocks ``extent`` long along its index: the
+    lengths it receives (``q - 1`` sub-pieces a round), makes (each round's cuts and sum)
+    and keeps (its final piece)."""
+    radices = np.asarray(scatter.radices(), dtype=np.int64)
+    pieces = member_pieces(extent, scatter)
+    after = pieces[:, 1::2] - pieces[:, 0::2]  # each round's piece, per member
+    before = np.concatenate([np.full((scatter.group, 1), extent), after[:, :-1]], axis=1)
+    found = ((radices - 1) * after).sum(axis=1), (before + after).sum(axis=1), after[:, -1]
+    for array in found:
+        array.setflags(write=False)
+    return found
 
 
 def _scatter_reduce(grid: _Grid, stage: Stage, summed, scatter: Scatter):
