@@ -160,14 +160,23 @@ def test_a_result_lost_with_its_node_before_its_first_gather_is_made_again(dying
     local = session.cluster.local_cluster
     local.add_node(num_cpus=1, object_store_memory=LOCAL_NODE_MEMORY)
     session.cluster.refresh()
-    operands = (tc.random((64, 64, 64), grid=(4, 4, 4), seed=31),
+    def operands():
+        return (tc.random((64, 64, 64), grid=(4, 4, 4), seed=31),
                 tc.random((64, 8), grid=(4, 1), seed=32),
                 tc.random((64, 8), grid=(4, 1), seed=33))
-    want = np.einsum("ijk,jf,kf->if", *[a.numpy() for a in operands], optimize=True)
-    result = tc.einsum("ijk,jf,kf->if", *operands)
+
+    # equal seeds give equal values: the reference gathers a set of its own, so the set
+    # under test has no copies on the head node (a call may run there on such copies, for
+    # free, and then no result block would be on a worker); made (tc.wait) before the
+    # call, so the call is an immediate one
+    want = np.einsum("ijk,jf,kf->if", *[a.numpy() for a in operands()], optimize=True)
+    inputs = operands()
+    tc.wait(*inputs)
+    result = tc.einsum("ijk,jf,kf->if", *inputs)
     ids = session.cluster.node_ids
-    holders = {ids[n] for n in result.value().block_nodes().values()}
+    placed = result.value().block_nodes()
+    holders = {ids[n] for n in placed.values()}
     victim = next((n for n in local.worker_nodes if n.node_id in holders), None)
-    assert victim is not None, "every result block is on the head node"
+    assert victim is not None, f"every result block is on the head node: {placed}"
     local.remove_node(victim, allow_graceful=False)
     np.testing.assert_allclose(result.numpy(), want, rtol=1e-10)
