@@ -18,9 +18,11 @@ on. Tasks, per output block:
   its digit names from itself and the ``q - 1`` members that differ from it in that digit
   only (in digit order).
 
-After the last round member ``r`` holds the fully reduced piece at position
+A round cuts a piece of length ``L`` at ``⌊j L / q⌋`` (:func:`member_pieces`), so where ``g``
+does not divide a block's length the pieces differ by an element along ``dim``. After the
+last round member ``r`` holds the fully reduced piece at position
 ``Σ_t d_t(r) · g / (q_1 ⋯ q_t)`` of ``g`` along ``dim``; the statement's output is blocked
-``g`` times finer along ``dim`` than the stage (block size ``step / g``). Each member
+``g`` times finer along ``dim`` than the stage. Each member
 receives ``(1 - 1/g)`` of a block per block, the same total a fold on one node receives,
 spread over the group; a node sends and receives ``q - 1`` messages a round, so a group of
 4,096 nodes needs 12 rounds, not 4,095 messages per node. Task coordinates are the output
@@ -146,7 +148,7 @@ def lower_scatter(builder, label: str, scatter: Scatter, all_key, output, summed
     nb = len(blocks)
     per_member = len(flat) // (nb * group)
     # one row per (block, member), blocks in increasing order, members within
-    rows = partial_ids[grouped].reshape(nb * group, per_member)
+    own = partial_ids[grouped].reshape(nb * group, per_member)
     first = grouped[::group * per_member]
     out_positions = [position[n] for n in output]
     block_coords = coords[first][:, out_positions]
@@ -166,10 +168,10 @@ def lower_scatter(builder, label: str, scatter: Scatter, all_key, output, summed
         stage = f"{label}.fold-{builder.digest}"
         builder.stage_dims[stage] = dims
         sizes = row_shapes.prod(axis=1)
-        current = builder.add(stage, REDUCE, fold, row_coords, rows, row_shapes,
+        current = builder.add(stage, REDUCE, fold, row_coords, own, row_shapes,
                               sizes * itemsize, sizes * (per_member - 1))
     else:
-        current = rows[:, 0]
+        current = own[:, 0]
     axis = list(output).index(scatter.dim)
     radices = scatter.radices()
     digits = _digits(group, radices)
