@@ -44,15 +44,18 @@ LOWERED = [
     # (subscripts, shapes, block counts, scatter): even pieces, mixed radices, several
     # partials per member (a fold first), uneven pieces and a ragged last block
     ("ijk,jkf->if", [(24, 8, 12), (8, 12, 4)], {"i": 1, "j": 1, "k": 4, "f": 1},
-     Scatter("i", (("k", 4),))),
+     Scatter.along("i", (("k", 4),))),
     ("ijk,jkf->if", [(24, 8, 12), (8, 12, 4)], {"i": 2, "j": 2, "k": 6, "f": 2},
-     Scatter("i", (("j", 2), ("k", 3)))),
+     Scatter.along("i", (("j", 2), ("k", 3)))),
     ("ijk,jf,kf->if", [(16, 8, 12), (8, 4), (12, 4)], {"i": 2, "j": 4, "k": 3, "f": 1},
-     Scatter("i", (("j", 2), ("k", 2)))),
+     Scatter.along("i", (("j", 2), ("k", 2)))),
     ("ijk,jkf->if", [(13, 8, 12), (8, 12, 4)], {"i": 1, "j": 2, "k": 6, "f": 1},
-     Scatter("i", (("k", 6),))),
+     Scatter.along("i", (("k", 6),))),
     ("ijk,jkf->if", [(23, 8, 12), (8, 12, 4)], {"i": 3, "j": 2, "k": 6, "f": 2},
-     Scatter("i", (("j", 2), ("k", 3)))),
+     Scatter.along("i", (("j", 2), ("k", 3)))),
+    # pieces cut along two indices (i by the first rounds, then f), a ragged f block
+    ("ijk,jkf->if", [(6, 8, 16), (8, 16, 9)], {"i": 2, "j": 1, "k": 8, "f": 2},
+     Scatter((("i", 2), ("f", 4)), (("k", 8),))),
 ]
 
 
@@ -72,37 +75,46 @@ def test_a_reduce_scatter_gives_numpys_answer_with_the_tasks_it_promises(
     kinds = Counter(task.kind for task in graph.tasks)
     assert kinds["apply"] == blocks * scatter.group * sum(radices)
     assert kinds["reduce"] == blocks * scatter.group * (len(radices) + folds)
-    # the output is cut g times finer along the scattered index, and tiles it exactly
+    # the output is cut g times finer along the scattered indices, and tiles it exactly
     assert len(graph.outputs) == blocks * scatter.group
-    axis = output.index(scatter.dim)
     covered = np.zeros(graph.output_shape, dtype=np.int64)
     for _, slices in graph.outputs:
         covered[slices] += 1
-        assert slices[axis].stop > slices[axis].start
+        assert all(s.stop > s.start for s in slices)
     assert (covered == 1).all()
 
 
 def test_pieces_are_cut_evenly_and_in_member_order():
     assert prime_radices(4050) == [5, 5, 3, 3, 3, 3, 2]
-    scatter = Scatter("i", (("k", 6),))
-    pieces = member_pieces(13, scatter)[:, -2:]  # radices 3 then 2
-    assert sorted(map(tuple, pieces.tolist())) == [
+    scatter = Scatter.along("i", (("k", 6),))
+    before, after, final = member_pieces({"i": 13}, scatter)  # radices 3 then 2
+    lo, hi = final["i"]
+    assert sorted(zip(lo.tolist(), hi.tolist(), strict=True)) == [
         (0, 2), (2, 4), (4, 6), (6, 8), (8, 10), (10, 13)]
-    lengths = pieces[:, 1] - pieces[:, 0]
-    assert lengths.max() - lengths.min() <= 1
+    assert (hi - lo).max() - (hi - lo).min() <= 1
+    assert (before[:, 0] == 13).all() and (after[:, -1] == hi - lo).all()
+    # two indices: the first rounds cut i in 4, the last cuts f in 2
+    both = Scatter((("i", 4), ("f", 2)), (("k", 8),))
+    assert both.round_dims() == ["i", "i", "f"]
+    before, after, final = member_pieces({"i": 8, "f": 6}, both)
+    assert (after[:, -1] == 2 * 3).all() and (before[:, 0] == 48).all()
 
 
 def test_the_rule_scatters_only_where_a_fold_would_leave_nodes_idle():
     plan = problem("ijk,jkf->if", [(64, 64, 64), (64, 64, 16)], 8)
     # one output block per cell, 8 nodes along k: scattered along i (64 rows beat 16 cols)
-    assert scatter_for(plan, candidate(plan, {"k": 8}, {"k": 8})) == Scatter("i", (("k", 8),))
+    assert scatter_for(plan, candidate(plan, {"k": 8}, {"k": 8})) == Scatter.along("i", (("k", 8),))
     # 8 output blocks per cell: every node of the group already folds one
     assert scatter_for(plan, candidate(plan, {"k": 8}, {"k": 8, "i": 8})) is None
     # nothing summed across nodes
     assert scatter_for(plan, candidate(plan, {"i": 8}, {"i": 8, "k": 2})) is None
-    # pieces would be shorter than one element along every output index
+    # a 4 x 4 output in 8 pieces: i cut in 4 first, then f in 2
     small = problem("ijk,jkf->if", [(4, 64, 64), (64, 64, 4)], 8)
-    assert scatter_for(small, candidate(small, {"k": 8}, {"k": 8})) is None
+    assert scatter_for(small, candidate(small, {"k": 8}, {"k": 8})) == Scatter(
+        (("i", 4), ("f", 2)), (("k", 8),))
+    # a 2 x 2 output cannot be cut in 8 pieces
+    tiny = problem("ijk,jkf->if", [(2, 64, 64), (64, 64, 2)], 8)
+    assert scatter_for(tiny, candidate(tiny, {"k": 8}, {"k": 8})) is None
 
 
 @pytest.mark.parametrize(("subscripts", "shapes", "nodes", "grid", "counts"), [
@@ -114,6 +126,8 @@ def test_the_rule_scatters_only_where_a_fold_would_leave_nodes_idle():
      {"i": 2, "j": 3, "k": 4}),
     ("ijk,if,jf->if", [(48, 32, 8), (48, 8), (32, 8)], 16, {"f": 2, "j": 8},
      {"f": 2, "j": 8}),
+    # cut along two indices, ragged blocks along both
+    ("ijk,jkf->if", [(7, 16, 16), (16, 16, 11)], 16, {"k": 16}, {"k": 16, "f": 2}),
 ])
 def test_the_closed_form_equals_the_simulation_of_a_reduce_scatter(
         subscripts, shapes, nodes, grid, counts):
@@ -168,9 +182,10 @@ def test_each_node_of_a_group_receives_one_block_less_one_piece():
 def test_a_large_plan_says_it_reduce_scatters():
     plan = tc.plan("ijk,jkf->if", (2048, 2048, 2048), (2048, 2048, 64), nodes=1024)
     assert plan.stats["reduce_scatter"] == (
-        "reduce-scatter along i over k:1024 (1024 pieces a block, 10 rounds)")
+        "reduce-scatter along i:1024 over k:1024 (1024 pieces a block, 10 rounds)")
     assert plan.stats["lower_bound_ratio"] == pytest.approx(1.0)
-    assert "the output is blocked 1024x finer along i" in plan.explain()
+    assert ("reduce-scatter along i:1024 over k:1024 (1024 pieces a block, 10 rounds): "
+            "the output's blocks are cut that finer") in plan.explain()
 
 
 def _arrays(plan, chosen):

@@ -245,7 +245,7 @@ class _Builder:
             ids, order, ranges = lower_scatter(self, label, scatter, all_key, output, summed,
                                                coords, partial_ids, flat, shapes,
                                                monoid or "+")
-            self.output_ranges = {**self.ranges, scatter.dim: ranges}
+            self.output_ranges = {**self.ranges, **ranges}
             return _Blocked(output, ids, order)
         members = partial_ids[grouped].reshape(len(blocks), int(parts[0]))[produced]
         reduce_stage = f"{label}.reduce-{self.digest}"

@@ -32,6 +32,7 @@ summed``), so the grid places every task of member ``r`` on ``r``'s node.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -54,27 +55,72 @@ def prime_radices(count: int) -> list[int]:
     return sorted(factors, reverse=True)
 
 
+def axes_radices(axes: tuple[tuple[str, int], ...]) -> list[int]:
+    """A reduce-scatter's rounds over a group spanning ``axes``: each axis's prime factors,
+    largest first, axes in order."""
+    return [q for _, p in axes for q in prime_radices(p)]
+
+
 @dataclass(frozen=True)
 class Scatter:
-    """How a stage's reduce ends: pieces along output index ``dim``, over the group of nodes
-    the summed indices ``axes`` (``((index, nodes), ...)``, each ``nodes > 1``) span."""
+    """How a stage's reduce ends: over the group of nodes the summed indices ``axes``
+    (``((index, nodes), ...)``, each ``nodes > 1``) span, in pieces ``cuts`` (``((output
+    index, pieces along it), ...)``, their product the group's size): the first
+    output index is cut by the first rounds, the next by the rounds after them."""
 
-    dim: str
+    cuts: tuple[tuple[str, int], ...]
     axes: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def along(cls, dim: str, axes: tuple[tuple[str, int], ...]) -> Scatter:
+        """Every piece cut along one output index."""
+        return cls(((dim, math.prod(p for _, p in axes)),), axes)
 
     @property
     def group(self) -> int:
         return math.prod(p for _, p in self.axes)
 
     def radices(self) -> list[int]:
-        """The rounds' radices: each axis's prime factors, largest first, axes in order."""
-        return [q for _, p in self.axes for q in prime_radices(p)]
+        """The rounds' radices (:func:`axes_radices`)."""
+        return axes_radices(self.axes)
+
+    def round_dims(self) -> list[str]:
+        """The output index each round cuts (``cuts`` in order, each for as many rounds as
+        its pieces take)."""
+        dims, made, cut = [], 1, 0
+        for q in self.radices():
+            while made == self.cuts[cut][1]:
+                cut, made = cut + 1, 1
+            dims.append(self.cuts[cut][0])
+            made *= q
+        return dims
 
     def describe(self) -> str:
         over = " x ".join(f"{i}:{p}" for i, p in self.axes)
+        along = " x ".join(f"{d}:{g}" for d, g in self.cuts)
         rounds = len(self.radices())
-        return (f"reduce-scatter along {self.dim} over {over} ({self.group} pieces a block, "
+        return (f"reduce-scatter along {along} over {over} ({self.group} pieces a block, "
                 f"{rounds} round{'s' if rounds != 1 else ''})")
+
+
+@functools.lru_cache(maxsize=4096)
+def cut_plan(radices: tuple[int, ...], lengths: tuple[tuple[str, int], ...]
+             ) -> tuple[tuple[str, int], ...] | None:
+    """The ``cuts`` of a :class:`Scatter` whose rounds have ``radices``, over output indices
+    whose shortest block is ``lengths`` long (in order of preference): the rounds, in order,
+    cut the first index while its pieces stay at least an element long, then the next; None
+    when the indices are too short for every round."""
+    cuts, at, made = [], 0, 1
+    for q in radices:
+        while at < len(lengths) and made * q > lengths[at][1]:
+            if made > 1:
+                cuts.append((lengths[at][0], made))
+            at, made = at + 1, 1
+        if at == len(lengths):
+            return None
+        made *= q
+    cuts.append((lengths[at][0], made))
+    return tuple(cuts)
 
 
 class PieceBlock:
@@ -102,31 +148,36 @@ def _digits(group: int, radices: list[int]) -> np.ndarray:
     return digits
 
 
-def piece_positions(scatter: Scatter) -> np.ndarray:
-    """Per member, the position (of ``g``) of the piece it ends with."""
+def piece_positions(scatter: Scatter) -> dict[str, np.ndarray]:
+    """Per cut output index, each member's position (of the pieces along it) of the piece
+    it ends with: its digits of the rounds that cut that index, in mixed radix."""
     radices = scatter.radices()
     digits = _digits(scatter.group, radices)
-    position = np.zeros(scatter.group, np.int64)
-    for t, q in enumerate(radices):
-        position = position * q + digits[:, t]
+    position = {dim: np.zeros(scatter.group, np.int64) for dim, _ in scatter.cuts}
+    for t, (q, dim) in enumerate(zip(radices, scatter.round_dims(), strict=True)):
+        position[dim] = position[dim] * q + digits[:, t]
     return position
 
 
-def member_pieces(extent: int, scatter: Scatter) -> np.ndarray:
-    """Per member, the ``[lo, hi)`` (relative to its block, along ``dim``) of the piece it
-    holds after each round: ``pieces[r, 2 t : 2 t + 2]`` after round ``t``, the last pair
-    the final piece (rows in member order). A round cuts a piece of length ``L`` at
-    ``⌊j L / q⌋``, so the pieces differ by at most one element along ``dim`` per round."""
+def member_pieces(extents: dict[str, int], scatter: Scatter):
+    """A reduce-scatter of one block whose cut indices are ``extents`` long: per member and
+    round, the elements (over the cut indices) of its piece before the round's cut and of
+    the sub-piece it keeps (``(before, after)``, arrays ``[member, round]``), and per cut
+    index the ``[lo, hi)`` of its final piece relative to the block. A round cuts a piece of
+    length ``L`` at ``⌊j L / q⌋``, so pieces differ by at most an element per index."""
     radices = scatter.radices()
     digits = _digits(scatter.group, radices)
-    lo = np.zeros(scatter.group, np.int64)
-    hi = np.full(scatter.group, extent, np.int64)
-    after = []
-    for t, q in enumerate(radices):
-        length = hi - lo
-        lo, hi = lo + digits[:, t] * length // q, lo + (digits[:, t] + 1) * length // q
-        after.extend([lo, hi])
-    return np.stack(after, axis=1)
+    lo = {dim: np.zeros(scatter.group, np.int64) for dim, _ in scatter.cuts}
+    hi = {dim: np.full(scatter.group, extents[dim], np.int64) for dim, _ in scatter.cuts}
+    before, after = [], []
+    for t, (q, dim) in enumerate(zip(radices, scatter.round_dims(), strict=True)):
+        before.append(math.prod(hi[d] - lo[d] for d, _ in scatter.cuts))
+        length = hi[dim] - lo[dim]
+        lo[dim], hi[dim] = (lo[dim] + digits[:, t] * length // q,
+                            lo[dim] + (digits[:, t] + 1) * length // q)
+        after.append(math.prod(hi[d] - lo[d] for d, _ in scatter.cuts))
+    final = {dim: (lo[dim], hi[dim]) for dim, _ in scatter.cuts}
+    return np.stack(before, axis=1), np.stack(after, axis=1), final
 
 
 def lower_scatter(builder, label: str, scatter: Scatter, all_key, output, summed,
@@ -137,7 +188,7 @@ def lower_scatter(builder, label: str, scatter: Scatter, all_key, output, summed
     ``coords`` are the partial tasks' coordinates over ``all_key``, ``flat`` their output
     block (row-major over the output counts), ``shapes`` their block shapes. Returns the ids
     of the final pieces over the finer output grid (row-major), the order they were made in,
-    and the output's finer block ranges along ``dim``."""
+    and the output's finer block ranges along each cut index."""
     position = {n: k for k, n in enumerate(all_key)}
     group = scatter.group
     member = np.zeros(len(coords), np.int64)
@@ -172,23 +223,23 @@ def lower_scatter(builder, label: str, scatter: Scatter, all_key, output, summed
                               sizes * itemsize, sizes * (per_member - 1))
     else:
         current = own[:, 0]
-    axis = list(output).index(scatter.dim)
     radices = scatter.radices()
     digits = _digits(group, radices)
     weights = [math.prod(radices[t + 1:]) for t in range(len(radices))]
-    members = np.arange(group, dtype=np.int64)
+    members = np.tile(np.arange(group, dtype=np.int64), nb)
     count = nb * group
     base = np.repeat(np.arange(nb, dtype=np.int64) * group, group)
-    lo = np.zeros(count, np.int64)  # the current piece, relative to its block
-    hi = row_shapes[:, axis].copy()
-    for t, q in enumerate(radices):
-        length = hi - lo
+    each = np.arange(count)
+    axes = {dim: list(output).index(dim) for dim, _ in scatter.cuts}
+    lo = {dim: np.zeros(count, np.int64) for dim in axes}  # the piece, relative to its block
+    hi = {dim: row_shapes[:, axis].copy() for dim, axis in axes.items()}
+    for t, (q, dim) in enumerate(zip(radices, scatter.round_dims(), strict=True)):
+        axis = axes[dim]
+        length = hi[dim] - lo[dim]
         cuts = np.empty((q, count), np.int64)
         bounds = np.stack([(j * length) // q for j in range(q + 1)], axis=1)
         for j in range(q):
-            start, stop = bounds[:, j], bounds[:, j + 1]
-            pairs, which = np.unique(np.stack([start, stop], axis=1), axis=0,
-                                     return_inverse=True)
+            pairs, which = np.unique(bounds[:, j:j + 2], axis=0, return_inverse=True)
             for variant, (first_at, stop_at) in enumerate(pairs.tolist()):
                 rows_of = np.flatnonzero(which.reshape(-1) == variant)
                 stage = f"{label}.scatter{t}.{j}.{variant}-{builder.digest}"
@@ -203,12 +254,10 @@ def lower_scatter(builder, label: str, scatter: Scatter, all_key, output, summed
         digit = np.tile(digits[:, t], nb)
         inputs = np.empty((count, q), np.int64)
         for v in range(q):
-            partner = base + np.tile(members, nb) + (v - digit) * weights[t]
-            inputs[:, v] = cuts[digit, partner]
-        each = np.arange(count)
-        lo, hi = lo + bounds[each, digit], lo + bounds[each, digit + 1]
+            inputs[:, v] = cuts[digit, base + members + (v - digit) * weights[t]]
+        lo[dim], hi[dim] = lo[dim] + bounds[each, digit], lo[dim] + bounds[each, digit + 1]
         row_shapes = row_shapes.copy()
-        row_shapes[:, axis] = hi - lo
+        row_shapes[:, axis] = hi[dim] - lo[dim]
         elements = row_shapes.prod(axis=1)
         stage = f"{label}.scatter{t}-{builder.digest}"
         builder.stage_dims[stage] = dims
@@ -216,16 +265,21 @@ def lower_scatter(builder, label: str, scatter: Scatter, all_key, output, summed
                               elements * itemsize, elements * (q - 1))
     positions = piece_positions(scatter)
     out_counts = list(builder.counts(output))
-    out_counts[axis] *= group
     fine_coords = np.repeat(block_coords, group, axis=0)
-    fine_coords[:, axis] = fine_coords[:, axis] * group + np.tile(positions, nb)
+    ranges = {}
+    for dim, pieces in scatter.cuts:
+        axis = axes[dim]
+        out_counts[axis] *= pieces
+        fine_coords[:, axis] = fine_coords[:, axis] * pieces + np.tile(positions[dim], nb)
+        order = np.unique(positions[dim], return_index=True)[1]  # a member per position
+        ranges[dim] = []
+        for start, stop in builder.ranges[dim]:
+            _, _, final = member_pieces({d: stop - start for d, _ in scatter.cuts}, scatter)
+            first, last = final[dim]
+            ranges[dim].extend((start + int(first[r]), start + int(last[r])) for r in order)
+        ranges[dim] = tuple(ranges[dim])
     new_flat = (np.ravel_multi_index(tuple(fine_coords.T), out_counts) if output
                 else np.zeros(len(fine_coords), np.int64))
     ids = np.empty(math.prod(out_counts), np.int64)
     ids[new_flat] = current
-    ranges = []
-    order = np.argsort(positions)
-    for start, stop in builder.ranges[scatter.dim]:
-        pieces = member_pieces(stop - start, scatter)
-        ranges.extend((start + int(pieces[r, -2]), start + int(pieces[r, -1])) for r in order)
-    return ids.reshape(out_counts), new_flat, tuple(ranges)
+    return ids.reshape(out_counts), new_flat, ranges

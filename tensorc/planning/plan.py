@@ -110,9 +110,8 @@ def describe_distribution(dist: DistributedPlan) -> list[str]:
         f"planner {dist.planner}: {proof}; {dist.evaluated} candidate(s) modelled in "
         f"{dist.seconds * 1e3:.1f} ms",
         f"{dist.candidate.describe()}",
-        *([f"{dist.modelled.scatter.describe()}: the output is blocked "
-           f"{dist.modelled.scatter.group}x finer along {dist.modelled.scatter.dim} than the "
-           "stage"] if dist.modelled.scatter is not None else []),
+        *([f"{dist.modelled.scatter.describe()}: the output's blocks are cut that finer"]
+          if dist.modelled.scatter is not None else []),
         f"modelled cost {report.cost * 1e3:.3f} ms; {report.tasks} compute tasks; "
         f"inter-node {report.inter_node_bytes} B",
     ]

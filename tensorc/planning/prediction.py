@@ -29,9 +29,10 @@ import functools
 
 import numpy as np
 
-from tensorc.codegen.reduce_scatter import prime_radices
+from tensorc.codegen.reduce_scatter import axes_radices, cut_plan, prime_radices
 from tensorc.planning import cost as price
 from tensorc.planning import model_bound, symbolic_cost
+from tensorc.planning.reduce_scatter import output_lengths
 
 
 def _columns(problem, dims) -> list[int]:
@@ -281,18 +282,21 @@ def _may_scatter(problem, shape, stage, p: np.ndarray, c: np.ndarray) -> np.ndar
     """Per candidate (in the closed form's domain), whether its last stage (``stage``) ends
     as a reduce-scatter: :func:`tensorc.planning.reduce_scatter.scatter_for`'s rule (the
     grid splits only the stage's indices, the nodes along its summed indices outnumber the
-    output blocks of a grid cell, and an output index's blocks are at least that long)."""
+    output blocks of a grid cell, and the output indices are long enough for the pieces)."""
     if stage.value != shape.final:
         return np.zeros(len(p), dtype=bool)
-    group = _product(p, _columns(problem, set(stage.dims) - set(stage.output)))
+    summed = _columns(problem, set(stage.dims) - set(stage.output))
+    group = _product(p, summed)
     cell_blocks = _product(c // np.maximum(p, 1), _columns(problem, stage.output))
-    long_enough = np.zeros(len(p), dtype=bool)
-    for column in _columns(problem, stage.output):
-        size = problem.sizes[problem.indices[column]]
-        step = -(-size // c[:, column])
-        long_enough |= np.minimum(step, size - (c[:, column] - 1) * step) >= group
     inside = _product(p, _columns(problem, set(problem.indices) - set(stage.dims))) == 1
-    return (group >= 2) & (cell_blocks < group) & long_enough & inside
+    maybe = (group >= 2) & (cell_blocks < group) & inside
+    for k in np.flatnonzero(maybe).tolist():
+        grid = dict(zip(problem.indices, p[k].tolist(), strict=True))
+        axes = tuple((i, grid[i]) for i in stage.dims if i not in stage.output and grid[i] > 1)
+        counts = dict(zip(problem.indices, c[k].tolist(), strict=True))
+        lengths = output_lengths(problem.sizes, counts, stage.output)
+        maybe[k] = cut_plan(tuple(axes_radices(axes)), lengths) is not None
+    return maybe
 
 
 def _elements(dims, sizes) -> float:

@@ -13,10 +13,11 @@ It is a rule of the candidate alone, so the lowering, the simulation and the clo
 - the grid cell of an output block holds fewer output blocks than the group has nodes
   (``∏ c_o / p_o < g``): a plain fold would leave some of the group's nodes without a fold
   while others receive ``g - 1`` blocks each;
-- some output index has blocks of at least ``g`` elements along it (the last, smaller
-  block included); the one whose smallest block is largest is cut (the first output index
-  on a tie). Pieces are cut at ``⌊j L / q⌋``, so where ``g`` does not divide a block they
-  differ by an element along the index.
+- the output indices are long enough for ``g`` pieces: the rounds cut the index whose
+  shortest block (the last, smaller one included) is longest while its pieces stay at least
+  an element long, then the next (:func:`~tensorc.codegen.reduce_scatter.cut_plan`). Pieces
+  are cut at ``⌊j L / q⌋``, so where the pieces do not divide a block they differ by an
+  element along the index.
 
 Otherwise the plain fold is at least as even, and needs fewer tasks.
 """
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from tensorc.codegen.reduce_scatter import Scatter
+from tensorc.codegen.reduce_scatter import Scatter, axes_radices, cut_plan
 from tensorc.ir.keys import key_of, unique
 from tensorc.ir.stages import stage_parts, stage_roots
 
@@ -63,14 +64,19 @@ def scatter_for(problem, candidate) -> Scatter | None:
     group = math.prod(p for _, p in axes)
     if group < 2 or math.prod(counts[o] // grid[o] for o in output) >= group:
         return None
-    sizes = problem.sizes
-    best = None
+    cuts = cut_plan(tuple(axes_radices(axes)),
+                    output_lengths(problem.sizes, counts, output))
+    return None if cuts is None else Scatter(cuts, axes)
+
+
+def output_lengths(sizes, counts, output) -> tuple[tuple[str, int], ...]:
+    """Each output index's shortest block (the last, smaller one included), longest first
+    (output order on a tie): the order a reduce-scatter cuts them in."""
+    lengths = []
     for index in output:
         step = math.ceil(sizes[index] / counts[index])
-        smallest = min(step, sizes[index] - (counts[index] - 1) * step)
-        if smallest >= group and (best is None or smallest > best[0]):
-            best = (smallest, index)
-    return None if best is None else Scatter(best[1], axes)
+        lengths.append((index, min(step, sizes[index] - (counts[index] - 1) * step)))
+    return tuple(sorted(lengths, key=lambda pair: -pair[1]))
 
 
 def added_tasks(problem, candidate) -> int:

@@ -47,6 +47,7 @@ already sit on a real cluster, or an extent is smaller than the node count).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -558,11 +559,11 @@ def scatter_pieces(grid: _Grid, output, scatter: Scatter) -> tuple[np.ndarray, .
     """Per node, for the blocks of its cell, a reduce-scatter's elements received (its
     rounds' sub-pieces from ``q - 1`` partners each), the elements its rounds make (the
     cuts of its piece and the sums) and the elements of the final pieces it keeps: the node
-    is member ``r`` of its group (its coordinates along the scatter's axes), and along the
+    is member ``r`` of its group (its coordinates along the scatter's axes), and along each
     cut index its cell holds ``m`` blocks, the last of them the smaller one at the last
     residue (:func:`tensorc.codegen.reduce_scatter.member_pieces`)."""
-    dim = scatter.dim
-    others = cell_elements(grid, [o for o in output if o != dim])
+    cut = [dim for dim, _ in scatter.cuts]
+    others = cell_elements(grid, [o for o in output if o not in cut])
     key = ("member", scatter.axes)
     member = grid._keep.get(key)
     if member is None:
@@ -570,24 +571,27 @@ def scatter_pieces(grid: _Grid, output, scatter: Scatter) -> tuple[np.ndarray, .
         for name, p in scatter.axes:
             member = member * p + grid._coordinate(name)
         grid._keep[key] = member
-    last = (grid._coordinate(dim) == grid.p[dim] - 1).astype(np.int64)
-    whole = grid.m[dim] - last
+    choices = []
+    for dim in cut:
+        last = (grid._coordinate(dim) == grid.p[dim] - 1).astype(np.int64)
+        choices.append(((grid.step[dim], grid.m[dim] - last), (grid.last[dim], last)))
     found = [np.zeros(grid.nodes, dtype=np.int64) for _ in range(3)]
-    for extent, blocks in ((grid.step[dim], whole), (grid.last[dim], last)):
-        for total, value in zip(found, _member_figures(extent, scatter), strict=True):
+    for combination in itertools.product(*choices):
+        blocks = math.prod(count for _, count in combination)
+        extents = tuple(extent for extent, _ in combination)
+        for total, value in zip(found, _member_figures(extents, scatter), strict=True):
             total += blocks * value[member]
     return tuple(others * total for total in found)
 
 
 @functools.lru_cache(maxsize=256)
-def _member_figures(extent: int, scatter: Scatter) -> tuple[np.ndarray, ...]:
-    """Per member of a reduce-scatter of blocks ``extent`` long along its index: the
-    lengths it receives (``q - 1`` sub-pieces a round), makes (each round's cuts and sum)
-    and keeps (its final piece)."""
+def _member_figures(extents: tuple[int, ...], scatter: Scatter) -> tuple[np.ndarray, ...]:
+    """Per member of a reduce-scatter of blocks ``extents`` long along its cut indices:
+    the elements it receives (``q - 1`` sub-pieces a round), makes (each round's cuts and
+    sum) and keeps (its final piece), over the cut indices."""
     radices = np.asarray(scatter.radices(), dtype=np.int64)
-    pieces = member_pieces(extent, scatter)
-    after = pieces[:, 1::2] - pieces[:, 0::2]  # each round's piece, per member
-    before = np.concatenate([np.full((scatter.group, 1), extent), after[:, :-1]], axis=1)
+    before, after, _ = member_pieces(dict(zip([d for d, _ in scatter.cuts], extents,
+                                              strict=True)), scatter)
     found = ((radices - 1) * after).sum(axis=1), (before + after).sum(axis=1), after[:, -1]
     for array in found:
         array.setflags(write=False)
