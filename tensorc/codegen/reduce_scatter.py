@@ -2,27 +2,30 @@
 the ``g`` nodes of a group, are summed by recursive splitting, and each node of the group
 ends with ``1 / g`` of the block.
 
-Contract: a :class:`Scatter` names the output index the pieces cut (``dim``) and the summed
-indices the plan's grid splits over nodes (``axes``, with the nodes along each; ``g`` is
-their product). :func:`lower_scatter` is the lowering of a stage's reduce under it
-(:func:`tensorc.codegen.lower.lower_to_tasks` calls it for the statement's last stage when
-given one). A partial's *member* is its coordinates modulo the nodes along ``axes`` (mixed
-radix, the first axis most significant): the node of the group that the plan's grid puts it
-on. Tasks, per output block:
+Contract: a :class:`Scatter` names the summed indices the plan's grid splits over nodes
+(``axes``, with the nodes along each; ``g`` is their product) and the output indices the
+pieces cut (``cuts``: each with its number of pieces, their product ``g``; one index, or
+more when one is too short for ``g`` pieces). :func:`lower_scatter` is the lowering of a
+stage's reduce under it (:func:`tensorc.codegen.lower.lower_to_tasks` calls it for the
+statement's last stage when given one); :func:`cut_plan` chooses the cuts. A partial's
+*member* is its coordinates modulo the nodes along ``axes`` (mixed radix, the first axis
+most significant): the node of the group that the plan's grid puts it on. Tasks, per output
+block:
 
 - ``fold`` — per member holding several partials, one ``reduce`` of them (none when it holds
   one);
-- per *round* (one per prime factor ``q`` of each axis's node count, in :meth:`Scatter.radices`
-  order): every member cuts its current piece into ``q`` sub-pieces (``apply`` tasks of
-  :class:`PieceBlock`, zero-copy views), and one ``reduce`` per member folds the sub-piece
-  its digit names from itself and the ``q - 1`` members that differ from it in that digit
-  only (in digit order).
+- per *round* (one per prime factor ``q`` of each axis's node count, in
+  :meth:`Scatter.radices` order; the first rounds cut the first index of ``cuts``, the
+  next rounds the next, :meth:`Scatter.round_dims`): every member cuts its current piece
+  into ``q`` sub-pieces (``apply`` tasks of :class:`PieceBlock`, zero-copy views), and one
+  ``reduce`` per member folds the sub-piece its digit names from itself and the ``q - 1``
+  members that differ from it in that digit only (in digit order).
 
-A round cuts a piece of length ``L`` at ``⌊j L / q⌋`` (:func:`member_pieces`), so where ``g``
-does not divide a block's length the pieces differ by an element along ``dim``. After the
-last round member ``r`` holds the fully reduced piece at position
-``Σ_t d_t(r) · g / (q_1 ⋯ q_t)`` of ``g`` along ``dim``; the statement's output is blocked
-``g`` times finer along ``dim`` than the stage. Each member
+A round cuts a piece of length ``L`` at ``⌊j L / q⌋`` (:func:`member_pieces`), so where the
+pieces do not divide a block's length they differ by an element along that index. After the
+last round member ``r`` holds the fully reduced piece whose position along each cut index is
+its digits of the rounds that cut it (:func:`piece_positions`); the statement's output is
+blocked finer along the cut indices than the stage, ``g`` pieces a block. Each member
 receives ``(1 - 1/g)`` of a block per block, the same total a fold on one node receives,
 spread over the group; a node sends and receives ``q - 1`` messages a round, so a group of
 4,096 nodes needs 12 rounds, not 4,095 messages per node. Task coordinates are the output
