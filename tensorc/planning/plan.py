@@ -331,7 +331,7 @@ def _distribution_stats(final: Function, blocking: Blocking, ctx: PassContext,
         return {
             "nodes": 1, "planner": ctx.options.planner, "optimal": None, "cost": seconds,
             "inter_node_bytes": 0, "max_node_recv_bytes": 0, "max_node_memory_bytes": None,
-            "lower_bound_bytes": 0, "lower_bound_ratio": None,
+            "lower_bound_bytes": 0, "lower_bound_ratio": None, "reduce_scatter": None,
         }
     report = distribution.modelled.report
     return {
