@@ -294,7 +294,7 @@ def _may_scatter(problem, shape, stage, p: np.ndarray, c: np.ndarray) -> np.ndar
         grid = dict(zip(problem.indices, p[k].tolist(), strict=True))
         axes = tuple((i, grid[i]) for i in stage.dims if i not in stage.output and grid[i] > 1)
         counts = dict(zip(problem.indices, c[k].tolist(), strict=True))
-        lengths = output_lengths(problem.sizes, counts, stage.output)
+        lengths = output_lengths(problem.sizes, counts, stage.output, problem.placed_blocks)
         maybe[k] = cut_plan(tuple(axes_radices(axes)), lengths) is not None
     return maybe
 

@@ -65,16 +65,17 @@ def scatter_for(problem, candidate) -> Scatter | None:
     if group < 2 or math.prod(counts[o] // grid[o] for o in output) >= group:
         return None
     cuts = cut_plan(tuple(axes_radices(axes)),
-                    output_lengths(problem.sizes, counts, output))
+                    output_lengths(problem.sizes, counts, output, problem.placed_blocks))
     return None if cuts is None else Scatter(cuts, axes)
 
 
-def output_lengths(sizes, counts, output) -> tuple[tuple[str, int], ...]:
-    """Each output index's shortest block (the last, smaller one included), longest first
+def output_lengths(sizes, counts, output, fixed=None) -> tuple[tuple[str, int], ...]:
+    """Each output index's shortest block (the last, smaller one included; ``fixed``: the
+    block sizes of indices blocked in advance, as the lowering cuts them), longest first
     (output order on a tie): the order a reduce-scatter cuts them in."""
     lengths = []
     for index in output:
-        step = math.ceil(sizes[index] / counts[index])
+        step = (fixed or {}).get(index) or math.ceil(sizes[index] / counts[index])
         lengths.append((index, min(step, sizes[index] - (counts[index] - 1) * step)))
     return tuple(sorted(lengths, key=lambda pair: -pair[1]))
 
