@@ -34,7 +34,7 @@ CASES = {  # name -> (subscripts, operand shapes); modest sizes, every block abo
     "matvec_reduce_scatter": ("ik,kj->ij", [(9, 16384), (16384, 1)]),
 }
 REDUCE_SCATTERED = {  # the plans that end with a reduce-scatter on 4 nodes
-    "matvec_reduce_scatter": "reduce-scatter along i:4 over k:4 (4 pieces a block, 2 rounds)",
+    "matvec_reduce_scatter": "reduce-scatter along i:4 over k:4 (4 pieces a block, 1 round)",
 }
 
 

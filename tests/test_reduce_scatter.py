@@ -19,7 +19,7 @@ from planning_problems import problem
 import tensorc as tc
 from tensorc.codegen.blocking import Blocking
 from tensorc.codegen.lower import lower_to_tasks
-from tensorc.codegen.reduce_scatter import Scatter, member_pieces, prime_radices
+from tensorc.codegen.reduce_scatter import Scatter, group_radices, member_pieces
 from tensorc.planning import prediction, symbolic_cost
 from tensorc.planning.distribution import Candidate, candidate_arrays, model
 from tensorc.planning.reduce_scatter import added_tasks, scatter_for
@@ -54,8 +54,8 @@ LOWERED = [
     ("ijk,jkf->if", [(23, 8, 12), (8, 12, 4)], {"i": 3, "j": 2, "k": 6, "f": 2},
      Scatter.along("i", (("j", 2), ("k", 3)))),
     # pieces cut along two indices (i by the first rounds, then f), a ragged f block
-    ("ijk,jkf->if", [(6, 8, 16), (8, 16, 9)], {"i": 2, "j": 1, "k": 8, "f": 2},
-     Scatter((("i", 2), ("f", 4)), (("k", 8),))),
+    ("ijk,jkf->if", [(8, 8, 16), (8, 16, 9)], {"i": 2, "j": 1, "k": 8, "f": 2},
+     Scatter((("i", 4), ("f", 2)), (("k", 8),))),
 ]
 
 
@@ -85,7 +85,8 @@ def test_a_reduce_scatter_gives_numpys_answer_with_the_tasks_it_promises(
 
 
 def test_pieces_are_cut_evenly_and_in_member_order():
-    assert prime_radices(4050) == [5, 5, 3, 3, 3, 3, 2]
+    assert group_radices(4050) == [5, 5, 3, 3, 3, 3, 2]
+    assert group_radices(4096) == [4] * 6 and group_radices(8) == [4, 2]
     scatter = Scatter.along("i", (("k", 6),))
     before, after, final = member_pieces({"i": 13}, scatter)  # radices 3 then 2
     lo, hi = final["i"]
@@ -93,11 +94,13 @@ def test_pieces_are_cut_evenly_and_in_member_order():
     assert lo.tolist() == [0, 2, 4, 6, 8, 10] and hi.tolist() == [2, 4, 6, 8, 10, 13]
     assert (hi - lo).max() - (hi - lo).min() <= 1
     assert (before[:, 0] == 13).all() and (after[:, -1] == hi - lo).all()
-    # two indices: the first rounds cut i in 4, the last cuts f in 2
+    # two indices: the first round cuts i in 4, the second f in 2
     both = Scatter((("i", 4), ("f", 2)), (("k", 8),))
-    assert both.round_dims() == ["i", "i", "f"]
+    assert both.round_dims() == ["i", "f"]  # rounds of 4 and 2
     before, after, final = member_pieces({"i": 8, "f": 6}, both)
     assert (after[:, -1] == 2 * 3).all() and (before[:, 0] == 48).all()
+    with pytest.raises(ValueError, match="cuts"):
+        Scatter((("i", 2), ("f", 4)), (("k", 8),))  # no round cuts 2 pieces
 
 
 def test_the_rule_scatters_only_where_a_fold_would_leave_nodes_idle():
@@ -192,9 +195,9 @@ def test_each_node_of_a_group_receives_one_block_less_one_piece():
 def test_a_large_plan_says_it_reduce_scatters():
     plan = tc.plan("ijk,jkf->if", (2048, 2048, 2048), (2048, 2048, 64), nodes=1024)
     assert plan.stats["reduce_scatter"] == (
-        "reduce-scatter along i:1024 over k:1024 (1024 pieces a block, 10 rounds)")
+        "reduce-scatter along i:1024 over k:1024 (1024 pieces a block, 5 rounds)")
     assert plan.stats["lower_bound_ratio"] == pytest.approx(1.0)
-    assert ("reduce-scatter along i:1024 over k:1024 (1024 pieces a block, 10 rounds): "
+    assert ("reduce-scatter along i:1024 over k:1024 (1024 pieces a block, 5 rounds): "
             "the output's blocks are cut that finer") in plan.explain()
 
 

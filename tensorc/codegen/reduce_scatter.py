@@ -14,8 +14,8 @@ block:
 
 - ``fold`` — per member holding several partials, one ``reduce`` of them (none when it holds
   one);
-- per *round* (one per prime factor ``q`` of each axis's node count, in
-  :meth:`Scatter.radices` order; the first rounds cut the first index of ``cuts``, the
+- per *round* (one per factor ``q`` of ``g``, :func:`group_radices`: its prime factors with
+  pairs of 2 merged into a 4, largest first; the first rounds cut the first index of ``cuts``, the
   next rounds the next, :meth:`Scatter.round_dims`): every member cuts its current piece
   into ``q`` sub-pieces (``apply`` tasks of :class:`PieceBlock`, zero-copy views), and one
   ``reduce`` per member folds the sub-piece its digit names from itself and the ``q - 1``
@@ -27,10 +27,10 @@ last round member ``r`` holds the fully reduced piece whose position along each 
 its digits of the rounds that cut it (:func:`piece_positions`); the statement's output is
 blocked finer along the cut indices than the stage, ``g`` pieces a block. Each member
 receives ``(1 - 1/g)`` of a block per block, the same total a fold on one node receives,
-spread over the group; a node sends and receives ``q - 1`` messages a round, so a group of
-4,096 nodes needs 12 rounds, not 4,095 messages per node. Task coordinates are the output
-block's and the member's residues along the stage's summed indices (stage dims ``output +
-summed``), so the grid places every task of member ``r`` on ``r``'s node.
+spread over the group; a node sends and receives ``q - 1`` messages a round, so a group
+of 4,096 nodes needs 6 rounds of 3 messages, not 4,095 messages per node. Task coordinates
+are the output block's and the member's residues along the stage's summed indices (stage
+dims ``output + summed``), so the grid places every task of member ``r`` on ``r``'s node.
 """
 
 from __future__ import annotations
@@ -58,10 +58,21 @@ def prime_radices(count: int) -> list[int]:
     return sorted(factors, reverse=True)
 
 
+def group_radices(group: int) -> list[int]:
+    """A reduce-scatter's rounds over a group of ``group`` nodes: its prime factors, pairs of
+    2 merged into a 4, largest first. A round of ``q`` is ``q + 1`` tasks a node and one hop
+    between nodes: a round of 4 does two halvings' work in 5 tasks instead of 6 and one hop
+    instead of two (4,096 nodes: 6 rounds, not 12); the bytes are the same."""
+    primes = prime_radices(group)
+    twos = primes.count(2)
+    return sorted([q for q in primes if q != 2] + [4] * (twos // 2) + [2] * (twos % 2),
+                  reverse=True)
+
+
 def axes_radices(axes: tuple[tuple[str, int], ...]) -> list[int]:
-    """A reduce-scatter's rounds over a group spanning ``axes``: each axis's prime factors,
-    largest first, axes in order."""
-    return [q for _, p in axes for q in prime_radices(p)]
+    """A reduce-scatter's rounds over the group the summed indices ``axes`` span
+    (:func:`group_radices` of the product of their nodes)."""
+    return group_radices(math.prod(p for _, p in axes))
 
 
 @dataclass(frozen=True)
@@ -87,15 +98,24 @@ class Scatter:
         """The rounds' radices (:func:`axes_radices`)."""
         return axes_radices(self.axes)
 
+    def __post_init__(self) -> None:
+        if self.cuts:
+            self.round_dims()
+
     def round_dims(self) -> list[str]:
         """The output index each round cuts (``cuts`` in order, each for as many rounds as
-        its pieces take)."""
+        its pieces take); a ``ValueError`` when the pieces are not products of consecutive
+        rounds."""
         dims, made, cut = [], 1, 0
         for q in self.radices():
-            while made == self.cuts[cut][1]:
+            while cut < len(self.cuts) and made == self.cuts[cut][1]:
                 cut, made = cut + 1, 1
+            if cut == len(self.cuts) or self.cuts[cut][1] % (made * q):
+                raise ValueError(f"cuts {self.cuts} do not match rounds {self.radices()}")
             dims.append(self.cuts[cut][0])
             made *= q
+        if cut != len(self.cuts) - 1 or made != self.cuts[cut][1]:
+            raise ValueError(f"cuts {self.cuts} do not match rounds {self.radices()}")
         return dims
 
     def describe(self) -> str:
