@@ -17,7 +17,7 @@ from tensorc.placement.blocks import Blocks
 from tensorc.planning import model_bound, prediction
 from tensorc.planning.distribution import Problem, model
 from tensorc.planning.pricing import planning_context
-from tensorc.planning.reduce_scatter import added_tasks
+from tensorc.planning.reduce_scatter import scatter_for
 from tensorc.planning.search import all_candidates, candidate_table
 
 
@@ -49,8 +49,9 @@ CASES = [
 def _assert_bound_holds(problem: Problem) -> None:
     candidates = all_candidates(problem)
     assert candidates
-    _, counts_table = candidate_table(problem)
+    grid_table, counts_table = candidate_table(problem)
     predicted_tasks = prediction.task_totals(problem, counts_table)
+    scatter_tasks = prediction.scatter_tasks(problem, grid_table, counts_table)
     for row, candidate in enumerate(candidates):
         report = model(problem, candidate).report
         counts = dict(candidate.counts)
@@ -59,7 +60,8 @@ def _assert_bound_holds(problem: Problem) -> None:
         tasks = sum(t + r for t, r in model_bound.task_counts(problem, counts))
         # the counts' tasks, plus a reduce-scatter's rounds where the grid ends with one
         assert tasks == predicted_tasks[row], candidate.describe()
-        assert report.tasks == tasks + added_tasks(problem, candidate), candidate.describe()
+        added = scatter_tasks[row] if scatter_for(problem, candidate) is not None else 0
+        assert report.tasks == tasks + added, candidate.describe()
 
 
 @pytest.mark.parametrize(("subscripts", "shapes", "nodes"), CASES)

@@ -55,20 +55,26 @@ def _value_despite_a_node_death(session, work, after: float):
     return outcome["value"]
 
 
-@pytest.mark.last
-def test_node_removed_mid_run_still_gives_the_right_answer(dying_cluster):
-    session = dying_cluster
+def _reference_and_inputs(n: int, f: int, seed: int):
+    """An MTTKRP's numpy answer and its operands on the nodes, made (so a call on them is
+    an immediate one): equal seeds and blocking give equal values, so the reference gathers
+    a set of its own and the set under test keeps its only copies where they were made."""
 
     def operands():
-        return (tc.random((128, 128, 128), grid=(4, 4, 4), seed=11),
-                tc.random((128, 24), grid=(4, 1), seed=12),
-                tc.random((128, 24), grid=(4, 1), seed=13))
+        return (tc.random((n, n, n), grid=(4, 4, 4), seed=seed),
+                tc.random((n, f), grid=(4, 1), seed=seed + 1),
+                tc.random((n, f), grid=(4, 1), seed=seed + 2))
 
-    # equal seeds and blocking give equal values: gather one set for the reference, so
-    # the set under test keeps its only copies on the nodes that made them
     expected = np.einsum("ijk,jf,kf->if", *[a.numpy() for a in operands()], optimize=True)
     inputs = operands()
     tc.wait(*inputs)
+    return expected, inputs
+
+
+@pytest.mark.last
+def test_node_removed_mid_run_still_gives_the_right_answer(dying_cluster):
+    session = dying_cluster
+    expected, inputs = _reference_and_inputs(128, 24, seed=11)
 
     def calls():  # a run of calls (one takes a tenth of a second): the node dies among them
         return [tc.einsum("ijk,jf,kf->if", *inputs).numpy() for _ in range(8)]
@@ -160,18 +166,9 @@ def test_a_result_lost_with_its_node_before_its_first_gather_is_made_again(dying
     local = session.cluster.local_cluster
     local.add_node(num_cpus=1, object_store_memory=LOCAL_NODE_MEMORY)
     session.cluster.refresh()
-    def operands():
-        return (tc.random((64, 64, 64), grid=(4, 4, 4), seed=31),
-                tc.random((64, 8), grid=(4, 1), seed=32),
-                tc.random((64, 8), grid=(4, 1), seed=33))
-
-    # equal seeds give equal values: the reference gathers a set of its own, so the set
-    # under test has no copies on the head node (a call may run there on such copies, for
-    # free, and then no result block would be on a worker); made (tc.wait) before the
-    # call, so the call is an immediate one
-    want = np.einsum("ijk,jf,kf->if", *[a.numpy() for a in operands()], optimize=True)
-    inputs = operands()
-    tc.wait(*inputs)
+    # the set under test has no copies on the head node: a call may run there on such
+    # copies, for free, and then no result block would be on a worker
+    want, inputs = _reference_and_inputs(64, 8, seed=31)
     result = tc.einsum("ijk,jf,kf->if", *inputs)
     ids = session.cluster.node_ids
     placed = result.value().block_nodes()

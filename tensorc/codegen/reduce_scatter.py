@@ -14,9 +14,9 @@ block:
 
 - ``fold`` — per member holding several partials, one ``reduce`` of them (none when it holds
   one);
-- per *round* (one per factor ``q`` of ``g``, :func:`group_radices`: its prime factors with
-  pairs of 2 merged into a 4, largest first; the first rounds cut the first index of ``cuts``, the
-  next rounds the next, :meth:`Scatter.round_dims`): every member cuts its current piece
+- per *round* (``rounds``, factors ``q`` of ``g`` the plan chooses; the first rounds cut the
+  first index of ``cuts``, the next rounds the next, :meth:`Scatter.round_dims`): every
+  member cuts its current piece
   into ``q`` sub-pieces (``apply`` tasks of :class:`PieceBlock`, zero-copy views), and one
   ``reduce`` per member folds the sub-piece its digit names from itself and the ``q - 1``
   members that differ from it in that digit only (in digit order).
@@ -28,9 +28,10 @@ its digits of the rounds that cut it (:func:`piece_positions`); the statement's 
 blocked finer along the cut indices than the stage, ``g`` pieces a block. Each member
 receives ``(1 - 1/g)`` of a block per block, the same total a fold on one node receives,
 spread over the group; a node sends and receives ``q - 1`` messages a round, so a group
-of 4,096 nodes needs 6 rounds of 3 messages, not 4,095 messages per node. Task coordinates
-are the output block's and the member's residues along the stage's summed indices (stage
-dims ``output + summed``), so the grid places every task of member ``r`` on ``r``'s node.
+of 4,096 nodes in rounds of 4 needs 6 rounds of 3 messages, not 4,095 messages per node.
+Task coordinates are the output block's and the member's residues along the stage's summed
+indices (stage dims ``output + summed``), so the grid places every task of member ``r`` on
+``r``'s node.
 """
 
 from __future__ import annotations
@@ -45,83 +46,48 @@ from tensorc.codegen.kernels import ReduceBlocks, _finish
 from tensorc.codegen.taskgraph import APPLY, REDUCE
 
 
-def prime_radices(count: int) -> list[int]:
-    """The prime factors of ``count``, largest first (a round per factor)."""
-    factors, rest, d = [], count, 2
-    while d * d <= rest:
-        while rest % d == 0:
-            factors.append(d)
-            rest //= d
-        d += 1
-    if rest > 1:
-        factors.append(rest)
-    return sorted(factors, reverse=True)
-
-
-def group_radices(group: int) -> list[int]:
-    """A reduce-scatter's rounds over a group of ``group`` nodes: its prime factors, pairs of
-    2 merged into a 4, largest first. A round of ``q`` is ``q + 1`` tasks a node and one hop
-    between nodes: a round of 4 does two halvings' work in 5 tasks instead of 6 and one hop
-    instead of two (4,096 nodes: 6 rounds, not 12); the bytes are the same."""
-    primes = prime_radices(group)
-    twos = primes.count(2)
-    return sorted([q for q in primes if q != 2] + [4] * (twos // 2) + [2] * (twos % 2),
-                  reverse=True)
-
-
-def axes_radices(axes: tuple[tuple[str, int], ...]) -> list[int]:
-    """A reduce-scatter's rounds over the group the summed indices ``axes`` span
-    (:func:`group_radices` of the product of their nodes)."""
-    return group_radices(math.prod(p for _, p in axes))
-
-
 @dataclass(frozen=True)
 class Scatter:
     """How a stage's reduce ends: over the group of nodes the summed indices ``axes``
-    (``((index, nodes), ...)``, each ``nodes > 1``) span, in pieces ``cuts`` (``((output
-    index, pieces along it), ...)``, their product the group's size): the first
-    output index is cut by the first rounds, the next by the rounds after them."""
+    (``((index, nodes), ...)``, each ``nodes > 1``) span, in ``rounds`` (each round's
+    radix, their product the group's size; the plan chooses them) and in pieces ``cuts``
+    (``((output index, pieces along it), ...)``): the first output index is cut by the
+    first rounds, the next by the rounds after them. A ``ValueError`` when the rounds do
+    not multiply to the group or the pieces are not products of consecutive rounds."""
 
     cuts: tuple[tuple[str, int], ...]
     axes: tuple[tuple[str, int], ...]
+    rounds: tuple[int, ...]
 
-    @classmethod
-    def along(cls, dim: str, axes: tuple[tuple[str, int], ...]) -> Scatter:
-        """Every piece cut along one output index."""
-        return cls(((dim, math.prod(p for _, p in axes)),), axes)
+    def __post_init__(self) -> None:
+        if math.prod(self.rounds) != self.group:
+            raise ValueError(f"rounds {self.rounds} do not multiply to the group of "
+                             f"{self.group} nodes")
+        self.round_dims()
 
     @property
     def group(self) -> int:
         return math.prod(p for _, p in self.axes)
 
-    def radices(self) -> list[int]:
-        """The rounds' radices (:func:`axes_radices`)."""
-        return axes_radices(self.axes)
-
-    def __post_init__(self) -> None:
-        if self.cuts:
-            self.round_dims()
-
     def round_dims(self) -> list[str]:
         """The output index each round cuts (``cuts`` in order, each for as many rounds as
-        its pieces take); a ``ValueError`` when the pieces are not products of consecutive
-        rounds."""
+        its pieces take)."""
         dims, made, cut = [], 1, 0
-        for q in self.radices():
+        for q in self.rounds:
             while cut < len(self.cuts) and made == self.cuts[cut][1]:
                 cut, made = cut + 1, 1
             if cut == len(self.cuts) or self.cuts[cut][1] % (made * q):
-                raise ValueError(f"cuts {self.cuts} do not match rounds {self.radices()}")
+                raise ValueError(f"cuts {self.cuts} do not match rounds {self.rounds}")
             dims.append(self.cuts[cut][0])
             made *= q
         if cut != len(self.cuts) - 1 or made != self.cuts[cut][1]:
-            raise ValueError(f"cuts {self.cuts} do not match rounds {self.radices()}")
+            raise ValueError(f"cuts {self.cuts} do not match rounds {self.rounds}")
         return dims
 
     def describe(self) -> str:
         over = " x ".join(f"{i}:{p}" for i, p in self.axes)
         along = " x ".join(f"{d}:{g}" for d, g in self.cuts)
-        rounds = len(self.radices())
+        rounds = len(self.rounds)
         return (f"reduce-scatter along {along} over {over} ({self.group} pieces a block, "
                 f"{rounds} round{'s' if rounds != 1 else ''})")
 
@@ -161,7 +127,7 @@ class PieceBlock:
         return _finish(view, out)
 
 
-def _digits(group: int, radices: list[int]) -> np.ndarray:
+def _digits(group: int, radices) -> np.ndarray:
     """``digits[r, t]``: member ``r``'s digit of round ``t`` (the first most significant)."""
     digits = np.zeros((group, len(radices)), np.int64)
     rest = np.arange(group, dtype=np.int64)
@@ -174,7 +140,7 @@ def _digits(group: int, radices: list[int]) -> np.ndarray:
 def piece_positions(scatter: Scatter) -> dict[str, np.ndarray]:
     """Per cut output index, each member's position (of the pieces along it) of the piece
     it ends with: its digits of the rounds that cut that index, in mixed radix."""
-    radices = scatter.radices()
+    radices = scatter.rounds
     digits = _digits(scatter.group, radices)
     position = {dim: np.zeros(scatter.group, np.int64) for dim, _ in scatter.cuts}
     for t, (q, dim) in enumerate(zip(radices, scatter.round_dims(), strict=True)):
@@ -188,7 +154,7 @@ def member_pieces(extents: dict[str, int], scatter: Scatter):
     the sub-piece it keeps (``(before, after)``, arrays ``[member, round]``), and per cut
     index the ``[lo, hi)`` of its final piece relative to the block. A round cuts a piece of
     length ``L`` at ``⌊j L / q⌋``, so pieces differ by at most an element per index."""
-    radices = scatter.radices()
+    radices = scatter.rounds
     digits = _digits(scatter.group, radices)
     lo = {dim: np.zeros(scatter.group, np.int64) for dim, _ in scatter.cuts}
     hi = {dim: np.full(scatter.group, extents[dim], np.int64) for dim, _ in scatter.cuts}
@@ -201,6 +167,17 @@ def member_pieces(extents: dict[str, int], scatter: Scatter):
         after.append(math.prod(hi[d] - lo[d] for d, _ in scatter.cuts))
     final = {dim: (lo[dim], hi[dim]) for dim, _ in scatter.cuts}
     return np.stack(before, axis=1), np.stack(after, axis=1), final
+
+
+@functools.lru_cache(maxsize=256)
+def piece_bounds(extent: int, dim: str, scatter: Scatter) -> tuple[tuple[int, int], ...]:
+    """The ``[lo, hi)`` of the pieces along cut index ``dim`` of a block ``extent`` long,
+    in position order (only the rounds cutting ``dim`` move its bounds, so the other cut
+    indices are given the same length)."""
+    _, _, final = member_pieces({d: extent for d, _ in scatter.cuts}, scatter)
+    lo, hi = final[dim]
+    first = np.unique(piece_positions(scatter)[dim], return_index=True)[1]
+    return tuple((int(lo[r]), int(hi[r])) for r in first)
 
 
 def lower_scatter(builder, label: str, scatter: Scatter, all_key, output, summed,
@@ -246,7 +223,7 @@ def lower_scatter(builder, label: str, scatter: Scatter, all_key, output, summed
                               sizes * itemsize, sizes * (per_member - 1))
     else:
         current = own[:, 0]
-    radices = scatter.radices()
+    radices = scatter.rounds
     digits = _digits(group, radices)
     weights = [math.prod(radices[t + 1:]) for t in range(len(radices))]
     members = np.tile(np.arange(group, dtype=np.int64), nb)
@@ -294,13 +271,8 @@ def lower_scatter(builder, label: str, scatter: Scatter, all_key, output, summed
         axis = axes[dim]
         out_counts[axis] *= pieces
         fine_coords[:, axis] = fine_coords[:, axis] * pieces + np.tile(positions[dim], nb)
-        order = np.unique(positions[dim], return_index=True)[1]  # a member per position
-        ranges[dim] = []
-        for start, stop in builder.ranges[dim]:
-            _, _, final = member_pieces({d: stop - start for d, _ in scatter.cuts}, scatter)
-            first, last = final[dim]
-            ranges[dim].extend((start + int(first[r]), start + int(last[r])) for r in order)
-        ranges[dim] = tuple(ranges[dim])
+        ranges[dim] = tuple((start + lo, start + hi) for start, stop in builder.ranges[dim]
+                            for lo, hi in piece_bounds(stop - start, dim, scatter))
     new_flat = (np.ravel_multi_index(tuple(fine_coords.T), out_counts) if output
                 else np.zeros(len(fine_coords), np.int64))
     ids = np.empty(math.prod(out_counts), np.int64)

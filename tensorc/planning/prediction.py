@@ -29,10 +29,10 @@ import functools
 
 import numpy as np
 
-from tensorc.codegen.reduce_scatter import axes_radices, cut_plan, group_radices
+from tensorc.codegen.reduce_scatter import cut_plan
 from tensorc.planning import cost as price
 from tensorc.planning import model_bound, symbolic_cost
-from tensorc.planning.reduce_scatter import output_lengths
+from tensorc.planning.reduce_scatter import group_radices, output_lengths
 
 
 def _columns(problem, dims) -> list[int]:
@@ -106,18 +106,18 @@ def task_totals(problem, c: np.ndarray) -> np.ndarray:
 
 
 
-def scatter_tasks(problem, p: np.ndarray, c: np.ndarray) -> np.ndarray:
+def scatter_tasks(problem, p: np.ndarray, c: np.ndarray,
+                  scattered: np.ndarray | None = None) -> np.ndarray:
     """The tasks a candidate's reduce-scatter adds to :func:`task_totals` (0 where its last
-    stage folds plainly; :func:`tensorc.planning.reduce_scatter.added_tasks` per candidate):
-    per output block and node of the group, a fold of its own partials when it made
-    several and ``q + 1`` tasks a round, less the one plain fold."""
+    stage folds plainly): per output block and node of the group, a fold of its own partials
+    when it made several and ``q + 1`` tasks a round, less the one plain fold
+    (``scattered``: :func:`scattered_last` of these candidates, when already known)."""
     shape = symbolic_cost.structure(problem)
-    if not shape.stages:
-        return np.zeros(len(p), dtype=np.float64)
-    stage = shape.stages[-1]
-    scattered = _may_scatter(problem, shape, stage, p, c)
+    if scattered is None:
+        scattered = scattered_last(problem, p, c)
     if not scattered.any():
         return np.zeros(len(p), dtype=np.float64)
+    stage = shape.stages[-1]
     summed = _columns(problem, set(stage.dims) - set(stage.output))
     group = _product(p, summed).astype(np.int64)
     rounds = np.array([sum(q + 1 for q in group_radices(int(g))) if g > 1 else 0
@@ -158,7 +158,8 @@ def fits_memory(problem, c: np.ndarray, limit_bytes: int) -> np.ndarray:
 
 
 def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
-                   total_only: bool = False) -> np.ndarray:
+                   total_only: bool = False, scattered: np.ndarray | None = None
+                   ) -> np.ndarray:
     """Bytes the busiest node receives at least, per candidate (rows of ``p`` and ``c``
     in the closed form's domain; module contract): the larger of
 
@@ -250,24 +251,28 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
         makers = np.where(_product(c, summed) > 1,
                           _product(p, summed) * reached(stage.output), 1.0)
         total += _elements(stage.output, problem_sizes) * (makers - 1)
+        if average or total_only:  # only the average is asked for
+            continue
         out = _columns(problem, stage.output)
         blocks = _product(c, out)
         # some node folds ceil(blocks / nodes) blocks; and the partials' elements, one
         # fewer than their makers per output element, land on at most min(blocks, nodes)
-        # — unless the last stage may end as a reduce-scatter
-        scattered = (_may_scatter(problem, shape, stage, p, c) if stage is shape.stages[-1]
-                     else np.zeros(len(p), dtype=bool))
-        # scattered: a group's nodes receive (g - 1)/g of their cell's blocks together
-        # (whatever the pieces' lengths), and a cell without the last, smaller blocks holds
-        # m_o full blocks along each split output index
-        largest_cell = np.ones(len(p), dtype=np.float64)
-        for column in out:
-            size = float(problem_sizes[problem.indices[column]])
-            largest_cell *= np.where(p[:, column] > 1, m[:, column] * step[:, column], size)
         plain = np.maximum(
             np.ceil(blocks / nodes) * (makers - 1) * _product(smallest, out),
             np.ceil((makers - 1) * _elements(stage.output, problem_sizes)
                     / np.minimum(blocks, nodes)))
+        if stage is not shape.stages[-1]:
+            top = np.maximum(top, plain)
+            continue
+        if scattered is None:
+            scattered = scattered_last(problem, p, c)
+        # the last stage ended as a reduce-scatter: a group's nodes receive (g - 1)/g of
+        # their cell's blocks together (whatever the pieces' lengths), and a cell without
+        # the last, smaller blocks holds m_o full blocks along each split output index
+        largest_cell = np.ones(len(p), dtype=np.float64)
+        for column in out:
+            size = float(problem_sizes[problem.indices[column]])
+            largest_cell *= np.where(p[:, column] > 1, m[:, column] * step[:, column], size)
         top = np.maximum(top, np.where(
             scattered, np.ceil(largest_cell * (makers - 1) / np.maximum(makers, 1)), plain))
     if total_only:
@@ -278,24 +283,24 @@ def busiest_floors(problem, p: np.ndarray, c: np.ndarray, average: bool = False,
     return floor * problem.itemsize
 
 
-def _may_scatter(problem, shape, stage, p: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Per candidate (in the closed form's domain), whether its last stage (``stage``) ends
-    as a reduce-scatter: :func:`tensorc.planning.reduce_scatter.scatter_for`'s rule (the
-    grid splits only the stage's indices, the nodes along its summed indices outnumber the
+def scattered_last(problem, p: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Per candidate (in the closed form's domain), whether its last stage ends as a
+    reduce-scatter: :func:`tensorc.planning.reduce_scatter.scatter_for`'s rule (the grid
+    splits only the stage's indices, the nodes along its summed indices outnumber the
     output blocks of a grid cell, and the output indices are long enough for the pieces)."""
-    if stage.value != shape.final:
+    shape = symbolic_cost.structure(problem)
+    if not shape.stages or shape.stages[-1].value != shape.final:
         return np.zeros(len(p), dtype=bool)
+    stage = shape.stages[-1]
     summed = _columns(problem, set(stage.dims) - set(stage.output))
     group = _product(p, summed)
     cell_blocks = _product(c // np.maximum(p, 1), _columns(problem, stage.output))
     inside = _product(p, _columns(problem, set(problem.indices) - set(stage.dims))) == 1
     maybe = (group >= 2) & (cell_blocks < group) & inside
     for k in np.flatnonzero(maybe).tolist():
-        grid = dict(zip(problem.indices, p[k].tolist(), strict=True))
-        axes = tuple((i, grid[i]) for i in stage.dims if i not in stage.output and grid[i] > 1)
         counts = dict(zip(problem.indices, c[k].tolist(), strict=True))
         lengths = output_lengths(problem.sizes, counts, stage.output, problem.placed_blocks)
-        maybe[k] = cut_plan(tuple(axes_radices(axes)), lengths) is not None
+        maybe[k] = cut_plan(group_radices(int(group[k])), lengths) is not None
     return maybe
 
 
@@ -312,10 +317,12 @@ def cost_floors(problem, p: np.ndarray, c: np.ndarray, network: bool = True,
     nodes = spanned(p)
     tasks = task_totals(problem, c)
     inside = np.all(c % p == 0, axis=1)
+    scattered = None
     if (not grid_wide and symbolic_cost.structure(problem).unsupported is None
             and not problem.placed):
         # a reduce-scatter's rounds (not grid-wide: more output blocks can end it)
-        tasks = tasks + np.where(inside, scatter_tasks(problem, p, c), 0.0)
+        scattered = scattered_last(problem, p, c) & inside
+        tasks = tasks + scatter_tasks(problem, p, c, scattered)
     compute = (
         model_bound.compute_flops(problem) / price.NODE_FLOPS_PER_CORE
         + tasks * price.RAY_TASK_SECONDS
@@ -324,8 +331,7 @@ def cost_floors(problem, p: np.ndarray, c: np.ndarray, network: bool = True,
     if network and symbolic_cost.structure(problem).unsupported is None and not (
         problem.placed and set(problem.placed) - set(problem.repartition)
     ):
-        inside = np.all(c % p == 0, axis=1)
-        received = busiest_floors(problem, p, c, average=grid_wide)
+        received = busiest_floors(problem, p, c, average=grid_wide, scattered=scattered)
         network = received / price.NETWORK_BYTES_PER_SECOND
         bound = problem.lower_bound_bytes()
         if bound > 0:

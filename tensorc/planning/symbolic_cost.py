@@ -589,7 +589,7 @@ def _member_figures(extents: tuple[int, ...], scatter: Scatter) -> tuple[np.ndar
     """Per member of a reduce-scatter of blocks ``extents`` long along its cut indices:
     the elements it receives (``q - 1`` sub-pieces a round), makes (each round's cuts and
     sum) and keeps (its final piece), over the cut indices."""
-    radices = np.asarray(scatter.radices(), dtype=np.int64)
+    radices = np.asarray(scatter.rounds, dtype=np.int64)
     before, after, _ = member_pieces(dict(zip([d for d, _ in scatter.cuts], extents,
                                               strict=True)), scatter)
     found = ((radices - 1) * after).sum(axis=1), (before + after).sum(axis=1), after[:, -1]
@@ -607,7 +607,7 @@ def _scatter_reduce(grid: _Grid, stage: Stage, summed, scatter: Scatter):
     blocks = math.prod(grid.m[i] for i in stage.output)
     own = math.prod(grid.c[i] for i in summed) // scatter.group
     received, made, _ = scatter_pieces(grid, stage.output, scatter)
-    tasks = np.full(grid.nodes, blocks * sum(q + 1 for q in scatter.radices()), dtype=np.int64)
+    tasks = np.full(grid.nodes, blocks * sum(q + 1 for q in scatter.rounds), dtype=np.int64)
     flops = received.copy()
     if own > 1:
         tasks += blocks
