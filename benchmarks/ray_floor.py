@@ -1,18 +1,31 @@
-"""The floor a block factorisation pays on Ray before any compute: Ray's own cost of one node
-reading a distributed matrix's blocks and keeping a factor's blocks in its object store.
+"""The floor a block factorisation pays on Ray before any compute: Ray's own cost of moving a
+distributed matrix's blocks to where a plan reads them and keeping its result's blocks in the
+object store.
 
-On the private cluster ``tc.init(num_nodes=--nodes)`` makes, four blocks of ``n / 4`` x
-``n / 4`` float64 are made by a plain actor on each node (16 blocks, cut as the Cholesky
-input of ``benchmarks/linalg.py``), then, on the clock, one call on node 0's actor reads all
-16 (12 from other nodes) and returns 10 new blocks (a lower factor's), waited for where they
-are. No arithmetic: what is measured is the object store's transfers and stores and one
-call's latency, which every plan of the factorisation pays at least once (its inputs arrive
-and its result is stored). Printed per ``n`` in ``--sizes``: the median of ``--repeats``
-timed calls after one warm-up, each on fresh blocks.
+On the private cluster ``tc.init(num_nodes=--nodes)`` makes, the input's blocks are made by a
+plain actor on each node, cut and spread as ``benchmarks/linalg.py`` spreads them, then, on
+the clock, Ray alone does what every plan of the factorisation must. No arithmetic: what is
+measured is the object store's transfers and stores and the calls' latency. Per case
+(``--cases``):
 
-Compare it with tensorc's local time for the same factorisation (``benchmarks/linalg.py``):
-a cluster run cannot take less than the floor plus the compute shared by the machine's
-cores. Usage: ``.venv/bin/python benchmarks/ray_floor.py [--sizes 1536 4096] [--repeats 5]``.
+- ``cholesky`` (order ``n`` in ``--sizes``, 4 x 4 blocks of ``n / 4``): one call on node 0
+  reads all 16 blocks (12 from other nodes) and returns 10 new ones (a lower factor's),
+  waited for where they are;
+- ``solve`` (``--solve-sizes``): the same call reading the 16 blocks and the right-hand
+  side's 4, returning the solution's 4 blocks of ``n / 4`` x 1;
+- ``tsqr`` (``--tsqr-rows`` x ``--tsqr-cols`` in 8 row blocks, two on each node): the
+  cheaper of the two ways any TSQR plan can go. *Gathered*: one call on node 0 reads all 8
+  blocks (6 from other nodes) and returns Q's 8 blocks and R. *Tree*: a call on each node
+  reads its own 2 blocks and returns one small block (its R), keeping its Q's blocks in the
+  actor's memory (no store); a call on node 0 reads the 4 small blocks and returns 4; a call
+  on each node reads its small block and returns its 2 blocks of Q. Both are printed.
+
+Printed per case and size: the median of ``--repeats`` timed runs after one warm-up, each on
+fresh blocks. Compare it with tensorc's local time for the same factorisation
+(``benchmarks/linalg.py``): a cluster run cannot take less than the floor plus the compute
+shared by the machine's cores. Usage: ``.venv/bin/python benchmarks/ray_floor.py [--cases
+cholesky,solve,tsqr] [--sizes 1536 4096] [--solve-sizes 1536 4096] [--tsqr-rows 65536]
+[--tsqr-cols 40] [--repeats 5]``.
 """
 
 from __future__ import annotations
@@ -25,7 +38,8 @@ import numpy as np
 
 import tensorc as tc
 
-BLOCKS = 4
+BLOCKS = 4  # cholesky and solve: BLOCKS x BLOCKS blocks
+TSQR_BLOCKS = 8  # tsqr: row blocks, as benchmarks/linalg.py cuts them
 
 
 def _node_actors():
@@ -33,13 +47,31 @@ def _node_actors():
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     class Holder:
-        def make(self, count: int, edge: int, seed: int):
+        def __init__(self) -> None:
+            self.kept: list = []
+
+        def make(self, count: int, shape: tuple, seed: int):
             rng = np.random.default_rng(seed)
-            return [rng.random((edge, edge)) for _ in range(count)]
+            made = [rng.random(shape) for _ in range(count)]
+            return made if count > 1 else made[0]
 
         def factor_blocks(self, outputs: int, *blocks):
             made = [blocks[k % len(blocks)].copy() for k in range(outputs)]
             return made if outputs > 1 else made[0]
+
+        def small_blocks(self, outputs: int, shape: tuple, *blocks):
+            made = [np.ones(shape) for _ in range(outputs)]
+            return made if outputs > 1 else made[0]
+
+        def leaf(self, cols: int, *blocks):
+            """Keep a copy of each block (its Q, in this process) and return one small block."""
+            self.kept = [block.copy() for block in blocks]
+            return np.ones((cols, cols))
+
+        def finish(self, small):
+            made = [block.copy() for block in self.kept]
+            self.kept = []
+            return made if len(made) > 1 else made[0]
 
         def ready(self) -> bool:
             return True
@@ -52,43 +84,133 @@ def _node_actors():
     return actors
 
 
-def floor_seconds(actors, n: int, repeats: int) -> list[float]:
-    """Seconds of each timed call (the first, a warm-up, included first)."""
+def _spread(actors, count: int, shape: tuple, seed: int) -> list:
+    """``count`` blocks of ``shape`` made block-cyclically over the actors' nodes (block
+    ``k`` on node ``k % nodes``), as ``tc.asarray`` spreads them; waited for."""
+    import ray
+
+    nodes = len(actors)
+    per_node = [len(range(k, count, nodes)) for k in range(nodes)]
+    made = []
+    for k, actor in enumerate(actors):
+        refs = actor.make.options(num_returns=per_node[k]).remote(per_node[k], shape,
+                                                                   seed * 100 + k)
+        made.append(refs if per_node[k] > 1 else [refs])
+    blocks = [made[k % nodes][k // nodes] for k in range(count)]
+    ray.wait(blocks, num_returns=len(blocks))
+    return blocks
+
+
+def _timed(run, repeats: int) -> list[float]:
+    """Seconds of each run (the first, a warm-up, included first); ``run(seed)`` makes its
+    blocks, then returns a function that does the timed part and waits for it."""
+    times = []
+    for seed in range(repeats + 1):
+        timed = run(seed)
+        started = time.perf_counter()
+        timed()
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def cholesky_floor(actors, n: int, repeats: int, solve: bool = False) -> list[float]:
+    """One call on node 0 reading the 16 blocks (and, for a solve, the right-hand side's 4)
+    and returning the factor's 10 blocks (a solve: the solution's 4)."""
     import ray
 
     edge = n // BLOCKS
-    per_node = BLOCKS * BLOCKS // len(actors)
-    outputs = BLOCKS * (BLOCKS + 1) // 2
-    times = []
-    for seed in range(repeats + 1):
-        blocks = []
-        for k, actor in enumerate(actors):
-            blocks += actor.make.options(num_returns=per_node).remote(per_node, edge,
-                                                                       seed * 100 + k)
-        ray.wait(blocks, num_returns=len(blocks))
-        started = time.perf_counter()
-        made = actors[0].factor_blocks.options(num_returns=outputs).remote(outputs, *blocks)
-        ray.wait(made, num_returns=len(made), fetch_local=False)
-        times.append(time.perf_counter() - started)
-        del made, blocks
-    return times
+
+    def run(seed: int):
+        blocks = _spread(actors, BLOCKS * BLOCKS, (edge, edge), seed)
+        if solve:
+            blocks += _spread(actors, BLOCKS, (edge, 1), seed + 50)
+
+        def timed():
+            if solve:
+                made = actors[0].small_blocks.options(num_returns=BLOCKS).remote(
+                    BLOCKS, (edge, 1), *blocks)
+            else:
+                outputs = BLOCKS * (BLOCKS + 1) // 2
+                made = actors[0].factor_blocks.options(num_returns=outputs).remote(
+                    outputs, *blocks)
+            ray.wait(made, num_returns=len(made), fetch_local=False)
+        return timed
+
+    return _timed(run, repeats)
+
+
+def tsqr_floors(actors, rows: int, cols: int, repeats: int) -> dict[str, list[float]]:
+    """The gathered and the tree skeletons of the module docstring."""
+    import ray
+
+    nodes = len(actors)
+    shape = (-(-rows // TSQR_BLOCKS), cols)
+
+    def gathered(seed: int):
+        blocks = _spread(actors, TSQR_BLOCKS, shape, seed)
+
+        def timed():
+            made = actors[0].factor_blocks.options(num_returns=TSQR_BLOCKS + 1).remote(
+                TSQR_BLOCKS + 1, *blocks)
+            ray.wait(made, num_returns=len(made), fetch_local=False)
+        return timed
+
+    def tree(seed: int):
+        blocks = _spread(actors, TSQR_BLOCKS, shape, seed)
+        own = [blocks[k::nodes] for k in range(nodes)]
+
+        def timed():
+            smalls = [actor.leaf.remote(cols, *own[k]) for k, actor in enumerate(actors)]
+            back = actors[0].small_blocks.options(num_returns=nodes).remote(
+                nodes, (cols, cols), *smalls)
+            made = []
+            for k, actor in enumerate(actors):
+                count = len(own[k])
+                found = actor.finish.options(num_returns=count).remote(back[k])
+                made += found if count > 1 else [found]
+            ray.wait(made, num_returns=len(made), fetch_local=False)
+        return timed
+
+    return {"gathered": _timed(gathered, repeats), "tree": _timed(tree, repeats)}
+
+
+def _report(label: str, times: list[float]) -> str:
+    timed = times[1:]
+    return (f"{label}: median {statistics.median(timed) * 1e3:.1f} ms (min "
+            f"{min(timed) * 1e3:.1f}, first {times[0] * 1e3:.1f})")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="cholesky,solve,tsqr",
+                        type=lambda text: [c for c in text.split(",") if c])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1536, 4096])
+    parser.add_argument("--solve-sizes", type=int, nargs="+", default=[1536, 4096])
+    parser.add_argument("--tsqr-rows", type=int, default=65536)
+    parser.add_argument("--tsqr-cols", type=int, default=40)
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     tc.init(num_nodes=args.nodes)
     actors = _node_actors()
-    for n in args.sizes:
-        times = floor_seconds(actors, n, args.repeats)
-        timed = times[1:]
-        print(f"n={n}: one call reading {BLOCKS * BLOCKS} blocks of {n // BLOCKS}x"
-              f"{n // BLOCKS} from {args.nodes} nodes and storing 10: median "
-              f"{statistics.median(timed) * 1e3:.1f} ms (min {min(timed) * 1e3:.1f}, "
-              f"first {times[0] * 1e3:.1f})")
+    blocks = BLOCKS * BLOCKS
+    if "cholesky" in args.cases:
+        for n in args.sizes:
+            print(_report(f"cholesky n={n}: one call reading {blocks} blocks of "
+                          f"{n // BLOCKS}x{n // BLOCKS} from {args.nodes} nodes and storing "
+                          f"10", cholesky_floor(actors, n, args.repeats)))
+    if "solve" in args.cases:
+        for n in args.solve_sizes:
+            print(_report(f"solve n={n}: one call reading {blocks} + {BLOCKS} blocks from "
+                          f"{args.nodes} nodes and storing {BLOCKS} of {n // BLOCKS}x1",
+                          cholesky_floor(actors, n, args.repeats, solve=True)))
+    if "tsqr" in args.cases:
+        found = tsqr_floors(actors, args.tsqr_rows, args.tsqr_cols, args.repeats)
+        label = f"tsqr {args.tsqr_rows}x{args.tsqr_cols} in {TSQR_BLOCKS} row blocks"
+        for way, times in found.items():
+            print(_report(f"{label}, {way}", times))
+        best = min(statistics.median(t[1:]) for t in found.values())
+        print(f"{label}: floor (the cheaper way) {best * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -118,6 +118,25 @@ def test_a_call_s_copies_arrive_after_its_last_input_exists_one_after_another():
 
 
 
+def test_a_call_reading_its_node_s_earlier_result_copies_nothing_before_that_result_exists():
+    """Ray sends a call once every argument exists, those its own node made in an earlier
+    call included, and the node fetches the copies then: a tall block copied to the node of
+    a small factor made by a long call arrives after that call ends, not while it runs (so
+    TSQR's last products stay on their blocks' nodes, not on the tree root's)."""
+    placer = BlockPlacer(2, 1, "lshs", flops_per_core=1e9, bytes_per_second=1e9,
+                         task_seconds=0.0, hop_seconds=0.01)
+    tall = placer.add_version(10**6, 1, node=1)  # an input on node 1: can leave at once
+    source = placer.add_version(1000, 1, node=0)
+    factor = placer.add_version(1000, 1)
+    placer.run([factor], [source], 0, FLOPS)  # node 0's 1 s call makes the factor
+    reader = placer.add_version(1000, 0)
+    placer.run([reader], [factor], 1, 0.0)  # node 1 reads it: node 0's next call is level 1
+    finish, level, copies, copied = placer._timing([tall, factor], 0.0, 0)
+    assert level == 1 and copied == [tall]
+    assert copies == (pytest.approx(1.0), 10**6, 1)  # it leaves when the factor exists
+    assert finish == pytest.approx(1.0 + 10**6 / 1e9 + 0.005)
+
+
 def test_finishes_within_half_a_hop_are_a_tie_that_bytes_decide():
     """A 2.6 MB block is not moved to finish a millisecond sooner in the model."""
     placer = BlockPlacer(2, 1, "lshs", flops_per_core=1e9, bytes_per_second=1e9,

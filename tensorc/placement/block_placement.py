@@ -17,15 +17,17 @@ Policies:
   node, and at least the node's floor). A result of another node can leave when its call
   ends (the runtime returns results at the end of a call) and pays ``hop_seconds`` (the
   latency of the call boundary it crosses); an input block can leave at once. Copies into a
-  call arrive as Ray delivers a call's arguments: once the last of them can leave (Ray sends
-  the call when all its arguments exist), one after another, each its bytes over the
-  calibrated bandwidth plus ``hop_seconds / 2`` (one object's share of a hop: its store or
-  its fetch), and no task of the call starts before the copies placed in it so far have
-  arrived; a block read twice is sent once. Once a node's call is read from elsewhere, that
-  node's later tasks start its next call (the floor), so the call stops growing. The task
-  goes to a node where it would *finish* first (compute at the calibrated per-core rate) or
-  within ``hop_seconds / 2`` of it (a difference the model cannot tell from its own error),
-  among those to the node the byte objective of
+  call arrive as Ray delivers a call's arguments: once the last of them can leave and every
+  result of the node's earlier calls it reads exists (Ray sends the call when all its
+  arguments exist, and its node fetches the copies then: a call reading a factor made by the
+  node's previous call copies nothing before that call ends), one after another, each its
+  bytes over the calibrated bandwidth plus ``hop_seconds / 2`` (one object's share of a
+  hop: its store or its fetch), and no task of the call starts before the copies placed in
+  it so far have arrived; a block read twice is sent once. Once a node's call is read from
+  elsewhere, that node's later tasks start its next call (the floor), so the call stops
+  growing. The task goes to a node where it would *finish* first (compute at the calibrated
+  per-core rate) or within ``hop_seconds / 2`` of it (a difference the model cannot tell
+  from its own error), among those to the node the byte objective of
   :class:`~tensorc.placement.cluster_state.ClusterState` prefers (peak memory + net in + net
   out), then to the earliest finish and the lowest id. Bytes alone would put a whole
   factorisation on one node, and time alone would ignore memory, and move a 2.6 MB block to
@@ -126,6 +128,8 @@ class BlockPlacer:
                 copied.append(block)
             else:
                 arrive = max(arrive, at)
+                if m is not None and m[0] == node and m[1] != level:  # an earlier call's
+                    leaves = max(leaves, at)  # result here: Ray sends the call once it exists
         if objects:  # the call starts once its copies, one after another, have arrived
             arrive = max(arrive, leaves + self._moving(nbytes, objects))
         top, top_end, below_end = self.node_calls[node]  # its node's earlier calls come first
@@ -165,8 +169,8 @@ class BlockPlacer:
         """Record the task on ``node``: its inputs copied there, its outputs made there."""
         finish, level, copies, copied = self._timing(inputs, flops, node)
         call = (node, level)
+        self.copies[call] = copies
         if copied:
-            self.copies[call] = copies
             arrived = copies[0] + self._moving(copies[1], copies[2])
             for block in copied:
                 self.copied.setdefault((block, node), arrived)
