@@ -115,10 +115,22 @@ def test_lshs_moves_fewer_bytes_than_round_robin():
     assert moved["lshs"] < moved["round_robin"]
 
 
-def test_an_input_cut_differently_is_re_cut_on_the_nodes():
+def test_an_input_cut_differently_is_re_cut_on_the_nodes(monkeypatch):
+    """A block of the program's blocking that spans several stored blocks is cut inside the
+    call that reads it (a placed step), not by a Ray task of its own."""
+    from tensorc.runtime.ray import block_program
+
+    tasks = []
+    submit = block_program.submit
+    monkeypatch.setattr(block_program, "submit",
+                        lambda cluster, name, *args, **kw: tasks.append(name) or submit(
+                            cluster, name, *args, **kw))
     a = spd(300)
     out = shipped("cholesky").run(A=tc.asarray(a, block_shape=(100, 100)).value(), NB=2)
     np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
+    stats = tc.last_stats()
+    assert tasks == [] and not stats["per_task"] and stats["waves"] == 1
+    assert stats["tasks"] == 4  # the program's own: the 3 cut blocks are steps, not tasks
 
 
 def test_qr_solve_and_lstsq_on_ray():

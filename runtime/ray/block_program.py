@@ -11,7 +11,10 @@ round-robin). Placed tasks gather in a :class:`~tensorc.runtime.ray.block_waves.
 most ``window`` tasks, submitted as one call per node and level on the node workers (a chain
 of tasks on one node is one call; cross-node edges are object refs between calls); the
 driver then expands the next wave while the cluster runs, with at most two waves in flight,
-so it holds the frontier, not the graph. Outputs come back as
+so it holds the frontier, not the graph. An input stored in another blocking is cut to the
+program's blocks by a placed step of the first call that reads each block
+(:class:`~tensorc.runtime.ray.block_waves.Stitch`: its pieces are copied to that node, and the
+block enters the object store only if a call elsewhere reads it). Outputs come back as
 :class:`~tensorc.runtime.ray.arrays.DistributedArray` (blocks stay on the nodes that computed
 them). The frontier bookkeeping it shares with the local run is
 :mod:`tensorc.runtime.block_frontier`.
@@ -56,7 +59,7 @@ from tensorc.runtime.block_frontier import (
 )
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.arrays import DistributedArray
-from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Wave, ZeroBlock
+from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Stitch, Wave, ZeroBlock
 from tensorc.runtime.ray.calls import WorkerLost, submit, wait_for_calls
 
 WINDOW = 1024
@@ -98,7 +101,8 @@ class _RayDagRun:
                                   task_seconds=figures.task_seconds,
                                   hop_seconds=figures.call_seconds,
                                   hosts=figures.hosts(cluster.nodes, cluster.node_ids))
-        self.source = _RayInputs(program, inputs, bounds, cluster, self.placer, dag)
+        self.source = _RayInputs(program, inputs, bounds, cluster, self.placer, dag,
+                                 None if per_task else self._stitch)
         self.frontier = _Frontier(dag)
         self.refs: dict = {}
         self.ids: dict = {}
@@ -195,22 +199,44 @@ class _RayDagRun:
         """The refs, reads, simulated block ids and shapes of a task's input edges; a
         version whose last reader this is is released."""
         args, reads, inputs_ids, edge_shapes = [], [], [], {}
+        keys = set()  # the versions read that the run counts readers of
         for edge in edges:
+            key = (edge.task, edge.result)
             if edge.task is None:
-                ref, block, shape = self.source.block(edge.read.tensor, edge.coords)
+                found = self.source.block(edge.read.tensor, edge.coords)
+                key = found if isinstance(found, str) else None
+            if key is None:
+                ref, block, shape = found
                 ref = (REF, ref)
             else:
-                key = (edge.task, edge.result)
                 ref, block, shape = self.refs[key], self.ids[key], self.shapes[key]
+                keys.add(key)
             args.append(ref)
             reads.append(edge.read)
             inputs_ids.append(block)
             edge_shapes[edge.read] = shape
-        for key in {(e.task, e.result) for e in edges if e.task is not None}:
+        for key in keys:
             self.uses[key] -= 1
             if not self.uses[key]:
                 del self.uses[key], self.refs[key]
         return args, reads, list(dict.fromkeys(inputs_ids)), edge_shapes
+
+    def _stitch(self, name: str, coords: tuple, shape: tuple, piece_slices: tuple,
+                pieces: list, nbytes: int, uses: int) -> str:
+        """An input block cut from the stored blocks ``pieces`` (``(ref, version)`` each),
+        placed like a task (the placer copies the pieces to its node) and run as a
+        :class:`~tensorc.runtime.ray.block_waves.Stitch` step of that node's call; returns
+        the key its readers find it under."""
+        placer = self.placer
+        made = placer.add_version(nbytes, uses)
+        inputs = list(dict.fromkeys(version for _, version in pieces))
+        node = placer.place(inputs, nbytes, 0.0)
+        placer.run([made], inputs, node, 0.0)
+        unit = self.wave.add(node, Stitch(shape, piece_slices), [(REF, ref) for ref, _ in pieces])
+        key = f"input {name}{list(coords)}"
+        self.refs[key], self.ids[key], self.shapes[key] = (PENDING, unit, 0), made, shape
+        self.uses[key] = uses
+        return key
 
     def submit(self, task) -> list:
         """Place and submit ``task``; returns the children that became ready."""
@@ -293,19 +319,35 @@ def _wait_calls(cluster, reports) -> None:
 
 
 class _RayInputs:
-    """The input blocks on Ray, cut to the program's bounds on first use."""
+    """The input blocks on Ray, cut to the program's bounds on first use: ``block`` returns
+    ``(ref, version, shape)``, or, for a block cut from several stored blocks when the run
+    gives a ``stitcher`` (waves, not one task each), the key ``stitcher`` registered it under
+    (it runs as a step of the call that places it); without one, a Ray task cuts it on the
+    node of its first element."""
 
-    def __init__(self, program, inputs, bounds, cluster, placer, dag) -> None:
+    def __init__(self, program, inputs, bounds, cluster, placer, dag, stitcher=None) -> None:
         self.program, self.inputs, self.cluster, self.placer = program, inputs, cluster, placer
         self.edges = {name: tensor_bounds(program, name, bounds) for name in program.inputs()}
         self.made: dict = {}
+        self.stored: dict = {}  # (input, stored block) -> its version in the placer
         self.dag = dag
+        self.stitcher = stitcher
 
     def block(self, name: str, coords: tuple[int, ...]):
         key = (name, coords)
         if key not in self.made:
             self.made[key] = self._make(name, coords)
         return self.made[key]
+
+    def _stored_version(self, name: str, stored: Blocks, coords: tuple) -> int:
+        """The placer's version of stored block ``coords`` of input ``name`` (on its node)."""
+        key = (name, coords)
+        if key not in self.stored:
+            nbytes = math.prod(s.stop - s.start for s in stored.block_slices(coords)) * \
+                np.dtype(stored.dtype).itemsize
+            node = self._live(stored.nodes.get(coords, 0) or 0)
+            self.stored[key] = self.placer.add_version(nbytes, 1, node=node, retained=True)
+        return self.stored[key]
 
     def _live(self, node: int) -> int:
         """``node``, or node 0 when the cluster has fewer nodes now (a node died since the
@@ -332,6 +374,10 @@ class _RayInputs:
             return stored.refs[coords], block, shape
         pieces = stored.pieces(region)
         piece_slices = tuple((into, out_of) for _, into, out_of in pieces)
+        if self.stitcher is not None:
+            found = [(stored.refs[c], self._stored_version(name, stored, c))
+                     for c, _, _ in pieces]
+            return self.stitcher(name, coords, shape, piece_slices, found, nbytes, uses)
         node = self._live(stored.first_node(region))
         ref, _ = submit(self.cluster, "piece", node, shape, piece_slices,
                         *(stored.refs[c] for c, _, _ in pieces))

@@ -17,7 +17,9 @@ unit number. :meth:`Wave.flush` submits the whole wave as calls of the two-level
   :class:`~tensorc.runtime.ray.tasks.NodeWorker`, their steps in wave (topological) order.
   A chain of tasks on one node is therefore one call, and calls grow with nodes x levels,
   not with tasks. A :class:`ZeroBlock` (an output block no statement writes) takes its
-  node's last level, so making it delays no result another call waits for;
+  node's last level, so making it delays no result another call waits for; a
+  :class:`Stitch` (an input block cut from the stored blocks of another blocking) is a unit
+  like a task's, placed by the driver;
 - calls are submitted in (level, node) order under the process-wide submission lock, so every
   worker's queue follows one topological order (no cycle can form between actors);
 - a result crosses a call boundary only as a call's return value (a Ray object: moved by Ray,
@@ -40,6 +42,7 @@ import numpy as np
 from tensorc.codegen.block_kernels import evaluate_block_expr
 from tensorc.runtime.ray.calls import SUBMITTING, node_workers, submit_stage
 from tensorc.runtime.ray.stages import RUN, Step
+from tensorc.runtime.ray.tasks import stitch
 
 REF, PENDING = "ref", "w"
 """Argument kinds: a block already in Ray, or a result of a task earlier in the wave."""
@@ -78,6 +81,25 @@ class ZeroBlock:
 
     def __reduce__(self):
         return ZeroBlock, (self.shape, self.dtype)
+
+
+class Stitch:
+    """A step that cuts one block of the program's blocking out of the stored blocks that
+    overlap it (an input stored in another blocking): it runs inside the call of its node
+    (the placer chose it, and copies the pieces there) instead of as a Ray task of its own,
+    whose result the object store would keep and the reading call fetch again."""
+
+    __slots__ = ("shape", "piece_slices")
+    results = 1
+
+    def __init__(self, shape: tuple[int, ...], piece_slices: tuple) -> None:
+        self.shape, self.piece_slices = shape, piece_slices
+
+    def __call__(self, *pieces):
+        return np.ascontiguousarray(stitch(self.shape, self.piece_slices, pieces))
+
+    def __reduce__(self):
+        return Stitch, (self.shape, self.piece_slices)
 
 
 class Wave:
