@@ -162,11 +162,15 @@ def test_a_node_alone_with_a_wave_s_work_on_a_shared_machine_uses_its_cores():
     assert separate.wave_threads([1, 3, 1, 1]) == [1, 3, 1, 1]
 
 
-def test_threads_never_exceed_the_machine_and_nodes_gone_get_one():
+def test_a_shared_machine_s_cores_follow_the_flops_and_nodes_gone_get_one():
     placer = BlockPlacer(2, 2, "lshs", flops_per_core=1e9, bytes_per_second=1e9,
                          task_seconds=0.0, hop_seconds=0.01, hosts=((0, 0), (4,)))
-    placer.wave_flops = [0.9, 0.1]  # both nodes busy: their own 2 CPUs each fill the 4 cores
+    placer.wave_flops = [0.5, 0.5]  # an even share: 2 cores each
     assert placer.wave_threads([2, 2]) == [2, 2]
+    placer.wave_flops = [0.9, 0.1]  # 3.6 and 0.4 cores: the busier node takes all 4, the
+    assert placer.wave_threads([2, 2]) == [4, 1]  # other keeps one for its little work
+    placer.wave_flops = [0.99, 0.01]
+    assert placer.wave_threads([1, 1]) == [4, 1]  # not 1 each: own CPUs hold no cores
     placer.wave_flops = [0.9, 0.0]  # node 1 idle: node 0 takes the 2 cores it leaves
     assert placer.wave_threads([2, 2]) == [4, 2]
     assert placer.wave_threads([2]) == [4, 1]  # node 1 left the cluster: one thread

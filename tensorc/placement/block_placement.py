@@ -199,28 +199,28 @@ class BlockPlacer:
     def wave_threads(self, cpus) -> list[int]:
         """Threads for each node's calls of the wave placed so far: a node's own CPUs
         (``cpus[node]``; 1 for a node no longer in ``cpus``), and, on a machine several
-        nodes share, the machine's cores beyond those its busy nodes own, shared out over
-        them in proportion to the flops each was given this wave (whole cores, never more
-        than the machine's in all): a node that runs the wave's work alone on its machine
-        uses all of the machine's cores, nodes that share the work share them. A wave still
-        running on another node of the machine is not counted."""
+        nodes share, the machine's cores shared out over its busy nodes in proportion to
+        the flops each was given this wave (whole cores, the largest remainders first; a
+        busy node at least one): a node that runs the wave's work alone, or nearly alone
+        (a factorisation beside a few row sums), uses the machine's cores, nodes that share
+        the work share them. A wave still running on another node of the machine is not
+        counted."""
         threads = [max(1, int(cpus[n])) if n < len(cpus) else 1 for n in range(self.nodes)]
         if self.host_of is None:
             return threads
         for host, pool in enumerate(self.pools):
             busy = [n for n in range(self.nodes)
                     if self.host_of[n] == host and self.wave_flops[n] > 0]
-            spare = len(pool) - sum(threads[n] for n in busy)
-            if not busy or spare <= 0:
+            if not busy:
                 continue
             total = sum(self.wave_flops[n] for n in busy)
-            wanted = {n: spare * self.wave_flops[n] / total for n in busy}
+            wanted = {n: len(pool) * self.wave_flops[n] / total for n in busy}
             given = {n: int(wanted[n]) for n in busy}  # whole cores, then the largest rest
-            left = spare - sum(given.values())
+            left = len(pool) - sum(given.values())
             for n in sorted(busy, key=lambda n: given[n] - wanted[n])[:left]:
                 given[n] += 1
             for n in busy:
-                threads[n] += given[n]
+                threads[n] = max(1, given[n])
         return threads
 
     def new_wave(self) -> None:
