@@ -21,6 +21,8 @@ Numerical failures raise :class:`~tensorc.errors.LinAlgError` with numpy's wordi
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.linalg
 import scipy.linalg.lapack
@@ -273,6 +275,8 @@ def _shape_of(expr: BlockExpr, shapes: dict[BlockRef, tuple[int, ...]]):
     args = [_shape_of(a, shapes) for a in expr.args]
     name = expr.name
     if name in ("add", "sub", "mul", "div", "maximum"):
+        if all(a == args[0] for a in args[1:]):  # the common case, without numpy's call
+            return tuple(args[0])
         try:
             return tuple(np.broadcast_shapes(*args))
         except ValueError:
@@ -342,7 +346,7 @@ def _own_flops(expr: Kernel, shapes) -> float:
     if name in ("lu", "inv"):
         return args[0][0] ** 3 * (2 / 3 if name == "lu" else 2.0)
     read_whole = name in ("unstack", "rowsum_abs", "rowmax_abs")  # work over the argument
-    return float(np.prod(args[0] if read_whole else _shape_of(expr, shapes)))
+    return float(math.prod(args[0] if read_whole else _shape_of(expr, shapes)))
 
 
 def result_flops(expr: BlockExpr, shapes: dict[BlockRef, tuple[int, ...]]) -> float:
