@@ -133,6 +133,38 @@ def test_count_simulation_starts_inputs_where_an_array_made_on_its_own_holds_the
     assert on_node_0.moved_bytes >= 2 * block  # tall blocks leave node 0 to spread the QRs
 
 
+def test_count_simulation_reads_inputs_stored_in_another_cut_as_the_runtime_does():
+    """An input already on the cluster in 8 row blocks (two a node) and a candidate cut in 2:
+    each of the candidate's blocks is made by a task of its own that copies the stored
+    blocks it spans from their nodes (the runtime's in-call ``Stitch``), so the copies and
+    their time are simulated, not charged at a flat rate; the stored cut itself needs
+    none."""
+    from tensorc.codegen.block_layout import environment
+    from tensorc.planning import cost
+    from tensorc.planning.block_counts import simulate
+
+    program = shipped("tsqr_q").program
+    edges = tuple(range(0, 65537, 8192))
+    stored = {"A": ((edges, (0, 40)), {(k, 0): k % 4 for k in range(8)})}
+    figures = cost.machine()
+    cost.use_machine(None)  # the defaults
+    try:
+        found = {}
+        for count in (2, 8):
+            env, bounds = environment(program, {"A": (65536, 40)}, {"MB": count})
+            found[count] = (simulate(program, env, bounds, nodes=4, cores=1, stored=stored),
+                            simulate(program, env, bounds, nodes=4, cores=1))
+    finally:
+        cost.use_machine(figures)
+    block = 8192 * 40 * 8
+    recut, plain = found[2]
+    assert recut.tasks == plain.tasks  # the stitches are steps, not program tasks
+    assert recut.moved_bytes >= 6 * block  # each half spans 4 nodes: 3 of its blocks move
+    assert recut.makespan > plain.makespan
+    kept, fresh = found[8]
+    assert kept.tasks == fresh.tasks and kept.moved_bytes < block  # the stored cut: no stitch
+
+
 def test_explain_shows_program_plan_and_dag():
     program = tc.compile("examples/tsqr.tc")
     assert isinstance(program, BlockProgram)

@@ -91,9 +91,10 @@ class BlockProgram:
 
     def choose(self, shapes: dict[str, tuple[int, ...]], fixed: dict[str, int], *,
                executor: Executor, preferred: dict[str, int] | None = None,
-               nodes: int | None = None) -> CountChoice:
+               nodes: int | None = None, stored: dict | None = None) -> CountChoice:
         """The block counts for these input shapes on ``executor`` (cached); ``nodes``
-        plans for that many simulated nodes instead."""
+        plans for that many simulated nodes instead; ``stored``: how the inputs already on
+        the cluster are cut and placed (:func:`_stored`)."""
         if nodes is not None and nodes > 1:
             cores = machine().cores_per_node
         elif not executor.in_process:
@@ -101,11 +102,12 @@ class BlockProgram:
         else:
             nodes, cores = 1, available_cores()
         key = (id(self.program), tuple(sorted(shapes.items())), tuple(sorted(fixed.items())),
-               tuple(sorted((preferred or {}).items())), nodes, cores, machine())
+               tuple(sorted((preferred or {}).items())), tuple(sorted((stored or {}).items())),
+               nodes, cores, machine())
         found = _PLANS.get(key)
         if found is None or found[0] is not self.program:
             choice = choose_counts(self.program, shapes, nodes=nodes, cores=cores, fixed=fixed,
-                                   preferred=preferred)
+                                   preferred=preferred, stored=stored)
             found = (self.program, choice)
             _PLANS[key] = found
             while len(_PLANS) > 64:
@@ -154,7 +156,8 @@ class BlockProgram:
         shapes = {name: tuple(v.shape) for name, v in values.items()}
         preferred = _preferred(self.program, values)
         try:
-            choice = self.choose(shapes, fixed, executor=executor, preferred=preferred)
+            choice = self.choose(shapes, fixed, executor=executor, preferred=preferred,
+                                 stored=_stored(values))
             planned = time.perf_counter()
             env, bounds = environment(self.program, shapes, choice.counts)
             dag = self._dag(env)
@@ -279,6 +282,14 @@ def _preferred(program: BlockProgramIR, values: dict) -> dict[str, int]:
                 if size == dim:
                     preferred.setdefault(count, grid)
     return preferred
+
+
+def _stored(values: dict) -> dict:
+    """How the inputs already on the cluster are cut and placed: ``{name: (bounds,
+    ((block, node), ...))}`` (what the count choice simulates reading them from)."""
+    return {name: (value.blocks.bounds,
+                   tuple(sorted((c, n or 0) for c, n in value.blocks.nodes.items())))
+            for name, value in values.items() if isinstance(value, DistributedArray)}
 
 
 def compile_block_program(source: Source, wrap=_identity,

@@ -30,8 +30,13 @@ The rules the simulation adds:
   unless ``input_node(tensor, coords)`` says otherwise; on one node, all on it;
 - candidates whose DAG exceeds :data:`MAX_SIMULATED_TASKS` tasks are not simulated (they are
   far past the point where tasks pay for themselves);
-- inputs that are already cut into blocks (on Ray) add the time to re-cut them, at the
-  calibrated bandwidth, to every candidate that does not keep their cut;
+- inputs that are already cut into blocks on the cluster (``stored``: their bounds and the
+  node of each block) are read as the runtime reads them: a block of the candidate's
+  blocking that is not one of theirs is cut from the stored blocks it overlaps by a task
+  of its own (no flops) that the placer places, and the stored blocks it reads are copied
+  there (:class:`~tensorc.runtime.ray.block_waves.Stitch`); without ``stored``, inputs
+  already cut add the time to re-cut them, at the calibrated bandwidth, to every candidate
+  that does not keep their cut (``preferred``);
 - the smallest simulated makespan wins; ties go to fewer tasks.
 """
 
@@ -46,7 +51,7 @@ from tensorc.codegen.block_kernels import factorisation_flops, result_flops, res
 from tensorc.codegen.block_layout import environment
 from tensorc.ir.block_program import BlockProgramIR
 from tensorc.placement.block_placement import BlockPlacer
-from tensorc.placement.layout import block_cyclic_node, node_grid
+from tensorc.placement.layout import block_cyclic_node, block_pieces, node_grid
 from tensorc.planning.cost import machine
 
 MIN_BLOCK = 256
@@ -93,9 +98,11 @@ def _options(extent: int, preferred: int | None) -> list[int]:
 
 
 def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, nodes: int, cores: int,
-             limit: int = MAX_SIMULATED_TASKS, input_node=None) -> CountCandidate | None:
+             limit: int = MAX_SIMULATED_TASKS, input_node=None,
+             stored: dict | None = None) -> CountCandidate | None:
     """Simulated makespan, task count and bytes of one choice of counts (``None`` when the
-    DAG has more than ``limit`` tasks)."""
+    DAG has more than ``limit`` tasks); ``stored`` maps an input already cut on the cluster
+    to ``(its bounds, {block: node})`` (module docstring)."""
     figures = machine()
     overhead = figures.task_seconds if nodes > 1 else LOCAL_TASK_SECONDS
     placer = BlockPlacer(nodes, cores, "lshs", flops_per_core=figures.blas_flops_per_core,
@@ -118,9 +125,17 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
                 dims = program.tensors[e.read.tensor].dims
                 shape = tuple(bounds[d][c + 1] - bounds[d][c] for d, c in zip(dims, e.coords,
                                                                              strict=True))
-                node = (input_node(e.read.tensor, e.coords) if input_node
-                        else _default_node(dims, e.coords, bounds, nodes))
-                versions[key] = placer.add_version(8 * math.prod(shape), 1 << 30, node=node)
+                region = tuple(slice(bounds[d][c], bounds[d][c + 1])
+                               for d, c in zip(dims, e.coords, strict=True))
+                if stored and e.read.tensor in stored and tuple(
+                        tuple(bounds[d]) for d in dims) != stored[e.read.tensor][0]:
+                    versions[key] = _stitched(placer, e.read.tensor, stored[e.read.tensor],
+                                              region, versions)
+                else:
+                    node = (input_node(e.read.tensor, e.coords) if input_node
+                            else _default_node(dims, e.coords, bounds, nodes))
+                    versions[key] = placer.add_version(8 * math.prod(shape), 1 << 30,
+                                                       node=node)
                 shapes[key] = shape
             inputs.append(versions[key])
             edge_shapes[e.read] = shapes[key]
@@ -143,6 +158,23 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
                           placer.state.max_peak)
 
 
+def _stitched(placer: BlockPlacer, tensor: str, stored, region: tuple, versions: dict) -> int:
+    """The version of an input block cut from the stored blocks overlapping ``region``: a
+    placed task with no flops reading each whole stored block (on its node)."""
+    edges, homes = stored
+    pieces = []
+    for coords, _, _ in block_pieces(edges, region):
+        key = ("stored", tensor, coords)
+        if key not in versions:
+            extent = math.prod(e[c + 1] - e[c] for e, c in zip(edges, coords, strict=True))
+            versions[key] = placer.add_version(8 * extent, 1 << 30, node=homes.get(coords, 0))
+        pieces.append(versions[key])
+    made = placer.add_version(8 * math.prod(s.stop - s.start for s in region), 1 << 30)
+    node = placer.place(pieces, placer.state.size[made], 0.0)
+    placer.run([made], pieces, node, 0.0)
+    return made
+
+
 def _default_node(dims, coords, bounds: dict, nodes: int) -> int:
     """The node holding block ``coords`` of an input made on its own (module docstring)."""
     if nodes == 1:
@@ -153,8 +185,12 @@ def _default_node(dims, coords, bounds: dict, nodes: int) -> int:
 
 def choose_counts(program: BlockProgramIR, shapes: dict[str, tuple[int, ...]], *, nodes: int,
                   cores: int, fixed: dict[str, int] | None = None,
-                  preferred: dict[str, int] | None = None, input_node=None) -> CountChoice:
-    """The block counts with the smallest simulated makespan (module docstring)."""
+                  preferred: dict[str, int] | None = None, input_node=None,
+                  stored: dict | None = None) -> CountChoice:
+    """The block counts with the smallest simulated makespan (module docstring); ``stored``
+    as :func:`simulate` takes it, ``{input: (bounds, ((block, node), ...))}``."""
+    stored = {name: (tuple(tuple(e) for e in edges), dict(homes))
+              for name, (edges, homes) in (stored or {}).items()} if nodes > 1 else None
     fixed = dict(fixed or {})
     preferred = dict(preferred or {})
     base, _ = environment(program, shapes, {c: 1 for c in program.blocks})
@@ -169,9 +205,10 @@ def choose_counts(program: BlockProgramIR, shapes: dict[str, tuple[int, ...]], *
     for combo in itertools.product(*per_count):
         counts = dict(zip(names, combo, strict=True))
         env, bounds = environment(program, shapes, counts)
-        found = simulate(program, env, bounds, nodes=nodes, cores=cores, input_node=input_node)
+        found = simulate(program, env, bounds, nodes=nodes, cores=cores, input_node=input_node,
+                         stored=stored)
         recut = [c for c in preferred if counts.get(c) != preferred[c]]
-        if found is not None and recut and nodes > 1:
+        if found is not None and recut and nodes > 1 and not stored:
             # inputs already cut another way are re-cut first: most of their bytes move
             moved = sum(8 * math.prod(shape) for shape in shapes.values()) * (nodes - 1) / nodes
             seconds = moved / machine().network_bytes_per_second
