@@ -160,6 +160,9 @@ def test_a_block_program_runs_as_one_call_per_node_and_level():
     busy = sum(1 for t in stats["tasks_per_node"] if t)
     assert busy <= stats["remote_calls"] < stats["tasks"]
     assert stats["driver_seconds_per_task"] > 0
+    refs = out["L"].blocks.refs
+    assert len({refs[(i, j)] for i in range(4) for j in range(i + 1, 4)}) == 1  # 6 zero
+    assert len({refs[(i, j)] for i in range(4) for j in range(i + 1)}) == 10  # blocks, 1 object
     np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
                                atol=1e-10)
 

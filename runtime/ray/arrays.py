@@ -317,8 +317,8 @@ def wait(*arrays: DistributedArray) -> None:
     driver): what a benchmark does before starting its clock."""
     import ray
 
-    refs = [ref for array in arrays for ref in array.blocks.refs.values()]
-    if refs:
+    refs = list(dict.fromkeys(ref for array in arrays for ref in array.blocks.refs.values()))
+    if refs:  # once each: blocks of zeros may share one object
         ray.wait(refs, num_returns=len(refs), fetch_local=False)
 
 

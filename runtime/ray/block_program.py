@@ -173,17 +173,23 @@ class _RayDagRun:
 
     def _add_unwritten(self) -> None:
         """Zero blocks for the output blocks no statement wrote, made in the last wave on the
-        node that ran the fewest tasks (a call beside the others, or that node's last)."""
+        node that ran the fewest tasks (a call beside the others, or that node's last); the
+        blocks of one shape and dtype are one object (Ray's objects are never written, so
+        the upper blocks of a Cholesky factor share one block of zeros: one store, not six,
+        beside the factorisation's own work on a machine the nodes share)."""
         counts = self.placer.tasks_per_node
         node = min(range(len(counts)), key=lambda n: (counts[n], n))
+        units: dict = {}  # (shape, dtype) -> the unit making that block of zeros
         for name in self.program.outputs():
             edges = tensor_bounds(self.program, name, self.bounds)
             kind = _output_dtype(self.program, name, self.dtype)
             for coords in grid_coords(edges):
                 if (name, coords) not in self.finals:
                     shape = tuple(s.stop - s.start for s in block_slices(edges, coords))
-                    unit = self.wave.add(node, ZeroBlock(shape, kind.str), ())
-                    self.finals[(name, coords)] = ((PENDING, unit, 0), node, shape)
+                    key = (shape, kind.str)
+                    if key not in units:
+                        units[key] = self.wave.add(node, ZeroBlock(shape, kind.str), ())
+                    self.finals[(name, coords)] = ((PENDING, units[key], 0), node, shape)
 
     def flush(self) -> None:
         """Submit the wave; its results read later (or final output blocks) become refs."""
