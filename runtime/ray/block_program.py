@@ -35,7 +35,6 @@ uses the machine's cores, :meth:`~tensorc.placement.block_placement.BlockPlacer.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections import deque
@@ -61,16 +60,13 @@ from tensorc.runtime.block_frontier import (
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Stitch, Wave, ZeroBlock
-from tensorc.runtime.ray.calls import WorkerLost, node_workers, submit, wait_for_calls
+from tensorc.runtime.ray.calls import WorkerLost, submit, wait_for_calls
 
 WINDOW = 1024
 INLINE_BYTES = 64 * 2**10
 """A numpy input's block up to this size is sent inside the calls that read it (Ray inlines
 small arguments), not put in the object store first (about a millisecond a put here)."""
 WAVES_IN_FLIGHT = 2
-FETCH_AT = (4, 16, 64)
-"""Sizes of the first wave (tasks placed) at which the driver asks each node to fetch the
-input blocks its tasks so far read from other nodes (:meth:`_RayDagRun._fetch_to`)."""
 
 
 def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, bounds, cluster,
@@ -120,10 +116,6 @@ class _RayDagRun:
         self.waves = 0
         self.calls = 0
         self.threads: list[int] = []  # per node, the most threads a call of it ran on
-        self.reading: list = []  # (ref, version) of the inputs the task being placed reads
-        self.fetching: dict[int, list] = {}  # node -> input refs to fetch there ahead
-        self.fetched: set = set()  # (node, input version) asked for
-        self.prefetches: list = []  # the fetch calls' refs
 
     def run(self, window: int) -> tuple[dict, dict]:
         """Expand, place and submit every task (module docstring)."""
@@ -146,13 +138,10 @@ class _RayDagRun:
                     _wait_calls(self.cluster, self.in_flight.popleft())
                     waiting += time.perf_counter() - waited
         waited = time.perf_counter()
-        try:
-            if self.per_task:
-                _wait(list(self.in_flight))
-            else:
-                _wait_calls(self.cluster, [r for wave in self.in_flight for r in wave])
-        finally:
-            _settle(self.prefetches)
+        if self.per_task:
+            _wait(list(self.in_flight))
+        else:
+            _wait_calls(self.cluster, [r for wave in self.in_flight for r in wave])
         finished = time.perf_counter()
         waiting += finished - waited
         _check_complete(self.dag, self.frontier, self.tasks)
@@ -166,7 +155,6 @@ class _RayDagRun:
                  "remote_calls": self.tasks if self.per_task else self.calls,
                  "waves": self.waves, "per_task": self.per_task,
                  "call_threads": list(self.threads),
-                 "prefetched_blocks": len(self.fetched),
                  "driver_seconds_per_task": (finished - started - waiting) / max(1, self.tasks),
                  "run_seconds": time.perf_counter() - started}
         return outputs, stats
@@ -225,7 +213,6 @@ class _RayDagRun:
                 key = found if isinstance(found, str) else None
             if key is None:
                 ref, block, shape = found
-                self._fetch_ahead(ref, block)
                 ref = (REF, ref)
             else:
                 ref, block, shape = self.refs[key], self.ids[key], self.shapes[key]
@@ -249,13 +236,8 @@ class _RayDagRun:
         placer = self.placer
         made = placer.add_version(nbytes, uses)
         inputs = list(dict.fromkeys(version for _, version in pieces))
-        outer, self.reading = self.reading, []  # the reading task's own, noted so far
-        for ref, version in pieces:
-            self._fetch_ahead(ref, version)
         node = placer.place(inputs, nbytes, 0.0)
         placer.run([made], inputs, node, 0.0)
-        self._fetch_to(node)
-        self.reading = outer
         unit = self.wave.add(node, Stitch(shape, piece_slices), [(REF, ref) for ref, _ in pieces])
         key = f"input {name}{list(coords)}"
         self.refs[key], self.ids[key], self.shapes[key] = (PENDING, unit, 0), made, shape
@@ -277,7 +259,6 @@ class _RayDagRun:
                                               retained=keep))
         node = placer.place(inputs_ids, sum(placer.state.size[b] for b in out_ids), flops)
         placer.run(out_ids, inputs_ids, node, flops)
-        self._fetch_to(node)
         expr = dag.sites[task[0]].assign.value
         if self.per_task:
             made = submit(self.cluster, "block", node, expr, tuple(reads),
@@ -297,33 +278,6 @@ class _RayDagRun:
                 self.uses[key] = len(readers)
         self.tasks += 1
         return self.frontier.finished(distinct)
-
-    def _fetch_ahead(self, ref, version: int) -> None:
-        """Note an input block the task being placed reads (its ``ref`` and version), to be
-        fetched ahead to the task's node if it lives elsewhere (:meth:`_fetch_to`)."""
-        self.reading.append((ref, version))
-
-    def _fetch_to(self, node: int) -> None:
-        """Ask ``node`` to fetch the input blocks the task just placed there reads from other
-        nodes, while the driver places the rest of the first wave: Ray pulls a call's
-        arguments only once the call is submitted, and the first wave's calls are
-        submitted after all of it is placed. One fetch call per node at the
-        :data:`FETCH_AT` sizes of the wave (the inputs exist: nothing waits behind them)."""
-        reading, self.reading = self.reading, []
-        if self.per_task or self.waves:
-            return
-        home = self.placer.state.home
-        for ref, version in reading:
-            if home[version] not in (-1, node) and (node, version) not in self.fetched \
-                    and not isinstance(ref, np.ndarray):
-                self.fetched.add((node, version))
-                self.fetching.setdefault(node, []).append(ref)
-        if len(self.wave) + 1 in FETCH_AT and self.fetching:
-            workers = node_workers(self.cluster)
-            for target, refs in self.fetching.items():
-                if target < len(workers):
-                    self.prefetches.append(workers[target].fetch.remote(*refs))
-            self.fetching = {}
 
     def output(self, name, edges, blocks) -> DistributedArray:
         """Output ``name`` from its final blocks; a block no statement wrote is zeros."""
@@ -356,19 +310,6 @@ def _wait(refs) -> None:
         if isinstance(cause, TensorcError):
             raise cause from None
         raise
-
-
-def _settle(prefetches: list) -> None:
-    """Collect the fetch calls that finished (their errors, a node lost, are the run's
-    calls' to report), so that none is left unread."""
-    import ray
-
-    if not prefetches:
-        return
-    done, _ = ray.wait(prefetches, num_returns=len(prefetches), timeout=0)
-    for ref in done:
-        with contextlib.suppress(Exception):  # the calls that read the blocks report it
-            ray.get(ref)
 
 
 def _wait_calls(cluster, reports) -> None:

@@ -360,10 +360,6 @@ class NodeWorker:
     def node(self) -> str:
         return _worker_setup()
 
-    def fetch(self, *blocks: np.ndarray) -> None:
-        """Nothing: Ray has pulled ``blocks`` to this node to call it, so a later call that
-        reads them finds them here (a block program's first wave fetches its inputs ahead)."""
-
     def warm(self) -> str:
         """Ready what reading a store needs (importing zarr and its first read, which starts
         its event loop and codecs, take a few tenths of a second), so that a session's
