@@ -7,32 +7,31 @@ runs data and it is deterministic.
 
 Policies:
 
-- ``lshs`` — the load-simulating scheduler for DAGs whose tasks are BLAS-3 sized: every
-  node's cores are simulated as busy-until times, and when ``hosts`` gives ``(host of each
-  node, cores of each host)`` so are the cores of each machine that several nodes share (at
-  most the nodes' own in all): a task needs a core of its node and of its machine, so
-  spreading over nodes of one machine adds compute only up to its cores. Tasks are grouped
-  as the runtime groups them (:mod:`tensorc.runtime.ray.block_waves`): a task's *call* is
-  its node and level (the level of the results it reads, one more for a result of another
-  node, and at least the node's floor). A result of another node can leave when its call
-  ends (the runtime returns results at the end of a call) and pays ``hop_seconds`` (the
-  latency of the call boundary it crosses); an input block can leave at once. Copies into a
-  call arrive as Ray delivers a call's arguments: once the last of them can leave and every
-  result of the node's earlier calls it reads exists (Ray sends the call when all its
-  arguments exist, and its node fetches the copies then: a call reading a factor made by the
-  node's previous call copies nothing before that call ends), one after another, each its
-  bytes over the calibrated bandwidth plus ``hop_seconds / 2`` (one object's share of a
-  hop: its store or its fetch), and no task of the call starts before the copies placed in
-  it so far have arrived; a block read twice is sent once. Once a node's call is read from
-  elsewhere, that node's later tasks start its next call (the floor), so the call stops
-  growing. The task goes to a node where it would *finish* first (compute at the calibrated
-  per-core rate) or within ``hop_seconds / 2`` of it (a difference the model cannot tell
-  from its own error), among those to the node the byte objective of
-  :class:`~tensorc.placement.cluster_state.ClusterState` prefers (peak memory + net in + net
-  out), then to the earliest finish and the lowest id. Bytes alone would put a whole
-  factorisation on one node, and time alone would ignore memory, and move a 2.6 MB block to
-  save a simulated millisecond (TSQR's last products, each of a tall block by a small
-  factor, piled on the node of the tree's root): the simulated clock carries both.
+- ``lshs`` — the load-simulating scheduler for DAGs whose tasks are BLAS-3 sized: every node's cores
+  are simulated as busy-until times, and when ``hosts`` gives ``(host of each node, cores of each
+  host)`` so are the cores of each machine that several nodes share: a task needs a core of its node
+  and of its machine, so spreading over nodes of one machine adds compute only up to its cores, and
+  a node there has as many cores as its machine (the runtime gives a node with the wave's work alone
+  all of them, :meth:`wave_threads`). Tasks are grouped as the runtime groups them
+  (:mod:`tensorc.runtime.ray.block_waves`): a task's *call* is its node and level (the level of the
+  results it reads, one more for a result of another node, and at least the node's floor). A result
+  of another node can leave when its call ends (the runtime returns results at the end of a call)
+  and pays ``hop_seconds`` (the latency of the call boundary it crosses); an input block can leave
+  at once. Copies into a call arrive as Ray delivers a call's arguments: once the last of them can
+  leave and every result of the node's earlier calls it reads exists (Ray sends the call when all
+  its arguments exist, and its node fetches the copies then: a call reading a factor made by the
+  node's previous call copies nothing before that call ends), one after another, each its bytes over
+  the calibrated bandwidth plus ``hop_seconds / 2`` (one object's share of a hop: its store or its
+  fetch), and no task of the call starts before the copies placed in it so far have arrived; a block
+  read twice is sent once. Once a node's call is read from elsewhere, that node's later tasks start
+  its next call (the floor), so the call stops growing. The task goes to a node where it would
+  *finish* first (compute at the calibrated per-core rate) or within ``hop_seconds / 2`` of it (a
+  difference the model cannot tell from its own error), among those to the node the byte objective
+  of :class:`~tensorc.placement.cluster_state.ClusterState` prefers (peak memory + net in + net
+  out), then to the earliest finish and the lowest id. Bytes alone would put a whole factorisation
+  on one node, and time alone would ignore memory, and move a 2.6 MB block to save a simulated
+  millisecond (TSQR's last products, each of a tall block by a small factor, piled on the node of
+  the tree's root): the simulated clock carries both.
 - ``round_robin`` — the c-th task on node ``c % nodes`` (the ablation baseline).
 
 Byte accounting (moved bytes, per-node peak memory) is the cluster-state model's, so the
@@ -67,10 +66,11 @@ class BlockPlacer:
         self.cores = [[0.0] * max(1, cores) for _ in range(nodes)]  # per node, busy until
         self.host_of: list[int] | None = None  # per node, its machine's shared pool
         self.pools: list[list[float]] = []  # per machine, its cores' busy-until times
-        if hosts is not None:  # nodes on one machine share its cores too
-            self.host_of = list(hosts[0])
-            self.pools = [[0.0] * max(1, min(count, cores * self.host_of.count(h)))
-                          for h, count in enumerate(hosts[1])]
+        if hosts is not None:  # nodes on one machine share its cores: a node alone there
+            self.host_of = list(hosts[0])  # runs on all of them (wave_threads), the machine's
+            self.pools = [[0.0] * max(1, count) for count in hosts[1]]  # pool bounds the sum
+            self.cores = [[0.0] * max(1, cores, len(self.pools[self.host_of[n]]))
+                          for n in range(nodes)]
         self.ready: list[float] = []  # per version: simulated time it exists
         self.made_in: dict[int, tuple[int, int]] = {}  # result version -> its (node, level)
         self.call_end: dict[tuple[int, int], float] = {}  # (node, level) -> when it ends
