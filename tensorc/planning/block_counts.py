@@ -37,14 +37,13 @@ The rules the simulation adds:
   there (:class:`~tensorc.runtime.ray.block_waves.Stitch`); without ``stored``, inputs
   already cut add the time to re-cut them, at the calibrated bandwidth, to every candidate
   that does not keep their cut (``preferred``);
-- the smallest simulated makespan wins; ties go to fewer tasks. On several nodes a
-  candidate within :data:`CLUSTER_MARGIN` of the smallest makespan is a tie too, and the
-  fewest tasks among those wins: the simulation is least sure of plans that spread more
-  tasks and copies over nodes (on the 4 Ray nodes of this 2-core machine, copies take the
-  cores the tasks compute on), and a near tie there went to the wrong side with the
-  calibration's noise (a Cholesky at n = 4096 in 120 tasks, simulated 1 % slower than in
-  20, ran 1.68 s against 0.7 s; a TSQR in 4 row blocks, simulated 9 % faster than in 2,
-  ran 15 % slower).
+- the smallest simulated makespan wins; ties go to fewer tasks. On nodes that share a
+  machine's cores (the calibration found them) a candidate within :data:`SHARED_MARGIN` of
+  the smallest makespan is a tie too, and the fewest tasks among those wins: there the
+  simulation is least sure of plans that spread more tasks and copies over the nodes
+  (copies take the cores the tasks compute on), and a near tie went to the wrong side with
+  the calibration's noise (a TSQR in 4 row blocks, simulated 9 % faster than in 2, ran 15 %
+  slower).
 """
 
 from __future__ import annotations
@@ -65,9 +64,9 @@ MIN_BLOCK = 256
 BLAS_HALF_EDGE = 96
 FACTOR_HALF_EDGE = 4096
 MAX_SIMULATED_TASKS = 3000
-CLUSTER_MARGIN = 0.1
-"""On several nodes, makespans within this fraction of the best are a tie that fewer tasks
-win (module docstring)."""
+SHARED_MARGIN = 0.1
+"""On nodes sharing a machine, makespans within this fraction of the best are a tie that
+fewer tasks win (module docstring)."""
 LOCAL_TASK_SECONDS = 60e-6
 
 
@@ -229,8 +228,8 @@ def choose_counts(program: BlockProgramIR, shapes: dict[str, tuple[int, ...]], *
     simulated = [c for c in candidates if c.makespan is not None]
     if simulated:
         best = min(simulated, key=lambda c: (c.makespan, c.tasks))
-        if nodes > 1:
-            near = best.makespan * (1 + CLUSTER_MARGIN)
+        if nodes > 1 and machine().hosts(nodes) is not None:
+            near = best.makespan * (1 + SHARED_MARGIN)
             best = min((c for c in simulated if c.makespan <= near),
                        key=lambda c: (c.tasks, c.makespan))
     else:
