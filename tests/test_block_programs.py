@@ -165,6 +165,34 @@ def test_count_simulation_reads_inputs_stored_in_another_cut_as_the_runtime_does
     assert kept.tasks == fresh.tasks and kept.moved_bytes < block  # the stored cut: no stitch
 
 
+def test_count_simulation_reads_stored_blocks_where_they_are_even_after_a_node_left():
+    """A candidate cut as the stored input reads each block on the node that holds it (not
+    a block-cyclic guess), and a block whose node the cluster no longer has is read as on
+    node 0, as the runtime reads it (it raised IndexError)."""
+    from tensorc.codegen.block_layout import environment
+    from tensorc.planning import cost
+    from tensorc.planning.block_counts import choose_counts, simulate
+
+    program = shipped("cholesky").program
+    env, bounds = environment(program, {"A": (2048, 2048)}, {"NB": 4})
+    edges = (tuple(range(0, 2049, 512)),) * 2
+    cyclic = {"A": (edges, {(i, j): 2 * (i % 2) + j % 2 for i in range(4) for j in range(4)})}
+    on_node_0 = {"A": (edges, {(i, j): 0 for i in range(4) for j in range(4)})}
+    gone = {"A": (edges, {(i, j): 5 for i in range(4) for j in range(4)})}  # 4 nodes now
+    figures = cost.machine()
+    cost.use_machine(None)  # the defaults
+    try:
+        spread = simulate(program, env, bounds, nodes=4, cores=1, stored=cyclic)
+        together = simulate(program, env, bounds, nodes=4, cores=1, stored=on_node_0)
+        lost = simulate(program, env, bounds, nodes=4, cores=1, stored=gone)
+        choice = choose_counts(program, {"A": (2048, 2048)}, nodes=4, cores=1,
+                               stored={"A": (edges, tuple(gone["A"][1].items()))})
+    finally:
+        cost.use_machine(figures)
+    assert spread.moved_bytes != together.moved_bytes
+    assert lost == together and choice.counts
+
+
 def test_explain_shows_program_plan_and_dag():
     program = tc.compile("examples/tsqr.tc")
     assert isinstance(program, BlockProgram)

@@ -131,6 +131,7 @@ def test_an_input_cut_differently_is_re_cut_on_the_nodes(monkeypatch):
     stats = tc.last_stats()
     assert tasks == [] and not stats["per_task"] and stats["waves"] == 1
     assert stats["tasks"] == 4  # the program's own: the 3 cut blocks are steps, not tasks
+    assert sum(stats["tasks_per_node"]) == 4
 
 
 def test_qr_solve_and_lstsq_on_ray():

@@ -237,7 +237,7 @@ class _RayDagRun:
         made = placer.add_version(nbytes, uses)
         inputs = list(dict.fromkeys(version for _, version in pieces))
         node = placer.place(inputs, nbytes, 0.0)
-        placer.run([made], inputs, node, 0.0)
+        placer.run([made], inputs, node, 0.0, task=False)
         unit = self.wave.add(node, Stitch(shape, piece_slices), [(REF, ref) for ref, _ in pieces])
         key = f"input {name}{list(coords)}"
         self.refs[key], self.ids[key], self.shapes[key] = (PENDING, unit, 0), made, shape
@@ -351,8 +351,9 @@ class _RayInputs:
         if key not in self.stored:
             nbytes = math.prod(s.stop - s.start for s in stored.block_slices(coords)) * \
                 np.dtype(stored.dtype).itemsize
-            node = self._live(stored.nodes.get(coords, 0) or 0)
-            self.stored[key] = self.placer.add_version(nbytes, 1, node=node, retained=True)
+            node = self._live(stored.nodes.get(coords, 0) or 0)  # read by any number of
+            self.stored[key] = self.placer.add_version(nbytes, 1 << 30, node=node,  # stitches
+                                                       retained=True)
         return self.stored[key]
 
     def _live(self, node: int) -> int:

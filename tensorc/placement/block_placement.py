@@ -165,8 +165,11 @@ class BlockPlacer:
             start = max(start, self.pools[self.host_of[node]][0])
         return start
 
-    def run(self, outputs: list[int], inputs: list[int], node: int, flops: float) -> None:
-        """Record the task on ``node``: its inputs copied there, its outputs made there."""
+    def run(self, outputs: list[int], inputs: list[int], node: int, flops: float,
+            task: bool = True) -> None:
+        """Record the task on ``node``: its inputs copied there, its outputs made there
+        (``task=False``: a step that is not one of the program's tasks, a stitch of an
+        input's blocks, is not counted in ``tasks_per_node``)."""
         finish, level, copies, copied = self._timing(inputs, flops, node)
         call = (node, level)
         self.copies[call] = copies
@@ -193,7 +196,7 @@ class BlockPlacer:
         for block in outputs:
             self.ready[block] = finish
             self.made_in[block] = call
-        self.tasks_per_node[node] += 1
+        self.tasks_per_node[node] += task
         self.wave_flops[node] += flops
 
     def wave_threads(self, cpus) -> list[int]:

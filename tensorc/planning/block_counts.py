@@ -136,12 +136,12 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
                                                                              strict=True))
                 region = tuple(slice(bounds[d][c], bounds[d][c + 1])
                                for d, c in zip(dims, e.coords, strict=True))
-                if stored and e.read.tensor in stored and tuple(
-                        tuple(bounds[d]) for d in dims) != stored[e.read.tensor][0]:
-                    versions[key] = _stitched(placer, e.read.tensor, stored[e.read.tensor],
-                                              region, versions)
+                kept = stored.get(e.read.tensor) if stored else None
+                if kept is not None and tuple(tuple(bounds[d]) for d in dims) != kept[0]:
+                    versions[key] = _stitched(placer, e.read.tensor, kept, region, versions)
                 else:
-                    node = (input_node(e.read.tensor, e.coords) if input_node
+                    node = (_home(kept, e.coords, nodes) if kept is not None
+                            else input_node(e.read.tensor, e.coords) if input_node
                             else _default_node(dims, e.coords, bounds, nodes))
                     versions[key] = placer.add_version(8 * math.prod(shape), 1 << 30,
                                                        node=node)
@@ -170,18 +170,27 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
 def _stitched(placer: BlockPlacer, tensor: str, stored, region: tuple, versions: dict) -> int:
     """The version of an input block cut from the stored blocks overlapping ``region``: a
     placed task with no flops reading each whole stored block (on its node)."""
-    edges, homes = stored
+    edges, _ = stored
     pieces = []
     for coords, _, _ in block_pieces(edges, region):
         key = ("stored", tensor, coords)
         if key not in versions:
             extent = math.prod(e[c + 1] - e[c] for e, c in zip(edges, coords, strict=True))
-            versions[key] = placer.add_version(8 * extent, 1 << 30, node=homes.get(coords, 0))
+            versions[key] = placer.add_version(8 * extent, 1 << 30,
+                                               node=_home(stored, coords, placer.nodes))
         pieces.append(versions[key])
     made = placer.add_version(8 * math.prod(s.stop - s.start for s in region), 1 << 30)
     node = placer.place(pieces, placer.state.size[made], 0.0)
-    placer.run([made], pieces, node, 0.0)
+    placer.run([made], pieces, node, 0.0, task=False)
     return made
+
+
+def _home(stored, coords: tuple, nodes: int) -> int:
+    """The node holding stored block ``coords``; node 0 for one the cluster no longer has
+    (its node died since: Ray knows where its copy or its lineage is, as the runtime
+    reads it)."""
+    node = stored[1].get(coords) or 0
+    return node if node < nodes else 0
 
 
 def _default_node(dims, coords, bounds: dict, nodes: int) -> int:
