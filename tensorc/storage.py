@@ -489,8 +489,9 @@ def _write_zarr_block(store: str, slices: tuple[slice, ...], block) -> int:
     import zarr
 
     block = np.asarray(block)
-    if block.size:
-        zarr.open_array(store, mode="r+")[slices] = block
+    if block.size:  # every chunk file written, zeros too: a missing one reads as an error
+        zarr.open_array(store, mode="r+").with_config({"write_empty_chunks": True})[
+            slices] = block
     return int(block.nbytes)
 
 

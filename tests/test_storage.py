@@ -210,6 +210,19 @@ def test_zarr_round_trip_local(tmp_path, name):
     assert _left_in(tmp_path) == ["a.zarr"]
 
 
+def test_a_zarr_written_with_chunks_of_zeros_reads_back_as_it_was_written(tmp_path):
+    """Zarr leaves out chunks that hold only the fill value unless told otherwise, and a
+    store with chunks missing is an error to read (unless ``missing_chunks="fill"``): the
+    writer writes every chunk, so its own output reads back (a Cholesky factor's upper
+    blocks did not)."""
+    value = np.zeros((8, 8))
+    value[:4, :4] = 1.0
+    path = tmp_path / "z.zarr"
+    storage.write_zarr(value, path, chunks=(4, 4))
+    assert sorted(p.name for p in (path / "c" / "0").iterdir()) == ["0", "1"]
+    _same(storage.read_zarr(path), value)
+
+
 def test_write_zarr_chunks_and_memory_stores(tmp_path):
     path = tmp_path / "c.zarr"
     storage.write_zarr(VALUES["float64"], path, chunks=(5, 4))
