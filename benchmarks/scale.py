@@ -94,7 +94,7 @@ from planner_targets import problem_for
 import tensorc as tc
 from tensorc.codegen.block_dag import BlockDag
 from tensorc.codegen.block_layout import environment as block_environment
-from tensorc.driver.block_programs import shipped
+from tensorc.driver.block_programs import shipped, stored_layouts
 from tensorc.planning import block_counts, cost, symbolic_cost
 from tensorc.planning.block_counts import choose_counts
 from tensorc.planning.distribution import lowered_plan
@@ -379,7 +379,8 @@ def real_cholesky(args, rng) -> dict[str, Any]:
     grid = getattr(placed.value(), "grid", None)
     choice = choose_counts(program, {"A": (n, n)}, nodes=4,
                            cores=cost.machine().cores_per_node, fixed=stats["block_counts"],
-                           preferred={"NB": grid[0]} if grid else None)
+                           preferred={"NB": grid[0]} if grid else None,
+                           stored=stored_layouts({"A": placed.value()}))
     chosen = choice.candidates[0]
     times, runs = [], []
     for _ in range(args.repeats):

@@ -207,10 +207,11 @@ class _RayDagRun:
         args, reads, inputs_ids, edge_shapes = [], [], [], {}
         keys = set()  # the versions read that the run counts readers of
         for edge in edges:
-            key = (edge.task, edge.result)
             if edge.task is None:
                 found = self.source.block(edge.read.tensor, edge.coords)
-                key = found if isinstance(found, str) else None
+                key = found if isinstance(found, str) else None  # a stitched block's key
+            else:
+                key = (edge.task, edge.result)
             if key is None:
                 ref, block, shape = found
                 ref = (REF, ref)
@@ -233,11 +234,7 @@ class _RayDagRun:
         placed like a task (the placer copies the pieces to its node) and run as a
         :class:`~tensorc.runtime.ray.block_waves.Stitch` step of that node's call; returns
         the key its readers find it under."""
-        placer = self.placer
-        made = placer.add_version(nbytes, uses)
-        inputs = list(dict.fromkeys(version for _, version in pieces))
-        node = placer.place(inputs, nbytes, 0.0)
-        placer.run([made], inputs, node, 0.0, task=False)
+        node, made = self.placer.stitch([version for _, version in pieces], nbytes, uses)
         unit = self.wave.add(node, Stitch(shape, piece_slices), [(REF, ref) for ref, _ in pieces])
         key = f"input {name}{list(coords)}"
         self.refs[key], self.ids[key], self.shapes[key] = (PENDING, unit, 0), made, shape

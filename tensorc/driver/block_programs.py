@@ -94,7 +94,7 @@ class BlockProgram:
                nodes: int | None = None, stored: dict | None = None) -> CountChoice:
         """The block counts for these input shapes on ``executor`` (cached); ``nodes``
         plans for that many simulated nodes instead; ``stored``: how the inputs already on
-        the cluster are cut and placed (:func:`_stored`)."""
+        the cluster are cut and placed (:func:`stored_layouts`)."""
         if nodes is not None and nodes > 1:
             cores = machine().cores_per_node
         elif not executor.in_process:
@@ -157,7 +157,7 @@ class BlockProgram:
         preferred = _preferred(self.program, values)
         try:
             choice = self.choose(shapes, fixed, executor=executor, preferred=preferred,
-                                 stored=_stored(values))
+                                 stored=stored_layouts(values))
             planned = time.perf_counter()
             env, bounds = environment(self.program, shapes, choice.counts)
             dag = self._dag(env)
@@ -284,7 +284,7 @@ def _preferred(program: BlockProgramIR, values: dict) -> dict[str, int]:
     return preferred
 
 
-def _stored(values: dict) -> dict:
+def stored_layouts(values: dict) -> dict:
     """How the inputs already on the cluster are cut and placed: ``{name: (bounds,
     ((block, node), ...))}`` (what the count choice simulates reading them from)."""
     return {name: (value.blocks.bounds,

@@ -165,11 +165,22 @@ class BlockPlacer:
             start = max(start, self.pools[self.host_of[node]][0])
         return start
 
+    def stitch(self, pieces: list[int], nbytes: int, uses: int) -> tuple[int, int]:
+        """Place and record a step that cuts a block of ``nbytes`` (read ``uses`` times)
+        out of the stored blocks ``pieces`` (versions on their nodes): no flops, its pieces
+        copied to its node, not one of the program's tasks (``tasks_per_node``); returns
+        ``(node, the block's version)``. What the runtime's ``Stitch`` step does, and the
+        count choice simulates."""
+        made = self.add_version(nbytes, uses)
+        pieces = list(dict.fromkeys(pieces))
+        node = self.place(pieces, nbytes, 0.0)
+        self.run([made], pieces, node, 0.0, task=False)
+        return node, made
+
     def run(self, outputs: list[int], inputs: list[int], node: int, flops: float,
             task: bool = True) -> None:
         """Record the task on ``node``: its inputs copied there, its outputs made there
-        (``task=False``: a step that is not one of the program's tasks, a stitch of an
-        input's blocks, is not counted in ``tasks_per_node``)."""
+        (``task=False``: a :meth:`stitch`, not counted in ``tasks_per_node``)."""
         finish, level, copies, copied = self._timing(inputs, flops, node)
         call = (node, level)
         self.copies[call] = copies

@@ -34,9 +34,8 @@ The rules the simulation adds:
   node of each block) are read as the runtime reads them: a block of the candidate's
   blocking that is not one of theirs is cut from the stored blocks it overlaps by a task
   of its own (no flops) that the placer places, and the stored blocks it reads are copied
-  there (:class:`~tensorc.runtime.ray.block_waves.Stitch`); without ``stored``, inputs
-  already cut add the time to re-cut them, at the calibrated bandwidth, to every candidate
-  that does not keep their cut (``preferred``);
+  there (:class:`~tensorc.runtime.ray.block_waves.Stitch`); their cut is a candidate
+  (``preferred``);
 - the smallest simulated makespan wins; ties go to fewer tasks. On nodes that share a
   machine's cores (the calibration found them) a candidate within :data:`SHARED_MARGIN` of
   the smallest makespan is a tie too, and the fewest tasks among those wins: there the
@@ -134,10 +133,10 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
                 dims = program.tensors[e.read.tensor].dims
                 shape = tuple(bounds[d][c + 1] - bounds[d][c] for d, c in zip(dims, e.coords,
                                                                              strict=True))
-                region = tuple(slice(bounds[d][c], bounds[d][c + 1])
-                               for d, c in zip(dims, e.coords, strict=True))
                 kept = stored.get(e.read.tensor) if stored else None
                 if kept is not None and tuple(tuple(bounds[d]) for d in dims) != kept[0]:
+                    region = tuple(slice(bounds[d][c], bounds[d][c + 1])
+                                   for d, c in zip(dims, e.coords, strict=True))
                     versions[key] = _stitched(placer, e.read.tensor, kept, region, versions)
                 else:
                     node = (_home(kept, e.coords, nodes) if kept is not None
@@ -168,8 +167,9 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
 
 
 def _stitched(placer: BlockPlacer, tensor: str, stored, region: tuple, versions: dict) -> int:
-    """The version of an input block cut from the stored blocks overlapping ``region``: a
-    placed task with no flops reading each whole stored block (on its node)."""
+    """The version of an input block cut from the stored blocks overlapping ``region``
+    (:meth:`~tensorc.placement.block_placement.BlockPlacer.stitch`, each whole stored block
+    read on its node)."""
     edges, _ = stored
     pieces = []
     for coords, _, _ in block_pieces(edges, region):
@@ -179,9 +179,7 @@ def _stitched(placer: BlockPlacer, tensor: str, stored, region: tuple, versions:
             versions[key] = placer.add_version(8 * extent, 1 << 30,
                                                node=_home(stored, coords, placer.nodes))
         pieces.append(versions[key])
-    made = placer.add_version(8 * math.prod(s.stop - s.start for s in region), 1 << 30)
-    node = placer.place(pieces, placer.state.size[made], 0.0)
-    placer.run([made], pieces, node, 0.0, task=False)
+    _, made = placer.stitch(pieces, 8 * math.prod(s.stop - s.start for s in region), 1 << 30)
     return made
 
 
@@ -225,14 +223,6 @@ def choose_counts(program: BlockProgramIR, shapes: dict[str, tuple[int, ...]], *
         env, bounds = environment(program, shapes, counts)
         found = simulate(program, env, bounds, nodes=nodes, cores=cores, input_node=input_node,
                          stored=stored)
-        recut = [c for c in preferred if counts.get(c) != preferred[c]]
-        if found is not None and recut and nodes > 1 and not stored:
-            # inputs already cut another way are re-cut first: most of their bytes move
-            moved = sum(8 * math.prod(shape) for shape in shapes.values()) * (nodes - 1) / nodes
-            seconds = moved / machine().network_bytes_per_second
-            found = CountCandidate(counts, found.makespan + seconds, found.tasks,
-                                   found.moved_bytes + int(moved), found.busiest_in_bytes,
-                                   found.peak_node_bytes)
         candidates.append(found or CountCandidate(counts, None, None, None))
     simulated = [c for c in candidates if c.makespan is not None]
     if simulated:
