@@ -161,6 +161,9 @@ def test_a_block_program_runs_as_one_call_per_node_and_level():
     busy = sum(1 for t in stats["tasks_per_node"] if t)
     assert busy <= stats["remote_calls"] < stats["tasks"]
     assert stats["driver_seconds_per_task"] > 0
+    peaks = stats["node_peak_rss_bytes"]  # each node worker's measured high-water mark
+    assert len(peaks) == 4 and any(p is not None for p in peaks)
+    assert stats["peak_rss_bytes"] == max(p for p in peaks if p is not None)
     refs = out["L"].blocks.refs
     assert len({refs[(i, j)] for i in range(4) for j in range(i + 1, 4)}) == 1  # 6 zero
     assert len({refs[(i, j)] for i in range(4) for j in range(i + 1)}) == 10  # blocks, 1 object

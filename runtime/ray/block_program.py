@@ -29,7 +29,9 @@ Statistics: ``tasks``, ``remote_calls`` (calls submitted), ``waves``,
 steps on: a node that runs a wave's work alone on a machine it shares with other nodes
 uses the machine's cores, :meth:`~tensorc.placement.block_placement.BlockPlacer.wave_threads`),
 ``inter_node_bytes`` (the placer's modelled copies),
-``max_node_memory_bytes``, ``peak_frontier``, ``run_seconds``, ``scheduler``, and
+``max_node_memory_bytes`` (the placer's modelled peak), ``node_peak_rss_bytes`` (each node
+worker's measured high-water mark during its calls; ``None`` after a per-task rerun) and
+``peak_rss_bytes`` (the highest), ``peak_frontier``, ``run_seconds``, ``scheduler``, and
 ``per_task`` (whether the run fell back to one task each).
 """
 
@@ -116,6 +118,7 @@ class _RayDagRun:
         self.waves = 0
         self.calls = 0
         self.threads: list[int] = []  # per node, the most threads a call of it ran on
+        self.node_peaks: list | None = None  # per node, the highest RSS its calls measured
 
     def run(self, window: int) -> tuple[dict, dict]:
         """Expand, place and submit every task (module docstring)."""
@@ -135,13 +138,13 @@ class _RayDagRun:
                 self.flush()
                 while len(self.in_flight) > WAVES_IN_FLIGHT:
                     waited = time.perf_counter()
-                    _wait_calls(self.cluster, self.in_flight.popleft())
+                    self._peaks(_wait_calls(self.cluster, self.in_flight.popleft()))
                     waiting += time.perf_counter() - waited
         waited = time.perf_counter()
         if self.per_task:
             _wait(list(self.in_flight))
         else:
-            _wait_calls(self.cluster, [r for wave in self.in_flight for r in wave])
+            self._peaks(_wait_calls(self.cluster, [r for wave in self.in_flight for r in wave]))
         finished = time.perf_counter()
         waiting += finished - waited
         _check_complete(self.dag, self.frontier, self.tasks)
@@ -155,9 +158,18 @@ class _RayDagRun:
                  "remote_calls": self.tasks if self.per_task else self.calls,
                  "waves": self.waves, "per_task": self.per_task,
                  "call_threads": list(self.threads),
+                 "node_peak_rss_bytes": self.node_peaks,
+                 "peak_rss_bytes": max((p for p in self.node_peaks or () if p is not None),
+                                       default=None),
                  "driver_seconds_per_task": (finished - started - waiting) / max(1, self.tasks),
                  "run_seconds": time.perf_counter() - started}
         return outputs, stats
+
+    def _peaks(self, measured: list) -> None:
+        """Keep each node's highest peak RSS of the calls just waited for."""
+        known = self.node_peaks or [None] * len(measured)
+        self.node_peaks = [a if b is None else b if a is None else max(a, b)
+                           for a, b in zip(known, measured, strict=False)]
 
     def _add_unwritten(self) -> None:
         """Zero blocks for the output blocks no statement wrote, made in the last wave on the
@@ -309,11 +321,12 @@ def _wait(refs) -> None:
         raise
 
 
-def _wait_calls(cluster, reports) -> None:
-    """:func:`~tensorc.runtime.ray.calls.wait_for_calls`, raising a kernel's own tensorc error
-    (``LinAlgError``) rather than the execution error wrapping it."""
+def _wait_calls(cluster, reports) -> list:
+    """:func:`~tensorc.runtime.ray.calls.wait_for_calls` (the peak RSS each node measured),
+    raising a kernel's own tensorc error (``LinAlgError``) rather than the execution error
+    wrapping it."""
     try:
-        wait_for_calls(cluster, reports)
+        return wait_for_calls(cluster, reports)
     except ExecutionError as err:
         cause = getattr(err.__cause__, "cause", None)
         if isinstance(cause, TensorcError):
