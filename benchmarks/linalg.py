@@ -27,6 +27,11 @@ Systems (``--systems``, a comma list; default all):
   result is a ``tc.Array`` whose blocks stay on the nodes; the call is timed until
   ``tc.wait`` on it returns. tensorc's block programs choose their own block counts (the
   input blocking is a preference): the counts used are printed and recorded;
+- ``tensorc-local-ray-up``: ``tensorc-local``'s calls on the same numpy arrays, in this
+  process, while the private cluster of ``tensorc-ray`` is up and idle (started, its node
+  workers ready, no call on it). Ray's own processes (a raylet and its agents per node, the
+  GCS) share the machine's cores: this is the compute a cluster run can have at best here,
+  the part of its limit that is not the transfers (``benchmarks/ray_floor.py``);
 - ``dask``: Dask distributed, ``LocalCluster(n_workers=4, threads_per_worker=1)``, the input
   ``da.from_array(a, chunks=b).persist()`` (tsqr: ``chunks=(rows / tsqr-blocks, cols)``),
   waited for before the clock starts; timed: ``da.linalg.cholesky(x, lower=True)`` /
@@ -101,8 +106,9 @@ def _load_common():
 common = _load_common()
 
 CASES = ("cholesky", "tsqr", "solve")
-SYSTEMS = ("numpy", "tensorc-local", "tensorc-ray", "dask")
-ROWS = ("numpy", "numpy-r", "tensorc-local", "tensorc-ray", "dask")  # numpy-r: tsqr only
+SYSTEMS = ("numpy", "tensorc-local", "tensorc-local-ray-up", "tensorc-ray", "dask")
+ROWS = ("numpy", "numpy-r", "tensorc-local", "tensorc-local-ray-up", "tensorc-ray",
+        "dask")  # numpy-r: tsqr only
 TOLERANCE = 1e-8
 LOCAL_TARGET = 1.3  # tensorc-local / LAPACK, Cholesky at n = 4096
 LOCAL_TARGET_N = 4096
@@ -264,29 +270,33 @@ def counts_text(runs: list[dict]) -> str:
 
 
 class TensorcSystem:
-    """tensorc, locally (no session) or on a private Ray cluster (``ray=True``)."""
+    """tensorc, locally (no session), locally beside an idle private Ray cluster
+    (``beside=True``), or on that cluster (``ray=True``)."""
 
-    def __init__(self, args, ray: bool = False) -> None:
-        self.ray, self.nodes = ray, args.nodes
+    def __init__(self, args, ray: bool = False, beside: bool = False) -> None:
+        self.ray, self.beside, self.nodes = ray, beside, args.nodes
         self.runs: list[dict] = []
 
     def start(self) -> str:
         import tensorc as tc
 
         self.tc = tc
-        if not self.ray:
+        if not (self.ray or self.beside):
             tc.shutdown()  # the local backend
             return "tensorc local backend (no session)"
         started = time.perf_counter()
         session = tc.init(num_nodes=self.nodes)
-        return f"{session.cluster.describe()} (tc.init {time.perf_counter() - started:.1f} s)"
+        text = f"{session.cluster.describe()} (tc.init {time.perf_counter() - started:.1f} s)"
+        return text + (", up and idle beside the local backend" if self.beside else "")
 
     def stop(self) -> None:
-        if self.ray:
+        if self.ray or self.beside:
             self.tc.shutdown()
 
     def put(self, case: Case, arrays):
         tc = self.tc
+        if self.beside:  # numpy inputs run on the local backend whatever the session
+            return arrays
         if not self.ray:
             made = tuple(tc.asarray(a) for a in arrays)
         else:
@@ -401,8 +411,9 @@ def _incoming_log_total(dask_worker) -> tuple[int, bool]:
 def make_system(name: str, args):
     if name in ("numpy", "numpy-r"):
         return NumpySystem(args, r_only=name == "numpy-r")
-    if name in ("tensorc-local", "tensorc-ray"):
-        return TensorcSystem(args, ray=name == "tensorc-ray")
+    if name.startswith("tensorc-"):
+        return TensorcSystem(args, ray=name == "tensorc-ray",
+                             beside=name == "tensorc-local-ray-up")
     return DaskSystem(args)
 
 
@@ -534,23 +545,30 @@ def results_table(records: list[Record]) -> str:
 
 
 def ratios(records: list[Record], cases: list[Case]) -> list[dict]:
-    """Per case: tensorc-local / LAPACK and Dask / tensorc-ray (medians)."""
+    """Per case: tensorc-local / LAPACK, tensorc-ray / tensorc-local, tensorc-ray /
+    tensorc-local-ray-up and Dask / tensorc-ray (medians)."""
     by = {(r.case, r.system): r.median for r in records if r.status != "ERROR"}
+
+    def over(a, b):
+        return a / b if a and b else None
+
     out = []
     for case in cases:
         lapack, local = by.get((case, "numpy")), by.get((case, "tensorc-local"))
         ray, dask = by.get((case, "tensorc-ray")), by.get((case, "dask"))
         out.append({"case": case.label, "kind": case.kind, "n": case.n,
-                    "local_over_lapack": local / lapack if local and lapack else None,
-                    "dask_over_ray": dask / ray if dask and ray else None})
+                    "local_over_lapack": over(local, lapack),
+                    "ray_over_local": over(ray, local),
+                    "ray_over_local_ray_up": over(ray, by.get((case, "tensorc-local-ray-up"))),
+                    "dask_over_ray": over(dask, ray)})
     return out
 
 
 def ratio_table(rows: list[dict]) -> str:
-    body = [[r["case"], common.fmt(r["local_over_lapack"], "{:.2f}x"),
-             common.fmt(r["dask_over_ray"], "{:.2f}x"), ""] for r in rows]
-    return common.format_table(["case", "tensorc-local / LAPACK", "Dask / tensorc-ray", ""],
-                               body)
+    columns = ("local_over_lapack", "ray_over_local", "ray_over_local_ray_up", "dask_over_ray")
+    body = [[r["case"], *(common.fmt(r[c], "{:.2f}x") for c in columns)] for r in rows]
+    return common.format_table(["case", "tensorc-local / LAPACK", "tensorc-ray / local",
+                                "tensorc-ray / local, Ray up", "Dask / tensorc-ray"], body)
 
 
 def targets(rows: list[dict]) -> list[tuple[str, bool | None]]:

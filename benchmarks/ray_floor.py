@@ -21,8 +21,10 @@ measured is the object store's transfers and stores and the calls' latency. Per 
   on each node reads its small block and returns its 2 blocks of Q. Both are printed.
 
 Printed per case and size: the median of ``--repeats`` timed runs after one warm-up, each on
-fresh blocks. Compare it with tensorc's local time for the same factorisation
-(``benchmarks/linalg.py``): a cluster run cannot take less than the floor plus the compute
+fresh blocks (made and not fetched: the driver's wait leaves them where they were made).
+Compare it with tensorc's local time for the same factorisation (``benchmarks/linalg.py``,
+best its ``tensorc-local-ray-up`` row: the local run while this cluster is up, whose Ray
+processes share the cores): a cluster run cannot take less than the floor plus the compute
 shared by the machine's cores. Usage: ``.venv/bin/python benchmarks/ray_floor.py [--cases
 cholesky,solve,tsqr] [--sizes 1536 4096] [--solve-sizes 1536 4096] [--tsqr-rows 65536]
 [--tsqr-cols 40] [--repeats 5]``.
@@ -43,6 +45,8 @@ TSQR_BLOCKS = 8  # tsqr: row blocks, as benchmarks/linalg.py cuts them
 
 
 def _node_actors():
+    """One plain actor per node, in tensorc's node order (node 0 is the driver's, where a
+    tensorc run on this cluster puts its node 0)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -76,8 +80,10 @@ def _node_actors():
         def ready(self) -> bool:
             return True
 
+    from tensorc.runtime.ray.cluster import connected
+
     holder = ray.remote(num_cpus=0)(Holder)
-    nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    nodes = connected().node_ids  # tensorc's node order: node 0 is the driver's
     actors = [holder.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
         node, soft=False)).remote() for node in nodes]
     ray.get([a.ready.remote() for a in actors])
@@ -97,7 +103,8 @@ def _spread(actors, count: int, shape: tuple, seed: int) -> list:
                                                                    seed * 100 + k)
         made.append(refs if per_node[k] > 1 else [refs])
     blocks = [made[k % nodes][k // nodes] for k in range(count)]
-    ray.wait(blocks, num_returns=len(blocks))
+    # made, and not fetched here: a fetch would copy every block to the driver's node
+    ray.wait(blocks, num_returns=len(blocks), fetch_local=False)
     return blocks
 
 

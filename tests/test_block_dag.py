@@ -97,13 +97,13 @@ def test_cholesky_dag_shape():
 
 
 def test_tsqr_tree_levels():
-    """MB = 5: levels pair (0,1) (2,3) at l=0, (0,2) at l=1, (0,4) at l=2; block 4 is
-    carried up by copies."""
+    """MB = 5: levels pair blocks half the tree apart, (0,4) at l=0, (0,2) (1,3) at l=1,
+    (0,1) at l=2; blocks 1-3 are carried up a level by copies."""
     program, dag = _dag("tsqr", {"A": (50, 2)}, {"MB": 5})
     merges = [t for t in dag.walk() if t[0] == 1]
-    assert [t[1] for t in merges] == [(0, 0), (0, 2), (1, 0), (2, 0)]
+    assert [t[1] for t in merges] == [(0, 0), (1, 0), (1, 1), (2, 0)]
     copies = [t[1] for t in dag.walk() if t[0] == 2]
-    assert copies == [(0, 4), (1, 4)]
+    assert copies == [(0, 1), (0, 2), (0, 3)]
     final = dag.final_writer("R", (0, 0))
     assert final is not None and final[0][0] == 3
 

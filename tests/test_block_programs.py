@@ -198,11 +198,11 @@ def test_explain_shows_program_plan_and_dag():
     program = tc.compile("examples/tsqr.tc")
     assert isinstance(program, BlockProgram)
     text = program.explain("program")
-    assert "Rs{l + 1, i} = qr_r(stack(Rs{l, i}, Rs{l, i + 2**l}))" in text
-    assert "for i in 0:MB:2**(l + 1)" in text
-    dag = program.explain("dag", M=40, N=3, MB=3)
-    assert "s1(0, 0) [l=0, i=0]" in dag and "Rs{0, 1} <- s0(1)" in dag
-    assert "s2(0, 2) [l=0, i=2] Rs{l + 1, i} = Rs{l, i}" in dag
+    assert "Rs{l + 1, i} = qr_r(stack(Rs{l, i}, Rs{l, i + 2**(log2(MB) - 1 - l)}))" in text
+    assert "for i in 0:2**(log2(MB) - 1 - l)" in text
+    dag = program.explain("dag", M=40, N=3, MB=3)  # level 0 pairs blocks 2 apart
+    assert "s1(0, 0) [l=0, i=0]" in dag and "Rs{0, 2} <- s0(2)" in dag
+    assert "s2(0, 1) [l=0, i=1] Rs{l + 1, i} = Rs{l, i}" in dag
     plan = program.explain("plan", M=2**16, N=32)
     assert "<- chosen" in plan and "MB=1:" in plan
     bound = tc.compile("examples/cholesky.tc").explain("plan", N=16384, nodes=16)

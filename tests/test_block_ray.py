@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 
 import numpy as np
 import pytest
@@ -199,3 +200,67 @@ def test_a_numpy_input_beside_a_cluster_array_goes_to_the_cluster(monkeypatch, c
     assert sum(1 for value in made if getattr(value, "shape", None) == (300, columns)) == puts
     assert tc.last_stats()["backend"] == "ray"
     np.testing.assert_allclose(np.asarray(out["X"]), np.linalg.solve(lower, rhs), rtol=1e-10)
+
+
+def _kept_in_workers() -> list[int]:
+    """How many results each node worker still keeps for a later call."""
+    import ray
+
+    from tensorc.runtime.ray.cluster import connected
+
+    return ray.get([worker.forget.remote("no run has this prefix")
+                    for worker in connected().workers])
+
+
+def test_a_tree_s_leaf_results_stay_in_their_node_worker_for_its_last_call():
+    # TSQR in 8 row blocks over 4 nodes, as tc.asarray spreads them: a leaf's tall Q
+    # factor is read again only by its own node's last call, so it is kept in that worker
+    # (not stored in the object store and read back), and taken back by that call
+    x = RNG.random((4096, 12))
+    placed = tc.asarray(x, block_shape=(512, 12)).value()
+    out = shipped("tsqr_q").run(A=placed, MB=8)
+    stats = tc.last_stats()
+    assert stats["kept_results"] >= 4 and not stats["per_task"]
+    q, r = out["Q"].numpy(), out["R"].numpy()
+    np.testing.assert_allclose(q @ r, x, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(q.T @ q, np.eye(12), atol=1e-12)
+    assert _kept_in_workers() == [0, 0, 0, 0]
+
+
+FAILS_LATE = """
+size M, N
+blocks MB of M
+input  A : f64[M, N]
+output X : f64[M, N]
+tensor K : f64
+tensor G : f64
+tensor S : f64
+tensor F : f64
+for i in 0:MB {
+  K{i, 0} = A{i, 0} + A{i, 0}
+  G{i, 0} = T(K{i, 0}) @ K{i, 0}
+}
+S{0, 0} = G{0, 0}
+for i in 1:MB {
+  S{0, 0} = S{0, 0} + G{i, 0}
+}
+F{0, 0} = chol(-S{0, 0})
+for i in 0:MB {
+  X{i, 0} = K{i, 0} @ F{0, 0}
+}
+"""
+
+
+def test_a_run_that_fails_after_keeping_results_leaves_none_in_the_workers():
+    # each tall K is kept on its node for the node's last call, which reads the Cholesky
+    # factor of a negative definite matrix: that factor fails where the sum is, the last
+    # calls never run and never take their K back, the error reaches the caller, and the
+    # run's kept blocks are dropped
+    program = tc.compile(FAILS_LATE)  # K blocks of 8 MB: each last call runs by its K
+    placed = tc.asarray(RNG.random((262144, 16)), block_shape=(65536, 16)).value()
+    with pytest.raises(np.linalg.LinAlgError, match="^Matrix is not positive definite$"):
+        program.run(A=placed, MB=4)
+    deadline = time.monotonic() + 10  # the drop is sent, not waited for
+    while any(_kept_in_workers()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _kept_in_workers() == [0, 0, 0, 0]

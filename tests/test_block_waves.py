@@ -22,7 +22,7 @@ def test_a_chain_on_one_node_is_one_call_that_returns_only_what_is_wanted():
     wave.add(0, kernel(), [(PENDING, second, 0), (REF, "x")])
     calls = wave.calls(wanted={(2, 0)})
     assert len(calls) == 1
-    node, steps, args, exports, exported = calls[0]
+    node, steps, args, exports, exported, *_ = calls[0]
     assert node == 0 and len(steps) == 3 and args == ((REF, "x"),)
     assert [inputs for _, inputs in steps] == [(("x", 0),), (("t", 0),), (("t", 1), ("x", 0))]
     assert exports == (2,) and exported == [(2, 0)]
@@ -35,7 +35,7 @@ def test_an_edge_to_another_node_starts_a_level_and_crosses_as_a_return_value():
     wave.add(0, kernel(), [(PENDING, a, 0), (PENDING, b, 0)])
     assert wave.levels() == [0, 1, 2]
     calls = wave.calls(wanted={(2, 0)})
-    assert [(node, exported) for node, _, _, _, exported in calls] == [
+    assert [(node, exported) for node, _, _, _, exported, *_ in calls] == [
         (0, [(0, 0)]), (1, [(1, 0)]), (0, [(2, 0)])]
     assert calls[2][2] == ((PENDING, 0, 0), (PENDING, 1, 0))
 
@@ -44,7 +44,7 @@ def test_a_task_with_two_results_is_picked_apart_for_its_readers():
     wave = Wave()
     qr = wave.add(0, kernel(results=2), [(REF, "x")])
     wave.add(0, kernel(), [(PENDING, qr, 1)])
-    ((_, steps, _, exports, exported),) = wave.calls(wanted={(qr, 0), (1, 0)})
+    ((_, steps, _, exports, exported, *_),) = wave.calls(wanted={(qr, 0), (1, 0)})
     assert len(steps) == 4  # the task, its two results picked, the reader
     assert exported == [(0, 0), (1, 0)] and exports == (1, 3)
 
@@ -58,7 +58,7 @@ def test_zero_blocks_join_their_node_s_last_call_and_a_node_with_no_tasks_gets_o
     on_idle = wave.add(2, ZeroBlock((2, 3), "float32"), ())
     assert wave.levels() == [0, 1, 2, 2, 0]  # after every result another call waits for
     calls = wave.calls(wanted={(2, 0), (on_busy, 0), (on_idle, 0)})
-    assert [(node, exported) for node, _, _, _, exported in calls] == [
+    assert [(node, exported) for node, _, _, _, exported, *_ in calls] == [
         (0, [(0, 0)]), (2, [(on_idle, 0)]), (1, [(1, 0)]), (0, [(2, 0), (on_busy, 0)])]
     zero = calls[1][1][0][0].kernel
     made = zero()

@@ -25,9 +25,11 @@ lineage reconstruction rebuilds), as einsum programs do.
 
 Statistics: ``tasks``, ``remote_calls`` (calls submitted), ``waves``,
 ``driver_seconds_per_task`` (the driver's time expanding, placing and submitting, per task),
-``tasks_per_node``, ``call_threads`` (per node, the most threads one of its calls ran its
-steps on: a node that runs a wave's work alone on a machine it shares with other nodes
-uses the machine's cores, :meth:`~tensorc.placement.block_placement.BlockPlacer.wave_threads`),
+``tasks_per_node``, ``kept_results`` (results kept in their node's worker for its later
+calls instead of stored, :mod:`~tensorc.runtime.ray.block_waves`), ``call_threads`` (per
+node, the most threads one of its calls ran its steps on: a node that runs a wave's work
+alone on a machine it shares with other nodes uses the machine's cores,
+:meth:`~tensorc.placement.block_placement.BlockPlacer.wave_threads`),
 ``inter_node_bytes`` (the placer's modelled copies),
 ``max_node_memory_bytes`` (the placer's modelled peak), ``node_peak_rss_bytes`` (each node
 worker's measured high-water mark during its calls; ``None`` after a per-task rerun) and
@@ -37,7 +39,9 @@ worker's measured high-water mark during its calls; ``None`` after a per-task re
 
 from __future__ import annotations
 
+import itertools
 import math
+import os
 import time
 from collections import deque
 
@@ -69,6 +73,7 @@ INLINE_BYTES = 64 * 2**10
 """A numpy input's block up to this size is sent inside the calls that read it (Ray inlines
 small arguments), not put in the object store first (about a millisecond a put here)."""
 WAVES_IN_FLIGHT = 2
+_RUNS = itertools.count()
 
 
 def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, bounds, cluster,
@@ -119,9 +124,21 @@ class _RayDagRun:
         self.calls = 0
         self.threads: list[int] = []  # per node, the most threads a call of it ran on
         self.node_peaks: list | None = None  # per node, the highest RSS its calls measured
+        self.token = f"{os.getpid()}.{next(_RUNS)}/"  # the key prefix of its kept results
+        self.kept = 0  # results kept in node workers (read only by their node's later calls)
 
     def run(self, window: int) -> tuple[dict, dict]:
-        """Expand, place and submit every task (module docstring)."""
+        """Expand, place and submit every task (module docstring); a run that fails
+        leaves no result kept in a node worker."""
+        try:
+            return self._run(window)
+        except BaseException:
+            if self.kept:
+                for worker in self.cluster.workers:  # not waited for: a dead one is fine
+                    worker.forget.remote(self.token)
+            raise
+
+    def _run(self, window: int) -> tuple[dict, dict]:
         started = time.perf_counter()
         waiting = 0.0
         ready = deque(self.frontier.start())
@@ -157,6 +174,7 @@ class _RayDagRun:
                  "peak_frontier": self.frontier.peak,
                  "remote_calls": self.tasks if self.per_task else self.calls,
                  "waves": self.waves, "per_task": self.per_task,
+                 "kept_results": self.kept,
                  "call_threads": list(self.threads),
                  "node_peak_rss_bytes": self.node_peaks,
                  "peak_rss_bytes": max((p for p in self.node_peaks or () if p is not None),
@@ -201,7 +219,9 @@ class _RayDagRun:
         threads = self.placer.wave_threads(self.cluster.cpus)
         self.threads = ([max(t, u) for t, u in zip(self.threads, threads, strict=True)]
                         if len(self.threads) == len(threads) else threads)
-        made, reports, calls = wave.flush(self.cluster, wanted, threads)
+        made, reports, calls, kept = wave.flush(self.cluster, wanted, threads,
+                                                keep=f"{self.token}{self.waves}/")
+        self.kept += kept
         for key in pending:
             self.refs[key] = (REF, made[self.refs[key][1:]])
         for key in finals:

@@ -22,11 +22,14 @@ unit number. :meth:`Wave.flush` submits the whole wave as calls of the two-level
   like a task's, placed by the driver;
 - calls are submitted in (level, node) order under the process-wide submission lock, so every
   worker's queue follows one topological order (no cycle can form between actors);
-- a result crosses a call boundary only as a call's return value (a Ray object: moved by Ray,
-  rebuilt by lineage when the call ran as a task); a result only its own call reads never
-  enters the object store. A result is returned when another call reads it or when the
-  caller still wants it after the wave (``wanted``: read by tasks not yet expanded, or an
-  output's final block).
+- a result crosses a call boundary to another node only as a call's return value (a Ray
+  object: moved by Ray); a result only its own call reads never enters the object store. A
+  result is returned when a call on another node reads it or when the caller still wants
+  it after the wave (``wanted``: read by tasks not yet expanded, or an output's final
+  block). A result that only later calls on its own node read is *kept* in that node's
+  worker (``keep=`` a run's key prefix: :data:`~tensorc.runtime.ray.tasks.KEPT`), not
+  stored and read back: a TSQR leaf's tall Q factor, read again by its node's last call.
+  Without ``keep`` (or for a node without a worker) it is returned as before.
 
 :meth:`Wave.flush` returns the refs of the wanted results and the calls' report refs (the
 caller waits on them with :func:`~tensorc.runtime.ray.calls.wait_for_calls`). Plain data
@@ -145,11 +148,15 @@ class Wave:
                 level[u] = last.get(self.node[u], 0)
         return level
 
-    def calls(self, wanted: set) -> list[tuple[int, tuple, tuple, tuple, list]]:
-        """The wave as calls: ``(node, steps, args, exports, exported results)`` in
-        submission order; ``args[i]`` is ``(REF, ref)`` or ``(PENDING, unit, j)`` (an export
-        of an earlier call of the wave), ``exported[k]`` the ``(unit, j)`` export ``k``
-        returns."""
+    def calls(self, wanted: set, keep: str | None = None, nodes_kept=()
+              ) -> list[tuple[int, tuple, tuple, tuple, list, tuple, tuple]]:
+        """The wave as calls: ``(node, steps, args, exports, exported results, kept_in,
+        keep_out)`` in submission order; ``args[i]`` is ``(REF, ref)`` or ``(PENDING, unit,
+        j)`` (an export of an earlier call of the wave), ``exported[k]`` the ``(unit, j)``
+        export ``k`` returns. With ``keep`` (a key prefix), a result read only by later calls
+        on its node (one of ``nodes_kept``, those with a worker) is kept there: its call's
+        ``keep_out`` holds ``(step, key)``, each reading call's ``kept_in`` ``(key, whether
+        it is the last reader)``, read after the arguments."""
         level = self.levels()
         keys = sorted({(level[u], self.node[u]) for u in range(len(self.node))})
         call_index = {key: c for c, key in enumerate(keys)}
@@ -159,6 +166,15 @@ class Wave:
             for arg in args:
                 if arg[0] == PENDING:
                     read_by_call.setdefault(arg[1:], set()).add(call_of[u])
+        kept: dict[tuple[int, int], tuple[str, int]] = {}  # result -> (key, its last reader)
+        if keep is not None:
+            for result, readers in read_by_call.items():
+                c = call_of[result[0]]
+                others = readers - {c}
+                node = keys[c][1]
+                if (others and result not in wanted and node in nodes_kept
+                        and all(keys[r][1] == node for r in others)):
+                    kept[result] = (f"{keep}{result[0]}.{result[1]}", max(others))
         members: list[list[int]] = [[] for _ in keys]
         for u, c in enumerate(call_of):
             members[c].append(u)
@@ -168,11 +184,18 @@ class Wave:
             step_of: dict[tuple[int, int], int] = {}
             args: list = []
             arg_index: dict = {}
+            kept_in: list = []
             for u in members[c]:
                 inputs = []
                 for arg in self.args[u]:
                     if arg[0] == PENDING and call_of[arg[1]] == c:
                         inputs.append(("t", step_of[arg[1:]]))
+                        continue
+                    if arg[0] == PENDING and arg[1:] in kept:
+                        key, last = kept[arg[1:]]
+                        if (key, last == c) not in kept_in:
+                            kept_in.append((key, last == c))
+                        inputs.append(("k", kept_in.index((key, last == c))))
                         continue
                     key = arg if arg[0] == PENDING else (REF, id(arg[1]))
                     if key not in arg_index:
@@ -189,24 +212,32 @@ class Wave:
                     if (u, j) in read_by_call or (u, j) in wanted:
                         steps.append((Step(RUN, itemgetter(j)), (("t", whole),)))
                         step_of[(u, j)] = len(steps) - 1
-            exported = [result for result in step_of
-                        if result in wanted or read_by_call.get(result, {c}) - {c}]
+            if kept_in:  # kept results follow the arguments
+                steps = [(step, tuple(("x", len(args) + k) if kind == "k" else (kind, k)
+                                      for kind, k in inputs)) for step, inputs in steps]
+            exported = [result for result in step_of if result not in kept and (
+                result in wanted or read_by_call.get(result, {c}) - {c})]
+            keep_out = tuple((step_of[r], kept[r][0]) for r in step_of if r in kept)
             made.append((node, tuple(steps), tuple(args),
-                         tuple(step_of[r] for r in exported), exported))
+                         tuple(step_of[r] for r in exported), exported, tuple(kept_in),
+                         keep_out))
         return made
 
-    def flush(self, cluster, wanted: set, threads: list[int] | None = None
-              ) -> tuple[dict, list, int]:
+    def flush(self, cluster, wanted: set, threads: list[int] | None = None,
+              keep: str | None = None) -> tuple[dict, list, int, int]:
         """Submit the wave, each node's calls on ``threads[node]`` threads when given (else
-        the node's CPUs); returns ``({(unit, j): ref} for the wanted results, the calls'
-        report refs, the number of calls)``."""
-        calls = self.calls(wanted)
+        the node's CPUs), results only its own node reads later kept there under the key
+        prefix ``keep`` when given; returns ``({(unit, j): ref} for the wanted results, the
+        calls' report refs, the number of calls, the number of results kept)``."""
         workers = node_workers(cluster)
-        payloads = [("wave", (steps, exports, None)) for _, steps, _, exports, _ in calls]
+        calls = self.calls(wanted, keep, range(min(len(workers), cluster.nodes)))
+        payloads = [("wave", (steps, exports, None, kept_in, keep_out) if keep_out or kept_in
+                     else (steps, exports, None))
+                    for _, steps, _, exports, _, kept_in, keep_out in calls]
         refs: dict[tuple[int, int], object] = {}
         reports = []
         with SUBMITTING:
-            for (node, _, args, exports, exported), (key, payload) in zip(
+            for (node, _, args, exports, exported, _, _), (key, payload) in zip(
                     calls, payloads, strict=True):
                 bound = [arg[1] if arg[0] == REF else refs[arg[1:]] for arg in args]
                 returned = submit_stage(cluster, workers, node, key, payload, bound,
@@ -214,4 +245,5 @@ class Wave:
                                         threads=threads[node] if threads else None)
                 refs.update(zip(exported, returned, strict=False))
                 reports.append(returned[-1])
-        return {r: refs[r] for r in wanted}, reports, len(calls)
+        return ({r: refs[r] for r in wanted}, reports, len(calls),
+                sum(len(call[6]) for call in calls))

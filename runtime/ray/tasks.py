@@ -27,7 +27,12 @@ task on another node reads them.
   one-element list holding its ref, so Ray does not fetch it for every call); each worker
   keeps the last few it read by ``key``. A call made once (a block program's wave) sends
   its payload with it instead, as the tuple itself (``key`` unused): no object to store
-  and fetch. An argument may be a
+  and fetch. Such a payload may also name results to *keep* and kept results to read
+  (``(steps, exports, budget, kept_in, keep_out)``): a result that only later calls on the
+  same node read stays in this worker's memory (:data:`KEPT`, read-only as a Ray object
+  is) instead of being stored and read back, its call returning it under a key, the last
+  call reading it taking it back (:class:`NodeWorker` calls of one submitter run in
+  submission order). An argument may be a
   :class:`~tensorc.stored.StoredArray` (passed by value, as its path): the call's read steps
   read their blocks from it, here.
 
@@ -313,6 +318,8 @@ class _ThreadedCall:
 
 _PAYLOADS: dict = {}
 PAYLOADS_KEPT = 64
+KEPT: dict = {}
+"""Results kept in this worker for later calls on its node, by key (module docstring)."""
 
 
 class NodeReport(str):
@@ -342,10 +349,18 @@ def _stage(key: str, payload: list, threads: int, *blocks: np.ndarray):
         if len(_PAYLOADS) >= PAYLOADS_KEPT:
             _PAYLOADS.pop(next(iter(_PAYLOADS)))
         _PAYLOADS[key] = found
-    steps, exports, budget = found
+    steps, exports, budget, *keeping = found
+    kept_in, keep_out = keeping or ((), ())
+    if kept_in:  # kept results read, after the arguments (the last reader takes them)
+        blocks = (*blocks, *(KEPT.pop(key) if last else KEPT[key] for key, last in kept_in))
     with PeakResident() as resident:
-        results = run_steps(steps, blocks, exports, threads, budget)
-    return (*results, NodeReport.of(node, resident.peak))
+        results = run_steps(steps, blocks, exports + tuple(step for step, _ in keep_out),
+                            threads, budget)
+    for (_, key), value in zip(keep_out, results[len(exports):], strict=True):
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False  # as a Ray object is: no later step writes it
+        KEPT[key] = value
+    return (*results[:len(exports)], NodeReport.of(node, resident.peak))
 
 
 class NodeWorker:
@@ -359,6 +374,13 @@ class NodeWorker:
 
     def node(self) -> str:
         return _worker_setup()
+
+    def forget(self, prefix: str) -> int:
+        """Drop the kept results whose key starts with ``prefix`` (a run that failed
+        before its last readers ran); returns how many are still kept."""
+        for key in [key for key in KEPT if key.startswith(prefix)]:
+            del KEPT[key]
+        return len(KEPT)
 
     def warm(self) -> str:
         """Ready what reading a store needs (importing zarr and its first read, which starts
