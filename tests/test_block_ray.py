@@ -264,3 +264,26 @@ def test_a_run_that_fails_after_keeping_results_leaves_none_in_the_workers():
     while any(_kept_in_workers()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _kept_in_workers() == [0, 0, 0, 0]
+
+
+def test_a_run_interrupted_while_its_calls_are_sent_leaves_none_in_the_workers(monkeypatch):
+    # ^C after 4 of the wave's calls were sent: those calls keep their leaves' Q factors
+    # for readers never sent; the interrupted run drops them
+    from tensorc.runtime.ray import block_waves
+
+    sent, submit_stage = [], block_waves.submit_stage
+
+    def interrupted(*args, **kwargs):
+        if len(sent) == 4:
+            raise KeyboardInterrupt
+        sent.append(1)
+        return submit_stage(*args, **kwargs)
+
+    placed = tc.asarray(RNG.random((4096, 12)), block_shape=(512, 12)).value()
+    monkeypatch.setattr(block_waves, "submit_stage", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        shipped("tsqr_q").run(A=placed, MB=8)
+    deadline = time.monotonic() + 10  # the drop is sent, not waited for
+    while any(_kept_in_workers()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _kept_in_workers() == [0, 0, 0, 0]

@@ -39,6 +39,7 @@ worker's measured high-water mark during its calls; ``None`` after a per-task re
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -132,10 +133,11 @@ class _RayDagRun:
         leaves no result kept in a node worker."""
         try:
             return self._run(window)
-        except BaseException:
-            if self.kept:
+        except BaseException:  # even mid-flush: calls already sent may have kept results
+            if not self.per_task:
                 for worker in self.cluster.workers:  # not waited for: a dead one is fine
-                    worker.forget.remote(self.token)
+                    with contextlib.suppress(Exception):  # the error raised matters more
+                        worker.forget.remote(self.token)
             raise
 
     def _run(self, window: int) -> tuple[dict, dict]:
