@@ -287,3 +287,22 @@ def test_a_run_interrupted_while_its_calls_are_sent_leaves_none_in_the_workers(m
     while any(_kept_in_workers()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _kept_in_workers() == [0, 0, 0, 0]
+
+
+def test_a_node_worker_that_dies_while_its_node_lives_is_replaced_for_the_next_run():
+    import ray
+
+    from tensorc.runtime.ray.cluster import connected
+
+    a = spd(512)
+    placed = tc.asarray(a, block_shape=(128, 128)).value()
+    shipped("cholesky").run(A=placed, NB=4)
+    ray.kill(connected().workers[1])  # the worker process, not its node
+    first = shipped("cholesky").run(A=placed, NB=4)  # runs again task by task
+    np.testing.assert_allclose(first["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
+                               atol=1e-10)
+    again = shipped("cholesky").run(A=placed, NB=4)
+    stats = tc.last_stats()
+    assert not stats["per_task"] and stats["remote_calls"] < stats["tasks"]  # new workers
+    np.testing.assert_allclose(again["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
+                               atol=1e-10)
