@@ -72,3 +72,5 @@ def test_main_local_systems(bench, tmp_path, capsys):
         assert record["max_error"] <= 1e-8
         assert len(record["seconds"]) == 1 and record["median"] > 0
     assert all(r["local_over_lapack"] is not None for r in document["ratios"])
+    assert "tensorc-ray / local" in printed  # a column, empty without a Ray system
+    assert all(r["ray_over_local"] is None for r in document["ratios"])
