@@ -27,11 +27,12 @@ Systems (``--systems``, a comma list; default all):
   result is a ``tc.Array`` whose blocks stay on the nodes; the call is timed until
   ``tc.wait`` on it returns. tensorc's block programs choose their own block counts (the
   input blocking is a preference): the counts used are printed and recorded;
-- ``tensorc-local-ray-up``: ``tensorc-local``'s calls on the same numpy arrays, in this
-  process, while the private cluster of ``tensorc-ray`` is up and idle (started, its node
-  workers ready, no call on it). Ray's own processes (a raylet and its agents per node, the
-  GCS) share the machine's cores: this is the compute a cluster run can have at best here,
-  the part of its limit that is not the transfers (``benchmarks/ray_floor.py``);
+- ``tensorc-in-worker``: ``tensorc-local``'s calls inside a Ray worker (an actor pinned to
+  the driver's node of the private cluster of ``tensorc-ray``, otherwise idle), its input
+  sent to it off the clock and its result kept there: the compute a cluster run's calls get
+  on this machine (Ray runs its workers at niceness 15, beside its own raylets and agents
+  on the same cores), the part of a cluster run's limit that is not the transfers
+  (``benchmarks/ray_floor.py``). The clock includes one actor call's round trip;
 - ``dask``: Dask distributed, ``LocalCluster(n_workers=4, threads_per_worker=1)``, the input
   ``da.from_array(a, chunks=b).persist()`` (tsqr: ``chunks=(rows / tsqr-blocks, cols)``),
   waited for before the clock starts; timed: ``da.linalg.cholesky(x, lower=True)`` /
@@ -106,8 +107,8 @@ def _load_common():
 common = _load_common()
 
 CASES = ("cholesky", "tsqr", "solve")
-SYSTEMS = ("numpy", "tensorc-local", "tensorc-local-ray-up", "tensorc-ray", "dask")
-ROWS = ("numpy", "numpy-r", "tensorc-local", "tensorc-local-ray-up", "tensorc-ray",
+SYSTEMS = ("numpy", "tensorc-local", "tensorc-in-worker", "tensorc-ray", "dask")
+ROWS = ("numpy", "numpy-r", "tensorc-local", "tensorc-in-worker", "tensorc-ray",
         "dask")  # numpy-r: tsqr only
 TOLERANCE = 1e-8
 LOCAL_TARGET = 1.3  # tensorc-local / LAPACK, Cholesky at n = 4096
@@ -269,34 +270,42 @@ def counts_text(runs: list[dict]) -> str:
     return "; ".join(seen) or "?"
 
 
-class TensorcSystem:
-    """tensorc, locally (no session), locally beside an idle private Ray cluster
-    (``beside=True``), or on that cluster (``ray=True``)."""
+def tensorc_call(tc, kind: str, inputs) -> tuple:
+    """``tc.linalg``'s call for ``kind`` on ``inputs``, waited for."""
+    if kind == "cholesky":
+        result = (tc.linalg.cholesky(inputs[0]),)
+    elif kind == "tsqr":
+        result = tuple(tc.linalg.qr(inputs[0]))
+    else:
+        result = (tc.linalg.solve(*inputs),)
+    tc.wait(*result)
+    return result
 
-    def __init__(self, args, ray: bool = False, beside: bool = False) -> None:
-        self.ray, self.beside, self.nodes = ray, beside, args.nodes
+
+class TensorcSystem:
+    """tensorc, locally (no session) or on a private Ray cluster (``ray=True``)."""
+
+    def __init__(self, args, ray: bool = False) -> None:
+        self.ray, self.nodes = ray, args.nodes
         self.runs: list[dict] = []
 
     def start(self) -> str:
         import tensorc as tc
 
         self.tc = tc
-        if not (self.ray or self.beside):
+        if not self.ray:
             tc.shutdown()  # the local backend
             return "tensorc local backend (no session)"
         started = time.perf_counter()
         session = tc.init(num_nodes=self.nodes)
-        text = f"{session.cluster.describe()} (tc.init {time.perf_counter() - started:.1f} s)"
-        return text + (", up and idle beside the local backend" if self.beside else "")
+        return f"{session.cluster.describe()} (tc.init {time.perf_counter() - started:.1f} s)"
 
     def stop(self) -> None:
-        if self.ray or self.beside:
+        if self.ray:
             self.tc.shutdown()
 
     def put(self, case: Case, arrays):
         tc = self.tc
-        if self.beside:  # numpy inputs run on the local backend whatever the session
-            return arrays
         if not self.ray:
             made = tuple(tc.asarray(a) for a in arrays)
         else:
@@ -305,15 +314,8 @@ class TensorcSystem:
         return made
 
     def call(self, case: Case, inputs):
-        tc = self.tc
         with recorded_runs() as runs:
-            if case.kind == "cholesky":
-                result = (tc.linalg.cholesky(inputs[0]),)
-            elif case.kind == "tsqr":
-                result = tuple(tc.linalg.qr(inputs[0]))
-            else:
-                result = (tc.linalg.solve(*inputs),)
-            tc.wait(*result)
+            result = tensorc_call(self.tc, case.kind, inputs)
         self.runs = runs
         return result
 
@@ -335,6 +337,73 @@ class TensorcSystem:
         if not self.ray:
             return counts
         return f"{'x'.join(map(str, case.block))} in; {counts}"
+
+
+class _LocalInWorker:
+    """A Ray actor running ``tensorc-local``'s calls in its worker (``tensorc-in-worker``)."""
+
+    def __init__(self, blas_threads: int) -> None:
+        from threadpoolctl import threadpool_limits
+
+        self.pin = threadpool_limits(blas_threads)  # as this benchmark pins its own BLAS
+        self.kind, self.inputs, self.result = None, (), ()
+
+    def ready(self) -> bool:
+        return True
+
+    def load(self, kind: str, *arrays) -> None:
+        import tensorc as tc  # no session in this process: the local backend
+
+        self.kind, self.inputs, self.result = kind, [tc.asarray(a) for a in arrays], ()
+
+    def run(self) -> None:
+        import tensorc as tc
+
+        self.result = tensorc_call(tc, self.kind, self.inputs)
+
+    def fetch(self) -> tuple:
+        return tuple(np.asarray(x) for x in self.result)
+
+
+class InWorkerSystem:
+    """tensorc's local backend in a Ray worker on the driver's node of an idle private
+    cluster (module docstring)."""
+
+    def __init__(self, args) -> None:
+        self.nodes, self.blas_threads = args.nodes, args.blas_threads
+
+    def start(self) -> str:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        import tensorc as tc
+
+        self.tc, self.ray = tc, ray
+        session = tc.init(num_nodes=self.nodes)
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(),
+                                              soft=False)
+        self.actor = ray.remote(num_cpus=0)(_LocalInWorker).options(
+            scheduling_strategy=here).remote(self.blas_threads)
+        ray.get(self.actor.ready.remote())
+        return f"{session.cluster.describe()}: the local backend in a worker on the driver's node"
+
+    def stop(self) -> None:
+        self.tc.shutdown()
+
+    def put(self, case: Case, arrays):
+        self.ray.get(self.actor.load.remote(case.kind, *arrays))
+
+    def call(self, case: Case, inputs):
+        self.ray.get(self.actor.run.remote())
+
+    def fetch(self, result) -> tuple:
+        return self.ray.get(self.actor.fetch.remote())
+
+    def moved(self) -> tuple[int | None, dict]:
+        return None, {}
+
+    def block_text(self, case: Case, info: dict) -> str:
+        return "-"
 
 
 class DaskSystem:
@@ -411,9 +480,10 @@ def _incoming_log_total(dask_worker) -> tuple[int, bool]:
 def make_system(name: str, args):
     if name in ("numpy", "numpy-r"):
         return NumpySystem(args, r_only=name == "numpy-r")
-    if name.startswith("tensorc-"):
-        return TensorcSystem(args, ray=name == "tensorc-ray",
-                             beside=name == "tensorc-local-ray-up")
+    if name == "tensorc-in-worker":
+        return InWorkerSystem(args)
+    if name in ("tensorc-local", "tensorc-ray"):
+        return TensorcSystem(args, ray=name == "tensorc-ray")
     return DaskSystem(args)
 
 
@@ -546,7 +616,7 @@ def results_table(records: list[Record]) -> str:
 
 def ratios(records: list[Record], cases: list[Case]) -> list[dict]:
     """Per case: tensorc-local / LAPACK, tensorc-ray / tensorc-local, tensorc-ray /
-    tensorc-local-ray-up and Dask / tensorc-ray (medians)."""
+    tensorc-in-worker and Dask / tensorc-ray (medians)."""
     by = {(r.case, r.system): r.median for r in records if r.status != "ERROR"}
 
     def over(a, b):
@@ -559,16 +629,16 @@ def ratios(records: list[Record], cases: list[Case]) -> list[dict]:
         out.append({"case": case.label, "kind": case.kind, "n": case.n,
                     "local_over_lapack": over(local, lapack),
                     "ray_over_local": over(ray, local),
-                    "ray_over_local_ray_up": over(ray, by.get((case, "tensorc-local-ray-up"))),
+                    "ray_over_in_worker": over(ray, by.get((case, "tensorc-in-worker"))),
                     "dask_over_ray": over(dask, ray)})
     return out
 
 
 def ratio_table(rows: list[dict]) -> str:
-    columns = ("local_over_lapack", "ray_over_local", "ray_over_local_ray_up", "dask_over_ray")
+    columns = ("local_over_lapack", "ray_over_local", "ray_over_in_worker", "dask_over_ray")
     body = [[r["case"], *(common.fmt(r[c], "{:.2f}x") for c in columns)] for r in rows]
     return common.format_table(["case", "tensorc-local / LAPACK", "tensorc-ray / local",
-                                "tensorc-ray / local, Ray up", "Dask / tensorc-ray"], body)
+                                "tensorc-ray / in a worker", "Dask / tensorc-ray"], body)
 
 
 def targets(rows: list[dict]) -> list[tuple[str, bool | None]]:
