@@ -23,8 +23,8 @@ measured is the object store's transfers and stores and the calls' latency. Per 
 Printed per case and size: the median of ``--repeats`` timed runs after one warm-up, each on
 fresh blocks (made and not fetched: the driver's wait leaves them where they were made).
 Compare it with tensorc's local time for the same factorisation (``benchmarks/linalg.py``,
-best its ``tensorc-local-ray-up`` row: the local run while this cluster is up, whose Ray
-processes share the cores): a cluster run cannot take less than the floor plus the compute
+and its ``tensorc-in-worker`` row: the local run inside a Ray worker of an idle cluster,
+5-7 % slower here): a cluster run cannot take less than the floor plus the compute
 shared by the machine's cores. Usage: ``.venv/bin/python benchmarks/ray_floor.py [--cases
 cholesky,solve,tsqr] [--sizes 1536 4096] [--solve-sizes 1536 4096] [--tsqr-rows 65536]
 [--tsqr-cols 40] [--repeats 5]``.
@@ -44,6 +44,11 @@ BLOCKS = 4  # cholesky and solve: BLOCKS x BLOCKS blocks
 TSQR_BLOCKS = 8  # tsqr: row blocks, as benchmarks/linalg.py cuts them
 
 
+def _returns(made: list):
+    """An actor method's values as Ray hands them back: one, or a list for several."""
+    return made if len(made) > 1 else made[0]
+
+
 def _node_actors():
     """One plain actor per node, in tensorc's node order (node 0 is the driver's, where a
     tensorc run on this cluster puts its node 0)."""
@@ -56,16 +61,13 @@ def _node_actors():
 
         def make(self, count: int, shape: tuple, seed: int):
             rng = np.random.default_rng(seed)
-            made = [rng.random(shape) for _ in range(count)]
-            return made if count > 1 else made[0]
+            return _returns([rng.random(shape) for _ in range(count)])
 
         def factor_blocks(self, outputs: int, *blocks):
-            made = [blocks[k % len(blocks)].copy() for k in range(outputs)]
-            return made if outputs > 1 else made[0]
+            return _returns([blocks[k % len(blocks)].copy() for k in range(outputs)])
 
         def small_blocks(self, outputs: int, shape: tuple, *blocks):
-            made = [np.ones(shape) for _ in range(outputs)]
-            return made if outputs > 1 else made[0]
+            return _returns([np.ones(shape) for _ in range(outputs)])
 
         def leaf(self, cols: int, *blocks):
             """Keep a copy of each block (its Q, in this process) and return one small block."""
@@ -73,9 +75,8 @@ def _node_actors():
             return np.ones((cols, cols))
 
         def finish(self, small):
-            made = [block.copy() for block in self.kept]
-            self.kept = []
-            return made if len(made) > 1 else made[0]
+            made, self.kept = [block.copy() for block in self.kept], []
+            return _returns(made)
 
         def ready(self) -> bool:
             return True

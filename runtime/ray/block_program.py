@@ -54,6 +54,7 @@ from tensorc.errors import ExecutionError, TensorcError
 from tensorc.ir.block_program import BlockProgramIR
 from tensorc.placement.block_placement import BlockPlacer
 from tensorc.placement.blocks import Blocks
+from tensorc.placement.layout import live_node
 from tensorc.planning.cost import machine
 from tensorc.runtime.block_frontier import (
     _check_block_shape,
@@ -383,15 +384,10 @@ class _RayInputs:
         if key not in self.stored:
             nbytes = math.prod(s.stop - s.start for s in stored.block_slices(coords)) * \
                 np.dtype(stored.dtype).itemsize
-            node = self._live(stored.nodes.get(coords, 0) or 0)  # read by any number of
-            self.stored[key] = self.placer.add_version(nbytes, 1 << 30, node=node,  # stitches
+            node = live_node(stored.nodes.get(coords), self.placer.nodes)  # read by any
+            self.stored[key] = self.placer.add_version(nbytes, 1 << 30, node=node,  # stitch
                                                        retained=True)
         return self.stored[key]
-
-    def _live(self, node: int) -> int:
-        """``node``, or node 0 when the cluster has fewer nodes now (a node died since the
-        block was made: Ray knows where its copy or its lineage is)."""
-        return node if node < self.placer.nodes else 0
 
     def _make(self, name, coords):
         import ray
@@ -408,7 +404,7 @@ class _RayInputs:
             return ref, self.placer.add_version(nbytes, uses, node=0, retained=True), shape
         stored = value.blocks
         if stored.bounds == edges:
-            node = self._live(stored.nodes.get(coords, 0) or 0)
+            node = live_node(stored.nodes.get(coords), self.placer.nodes)
             block = self.placer.add_version(nbytes, uses, node=node, retained=True)
             return stored.refs[coords], block, shape
         pieces = stored.pieces(region)
@@ -417,7 +413,7 @@ class _RayInputs:
             found = [(stored.refs[c], self._stored_version(name, stored, c))
                      for c, _, _ in pieces]
             return self.stitcher(name, coords, shape, piece_slices, found, nbytes, uses)
-        node = self._live(stored.first_node(region))
+        node = live_node(stored.first_node(region), self.placer.nodes)
         ref, _ = submit(self.cluster, "piece", node, shape, piece_slices,
                         *(stored.refs[c] for c, _, _ in pieces))
         return ref, self.placer.add_version(nbytes, uses, node=node, retained=True), shape

@@ -184,7 +184,7 @@ class Wave:
             step_of: dict[tuple[int, int], int] = {}
             args: list = []
             arg_index: dict = {}
-            kept_in: list = []
+            kept_in: dict[str, bool] = {}  # key -> whether this call is its last reader
             for u in members[c]:
                 inputs = []
                 for arg in self.args[u]:
@@ -193,9 +193,8 @@ class Wave:
                         continue
                     if arg[0] == PENDING and arg[1:] in kept:
                         key, last = kept[arg[1:]]
-                        if (key, last == c) not in kept_in:
-                            kept_in.append((key, last == c))
-                        inputs.append(("k", kept_in.index((key, last == c))))
+                        kept_in.setdefault(key, last == c)
+                        inputs.append(("k", key))
                         continue
                     key = arg if arg[0] == PENDING else (REF, id(arg[1]))
                     if key not in arg_index:
@@ -213,14 +212,15 @@ class Wave:
                         steps.append((Step(RUN, itemgetter(j)), (("t", whole),)))
                         step_of[(u, j)] = len(steps) - 1
             if kept_in:  # kept results follow the arguments
-                steps = [(step, tuple(("x", len(args) + k) if kind == "k" else (kind, k)
+                after = {key: len(args) + k for k, key in enumerate(kept_in)}
+                steps = [(step, tuple(("x", after[k]) if kind == "k" else (kind, k)
                                       for kind, k in inputs)) for step, inputs in steps]
             exported = [result for result in step_of if result not in kept and (
                 result in wanted or read_by_call.get(result, {c}) - {c})]
             keep_out = tuple((step_of[r], kept[r][0]) for r in step_of if r in kept)
             made.append((node, tuple(steps), tuple(args),
-                         tuple(step_of[r] for r in exported), exported, tuple(kept_in),
-                         keep_out))
+                         tuple(step_of[r] for r in exported), exported,
+                         tuple(kept_in.items()), keep_out))
         return made
 
     def flush(self, cluster, wanted: set, threads: list[int] | None = None,
@@ -231,8 +231,7 @@ class Wave:
         calls' report refs, the number of calls, the number of results kept)``."""
         workers = node_workers(cluster)
         calls = self.calls(wanted, keep, range(min(len(workers), cluster.nodes)))
-        payloads = [("wave", (steps, exports, None, kept_in, keep_out) if keep_out or kept_in
-                     else (steps, exports, None))
+        payloads = [("wave", (steps, exports, None, kept_in, keep_out))
                     for _, steps, _, exports, _, kept_in, keep_out in calls]
         refs: dict[tuple[int, int], object] = {}
         reports = []

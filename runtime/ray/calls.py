@@ -148,7 +148,7 @@ def wait_for_calls(cluster: RayCluster, reports: list) -> list[int | None]:
         reported = ray.get(reports)
     except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
         cluster.refresh()
-        cluster.workers_epoch = -1  # a worker whose node lives died too: start new ones
+        cluster.restart_workers()  # a worker whose node lives may have died
         raise WorkerLost from err
     except ray.exceptions.RayError as err:
         raise_storage_error(err)
@@ -368,7 +368,7 @@ class CallRunner:
                     ray.get(ready)
                 except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
                     if on_workers:  # a worker died, or a block it made died with it
-                        self.cluster.workers_epoch = -1  # its node may live: new workers
+                        self.cluster.restart_workers()  # its node may live
                         raise WorkerLost from err
                     raise self._failure(staged, call_of, ready, err, dead_before) from err
                 except ray.exceptions.RayError as err:

@@ -60,6 +60,11 @@ class RayCluster:
     ``tc.init(measure=...)``; a call's own ``measure=`` wins)."""
     _dead: list[str] = field(default_factory=list)
 
+    def restart_workers(self) -> None:
+        """Start the node workers afresh at the next call (one died, its node perhaps
+        alive: the node list alone would not show it)."""
+        self.workers_epoch = -1
+
     @property
     def nodes(self) -> int:
         return len(self.node_ids)

@@ -96,7 +96,7 @@ def run_node_calls(cluster: RayCluster, calls: Sequence[tuple[int, object, Seque
     except (WorkerLost, ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
         _await_membership(cluster, epoch)
         if cluster.epoch == epoch:  # a worker died on a node that lives: start new ones
-            cluster.workers_epoch = -1
+            cluster.restart_workers()
             raise ExecutionError(f"a node worker died during one of {len(calls)} node "
                                  f"calls while its node lives ({cluster.describe()}); run "
                                  "the call again") from err

@@ -92,6 +92,12 @@ class Scatter:
                 f"{rounds} round{'s' if rounds != 1 else ''})")
 
 
+def round_tasks(rounds) -> int:
+    """The tasks a member runs for a block over rounds of radices ``rounds``: a round of
+    ``q`` is ``q`` cuts and one sum (the fold of its own partials aside)."""
+    return sum(q + 1 for q in rounds)
+
+
 @functools.lru_cache(maxsize=4096)
 def cut_plan(radices: tuple[int, ...], lengths: tuple[tuple[str, int], ...]
              ) -> tuple[tuple[str, int], ...] | None:

@@ -31,6 +31,14 @@ def prime_factors(n: int) -> list[int]:
     return sorted(factors, reverse=True)
 
 
+def live_node(node: int | None, nodes: int) -> int:
+    """Where a block recorded on ``node`` is read from a cluster of ``nodes`` nodes: its node,
+    or node 0 when the cluster no longer has that node (it died since the block was made;
+    Ray knows where its copy or its lineage is) or none was recorded."""
+    node = node or 0
+    return node if node < nodes else 0
+
+
 def node_grid(block_grid: Sequence[int], nodes: int) -> tuple[int, ...]:
     """The node grid of an array made on its own (its default layout): ``nodes`` factored
     over its block grid, each prime factor (largest first) to the dimension with the most

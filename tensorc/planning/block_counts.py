@@ -56,7 +56,7 @@ from tensorc.codegen.block_kernels import factorisation_flops, result_flops, res
 from tensorc.codegen.block_layout import environment
 from tensorc.ir.block_program import BlockProgramIR
 from tensorc.placement.block_placement import BlockPlacer
-from tensorc.placement.layout import block_cyclic_node, block_pieces, node_grid
+from tensorc.placement.layout import block_cyclic_node, block_pieces, live_node, node_grid
 from tensorc.planning.cost import machine
 
 MIN_BLOCK = 256
@@ -184,11 +184,9 @@ def _stitched(placer: BlockPlacer, tensor: str, stored, region: tuple, versions:
 
 
 def _home(stored, coords: tuple, nodes: int) -> int:
-    """The node holding stored block ``coords``; node 0 for one the cluster no longer has
-    (its node died since: Ray knows where its copy or its lineage is, as the runtime
-    reads it)."""
-    node = stored[1].get(coords) or 0
-    return node if node < nodes else 0
+    """The node stored block ``coords`` is read from, as the runtime reads it
+    (:func:`~tensorc.placement.layout.live_node`)."""
+    return live_node(stored[1].get(coords), nodes)
 
 
 def _default_node(dims, coords, bounds: dict, nodes: int) -> int:

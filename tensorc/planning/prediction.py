@@ -29,7 +29,7 @@ import functools
 
 import numpy as np
 
-from tensorc.codegen.reduce_scatter import cut_plan
+from tensorc.codegen.reduce_scatter import cut_plan, round_tasks
 from tensorc.planning import cost as price
 from tensorc.planning import model_bound, symbolic_cost
 from tensorc.planning.reduce_scatter import group_radices, output_lengths
@@ -120,7 +120,7 @@ def scatter_tasks(problem, p: np.ndarray, c: np.ndarray,
     stage = shape.stages[-1]
     summed = _columns(problem, set(stage.dims) - set(stage.output))
     group = _product(p, summed).astype(np.int64)
-    rounds = np.array([sum(q + 1 for q in group_radices(int(g))) if g > 1 else 0
+    rounds = np.array([round_tasks(group_radices(int(g))) if g > 1 else 0
                        for g in group.tolist()], dtype=np.float64)
     own = _product(c, summed) / np.maximum(group, 1)
     per_member = (own > 1) + rounds

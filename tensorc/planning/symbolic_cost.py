@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tensorc.codegen.reduce_scatter import Scatter, member_pieces
+from tensorc.codegen.reduce_scatter import Scatter, member_pieces, round_tasks
 from tensorc.ir.contraction import flops_per_element
 from tensorc.ir.keys import key_of, unique
 from tensorc.ir.nodes import Join, Map, Merge, Scan, post_order
@@ -607,7 +607,7 @@ def _scatter_reduce(grid: _Grid, stage: Stage, summed, scatter: Scatter):
     blocks = math.prod(grid.m[i] for i in stage.output)
     own = math.prod(grid.c[i] for i in summed) // scatter.group
     received, made, _ = scatter_pieces(grid, stage.output, scatter)
-    tasks = np.full(grid.nodes, blocks * sum(q + 1 for q in scatter.rounds), dtype=np.int64)
+    tasks = np.full(grid.nodes, blocks * round_tasks(scatter.rounds), dtype=np.int64)
     flops = received.copy()
     if own > 1:
         tasks += blocks
