@@ -286,6 +286,20 @@ def measure(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> list[fl
     return times
 
 
+def machine_busy_seconds() -> float | None:
+    """The core-seconds every process of this machine has run so far, the kernel's
+    included (``/proc/stat``: all time but idle and I/O wait), or ``None`` where there is no
+    ``/proc/stat``. The difference across a call is the CPU the call cost the machine, a
+    Ray cluster's node processes and object stores counted, plus whatever else ran."""
+    try:
+        with open("/proc/stat") as stat:
+            ticks = [int(value) for value in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 # --------------------------------------------------------------------------- environment
 
 

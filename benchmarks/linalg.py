@@ -55,6 +55,12 @@ schedule makes, summed over every run the call makes (solve runs LU, two triangu
 and the backward-error check); Dask: the sum of ``total`` over the workers'
 ``transfer_incoming_log`` (worker-to-worker fetches; the log is cleared before each call).
 
+CPU: around every timed call the machine's busy core-seconds are read from ``/proc/stat``
+(every process, the kernel's work included: a cluster's node processes, object stores and
+workers count, and so does anything else running). The median per call is printed with the
+cores it kept busy over the median call: here 2 cores are all there is, so a run near 2.0 is
+limited by the machine's CPU, whatever its processes spend it on.
+
 Correctness: the warm-up result of every system is gathered and compared with numpy's on
 the same input (tsqr: Q and R with the signs of R's diagonal made positive; solve: x); the
 largest difference relative to numpy's largest entry is printed, and above 1e-8 the row is
@@ -496,6 +502,7 @@ class Record:
     case: Case
     blas_threads: int
     seconds: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)  # the machine's busy core-seconds a call
     first: float | None = None
     bytes: list[int] = field(default_factory=list)
     bytes_note: str | None = None
@@ -516,6 +523,8 @@ class Record:
                 else None, "block_used": self.block,
                 "seconds": self.seconds, "median": self.median,
                 "min": min(self.seconds) if self.seconds else None, "first": self.first,
+                "cpu_seconds": self.cpu, "cpu_median": statistics.median(self.cpu)
+                if self.cpu else None,
                 "bytes": int(statistics.median(self.bytes)) if self.bytes else None,
                 "bytes_per_call": self.bytes, "bytes_note": self.bytes_note,
                 "blas_threads": self.blas_threads, "max_error": self.max_error,
@@ -538,9 +547,12 @@ def run_case(system, name: str, case: Case, reference: tuple, args) -> Record:
             found.status = "WRONG"
         for seed in range(1, args.repeats + 1):
             inputs = system.put(case, make_inputs(case, seed))
+            busy = common.machine_busy_seconds()
             started = time.perf_counter()
             result = system.call(case, inputs)
             found.seconds.append(time.perf_counter() - started)
+            if busy is not None:
+                found.cpu.append(common.machine_busy_seconds() - busy)
             moved, info = system.moved()
             found.bytes_note = info.pop("bytes_note", found.bytes_note)
             found.info.update(info)
@@ -598,6 +610,15 @@ def fmt_bytes(found: Record) -> str:
     return text + (" *" if found.bytes_note else "")
 
 
+def fmt_cpu(found: Record) -> str:
+    """The median of the machine's busy core-seconds per timed call, and how many cores
+    that kept busy over the median call."""
+    if not found.cpu or not found.seconds:
+        return "-"
+    cpu = statistics.median(found.cpu)
+    return f"{cpu:.3f} ({cpu / found.median:.1f})"
+
+
 def results_table(records: list[Record]) -> str:
     rows = []
     for found in records:
@@ -607,9 +628,10 @@ def results_table(records: list[Record]) -> str:
         rows.append([found.case.label, found.system, found.block,
                      common.fmt(found.median, "{:.3f}"),
                      common.fmt(min(found.seconds) if found.seconds else None, "{:.3f}"),
-                     common.fmt(found.first, "{:.3f}"), fmt_bytes(found),
+                     common.fmt(found.first, "{:.3f}"), fmt_cpu(found), fmt_bytes(found),
                      common.fmt(found.max_error, "{:.1e}"), check])
-    headers = ["case", "system", "block", "median s", "min s", "first s", "bytes moved",
+    headers = ["case", "system", "block", "median s", "min s", "first s", "CPU s (cores)",
+               "bytes moved",
                "max err", "check"]
     return common.format_table(headers, rows)
 
@@ -745,6 +767,9 @@ def main(argv=None) -> int:
     print("bytes moved: tensorc-ray, inter_node_bytes of tc.last_stats() (the placer's "
           "count), summed over the call's runs; dask, the workers' transfer_incoming_log"
           "; * marks a lower bound")
+    print("CPU s: the machine's busy core-seconds per timed call (every process: the Ray "
+          "nodes, their object stores and Dask's workers included), median; in brackets "
+          "the cores that kept busy over the median call")
     rows = ratios(records, cases)
     print()
     print(ratio_table(rows))

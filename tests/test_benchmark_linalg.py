@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -62,6 +63,7 @@ def test_main_local_systems(bench, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert status == 0, printed
     assert "tensorc-local / LAPACK" in printed and "BLAS threads pinned" in printed
+    assert "CPU s (cores)" in printed
     document = json.loads(out.read_text())
     records = document["records"]
     seen = {(r["case"], r["system"]) for r in records}
@@ -71,6 +73,23 @@ def test_main_local_systems(bench, tmp_path, capsys):
         assert record["status"] == "ok", record
         assert record["max_error"] <= 1e-8
         assert len(record["seconds"]) == 1 and record["median"] > 0
+        assert len(record["cpu_seconds"]) == 1 and record["cpu_median"] >= 0
     assert all(r["local_over_lapack"] is not None for r in document["ratios"])
     assert "tensorc-ray / local" in printed  # a column, empty without a Ray system
     assert all(r["ray_over_local"] is None for r in document["ratios"])
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="reads /proc/stat")
+def test_machine_cpu_counts_a_busy_process(bench):
+    """Half a second of this process spinning shows as at least about half a core-second
+    of the machine's (the kernel counts in 10 ms ticks), and at most every core's half
+    second: seconds, not ticks. Other processes may add to it (tests run in parallel)."""
+    import time
+
+    read = bench.common.machine_busy_seconds
+    before = read()
+    end = time.perf_counter() + 0.5
+    while time.perf_counter() < end:
+        pass
+    spun = read() - before
+    assert 0.4 <= spun <= 0.5 * (os.cpu_count() or 1) + 0.1
