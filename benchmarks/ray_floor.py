@@ -36,6 +36,7 @@ import argparse
 import statistics
 import time
 
+import common
 import numpy as np
 
 import tensorc as tc
@@ -109,19 +110,30 @@ def _spread(actors, count: int, shape: tuple, seed: int) -> list:
     return blocks
 
 
-def _timed(run, repeats: int) -> list[float]:
-    """Seconds of each run (the first, a warm-up, included first); ``run(seed)`` makes its
-    blocks, then returns a function that does the timed part and waits for it."""
-    times = []
+class Runs(list):
+    """Seconds of each run (the first, a warm-up, first), with ``cpu``: the machine's busy
+    core-seconds during each (``benchmarks/common.py``; empty without ``/proc/stat``)."""
+
+    cpu: list[float]
+
+
+def _timed(run, repeats: int) -> Runs:
+    """The runs' :class:`Runs`; ``run(seed)`` makes its blocks, then returns a function that
+    does the timed part and waits for it."""
+    times = Runs()
+    times.cpu = []
     for seed in range(repeats + 1):
         timed = run(seed)
+        busy = common.machine_busy_seconds()
         started = time.perf_counter()
         timed()
         times.append(time.perf_counter() - started)
+        if busy is not None:
+            times.cpu.append(common.machine_busy_seconds() - busy)
     return times
 
 
-def cholesky_floor(actors, n: int, repeats: int, solve: bool = False) -> list[float]:
+def cholesky_floor(actors, n: int, repeats: int, solve: bool = False) -> Runs:
     """One call on node 0 reading the 16 blocks (and, for a solve, the right-hand side's 4)
     and returning the factor's 10 blocks (a solve: the solution's 4)."""
     import ray
@@ -147,7 +159,7 @@ def cholesky_floor(actors, n: int, repeats: int, solve: bool = False) -> list[fl
     return _timed(run, repeats)
 
 
-def tsqr_floors(actors, rows: int, cols: int, repeats: int) -> dict[str, list[float]]:
+def tsqr_floors(actors, rows: int, cols: int, repeats: int) -> dict[str, Runs]:
     """The gathered and the tree skeletons of the module docstring."""
     import ray
 
@@ -182,10 +194,12 @@ def tsqr_floors(actors, rows: int, cols: int, repeats: int) -> dict[str, list[fl
     return {"gathered": _timed(gathered, repeats), "tree": _timed(tree, repeats)}
 
 
-def _report(label: str, times: list[float]) -> str:
+def _report(label: str, times: Runs) -> str:
     timed = times[1:]
+    cpu = (f"; the machine's CPU {statistics.median(times.cpu[1:]) * 1e3:.0f} core-ms"
+           if len(times.cpu) > 1 else "")
     return (f"{label}: median {statistics.median(timed) * 1e3:.1f} ms (min "
-            f"{min(timed) * 1e3:.1f}, first {times[0] * 1e3:.1f})")
+            f"{min(timed) * 1e3:.1f}, first {times[0] * 1e3:.1f}){cpu}")
 
 
 def main() -> None:
