@@ -135,8 +135,8 @@ def einsum_row(row: dict[str, Any], subscripts: str, shapes, nodes: int,
                lower_limit: int) -> dict[str, Any]:
     """Plan one einsum from shapes with the default planner; ``row`` gets its figures."""
     try:
-        problem = problem_for(subscripts, shapes, nodes)
-        plan = search(problem, "smt", lower=False)
+        plan = search(problem_for(subscripts, shapes, nodes), "smt", lower=False)
+        problem = plan.problem  # its copy when a few nodes stay idle
         figures = plan.priced.figures
         row.update(
             plan_seconds=plan.seconds, optimal=plan.optimal,

@@ -64,8 +64,9 @@ def small(args) -> None:
 
 def scale(args) -> None:
     n, nodes = args.scale_n, args.scale_nodes
-    problem = problem_for("ijk,jkf->if", [(n, n, n), (n, n, 256)], nodes)
-    plan = search(problem, "smt", lower=False)
+    plan = search(problem_for("ijk,jkf->if", [(n, n, n), (n, n, 256)], nodes), "smt",
+                  lower=False)
+    problem = plan.problem
     def lower():
         problem._graphs.clear()  # lower afresh every time
         return problem.graph_of(plan.candidate)

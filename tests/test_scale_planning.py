@@ -21,7 +21,7 @@ import tensorc as tc
 from tensorc.driver.block_programs import shipped
 from tensorc.planning.block_counts import choose_counts
 from tensorc.planning.cost import machine
-from tensorc.planning.distribution import layout, relayout_copies
+from tensorc.planning.distribution import check, layout, near_smooth, relayout_copies
 from tensorc.planning.lower_bound import cholesky_lower_bound
 from tensorc.planning.planners import search
 from tensorc.planning.search import greedy
@@ -44,6 +44,38 @@ def test_mttkrp_on_1024_nodes_plans_in_seconds_within_the_communication_budget()
     assert tuple(figures.flops.tolist()) == report.node_flops
     assert found.cost == report.cost
     assert any("equal the simulation's" in note for note in found.notes)
+
+
+def test_pushed_down_mttkrp_on_1024_nodes_leaves_24_idle_to_keep_the_budget():
+    # every grid over all 1,024 nodes (32 x 32, 64 x 16) leaves the busiest node 1.105x the
+    # bound; over 1,000 (50 x 20) the sides fit the 8,192 x 8,192 face better: 1.065x
+    assert (near_smooth(1024), near_smooth(4096), near_smooth(64), near_smooth(16)) == (
+        1000, 4050, None, None)
+    plan = problem("ijk,if,jf->if", [(8192,) * 3, (8192, 256), (8192, 256)], 1024)
+    assert plan.grid_sizes() == (1024,)
+    found = search(plan, "smt")
+    assert found.optimal is True, found.notes
+    assert found.seconds < SECONDS * MARGIN
+    assert math.prod(p for _, p in found.candidate.grid) == 1000
+    assert found.ratio <= 1.1
+    assert any("the grid spans 1000 of the 1024 nodes: no grid over all of them keeps the "
+               "busiest node within 1.1x the bound" in note for note in found.notes)
+    assert found.problem is not plan and found.problem.grid_sizes() == (1000,)
+    check(found.problem, found.candidate)
+    report = found.modelled.report
+    assert len(report.node_recv_bytes) == 1024 and not any(report.node_recv_bytes[1000:])
+    assert not any(report.node_tasks[1000:])
+    # within the budget over all nodes, the plan uses them all: the copy is never made
+    kept = search(problem("ijk,jf,kf->if", [(8192,) * 3, (8192, 256), (8192, 256)], 1024),
+                  "smt")
+    assert math.prod(p for _, p in kept.candidate.grid) == 1024 and kept.problem.nodes == 1024
+    assert not kept.problem.idle_nodes
+
+
+def test_tc_plan_of_a_plan_with_idle_nodes_explains_and_checks():
+    plan = tc.plan("ijk,if,jf->if", (8192,) * 3, (8192, 256), (8192, 256), nodes=1024)
+    assert plan.stats["lower_bound_ratio"] <= 1.1
+    assert "24 node(s) stay idle" in plan.explain()
 
 
 def test_matmul_on_4096_nodes_is_proved_optimal_without_lowering():

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -117,6 +117,11 @@ class Problem:
     repartition: frozenset[int] = frozenset()
     """Positions in ``placed`` that the plan re-lays out: their blocks are cut and placed
     as the grid says, paying for the pieces that are elsewhere."""
+    idle_nodes: bool = False
+    """Whether the grids span :func:`near_smooth` ``(P)`` nodes instead of ``P``, up to
+    ``P / 32`` of them idle: set on the copy :meth:`with_idle_nodes` makes, which a search
+    plans when no grid over all ``P`` nodes keeps the busiest receiver within the
+    communication budget."""
     _graphs: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _memo: dict = field(default_factory=dict, repr=False)
 
@@ -180,19 +185,36 @@ class Problem:
         return nodes in reachable
 
     def grid_sizes(self) -> tuple[int, ...]:
-        """The node counts a candidate's grid may span: ``P``, and when ``P`` has a prime
-        factor above 5, also the largest count below ``P`` without one
-        (:func:`smooth_below`; the other nodes stay idle) if grids over it split every
-        index evenly and the closed form prices them. A node count such as 4,095 or a prime
-        then also gets grids that cut every index evenly; a prime gets only those when no
-        grid over all its nodes splits evenly."""
+        """The node counts a candidate's grid may span: ``P``, and the largest count below
+        ``P`` without a prime factor above 5 (the other nodes stay idle) when ``P`` has
+        such a factor (:func:`smooth_below`), if grids over it split every index evenly and
+        the closed form prices them. A node count such as 4,095 or a prime then also gets
+        grids that cut every index evenly (a prime gets only those when no grid over all its
+        nodes splits evenly). With :attr:`idle_nodes`, only :func:`near_smooth` ``(P)``:
+        on 1,024 nodes, 1,000, whose sides (50 x 20) fit an 8,192 x 8,192 face nearer the
+        square a node's box wants than any split of 1,024 does."""
         return self.memo("grid sizes", self._grid_sizes)
 
     def _grid_sizes(self) -> tuple[int, ...]:
+        if self.idle_nodes:
+            return (near_smooth(self.nodes),)
         spare = smooth_below(self.nodes)
         if spare is None or not symbolic_cost.unforced(self) or not self._even_split(spare):
             return (self.nodes,)
         return (self.nodes, spare)
+
+    def with_idle_nodes(self) -> Problem | None:
+        """This problem's grids over :func:`near_smooth` ``(P)`` nodes alone (the others
+        idle), as a problem of its own with :attr:`idle_nodes` set: the space a search adds
+        when no grid over all ``P`` nodes keeps within the communication budget (the
+        grids over ``P`` are searched already). None when ``P`` has no such count, has a
+        prime factor above 5 (:func:`smooth_below` gives its spare count already), or the
+        closed form does not price the problem or cannot cut it evenly over that count."""
+        spare = near_smooth(self.nodes)
+        if (self.idle_nodes or spare is None or smooth_below(self.nodes) is not None
+                or not symbolic_cost.unforced(self) or not self._even_split(spare)):
+            return None
+        return replace(self, idle_nodes=True, _graphs=OrderedDict(), _memo={})
 
     def lower_bound_bytes(self) -> int:
         """The communication lower bound of the contraction as planned (bytes)."""
@@ -324,6 +346,22 @@ def smooth_below(nodes: int) -> int | None:
     while max(prime_factors(spare), default=1) > SMOOTH_FACTORS:
         spare -= 1
     return spare
+
+
+NEAR_SPARE = 32
+"""A grid may leave up to ``P / NEAR_SPARE`` nodes idle when that lets its sides fit the
+extents better (:func:`near_smooth`)."""
+
+
+def near_smooth(nodes: int) -> int | None:
+    """The largest node count below ``nodes`` by at most ``nodes / NEAR_SPARE`` whose prime
+    factors are all at most :data:`SMOOTH_FACTORS`, or None: a grid over it leaves a few
+    nodes idle but may cut the indices into sides nearer the shape a node's box wants (on
+    1,024 nodes, 50 x 20 against 32 x 32 or 64 x 16 for an 8,192 x 8,192 face)."""
+    for size in range(nodes - 1, nodes - nodes // NEAR_SPARE - 1, -1):
+        if size > 1 and max(prime_factors(size), default=1) <= SMOOTH_FACTORS:
+            return size
+    return None
 
 
 def achievable(size: int, count: int) -> bool:

@@ -239,7 +239,8 @@ def plan_distribution(
             placed=ctx.options.placed, placed_counts=counts or None, placed_blocks=blocks or None,
             repartition=repartition,
         )
-        return problem, search(problem, ctx.options.planner)
+        found = search(problem, ctx.options.planner)
+        return found.problem or problem, found  # its copy when a few nodes stay idle
 
     problem, best = attempt(frozenset())
     if ctx.options.placed:

@@ -18,7 +18,12 @@ from __future__ import annotations
 import math
 import time
 
+import numpy as np
+
 from tensorc.errors import PlanError
+from tensorc.placement.layout import prime_factors
+from tensorc.planning import prediction
+from tensorc.planning.cost import COMMUNICATION_SLACK
 from tensorc.planning.distribution import (
     SMOOTH_FACTORS,
     Candidate,
@@ -27,7 +32,14 @@ from tensorc.planning.distribution import (
     lowered_plan,
     price,
 )
-from tensorc.planning.search import DistributedPlan, exhaustive, greedy, heuristic
+from tensorc.planning.search import (
+    DistributedPlan,
+    exhaustive,
+    greedy,
+    grids,
+    heuristic,
+    multipliers,
+)
 
 PLANNERS = ("auto", "heuristic", "greedy", "smt", "exhaustive")
 
@@ -40,42 +52,52 @@ def load_smt() -> None:
     warm_up()
 
 
+IDLE_NODES_REACH = 1.25
+"""How far over the communication budget a plan may be for the search to try grids that
+leave a few nodes idle: their sides fit the extents better than any split of ``P`` (1,000
+nodes as 50 x 20 against 1,024 as 32 x 32 or 64 x 16), which recovers a few per cent of
+bytes (the pushed-down MTTKRP at 8,192³ on 1,024 nodes: 1.105x the bound to 1.065x), not
+the excess of a plan whose grid must split an index its first stage sums (1.573x: searched
+on 4,096 nodes, 1.6 s for nothing)."""
+
+
 def search(problem: Problem, planner: str = "auto", lower: bool = True) -> DistributedPlan:
     """Run ``planner`` on ``problem`` (module contract); the chosen plan is then lowered and
     simulated once (``modelled``), unless ``lower=False`` and the closed form priced it
-    (a scale study's plans of millions of tasks: their figures are the closed form's)."""
+    (a scale study's plans of millions of tasks: their figures are the closed form's).
+
+    When no grid over all ``P`` nodes keeps the busiest receiver within the communication
+    budget (:data:`~tensorc.planning.cost.COMMUNICATION_SLACK` × the lower bound) but the
+    plan misses it by at most :data:`IDLE_NODES_REACH`, the search runs again on
+    :meth:`~tensorc.planning.distribution.Problem.with_idle_nodes` (grids over a few fewer
+    nodes, up to ``P / 32`` of them idle), seeded with the first plan, unless no grid there
+    can receive less (:func:`_may_receive_less`), and keeps the cheaper; ``optimal`` then
+    covers both spaces. The plan's ``problem`` is the one it was planned on."""
     if planner not in PLANNERS:
         raise PlanError(f"unknown planner {planner!r}; choose one of {', '.join(PLANNERS)}")
     started = time.perf_counter()
-    used = planner
-    if problem.nodes == 1:
-        grid = tuple((i, 1) for i in problem.indices)
-        counts = tuple((i, (problem.placed_counts or {}).get(i, 1)) for i in problem.indices)
-        found = (price(problem, Candidate(grid, counts)), True, 1, ["one node: nothing to split"])
-        used = planner if planner != "auto" else "exhaustive"
-    elif planner == "heuristic":
-        found = heuristic(problem)
-    elif planner == "greedy":
-        found = greedy(problem)
-    elif planner == "exhaustive":
-        found = exhaustive(problem)
-    else:
-        from tensorc.planning.smt_search import smt  # loads z3 (heavy) on the first smt search
-
-        seed, _, seeded, _ = greedy(problem)
-        best, optimal, evaluated, notes = smt(problem, seed=seed)
-        found = (best, optimal, seeded + evaluated, notes)
-        used = "smt"
-    best, optimal, evaluated, notes = found
+    used, (best, optimal, evaluated, notes) = _run(problem, planner)
+    received, budget = _busiest(best), COMMUNICATION_SLACK * problem.lower_bound_bytes()
+    wider = (problem.with_idle_nodes() if budget < received <= IDLE_NODES_REACH * budget
+             else None)
+    if wider is not None and _may_receive_less(wider, received):
+        _, (other, proved, counted, said) = _run(wider, planner, seed=best)
+        evaluated += counted
+        optimal = optimal and proved
+        if (other.cost, other.candidate) < (best.cost, best.candidate):
+            problem, best, notes = wider, other, said
     seconds = time.perf_counter() - started
     spans = math.prod(p for _, p in best.candidate.grid)
     if spans < problem.nodes:
-        notes = [*notes, f"the grid spans {spans} of the {problem.nodes} nodes: {problem.nodes} "
-                 f"has a prime factor above {SMOOTH_FACTORS}, and cut evenly over {spans} "
-                 f"the plan is cheaper; {problem.nodes - spans} node(s) stay idle"]
+        why = (f"{problem.nodes} has a prime factor above {SMOOTH_FACTORS}, and cut evenly "
+               f"over {spans}" if max(prime_factors(problem.nodes)) > SMOOTH_FACTORS
+               else f"no grid over all of them keeps the busiest node within "
+                    f"{COMMUNICATION_SLACK:g}x the bound, and over {spans}")
+        notes = [*notes, f"the grid spans {spans} of the {problem.nodes} nodes: {why} the plan "
+                 f"is cheaper; {problem.nodes - spans} node(s) stay idle"]
     if not lower and best.figures is not None:
         return DistributedPlan(used, None, problem.lower_bound_bytes(), optimal, evaluated,
-                               seconds, list(notes), best)
+                               seconds, list(notes), best, problem)
     modelled = lowered_plan(problem, best)
     return DistributedPlan(
         planner=used,
@@ -86,7 +108,52 @@ def search(problem: Problem, planner: str = "auto", lower: bool = True) -> Distr
         seconds=seconds,
         notes=[*notes, *agreement(best, modelled)],
         priced=best,
+        problem=problem,
     )
+
+
+def _run(problem: Problem, planner: str, seed: Priced | None = None) -> tuple[str, tuple]:
+    """``(the planner that ran, (best, optimal, evaluated, notes))`` of one search;
+    ``seed`` (a plan legal here) starts the smt search beside greedy's."""
+    if problem.nodes == 1:
+        grid = tuple((i, 1) for i in problem.indices)
+        counts = tuple((i, (problem.placed_counts or {}).get(i, 1)) for i in problem.indices)
+        found = (price(problem, Candidate(grid, counts)), True, 1, ["one node: nothing to split"])
+        return (planner if planner != "auto" else "exhaustive"), found
+    if planner == "heuristic":
+        return planner, heuristic(problem)
+    if planner == "greedy":
+        return planner, greedy(problem)
+    if planner == "exhaustive":
+        return planner, exhaustive(problem)
+    from tensorc.planning.smt_search import smt  # loads z3 (heavy) on the first smt search
+
+    greedy_seed, _, seeded, _ = greedy(problem)
+    if seed is not None and (seed.cost, seed.candidate) < (greedy_seed.cost,
+                                                           greedy_seed.candidate):
+        greedy_seed = seed
+    best, optimal, evaluated, notes = smt(problem, seed=greedy_seed)
+    return "smt", (best, optimal, seeded + evaluated, notes)
+
+
+def _busiest(best: Priced) -> float:
+    """The bytes ``best``'s busiest node receives, as it was priced."""
+    if best.figures is not None:
+        return float(best.figures.total_received.max())
+    return float(best.modelled.report.max_node_recv_bytes)
+
+
+def _may_receive_less(problem: Problem, received: float) -> bool:
+    """Whether some grid of ``problem`` may have its busiest node receive fewer than
+    ``received`` bytes: the average node's bytes at the grid's fewest blocks, a floor for
+    every count of the grid (as the smt search's grid floors take it), is below them."""
+    layouts = [(grid, [multipliers(problem, i, p) for i, p in grid]) for grid in grids(problem)]
+    layouts = [(grid, options) for grid, options in layouts if all(options)]
+    if not layouts:
+        return False
+    p = np.array([[v for _, v in grid] for grid, _ in layouts], dtype=np.int64)
+    least = np.array([[o[0] for o in options] for _, options in layouts], dtype=np.int64)
+    return bool((prediction.busiest_floors(problem, p, least, average=True) < received).any())
 
 
 def agreement(best: Priced, modelled) -> list[str]:

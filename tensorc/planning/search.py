@@ -79,6 +79,9 @@ class DistributedPlan:
     seconds: float
     notes: list[str] = field(default_factory=list)
     priced: Priced | None = None
+    problem: Problem | None = None
+    """The problem the plan was planned on: the one searched, or its copy that lets a few
+    nodes idle (:func:`~tensorc.planning.planners.search`)."""
 
     @property
     def candidate(self) -> Candidate:
@@ -229,7 +232,7 @@ def heuristic(problem: Problem) -> tuple[Priced, bool | None, int, list[str]]:
     dims = [d for d in dims if sizes[d] > 1] or list(problem.indices)
     weights = _softmax([math.log(max(sizes[d], 1)) for d in dims])
     grid = {i: 1 for i in problem.indices}
-    for factor in prime_factors(problem.nodes):
+    for factor in prime_factors(problem.grid_sizes()[0]):  # P, unless nodes stay idle
         room = [d for d in dims if grid[d] * factor <= max(sizes[d], 1)]
         if not room:
             room = [d for d in problem.indices if grid[d] * factor <= max(sizes[d], 1)]
