@@ -19,6 +19,7 @@ from script_modules import script_module
 
 import tensorc as tc
 from tensorc.driver.block_programs import shipped
+from tensorc.errors import PlanError
 from tensorc.planning.block_counts import choose_counts
 from tensorc.planning.cost import machine
 from tensorc.planning.distribution import check, layout, near_smooth, relayout_copies
@@ -49,33 +50,46 @@ def test_mttkrp_on_1024_nodes_plans_in_seconds_within_the_communication_budget()
 def test_pushed_down_mttkrp_on_1024_nodes_leaves_24_idle_to_keep_the_budget():
     # every grid over all 1,024 nodes (32 x 32, 64 x 16) leaves the busiest node 1.105x the
     # bound; over 1,000 (50 x 20) the sides fit the 8,192 x 8,192 face better: 1.065x
-    assert (near_smooth(1024), near_smooth(4096), near_smooth(64), near_smooth(16)) == (
-        1000, 4050, None, None)
+    assert (near_smooth(1024), near_smooth(4096), near_smooth(81), near_smooth(64),
+            near_smooth(16)) == (1000, 4050, 80, None, None)
     plan = problem("ijk,if,jf->if", [(8192,) * 3, (8192, 256), (8192, 256)], 1024)
-    assert plan.grid_sizes() == (1024,)
     found = search(plan, "smt")
     assert found.optimal is True, found.notes
     assert found.seconds < SECONDS * MARGIN
     assert math.prod(p for _, p in found.candidate.grid) == 1000
     assert found.ratio <= 1.1
+    assert any("searched again over grids of 1000 nodes" in note and note.endswith("cheaper")
+               and "none" not in note for note in found.notes)
     assert any("the grid spans 1000 of the 1024 nodes: no grid over all of them keeps the "
                "busiest node within 1.1x the bound" in note for note in found.notes)
     assert found.problem is not plan and found.problem.grid_sizes() == (1000,)
     check(found.problem, found.candidate)
+    with pytest.raises(PlanError, match="the grid spans 1000 nodes, not 1024"):
+        check(plan, found.candidate)  # the plan belongs to the copy it was planned on
     report = found.modelled.report
     assert len(report.node_recv_bytes) == 1024 and not any(report.node_recv_bytes[1000:])
     assert not any(report.node_tasks[1000:])
-    # within the budget over all nodes, the plan uses them all: the copy is never made
-    kept = search(problem("ijk,jf,kf->if", [(8192,) * 3, (8192, 256), (8192, 256)], 1024),
-                  "smt")
-    assert math.prod(p for _, p in kept.candidate.grid) == 1024 and kept.problem.nodes == 1024
-    assert not kept.problem.idle_nodes
+    # within the budget over all nodes, the plan uses them all and no copy is searched
+    within = problem("ijk,jf,kf->if", [(8192,) * 3, (8192, 256), (8192, 256)], 1024)
+    kept = search(within, "smt")
+    assert kept.problem is within and kept.ratio <= 1.1
+    assert not any("searched again" in note for note in kept.notes)
 
 
-def test_tc_plan_of_a_plan_with_idle_nodes_explains_and_checks():
+def test_tc_plan_of_a_plan_with_idle_nodes_is_checked_against_its_copy():
     plan = tc.plan("ijk,if,jf->if", (8192,) * 3, (8192, 256), (8192, 256), nodes=1024)
     assert plan.stats["lower_bound_ratio"] <= 1.1
     assert "24 node(s) stay idle" in plan.explain()
+    assert plan.problem.idle_nodes and plan.problem.grid_sizes() == (1000,)
+    check(plan.problem, plan.distribution.candidate)
+
+
+def test_an_exhaustive_search_too_large_over_the_fewer_nodes_keeps_its_plan():
+    # 81 nodes' plan is over the budget; the 80-node space is past exhaustive's limit
+    found = search(problem("ik,kj->ij", [(960, 960), (960, 960)], 81), "exhaustive")
+    assert math.prod(p for _, p in found.candidate.grid) == 81
+    assert any("grids over 80 of the 81 nodes not searched: exhaustive search would model"
+               in note for note in found.notes)
 
 
 def test_matmul_on_4096_nodes_is_proved_optimal_without_lowering():

@@ -197,7 +197,7 @@ class Problem:
 
     def _grid_sizes(self) -> tuple[int, ...]:
         if self.idle_nodes:
-            return (near_smooth(self.nodes),)
+            return (near_smooth(self.nodes) or self.nodes,)
         spare = smooth_below(self.nodes)
         if spare is None or not symbolic_cost.unforced(self) or not self._even_split(spare):
             return (self.nodes,)
@@ -209,7 +209,9 @@ class Problem:
         when no grid over all ``P`` nodes keeps within the communication budget (the
         grids over ``P`` are searched already). None when ``P`` has no such count, has a
         prime factor above 5 (:func:`smooth_below` gives its spare count already), or the
-        closed form does not price the problem or cannot cut it evenly over that count."""
+        closed form does not price the problem or cannot cut it evenly over that count: so
+        the copy is in the closed form's domain, and the smt search goes over it grid by
+        grid (its z3 phase, which writes the grid's product as ``P``, never runs)."""
         spare = near_smooth(self.nodes)
         if (self.idle_nodes or spare is None or smooth_below(self.nodes) is not None
                 or not symbolic_cost.unforced(self) or not self._even_split(spare)):
@@ -359,7 +361,7 @@ def near_smooth(nodes: int) -> int | None:
     nodes idle but may cut the indices into sides nearer the shape a node's box wants (on
     1,024 nodes, 50 x 20 against 32 x 32 or 64 x 16 for an 8,192 x 8,192 face)."""
     for size in range(nodes - 1, nodes - nodes // NEAR_SPARE - 1, -1):
-        if size > 1 and max(prime_factors(size), default=1) <= SMOOTH_FACTORS:
+        if max(prime_factors(size)) <= SMOOTH_FACTORS:
             return size
     return None
 

@@ -240,7 +240,7 @@ def plan_distribution(
             repartition=repartition,
         )
         found = search(problem, ctx.options.planner)
-        return found.problem or problem, found  # its copy when a few nodes stay idle
+        return found.problem, found  # the problem's copy when a few nodes stay idle
 
     problem, best = attempt(frozenset())
     if ctx.options.placed:

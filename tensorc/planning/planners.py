@@ -18,11 +18,8 @@ from __future__ import annotations
 import math
 import time
 
-import numpy as np
-
 from tensorc.errors import PlanError
 from tensorc.placement.layout import prime_factors
-from tensorc.planning import prediction
 from tensorc.planning.cost import COMMUNICATION_SLACK
 from tensorc.planning.distribution import (
     SMOOTH_FACTORS,
@@ -32,14 +29,7 @@ from tensorc.planning.distribution import (
     lowered_plan,
     price,
 )
-from tensorc.planning.search import (
-    DistributedPlan,
-    exhaustive,
-    greedy,
-    grids,
-    heuristic,
-    multipliers,
-)
+from tensorc.planning.search import DistributedPlan, exhaustive, greedy, grid_floors, heuristic
 
 PLANNERS = ("auto", "heuristic", "greedy", "smt", "exhaustive")
 
@@ -70,22 +60,34 @@ def search(problem: Problem, planner: str = "auto", lower: bool = True) -> Distr
     budget (:data:`~tensorc.planning.cost.COMMUNICATION_SLACK` × the lower bound) but the
     plan misses it by at most :data:`IDLE_NODES_REACH`, the search runs again on
     :meth:`~tensorc.planning.distribution.Problem.with_idle_nodes` (grids over a few fewer
-    nodes, up to ``P / 32`` of them idle), seeded with the first plan, unless no grid there
-    can receive less (:func:`_may_receive_less`), and keeps the cheaper; ``optimal`` then
-    covers both spaces. The plan's ``problem`` is the one it was planned on."""
+    nodes, up to ``P / 32`` of them idle), seeded with the first plan, unless every grid
+    there has a floor of its cost above the plan's (:func:`_may_be_cheaper`), and keeps
+    the cheaper. ``optimal`` then covers both spaces (a skipped space has no cheaper plan);
+    a plan further over the budget is proved over the grids of ``P`` alone. The plan's
+    ``problem`` is the one it was planned on; its notes say what the second search did."""
     if planner not in PLANNERS:
         raise PlanError(f"unknown planner {planner!r}; choose one of {', '.join(PLANNERS)}")
     started = time.perf_counter()
     used, (best, optimal, evaluated, notes) = _run(problem, planner)
-    received, budget = _busiest(best), COMMUNICATION_SLACK * problem.lower_bound_bytes()
-    wider = (problem.with_idle_nodes() if budget < received <= IDLE_NODES_REACH * budget
-             else None)
-    if wider is not None and _may_receive_less(wider, received):
-        _, (other, proved, counted, said) = _run(wider, planner, seed=best)
-        evaluated += counted
-        optimal = optimal and proved
-        if (other.cost, other.candidate) < (best.cost, best.candidate):
-            problem, best, notes = wider, other, said
+    budget = COMMUNICATION_SLACK * problem.lower_bound_bytes()
+    wider = (problem.with_idle_nodes()
+             if budget < _busiest(best) <= IDLE_NODES_REACH * budget else None)
+    if wider is not None and _may_be_cheaper(wider, best):
+        spare = wider.grid_sizes()[0]
+        try:
+            _, (other, proved, counted, said) = _run(wider, planner, seed=best)
+        except PlanError as err:  # exhaustive's limit, or no legal grid over the fewer nodes
+            notes = [*notes, f"grids over {spare} of the {problem.nodes} nodes not searched: "
+                             f"{err}"]
+        else:
+            evaluated += counted
+            optimal = optimal and proved
+            chosen = (other.cost, other.candidate) < (best.cost, best.candidate)
+            notes = [*notes, f"searched again over grids of {spare} nodes (the plan over "
+                             f"all of them is over the communication budget): "
+                             + ("cheaper" if chosen else "none cheaper"), *said]
+            if chosen:
+                problem, best = wider, other
     seconds = time.perf_counter() - started
     spans = math.prod(p for _, p in best.candidate.grid)
     if spans < problem.nodes:
@@ -143,17 +145,11 @@ def _busiest(best: Priced) -> float:
     return float(best.modelled.report.max_node_recv_bytes)
 
 
-def _may_receive_less(problem: Problem, received: float) -> bool:
-    """Whether some grid of ``problem`` may have its busiest node receive fewer than
-    ``received`` bytes: the average node's bytes at the grid's fewest blocks, a floor for
-    every count of the grid (as the smt search's grid floors take it), is below them."""
-    layouts = [(grid, [multipliers(problem, i, p) for i, p in grid]) for grid in grids(problem)]
-    layouts = [(grid, options) for grid, options in layouts if all(options)]
-    if not layouts:
-        return False
-    p = np.array([[v for _, v in grid] for grid, _ in layouts], dtype=np.int64)
-    least = np.array([[o[0] for o in options] for _, options in layouts], dtype=np.int64)
-    return bool((prediction.busiest_floors(problem, p, least, average=True) < received).any())
+def _may_be_cheaper(problem: Problem, best: Priced) -> bool:
+    """Whether some grid of ``problem`` has a floor of its cost
+    (:func:`~tensorc.planning.search.grid_floors`) not above ``best``'s cost."""
+    _, _, floors = grid_floors(problem)
+    return bool((floors <= best.cost).any())
 
 
 def agreement(best: Priced, modelled) -> list[str]:

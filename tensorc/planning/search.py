@@ -13,8 +13,10 @@ smaller candidate.
 
 The candidate space (shared by every planner): a grid ``p`` with ``∏ p_i = P`` — or, when
 ``P`` has a prime factor above 5, the largest count below ``P`` without one, the other
-nodes idle (:meth:`~tensorc.planning.distribution.Problem.grid_sizes`) — and ``p_i`` at most
-the extent (:func:`grids`); per index a block count ``c_i = p_i · m`` for
+nodes idle (:meth:`~tensorc.planning.distribution.Problem.grid_sizes`; a problem's copy
+that leaves a few nodes idle, which :func:`~tensorc.planning.planners.search` searches when
+the plan over ``P`` misses the communication budget, has only its smaller count) — and
+``p_i`` at most the extent (:func:`grids`); per index a block count ``c_i = p_i · m`` for
 ``m`` among the divisors of ``P`` and the powers of two up to ``P`` that the extent can be
 cut into evenly (:func:`multipliers`) — enough blocks per grid cell for an output to be
 reduce-scattered over the nodes of a split summed index, evenly when ``P`` has an odd
@@ -108,7 +110,8 @@ class DistributedPlan:
 
 def grids(problem: Problem) -> list[tuple[tuple[str, int], ...]]:
     """Every legal index grid: ``∏ p_i`` one of the problem's grid sizes (``P``, and the
-    largest count below it without a prime factor above 5 when ``P`` has one:
+    largest count below it without a prime factor above 5 when ``P`` has one; for a
+    problem's copy that leaves a few nodes idle, that count alone:
     :meth:`~tensorc.planning.distribution.Problem.grid_sizes`) with ``p_i`` at most the
     extent, in a fixed order."""
     indices = problem.indices
@@ -130,6 +133,28 @@ def grids(problem: Problem) -> list[tuple[tuple[str, int], ...]]:
     for size in problem.grid_sizes():
         extend(0, size, [])
     return out
+
+
+def grid_floors(problem: Problem) -> tuple[list, np.ndarray, np.ndarray]:
+    """``(layouts, p, floors)``: the legal grids whose every index has a legal block count,
+    each with those counts (``(grid, options)``), their grid sizes as rows of ``p``, and
+    each grid's floor of the model's cost at its fewest blocks, which bounds every count
+    of the grid (:func:`prediction.cost_floors`, grid-wide: the network term is the
+    average node's bytes, which depends on the grid alone, and submission, compute and the
+    blocks held only grow with the counts, every count a multiple of the grid's when the
+    split is even)."""
+    layouts = []
+    for grid in problem.memo("grids", lambda: grids(problem)):
+        options = [multipliers(problem, i, p) for i, p in grid]
+        if all(options):
+            layouts.append((grid, options))
+    if not layouts:
+        return [], np.zeros((0, len(problem.indices)), dtype=np.int64), np.zeros(0)
+    p = np.array([[v for _, v in grid] for grid, _ in layouts], dtype=np.int64)
+    least = np.array([[o[0] for o in options] for _, options in layouts], dtype=np.int64)
+    floors = prediction.cost_floors(problem, p, least, network=problem.even_split(),
+                                    grid_wide=True)
+    return layouts, p, floors
 
 
 @functools.lru_cache(maxsize=64)

@@ -40,7 +40,8 @@ Search:
 
 Encoding (phase 3; a plain ``z3.Solver``, never ``z3.Optimize``): one integer per index
 chooses its ``(grid size p_i, block count c_i)`` among the legal pairs
-(:func:`tensorc.planning.search.multipliers`). The product of the grid sizes is ``P``,
+(:func:`tensorc.planning.search.multipliers`). The product of the grid sizes is ``P`` (a
+problem whose grids span fewer nodes is in the closed form's domain, searched grid by grid),
 written linearly over the prime exponents of ``P``; the memory rule (no array's block over
 a share of the node's budget) is a relaxation in integer-scaled logs (what it lets through
 is re-checked before pricing); the number of compute tasks ``T(c)`` (per stage the
@@ -77,7 +78,7 @@ from tensorc.planning.distribution import (
     oversized_block,
 )
 from tensorc.planning.distribution import price as price_candidate
-from tensorc.planning.search import candidate_table, grids, multipliers, table_size
+from tensorc.planning.search import candidate_table, grid_floors, grids, multipliers, table_size
 
 RLIMIT = 1_500_000  # z3 resource units for the whole search (deterministic)
 MAX_CHECKS = 160  # z3 calls for the whole search (each costs a millisecond or more)
@@ -418,25 +419,13 @@ class _Search:
         problem = self.problem
         indices = problem.indices
         limit = problem.memory_bytes // BLOCK_MEMORY_SHARE
-        layouts = []
-        for grid in problem.memo("grids", lambda: grids(problem)):
-            options = [multipliers(problem, i, p) for i, p in grid]
-            if all(options):
-                layouts.append((grid, options))
+        layouts, p, floors_of_grids = grid_floors(problem)
         if not layouts:
             return True
-        p = np.array([[v for _, v in grid] for grid, _ in layouts], dtype=np.int64)
-        least = np.array([[o[0] for o in options] for _, options in layouts], dtype=np.int64)
-        # a grid's floor at its fewest blocks bounds all its counts: the network term is the
-        # grid-wide average (the grid alone), and submission, compute and the blocks held
-        # only grow with the counts (every count is a multiple of the grid's when the split
-        # is even)
-        grid_floors = prediction.cost_floors(problem, p, least, network=problem.even_split(),
-                                             grid_wide=True)
-        order = np.lexsort((np.arange(len(p)), grid_floors))
+        order = np.lexsort((np.arange(len(p)), floors_of_grids))
         for row in order.tolist():
             grid, options = layouts[row]
-            if grid_floors[row] > self._allowed():
+            if floors_of_grids[row] > self._allowed():
                 continue
             if self.out_of_work():
                 self._stopped("model work", f"{self.work} units of {WORK_BUDGET}")
