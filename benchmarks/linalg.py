@@ -631,8 +631,7 @@ def results_table(records: list[Record]) -> str:
                      common.fmt(found.first, "{:.3f}"), fmt_cpu(found), fmt_bytes(found),
                      common.fmt(found.max_error, "{:.1e}"), check])
     headers = ["case", "system", "block", "median s", "min s", "first s", "CPU s (cores)",
-               "bytes moved",
-               "max err", "check"]
+               "bytes moved", "max err", "check"]
     return common.format_table(headers, rows)
 
 
