@@ -300,6 +300,16 @@ def machine_busy_seconds() -> float | None:
     return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+@contextlib.contextmanager
+def machine_cpu(into: list[float]) -> Iterator[None]:
+    """Append to ``into`` the machine's busy core-seconds during the ``with`` block
+    (:func:`machine_busy_seconds`; nothing without ``/proc/stat``)."""
+    busy = machine_busy_seconds()
+    yield
+    if busy is not None:
+        into.append(machine_busy_seconds() - busy)
+
+
 # --------------------------------------------------------------------------- environment
 
 

@@ -547,12 +547,10 @@ def run_case(system, name: str, case: Case, reference: tuple, args) -> Record:
             found.status = "WRONG"
         for seed in range(1, args.repeats + 1):
             inputs = system.put(case, make_inputs(case, seed))
-            busy = common.machine_busy_seconds()
-            started = time.perf_counter()
-            result = system.call(case, inputs)
-            found.seconds.append(time.perf_counter() - started)
-            if busy is not None:
-                found.cpu.append(common.machine_busy_seconds() - busy)
+            with common.machine_cpu(found.cpu):
+                started = time.perf_counter()
+                result = system.call(case, inputs)
+                found.seconds.append(time.perf_counter() - started)
             moved, info = system.moved()
             found.bytes_note = info.pop("bytes_note", found.bytes_note)
             found.info.update(info)

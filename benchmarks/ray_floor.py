@@ -114,22 +114,21 @@ class Runs(list):
     """Seconds of each run (the first, a warm-up, first), with ``cpu``: the machine's busy
     core-seconds during each (``benchmarks/common.py``; empty without ``/proc/stat``)."""
 
-    cpu: list[float]
+    def __init__(self) -> None:
+        super().__init__()
+        self.cpu: list[float] = []
 
 
 def _timed(run, repeats: int) -> Runs:
     """The runs' :class:`Runs`; ``run(seed)`` makes its blocks, then returns a function that
     does the timed part and waits for it."""
     times = Runs()
-    times.cpu = []
     for seed in range(repeats + 1):
         timed = run(seed)
-        busy = common.machine_busy_seconds()
-        started = time.perf_counter()
-        timed()
-        times.append(time.perf_counter() - started)
-        if busy is not None:
-            times.cpu.append(common.machine_busy_seconds() - busy)
+        with common.machine_cpu(times.cpu):
+            started = time.perf_counter()
+            timed()
+            times.append(time.perf_counter() - started)
     return times
 
 

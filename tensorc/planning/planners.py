@@ -29,7 +29,14 @@ from tensorc.planning.distribution import (
     lowered_plan,
     price,
 )
-from tensorc.planning.search import DistributedPlan, exhaustive, greedy, grid_floors, heuristic
+from tensorc.planning.search import (
+    DistributedPlan,
+    better,
+    exhaustive,
+    greedy,
+    grid_floors,
+    heuristic,
+)
 
 PLANNERS = ("auto", "heuristic", "greedy", "smt", "exhaustive")
 
@@ -82,7 +89,7 @@ def search(problem: Problem, planner: str = "auto", lower: bool = True) -> Distr
         else:
             evaluated += counted
             optimal = optimal and proved
-            chosen = (other.cost, other.candidate) < (best.cost, best.candidate)
+            chosen = better(other, best)
             notes = [*notes, f"searched again over grids of {spare} nodes (the plan over "
                              f"all of them is over the communication budget): "
                              + ("cheaper" if chosen else "none cheaper"), *said]
@@ -131,8 +138,7 @@ def _run(problem: Problem, planner: str, seed: Priced | None = None) -> tuple[st
     from tensorc.planning.smt_search import smt  # loads z3 (heavy) on the first smt search
 
     greedy_seed, _, seeded, _ = greedy(problem)
-    if seed is not None and (seed.cost, seed.candidate) < (greedy_seed.cost,
-                                                           greedy_seed.candidate):
+    if seed is not None and better(seed, greedy_seed):
         greedy_seed = seed
     best, optimal, evaluated, notes = smt(problem, seed=greedy_seed)
     return "smt", (best, optimal, seeded + evaluated, notes)

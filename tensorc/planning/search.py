@@ -142,7 +142,12 @@ def grid_floors(problem: Problem) -> tuple[list, np.ndarray, np.ndarray]:
     of the grid (:func:`prediction.cost_floors`, grid-wide: the network term is the
     average node's bytes, which depends on the grid alone, and submission, compute and the
     blocks held only grow with the counts, every count a multiple of the grid's when the
-    split is even)."""
+    split is even). Kept on the problem: a search that looks before it goes grid by grid
+    (:func:`~tensorc.planning.planners.search`) computes them once."""
+    return problem.memo("grid floors", lambda: _grid_floors(problem))
+
+
+def _grid_floors(problem: Problem) -> tuple[list, np.ndarray, np.ndarray]:
     layouts = []
     for grid in problem.memo("grids", lambda: grids(problem)):
         options = [multipliers(problem, i, p) for i, p in grid]
