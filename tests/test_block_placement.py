@@ -3,6 +3,8 @@ nodes sharing one machine share its cores; and the calibration's grouping of nod
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from tensorc.placement.block_placement import BlockPlacer
@@ -195,3 +197,75 @@ def test_a_call_starts_once_all_its_copies_arrived_whoever_brought_them():
     finish, level, _, copied = placer._timing([small], 0.0, 0)
     assert level == 0 and copied == []
     assert finish >= 1.0
+
+
+def cholesky_on(nodes: int, weigh_all: int, monkeypatch) -> tuple:
+    """The simulated figures of the shipped Cholesky, n = 4096 in 8 x 8 blocks, on
+    ``nodes`` nodes, with ``weigh_all`` as the placer's :data:`WEIGH_ALL_NODES`, and how
+    many (task, node) pairs the placer weighed."""
+    from tensorc.codegen.block_layout import environment
+    from tensorc.driver.block_programs import shipped
+    from tensorc.placement import block_placement
+    from tensorc.planning.block_counts import simulate
+
+    monkeypatch.setattr(block_placement, "WEIGH_ALL_NODES", weigh_all)
+    weighed = []
+    finish = BlockPlacer._finish
+    monkeypatch.setattr(BlockPlacer, "_finish",
+                        lambda self, *args: weighed.append(args[-1]) or finish(self, *args))
+    program = shipped("cholesky").program
+    env, bounds = environment(program, {"A": (4096, 4096)}, {"NB": 8})
+    found = simulate(program, env, bounds, nodes=nodes, cores=8)
+    return (found.makespan, found.moved_bytes, found.busiest_in_bytes,
+            found.peak_node_bytes), len(weighed)
+
+
+def test_a_large_cluster_weighs_a_task_on_few_nodes_and_places_it_as_every_node_would(
+        monkeypatch):
+    """Beyond WEIGH_ALL_NODES nodes a task is weighed on its inputs' nodes, the first
+    unused node and the 16 used nodes whose cores free first; on 300 nodes the
+    Cholesky's 120 tasks get the schedule weighing all 300 gives, at a fraction of the
+    weighing."""
+    every, weighed_every = cholesky_on(300, 10**6, monkeypatch)
+    few, weighed_few = cholesky_on(300, 64, monkeypatch)
+    assert few == every
+    assert weighed_every == 120 * 300
+    assert weighed_few <= 120 * (3 + 1 + 16)  # a task reads at most 3 blocks
+
+
+def test_small_clusters_and_shared_machines_weigh_every_node():
+    assert not BlockPlacer(64, 1, "lshs", flops_per_core=1e9, bytes_per_second=1e9,
+                           task_seconds=0.0).narrowed
+    assert BlockPlacer(65, 1, "lshs", flops_per_core=1e9, bytes_per_second=1e9,
+                       task_seconds=0.0).narrowed
+    shared = ((0,) * 65, (2,))
+    assert not BlockPlacer(65, 1, "lshs", flops_per_core=1e9, bytes_per_second=1e9,
+                           task_seconds=0.0, hosts=shared).narrowed
+
+
+def random_dag_on(nodes: int, weigh_all: int, monkeypatch) -> float:
+    """The makespan of 400 tasks of 0.1-3 s, each reading one or two earlier results (the
+    first reads a block on node 0), on ``nodes`` one-core nodes."""
+    from tensorc.placement import block_placement
+
+    monkeypatch.setattr(block_placement, "WEIGH_ALL_NODES", weigh_all)
+    rng = random.Random(1)
+    placer = BlockPlacer(nodes, 1, "lshs", flops_per_core=1e9, bytes_per_second=1e8,
+                         task_seconds=0.0, hop_seconds=0.001)
+    made = [placer.add_version(10**5, 1 << 30, node=0)]
+    for _ in range(400):
+        inputs = rng.sample(made, min(len(made), rng.choice((1, 2))))
+        out = placer.add_version(10**5, 1 << 30)
+        flops = rng.choice((1e8, 1e9, 3e9))
+        placer.run([out], inputs, placer.place(inputs, 10**5, flops), flops)
+        made.append(out)
+    return makespan(placer)
+
+
+def test_a_large_cluster_spreads_tasks_as_well_as_weighing_every_node(monkeypatch):
+    """Where many used nodes tie the choice is not the full scan's, but the load spreads as
+    well: through the first unused node while there is one (without it the 400 tasks stay
+    on the nodes their inputs are on: 595 s), then to the nodes that free first."""
+    every = random_dag_on(100, 10**6, monkeypatch)
+    assert every == pytest.approx(58.917)
+    assert random_dag_on(100, 64, monkeypatch) <= every * 1.02

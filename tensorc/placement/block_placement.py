@@ -34,6 +34,17 @@ Policies:
   the tree's root): the simulated clock carries both.
 - ``round_robin`` — the c-th task on node ``c % nodes`` (the ablation baseline).
 
+On more than :data:`WEIGH_ALL_NODES` nodes of separate machines (a simulated large cluster,
+:func:`~tensorc.planning.block_counts.choose_counts` at scale) ``lshs`` weighs a task on the
+nodes that hold or made its inputs or hold a copy of one, on the lowest-numbered node that
+has neither run a task nor held a block (every such node would finish it at the same time
+at the same byte cost, and ties go to the lowest id, so it stands for all of them), and on
+the :data:`WEIGHED_EARLIEST` other nodes whose cores free first, instead of on every node:
+a task then costs the same on 64 nodes and on 4,096. Where more than that many used nodes
+could finish it within the tie, the choice among them is not the full scan's (the sampled
+few NumS also weighs); up to :data:`WEIGH_ALL_NODES` nodes, and on nodes sharing a
+machine's cores, every node is weighed.
+
 Byte accounting (moved bytes, per-node peak memory) is the cluster-state model's, so the
 stats of a block program read like those of an einsum.
 """
@@ -42,9 +53,16 @@ from __future__ import annotations
 
 import heapq
 
-from tensorc.placement.cluster_state import ClusterState
+import numpy as np
+
+from tensorc.placement.cluster_state import ClusterState, mask_nodes
 
 POLICIES = ("lshs", "round_robin")
+WEIGH_ALL_NODES = 64
+"""Up to this many nodes ``lshs`` weighs a task on every node (module docstring)."""
+WEIGHED_EARLIEST = 16
+"""Beyond :data:`WEIGH_ALL_NODES`, the used nodes whose cores free first that a task is
+weighed on besides those holding its inputs and the first unused node."""
 
 
 class BlockPlacer:
@@ -84,6 +102,12 @@ class BlockPlacer:
         self.count = 0
         self.tasks_per_node = [0] * nodes
         self.wave_flops = [0.0] * nodes  # per node, the flops placed there this wave
+        # beyond WEIGH_ALL_NODES nodes of separate machines: the few nodes a task is weighed on
+        self.narrowed = policy == "lshs" and nodes > WEIGH_ALL_NODES and hosts is None
+        self.unused = list(range(nodes))  # a heap of the nodes that ran and held nothing
+        self.used = bytearray(nodes)
+        self.free_at = np.full(nodes, np.inf)  # a used node's earliest free core; inf unused
+        self.copied_to: dict[int, list[int]] = {}  # version -> nodes an earlier call copied it to
 
     def add_version(self, nbytes: int, uses: int, node: int | None = None,
                     retained: bool = False) -> int:
@@ -93,19 +117,45 @@ class BlockPlacer:
         if node is not None:
             self.state.add_copy(block, node)
             self.state.home[block] = node
+            self._use(node)
         return block
+
+    def _use(self, node: int) -> None:
+        """Record that ``node`` holds a block or ran a task: it is weighed as itself."""
+        if self.narrowed:
+            self.used[node] = 1
+            self.free_at[node] = self.cores[node][0]
 
     def place(self, inputs: list[int], out_bytes: int, flops: float) -> int:
         """The node for a task reading versions ``inputs`` (see the module policy)."""
         if self.policy == "round_robin" or self.nodes == 1:
             node = self.count % self.nodes
         else:
-            finish = [self._finish(inputs, flops, n) for n in range(self.nodes)]
-            near = min(finish) + self.tie_seconds
-            node = min((n for n in range(self.nodes) if finish[n] <= near), key=lambda n: (
+            weighed = self._weighed(inputs) if self.narrowed else range(self.nodes)
+            finish = {n: self._finish(inputs, flops, n) for n in weighed}
+            near = min(finish.values()) + self.tie_seconds
+            node = min((n for n in weighed if finish[n] <= near), key=lambda n: (
                 self.state.cost(inputs, out_bytes, n), finish[n], n))
         self.count += 1
         return node
+
+    def _weighed(self, inputs: list[int]) -> list[int]:
+        """The nodes a task reading ``inputs`` is weighed on beyond
+        :data:`WEIGH_ALL_NODES` nodes (module docstring), ascending."""
+        weighed = set()
+        for block in set(inputs):
+            weighed.update(mask_nodes(self.state.holders[block]))
+            weighed.update(self.copied_to.get(block, ()))
+            made = self.made_in.get(block)
+            if made is not None:
+                weighed.add(made[0])
+        while self.unused and self.used[self.unused[0]]:
+            heapq.heappop(self.unused)
+        if self.unused:
+            weighed.add(self.unused[0])
+        earliest = np.argpartition(self.free_at, WEIGHED_EARLIEST)[:WEIGHED_EARLIEST]
+        weighed.update(int(n) for n in earliest if self.used[n])
+        return sorted(weighed)
 
     def _finish(self, inputs: list[int], flops: float, node: int) -> float:
         return self._timing(inputs, flops, node)[0]
@@ -187,7 +237,10 @@ class BlockPlacer:
         if copied:
             arrived = copies[0] + self._moving(copies[1], copies[2])
             for block in copied:
-                self.copied.setdefault((block, node), arrived)
+                if (block, node) not in self.copied:
+                    self.copied[(block, node)] = arrived
+                    if self.narrowed:
+                        self.copied_to.setdefault(block, []).append(node)
         self.call_end[call] = max(self.call_end.get(call, 0.0), finish)
         top, top_end, below_end = self.node_calls[node]
         self.node_calls[node] = ((level, finish, max(below_end, top_end)) if level > top
@@ -198,6 +251,7 @@ class BlockPlacer:
             if made is not None and made[0] != node:  # a call read from elsewhere ends
                 self.floor[made[0]] = max(self.floor[made[0]], made[1] + 1)
         heapq.heapreplace(self.cores[node], finish)
+        self._use(node)
         if self.host_of is not None:
             heapq.heapreplace(self.pools[self.host_of[node]], finish)
         self.state.run(outputs[0], inputs, node)
