@@ -37,17 +37,15 @@ layouts flow between statements and whose calls are merged per node (docs/perfor
 :func:`~tensorc.planning.block_counts.choose_counts`, as ``tc.linalg.cholesky`` does:
 every power-of-two ``NB`` with blocks of at least 256 rows and at most
 ``MAX_SIMULATED_TASKS`` (3,000) tasks is list-scheduled by LSHS on ``P`` simulated nodes of
-the machine's cores, the input on node 0 (as for an ndarray), and the smallest makespan
-wins. Plan time is that choice; modelled time the chosen candidate's simulated makespan;
-memory the placer's peak on any node (node 0 holds the whole input); the bound is
-:func:`~tensorc.planning.lower_bound.cholesky_lower_bound`, which assumes every node owns
-an even share of ``A`` and ``L`` — the simulation starts from node 0, so a plan that keeps
-the factorisation on few nodes can receive less than it. The task limit is kept (it is the
-compiler's): it caps ``NB`` at 16 (816 tasks) for every ``n`` here. The placer's cost per
-task grows with ``P``; the study simulates on ``min(P, t)`` nodes, ``t`` the largest task
-count of a simulated candidate, which gives every candidate the same schedule as ``P``
-nodes (:func:`exact_node_count`; ``choose_counts`` on all ``P`` nodes took 58 s at
-``P = 1024``, ``n = 16384``, measured once on this shared machine).
+the machine's cores, the input's blocks block-cyclic over the nodes (where an array made on
+its own lies, the count choice's default), and the smallest makespan wins. Plan time is
+that choice; modelled time the chosen candidate's simulated makespan; memory the most
+bytes of block versions any node holds (the count simulation frees none, so this is a bound
+on the peak); the bound is :func:`~tensorc.planning.lower_bound.cholesky_lower_bound`,
+which assumes every node owns an even share of ``A`` and ``L``. The task limit is kept (it
+is the compiler's): it caps ``NB`` at 16 (816 tasks) for every ``n`` here. Beyond 64 nodes
+the placer weighs a task on a few nodes, not all ``P``
+(:mod:`tensorc.placement.block_placement`), so the choice is simulated on all ``P`` nodes.
 
 Strong scaling keeps the problem fixed (``N = --strong-n`` for the tensor cases,
 ``--strong-matmul`` for matmul, ``F = --f``, ``--strong-glm-rows`` rows,
@@ -80,7 +78,6 @@ writes every row.
 from __future__ import annotations
 
 import argparse
-import itertools
 import runpy
 import statistics
 import time
@@ -92,10 +89,8 @@ from common import environment, error_text, format_table, write_json
 from planner_targets import problem_for
 
 import tensorc as tc
-from tensorc.codegen.block_dag import BlockDag
-from tensorc.codegen.block_layout import environment as block_environment
 from tensorc.driver.block_programs import shipped, stored_layouts
-from tensorc.planning import block_counts, cost, symbolic_cost
+from tensorc.planning import cost, symbolic_cost
 from tensorc.planning.block_counts import choose_counts
 from tensorc.planning.distribution import lowered_plan
 from tensorc.planning.lower_bound import cholesky_lower_bound
@@ -209,20 +204,19 @@ def glm_rows(mode: str, nodes: int, rows_: int, d: int, lower_limit: int) -> lis
 
 def cholesky_row(mode: str, nodes: int, n: int) -> dict[str, Any]:
     """The shipped Cholesky block program's counts chosen for ``nodes`` simulated nodes
-    (:func:`~tensorc.planning.block_counts.choose_counts`, inputs on node 0 as for an
-    ndarray), the chosen candidate's simulated figures and the Cholesky lower bound."""
+    (:func:`~tensorc.planning.block_counts.choose_counts`, the input block-cyclic), the
+    chosen candidate's simulated figures and the Cholesky lower bound."""
     row: dict[str, Any] = {"mode": mode, "case": CHOLESKY, "nodes": nodes, "n": n, "f": None}
     try:
         program = shipped("cholesky").program
         shapes = {"A": (n, n)}
         started = time.perf_counter()
-        simulated_nodes = exact_node_count(program, shapes, nodes)
-        choice = choose_counts(program, shapes, nodes=simulated_nodes,
+        choice = choose_counts(program, shapes, nodes=nodes,
                                cores=cost.machine().cores_per_node)
         chosen = next(c for c in choice.candidates if c.counts == choice.counts)
         bound = cholesky_lower_bound(n, nodes, 8)
         row.update(
-            plan_seconds=time.perf_counter() - started, simulated_nodes=simulated_nodes,
+            plan_seconds=time.perf_counter() - started,
             optimal=None, grid=", ".join(f"{k}={v}" for k, v in choice.counts.items()),
             counts=dict(choice.counts),
             candidates=[{"counts": c.counts, "makespan": c.makespan, "tasks": c.tasks}
@@ -237,27 +231,6 @@ def cholesky_row(mode: str, nodes: int, n: int) -> dict[str, Any]:
     except Exception as exc:  # recorded, the study goes on
         row["error"] = error_text(exc)
     return row
-
-
-def exact_node_count(program, shapes: dict, nodes: int) -> int:
-    """As few simulated nodes as give every candidate of ``choose_counts`` the schedule it
-    has on ``nodes``: with the inputs on node 0, a task goes to an untouched node only if
-    every untouched node ties (same clock, same bytes), and ties go to the lowest id, so
-    the nodes a candidate of ``t`` tasks uses are among the first ``t``. The largest task
-    count of a candidate that is simulated (at most ``MAX_SIMULATED_TASKS``) suffices."""
-    base, _ = block_environment(program, shapes, {c: 1 for c in program.blocks})
-    options = [block_counts._options(base[size], None) for size in program.blocks.values()]
-    most = 1
-    for combo in itertools.product(*options):
-        env, _ = block_environment(program, shapes, dict(zip(program.blocks, combo, strict=True)))
-        tasks = 0
-        for _ in BlockDag(program, env).walk():
-            tasks += 1
-            if tasks > block_counts.MAX_SIMULATED_TASKS:
-                break
-        if tasks <= block_counts.MAX_SIMULATED_TASKS:
-            most = max(most, tasks)
-    return min(nodes, max(2, most))
 
 
 def progress(row: dict[str, Any]) -> None:

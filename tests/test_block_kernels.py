@@ -160,6 +160,6 @@ def test_a_one_task_cholesky_is_priced_at_lapack_s_rate_not_the_product_s():
     n = 4096
     choice = choose_counts(shipped("cholesky").program, {"A": (n, n)}, nodes=4, cores=1,
                            fixed={"NB": 1})
-    (one,) = choice.candidates
     rate = machine().blas_flops_per_core * n / (n + FACTOR_HALF_EDGE)
-    assert one.makespan >= n**3 / 3 / rate
+    assert len(choice.candidates) in (1, 2)  # two placements on separate machines
+    assert all(one.makespan >= n**3 / 3 / rate for one in choice.candidates)

@@ -194,6 +194,60 @@ def test_count_simulation_reads_stored_blocks_where_they_are_even_after_a_node_l
     assert lost == together and choices[0] == choices[1]
 
 
+def default_machine_choice(nodes: int, n: int, **changes):
+    """``choose_counts`` for the shipped Cholesky at ``n`` on ``nodes`` simulated nodes of
+    the model's default machine (separate machines), changed as given."""
+    import dataclasses
+
+    from tensorc.planning import cost
+    from tensorc.planning.block_counts import choose_counts
+
+    figures = cost.machine()
+    cost.use_machine(dataclasses.replace(cost.DEFAULT_MACHINE, **changes))
+    try:
+        return choose_counts(shipped("cholesky").program, {"A": (n, n)}, nodes=nodes,
+                             cores=8)
+    finally:
+        cost.use_machine(figures)
+
+
+def test_at_scale_a_factorisation_is_placed_by_its_blocks_owners():
+    """On 64 separate machines LSHS, choosing one task at a time, gathers the Cholesky onto
+    the node of the first panel (every trailing update there needs one block copied, at
+    its owner two), and the lower triangle crosses that node's link; each task on the
+    node owning the block it writes (owner-computes) runs in a fraction of the time, and
+    the choice says so."""
+    choice = default_machine_choice(64, 16384)
+    simulated = [c for c in choice.candidates if c.makespan is not None]
+    assert {c.policy for c in choice.candidates} == {"lshs", "owner"}
+    lshs = min(c.makespan for c in simulated if c.policy == "lshs")
+    owner = min(c.makespan for c in simulated if c.policy == "owner")
+    chosen = next(c for c in simulated if c.counts == choice.counts and c.policy == "owner")
+    assert choice.policy == "owner" and chosen.makespan == owner < lshs / 2
+    gathered = next(c for c in simulated if c.counts == {"NB": 16} and c.policy == "lshs")
+    assert gathered.moved_bytes == gathered.busiest_in_bytes  # all of it into one node
+    assert f"NB={choice.counts['NB']}, placed by owner: " in choice.describe()
+    assert "<- chosen" in [line for line in choice.describe().splitlines()
+                           if "placed by owner" in line and f"NB={choice.counts['NB']}," in line][0]
+
+
+def test_nodes_sharing_a_machine_are_placed_by_lshs_alone():
+    choice = default_machine_choice(4, 4096, host_of=(0, 0, 0, 0), host_cores=(2,))
+    assert {c.policy for c in choice.candidates} == {"lshs"} and choice.policy == "lshs"
+    apart = default_machine_choice(4, 4096)
+    assert {c.policy for c in apart.candidates} == {"lshs", "owner"}
+
+
+def test_larger_clusters_simulate_more_tasks():
+    from tensorc.planning.block_counts import MAX_SIMULATED_TASKS, task_limit
+
+    assert task_limit(4) == task_limit(375) == MAX_SIMULATED_TASKS == 3000
+    assert task_limit(1024) == 8192  # NB = 32 (5,984 tasks) of a Cholesky is weighed
+    choice = default_machine_choice(1024, 16384)
+    assert {"NB": 32} in [c.counts for c in choice.candidates if c.makespan is not None]
+    assert "NB=64: more than 8192 tasks, not simulated" in choice.describe()
+
+
 def test_explain_shows_program_plan_and_dag():
     program = tc.compile("examples/tsqr.tc")
     assert isinstance(program, BlockProgram)

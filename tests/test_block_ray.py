@@ -105,6 +105,31 @@ def test_a_dear_call_boundary_keeps_a_small_factorisation_on_one_node(figures):
                                atol=1e-10)
 
 
+def test_owner_computes_runs_each_task_on_the_node_owning_its_block(figures):
+    """The placement the count choice takes at scale, run for real: each task on the node
+    that owns the block it writes, block-cyclic over the nodes, and the factor's blocks
+    left there."""
+    from tensorc.codegen.block_dag import BlockDag
+    from tensorc.codegen.block_layout import environment
+    from tensorc.placement.block_placement import owner_node
+
+    figures(host_of=(), host_cores=(), host_nodes=())
+    a = spd(1536)
+    out = shipped("cholesky").run(A=tc.asarray(a, block_shape=(384, 384)).value(), NB=4,
+                                  scheduler="owner")
+    stats = tc.last_stats()
+    assert stats["scheduler"] == "owner"
+    env, _ = environment(shipped("cholesky").program, {"A": (1536, 1536)}, {"NB": 4})
+    dag = BlockDag(shipped("cholesky").program, env)
+    owners = [owner_node(dag, task, 4) for task in dag.walk()]
+    assert stats["tasks_per_node"] == [owners.count(node) for node in range(4)]
+    assert stats["tasks_per_node"] == [5, 2, 5, 8]  # 20 tasks over the 2 x 2 node grid
+    nodes = out["L"].block_nodes()
+    assert all(nodes[(i, j)] == 2 * (i % 2) + j % 2 for i in range(4) for j in range(i + 1))
+    np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
+                               atol=1e-10)
+
+
 def test_lshs_moves_fewer_bytes_than_round_robin():
     a = tc.asarray(spd(512), block_shape=(128, 128))
     moved = {}

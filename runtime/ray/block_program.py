@@ -52,7 +52,7 @@ from tensorc.codegen.block_dag import BlockDag
 from tensorc.codegen.block_layout import block_slices, grid_coords, tensor_bounds
 from tensorc.errors import ExecutionError, TensorcError
 from tensorc.ir.block_program import BlockProgramIR
-from tensorc.placement.block_placement import BlockPlacer
+from tensorc.placement.block_placement import BlockPlacer, owner_node
 from tensorc.placement.blocks import Blocks
 from tensorc.placement.layout import live_node
 from tensorc.planning.cost import machine
@@ -289,7 +289,8 @@ class _RayDagRun:
             keep = final and program.tensors[written[j][0]].kind == "output"
             out_ids.append(placer.add_version(math.prod(shape) * itemsize, len(readers),
                                               retained=keep))
-        node = placer.place(inputs_ids, sum(placer.state.size[b] for b in out_ids), flops)
+        home = owner_node(dag, task, placer.nodes) if placer.policy == "owner" else None
+        node = placer.place(inputs_ids, sum(placer.state.size[b] for b in out_ids), flops, home)
         placer.run(out_ids, inputs_ids, node, flops)
         expr = dag.sites[task[0]].assign.value
         if self.per_task:

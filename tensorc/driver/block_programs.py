@@ -5,8 +5,10 @@ Contract: :class:`BlockProgram` wraps a checked
 takes every input by name (ndarrays, evaluated ``tc.Array`` values given as
 :class:`~tensorc.runtime.ray.arrays.DistributedArray`, or anything ``np.asarray`` accepts) and
 optionally a block count by name (``NB=4``); counts not given are chosen by
-:func:`~tensorc.planning.block_counts.choose_counts` (cached per shapes and cluster). It
-builds the program's symbolic DAG for those counts and hands it to an executor
+:func:`~tensorc.planning.block_counts.choose_counts` (cached per shapes and cluster), and
+with them how the run places its tasks when the scheduler is ``lshs`` (LSHS, or
+owner-computes where the count choice found that faster). It builds the program's
+symbolic DAG for those counts and hands it to an executor
 (:meth:`~tensorc.runtime.executor.Executor.run_block_program`): the Ray session's when an
 input is a ``DistributedArray``, the local one otherwise, and returns the outputs by
 name, each passed through the ``wrap`` function given at construction (``tc.compile`` wraps
@@ -161,9 +163,11 @@ class BlockProgram:
             planned = time.perf_counter()
             env, bounds = environment(self.program, shapes, choice.counts)
             dag = self._dag(env)
+            placement = scheduler or session.current().scheduler
+            if placement == "lshs":  # the count choice may have found owner-computes faster
+                placement = choice.policy
             outputs, stats = executor.run_block_program(
-                self.program, dag, values, bounds,
-                scheduler=scheduler or session.current().scheduler,
+                self.program, dag, values, bounds, scheduler=placement,
                 workers=workers or self.workers, dtype=dtype)
             stats["block_counts"] = {c: env[c] for c in self.program.blocks}
         except BlockDagError as err:

@@ -32,6 +32,12 @@ Policies:
   on one node, and time alone would ignore memory, and move a 2.6 MB block to save a simulated
   millisecond (TSQR's last products, each of a tall block by a small factor, piled on the node of
   the tree's root): the simulated clock carries both.
+- ``owner`` — a task runs on the node that owns the block it writes (``home``, its block
+  of the written tensor's block-cyclic layout): ScaLAPACK's owner-computes rule. LSHS above
+  chooses one task at a time, and at scale that gathers a factorisation onto one node:
+  the trailing update there needs one block copied where its owner needs two, so every
+  update follows the panel, and the triangle crosses one node's link. The count choice
+  (:func:`~tensorc.planning.block_counts.choose_counts`) simulates both and keeps the faster.
 - ``round_robin`` — the c-th task on node ``c % nodes`` (the ablation baseline).
 
 On more than :data:`WEIGH_ALL_NODES` nodes of separate machines (a simulated large cluster,
@@ -56,13 +62,24 @@ import heapq
 import numpy as np
 
 from tensorc.placement.cluster_state import ClusterState, mask_nodes
+from tensorc.placement.layout import block_cyclic_node, node_grid
 
-POLICIES = ("lshs", "round_robin")
+POLICIES = ("lshs", "owner", "round_robin")
 WEIGH_ALL_NODES = 64
 """Up to this many nodes ``lshs`` weighs a task on every node (module docstring)."""
 WEIGHED_EARLIEST = 16
 """Beyond :data:`WEIGH_ALL_NODES`, the used nodes whose cores free first that a task is
 weighed on besides those holding its inputs and the first unused node."""
+
+
+def owner_node(dag, task, nodes: int) -> int | None:
+    """The node owning the first block ``task`` of ``dag`` (a
+    :class:`~tensorc.codegen.block_dag.BlockDag`) writes: that block's node under the
+    written tensor's block-cyclic layout over ``nodes`` (:func:`node_grid`), where an array
+    made on its own holds it; None for a tensor without a block grid."""
+    tensor, coords = dag.written(task)[0]
+    grid = dag.program.block_grid(tensor, dag.env)
+    return None if grid is None else block_cyclic_node(coords, node_grid(grid, nodes))
 
 
 class BlockPlacer:
@@ -103,7 +120,7 @@ class BlockPlacer:
         self.tasks_per_node = [0] * nodes
         self.wave_flops = [0.0] * nodes  # per node, the flops placed there this wave
         # beyond WEIGH_ALL_NODES nodes of separate machines: the few nodes a task is weighed on
-        self.narrowed = policy == "lshs" and nodes > WEIGH_ALL_NODES and hosts is None
+        self.narrowed = policy != "round_robin" and nodes > WEIGH_ALL_NODES and hosts is None
         self.unused = list(range(nodes))  # a heap of the nodes that ran and held nothing
         self.used = bytearray(nodes)
         self.free_at = np.full(nodes, np.inf)  # a used node's earliest free core; inf unused
@@ -126,9 +143,13 @@ class BlockPlacer:
             self.used[node] = 1
             self.free_at[node] = self.cores[node][0]
 
-    def place(self, inputs: list[int], out_bytes: int, flops: float) -> int:
-        """The node for a task reading versions ``inputs`` (see the module policy)."""
-        if self.policy == "round_robin" or self.nodes == 1:
+    def place(self, inputs: list[int], out_bytes: int, flops: float,
+              home: int | None = None) -> int:
+        """The node for a task reading versions ``inputs`` (see the module policy);
+        ``home``: the node owning the block it writes (the ``owner`` policy's choice)."""
+        if self.policy == "owner" and home is not None:
+            node = home
+        elif self.policy == "round_robin" or self.nodes == 1:
             node = self.count % self.nodes
         else:
             weighed = self._weighed(inputs) if self.narrowed else range(self.nodes)

@@ -28,8 +28,17 @@ The rules the simulation adds:
 - on several nodes, an input's blocks start where an array made on its own holds them
   (block-cyclic over its default node grid, :func:`~tensorc.placement.layout.node_grid`),
   unless ``input_node(tensor, coords)`` says otherwise; on one node, all on it;
-- candidates whose DAG exceeds :data:`MAX_SIMULATED_TASKS` tasks are not simulated (they are
-  far past the point where tasks pay for themselves);
+- candidates whose DAG exceeds :func:`task_limit` tasks (:data:`MAX_SIMULATED_TASKS`, or
+  :data:`TASKS_PER_NODE` a node on a larger cluster) are not simulated (they are far past the
+  point where tasks pay for themselves);
+- on nodes of separate machines every count is simulated twice: placed by LSHS, and by
+  ScaLAPACK's owner-computes rule (each task on the node owning the block it writes,
+  :func:`~tensorc.placement.block_placement.owner_node`); the faster is kept and the run is
+  placed the same way (``CountChoice.policy``). LSHS chooses one task at a time, and at
+  scale that gathers a factorisation onto one node: a Cholesky of n = 16384 on 64 nodes of
+  the default machine, 13.1 s placed by LSHS, the lower triangle crossing one node's link,
+  against 4.9 s by owner (``docs/performance.md``). On nodes sharing a machine's cores
+  spreading adds no core, so only LSHS is simulated;
 - inputs that are already cut into blocks on the cluster (``stored``: their bounds and the
   node of each block) are read as the runtime reads them: a block of the candidate's
   blocking that is not one of theirs is cut from the stored blocks it overlaps by a task
@@ -55,7 +64,7 @@ from tensorc.codegen.block_dag import BlockDag
 from tensorc.codegen.block_kernels import factorisation_flops, result_flops, result_shapes
 from tensorc.codegen.block_layout import environment
 from tensorc.ir.block_program import BlockProgramIR
-from tensorc.placement.block_placement import BlockPlacer
+from tensorc.placement.block_placement import BlockPlacer, owner_node
 from tensorc.placement.layout import block_cyclic_node, block_pieces, live_node, node_grid
 from tensorc.planning.cost import machine
 
@@ -63,6 +72,9 @@ MIN_BLOCK = 256
 BLAS_HALF_EDGE = 96
 FACTOR_HALF_EDGE = 4096
 MAX_SIMULATED_TASKS = 3000
+TASKS_PER_NODE = 8
+"""On more than ``MAX_SIMULATED_TASKS / TASKS_PER_NODE`` nodes, candidates of up to this
+many tasks a node are simulated (:func:`task_limit`)."""
 SHARED_MARGIN = 0.1
 """On nodes sharing a machine, makespans within this fraction of the best are a tie that
 fewer tasks win (module docstring)."""
@@ -77,24 +89,35 @@ class CountCandidate:
     moved_bytes: int | None
     busiest_in_bytes: int | None = None  # what the node receiving the most receives
     peak_node_bytes: int | None = None  # the most bytes any node holds at once (the placer's)
+    policy: str = "lshs"  # the block placer's policy it was simulated with
 
 
 @dataclass(frozen=True)
 class CountChoice:
     counts: dict[str, int]
     candidates: tuple[CountCandidate, ...]
+    policy: str = "lshs"  # how the run places its tasks: the chosen candidate's policy
+    limit: int = MAX_SIMULATED_TASKS  # candidates with more tasks were not simulated
 
     def describe(self) -> str:
         lines = []
         for c in self.candidates:
             shown = ", ".join(f"{k}={v}" for k, v in c.counts.items()) or "(no blocks)"
-            mark = "  <- chosen" if c.counts == self.counts else ""
+            if c.policy != "lshs":
+                shown += f", placed by {c.policy}"
+            chosen = c.counts == self.counts and c.policy == self.policy
+            mark = "  <- chosen" if chosen else ""
             if c.makespan is None:
-                lines.append(f"  {shown}: more than {MAX_SIMULATED_TASKS} tasks, not simulated")
+                lines.append(f"  {shown}: more than {self.limit} tasks, not simulated")
             else:
                 lines.append(f"  {shown}: {c.tasks} tasks, simulated {c.makespan * 1e3:.1f} ms, "
                              f"{c.moved_bytes / 1e6:.1f} MB between nodes{mark}")
         return "\n".join(lines)
+
+
+def task_limit(nodes: int) -> int:
+    """The most tasks a simulated candidate may have on ``nodes`` nodes."""
+    return max(MAX_SIMULATED_TASKS, TASKS_PER_NODE * nodes)
 
 
 def _options(extent: int, preferred: int | None) -> list[int]:
@@ -107,13 +130,14 @@ def _options(extent: int, preferred: int | None) -> list[int]:
 
 def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, nodes: int, cores: int,
              limit: int = MAX_SIMULATED_TASKS, input_node=None,
-             stored: dict | None = None) -> CountCandidate | None:
+             stored: dict | None = None, policy: str = "lshs") -> CountCandidate | None:
     """Simulated makespan, task count and bytes of one choice of counts (``None`` when the
-    DAG has more than ``limit`` tasks); ``stored`` maps an input already cut on the cluster
-    to ``(its bounds, {block: node})`` (module docstring)."""
+    DAG has more than ``limit`` tasks) placed by ``policy`` (``lshs`` or ``owner``);
+    ``stored`` maps an input already cut on the cluster to ``(its bounds, {block: node})``
+    (module docstring)."""
     figures = machine()
     overhead = figures.task_seconds if nodes > 1 else LOCAL_TASK_SECONDS
-    placer = BlockPlacer(nodes, cores, "lshs", flops_per_core=figures.blas_flops_per_core,
+    placer = BlockPlacer(nodes, cores, policy, flops_per_core=figures.blas_flops_per_core,
                          bytes_per_second=figures.network_bytes_per_second,
                          task_seconds=overhead,
                          hop_seconds=figures.call_seconds if nodes > 1 else 0.0,
@@ -158,12 +182,13 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
             ids.append(placer.add_version(8 * math.prod(shape), 1 << 30))
             versions[(task, j)] = ids[-1]
             shapes[(task, j)] = shape
-        node = placer.place(inputs, sum(placer.state.size[i] for i in ids), flops)
+        home = owner_node(dag, task, nodes) if policy == "owner" else None
+        node = placer.place(inputs, sum(placer.state.size[i] for i in ids), flops, home)
         placer.run(ids, inputs, node, flops)
     makespan = max(max(c) for c in placer.cores)
     return CountCandidate({c: env[c] for c in program.blocks}, makespan, tasks,
                           placer.moved_bytes(), max(placer.state.net_in),
-                          placer.state.max_peak)
+                          placer.state.max_peak, policy)
 
 
 def _stitched(placer: BlockPlacer, tensor: str, stored, region: tuple, versions: dict) -> int:
@@ -215,20 +240,26 @@ def choose_counts(program: BlockProgramIR, shapes: dict[str, tuple[int, ...]], *
         else:
             per_count.append(_options(base[size], preferred.get(count)))
     names = list(program.blocks)
+    shared = nodes > 1 and machine().hosts(nodes) is not None
+    policies = ("lshs", "owner") if nodes > 1 and not shared else ("lshs",)
+    limit = task_limit(nodes)
     candidates = []
     for combo in itertools.product(*per_count):
         counts = dict(zip(names, combo, strict=True))
         env, bounds = environment(program, shapes, counts)
-        found = simulate(program, env, bounds, nodes=nodes, cores=cores, input_node=input_node,
-                         stored=stored)
-        candidates.append(found or CountCandidate(counts, None, None, None))
+        for policy in policies:
+            found = simulate(program, env, bounds, nodes=nodes, cores=cores, limit=limit,
+                             input_node=input_node, stored=stored, policy=policy)
+            candidates.append(found or CountCandidate(counts, None, None, None, policy=policy))
+            if found is None:
+                break  # too many tasks whatever the placement
     simulated = [c for c in candidates if c.makespan is not None]
     if simulated:
         best = min(simulated, key=lambda c: (c.makespan, c.tasks))
-        if nodes > 1 and machine().hosts(nodes) is not None:
+        if shared:
             near = best.makespan * (1 + SHARED_MARGIN)
             best = min((c for c in simulated if c.makespan <= near),
                        key=lambda c: (c.tasks, c.makespan))
     else:
         best = min(candidates, key=lambda c: sum(c.counts.values()))
-    return CountChoice(best.counts, tuple(candidates))
+    return CountChoice(best.counts, tuple(candidates), best.policy, limit)
