@@ -213,14 +213,16 @@ def cholesky_row(mode: str, nodes: int, n: int) -> dict[str, Any]:
         started = time.perf_counter()
         choice = choose_counts(program, shapes, nodes=nodes,
                                cores=cost.machine().cores_per_node)
-        chosen = next(c for c in choice.candidates if c.counts == choice.counts)
+        chosen = next(c for c in choice.candidates
+                      if c.counts == choice.counts and c.policy == choice.policy)
         bound = cholesky_lower_bound(n, nodes, 8)
         row.update(
             plan_seconds=time.perf_counter() - started,
-            optimal=None, grid=", ".join(f"{k}={v}" for k, v in choice.counts.items()),
-            counts=dict(choice.counts),
-            candidates=[{"counts": c.counts, "makespan": c.makespan, "tasks": c.tasks}
-                        for c in choice.candidates],
+            optimal=None, grid=", ".join([*(f"{k}={v}" for k, v in choice.counts.items()),
+                                          f"placed by {choice.policy}"]),
+            counts=dict(choice.counts), policy=choice.policy,
+            candidates=[{"counts": c.counts, "policy": c.policy, "makespan": c.makespan,
+                         "tasks": c.tasks} for c in choice.candidates],
             modelled_seconds=chosen.makespan, tasks=chosen.tasks,
             moved_bytes=chosen.moved_bytes, busiest_bytes=chosen.busiest_in_bytes,
             lower_bound_bytes=bound,

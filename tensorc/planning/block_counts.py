@@ -142,14 +142,14 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
                          task_seconds=overhead,
                          hop_seconds=figures.call_seconds if nodes > 1 else 0.0,
                          hosts=figures.hosts(nodes))
+    if sum(1 for _ in itertools.islice(BlockDag(program, env).walk(), limit + 1)) > limit:
+        return None  # counted first: walking the DAG costs little beside placing it
     dag = BlockDag(program, env)
     versions: dict = {}
     shapes: dict = {}
     tasks = 0
     for task in dag.walk():
         tasks += 1
-        if tasks > limit:
-            return None
         inputs, edge_shapes = [], {}
         for e in dag.parents(task):
             key = (e.read.tensor, e.coords) if e.task is None else (e.task, e.result)
