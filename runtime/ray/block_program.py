@@ -7,9 +7,8 @@ Contract: :func:`run_block_dag_on_ray` runs a
 by name, stats)``. The driver expands the DAG in program order (a task's parent tasks come
 before it, so each is placed after them) and places each on a node with
 :class:`~tensorc.placement.block_placement.BlockPlacer` (LSHS simulating time and bytes,
-owner-computes, or round-robin): the order the count choice simulated
-(:func:`~tensorc.planning.block_counts.simulate`), so the run is placed as it was priced.
-Expanded by readiness instead, every task reading only inputs came first, and LSHS put a
+owner-computes, or round-robin), the order the count choice simulates
+(:func:`~tensorc.planning.block_counts.simulate`). Expanded by readiness instead, every task reading only inputs came first, and LSHS put a
 solve's row sums of ``|A|`` on the nodes holding the rows at time 0, copying blocks there
 while node 0 factored (n = 1536 on 4 Ray nodes: 18.9 MB moved and 4 calls, against 14.2 MB
 and one call). Placed tasks gather in a :class:`~tensorc.runtime.ray.block_waves.Wave` of at
