@@ -8,10 +8,10 @@ by name, stats)``. The driver expands the DAG in program order (a task's parent 
 before it, so each is placed after them) and places each on a node with
 :class:`~tensorc.placement.block_placement.BlockPlacer` (LSHS simulating time and bytes,
 owner-computes, or round-robin), the order the count choice simulates
-(:func:`~tensorc.planning.block_counts.simulate`). Expanded by readiness instead, every task reading only inputs came first, and LSHS put a
-solve's row sums of ``|A|`` on the nodes holding the rows at time 0, copying blocks there
-while node 0 factored (n = 1536 on 4 Ray nodes: 18.9 MB moved and 4 calls, against 14.2 MB
-and one call). Placed tasks gather in a :class:`~tensorc.runtime.ray.block_waves.Wave` of at
+(:func:`~tensorc.planning.block_counts.simulate`). Expanded by readiness instead, every
+task reading only inputs came first, and LSHS put a solve's row sums of ``|A|`` on the
+nodes holding the rows at time 0, copying blocks there while node 0 factored (n = 1536 on
+4 Ray nodes: 18.9 MB moved and 4 calls, against 14.2 MB and one call). Placed tasks gather in a :class:`~tensorc.runtime.ray.block_waves.Wave` of at
 most ``window`` tasks, submitted as one call per node and level on the node workers (a chain
 of tasks on one node is one call; cross-node edges are object refs between calls); the
 driver then expands the next wave while the cluster runs, with at most two waves in flight,
