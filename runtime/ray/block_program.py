@@ -12,8 +12,9 @@ owner-computes, or round-robin), the order the count choice simulates
 task reading only inputs came first, and LSHS put a solve's row sums of ``|A|`` on the
 nodes holding the rows at time 0, copying blocks there while node 0 factored (n = 1536 on
 4 Ray nodes: 18.9 MB moved and 4 calls, against 14.2 MB and one call). Placed tasks
-gather in a :class:`~tensorc.runtime.ray.block_waves.Wave` of at most ``window`` tasks, submitted as one call per node and level on the node workers (a chain
-of tasks on one node is one call; cross-node edges are object refs between calls); the
+gather in a :class:`~tensorc.runtime.ray.block_waves.Wave` of at most ``window`` tasks,
+submitted as one call per node and level on the node workers (a chain of tasks on one node
+is one call; cross-node edges are object refs between calls); the
 driver then expands the next wave while the cluster runs, with at most two waves in flight,
 so it holds the frontier, not the graph. An input stored in another blocking is cut to the
 program's blocks by a placed step of the first call that reads each block
