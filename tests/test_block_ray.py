@@ -197,6 +197,30 @@ def test_a_block_program_runs_as_one_call_per_node_and_level():
                                atol=1e-10)
 
 
+def test_a_solve_is_placed_in_program_order_its_row_sums_after_the_factors(monkeypatch):
+    """The run places tasks in the order the count choice simulates them, program order.
+    Placed by readiness, the backward error's row sums of ``|A|`` (they read only ``A``)
+    came right after the first factorisation, and LSHS put them on the rows' nodes while
+    node 0 factored."""
+    from tensorc.codegen.block_dag import BlockDag
+    from tensorc.codegen.block_layout import environment
+    from tensorc.runtime.ray import block_program
+
+    placed = []
+    submit = block_program._RayDagRun.submit
+    monkeypatch.setattr(block_program._RayDagRun, "submit",
+                        lambda self, task: placed.append(task) or submit(self, task))
+    n = 1536
+    a, b = RNG.random((n, n)) + n * np.eye(n), RNG.random((n, 1))
+    out = shipped("lu_solve").run(A=tc.asarray(a, block_shape=(384, 384)).value(),
+                                  B=tc.asarray(b, block_shape=(384, 1)).value(), NB=4, KB=1)
+    env, _ = environment(shipped("lu_solve").program, {"A": (n, n), "B": (n, 1)},
+                         {"NB": 4, "KB": 1})
+    assert placed == list(BlockDag(shipped("lu_solve").program, env).walk())
+    np.testing.assert_allclose(out["X"].numpy(), np.linalg.solve(a, b), rtol=1e-10,
+                               atol=1e-12)
+
+
 def test_waves_smaller_than_the_program_pass_blocks_between_them(monkeypatch):
     from tensorc.runtime.ray import block_program
 
