@@ -356,7 +356,7 @@ def real_cholesky(args, rng) -> dict[str, Any]:
                            cores=cost.machine().cores_per_node, fixed=stats["block_counts"],
                            preferred={"NB": grid[0]} if grid else None,
                            stored=stored_layouts({"A": placed.value()}))
-    chosen = choice.candidates[0]
+    chosen = next(c for c in choice.candidates if c.policy == choice.policy)
     times, runs = [], []
     for _ in range(args.repeats):
         started = time.perf_counter()
