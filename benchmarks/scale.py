@@ -36,16 +36,18 @@ layouts flow between statements and whose calls are merged per node (docs/perfor
 **The Cholesky block program** (``tensorc/programs/cholesky.tc``) gets its block count from
 :func:`~tensorc.planning.block_counts.choose_counts`, as ``tc.linalg.cholesky`` does:
 every power-of-two ``NB`` with blocks of at least 256 rows and at most
-``MAX_SIMULATED_TASKS`` (3,000) tasks is list-scheduled by LSHS on ``P`` simulated nodes of
-the machine's cores, the input's blocks block-cyclic over the nodes (where an array made on
-its own lies, the count choice's default), and the smallest makespan wins. Plan time is
-that choice; modelled time the chosen candidate's simulated makespan; memory the most
-bytes of block versions any node holds (the count simulation frees none, so this is a bound
-on the peak); the bound is :func:`~tensorc.planning.lower_bound.cholesky_lower_bound`,
-which assumes every node owns an even share of ``A`` and ``L``. The task limit is kept (it
-is the compiler's): it caps ``NB`` at 16 (816 tasks) for every ``n`` here. Beyond 64 nodes
-the placer weighs a task on a few nodes, not all ``P``
-(:mod:`tensorc.placement.block_placement`), so the choice is simulated on all ``P`` nodes.
+:func:`~tensorc.planning.block_counts.task_limit` ``(P)`` tasks (3,000, or 8 a node beyond
+375 nodes: ``NB = 32`` from 748 nodes on) is list-scheduled on ``P`` simulated nodes of the
+machine's cores twice, placed by LSHS and by owner-computes (the default machine's nodes
+are separate machines), the input's blocks block-cyclic over the nodes (where an array
+made on its own lies, the count choice's default), and the smallest makespan wins. Plan
+time is that choice; modelled time the chosen candidate's simulated makespan; memory the
+most bytes of block versions any node holds (the count simulation frees none, so this is a
+bound on the peak); the bound is
+:func:`~tensorc.planning.lower_bound.cholesky_lower_bound`, which assumes every node owns
+an even share of ``A`` and ``L``. Beyond 64 nodes the placer weighs a task on a few nodes,
+not all ``P`` (:mod:`tensorc.placement.block_placement`), so the choice is simulated on all
+``P`` nodes.
 
 Strong scaling keeps the problem fixed (``N = --strong-n`` for the tensor cases,
 ``--strong-matmul`` for matmul, ``F = --f``, ``--strong-glm-rows`` rows,
@@ -213,8 +215,7 @@ def cholesky_row(mode: str, nodes: int, n: int) -> dict[str, Any]:
         started = time.perf_counter()
         choice = choose_counts(program, shapes, nodes=nodes,
                                cores=cost.machine().cores_per_node)
-        chosen = next(c for c in choice.candidates
-                      if c.counts == choice.counts and c.policy == choice.policy)
+        chosen = choice.chosen()
         bound = cholesky_lower_bound(n, nodes, 8)
         row.update(
             plan_seconds=time.perf_counter() - started,
@@ -356,7 +357,7 @@ def real_cholesky(args, rng) -> dict[str, Any]:
                            cores=cost.machine().cores_per_node, fixed=stats["block_counts"],
                            preferred={"NB": grid[0]} if grid else None,
                            stored=stored_layouts({"A": placed.value()}))
-    chosen = next(c for c in choice.candidates if c.policy == choice.policy)
+    chosen = choice.chosen()
     times, runs = [], []
     for _ in range(args.repeats):
         started = time.perf_counter()

@@ -9,7 +9,7 @@ each run's statistics (the driver records them; nothing here writes ``tc.last_st
   array program, :class:`~tensorc.frontend.tc_lower.Unrolled`), planned through the
   driver's :class:`StatementPlanner`;
 - :meth:`Executor.run_block_program` — a block program's DAG, expanded from its ready
-  tasks (:class:`~tensorc.codegen.block_dag.BlockDag`).
+  tasks here and in program order on Ray (:class:`~tensorc.codegen.block_dag.BlockDag`).
 
 It also makes the values programs start from, where they will be used: :meth:`place` (a
 driver array), :meth:`full`, :meth:`random` and :meth:`reblock` (an evaluated value cut as

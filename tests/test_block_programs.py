@@ -262,6 +262,11 @@ def test_explain_shows_program_plan_and_dag():
     bound = tc.compile("examples/cholesky.tc").explain("plan", N=16384, nodes=16)
     assert "communication lower bound (Cholesky, 16 node(s)): the busiest node receives at " \
            "least 59.4 MB" in bound
+    chosen = next(line for line in bound.splitlines() if "<- chosen" in line)
+    assert bound.startswith("== plan: NB=16, placed by owner\n")  # the default machine
+    assert chosen.startswith("  NB=16, placed by owner: 816 tasks")
+    # the busiest node of the chosen placement, not of LSHS at the same count
+    assert bound.endswith("this plan's busiest receives 520.1 MB (simulated)")
 
 
 @pytest.mark.parametrize("name", PROGRAMS)

@@ -121,7 +121,7 @@ def test_owner_computes_runs_each_task_on_the_node_owning_its_block(figures):
     assert stats["scheduler"] == "owner"
     env, _ = environment(shipped("cholesky").program, {"A": (1536, 1536)}, {"NB": 4})
     dag = BlockDag(shipped("cholesky").program, env)
-    owners = [owner_node(dag, task, 4) for task in dag.walk()]
+    owners = [owner_node(dag, dag.written(task)[0], 4) for task in dag.walk()]
     assert stats["tasks_per_node"] == [owners.count(node) for node in range(4)]
     assert stats["tasks_per_node"] == [5, 2, 5, 8]  # 20 tasks over the 2 x 2 node grid
     nodes = out["L"].block_nodes()

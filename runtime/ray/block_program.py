@@ -284,8 +284,9 @@ class _RayDagRun:
         self.uses[key] = uses
         return key
 
-    def submit(self, task) -> list:
-        """Place and submit ``task``; returns the children that became ready."""
+    def submit(self, task) -> None:
+        """Place and submit ``task`` (its parents were placed before it); its children
+        learn that it was (:meth:`~tensorc.runtime.block_frontier._Frontier.finished`)."""
         dag, program, placer = self.dag, self.program, self.placer
         edges = self.frontier.edges.pop(task, None)
         if edges is None:  # a parent task comes later, or a read no statement writes
@@ -301,7 +302,7 @@ class _RayDagRun:
             keep = final and program.tensors[written[j][0]].kind == "output"
             out_ids.append(placer.add_version(math.prod(shape) * itemsize, len(readers),
                                               retained=keep))
-        home = owner_node(dag, task, placer.nodes) if placer.policy == "owner" else None
+        home = owner_node(dag, written[0], placer.nodes) if placer.policy == "owner" else None
         node = placer.place(inputs_ids, sum(placer.state.size[b] for b in out_ids), flops, home)
         placer.run(out_ids, inputs_ids, node, flops)
         expr = dag.sites[task[0]].assign.value
@@ -322,7 +323,7 @@ class _RayDagRun:
                 self.refs[key], self.ids[key], self.shapes[key] = made[j], out_ids[j], shape
                 self.uses[key] = len(readers)
         self.tasks += 1
-        return self.frontier.finished(distinct)
+        self.frontier.finished(distinct)
 
     def output(self, name, edges, blocks) -> DistributedArray:
         """Output ``name`` from its final blocks; a block no statement wrote is zeros."""

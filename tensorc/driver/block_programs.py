@@ -6,8 +6,8 @@ takes every input by name (ndarrays, evaluated ``tc.Array`` values given as
 :class:`~tensorc.runtime.ray.arrays.DistributedArray`, or anything ``np.asarray`` accepts) and
 optionally a block count by name (``NB=4``); counts not given are chosen by
 :func:`~tensorc.planning.block_counts.choose_counts` (cached per shapes and cluster), and
-with them how the run places its tasks when the scheduler is ``lshs`` (LSHS, or
-owner-computes where the count choice found that faster). It builds the program's
+with them how the run places its tasks when the session's scheduler is ``lshs`` and the
+call names none (LSHS, or owner-computes where the count choice found that faster). It builds the program's
 symbolic DAG for those counts and hands it to an executor
 (:meth:`~tensorc.runtime.executor.Executor.run_block_program`): the Ray session's when an
 input is a ``DistributedArray``, the local one otherwise, and returns the outputs by
@@ -164,8 +164,8 @@ class BlockProgram:
             env, bounds = environment(self.program, shapes, choice.counts)
             dag = self._dag(env)
             placement = scheduler or session.current().scheduler
-            if placement == "lshs":  # the count choice may have found owner-computes faster
-                placement = choice.policy
+            if scheduler is None and placement == "lshs":  # the count choice may have found
+                placement = choice.policy  # owner-computes faster; a call's lshs is lshs
             outputs, stats = executor.run_block_program(
                 self.program, dag, values, bounds, scheduler=placement,
                 workers=workers or self.workers, dtype=dtype)
@@ -205,7 +205,8 @@ class BlockProgram:
             choice = self.choose(shapes, fixed, executor=session.current().executor, nodes=nodes)
             env, _ = environment(self.program, shapes, choice.counts)
             if stage in (None, "plan"):
-                shown = ", ".join(f"{k}={v}" for k, v in choice.counts.items())
+                shown = ", ".join([*(f"{k}={v}" for k, v in choice.counts.items()),
+                                   f"placed by {choice.policy}"])
                 parts.append(f"== plan: {shown}\n{choice.describe()}"
                              + self._bound_text(choice, shapes, nodes))
             if stage in (None, "dag"):
@@ -219,8 +220,7 @@ class BlockProgram:
             return ""
         nodes = nodes or session.current().executor.nodes
         bound = cholesky_lower_bound(shapes["A"][0], nodes, 8)
-        chosen = next(c for c in choice.candidates if c.counts == choice.counts)
-        busiest = chosen.busiest_in_bytes or 0
+        busiest = choice.chosen().busiest_in_bytes or 0
         return (f"\ncommunication lower bound (Cholesky, {nodes} node(s)): the busiest node "
                 f"receives at least {bound / 1e6:.1f} MB; this plan's busiest receives "
                 f"{busiest / 1e6:.1f} MB (simulated)")

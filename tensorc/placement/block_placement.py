@@ -2,8 +2,9 @@
 
 Contract: a :class:`BlockPlacer` is told about every block version (its bytes and the node
 that holds it) and asked, one task at a time in submission order, which node runs it:
-``place(inputs, out_bytes, flops) -> node``, where ``inputs`` are version ids. It never
-runs data and it is deterministic.
+``place(inputs, out_bytes, flops, home=None) -> node``, where ``inputs`` are version ids
+and ``home`` the node owning the block the task writes (the ``owner`` policy's choice,
+:func:`owner_node`). It never runs data and it is deterministic.
 
 Policies:
 
@@ -38,6 +39,8 @@ Policies:
   the trailing update there needs one block copied where its owner needs two, so every
   update follows the panel, and the triangle crosses one node's link. The count choice
   (:func:`~tensorc.planning.block_counts.choose_counts`) simulates both and keeps the faster.
+  A task without a home (a stitch; a block of a tensor declared without dimensions, such as
+  TSQR's stacked factors) is placed by LSHS.
 - ``round_robin`` — the c-th task on node ``c % nodes`` (the ablation baseline).
 
 On more than :data:`WEIGH_ALL_NODES` nodes of separate machines (a simulated large cluster,
@@ -72,12 +75,12 @@ WEIGHED_EARLIEST = 16
 weighed on besides those holding its inputs and the first unused node."""
 
 
-def owner_node(dag, task, nodes: int) -> int | None:
-    """The node owning the first block ``task`` of ``dag`` (a
-    :class:`~tensorc.codegen.block_dag.BlockDag`) writes: that block's node under the
-    written tensor's block-cyclic layout over ``nodes`` (:func:`node_grid`), where an array
-    made on its own holds it; None for a tensor without a block grid."""
-    tensor, coords = dag.written(task)[0]
+def owner_node(dag, written: tuple[str, tuple[int, ...]], nodes: int) -> int | None:
+    """The node owning block ``written`` (``(tensor, coords)``, the first a task of ``dag``,
+    a :class:`~tensorc.codegen.block_dag.BlockDag`, writes): its node under the tensor's
+    block-cyclic layout over ``nodes`` (:func:`node_grid`), where an array made on its own
+    holds it; None for a tensor declared without dimensions."""
+    tensor, coords = written
     grid = dag.program.block_grid(tensor, dag.env)
     return None if grid is None else block_cyclic_node(coords, node_grid(grid, nodes))
 
@@ -124,7 +127,6 @@ class BlockPlacer:
         self.unused = list(range(nodes))  # a heap of the nodes that ran and held nothing
         self.used = bytearray(nodes)
         self.free_at = np.full(nodes, np.inf)  # a used node's earliest free core; inf unused
-        self.copied_to: dict[int, list[int]] = {}  # version -> nodes an earlier call copied it to
 
     def add_version(self, nbytes: int, uses: int, node: int | None = None,
                     retained: bool = False) -> int:
@@ -164,18 +166,18 @@ class BlockPlacer:
         """The nodes a task reading ``inputs`` is weighed on beyond
         :data:`WEIGH_ALL_NODES` nodes (module docstring), ascending."""
         weighed = set()
-        for block in set(inputs):
-            weighed.update(mask_nodes(self.state.holders[block]))
-            weighed.update(self.copied_to.get(block, ()))
-            made = self.made_in.get(block)
-            if made is not None:
-                weighed.add(made[0])
+        for block in set(inputs):  # a live block's holders include where it was made or
+            weighed.update(mask_nodes(self.state.holders[block]))  # copied
         while self.unused and self.used[self.unused[0]]:
             heapq.heappop(self.unused)
         if self.unused:
             weighed.add(self.unused[0])
-        earliest = np.argpartition(self.free_at, WEIGHED_EARLIEST)[:WEIGHED_EARLIEST]
-        weighed.update(int(n) for n in earliest if self.used[n])
+        free = self.free_at  # the WEIGHED_EARLIEST earliest, ties to the lowest ids
+        count = min(WEIGHED_EARLIEST, self.nodes)
+        cut = np.partition(free, count - 1)[count - 1]
+        below = np.flatnonzero(free < cut).tolist()
+        earliest = below + np.flatnonzero(free == cut)[:count - len(below)].tolist()
+        weighed.update(n for n in earliest if self.used[n])
         return sorted(weighed)
 
     def _finish(self, inputs: list[int], flops: float, node: int) -> float:
@@ -258,10 +260,7 @@ class BlockPlacer:
         if copied:
             arrived = copies[0] + self._moving(copies[1], copies[2])
             for block in copied:
-                if (block, node) not in self.copied:
-                    self.copied[(block, node)] = arrived
-                    if self.narrowed:
-                        self.copied_to.setdefault(block, []).append(node)
+                self.copied.setdefault((block, node), arrived)
         self.call_end[call] = max(self.call_end.get(call, 0.0), finish)
         top, top_end, below_end = self.node_calls[node]
         self.node_calls[node] = ((level, finish, max(below_end, top_end)) if level > top

@@ -99,6 +99,11 @@ class CountChoice:
     policy: str = "lshs"  # how the run places its tasks: the chosen candidate's policy
     limit: int = MAX_SIMULATED_TASKS  # candidates with more tasks were not simulated
 
+    def chosen(self) -> CountCandidate:
+        """The candidate of the chosen counts and placement."""
+        return next(c for c in self.candidates
+                    if c.counts == self.counts and c.policy == self.policy)
+
     def describe(self) -> str:
         lines = []
         for c in self.candidates:
@@ -135,6 +140,8 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
     DAG has more than ``limit`` tasks) placed by ``policy`` (``lshs`` or ``owner``);
     ``stored`` maps an input already cut on the cluster to ``(its bounds, {block: node})``
     (module docstring)."""
+    if sum(1 for _ in itertools.islice(BlockDag(program, env).walk(), limit + 1)) > limit:
+        return None  # counted first: walking the DAG costs little beside placing it
     figures = machine()
     overhead = figures.task_seconds if nodes > 1 else LOCAL_TASK_SECONDS
     placer = BlockPlacer(nodes, cores, policy, flops_per_core=figures.blas_flops_per_core,
@@ -142,8 +149,6 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
                          task_seconds=overhead,
                          hop_seconds=figures.call_seconds if nodes > 1 else 0.0,
                          hosts=figures.hosts(nodes))
-    if sum(1 for _ in itertools.islice(BlockDag(program, env).walk(), limit + 1)) > limit:
-        return None  # counted first: walking the DAG costs little beside placing it
     dag = BlockDag(program, env)
     versions: dict = {}
     shapes: dict = {}
@@ -182,7 +187,7 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
             ids.append(placer.add_version(8 * math.prod(shape), 1 << 30))
             versions[(task, j)] = ids[-1]
             shapes[(task, j)] = shape
-        home = owner_node(dag, task, nodes) if policy == "owner" else None
+        home = owner_node(dag, dag.written(task)[0], nodes) if policy == "owner" else None
         node = placer.place(inputs, sum(placer.state.size[i] for i in ids), flops, home)
         placer.run(ids, inputs, node, flops)
     makespan = max(max(c) for c in placer.cores)
