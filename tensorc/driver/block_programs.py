@@ -7,8 +7,8 @@ takes every input by name (ndarrays, evaluated ``tc.Array`` values given as
 optionally a block count by name (``NB=4``); counts not given are chosen by
 :func:`~tensorc.planning.block_counts.choose_counts` (cached per shapes and cluster), and
 with them how the run places its tasks when the session's scheduler is ``lshs`` and the
-call names none (LSHS, or owner-computes where the count choice found that faster). It builds the program's
-symbolic DAG for those counts and hands it to an executor
+call names none (LSHS, or owner-computes where the count choice found that faster). It
+builds the program's symbolic DAG for those counts and hands it to an executor
 (:meth:`~tensorc.runtime.executor.Executor.run_block_program`): the Ray session's when an
 input is a ``DistributedArray``, the local one otherwise, and returns the outputs by
 name, each passed through the ``wrap`` function given at construction (``tc.compile`` wraps
