@@ -42,8 +42,8 @@ machine's cores twice, placed by LSHS and by owner-computes (the default machine
 are separate machines), the input's blocks block-cyclic over the nodes (where an array
 made on its own lies, the count choice's default), and the smallest makespan wins. Plan
 time is that choice; modelled time the chosen candidate's simulated makespan; memory the
-most bytes of block versions any node holds (the count simulation frees none, so this is a
-bound on the peak); the bound is
+most bytes of block versions any node holds at once (each freed after its last reader, as
+the run frees it); the bound is
 :func:`~tensorc.planning.lower_bound.cholesky_lower_bound`, which assumes every node owns
 an even share of ``A`` and ``L``. Beyond 64 nodes the placer weighs a task on a few nodes,
 not all ``P`` (:mod:`tensorc.placement.block_placement`), so the choice is simulated on all
