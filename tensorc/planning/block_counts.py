@@ -157,8 +157,8 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
                          hop_seconds=figures.call_seconds if nodes > 1 else 0.0,
                          hosts=figures.hosts(nodes))
     dag = BlockDag(program, env)
-    walked, reads, last = [], Counter(), {}  # a version's readers and a block's last write,
-    for task in dag.walk():  # as the run counts them, so blocks are freed as they are there
+    walked, reads, last = [], Counter(), {}  # each version's readers (one a task, as the
+    for task in dag.walk():  # run counts them) and each block's final write
         edges, written = dag.parents(task), dag.written(task)
         walked.append((task, edges, written))
         reads.update({_version(e) for e in edges})
