@@ -219,8 +219,7 @@ def cholesky_row(mode: str, nodes: int, n: int) -> dict[str, Any]:
         bound = cholesky_lower_bound(n, nodes, 8)
         row.update(
             plan_seconds=time.perf_counter() - started,
-            optimal=None, grid=", ".join([*(f"{k}={v}" for k, v in choice.counts.items()),
-                                          f"placed by {choice.policy}"]),
+            optimal=None, grid=choice.headline(),
             counts=dict(choice.counts), policy=choice.policy,
             candidates=[{"counts": c.counts, "policy": c.policy, "makespan": c.makespan,
                          "tasks": c.tasks} for c in choice.candidates],

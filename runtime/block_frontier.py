@@ -5,8 +5,9 @@ Contract: :func:`run_block_dag_here` runs a :class:`~tensorc.ir.block_program.Bl
 dimension of a size ``N`` with a block count ``NB`` cut into ``NB`` near-equal blocks, block
 ``k`` spanning ``k*N//NB`` to ``(k+1)*N//NB``) on ndarray inputs and returns ``(outputs by
 name, stats)``. Output blocks no statement writes are zeros. The same frontier bookkeeping
-(:class:`_Frontier`, the children of a finished task, the completeness check, assembling
-outputs) serves the Ray run, :mod:`tensorc.runtime.ray.block_program`.
+(:class:`_Frontier`, the children of a finished task, assembling outputs) serves the Ray
+run, :mod:`tensorc.runtime.ray.block_program`, which walks the DAG in program order and so
+needs no completeness check.
 
 The DAG is never built whole (the BlockDag answers parents and children symbolically): the
 ready tasks run on a thread pool (``workers`` threads, BLAS limited so the machine's cores

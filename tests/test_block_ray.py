@@ -232,18 +232,32 @@ def test_a_run_moves_the_bytes_its_count_choice_simulated(name):
 
     n = 1536
     if name == "tsqr":
-        values = {"A": tc.asarray(RNG.random((65536, 40)), block_shape=(8192, 40)).value()}
+        arrays = {"A": RNG.random((65536, 40))}
+        blocks = {"A": (8192, 40)}
     else:
-        values = {"A": tc.asarray(spd(n), block_shape=(384, 384)).value()}
-        if name == "lu_solve":
-            values["B"] = tc.asarray(RNG.random((n, 1)), block_shape=(384, 1)).value()
-    shipped(name).run(**values)
+        arrays = {"A": spd(n), "B": RNG.random((n, 1))}
+        blocks = {"A": (384, 384), "B": (384, 1)}
+        if name == "cholesky":
+            del arrays["B"]
+    values = {k: tc.asarray(a, block_shape=blocks[k]).value() for k, a in arrays.items()}
+    out = shipped(name).run(**values)
     stats = tc.last_stats()
     choice = choose_counts(shipped(name).program, {k: v.shape for k, v in values.items()},
                            nodes=4, cores=cost.machine().cores_per_node,
                            fixed=stats["block_counts"], stored=stored_layouts(values))
     assert stats["inter_node_bytes"] == choice.chosen().moved_bytes
     assert stats["tasks"] == choice.chosen().tasks
+    a = arrays["A"]
+    if name == "lu_solve":
+        np.testing.assert_allclose(out["X"].numpy(), np.linalg.solve(a, arrays["B"]),
+                                   rtol=1e-10, atol=1e-12)
+    elif name == "cholesky":
+        np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
+                                   atol=1e-10)
+    else:  # R up to the signs of its rows
+        r = out["R"].numpy()
+        want = np.linalg.qr(a, mode="r")
+        np.testing.assert_allclose(np.abs(r), np.abs(want), rtol=1e-8, atol=1e-8)
 
 
 def test_waves_smaller_than_the_program_pass_blocks_between_them(monkeypatch):

@@ -205,9 +205,7 @@ class BlockProgram:
             choice = self.choose(shapes, fixed, executor=session.current().executor, nodes=nodes)
             env, _ = environment(self.program, shapes, choice.counts)
             if stage in (None, "plan"):
-                shown = ", ".join([*(f"{k}={v}" for k, v in choice.counts.items()),
-                                   f"placed by {choice.policy}"])
-                parts.append(f"== plan: {shown}\n{choice.describe()}"
+                parts.append(f"== plan: {choice.headline()}\n{choice.describe()}"
                              + self._bound_text(choice, shapes, nodes))
             if stage in (None, "dag"):
                 parts.append("== dag\n" + self._dag_text(env))

@@ -65,7 +65,7 @@ import heapq
 import numpy as np
 
 from tensorc.placement.cluster_state import ClusterState, mask_nodes
-from tensorc.placement.layout import block_cyclic_node, node_grid
+from tensorc.placement.layout import own_node
 
 POLICIES = ("lshs", "owner", "round_robin")
 WEIGH_ALL_NODES = 64
@@ -82,7 +82,7 @@ def owner_node(dag, written: tuple[str, tuple[int, ...]], nodes: int) -> int | N
     holds it; None for a tensor declared without dimensions."""
     tensor, coords = written
     grid = dag.program.block_grid(tensor, dag.env)
-    return None if grid is None else block_cyclic_node(coords, node_grid(grid, nodes))
+    return None if grid is None else own_node(grid, coords, nodes)
 
 
 class BlockPlacer:
@@ -144,6 +144,11 @@ class BlockPlacer:
         if self.narrowed:
             self.used[node] = 1
             self.free_at[node] = self.cores[node][0]
+
+    def home(self, dag, written: tuple[str, tuple[int, ...]]) -> int | None:
+        """The ``home`` to :meth:`place` a task of ``dag`` writing block ``written`` with:
+        its owner (:func:`owner_node`) under the ``owner`` policy, else None."""
+        return owner_node(dag, written, self.nodes) if self.policy == "owner" else None
 
     def place(self, inputs: list[int], out_bytes: int, flops: float,
               home: int | None = None) -> int:

@@ -60,6 +60,12 @@ def node_grid(block_grid: Sequence[int], nodes: int) -> tuple[int, ...]:
     return tuple(parts)
 
 
+def own_node(block_grid: Sequence[int], coords: Sequence[int], nodes: int) -> int:
+    """The node holding block ``coords`` of an array of ``block_grid`` blocks made on its
+    own: block-cyclic over its default node grid (:func:`node_grid`)."""
+    return block_cyclic_node(coords, node_grid(block_grid, nodes))
+
+
 def block_cyclic_node(coords: Sequence[int], node_grid: Sequence[int]) -> int:
     """The node of block ``coords`` under the block-cyclic layout over ``node_grid``.
 

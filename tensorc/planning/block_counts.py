@@ -71,8 +71,8 @@ from tensorc.codegen.block_dag import BlockDag
 from tensorc.codegen.block_kernels import factorisation_flops, result_flops, result_shapes
 from tensorc.codegen.block_layout import environment
 from tensorc.ir.block_program import BlockProgramIR
-from tensorc.placement.block_placement import BlockPlacer, owner_node
-from tensorc.placement.layout import block_cyclic_node, block_pieces, live_node, node_grid
+from tensorc.placement.block_placement import BlockPlacer
+from tensorc.placement.layout import block_pieces, live_node, own_node
 from tensorc.planning.cost import machine
 
 MIN_BLOCK = 256
@@ -105,6 +105,11 @@ class CountChoice:
     candidates: tuple[CountCandidate, ...]
     policy: str = "lshs"  # how the run places its tasks: the chosen candidate's policy
     limit: int = MAX_SIMULATED_TASKS  # candidates with more tasks were not simulated
+
+    def headline(self) -> str:
+        """The chosen counts and placement: ``NB=16, placed by owner``."""
+        return ", ".join([*(f"{k}={v}" for k, v in self.counts.items()),
+                          f"placed by {self.policy}"])
 
     def chosen(self) -> CountCandidate:
         """The candidate of the chosen counts and placement."""
@@ -140,15 +145,46 @@ def _options(extent: int, preferred: int | None) -> list[int]:
     return sorted(found)
 
 
+@dataclass(frozen=True)
+class Walk:
+    """A candidate's DAG in program order, as the simulation reads it: each task with its
+    edges and the blocks it writes, each version's readers (one a task, as the run counts
+    them) and the final write of each block."""
+
+    dag: BlockDag
+    tasks: tuple
+    reads: Counter
+    finals: frozenset
+
+
+def walk(program: BlockProgramIR, env: dict[str, int],
+         limit: int = MAX_SIMULATED_TASKS) -> Walk | None:
+    """The :class:`Walk` of one choice of counts; ``None`` when it has more than ``limit``
+    tasks (counted first: walking the DAG costs little beside asking it for edges)."""
+    if sum(1 for _ in itertools.islice(BlockDag(program, env).walk(), limit + 1)) > limit:
+        return None
+    dag = BlockDag(program, env)
+    tasks, reads, last = [], Counter(), {}
+    for task in dag.walk():
+        edges, written = dag.parents(task), dag.written(task)
+        tasks.append((task, edges, written))
+        reads.update({_version(e) for e in edges})
+        last.update((block, (task, j)) for j, block in enumerate(written))
+    return Walk(dag, tuple(tasks), reads, frozenset(last.values()))
+
+
 def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, nodes: int, cores: int,
              limit: int = MAX_SIMULATED_TASKS, input_node=None,
-             stored: dict | None = None, policy: str = "lshs") -> CountCandidate | None:
+             stored: dict | None = None, policy: str = "lshs",
+             walked: Walk | None = None) -> CountCandidate | None:
     """Simulated makespan, task count and bytes of one choice of counts (``None`` when the
     DAG has more than ``limit`` tasks) placed by ``policy`` (``lshs`` or ``owner``);
     ``stored`` maps an input already cut on the cluster to ``(its bounds, {block: node})``
-    (module docstring)."""
-    if sum(1 for _ in itertools.islice(BlockDag(program, env).walk(), limit + 1)) > limit:
-        return None  # counted first: walking the DAG costs little beside placing it
+    (module docstring); ``walked``: its :func:`walk`, when the caller has it."""
+    walked = walked or walk(program, env, limit)
+    if walked is None:
+        return None
+    dag, reads, finals = walked.dag, walked.reads, walked.finals
     figures = machine()
     overhead = figures.task_seconds if nodes > 1 else LOCAL_TASK_SECONDS
     placer = BlockPlacer(nodes, cores, policy, flops_per_core=figures.blas_flops_per_core,
@@ -156,17 +192,9 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
                          task_seconds=overhead,
                          hop_seconds=figures.call_seconds if nodes > 1 else 0.0,
                          hosts=figures.hosts(nodes))
-    dag = BlockDag(program, env)
-    walked, reads, last = [], Counter(), {}  # each version's readers (one a task, as the
-    for task in dag.walk():  # run counts them) and each block's final write
-        edges, written = dag.parents(task), dag.written(task)
-        walked.append((task, edges, written))
-        reads.update({_version(e) for e in edges})
-        last.update((block, (task, j)) for j, block in enumerate(written))
-    finals = set(last.values())
     versions: dict = {}
     shapes: dict = {}
-    for task, edges, written in walked:
+    for task, edges, written in walked.tasks:
         inputs, edge_shapes = [], {}
         for e in edges:
             key = _version(e)
@@ -204,11 +232,11 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
                                           retained=kept))
             versions[(task, j)] = ids[-1]
             shapes[(task, j)] = shape
-        home = owner_node(dag, written[0], nodes) if policy == "owner" else None
-        node = placer.place(inputs, sum(placer.state.size[i] for i in ids), flops, home)
+        node = placer.place(inputs, sum(placer.state.size[i] for i in ids), flops,
+                            placer.home(dag, written[0]))
         placer.run(ids, inputs, node, flops)
     makespan = max(max(c) for c in placer.cores)
-    return CountCandidate({c: env[c] for c in program.blocks}, makespan, len(walked),
+    return CountCandidate({c: env[c] for c in program.blocks}, makespan, len(walked.tasks),
                           placer.moved_bytes(), max(placer.state.net_in),
                           placer.state.max_peak, policy)
 
@@ -244,10 +272,7 @@ def _home(stored, coords: tuple, nodes: int) -> int:
 
 def _default_node(dims, coords, bounds: dict, nodes: int) -> int:
     """The node holding block ``coords`` of an input made on its own (module docstring)."""
-    if nodes == 1:
-        return 0
-    grid = tuple(len(bounds[d]) - 1 for d in dims)
-    return block_cyclic_node(coords, node_grid(grid, nodes))
+    return own_node(tuple(len(bounds[d]) - 1 for d in dims), coords, nodes) if nodes > 1 else 0
 
 
 def choose_counts(program: BlockProgramIR, shapes: dict[str, tuple[int, ...]], *, nodes: int,
@@ -275,12 +300,13 @@ def choose_counts(program: BlockProgramIR, shapes: dict[str, tuple[int, ...]], *
     for combo in itertools.product(*per_count):
         counts = dict(zip(names, combo, strict=True))
         env, bounds = environment(program, shapes, counts)
-        for policy in policies:
-            found = simulate(program, env, bounds, nodes=nodes, cores=cores, limit=limit,
-                             input_node=input_node, stored=stored, policy=policy)
-            candidates.append(found or CountCandidate(counts, None, None, None, policy=policy))
-            if found is None:
-                break  # too many tasks whatever the placement
+        walked = walk(program, env, limit)  # one walk, placed each way
+        if walked is None:  # too many tasks whatever the placement
+            candidates.append(CountCandidate(counts, None, None, None))
+            continue
+        candidates.extend(simulate(program, env, bounds, nodes=nodes, cores=cores,
+                                   input_node=input_node, stored=stored, policy=policy,
+                                   walked=walked) for policy in policies)
     simulated = [c for c in candidates if c.makespan is not None]
     if simulated:
         best = min(simulated, key=lambda c: (c.makespan, c.tasks))
