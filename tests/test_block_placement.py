@@ -114,8 +114,23 @@ def test_a_call_s_copies_arrive_after_its_last_input_exists_one_after_another():
     # joining that call, `early` arrives after `late` can leave and both were moved
     finish, level, copies, copied = placer._timing([early, late], 0.0, 0)
     assert level == 1 and copied == [early]
-    assert copies == (pytest.approx(1.01), 1000 + 10**6, 2)
+    assert copies == (pytest.approx(1.01), 1000 + 10**6, 2, pytest.approx(2 * 0.005))
     assert finish == pytest.approx(1.01 + (1000 + 10**6) / 1e9 + 2 * 0.005)
+
+
+def test_a_block_ray_carries_in_its_messages_pays_the_small_hop():
+    """A result of at most 100 KiB crosses a call boundary at the small hop (Ray carries it
+    inside its messages); a larger one pays the hop, and each copy half its own."""
+    placer = BlockPlacer(2, 1, "lshs", flops_per_core=1e9, bytes_per_second=1e9,
+                         task_seconds=0.0, hop_seconds=0.01, small_hop_seconds=0.002)
+    source = placer.add_version(1000, 2, node=1)
+    small, large = placer.add_version(100 * 1024, 1), placer.add_version(100 * 1024 + 8, 1)
+    placer.run([small, large], [source], 1, FLOPS)  # both made on node 1 by a 1 s call
+    assert placer._arrival(small, 0, placer.made_in[small], 1) == (pytest.approx(1.002), True)
+    assert placer._arrival(large, 0, placer.made_in[large], 1) == (pytest.approx(1.01), True)
+    finish, _, copies, _ = placer._timing([small, large], 0.0, 0)
+    assert copies[3] == pytest.approx(0.001 + 0.005)
+    assert finish == pytest.approx(1.01 + (2 * 100 * 1024 + 8) / 1e9 + 0.006)
 
 
 
@@ -134,7 +149,7 @@ def test_a_call_reading_its_node_s_earlier_result_copies_nothing_before_that_res
     placer.run([reader], [factor], 1, 0.0)  # node 1 reads it: node 0's next call is level 1
     finish, level, copies, copied = placer._timing([tall, factor], 0.0, 0)
     assert level == 1 and copied == [tall]
-    assert copies == (pytest.approx(1.0), 10**6, 1)  # it leaves when the factor exists
+    assert copies == (pytest.approx(1.0), 10**6, 1, pytest.approx(0.005))  # it leaves when the factor exists
     assert finish == pytest.approx(1.0 + 10**6 / 1e9 + 0.005)
 
 
@@ -184,7 +199,7 @@ def test_a_block_read_twice_is_copied_once():
     once = placer._timing([block], 0.0, 0)
     twice = placer._timing([block, block], 0.0, 0)  # L{i,k} @ T(L{i,k})
     assert twice[0] == once[0] == pytest.approx(10**6 / 1e9 + 0.005)
-    assert twice[2] == (0.0, 10**6, 1)
+    assert twice[2] == (0.0, 10**6, 1, pytest.approx(0.005))
 
 
 def test_a_call_starts_once_all_its_copies_arrived_whoever_brought_them():

@@ -51,6 +51,11 @@ def test_the_calibration_finds_the_nodes_sharing_this_machine():
     assert host_of == (0, 0, 0, 0)
     assert host_cores == (len(os.sched_getaffinity(0)),)
     assert "4 node(s) on 1 host(s)" in cost.machine().describe()
+    # a block Ray carries in its messages crosses a call boundary for less than one it
+    # stores: probed, and never priced above the hop
+    found = cost.machine()
+    assert found.small_call_seconds is not None
+    assert 0 < found.small_call_seconds <= found.call_seconds
 
 
 def test_independent_work_spreads_over_separate_machines(figures):

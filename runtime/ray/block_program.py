@@ -113,6 +113,7 @@ class _RayDagRun:
                                   bytes_per_second=figures.network_bytes_per_second,
                                   task_seconds=figures.task_seconds,
                                   hop_seconds=figures.call_seconds,
+                                  small_hop_seconds=figures.small_call_seconds,
                                   hosts=figures.hosts(cluster.nodes, cluster.node_ids))
         self.source = _RayInputs(program, inputs, bounds, cluster, self.placer, dag,
                                  None if per_task else self._stitch)

@@ -24,8 +24,10 @@ defaults):
   call on another node that waits for it: a chain of calls alternating between two nodes, each
   returning a fresh copy of the :data:`HOP_BYTES` block it was sent, timed per call, less the
   block's bytes at the measured rate (at least one call's round trip). On one machine's Ray
-  nodes this is 10 to 15 ms (the result's store, the owner's notice, the next call's push),
-  ten times a bare round trip.
+  nodes this is 6 to 15 ms (the result's store, the owner's notice, the next call's push),
+  ten times a bare round trip. The same chain with an 8 KiB block gives the figure for blocks
+  Ray carries inside its messages (up to 100 KiB: a TSQR's R factors, a solve's row sums),
+  which never enter an object store: about 1.5 ms here.
 
 Each figure is the median of a few tries, clamped to a sane range so a hiccup on a busy
 machine cannot make the planner absurd.
@@ -50,6 +52,7 @@ from tensorc.runtime.ray.cluster import RayCluster
 
 PROBE_BYTES = 8 * 2**20
 HOP_BYTES = 2**20
+SMALL_HOP_BYTES = 8 * 2**10  # a block Ray carries inside its messages (under 100 KiB)
 HOPS = 6
 TRIES = 3
 STEPS_PER_CALL = 16  # a typical call's block steps, over which one call's overhead spreads
@@ -91,15 +94,17 @@ def calibrate_cluster(cluster: RayCluster) -> dict:
     rates = rates[1:]
     rate = statistics.median(rates)
     ends = (workers[0], far)
-    hops = []
+    hops, small_hops = [], []
     for _ in range(TRIES):
-        block = ray.put(np.zeros(HOP_BYTES // 8))
-        started = time.perf_counter()
-        for k in range(HOPS):
-            block = ends[k % 2].relay.remote(block)
-        ray.get(block)
-        hops.append((time.perf_counter() - started) / HOPS - HOP_BYTES / rate)
-        del block
+        for nbytes, found in ((HOP_BYTES, hops), (SMALL_HOP_BYTES, small_hops)):
+            block = ray.put(np.zeros(nbytes // 8))
+            started = time.perf_counter()
+            for k in range(HOPS):
+                block = ends[k % 2].relay.remote(block)
+            ray.get(block)
+            found.append((time.perf_counter() - started) / HOPS - nbytes / rate)
+            del block
+    call = _clamp(statistics.median(hops), trip, 0.1)
     flops, step = statistics.median(
         [tuple(found) for found in ray.get([far.compute_probe.remote() for _ in range(TRIES)])])
     # the best try: a try that shared its core with a node still starting is only slower
@@ -111,7 +116,8 @@ def calibrate_cluster(cluster: RayCluster) -> dict:
         "task_seconds": _clamp(step + trip / STEPS_PER_CALL, 1e-6, 0.1),
         "blas_flops_per_core": _clamp(flops, 0.1e9, 1e12),
         "cores_per_node": max(1, int(min(cluster.cpus or [1]))),
-        "call_seconds": _clamp(statistics.median(hops), trip, 0.1),
+        "call_seconds": call,
+        "small_call_seconds": _clamp(statistics.median(small_hops), trip / 2, call),
         "host_of": host_of,
         "host_cores": host_cores,
         "host_nodes": tuple(cluster.node_ids),

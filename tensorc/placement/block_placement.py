@@ -17,12 +17,13 @@ Policies:
   (:mod:`tensorc.runtime.ray.block_waves`): a task's *call* is its node and level (the level of the
   results it reads, one more for a result of another node, and at least the node's floor). A result
   of another node can leave when its call ends (the runtime returns results at the end of a call)
-  and pays ``hop_seconds`` (the latency of the call boundary it crosses); an input block can leave
+  and pays ``hop_seconds`` (the latency of the call boundary it crosses; ``small_hop_seconds`` for
+  an object Ray carries inside its messages, :data:`INLINE_OBJECT_BYTES`); an input block can leave
   at once. Copies into a call arrive as Ray delivers a call's arguments: once the last of them can
   leave and every result of the node's earlier calls it reads exists (Ray sends the call when all
   its arguments exist, and its node fetches the copies then: a call reading a factor made by the
   node's previous call copies nothing before that call ends), one after another, each its bytes over
-  the calibrated bandwidth plus ``hop_seconds / 2`` (one object's share of a hop: its store or its
+  the calibrated bandwidth plus half its hop (one object's share of a hop: its store or its
   fetch), and no task of the call starts before the copies placed in it so far have arrived; a block
   read twice is sent once. Once a node's call is read from elsewhere, that node's later tasks start
   its next call (the floor), so the call stops growing. The task goes to a node where it would
@@ -73,6 +74,10 @@ WEIGH_ALL_NODES = 64
 WEIGHED_EARLIEST = 16
 """Beyond :data:`WEIGH_ALL_NODES`, the used nodes whose cores free first that a task is
 weighed on besides those holding its inputs and the first unused node."""
+INLINE_OBJECT_BYTES = 100 * 1024
+"""Ray carries an object up to this size inside its messages (its
+``max_direct_call_object_size``): it never enters a node's object store, so crossing a call
+boundary costs it the small hop, not the store-and-fetch of a larger block."""
 
 
 def owner_node(dag, written: tuple[str, tuple[int, ...]], nodes: int) -> int | None:
@@ -90,7 +95,8 @@ class BlockPlacer:
 
     def __init__(self, nodes: int, cores: int, policy: str, *, flops_per_core: float,
                  bytes_per_second: float, task_seconds: float,
-                 hop_seconds: float = 0.0, hosts=None) -> None:
+                 hop_seconds: float = 0.0, small_hop_seconds: float | None = None,
+                 hosts=None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown block scheduler {policy!r}; choose one of "
                              f"{', '.join(POLICIES)}")
@@ -100,6 +106,7 @@ class BlockPlacer:
         self.bytes_per_second = bytes_per_second
         self.task_seconds = task_seconds
         self.hop_seconds = hop_seconds
+        self.small_hop_seconds = hop_seconds if small_hop_seconds is None else small_hop_seconds
         self.state = ClusterState(nodes, [], [])
         self.cores = [[0.0] * max(1, cores) for _ in range(nodes)]  # per node, busy until
         self.host_of: list[int] | None = None  # per node, its machine's shared pool
@@ -117,8 +124,9 @@ class BlockPlacer:
         self.node_calls: list[tuple[int, float, float]] = [(0, 0.0, 0.0)] * nodes
         self.copied: dict[tuple[int, int], float] = {}  # (version, node) -> copy there at
         self.tie_seconds = hop_seconds / 2  # finishes this close are a tie: bytes decide
-        # per call (node, level): when its last copied input can leave, their bytes, count
-        self.copies: dict[tuple[int, int], tuple[float, int, int]] = {}
+        # per call (node, level): when its last copied input can leave, their bytes, count,
+        # and their shares of a hop (each object half its hop: its store or its fetch)
+        self.copies: dict[tuple[int, int], tuple[float, int, int, float]] = {}
         self.count = 0
         self.tasks_per_node = [0] * nodes
         self.wave_flops = [0.0] * nodes  # per node, the flops placed there this wave
@@ -192,32 +200,39 @@ class BlockPlacer:
                 ) -> tuple[float, int, tuple, list]:
         """``(finish, call level, copies, copied)`` of a task reading ``inputs`` on
         ``node``: ``copies`` is its call's ``(when the last copy can leave, bytes,
-        objects)`` with this task's copies (``copied``) added."""
+        objects, their hop shares)`` with this task's copies (``copied``) added."""
         inputs = list(dict.fromkeys(inputs))  # a block read twice is sent once
         made = [self.made_in.get(block) for block in inputs]
         level = max([self.floor[node]] + [m[1] + (m[0] != node) for m in made if m is not None])
-        leaves, nbytes, objects = self.copies.get((node, level), (0.0, 0, 0))
+        leaves, nbytes, objects, shares = self.copies.get((node, level), (0.0, 0, 0, 0.0))
         arrive, copied = 0.0, []
         for block, m in zip(inputs, made, strict=True):
             at, copy = self._arrival(block, node, m, level)
             if copy:
-                leaves, nbytes, objects = max(leaves, at), nbytes + self.state.size[block], \
-                    objects + 1
+                leaves, nbytes = max(leaves, at), nbytes + self.state.size[block]
+                objects, shares = objects + 1, shares + self._hop(block) / 2
                 copied.append(block)
             else:
                 arrive = max(arrive, at)
                 if m is not None and m[0] == node and m[1] != level:  # an earlier call's
                     leaves = max(leaves, at)  # result here: Ray sends the call once it exists
         if objects:  # the call starts once its copies, one after another, have arrived
-            arrive = max(arrive, leaves + self._moving(nbytes, objects))
+            arrive = max(arrive, leaves + self._moving(nbytes, shares))
         top, top_end, below_end = self.node_calls[node]  # its node's earlier calls come first
         arrive = max(arrive, below_end if level == top else max(below_end, top_end))
         finish = self._start(arrive, node) + self.task_seconds + flops / self.flops_per_core
-        return finish, level, (leaves, nbytes, objects), copied
+        return finish, level, (leaves, nbytes, objects, shares), copied
 
-    def _moving(self, nbytes: int, objects: int) -> float:
-        """Seconds to copy ``objects`` blocks of ``nbytes`` in all into a call."""
-        return nbytes / self.bytes_per_second + objects * self.hop_seconds / 2
+    def _moving(self, nbytes: int, shares: float) -> float:
+        """Seconds to copy blocks of ``nbytes`` in all into a call, ``shares`` the sum of
+        their objects' halves of a hop."""
+        return nbytes / self.bytes_per_second + shares
+
+    def _hop(self, block: int) -> float:
+        """The latency of a call boundary for ``block``: the small hop for an object Ray
+        carries in its messages (:data:`INLINE_OBJECT_BYTES`), else the hop."""
+        return (self.small_hop_seconds if self.state.size[block] <= INLINE_OBJECT_BYTES
+                else self.hop_seconds)
 
     def _arrival(self, block: int, node: int, made, level: int) -> tuple[float, bool]:
         """``(when block can be read on node by a task at level, whether it is copied
@@ -233,7 +248,7 @@ class BlockPlacer:
             return ready, not self.state.holders[block] & (1 << node)
         if made[0] == node:
             return (self.ready[block] if made[1] == level else self.call_end[made]), False
-        return self.call_end[made] + self.hop_seconds, True
+        return self.call_end[made] + self._hop(block), True
 
     def _start(self, arrive: float, node: int) -> float:
         """When a task whose inputs are there at ``arrive`` gets a core of ``node`` (and of
@@ -263,7 +278,7 @@ class BlockPlacer:
         call = (node, level)
         self.copies[call] = copies
         if copied:
-            arrived = copies[0] + self._moving(copies[1], copies[2])
+            arrived = copies[0] + self._moving(copies[1], copies[3])
             for block in copied:
                 self.copied.setdefault((block, node), arrived)
         self.call_end[call] = max(self.call_end.get(call, 0.0), finish)

@@ -191,6 +191,7 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
                          bytes_per_second=figures.network_bytes_per_second,
                          task_seconds=overhead,
                          hop_seconds=figures.call_seconds if nodes > 1 else 0.0,
+                         small_hop_seconds=figures.small_call_seconds if nodes > 1 else 0.0,
                          hosts=figures.hosts(nodes))
     versions: dict = {}
     shapes: dict = {}

@@ -125,6 +125,9 @@ class Machine:
     call_seconds: float = RAY_CALL_SECONDS
     """The latency a block pays to reach a call on another node (one call's round trip),
     on top of its bytes over the network rate."""
+    small_call_seconds: float | None = None
+    """The same for a block small enough that Ray carries it inside its messages (it never
+    enters an object store); ``None``: as ``call_seconds`` (not probed)."""
     sparse_flops_per_core: float = SPARSE_FLOPS_PER_CORE
     """A sparse kernel's (the compiled CSR-times-dense loop's) flops a second on one core,
     counted as a sparse plan counts them."""
@@ -160,7 +163,10 @@ class Machine:
                 f"node, {self.task_seconds * 1e6:.0f} us per block task, "
                 f"{self.blas_flops_per_core / 1e9:.1f} GFLOP/s per core, "
                 f"{self.cores_per_node} core(s) per node{shared}, "
-                f"{self.call_seconds * 1e3:.2f} ms per call between nodes, "
+                f"{self.call_seconds * 1e3:.2f} ms per call between nodes"
+                + ("" if self.small_call_seconds is None else
+                   f" ({self.small_call_seconds * 1e3:.2f} ms for a small block)")
+                + ", "
                 f"{self.sparse_flops_per_core / 1e9:.1f} sparse GFLOP/s per core")
 
 
