@@ -399,3 +399,26 @@ def test_a_node_worker_that_dies_while_its_node_lives_is_replaced_for_the_next_r
     assert not stats["per_task"] and stats["remote_calls"] < stats["tasks"]  # new workers
     np.testing.assert_allclose(again["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
                                atol=1e-10)
+
+
+@pytest.mark.parametrize("small_hop, counts", [(1.5e-3, {8}), (None, {2, 4})])
+def test_a_tsqr_keeps_its_input_s_row_blocks_when_small_factors_cross_at_the_small_hop(
+        figures, small_hop, counts):
+    """At the figures this machine probes (7-9 ms a hop for a stored block, 1.5 ms for one
+    Ray carries in its messages), a TSQR of an input in 8 row blocks keeps them: its R
+    factors (12.8 KB) cross at the small hop. Priced as stored blocks (``None``), the tree's
+    hops looked dearer than re-cutting 10-16 MB into 2 or 4 blocks, which ran slower."""
+    from tensorc.driver.block_programs import stored_layouts
+    from tensorc.planning.block_counts import choose_counts
+
+    figures(network_bytes_per_second=450e6, task_seconds=80e-6, blas_flops_per_core=50e9,
+            cores_per_node=1, call_seconds=8e-3, small_call_seconds=small_hop)
+    a = RNG.random((65536, 40))
+    values = {"A": tc.asarray(a, block_shape=(8192, 40)).value()}
+    choice = choose_counts(shipped("tsqr_q").program, {"A": a.shape}, nodes=4, cores=1,
+                           preferred={"MB": 8}, stored=stored_layouts(values))
+    assert choice.counts["MB"] in counts
+    if small_hop is not None:
+        out = tc.linalg.qr(tc.asarray(a, block_shape=(8192, 40)))
+        assert tc.last_stats()["block_counts"] == {"MB": 8}
+        np.testing.assert_allclose(np.asarray(out.Q) @ np.asarray(out.R), a, atol=1e-10)
