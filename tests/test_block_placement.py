@@ -149,7 +149,8 @@ def test_a_call_reading_its_node_s_earlier_result_copies_nothing_before_that_res
     placer.run([reader], [factor], 1, 0.0)  # node 1 reads it: node 0's next call is level 1
     finish, level, copies, copied = placer._timing([tall, factor], 0.0, 0)
     assert level == 1 and copied == [tall]
-    assert copies == (pytest.approx(1.0), 10**6, 1, pytest.approx(0.005))  # it leaves when the factor exists
+    # it leaves when the factor exists
+    assert copies == (pytest.approx(1.0), 10**6, 1, pytest.approx(0.005))
     assert finish == pytest.approx(1.0 + 10**6 / 1e9 + 0.005)
 
 
