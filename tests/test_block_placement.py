@@ -118,20 +118,23 @@ def test_a_call_s_copies_arrive_after_its_last_input_exists_one_after_another():
     assert finish == pytest.approx(1.01 + (1000 + 10**6) / 1e9 + 2 * 0.005)
 
 
-def test_a_block_ray_carries_in_its_messages_pays_the_small_hop():
-    """A result of at most 100 KiB crosses a call boundary at the small hop (Ray carries it
-    inside its messages); a larger one pays the hop, and each copy half its own."""
+def test_a_result_ray_carries_in_its_messages_pays_the_small_hop():
+    """A call's result of at most ``inline_bytes`` crosses a call boundary at the small hop
+    (Ray carries it inside its messages); a larger one pays the hop, and so does an input
+    of any size (it is in the object store); each copy half its own hop."""
     placer = BlockPlacer(2, 1, "lshs", flops_per_core=1e9, bytes_per_second=1e9,
-                         task_seconds=0.0, hop_seconds=0.01, small_hop_seconds=0.002)
+                         task_seconds=0.0, hop_seconds=0.01, small_hop_seconds=0.002,
+                         inline_bytes=99 * 1024)
     source = placer.add_version(1000, 2, node=1)
-    small, large = placer.add_version(100 * 1024, 1), placer.add_version(100 * 1024 + 8, 1)
+    small, large = placer.add_version(99 * 1024, 1), placer.add_version(99 * 1024 + 8, 1)
     placer.run([small, large], [source], 1, FLOPS)  # both made on node 1 by a 1 s call
     assert placer._arrival(small, 0, placer.made_in[small], 1) == (pytest.approx(1.002), True)
     assert placer._arrival(large, 0, placer.made_in[large], 1) == (pytest.approx(1.01), True)
     finish, _, copies, _ = placer._timing([small, large], 0.0, 0)
     assert copies[3] == pytest.approx(0.001 + 0.005)
-    assert finish == pytest.approx(1.01 + (2 * 100 * 1024 + 8) / 1e9 + 0.006)
-
+    assert finish == pytest.approx(1.01 + (2 * 99 * 1024 + 8) / 1e9 + 0.006)
+    tiny_input = placer.add_version(8, 1, node=1)  # an input: stored, the hop's half
+    assert placer._timing([tiny_input], 0.0, 0)[2][3] == pytest.approx(0.005)
 
 
 def test_a_call_reading_its_node_s_earlier_result_copies_nothing_before_that_result_exists():

@@ -51,11 +51,18 @@ def test_the_calibration_finds_the_nodes_sharing_this_machine():
     assert host_of == (0, 0, 0, 0)
     assert host_cores == (len(os.sched_getaffinity(0)),)
     assert "4 node(s) on 1 host(s)" in cost.machine().describe()
-    # a block Ray carries in its messages crosses a call boundary for less than one it
-    # stores: probed, and never priced above the hop
-    found = cost.machine()
-    assert found.small_call_seconds is not None
-    assert 0 < found.small_call_seconds <= found.call_seconds
+    # the test cluster inlines nothing above 1 KiB: no block is small enough for the small hop
+    assert cost.machine().inline_bytes == 0 and cost.machine().small_call_seconds is None
+
+
+def test_the_calibration_probes_the_small_hop_below_the_cluster_s_inline_threshold():
+    from tensorc.runtime.ray.calibrate import INLINE_MARGIN, calibrate_cluster
+    from tensorc.runtime.ray.cluster import RAY_INLINE_BYTES, connected
+
+    found = calibrate_cluster(dataclasses.replace(connected(), inline_bytes=RAY_INLINE_BYTES))
+    assert found["inline_bytes"] == RAY_INLINE_BYTES - INLINE_MARGIN
+    assert found["small_call_seconds"] is not None
+    assert found["small_call_seconds"] <= found["call_seconds"]
 
 
 def test_independent_work_spreads_over_separate_machines(figures):
@@ -412,7 +419,8 @@ def test_a_tsqr_keeps_its_input_s_row_blocks_when_small_factors_cross_at_the_sma
     from tensorc.planning.block_counts import choose_counts
 
     figures(network_bytes_per_second=450e6, task_seconds=80e-6, blas_flops_per_core=50e9,
-            cores_per_node=1, call_seconds=8e-3, small_call_seconds=small_hop)
+            cores_per_node=1, call_seconds=8e-3, small_call_seconds=small_hop,
+            inline_bytes=99 * 1024, host_of=(0, 0, 0, 0), host_cores=(2,))
     a = RNG.random((65536, 40))
     values = {"A": tc.asarray(a, block_shape=(8192, 40)).value()}
     choice = choose_counts(shipped("tsqr_q").program, {"A": a.shape}, nodes=4, cores=1,
@@ -421,4 +429,8 @@ def test_a_tsqr_keeps_its_input_s_row_blocks_when_small_factors_cross_at_the_sma
     if small_hop is not None:
         out = tc.linalg.qr(tc.asarray(a, block_shape=(8192, 40)))
         assert tc.last_stats()["block_counts"] == {"MB": 8}
-        np.testing.assert_allclose(np.asarray(out.Q) @ np.asarray(out.R), a, atol=1e-10)
+        q, r = np.asarray(out.Q), np.asarray(out.R)
+        np.testing.assert_allclose(q @ r, a, atol=1e-10)
+        np.testing.assert_allclose(q.T @ q, np.eye(40), atol=1e-10)
+        np.testing.assert_array_equal(r, np.triu(r))
+        np.testing.assert_allclose(np.abs(r), np.abs(np.linalg.qr(a, mode="r")), atol=1e-8)

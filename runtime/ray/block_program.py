@@ -73,11 +73,9 @@ from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Stitch, Wave, ZeroBlock
 from tensorc.runtime.ray.calls import WorkerLost, submit, wait_for_calls
+from tensorc.runtime.ray.inline import INLINE_BYTES
 
 WINDOW = 1024
-INLINE_BYTES = 64 * 2**10
-"""A numpy input's block up to this size is sent inside the calls that read it (Ray inlines
-small arguments), not put in the object store first (about a millisecond a put here)."""
 WAVES_IN_FLIGHT = 2
 _RUNS = itertools.count()
 
@@ -114,6 +112,7 @@ class _RayDagRun:
                                   task_seconds=figures.task_seconds,
                                   hop_seconds=figures.call_seconds,
                                   small_hop_seconds=figures.small_call_seconds,
+                                  inline_bytes=figures.inline_bytes,
                                   hosts=figures.hosts(cluster.nodes, cluster.node_ids))
         self.source = _RayInputs(program, inputs, bounds, cluster, self.placer, dag,
                                  None if per_task else self._stitch)

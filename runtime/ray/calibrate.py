@@ -25,9 +25,12 @@ defaults):
   returning a fresh copy of the :data:`HOP_BYTES` block it was sent, timed per call, less the
   block's bytes at the measured rate (at least one call's round trip). On one machine's Ray
   nodes this is 6 to 15 ms (the result's store, the owner's notice, the next call's push),
-  ten times a bare round trip. The same chain with an 8 KiB block gives the figure for blocks
-  Ray carries inside its messages (up to 100 KiB: a TSQR's R factors, a solve's row sums),
-  which never enter an object store: about 1.5 ms here.
+  ten times a bare round trip. The same chain with an 8 KiB block, sent by value, gives the
+  figure for blocks Ray carries inside its messages (``inline_bytes``: the cluster's inline
+  threshold, 100 KiB unless a private cluster was given less, less :data:`INLINE_MARGIN`;
+  a TSQR's R factors, a solve's row sums), which never enter an object store: 1.4-1.9 ms
+  here, at least one round trip. A cluster that inlines nothing that small gets no such
+  figure.
 
 Each figure is the median of a few tries, clamped to a sane range so a hiccup on a busy
 machine cannot make the planner absurd.
@@ -53,6 +56,9 @@ from tensorc.runtime.ray.cluster import RayCluster
 PROBE_BYTES = 8 * 2**20
 HOP_BYTES = 2**20
 SMALL_HOP_BYTES = 8 * 2**10  # a block Ray carries inside its messages (under 100 KiB)
+INLINE_MARGIN = 2**10
+"""Bytes of a block's serialised header: Ray compares an object's serialised size with its
+inline threshold, so a block is small up to the threshold less this."""
 HOPS = 6
 TRIES = 3
 STEPS_PER_CALL = 16  # a typical call's block steps, over which one call's overhead spreads
@@ -94,10 +100,16 @@ def calibrate_cluster(cluster: RayCluster) -> dict:
     rates = rates[1:]
     rate = statistics.median(rates)
     ends = (workers[0], far)
+    inline = max(0, cluster.inline_bytes - INLINE_MARGIN)  # the largest block Ray inlines
+    small = min(SMALL_HOP_BYTES, inline)
     hops, small_hops = [], []
     for _ in range(TRIES):
-        for nbytes, found in ((HOP_BYTES, hops), (SMALL_HOP_BYTES, small_hops)):
-            block = ray.put(np.zeros(nbytes // 8))
+        for nbytes, found in ((HOP_BYTES, hops), (small, small_hops)):
+            if nbytes <= 0:
+                continue
+            # a stored block starts from the store, a small one by value: as each travels
+            block = np.zeros(nbytes // 8) if found is small_hops else ray.put(
+                np.zeros(nbytes // 8))
             started = time.perf_counter()
             for k in range(HOPS):
                 block = ends[k % 2].relay.remote(block)
@@ -117,7 +129,9 @@ def calibrate_cluster(cluster: RayCluster) -> dict:
         "blas_flops_per_core": _clamp(flops, 0.1e9, 1e12),
         "cores_per_node": max(1, int(min(cluster.cpus or [1]))),
         "call_seconds": call,
-        "small_call_seconds": _clamp(statistics.median(small_hops), trip / 2, call),
+        "small_call_seconds": (_clamp(statistics.median(small_hops), trip, call)
+                               if small_hops else None),
+        "inline_bytes": inline,
         "host_of": host_of,
         "host_cores": host_cores,
         "host_nodes": tuple(cluster.node_ids),

@@ -35,6 +35,11 @@ INLINE_BYTES_VARIABLE = "TENSORC_RAY_INLINE_BYTES"
 them; setting this variable gives a private cluster a smaller threshold, so Ray's object
 directory sees (and ``measure=True`` measures) every block above it. The tests set 1024."""
 
+RAY_INLINE_BYTES = 100 * 1024
+"""Ray's own inline threshold (its ``max_direct_call_object_size``): a task's result or
+argument whose serialised size is at most this travels inside Ray's messages, never in an
+object store."""
+
 PROBE_SECONDS = 2.0
 
 
@@ -50,6 +55,9 @@ class RayCluster:
     owns_ray: bool = True
     store_bytes: int = 0
     """Object store memory of all nodes together (bytes)."""
+    inline_bytes: int = RAY_INLINE_BYTES
+    """The cluster's inline threshold: Ray's, or the smaller one a private multi-node
+    cluster was given (``TENSORC_RAY_INLINE_BYTES``)."""
     epoch: int = 0
     """Bumped whenever the live nodes change: node indices recorded earlier may be stale."""
     workers: list = field(default_factory=list, repr=False)
@@ -119,11 +127,16 @@ def _live_nodes(driver_node: str) -> tuple[list[str], list[float]]:
     return [n["NodeID"] for n in alive], [float(n["Resources"].get("CPU", 0)) for n in alive]
 
 
+def _inline_bytes() -> int:
+    """A private cluster's inline threshold (:data:`INLINE_BYTES_VARIABLE`, else Ray's)."""
+    inline = os.environ.get(INLINE_BYTES_VARIABLE)
+    return int(inline) if inline else RAY_INLINE_BYTES
+
+
 def _head_node_args() -> dict:
     args: dict = {"num_cpus": 1, "object_store_memory": LOCAL_NODE_MEMORY}
-    inline = os.environ.get(INLINE_BYTES_VARIABLE)
-    if inline:
-        args["_system_config"] = {"max_direct_call_object_size": int(inline)}
+    if os.environ.get(INLINE_BYTES_VARIABLE):
+        args["_system_config"] = {"max_direct_call_object_size": _inline_bytes()}
     return args
 
 
@@ -188,6 +201,7 @@ def connect(address: str | None = None, num_nodes: int | None = None) -> RayClus
         local_cluster=local_cluster,
         owns_ray=address is None,
         store_bytes=int(ray.cluster_resources().get("object_store_memory", 0)),
+        inline_bytes=_inline_bytes() if local_cluster is not None else RAY_INLINE_BYTES,
     )
 
 

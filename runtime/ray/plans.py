@@ -63,6 +63,7 @@ from tensorc.runtime.ray.arrays import (
 )
 from tensorc.runtime.ray.calls import CallRunner, WorkerLost, wait_for_calls
 from tensorc.runtime.ray.cluster import connected as ray_cluster
+from tensorc.runtime.ray.inline import INLINE_BYTES
 from tensorc.runtime.ray.stages import SINK, relayout_moves, stage
 from tensorc.runtime.ray.whole_array import cast
 from tensorc.stored import StoredArray
@@ -73,8 +74,6 @@ class NodesChanged(PlanError):
     joined since): plan again."""
 
 
-INLINE_BYTES = 64 * 1024
-"""A numpy operand this small travels inside the messages of batched calls."""
 
 
 def forced_block_shape(spec: EinsumSpec, operands) -> dict[str, int] | None:
@@ -224,8 +223,9 @@ def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
     once its work is submitted (see :meth:`CallRunner.run`); ``run_seconds`` is then the time
     to submit, and ``ran_on`` the nodes asked for. With a ``batch``
     (:class:`~tensorc.runtime.ray.call_batch.CallBatch`) the calls join it and run when it
-    is flushed; a numpy operand of at most :data:`INLINE_BYTES` then travels inside the call
-    messages (it is not distributed, nor reported in ``inputs_used``). With a ``sink`` (a
+    is flushed; a numpy operand of at most
+    :data:`~tensorc.runtime.ray.inline.INLINE_BYTES` then travels inside the call messages
+    (it is not distributed, nor reported in ``inputs_used``). With a ``sink`` (a
     :class:`~tensorc.stored.BlockSink`'s node writer, the sink opened) each result block is
     written by the call that computed it and the returned array's blocks are the bytes
     written (:mod:`tensorc.runtime.ray.streamed_results`)."""

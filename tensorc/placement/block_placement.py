@@ -18,10 +18,10 @@ Policies:
   results it reads, one more for a result of another node, and at least the node's floor). A result
   of another node can leave when its call ends (the runtime returns results at the end of a call)
   and pays ``hop_seconds`` (the latency of the call boundary it crosses; ``small_hop_seconds`` for
-  an object Ray carries inside its messages, :data:`INLINE_OBJECT_BYTES`); an input block can leave
-  at once. Copies into a call arrive as Ray delivers a call's arguments: once the last of them can
-  leave and every result of the node's earlier calls it reads exists (Ray sends the call when all
-  its arguments exist, and its node fetches the copies then: a call reading a factor made by the
+  a result of at most ``inline_bytes``, which Ray carries inside its messages); an input block can
+  leave at once. Copies into a call arrive as Ray delivers a call's arguments: once the last of them
+  can leave and every result of the node's earlier calls it reads exists (Ray sends the call when
+  all its arguments exist, and its node fetches the copies then: a call reading a factor made by the
   node's previous call copies nothing before that call ends), one after another, each its bytes over
   the calibrated bandwidth plus half its hop (one object's share of a hop: its store or its
   fetch), and no task of the call starts before the copies placed in it so far have arrived; a block
@@ -74,10 +74,6 @@ WEIGH_ALL_NODES = 64
 WEIGHED_EARLIEST = 16
 """Beyond :data:`WEIGH_ALL_NODES`, the used nodes whose cores free first that a task is
 weighed on besides those holding its inputs and the first unused node."""
-INLINE_OBJECT_BYTES = 100 * 1024
-"""Ray carries an object up to this size inside its messages (its
-``max_direct_call_object_size``): it never enters a node's object store, so crossing a call
-boundary costs it the small hop, not the store-and-fetch of a larger block."""
 
 
 def owner_node(dag, written: tuple[str, tuple[int, ...]], nodes: int) -> int | None:
@@ -96,7 +92,7 @@ class BlockPlacer:
     def __init__(self, nodes: int, cores: int, policy: str, *, flops_per_core: float,
                  bytes_per_second: float, task_seconds: float,
                  hop_seconds: float = 0.0, small_hop_seconds: float | None = None,
-                 hosts=None) -> None:
+                 inline_bytes: int = 0, hosts=None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown block scheduler {policy!r}; choose one of "
                              f"{', '.join(POLICIES)}")
@@ -107,6 +103,7 @@ class BlockPlacer:
         self.task_seconds = task_seconds
         self.hop_seconds = hop_seconds
         self.small_hop_seconds = hop_seconds if small_hop_seconds is None else small_hop_seconds
+        self.inline_bytes = inline_bytes  # a result up to this size crosses at the small hop
         self.state = ClusterState(nodes, [], [])
         self.cores = [[0.0] * max(1, cores) for _ in range(nodes)]  # per node, busy until
         self.host_of: list[int] | None = None  # per node, its machine's shared pool
@@ -229,10 +226,11 @@ class BlockPlacer:
         return nbytes / self.bytes_per_second + shares
 
     def _hop(self, block: int) -> float:
-        """The latency of a call boundary for ``block``: the small hop for an object Ray
-        carries in its messages (:data:`INLINE_OBJECT_BYTES`), else the hop."""
-        return (self.small_hop_seconds if self.state.size[block] <= INLINE_OBJECT_BYTES
-                else self.hop_seconds)
+        """The latency of a call boundary for ``block``: the small hop for a call's result
+        Ray carries in its messages (at most ``inline_bytes``), else the hop (an input
+        block is in the object store, whatever its size)."""
+        small = block in self.made_in and self.state.size[block] <= self.inline_bytes
+        return self.small_hop_seconds if small else self.hop_seconds
 
     def _arrival(self, block: int, node: int, made, level: int) -> tuple[float, bool]:
         """``(when block can be read on node by a task at level, whether it is copied

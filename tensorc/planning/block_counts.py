@@ -24,7 +24,8 @@ The rules the simulation adds:
   the per-task overhead (:data:`LOCAL_TASK_SECONDS` on a thread pool, the
   calibrated step cost on Ray, where a block program's tasks are steps of per-node calls),
   and a block read on another node arrives one call's round trip later (the machine's
-  ``call_seconds``) on top of its bytes;
+  ``call_seconds``, or ``small_call_seconds`` for a result Ray carries inside its messages)
+  on top of its bytes;
 - on several nodes, an input's blocks start where an array made on its own holds them
   (block-cyclic over its default node grid, :func:`~tensorc.placement.layout.node_grid`),
   unless ``input_node(tensor, coords)`` says otherwise; on one node, all on it;
@@ -192,6 +193,7 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
                          task_seconds=overhead,
                          hop_seconds=figures.call_seconds if nodes > 1 else 0.0,
                          small_hop_seconds=figures.small_call_seconds if nodes > 1 else 0.0,
+                         inline_bytes=figures.inline_bytes,
                          hosts=figures.hosts(nodes))
     versions: dict = {}
     shapes: dict = {}

@@ -126,8 +126,10 @@ class Machine:
     """The latency a block pays to reach a call on another node (one call's round trip),
     on top of its bytes over the network rate."""
     small_call_seconds: float | None = None
-    """The same for a block small enough that Ray carries it inside its messages (it never
-    enters an object store); ``None``: as ``call_seconds`` (not probed)."""
+    """The same for a block of at most ``inline_bytes``, which Ray carries inside its
+    messages (it never enters an object store); ``None``: as ``call_seconds`` (not probed)."""
+    inline_bytes: int = 0
+    """The largest block Ray carries inside its messages on this cluster (0: none known)."""
     sparse_flops_per_core: float = SPARSE_FLOPS_PER_CORE
     """A sparse kernel's (the compiled CSR-times-dense loop's) flops a second on one core,
     counted as a sparse plan counts them."""
