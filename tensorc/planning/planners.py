@@ -54,8 +54,8 @@ IDLE_NODES_REACH = 1.25
 leave a few nodes idle: their sides fit the extents better than any split of ``P`` (1,000
 nodes as 50 x 20 against 1,024 as 32 x 32 or 64 x 16), which recovers a few per cent of
 bytes (the pushed-down MTTKRP at 8,192³ on 1,024 nodes: 1.105x the bound to 1.065x), not
-the excess of a plan whose grid must split an index its first stage sums (1.573x: searched
-on 4,096 nodes, 1.6 s for nothing)."""
+the excess of a plan for which a grid within the bound costs far more tasks (the strong
+pushed-down MTTKRP on 4,096 nodes, 1.573x: searched there, 1.6 s for nothing)."""
 
 
 def search(problem: Problem, planner: str = "auto", lower: bool = True) -> DistributedPlan:
