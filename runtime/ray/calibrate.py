@@ -104,12 +104,13 @@ def calibrate_cluster(cluster: RayCluster) -> dict:
     small = min(SMALL_HOP_BYTES, inline)
     hops, small_hops = [], []
     for _ in range(TRIES):
-        for nbytes, found in ((HOP_BYTES, hops), (small, small_hops)):
+        # a stored block starts from the store, a small one by value: as each travels
+        for nbytes, found, by_value in ((HOP_BYTES, hops, False), (small, small_hops, True)):
             if nbytes <= 0:
                 continue
-            # a stored block starts from the store, a small one by value: as each travels
-            block = np.zeros(nbytes // 8) if found is small_hops else ray.put(
-                np.zeros(nbytes // 8))
+            block = np.zeros(nbytes // 8)
+            if not by_value:
+                block = ray.put(block)
             started = time.perf_counter()
             for k in range(HOPS):
                 block = ends[k % 2].relay.remote(block)

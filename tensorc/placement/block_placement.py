@@ -207,7 +207,7 @@ class BlockPlacer:
             at, copy = self._arrival(block, node, m, level)
             if copy:
                 leaves, nbytes = max(leaves, at), nbytes + self.state.size[block]
-                objects, shares = objects + 1, shares + self._hop(block) / 2
+                objects, shares = objects + 1, shares + self._hop(block, m) / 2
                 copied.append(block)
             else:
                 arrive = max(arrive, at)
@@ -225,11 +225,12 @@ class BlockPlacer:
         their objects' halves of a hop."""
         return nbytes / self.bytes_per_second + shares
 
-    def _hop(self, block: int) -> float:
-        """The latency of a call boundary for ``block``: the small hop for a call's result
-        Ray carries in its messages (at most ``inline_bytes``), else the hop (an input
-        block is in the object store, whatever its size)."""
-        small = block in self.made_in and self.state.size[block] <= self.inline_bytes
+    def _hop(self, block: int, made) -> float:
+        """The latency of a call boundary for ``block`` (``made``: its ``made_in`` entry):
+        the small hop for a call's result Ray carries in its messages (at most
+        ``inline_bytes``), else the hop (an input block is in the object store, whatever
+        its size)."""
+        small = made is not None and self.state.size[block] <= self.inline_bytes
         return self.small_hop_seconds if small else self.hop_seconds
 
     def _arrival(self, block: int, node: int, made, level: int) -> tuple[float, bool]:
@@ -246,7 +247,7 @@ class BlockPlacer:
             return ready, not self.state.holders[block] & (1 << node)
         if made[0] == node:
             return (self.ready[block] if made[1] == level else self.call_end[made]), False
-        return self.call_end[made] + self._hop(block), True
+        return self.call_end[made] + self._hop(block, made), True
 
     def _start(self, arrive: float, node: int) -> float:
         """When a task whose inputs are there at ``arrive`` gets a core of ``node`` (and of

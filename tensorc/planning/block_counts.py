@@ -119,12 +119,12 @@ class CountChoice:
 
     def describe(self) -> str:
         lines = []
+        chosen = self.chosen()
         for c in self.candidates:
             shown = ", ".join(f"{k}={v}" for k, v in c.counts.items()) or "(no blocks)"
             if c.policy != "lshs":
                 shown += f", placed by {c.policy}"
-            chosen = c.counts == self.counts and c.policy == self.policy
-            mark = "  <- chosen" if chosen else ""
+            mark = "  <- chosen" if c is chosen else ""
             if c.makespan is None:
                 lines.append(f"  {shown}: more than {self.limit} tasks, not simulated")
             else:
@@ -162,9 +162,9 @@ def walk(program: BlockProgramIR, env: dict[str, int],
          limit: int = MAX_SIMULATED_TASKS) -> Walk | None:
     """The :class:`Walk` of one choice of counts; ``None`` when it has more than ``limit``
     tasks (counted first: walking the DAG costs little beside asking it for edges)."""
-    if sum(1 for _ in itertools.islice(BlockDag(program, env).walk(), limit + 1)) > limit:
-        return None
     dag = BlockDag(program, env)
+    if sum(1 for _ in itertools.islice(dag.walk(), limit + 1)) > limit:
+        return None
     tasks, reads, last = [], Counter(), {}
     for task in dag.walk():
         edges, written = dag.parents(task), dag.written(task)
