@@ -19,6 +19,15 @@ pytestmark = pytest.mark.usefixtures("ray_cluster")
 RNG = np.random.default_rng(5)
 
 
+@pytest.fixture(autouse=True)
+def no_recordings():
+    """Every test places its programs' first runs itself: no recording an earlier test
+    left is replayed (runtime/ray/block_replay.py)."""
+    from tensorc.runtime.ray import block_replay
+
+    block_replay.RECORDINGS.clear()
+
+
 def spd(n: int) -> np.ndarray:
     x = RNG.random((n, n))
     return x @ x.T + n * np.eye(n)
@@ -433,3 +442,101 @@ def test_a_tsqr_keeps_its_input_s_row_blocks_when_small_factors_cross_at_the_sma
         np.testing.assert_allclose(q.T @ q, np.eye(40), atol=1e-10)
         np.testing.assert_array_equal(r, np.triu(r))
         np.testing.assert_allclose(np.abs(r), np.abs(np.linalg.qr(a, mode="r")), atol=1e-8)
+
+
+def _no_placement(monkeypatch):
+    """Fail the test if a block program's DAG is walked and placed (a run that replays
+    submits a recording instead)."""
+    from tensorc.runtime.ray import block_program
+
+    def placed(*args, **kwargs):
+        raise AssertionError("the DAG was placed again")
+
+    monkeypatch.setattr(block_program._RayDagRun, "submit", placed)
+
+
+RECORDED = ("tasks", "tasks_per_node", "inter_node_bytes", "remote_calls", "waves",
+            "kept_results", "call_threads", "max_node_memory_bytes")
+
+
+def test_a_second_call_on_inputs_laid_out_alike_replays_the_placed_waves(monkeypatch):
+    # the same program on new values in the same blocks on the same nodes: the second call
+    # binds the first's placed waves to its inputs, places nothing, and reports what the
+    # first's placement promised; its answer is its own
+    a, b = spd(512), spd(512)
+    first = shipped("cholesky").run(A=tc.asarray(a, block_shape=(128, 128)).value(), NB=4)
+    recorded = tc.last_stats()
+    assert recorded["replayed"] is False
+    _no_placement(monkeypatch)
+    second = shipped("cholesky").run(A=tc.asarray(b, block_shape=(128, 128)).value(), NB=4)
+    stats = tc.last_stats()
+    assert stats["replayed"] is True and not stats["per_task"]
+    assert {k: stats[k] for k in RECORDED} == {k: recorded[k] for k in RECORDED}
+    np.testing.assert_allclose(second["L"].numpy(), np.linalg.cholesky(b), rtol=1e-10,
+                               atol=1e-10)
+    np.testing.assert_allclose(first["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
+                               atol=1e-10)
+    assert second["L"].block_nodes() == first["L"].block_nodes()
+
+
+def test_a_replayed_tsqr_keeps_and_takes_back_its_leaves_in_the_workers(monkeypatch):
+    # kept results cross calls of one node under the replay's own key prefix
+    x, y = RNG.random((4096, 12)), RNG.random((4096, 12))
+    shipped("tsqr_q").run(A=tc.asarray(x, block_shape=(512, 12)).value(), MB=8)
+    _no_placement(monkeypatch)
+    out = shipped("tsqr_q").run(A=tc.asarray(y, block_shape=(512, 12)).value(), MB=8)
+    stats = tc.last_stats()
+    assert stats["replayed"] is True and stats["kept_results"] >= 4
+    q, r = out["Q"].numpy(), out["R"].numpy()
+    np.testing.assert_allclose(q @ r, y, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(q.T @ q, np.eye(12), atol=1e-12)
+    np.testing.assert_allclose(np.abs(r), np.abs(np.linalg.qr(y, mode="r")), rtol=1e-8,
+                               atol=1e-10)
+    assert _kept_in_workers() == [0, 0, 0, 0]
+
+
+def test_a_replay_of_several_waves_passes_blocks_between_them(monkeypatch):
+    from tensorc.runtime.ray import block_program
+
+    monkeypatch.setattr(block_program, "WINDOW", 3)
+    a, b = spd(400), spd(400)
+    shipped("cholesky").run(A=tc.asarray(a, block_shape=(100, 100)).value(), NB=4)
+    _no_placement(monkeypatch)
+    out = shipped("cholesky").run(A=tc.asarray(b, block_shape=(100, 100)).value(), NB=4)
+    stats = tc.last_stats()
+    assert stats["replayed"] is True and stats["waves"] == 7
+    np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(b), rtol=1e-10,
+                               atol=1e-10)
+
+
+def test_a_replay_reads_its_own_numpy_input_beside_a_cluster_array(monkeypatch):
+    # the right-hand sides travel from the driver in each call: the replay cuts the new ones
+    n = 600
+    lower = np.tril(RNG.random((n, n))) + n * np.eye(n)
+    placed = tc.asarray(lower, block_shape=(300, 300)).value()
+    for columns in (2, 40):  # blocks sent inside the calls, and blocks put in Ray
+        shipped("lower_solve").run(L=placed, B=RNG.random((n, columns)), NB=2, KB=1)
+        rhs = RNG.random((n, columns))
+        with monkeypatch.context() as patched:
+            _no_placement(patched)
+            out = shipped("lower_solve").run(L=placed, B=rhs, NB=2, KB=1)
+        assert tc.last_stats()["replayed"] is True
+        np.testing.assert_allclose(np.asarray(out["X"]), np.linalg.solve(lower, rhs),
+                                   rtol=1e-10)
+
+
+def test_inputs_in_other_blocks_or_on_other_nodes_are_placed_afresh():
+    a = spd(512)
+    factor = shipped("cholesky").run(A=tc.asarray(a, block_shape=(128, 128)).value(), NB=4)["L"]
+    rhs = tc.asarray(RNG.random((512, 128)), block_shape=(128, 128)).value()
+    computed = factor  # where the factorisation left its blocks
+    spread = tc.asarray(factor.numpy(), block_shape=(128, 128)).value()  # block-cyclic
+    assert computed.block_nodes() != spread.block_nodes()
+    shipped("lower_solve").run(L=computed, B=rhs, NB=4, KB=1)
+    out = shipped("lower_solve").run(L=spread, B=rhs, NB=4, KB=1)
+    assert tc.last_stats()["replayed"] is False
+    reblocked = tc.asarray(factor.numpy(), block_shape=(256, 256)).value()
+    shipped("lower_solve").run(L=reblocked, B=rhs, NB=4, KB=1)
+    assert tc.last_stats()["replayed"] is False
+    want = np.linalg.solve(np.linalg.cholesky(a), rhs.numpy())
+    np.testing.assert_allclose(np.asarray(out["X"].numpy()), want, rtol=1e-10, atol=1e-12)

@@ -24,6 +24,11 @@ block enters the object store only if a call elsewhere reads it). Outputs come b
 them). The frontier bookkeeping it shares with the local run is
 :mod:`tensorc.runtime.block_frontier`.
 
+A run records its placed waves (:mod:`~tensorc.runtime.ray.block_replay`); a later run
+with an equal replay key (the same DAG, scheduler, dtype, window, cluster and machine
+figures, and inputs of the same shapes, blocks and nodes) binds them to its own inputs
+and submits them (:func:`_replay`) without walking or placing the DAG.
+
 A node lost mid-run (its worker dies with it) makes the program run again task by task
 (``per_task=True``: one soft-pinned Ray task per block task, each block a Ray object that
 lineage reconstruction rebuilds), as einsum programs do.
@@ -38,8 +43,9 @@ alone on a machine it shares with other nodes uses the machine's cores,
 ``inter_node_bytes`` (the placer's modelled copies),
 ``max_node_memory_bytes`` (the placer's modelled peak), ``node_peak_rss_bytes`` (each node
 worker's measured high-water mark during its calls; ``None`` after a per-task rerun) and
-``peak_rss_bytes`` (the highest), ``peak_frontier``, ``run_seconds``, ``scheduler``, and
-``per_task`` (whether the run fell back to one task each).
+``peak_rss_bytes`` (the highest), ``peak_frontier``, ``run_seconds``, ``scheduler``,
+``per_task`` (whether the run fell back to one task each) and ``replayed`` (whether it
+submitted a recording; the placer's figures are then the recorded run's).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ import math
 import os
 import time
 from collections import deque
+from functools import partial
 
 import numpy as np
 
@@ -71,6 +78,15 @@ from tensorc.runtime.block_frontier import (
 )
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.arrays import DistributedArray
+from tensorc.runtime.ray.block_replay import (
+    INPUT,
+    MADE,
+    Recording,
+    forget,
+    keep,
+    recorded,
+    replay_key,
+)
 from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Stitch, Wave, ZeroBlock
 from tensorc.runtime.ray.calls import WorkerLost, submit, wait_for_calls
 from tensorc.runtime.ray.inline import INLINE_BYTES
@@ -87,10 +103,18 @@ def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, b
     (default :data:`WINDOW`)."""
     window = window or WINDOW
     if not per_task:
+        key = replay_key(dag, inputs, scheduler, dtype, window, cluster, machine())
         try:
-            return _RayDagRun(program, dag, inputs, bounds, cluster, scheduler, dtype).run(
-                window)
+            found = recorded(key)
+            if found is not None:
+                return _replay(found, program, inputs, bounds, cluster, dtype)
+            run = _RayDagRun(program, dag, inputs, bounds, cluster, scheduler, dtype,
+                             record=key is not None)
+            outputs, stats = run.run(window)
+            keep(key, run.record)
+            return outputs, stats
         except WorkerLost:
+            forget(key)
             cluster.refresh()
     outputs, stats = _RayDagRun(program, dag, inputs, bounds, cluster, scheduler, dtype,
                                 per_task=True).run(window)
@@ -102,7 +126,7 @@ class _RayDagRun:
     placer's simulated cluster and the final output blocks."""
 
     def __init__(self, program: BlockProgramIR, dag: BlockDag, inputs: dict, bounds, cluster,
-                 scheduler: str, dtype, per_task: bool = False) -> None:
+                 scheduler: str, dtype, per_task: bool = False, record: bool = False) -> None:
         figures = machine()
         self.program, self.dag, self.bounds = program, dag, bounds
         self.cluster, self.scheduler, self.dtype = cluster, scheduler, dtype
@@ -118,6 +142,7 @@ class _RayDagRun:
                                  None if per_task else self._stitch)
         self.frontier = _Frontier(dag)
         self.refs: dict = {}
+        self.symbols: dict = {}  # per live version, its symbolic argument (block_replay)
         self.ids: dict = {}
         self.shapes: dict = {}
         self.uses: dict = {}
@@ -126,6 +151,8 @@ class _RayDagRun:
         self.tasks = 0
         self.per_task = per_task
         self.wave = Wave()
+        self.unit_symbols: list = []  # per unit of the wave, its arguments' symbols
+        self.record = Recording() if record and not per_task else None
         self.waves = 0
         self.calls = 0
         self.threads: list[int] = []  # per node, the most threads a call of it ran on
@@ -174,7 +201,8 @@ class _RayDagRun:
             self._peaks(_wait_calls(self.cluster, [r for wave in self.in_flight for r in wave]))
         finished = time.perf_counter()
         waiting += finished - waited  # every task of the walk was placed: nothing to check
-        outputs = _output_arrays(self.program, self.bounds, self.finals, self.output)
+        outputs = _output_arrays(self.program, self.bounds, self.finals,
+                                 partial(_output, self.program, self.dtype, self.cluster))
         placer = self.placer
         stats = {"backend": "ray", "tasks": self.tasks, "scheduler": self.scheduler,
                  "tasks_per_node": list(placer.tasks_per_node),
@@ -185,18 +213,17 @@ class _RayDagRun:
                  "waves": self.waves, "per_task": self.per_task,
                  "kept_results": self.kept,
                  "call_threads": list(self.threads),
-                 "node_peak_rss_bytes": self.node_peaks,
-                 "peak_rss_bytes": max((p for p in self.node_peaks or () if p is not None),
-                                       default=None),
-                 "driver_seconds_per_task": (finished - started - waiting) / max(1, self.tasks),
-                 "run_seconds": time.perf_counter() - started}
+                 "replayed": False}
+        if self.record is not None:
+            self.record.stats = dict(stats)
+            self.record.tasks = self.tasks
+        stats.update(_measured(self.node_peaks, self.tasks, finished - started - waiting,
+                               started))
         return outputs, stats
 
     def _peaks(self, measured: list) -> None:
         """Keep each node's highest peak RSS of the calls just waited for."""
-        known = self.node_peaks or [None] * len(measured)
-        self.node_peaks = [a if b is None else b if a is None else max(a, b)
-                           for a, b in zip(known, measured, strict=False)]
+        self.node_peaks = _highest(self.node_peaks, measured)
 
     def _add_unwritten(self) -> None:
         """Zero blocks for the output blocks no statement wrote, made in the last wave on the
@@ -215,7 +242,7 @@ class _RayDagRun:
                     shape = tuple(s.stop - s.start for s in block_slices(edges, coords))
                     key = (shape, kind.str)
                     if key not in units:
-                        units[key] = self.wave.add(node, ZeroBlock(shape, kind.str), ())
+                        units[key] = self._add(node, ZeroBlock(shape, kind.str), (), ())
                     self.finals[(name, coords)] = ((PENDING, units[key], 0), node, shape)
 
     def flush(self) -> None:
@@ -231,21 +258,29 @@ class _RayDagRun:
         made, reports, calls, kept = wave.flush(self.cluster, wanted, threads,
                                                 keep=f"{self.token}{self.waves}/")
         self.kept += kept
+        if self.record is not None:
+            self.record.add_wave(wave.node, wave.kernel, self.unit_symbols, wanted, threads)
         for key in pending:
-            self.refs[key] = (REF, made[self.refs[key][1:]])
+            result = self.refs[key][1:]
+            self.refs[key] = (REF, made[result])
+            self.symbols[key] = (MADE, self.waves, *result)
         for key in finals:
             source, node, shape = self.finals[key]
             self.finals[key] = ((REF, made[source[1:]]), node, shape)
+            if self.record is not None:
+                self.record.finals[key] = ((MADE, self.waves, *source[1:]), node, shape)
         self.in_flight.append(reports)
         self.waves += 1
         self.calls += calls
         self.wave = Wave()
+        self.unit_symbols = []
         self.placer.new_wave()
 
-    def _read(self, edges) -> tuple[list, list, list, dict]:
-        """The refs, reads, simulated block ids and shapes of a task's input edges; a
-        version whose last reader this is is released."""
-        args, reads, inputs_ids, edge_shapes = [], [], [], {}
+    def _read(self, edges) -> tuple[list, list, list, list, dict]:
+        """The refs, their symbols (:mod:`~tensorc.runtime.ray.block_replay`), reads,
+        simulated block ids and shapes of a task's input edges; a version whose last reader
+        this is is released."""
+        args, symbols, reads, inputs_ids, edge_shapes = [], [], [], [], {}
         keys = set()  # the versions read that the run counts readers of
         for edge in edges:
             if edge.task is None:
@@ -255,30 +290,40 @@ class _RayDagRun:
                 key = (edge.task, edge.result)
             if key is None:
                 ref, block, shape = found
-                ref = (REF, ref)
+                ref, symbol = (REF, ref), (INPUT, edge.read.tensor, edge.coords)
             else:
                 ref, block, shape = self.refs[key], self.ids[key], self.shapes[key]
+                symbol = self.symbols[key]
                 keys.add(key)
             args.append(ref)
+            symbols.append(symbol)
             reads.append(edge.read)
             inputs_ids.append(block)
             edge_shapes[edge.read] = shape
         for key in keys:
             self.uses[key] -= 1
             if not self.uses[key]:
-                del self.uses[key], self.refs[key]
-        return args, reads, list(dict.fromkeys(inputs_ids)), edge_shapes
+                del self.uses[key], self.refs[key], self.symbols[key]
+        return args, symbols, reads, list(dict.fromkeys(inputs_ids)), edge_shapes
+
+    def _add(self, node: int, kernel, args, symbols) -> int:
+        """Add a unit to the wave, and its arguments' symbols beside it."""
+        self.unit_symbols.append(tuple(symbols))
+        return self.wave.add(node, kernel, args)
 
     def _stitch(self, name: str, coords: tuple, shape: tuple, piece_slices: tuple,
                 pieces: list, nbytes: int, uses: int) -> str:
-        """An input block cut from the stored blocks ``pieces`` (``(ref, version)`` each),
+        """An input block cut from the stored blocks ``pieces`` (``(stored coords, ref,
+        version)`` each),
         placed like a task (the placer copies the pieces to its node) and run as a
         :class:`~tensorc.runtime.ray.block_waves.Stitch` step of that node's call; returns
         the key its readers find it under."""
-        node, made = self.placer.stitch([version for _, version in pieces], nbytes, uses)
-        unit = self.wave.add(node, Stitch(shape, piece_slices), [(REF, ref) for ref, _ in pieces])
+        node, made = self.placer.stitch([version for _, _, version in pieces], nbytes, uses)
+        unit = self._add(node, Stitch(shape, piece_slices), [(REF, ref) for _, ref, _ in pieces],
+                         [(INPUT, name, stored) for stored, _, _ in pieces])
         key = f"input {name}{list(coords)}"
         self.refs[key], self.ids[key], self.shapes[key] = (PENDING, unit, 0), made, shape
+        self.symbols[key] = (PENDING, unit, 0)
         self.uses[key] = uses
         return key
 
@@ -290,7 +335,7 @@ class _RayDagRun:
         if edges is None:  # a parent task comes later, or a read no statement writes
             dag.parents(task)  # raises E-unwritten at that read
             raise ExecutionError(f"block task {task} comes before a task it reads")
-        args, reads, inputs_ids, edge_shapes = self._read(edges)
+        args, symbols, reads, inputs_ids, edge_shapes = self._read(edges)
         out_shapes, flops = _flops_and_shapes(dag, task, edge_shapes)
         per_result, distinct = _children(dag, task)
         written = dag.written(task)
@@ -310,7 +355,8 @@ class _RayDagRun:
             self.in_flight.append(made[-1])
             made = [(REF, ref) for ref in made[:-1]]
         else:
-            unit = self.wave.add(node, BlockKernel(expr, tuple(reads), len(out_shapes)), args)
+            unit = self._add(node, BlockKernel(expr, tuple(reads), len(out_shapes)), args,
+                             symbols)
             made = [(PENDING, unit, j) for j in range(len(out_shapes))]
         for j, ((readers, final), shape) in enumerate(zip(per_result, out_shapes, strict=True)):
             key = (task, j)
@@ -319,27 +365,112 @@ class _RayDagRun:
                 self.finals[(tensor, coords)] = (made[j], node, shape)
             if readers:
                 self.refs[key], self.ids[key], self.shapes[key] = made[j], out_ids[j], shape
+                self.symbols[key] = made[j]
                 self.uses[key] = len(readers)
         self.tasks += 1
         self.frontier.finished(distinct)
 
-    def output(self, name, edges, blocks) -> DistributedArray:
-        """Output ``name`` from its final blocks; a block no statement wrote is zeros."""
-        kind = _output_dtype(self.program, name, self.dtype)
-        placed = Blocks(tuple(e[-1] for e in edges), kind, edges)
-        for coords, found in blocks.items():
-            region = block_slices(edges, coords)
-            if found is None:
-                want = tuple(s.stop - s.start for s in region)
-                ref, _ = ray_tasks.remote("generate").options(
-                    num_returns=2).remote("full", want, kind.str, (0,), 0)
-                node = 0
-            else:
-                (_, ref), node, shape = found
-                _check_block_shape(name, coords, shape, region)
-            placed.refs[coords] = ref
-            placed.nodes[coords] = node
-        return DistributedArray(placed, tuple(min(g, self.cluster.nodes) for g in placed.grid))
+
+def _output(program, dtype, cluster, name, edges, blocks) -> DistributedArray:
+    """Output ``name`` from its final blocks; a block no statement wrote is zeros."""
+    kind = _output_dtype(program, name, dtype)
+    placed = Blocks(tuple(e[-1] for e in edges), kind, edges)
+    for coords, found in blocks.items():
+        region = block_slices(edges, coords)
+        if found is None:
+            want = tuple(s.stop - s.start for s in region)
+            ref, _ = ray_tasks.remote("generate").options(
+                num_returns=2).remote("full", want, kind.str, (0,), 0)
+            node = 0
+        else:
+            (_, ref), node, shape = found
+            _check_block_shape(name, coords, shape, region)
+        placed.refs[coords] = ref
+        placed.nodes[coords] = node
+    return DistributedArray(placed, tuple(min(g, cluster.nodes) for g in placed.grid))
+
+
+def _highest(known: list | None, measured: list) -> list:
+    """Each node's highest peak RSS: ``known`` so far and the ``measured`` of calls just
+    waited for (``None`` where a node measured none)."""
+    known = known or [None] * len(measured)
+    return [a if b is None else b if a is None else max(a, b)
+            for a, b in zip(known, measured, strict=False)]
+
+
+def _measured(peaks: list | None, tasks: int, driver_seconds: float, started: float) -> dict:
+    """A run's statistics measured on the clock and on the nodes (not recorded)."""
+    return {"node_peak_rss_bytes": peaks,
+            "peak_rss_bytes": max((p for p in peaks or () if p is not None), default=None),
+            "driver_seconds_per_task": driver_seconds / max(1, tasks),
+            "run_seconds": time.perf_counter() - started}
+
+
+def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds, cluster,
+            dtype) -> tuple[dict, dict]:
+    """Submit a recorded run's waves bound to these ``inputs`` (the module docstring of
+    :mod:`~tensorc.runtime.ray.block_replay`): no DAG walk, no placement. A run that fails
+    leaves no result kept in a node worker."""
+    started = time.perf_counter()
+    token = f"{os.getpid()}.{next(_RUNS)}/"
+    edges = {name: tensor_bounds(program, name, bounds) for name in program.inputs()}
+    made: list[dict] = []
+    in_flight: deque = deque()
+    peaks = None
+    waiting = 0.0
+
+    def bind(symbol):
+        if symbol[0] == MADE:
+            return REF, made[symbol[1]][symbol[2:]]
+        if symbol[0] != INPUT:
+            return symbol  # a result of the wave itself
+        _, name, coords = symbol
+        value = inputs[name]
+        if isinstance(value, np.ndarray):
+            return REF, _driver_block(value, block_slices(edges[name], coords))
+        return REF, value.blocks.refs[coords]
+
+    try:
+        for w, (wave, released) in enumerate(zip(recording.waves, recording.released(),
+                                                 strict=True)):
+            live = Wave()
+            for node, kernel, symbols in zip(wave.nodes, wave.kernels, wave.symbols,
+                                             strict=True):
+                live.add(node, kernel, [bind(symbol) for symbol in symbols])
+            refs, reports, _, _ = live.flush(cluster, wave.wanted, wave.threads,
+                                             keep=f"{token}{w}/")
+            made.append(refs)
+            for v, result in released:  # its last readers were just submitted
+                del made[v][result]
+            in_flight.append(reports)
+            while len(in_flight) > WAVES_IN_FLIGHT:
+                waited = time.perf_counter()
+                peaks = _highest(peaks, _wait_calls(cluster, in_flight.popleft()))
+                waiting += time.perf_counter() - waited
+        waited = time.perf_counter()
+        peaks = _highest(peaks, _wait_calls(cluster, [r for wave in in_flight for r in wave]))
+        finished = time.perf_counter()
+        waiting += finished - waited
+    except BaseException:  # calls already sent may have kept results
+        for worker in cluster.workers:  # not waited for: a dead one is fine
+            with contextlib.suppress(Exception):  # the error raised matters more
+                worker.forget.remote(token)
+        raise
+    finals = {key: ((REF, made[symbol[1]][symbol[2:]]), node, shape)
+              for key, (symbol, node, shape) in recording.finals.items()}
+    outputs = _output_arrays(program, bounds, finals, partial(_output, program, dtype, cluster))
+    stats = dict(recording.stats)
+    stats["replayed"] = True
+    stats.update(_measured(peaks, recording.tasks, finished - started - waiting, started))
+    return outputs, stats
+
+
+def _driver_block(value: np.ndarray, region):
+    """A numpy input's block as a call reads it: by value when small, else put in Ray."""
+    import ray
+
+    block = np.ascontiguousarray(value[region])
+    return block if block.nbytes <= INLINE_BYTES else ray.put(block)
 
 
 def _wait(refs) -> None:
@@ -402,7 +533,6 @@ class _RayInputs:
         return self.stored[key]
 
     def _make(self, name, coords):
-        import ray
 
         edges = self.edges[name]
         region = block_slices(edges, coords)
@@ -411,9 +541,8 @@ class _RayInputs:
         uses = len(self.dag.input_readers(name, coords))
         nbytes = math.prod(shape) * value.dtype.itemsize
         if isinstance(value, np.ndarray):  # a small block travels inside the calls
-            block = np.ascontiguousarray(value[region])
-            ref = block if nbytes <= INLINE_BYTES else ray.put(block)
-            return ref, self.placer.add_version(nbytes, uses, node=0, retained=True), shape
+            return (_driver_block(value, region),
+                    self.placer.add_version(nbytes, uses, node=0, retained=True), shape)
         stored = value.blocks
         if stored.bounds == edges:
             node = live_node(stored.nodes.get(coords), self.placer.nodes)
@@ -422,7 +551,7 @@ class _RayInputs:
         pieces = stored.pieces(region)
         piece_slices = tuple((into, out_of) for _, into, out_of in pieces)
         if self.stitcher is not None:
-            found = [(stored.refs[c], self._stored_version(name, stored, c))
+            found = [(c, stored.refs[c], self._stored_version(name, stored, c))
                      for c, _, _ in pieces]
             return self.stitcher(name, coords, shape, piece_slices, found, nbytes, uses)
         node = live_node(stored.first_node(region), self.placer.nodes)

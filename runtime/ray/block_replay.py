@@ -1,0 +1,124 @@
+"""A block program's placed waves, kept for the next call on inputs laid out the same way.
+
+Contract: a run of :mod:`tensorc.runtime.ray.block_program` expands, places and submits its
+DAG wave by wave; a :class:`Recording` keeps what it submitted, without a single Ray ref:
+per wave, each unit's node, kernel and *symbolic* arguments (:data:`INPUT` ``(name,
+coords)``: block ``coords`` of input ``name``, of its stored blocking when it is on the
+cluster, of the program's when it is a numpy array; :data:`MADE` ``(wave, unit, j)``: a
+result an earlier wave returned; or the wave's own ``(PENDING, unit, j)``), the results the
+wave returns, the threads of each node's calls, the output blocks' final versions and the
+run's statistics. :func:`replay_key` names what a placement depends on: the DAG (the
+program and its sizes and block counts), the scheduler, the dtype, the wave size, the
+cluster's nodes and CPUs, the machine's figures, and every input's shape and dtype and, for
+an input on the cluster, its block bounds and the node of each block (not its values, not
+its refs). Two calls with equal keys place every task on the same node, so the second
+binds the recorded waves to its own inputs and submits them
+(:func:`~tensorc.runtime.ray.block_program.run_block_dag_on_ray`) instead of walking the DAG
+and placing it again: a TSQR of 65,536 x 40 in 8 blocks spends most of its driver time
+there (``docs/performance.md``).
+
+:data:`RECORDINGS` keeps the last :data:`KEPT` recordings (least recently used dropped
+first); a run of more than :data:`MAX_RECORDED_TASKS` tasks is not recorded (a recording
+holds every unit, the run itself only its frontier). :meth:`Recording.released` lists, per
+wave, the earlier results no later wave reads, so a replay drops its refs as the run does.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+INPUT, MADE = "input", "made"
+"""Symbolic argument kinds (beside ``block_waves.PENDING``): an input block, an earlier
+wave's result."""
+
+KEPT = 32
+MAX_RECORDED_TASKS = 20_000
+
+
+@dataclass
+class RecordedWave:
+    """One submitted wave: ``nodes[u]``, ``kernels[u]`` and ``symbols[u]`` (its arguments)
+    of each unit, the ``wanted`` results it returns and each node's call ``threads``."""
+
+    nodes: list
+    kernels: list
+    symbols: list
+    wanted: frozenset
+    threads: list
+
+
+@dataclass
+class Recording:
+    """A run's waves (see the module docstring); ``finals`` maps each output block
+    ``(name, coords)`` to ``((MADE, wave, unit, j), node, shape)``."""
+
+    waves: list[RecordedWave] = field(default_factory=list)
+    finals: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)
+    tasks: int = 0
+
+    def add_wave(self, nodes, kernels, symbols, wanted, threads) -> None:
+        self.waves.append(RecordedWave(list(nodes), list(kernels), list(symbols),
+                                       frozenset(wanted), list(threads)))
+
+    def released(self) -> list[list[tuple[int, tuple[int, int]]]]:
+        """Per wave ``v``: the ``(wave, (unit, j))`` results whose last reader is in ``v`` and
+        that are no output's final block."""
+        last: dict = {}
+        for v, wave in enumerate(self.waves):
+            for symbols in wave.symbols:
+                for symbol in symbols:
+                    if symbol[0] == MADE:
+                        last[symbol[1:]] = v
+        finals = {symbol[1:] for symbol, _, _ in self.finals.values()}
+        drops: list[list] = [[] for _ in self.waves]
+        for (w, unit, j), v in last.items():
+            if (w, unit, j) not in finals:
+                drops[v].append((w, (unit, j)))
+        return drops
+
+
+RECORDINGS: OrderedDict = OrderedDict()
+
+
+def recorded(key) -> Recording | None:
+    """The recording kept under ``key`` (``None`` for none, or for no key)."""
+    if key is None or key not in RECORDINGS:
+        return None
+    RECORDINGS.move_to_end(key)
+    return RECORDINGS[key]
+
+
+def keep(key, recording: Recording) -> None:
+    """Keep ``recording`` under ``key`` unless it is too large to keep."""
+    if key is None or recording.tasks > MAX_RECORDED_TASKS:
+        return
+    RECORDINGS[key] = recording
+    RECORDINGS.move_to_end(key)
+    while len(RECORDINGS) > KEPT:
+        RECORDINGS.popitem(last=False)
+
+
+def forget(key) -> None:
+    RECORDINGS.pop(key, None)
+
+
+def replay_key(dag, inputs: dict, scheduler: str, dtype, window: int, cluster, figures):
+    """What a run's placement depends on (module docstring), hashable; ``None`` when an input
+    is neither a numpy array nor an array on the cluster."""
+    import numpy as np
+
+    signature = []
+    for name in sorted(inputs):
+        value = inputs[name]
+        if isinstance(value, np.ndarray):
+            signature.append((name, "numpy", value.shape, value.dtype.str))
+            continue
+        stored = getattr(value, "blocks", None)
+        if stored is None:
+            return None
+        signature.append((name, "cluster", stored.bounds, np.dtype(stored.dtype).str,
+                          tuple(sorted(stored.nodes.items()))))
+    return (dag, scheduler, None if dtype is None else np.dtype(dtype).str, window,
+            tuple(cluster.node_ids), tuple(cluster.cpus), figures, tuple(signature))
