@@ -445,14 +445,15 @@ def test_a_tsqr_keeps_its_input_s_row_blocks_when_small_factors_cross_at_the_sma
 
 
 def _no_placement(monkeypatch):
-    """Fail the test if a block program's DAG is walked and placed (a run that replays
-    submits a recording instead)."""
-    from tensorc.runtime.ray import block_program
+    """Fail the test if a block program's DAG is walked and placed, or a wave's payloads
+    pickled (a run that replays submits a recording's calls instead)."""
+    from tensorc.runtime.ray import block_program, block_waves
 
-    def placed(*args, **kwargs):
-        raise AssertionError("the DAG was placed again")
+    def again(*args, **kwargs):
+        raise AssertionError("the DAG was placed, or a payload pickled, again")
 
-    monkeypatch.setattr(block_program._RayDagRun, "submit", placed)
+    monkeypatch.setattr(block_program._RayDagRun, "submit", again)
+    monkeypatch.setattr(block_waves, "_pickled", again)
 
 
 RECORDED = ("tasks", "tasks_per_node", "inter_node_bytes", "remote_calls", "waves",

@@ -258,8 +258,9 @@ class _RayDagRun:
         made, reports, calls, kept = wave.flush(self.cluster, wanted, threads,
                                                 keep=f"{self.token}{self.waves}/")
         self.kept += kept
-        if self.record is not None:
-            self.record.add_wave(wave.node, wave.kernel, self.unit_symbols, wanted, threads)
+        if self.record is not None:  # the same calls, their arguments symbols
+            self.record.add_wave(wave.with_args(self.unit_symbols).prepare(
+                wanted, self.cluster, keep=True), threads)
         for key in pending:
             result = self.refs[key][1:]
             self.refs[key] = (REF, made[result])
@@ -418,27 +419,23 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
     in_flight: deque = deque()
     peaks = None
     waiting = 0.0
+    cut: dict = {}  # a numpy input's blocks, made once for every call reading them
 
     def bind(symbol):
         if symbol[0] == MADE:
-            return REF, made[symbol[1]][symbol[2:]]
-        if symbol[0] != INPUT:
-            return symbol  # a result of the wave itself
+            return made[symbol[1]][symbol[2:]]
         _, name, coords = symbol
         value = inputs[name]
-        if isinstance(value, np.ndarray):
-            return REF, _driver_block(value, block_slices(edges[name], coords))
-        return REF, value.blocks.refs[coords]
+        if not isinstance(value, np.ndarray):
+            return value.blocks.refs[coords]
+        if symbol not in cut:
+            cut[symbol] = _driver_block(value, block_slices(edges[name], coords))
+        return cut[symbol]
 
     try:
         for w, (wave, released) in enumerate(zip(recording.waves, recording.released(),
                                                  strict=True)):
-            live = Wave()
-            for node, kernel, symbols in zip(wave.nodes, wave.kernels, wave.symbols,
-                                             strict=True):
-                live.add(node, kernel, [bind(symbol) for symbol in symbols])
-            refs, reports, _, _ = live.flush(cluster, wave.wanted, wave.threads,
-                                             keep=f"{token}{w}/")
+            refs, reports = wave.prepared.submit(cluster, wave.threads, f"{token}{w}/", bind)
             made.append(refs)
             for v, result in released:  # its last readers were just submitted
                 del made[v][result]

@@ -2,20 +2,21 @@
 
 Contract: a run of :mod:`tensorc.runtime.ray.block_program` expands, places and submits its
 DAG wave by wave; a :class:`Recording` keeps what it submitted, without a single Ray ref:
-per wave, each unit's node, kernel and *symbolic* arguments (:data:`INPUT` ``(name,
-coords)``: block ``coords`` of input ``name``, of its stored blocking when it is on the
-cluster, of the program's when it is a numpy array; :data:`MADE` ``(wave, unit, j)``: a
-result an earlier wave returned; or the wave's own ``(PENDING, unit, j)``), the results the
-wave returns, the threads of each node's calls, the output blocks' final versions and the
-run's statistics. :func:`replay_key` names what a placement depends on: the DAG (the
+per wave, its calls as the run formed them, payloads pickled
+(:class:`~tensorc.runtime.ray.block_waves.Prepared`), with *symbolic* arguments
+(:data:`INPUT` ``(name, coords)``: block ``coords`` of input ``name``, of its stored
+blocking when it is on the cluster, of the program's when it is a numpy array; :data:`MADE`
+``(wave, unit, j)``: a result an earlier wave returned; or the wave's own ``(PENDING, unit,
+j)``), the threads of each node's calls, the output blocks' final versions and the run's
+statistics. :func:`replay_key` names what a placement depends on: the DAG (the
 program and its sizes and block counts), the scheduler, the dtype, the wave size, the
 cluster's nodes and CPUs, the machine's figures, and every input's shape and dtype and, for
 an input on the cluster, its block bounds and the node of each block (not its values, not
 its refs). Two calls with equal keys place every task on the same node, so the second
-binds the recorded waves to its own inputs and submits them
-(:func:`~tensorc.runtime.ray.block_program.run_block_dag_on_ray`) instead of walking the DAG
-and placing it again: a TSQR of 65,536 x 40 in 8 blocks spends most of its driver time
-there (``docs/performance.md``).
+binds the recorded calls to its own inputs and submits them
+(:func:`~tensorc.runtime.ray.block_program.run_block_dag_on_ray`) instead of walking the DAG,
+placing it, forming its calls and pickling their payloads again: a TSQR of 65,536 x 40 in 8
+blocks spends most of its driver time there (``docs/performance.md``).
 
 :data:`RECORDINGS` keeps the last :data:`KEPT` recordings (least recently used dropped
 first); a run of more than :data:`MAX_RECORDED_TASKS` tasks is not recorded (a recording
@@ -38,13 +39,10 @@ MAX_RECORDED_TASKS = 20_000
 
 @dataclass
 class RecordedWave:
-    """One submitted wave: ``nodes[u]``, ``kernels[u]`` and ``symbols[u]`` (its arguments)
-    of each unit, the ``wanted`` results it returns and each node's call ``threads``."""
+    """One submitted wave: its calls and payloads with symbolic arguments (a
+    :class:`~tensorc.runtime.ray.block_waves.Prepared`) and each node's call ``threads``."""
 
-    nodes: list
-    kernels: list
-    symbols: list
-    wanted: frozenset
+    prepared: object
     threads: list
 
 
@@ -58,17 +56,16 @@ class Recording:
     stats: dict = field(default_factory=dict)
     tasks: int = 0
 
-    def add_wave(self, nodes, kernels, symbols, wanted, threads) -> None:
-        self.waves.append(RecordedWave(list(nodes), list(kernels), list(symbols),
-                                       frozenset(wanted), list(threads)))
+    def add_wave(self, prepared, threads) -> None:
+        self.waves.append(RecordedWave(prepared, list(threads)))
 
     def released(self) -> list[list[tuple[int, tuple[int, int]]]]:
         """Per wave ``v``: the ``(wave, (unit, j))`` results whose last reader is in ``v`` and
         that are no output's final block."""
         last: dict = {}
         for v, wave in enumerate(self.waves):
-            for symbols in wave.symbols:
-                for symbol in symbols:
+            for call in wave.prepared.calls:
+                for symbol in call[2]:  # the call's arguments
                     if symbol[0] == MADE:
                         last[symbol[1:]] = v
         finals = {symbol[1:] for symbol, _, _ in self.finals.values()}

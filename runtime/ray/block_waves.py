@@ -38,6 +38,7 @@ until the flush; the flush is the only part that talks to Ray.
 
 from __future__ import annotations
 
+import pickle
 from operator import itemgetter
 
 import numpy as np
@@ -122,6 +123,13 @@ class Wave:
         self.args.append(tuple(args))
         return len(self.node) - 1
 
+    def with_args(self, args: list) -> Wave:
+        """The same units (nodes, kernels) with other arguments (``args[u]`` for unit
+        ``u``: the symbols a recording binds later, :mod:`~tensorc.runtime.ray.block_replay`)."""
+        other = Wave()
+        other.node, other.kernel, other.args = list(self.node), list(self.kernel), list(args)
+        return other
+
     def levels(self) -> list[int]:
         level = [0] * len(self.node)
         floor: dict[int, int] = {}  # per node, the level its next units start at
@@ -148,15 +156,17 @@ class Wave:
                 level[u] = last.get(self.node[u], 0)
         return level
 
-    def calls(self, wanted: set, keep: str | None = None, nodes_kept=()
+    def calls(self, wanted: set, keep: bool = False, nodes_kept=()
               ) -> list[tuple[int, tuple, tuple, tuple, list, tuple, tuple]]:
         """The wave as calls: ``(node, steps, args, exports, exported results, kept_in,
-        keep_out)`` in submission order; ``args[i]`` is ``(REF, ref)`` or ``(PENDING, unit,
-        j)`` (an export of an earlier call of the wave), ``exported[k]`` the ``(unit, j)``
-        export ``k`` returns. With ``keep`` (a key prefix), a result read only by later calls
-        on its node (one of ``nodes_kept``, those with a worker) is kept there: its call's
-        ``keep_out`` holds ``(step, key)``, each reading call's ``kept_in`` ``(key, whether
-        it is the last reader)``, read after the arguments."""
+        keep_out)`` in submission order; ``args[i]`` is ``(REF, ref)``, ``(PENDING, unit,
+        j)`` (an export of an earlier call of the wave) or any other hashable argument the
+        caller binds (:meth:`Prepared.submit`), ``exported[k]`` the ``(unit, j)`` export
+        ``k`` returns. With ``keep``, a result read only by later calls on its node (one of
+        ``nodes_kept``, those with a worker) is kept there: its call's ``keep_out`` holds
+        ``(step, key)``, each reading call's ``kept_in`` ``(key, whether it is the last
+        reader)``, read after the arguments; the key (``"unit.j"``) is relative to the
+        prefix the calls are submitted with."""
         level = self.levels()
         keys = sorted({(level[u], self.node[u]) for u in range(len(self.node))})
         call_index = {key: c for c, key in enumerate(keys)}
@@ -167,14 +177,14 @@ class Wave:
                 if arg[0] == PENDING:
                     read_by_call.setdefault(arg[1:], set()).add(call_of[u])
         kept: dict[tuple[int, int], tuple[str, int]] = {}  # result -> (key, its last reader)
-        if keep is not None:
+        if keep:
             for result, readers in read_by_call.items():
                 c = call_of[result[0]]
                 others = readers - {c}
                 node = keys[c][1]
                 if (others and result not in wanted and node in nodes_kept
                         and all(keys[r][1] == node for r in others)):
-                    kept[result] = (f"{keep}{result[0]}.{result[1]}", max(others))
+                    kept[result] = (f"{result[0]}.{result[1]}", max(others))
         members: list[list[int]] = [[] for _ in keys]
         for u, c in enumerate(call_of):
             members[c].append(u)
@@ -196,7 +206,7 @@ class Wave:
                         kept_in.setdefault(key, last == c)
                         inputs.append(("k", key))
                         continue
-                    key = arg if arg[0] == PENDING else (REF, id(arg[1]))
+                    key = (REF, id(arg[1])) if arg[0] == REF else arg
                     if key not in arg_index:
                         arg_index[key] = len(args)
                         args.append(arg)
@@ -223,26 +233,64 @@ class Wave:
                          tuple(kept_in.items()), keep_out))
         return made
 
+    def prepare(self, wanted: set, cluster, keep: bool = False) -> Prepared:
+        """The wave as calls (:meth:`calls`, results kept for the nodes with a worker when
+        ``keep``) with their payloads pickled, ready to submit."""
+        nodes_kept = range(min(len(node_workers(cluster)), cluster.nodes))
+        return Prepared(self.calls(wanted, keep, nodes_kept), wanted)
+
     def flush(self, cluster, wanted: set, threads: list[int] | None = None,
               keep: str | None = None) -> tuple[dict, list, int, int]:
         """Submit the wave, each node's calls on ``threads[node]`` threads when given (else
         the node's CPUs), results only its own node reads later kept there under the key
         prefix ``keep`` when given; returns ``({(unit, j): ref} for the wanted results, the
         calls' report refs, the number of calls, the number of results kept)``."""
+        prepared = self.prepare(wanted, cluster, keep is not None)
+        made, reports = prepared.submit(cluster, threads, keep or "", itemgetter(1))
+        return made, reports, len(prepared.calls), prepared.kept
+
+
+class Prepared:
+    """A wave's calls (:meth:`Wave.calls`) and each call's payload, pickled once: a call
+    sends bytes, not objects Ray pickles again for every call (``(steps, exports, None,
+    kept_in, keep_out)``, :func:`~tensorc.runtime.ray.tasks.run_steps`'s inputs), so a
+    recorded wave (:mod:`~tensorc.runtime.ray.block_replay`) is submitted again without
+    forming or pickling its calls."""
+
+    def __init__(self, calls: list, wanted) -> None:
+        self.calls = calls
+        self.wanted = frozenset(wanted)
+        self.payloads = [_pickled((steps, exports, None, kept_in, keep_out))
+                         for _, steps, _, exports, _, kept_in, keep_out in calls]
+        self.kept = sum(len(call[6]) for call in calls)
+
+    def submit(self, cluster, threads: list[int] | None, prefix: str, bind
+               ) -> tuple[dict, list]:
+        """Submit the calls, each node's on ``threads[node]`` threads when given (else its
+        CPUs), their kept results under the key ``prefix``; an argument that is not a
+        result of the wave is ``bind(argument)``. Returns ``({(unit, j): ref} for the
+        wanted results, the calls' report refs)``."""
         workers = node_workers(cluster)
-        calls = self.calls(wanted, keep, range(min(len(workers), cluster.nodes)))
-        payloads = [("wave", (steps, exports, None, kept_in, keep_out))
-                    for _, steps, _, exports, _, kept_in, keep_out in calls]
         refs: dict[tuple[int, int], object] = {}
         reports = []
         with SUBMITTING:
-            for (node, _, args, exports, exported, _, _), (key, payload) in zip(
-                    calls, payloads, strict=True):
-                bound = [arg[1] if arg[0] == REF else refs[arg[1:]] for arg in args]
-                returned = submit_stage(cluster, workers, node, key, payload, bound,
+            for (node, _, args, exports, exported, _, _), payload in zip(
+                    self.calls, self.payloads, strict=True):
+                bound = [refs[arg[1:]] if arg[0] == PENDING else bind(arg) for arg in args]
+                returned = submit_stage(cluster, workers, node, prefix, payload, bound,
                                         len(exports) + 1,
                                         threads=threads[node] if threads else None)
                 refs.update(zip(exported, returned, strict=False))
                 reports.append(returned[-1])
-        return ({r: refs[r] for r in wanted}, reports, len(calls),
-                sum(len(call[6]) for call in calls))
+        return {r: refs[r] for r in self.wanted}, reports
+
+
+def _pickled(payload) -> bytes:
+    """``payload`` as bytes: the standard pickle (a third of cloudpickle's time here), or
+    cloudpickle for what it cannot pickle by reference."""
+    try:
+        return pickle.dumps(payload, protocol=5)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        from ray import cloudpickle
+
+        return cloudpickle.dumps(payload, protocol=5)

@@ -25,14 +25,16 @@ task on another node reads them.
   told how many values it returns per call (``num_returns``). The steps, exports and the
   node's memory budget travel once per ``StagedCalls`` as an object (``payload``, a
   one-element list holding its ref, so Ray does not fetch it for every call); each worker
-  keeps the last few it read by ``key``. A call made once (a block program's wave) sends
-  its payload with it instead, as the tuple itself (``key`` unused): no object to store
-  and fetch. Such a payload may also name results to *keep* and kept results to read
-  (``(steps, exports, budget, kept_in, keep_out)``): a result that only later calls on the
-  same node read stays in this worker's memory (:data:`KEPT`, read-only as a Ray object
-  is) instead of being stored and read back, its call returning it under a key, the last
-  call reading it taking it back (:class:`NodeWorker` calls of one submitter run in
-  submission order). An argument may be a
+  keeps the last few it read by ``key``. A call made once sends its payload with it
+  instead, as the tuple itself (``key`` unused), or, for a block program's wave, pickled
+  (``bytes``, once per wave and kept by a recording that replays it:
+  :mod:`tensorc.runtime.ray.block_replay`): no object to store and fetch. A wave's payload
+  may also name results to *keep* and kept results to read (``(steps, exports, budget,
+  kept_in, keep_out)``, keys relative to ``key``, the run's prefix): a result that only
+  later calls on the same node read stays in this worker's memory (:data:`KEPT`,
+  read-only as a Ray object is) instead of being stored and read back, its call returning
+  it under a key, the last call reading it taking it back (:class:`NodeWorker` calls of
+  one submitter run in submission order). An argument may be a
   :class:`~tensorc.stored.StoredArray` (passed by value, as its path): the call's read steps
   read their blocks from it, here.
 
@@ -59,6 +61,7 @@ from __future__ import annotations
 import heapq
 import math
 import os
+import pickle
 
 import numpy as np
 
@@ -339,9 +342,13 @@ class NodeReport(str):
         return NodeReport.of, (str(self), self.peak_rss)
 
 
-def _stage(key: str, payload: list, threads: int, *blocks: np.ndarray):
+def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.ndarray):
     node = _worker_setup()
-    found = payload if isinstance(payload, tuple) else _PAYLOADS.get(key)
+    prefix = ""  # of the keys of the results this call keeps or reads kept
+    if isinstance(payload, bytes):  # a block program's wave: key is the run's prefix
+        found, prefix = pickle.loads(payload), key
+    else:
+        found = payload if isinstance(payload, tuple) else _PAYLOADS.get(key)
     if found is None:
         import ray
 
@@ -352,14 +359,15 @@ def _stage(key: str, payload: list, threads: int, *blocks: np.ndarray):
     steps, exports, budget, *keeping = found
     kept_in, keep_out = keeping or ((), ())
     if kept_in:  # kept results read, after the arguments (the last reader takes them)
-        blocks = (*blocks, *(KEPT.pop(key) if last else KEPT[key] for key, last in kept_in))
+        blocks = (*blocks, *(KEPT.pop(prefix + key) if last else KEPT[prefix + key]
+                             for key, last in kept_in))
     with PeakResident() as resident:
         results = run_steps(steps, blocks, exports + tuple(step for step, _ in keep_out),
                             threads, budget)
     for (_, key), value in zip(keep_out, results[len(exports):], strict=True):
         if isinstance(value, np.ndarray):
             value.flags.writeable = False  # as a Ray object is: no later step writes it
-        KEPT[key] = value
+        KEPT[prefix + key] = value
     return (*results[:len(exports)], NodeReport.of(node, resident.peak))
 
 
