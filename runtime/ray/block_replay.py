@@ -64,8 +64,8 @@ class Recording:
         that are no output's final block."""
         last: dict = {}
         for v, wave in enumerate(self.waves):
-            for call in wave.prepared.calls:
-                for symbol in call[2]:  # the call's arguments
+            for _, args, _, _ in wave.prepared.calls:
+                for symbol in args:
                     if symbol[0] == MADE:
                         last[symbol[1:]] = v
         finals = {symbol[1:] for symbol, _, _ in self.finals.values()}

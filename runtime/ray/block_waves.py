@@ -251,18 +251,20 @@ class Wave:
 
 
 class Prepared:
-    """A wave's calls (:meth:`Wave.calls`) and each call's payload, pickled once: a call
-    sends bytes, not objects Ray pickles again for every call (``(steps, exports, None,
-    kept_in, keep_out)``, :func:`~tensorc.runtime.ray.tasks.run_steps`'s inputs), so a
-    recorded wave (:mod:`~tensorc.runtime.ray.block_replay`) is submitted again without
-    forming or pickling its calls."""
+    """A wave's calls (:meth:`Wave.calls`, kept as ``calls[c] = (node, args, exports,
+    exported results)``) and each call's payload, pickled once: a call sends bytes, not
+    objects Ray pickles again for every call (``(steps, exports, None, kept_in,
+    keep_out)``, :func:`~tensorc.runtime.ray.tasks.run_steps`'s inputs), so a recorded wave
+    (:mod:`~tensorc.runtime.ray.block_replay`) is submitted again without forming or
+    pickling its calls."""
 
     def __init__(self, calls: list, wanted) -> None:
-        self.calls = calls
         self.wanted = frozenset(wanted)
         self.payloads = [_pickled((steps, exports, None, kept_in, keep_out))
                          for _, steps, _, exports, _, kept_in, keep_out in calls]
         self.kept = sum(len(call[6]) for call in calls)
+        self.calls = [(node, args, len(exports), exported)  # the steps are in the payloads
+                      for node, _, args, exports, exported, _, _ in calls]
 
     def submit(self, cluster, threads: list[int] | None, prefix: str, bind
                ) -> tuple[dict, list]:
@@ -274,12 +276,11 @@ class Prepared:
         refs: dict[tuple[int, int], object] = {}
         reports = []
         with SUBMITTING:
-            for (node, _, args, exports, exported, _, _), payload in zip(
-                    self.calls, self.payloads, strict=True):
+            for (node, args, exports, exported), payload in zip(self.calls, self.payloads,
+                                                                  strict=True):
                 bound = [refs[arg[1:]] if arg[0] == PENDING else bind(arg) for arg in args]
                 returned = submit_stage(cluster, workers, node, prefix, payload, bound,
-                                        len(exports) + 1,
-                                        threads=threads[node] if threads else None)
+                                        exports + 1, threads=threads[node] if threads else None)
                 refs.update(zip(exported, returned, strict=False))
                 reports.append(returned[-1])
         return {r: refs[r] for r in self.wanted}, reports
