@@ -43,9 +43,11 @@ The cluster block size b is ``--block``, default n / 4, the same for tensorc's i
 Dask's chunks.
 
 Timing: for every system and case, one warm-up call on the seed-0 input (its time is
-reported as ``first``; it includes tensorc's planning of the block counts, cached after),
-then ``--repeats`` timed calls (default 3), each on a fresh input (seeds 1, 2, ...) made and
-put in place off the clock, so no system is handed an earlier call's copies or results. The
+reported as ``first``; it includes tensorc's planning of the block counts, cached after,
+and on Ray the placement of every task, which later calls on inputs of the same blocks and
+nodes replay: ``runtime/ray/block_replay.py``), then ``--repeats`` timed calls (default 3),
+each on a fresh input (seeds 1, 2, ...) made and put in place off the clock, so no system
+is handed an earlier call's copies or results. The
 median is reported. Systems run one after the other, not interleaved; the Ray cluster is up
 only while tensorc-ray runs and Dask's only while dask runs.
 
