@@ -315,10 +315,9 @@ class _RayDagRun:
     def _stitch(self, name: str, coords: tuple, shape: tuple, piece_slices: tuple,
                 pieces: list, nbytes: int, uses: int) -> str:
         """An input block cut from the stored blocks ``pieces`` (``(stored coords, ref,
-        version)`` each),
-        placed like a task (the placer copies the pieces to its node) and run as a
-        :class:`~tensorc.runtime.ray.block_waves.Stitch` step of that node's call; returns
-        the key its readers find it under."""
+        version)`` each), placed like a task (the placer copies the pieces to its node) and
+        run as a :class:`~tensorc.runtime.ray.block_waves.Stitch` step of that node's call;
+        returns the key its readers find it under."""
         node, made = self.placer.stitch([version for _, _, version in pieces], nbytes, uses)
         unit = self._add(node, Stitch(shape, piece_slices), [(REF, ref) for _, ref, _ in pieces],
                          [(INPUT, name, stored) for stored, _, _ in pieces])
@@ -530,7 +529,6 @@ class _RayInputs:
         return self.stored[key]
 
     def _make(self, name, coords):
-
         edges = self.edges[name]
         region = block_slices(edges, coords)
         shape = tuple(s.stop - s.start for s in region)

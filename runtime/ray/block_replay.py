@@ -20,12 +20,14 @@ blocks spends most of its driver time there (``docs/performance.md``).
 
 :data:`RECORDINGS` keeps the last :data:`KEPT` recordings (least recently used dropped
 first); a run of more than :data:`MAX_RECORDED_TASKS` tasks is not recorded (a recording
-holds every unit, the run itself only its frontier). :meth:`Recording.released` lists, per
-wave, the earlier results no later wave reads, so a replay drops its refs as the run does.
+holds every call's payload, the run itself only its frontier: 62 KB for a Cholesky of 816
+tasks). :meth:`Recording.released` lists, per wave, the earlier results whose last readers
+it holds, so a replay drops its refs after submitting them, as the run does.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -79,26 +81,32 @@ class Recording:
 RECORDINGS: OrderedDict = OrderedDict()
 
 
+_LOCK = threading.Lock()  # calls from several threads share the recordings
+
+
 def recorded(key) -> Recording | None:
     """The recording kept under ``key`` (``None`` for none, or for no key)."""
-    if key is None or key not in RECORDINGS:
-        return None
-    RECORDINGS.move_to_end(key)
-    return RECORDINGS[key]
+    with _LOCK:
+        found = RECORDINGS.get(key) if key is not None else None
+        if found is not None:
+            RECORDINGS.move_to_end(key)
+        return found
 
 
 def keep(key, recording: Recording) -> None:
     """Keep ``recording`` under ``key`` unless it is too large to keep."""
     if key is None or recording.tasks > MAX_RECORDED_TASKS:
         return
-    RECORDINGS[key] = recording
-    RECORDINGS.move_to_end(key)
-    while len(RECORDINGS) > KEPT:
-        RECORDINGS.popitem(last=False)
+    with _LOCK:
+        RECORDINGS[key] = recording
+        RECORDINGS.move_to_end(key)
+        while len(RECORDINGS) > KEPT:
+            RECORDINGS.popitem(last=False)
 
 
 def forget(key) -> None:
-    RECORDINGS.pop(key, None)
+    with _LOCK:
+        RECORDINGS.pop(key, None)
 
 
 def replay_key(dag, inputs: dict, scheduler: str, dtype, window: int, cluster, figures):
