@@ -44,6 +44,15 @@ def golden(request: pytest.FixtureRequest):
     return check
 
 
+@pytest.fixture(autouse=True)
+def no_recordings():
+    """Every test places its block programs' first runs on Ray itself: no recording an
+    earlier test left is replayed (``runtime/ray/block_replay.py``)."""
+    from tensorc.runtime.ray import block_replay
+
+    block_replay.RECORDINGS.clear()
+
+
 RAY_NODES = 4
 
 

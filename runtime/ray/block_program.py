@@ -13,8 +13,9 @@ task reading only inputs came first, and LSHS put a solve's row sums of ``|A|`` 
 nodes holding the rows at time 0, copying blocks there while node 0 factored (n = 1536 on
 4 Ray nodes: 18.9 MB moved and 4 calls, against 14.2 MB and one call). Placed tasks
 gather in a :class:`~tensorc.runtime.ray.block_waves.Wave` of at most ``window`` tasks,
-submitted as one call per node and level on the node workers (a chain of tasks on one node
-is one call; cross-node edges are object refs between calls); the
+their arguments symbols (:mod:`~tensorc.runtime.ray.block_replay`) bound to this run's
+blocks when the wave is submitted as one call per node and level on the node workers (a
+chain of tasks on one node is one call; cross-node edges are object refs between calls); the
 driver then expands the next wave while the cluster runs, with at most two waves in flight,
 so it holds the frontier, not the graph. An input stored in another blocking is cut to the
 program's blocks by a placed step of the first call that reads each block
@@ -81,6 +82,7 @@ from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.ray.block_replay import (
     INPUT,
     MADE,
+    MAX_RECORDED_TASKS,
     Recording,
     forget,
     keep,
@@ -138,11 +140,12 @@ class _RayDagRun:
                                   small_hop_seconds=figures.small_call_seconds,
                                   inline_bytes=figures.inline_bytes,
                                   hosts=figures.hosts(cluster.nodes, cluster.node_ids))
+        self.binding = _Binding(inputs, {name: tensor_bounds(program, name, bounds)
+                                         for name in program.inputs()})
         self.source = _RayInputs(program, inputs, bounds, cluster, self.placer, dag,
-                                 None if per_task else self._stitch)
+                                 self.binding, None if per_task else self._stitch)
         self.frontier = _Frontier(dag)
-        self.refs: dict = {}
-        self.symbols: dict = {}  # per live version, its symbolic argument (block_replay)
+        self.refs: dict = {}  # per live version, what readers pass: (REF, ref) or a symbol
         self.ids: dict = {}
         self.shapes: dict = {}
         self.uses: dict = {}
@@ -151,7 +154,7 @@ class _RayDagRun:
         self.tasks = 0
         self.per_task = per_task
         self.wave = Wave()
-        self.unit_symbols: list = []  # per unit of the wave, its arguments' symbols
+        self.released: list = []  # symbols of versions the wave's units read last
         self.record = Recording() if record and not per_task else None
         self.waves = 0
         self.calls = 0
@@ -242,11 +245,12 @@ class _RayDagRun:
                     shape = tuple(s.stop - s.start for s in block_slices(edges, coords))
                     key = (shape, kind.str)
                     if key not in units:
-                        units[key] = self._add(node, ZeroBlock(shape, kind.str), (), ())
+                        units[key] = self.wave.add(node, ZeroBlock(shape, kind.str), ())
                     self.finals[(name, coords)] = ((PENDING, units[key], 0), node, shape)
 
     def flush(self) -> None:
-        """Submit the wave; its results read later (or final output blocks) become refs."""
+        """Submit the wave, its arguments bound to this run's blocks; its results read later
+        (or final output blocks) become :data:`~tensorc.runtime.ray.block_replay.MADE`."""
         wave = self.wave
         pending = [key for key, source in self.refs.items() if source[0] == PENDING]
         finals = [key for key, found in self.finals.items() if found[0][0] == PENDING]
@@ -255,33 +259,40 @@ class _RayDagRun:
         threads = self.placer.wave_threads(self.cluster.cpus)
         self.threads = ([max(t, u) for t, u in zip(self.threads, threads, strict=True)]
                         if len(self.threads) == len(threads) else threads)
-        made, reports, calls, kept = wave.flush(self.cluster, wanted, threads,
-                                                keep=f"{self.token}{self.waves}/")
-        self.kept += kept
-        if self.record is not None:  # the same calls, their arguments symbols
-            self.record.add_wave(wave.with_args(self.unit_symbols).prepare(
-                wanted, self.cluster, keep=True), threads)
+        prepared = wave.prepare(wanted, self.cluster, keep=True)
+        made, reports = prepared.submit(self.cluster, threads, f"{self.token}{self.waves}/",
+                                        self.binding)
+        self.binding.made.append(made)
+        for symbol in self.released:  # the wave's calls read them last
+            self.binding.release(symbol)
+        self.released = []
+        self.kept += prepared.kept
+        if self.record is not None and self.tasks > MAX_RECORDED_TASKS:
+            self.record = None  # too large to keep: the run holds its frontier, not its calls
+        if self.record is not None:
+            self.record.add_wave(prepared, threads)
+        read_later = set()
         for key in pending:
-            result = self.refs[key][1:]
-            self.refs[key] = (REF, made[result])
-            self.symbols[key] = (MADE, self.waves, *result)
+            read_later.add(self.refs[key][1:])
+            self.refs[key] = (MADE, self.waves, *self.refs[key][1:])
         for key in finals:
             source, node, shape = self.finals[key]
             self.finals[key] = ((REF, made[source[1:]]), node, shape)
             if self.record is not None:
                 self.record.finals[key] = ((MADE, self.waves, *source[1:]), node, shape)
+        for result in wanted - read_later:  # final blocks only: self.finals holds them
+            del made[result]
         self.in_flight.append(reports)
         self.waves += 1
-        self.calls += calls
+        self.calls += len(prepared.calls)
         self.wave = Wave()
-        self.unit_symbols = []
         self.placer.new_wave()
 
-    def _read(self, edges) -> tuple[list, list, list, list, dict]:
-        """The refs, their symbols (:mod:`~tensorc.runtime.ray.block_replay`), reads,
-        simulated block ids and shapes of a task's input edges; a version whose last reader
-        this is is released."""
-        args, symbols, reads, inputs_ids, edge_shapes = [], [], [], [], {}
+    def _read(self, edges) -> tuple[list, list, list, dict]:
+        """The arguments (``(REF, ref)`` task by task, else symbols:
+        :mod:`~tensorc.runtime.ray.block_replay`), reads, simulated block ids and shapes of
+        a task's input edges; a version whose last reader this is is released."""
+        args, reads, inputs_ids, edge_shapes = [], [], [], {}
         keys = set()  # the versions read that the run counts readers of
         for edge in edges:
             if edge.task is None:
@@ -291,39 +302,32 @@ class _RayDagRun:
                 key = (edge.task, edge.result)
             if key is None:
                 ref, block, shape = found
-                ref, symbol = (REF, ref), (INPUT, edge.read.tensor, edge.coords)
+                ref = (REF, ref) if self.per_task else (INPUT, edge.read.tensor, edge.coords)
             else:
                 ref, block, shape = self.refs[key], self.ids[key], self.shapes[key]
-                symbol = self.symbols[key]
                 keys.add(key)
             args.append(ref)
-            symbols.append(symbol)
             reads.append(edge.read)
             inputs_ids.append(block)
             edge_shapes[edge.read] = shape
         for key in keys:
             self.uses[key] -= 1
-            if not self.uses[key]:
-                del self.uses[key], self.refs[key], self.symbols[key]
-        return args, symbols, reads, list(dict.fromkeys(inputs_ids)), edge_shapes
-
-    def _add(self, node: int, kernel, args, symbols) -> int:
-        """Add a unit to the wave, and its arguments' symbols beside it."""
-        self.unit_symbols.append(tuple(symbols))
-        return self.wave.add(node, kernel, args)
+            if not self.uses[key]:  # dropped once this wave's calls hold it
+                del self.uses[key]
+                self.released.append(self.refs.pop(key))
+        return args, reads, list(dict.fromkeys(inputs_ids)), edge_shapes
 
     def _stitch(self, name: str, coords: tuple, shape: tuple, piece_slices: tuple,
                 pieces: list, nbytes: int, uses: int) -> str:
-        """An input block cut from the stored blocks ``pieces`` (``(stored coords, ref,
+        """An input block cut from the stored blocks ``pieces`` (``(stored coords,
         version)`` each), placed like a task (the placer copies the pieces to its node) and
         run as a :class:`~tensorc.runtime.ray.block_waves.Stitch` step of that node's call;
         returns the key its readers find it under."""
-        node, made = self.placer.stitch([version for _, _, version in pieces], nbytes, uses)
-        unit = self._add(node, Stitch(shape, piece_slices), [(REF, ref) for _, ref, _ in pieces],
-                         [(INPUT, name, stored) for stored, _, _ in pieces])
+        node, made = self.placer.stitch([version for _, version in pieces], nbytes, uses)
+        unit = self.wave.add(node, Stitch(shape, piece_slices),
+                             [(INPUT, name, stored) for stored, _ in pieces])
         key = f"input {name}{list(coords)}"
         self.refs[key], self.ids[key], self.shapes[key] = (PENDING, unit, 0), made, shape
-        self.symbols[key] = (PENDING, unit, 0)
         self.uses[key] = uses
         return key
 
@@ -335,7 +339,7 @@ class _RayDagRun:
         if edges is None:  # a parent task comes later, or a read no statement writes
             dag.parents(task)  # raises E-unwritten at that read
             raise ExecutionError(f"block task {task} comes before a task it reads")
-        args, symbols, reads, inputs_ids, edge_shapes = self._read(edges)
+        args, reads, inputs_ids, edge_shapes = self._read(edges)
         out_shapes, flops = _flops_and_shapes(dag, task, edge_shapes)
         per_result, distinct = _children(dag, task)
         written = dag.written(task)
@@ -355,8 +359,7 @@ class _RayDagRun:
             self.in_flight.append(made[-1])
             made = [(REF, ref) for ref in made[:-1]]
         else:
-            unit = self._add(node, BlockKernel(expr, tuple(reads), len(out_shapes)), args,
-                             symbols)
+            unit = self.wave.add(node, BlockKernel(expr, tuple(reads), len(out_shapes)), args)
             made = [(PENDING, unit, j) for j in range(len(out_shapes))]
         for j, ((readers, final), shape) in enumerate(zip(per_result, out_shapes, strict=True)):
             key = (task, j)
@@ -365,7 +368,6 @@ class _RayDagRun:
                 self.finals[(tensor, coords)] = (made[j], node, shape)
             if readers:
                 self.refs[key], self.ids[key], self.shapes[key] = made[j], out_ids[j], shape
-                self.symbols[key] = made[j]
                 self.uses[key] = len(readers)
         self.tasks += 1
         self.frontier.finished(distinct)
@@ -409,35 +411,22 @@ def _measured(peaks: list | None, tasks: int, driver_seconds: float, started: fl
 def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds, cluster,
             dtype) -> tuple[dict, dict]:
     """Submit a recorded run's waves bound to these ``inputs`` (the module docstring of
-    :mod:`~tensorc.runtime.ray.block_replay`): no DAG walk, no placement. A run that fails
-    leaves no result kept in a node worker."""
+    :mod:`~tensorc.runtime.ray.block_replay`): no DAG walk, no placement, no call formed
+    or pickled. A run that fails leaves no result kept in a node worker."""
     started = time.perf_counter()
     token = f"{os.getpid()}.{next(_RUNS)}/"
-    edges = {name: tensor_bounds(program, name, bounds) for name in program.inputs()}
-    made: list[dict] = []
+    binding = _Binding(inputs, {name: tensor_bounds(program, name, bounds)
+                                for name in program.inputs()})
     in_flight: deque = deque()
     peaks = None
     waiting = 0.0
-    cut: dict = {}  # a numpy input's blocks, made once for every call reading them
-
-    def bind(symbol):
-        if symbol[0] == MADE:
-            return made[symbol[1]][symbol[2:]]
-        _, name, coords = symbol
-        value = inputs[name]
-        if not isinstance(value, np.ndarray):
-            return value.blocks.refs[coords]
-        if symbol not in cut:
-            cut[symbol] = _driver_block(value, block_slices(edges[name], coords))
-        return cut[symbol]
-
     try:
-        for w, (wave, released) in enumerate(zip(recording.waves, recording.released(),
+        for w, (wave, released) in enumerate(zip(recording.waves, recording.drops,
                                                  strict=True)):
-            refs, reports = wave.prepared.submit(cluster, wave.threads, f"{token}{w}/", bind)
-            made.append(refs)
-            for v, result in released:  # its last readers were just submitted
-                del made[v][result]
+            made, reports = wave.prepared.submit(cluster, wave.threads, f"{token}{w}/", binding)
+            binding.made.append(made)
+            for symbol in released:  # its last readers were just submitted
+                binding.release(symbol)
             in_flight.append(reports)
             while len(in_flight) > WAVES_IN_FLIGHT:
                 waited = time.perf_counter()
@@ -452,13 +441,45 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
             with contextlib.suppress(Exception):  # the error raised matters more
                 worker.forget.remote(token)
         raise
-    finals = {key: ((REF, made[symbol[1]][symbol[2:]]), node, shape)
+    finals = {key: ((REF, binding(symbol)), node, shape)
               for key, (symbol, node, shape) in recording.finals.items()}
     outputs = _output_arrays(program, bounds, finals, partial(_output, program, dtype, cluster))
-    stats = dict(recording.stats)
-    stats["replayed"] = True
+    stats = {key: list(value) if isinstance(value, list) else value
+             for key, value in recording.stats.items()}
+    stats.update(replayed=True, waves=len(recording.waves),
+                 remote_calls=sum(len(wave.prepared.calls) for wave in recording.waves),
+                 kept_results=sum(wave.prepared.kept for wave in recording.waves))
     stats.update(_measured(peaks, recording.tasks, finished - started - waiting, started))
     return outputs, stats
+
+
+class _Binding:
+    """What a run's symbolic arguments (:mod:`~tensorc.runtime.ray.block_replay`) are bound
+    to when its calls are submitted: an input block (of a numpy input, cut here once for
+    every call that reads it, by value when small, else put in Ray), or a result an earlier
+    wave returned (``made[wave]``, dropped by :meth:`release` after its last readers were
+    submitted)."""
+
+    def __init__(self, inputs: dict, edges: dict) -> None:
+        self.inputs, self.edges = inputs, edges
+        self.made: list[dict] = []  # per wave, {(unit, j): ref} of the results it returned
+        self.cut: dict = {}
+
+    def __call__(self, symbol):
+        if symbol[0] == MADE:
+            return self.made[symbol[1]][symbol[2:]]
+        _, name, coords = symbol
+        value = self.inputs[name]
+        if not isinstance(value, np.ndarray):
+            return value.blocks.refs[coords]
+        if symbol not in self.cut:
+            self.cut[symbol] = _driver_block(value, block_slices(self.edges[name], coords))
+        return self.cut[symbol]
+
+    def release(self, symbol) -> None:
+        """Drop the ref of an earlier wave's result (any other symbol: nothing to drop)."""
+        if symbol[0] == MADE:
+            del self.made[symbol[1]][symbol[2:]]
 
 
 def _driver_block(value: np.ndarray, region):
@@ -498,13 +519,16 @@ def _wait_calls(cluster, reports) -> list:
 
 class _RayInputs:
     """The input blocks on Ray, cut to the program's bounds on first use: ``block`` returns
-    ``(ref, version, shape)``, or, for a block cut from several stored blocks when the run
+    ``(ref, version, shape)`` (a numpy input's block cut by the run's ``binding``, once), or,
+    for a block cut from several stored blocks when the run
     gives a ``stitcher`` (waves, not one task each), the key ``stitcher`` registered it under
     (it runs as a step of the call that places it); without one, a Ray task cuts it on the
     node of its first element."""
 
-    def __init__(self, program, inputs, bounds, cluster, placer, dag, stitcher=None) -> None:
+    def __init__(self, program, inputs, bounds, cluster, placer, dag, binding,
+                 stitcher=None) -> None:
         self.program, self.inputs, self.cluster, self.placer = program, inputs, cluster, placer
+        self.binding = binding
         self.edges = {name: tensor_bounds(program, name, bounds) for name in program.inputs()}
         self.made: dict = {}
         self.stored: dict = {}  # (input, stored block) -> its version in the placer
@@ -536,7 +560,7 @@ class _RayInputs:
         uses = len(self.dag.input_readers(name, coords))
         nbytes = math.prod(shape) * value.dtype.itemsize
         if isinstance(value, np.ndarray):  # a small block travels inside the calls
-            return (_driver_block(value, region),
+            return (self.binding((INPUT, name, coords)),
                     self.placer.add_version(nbytes, uses, node=0, retained=True), shape)
         stored = value.blocks
         if stored.bounds == edges:
@@ -546,8 +570,7 @@ class _RayInputs:
         pieces = stored.pieces(region)
         piece_slices = tuple((into, out_of) for _, into, out_of in pieces)
         if self.stitcher is not None:
-            found = [(c, stored.refs[c], self._stored_version(name, stored, c))
-                     for c, _, _ in pieces]
+            found = [(c, self._stored_version(name, stored, c)) for c, _, _ in pieces]
             return self.stitcher(name, coords, shape, piece_slices, found, nbytes, uses)
         node = live_node(stored.first_node(region), self.placer.nodes)
         ref, _ = submit(self.cluster, "piece", node, shape, piece_slices,

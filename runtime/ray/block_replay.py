@@ -8,8 +8,8 @@ per wave, its calls as the run formed them, payloads pickled
 blocking when it is on the cluster, of the program's when it is a numpy array; :data:`MADE`
 ``(wave, unit, j)``: a result an earlier wave returned; or the wave's own ``(PENDING, unit,
 j)``), the threads of each node's calls, the output blocks' final versions and the run's
-statistics. :func:`replay_key` names what a placement depends on: the DAG (the
-program and its sizes and block counts), the scheduler, the dtype, the wave size, the
+statistics. :func:`replay_key` names what a placement depends on: the program (the same
+object) and its sizes and block counts, the scheduler, the dtype, the wave size, the
 cluster's nodes and CPUs, the machine's figures, and every input's shape and dtype and, for
 an input on the cluster, its block bounds and the node of each block (not its values, not
 its refs). Two calls with equal keys place every task on the same node, so the second
@@ -19,10 +19,10 @@ placing it, forming its calls and pickling their payloads again: a TSQR of 65,53
 blocks spends most of its driver time there (``docs/performance.md``).
 
 :data:`RECORDINGS` keeps the last :data:`KEPT` recordings (least recently used dropped
-first); a run of more than :data:`MAX_RECORDED_TASKS` tasks is not recorded (a recording
+first); a run stops recording once it passes :data:`MAX_RECORDED_TASKS` tasks (a recording
 holds every call's payload, the run itself only its frontier: 62 KB for a Cholesky of 816
-tasks). :meth:`Recording.released` lists, per wave, the earlier results whose last readers
-it holds, so a replay drops its refs after submitting them, as the run does.
+tasks). :meth:`Recording.released` lists, per wave, the results whose last readers it
+holds, so a replay drops their refs once it is submitted, as the run does.
 """
 
 from __future__ import annotations
@@ -57,24 +57,28 @@ class Recording:
     finals: dict = field(default_factory=dict)
     stats: dict = field(default_factory=dict)
     tasks: int = 0
+    drops: list = field(default_factory=list)  # released(), once the recording is kept
 
     def add_wave(self, prepared, threads) -> None:
         self.waves.append(RecordedWave(prepared, list(threads)))
 
-    def released(self) -> list[list[tuple[int, tuple[int, int]]]]:
-        """Per wave ``v``: the ``(wave, (unit, j))`` results whose last reader is in ``v`` and
-        that are no output's final block."""
+    def released(self) -> list[list[tuple]]:
+        """Per wave ``v``: the :data:`MADE` results whose last readers are in ``v`` (or that
+        ``v`` itself returned and no later wave reads) and that are no output's final
+        block, to drop once ``v`` is submitted."""
         last: dict = {}
         for v, wave in enumerate(self.waves):
+            for result in wave.prepared.wanted:
+                last.setdefault((MADE, v, *result), v)
             for _, args, _, _ in wave.prepared.calls:
                 for symbol in args:
                     if symbol[0] == MADE:
-                        last[symbol[1:]] = v
-        finals = {symbol[1:] for symbol, _, _ in self.finals.values()}
+                        last[symbol] = v
+        finals = {symbol for symbol, _, _ in self.finals.values()}
         drops: list[list] = [[] for _ in self.waves]
-        for (w, unit, j), v in last.items():
-            if (w, unit, j) not in finals:
-                drops[v].append((w, (unit, j)))
+        for symbol, v in last.items():
+            if symbol not in finals:
+                drops[v].append(symbol)
         return drops
 
 
@@ -95,8 +99,9 @@ def recorded(key) -> Recording | None:
 
 def keep(key, recording: Recording) -> None:
     """Keep ``recording`` under ``key`` unless it is too large to keep."""
-    if key is None or recording.tasks > MAX_RECORDED_TASKS:
+    if key is None or recording is None or recording.tasks > MAX_RECORDED_TASKS:
         return
+    recording.drops = recording.released()
     with _LOCK:
         RECORDINGS[key] = recording
         RECORDINGS.move_to_end(key)
@@ -125,5 +130,22 @@ def replay_key(dag, inputs: dict, scheduler: str, dtype, window: int, cluster, f
             return None
         signature.append((name, "cluster", stored.bounds, np.dtype(stored.dtype).str,
                           tuple(sorted(stored.nodes.items()))))
-    return (dag, scheduler, None if dtype is None else np.dtype(dtype).str, window,
+    return (_Identity(dag.program), tuple(sorted(dag.env.items())), scheduler,
+            None if dtype is None else np.dtype(dtype).str, window,
             tuple(cluster.node_ids), tuple(cluster.cpus), figures, tuple(signature))
+
+
+class _Identity:
+    """A key part equal only to itself: the program (its IR is compared by identity, as the
+    block-count and DAG caches compare it)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value) -> None:
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Identity) and other.value is self.value

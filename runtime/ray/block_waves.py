@@ -3,10 +3,13 @@
 Contract: a :class:`Wave` collects block-program tasks that the driver has expanded and
 placed (:class:`~tensorc.placement.block_placement.BlockPlacer` chose each one's node) but not
 submitted. :meth:`Wave.add` takes a task's node, its :class:`BlockKernel` and its arguments,
-each ``(REF, ref)`` (a block already in Ray: an input, or a result of an earlier wave) or
-``(PENDING, unit, j)`` (result ``j`` of a task earlier in this wave), and returns the task's
-unit number. :meth:`Wave.flush` submits the whole wave as calls of the two-level runtime
-(:mod:`tensorc.runtime.ray.stages` levels einsum units the same way):
+each ``(PENDING, unit, j)`` (result ``j`` of a task earlier in this wave) or any other
+hashable argument the submission binds to a block already in Ray (a symbol of
+:mod:`~tensorc.runtime.ray.block_replay`: an input block, or a result of an earlier wave),
+and returns the task's unit number. :meth:`Wave.prepare` forms the whole wave as calls of
+the two-level runtime (:mod:`tensorc.runtime.ray.stages` levels einsum units the same way)
+and pickles their payloads once (:class:`Prepared`), which :meth:`Prepared.submit`
+submits, as many times as a recording replays it:
 
 - a unit's *level* is the largest level of the units it reads, plus one when one of them is
   on another node, and at least its node's floor: the level of the node's previous unit (a
@@ -27,13 +30,14 @@ unit number. :meth:`Wave.flush` submits the whole wave as calls of the two-level
   result is returned when a call on another node reads it or when the caller still wants
   it after the wave (``wanted``: read by tasks not yet expanded, or an output's final
   block). A result that only later calls on its own node read is *kept* in that node's
-  worker (``keep=`` a run's key prefix: :data:`~tensorc.runtime.ray.tasks.KEPT`), not
-  stored and read back: a TSQR leaf's tall Q factor, read again by its node's last call.
-  Without ``keep`` (or for a node without a worker) it is returned as before.
+  worker (``keep``: :data:`~tensorc.runtime.ray.tasks.KEPT`, under a key relative to the
+  prefix the calls are submitted with, a run's own), not stored and read back: a TSQR
+  leaf's tall Q factor, read again by its node's last call. Without ``keep`` (or for a
+  node without a worker) it is returned as before.
 
-:meth:`Wave.flush` returns the refs of the wanted results and the calls' report refs (the
-caller waits on them with :func:`~tensorc.runtime.ray.calls.wait_for_calls`). Plain data
-until the flush; the flush is the only part that talks to Ray.
+:meth:`Prepared.submit` returns the refs of the wanted results and the calls' report refs
+(the caller waits on them with :func:`~tensorc.runtime.ray.calls.wait_for_calls`). Plain
+data until the submission; it is the only part that talks to Ray.
 """
 
 from __future__ import annotations
@@ -122,13 +126,6 @@ class Wave:
         self.kernel.append(kernel)
         self.args.append(tuple(args))
         return len(self.node) - 1
-
-    def with_args(self, args: list) -> Wave:
-        """The same units (nodes, kernels) with other arguments (``args[u]`` for unit
-        ``u``: the symbols a recording binds later, :mod:`~tensorc.runtime.ray.block_replay`)."""
-        other = Wave()
-        other.node, other.kernel, other.args = list(self.node), list(self.kernel), list(args)
-        return other
 
     def levels(self) -> list[int]:
         level = [0] * len(self.node)
@@ -239,20 +236,10 @@ class Wave:
         nodes_kept = range(min(len(node_workers(cluster)), cluster.nodes))
         return Prepared(self.calls(wanted, keep, nodes_kept), wanted)
 
-    def flush(self, cluster, wanted: set, threads: list[int] | None = None,
-              keep: str | None = None) -> tuple[dict, list, int, int]:
-        """Submit the wave, each node's calls on ``threads[node]`` threads when given (else
-        the node's CPUs), results only its own node reads later kept there under the key
-        prefix ``keep`` when given; returns ``({(unit, j): ref} for the wanted results, the
-        calls' report refs, the number of calls, the number of results kept)``."""
-        prepared = self.prepare(wanted, cluster, keep is not None)
-        made, reports = prepared.submit(cluster, threads, keep or "", itemgetter(1))
-        return made, reports, len(prepared.calls), prepared.kept
-
 
 class Prepared:
-    """A wave's calls (:meth:`Wave.calls`, kept as ``calls[c] = (node, args, exports,
-    exported results)``) and each call's payload, pickled once: a call sends bytes, not
+    """A wave's calls (:meth:`Wave.calls`, kept as ``calls[c] = (node, args, number of
+    exports, exported results)``) and each call's payload, pickled once: a call sends bytes, not
     objects Ray pickles again for every call (``(steps, exports, None, kept_in,
     keep_out)``, :func:`~tensorc.runtime.ray.tasks.run_steps`'s inputs), so a recorded wave
     (:mod:`~tensorc.runtime.ray.block_replay`) is submitted again without forming or

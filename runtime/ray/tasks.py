@@ -343,6 +343,8 @@ class NodeReport(str):
 
 
 def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.ndarray):
+    """One staged call (module docstring); ``key`` names a payload sent as a ref, and is
+    the prefix of the kept results' keys for a wave's payload sent as bytes."""
     node = _worker_setup()
     prefix = ""  # of the keys of the results this call keeps or reads kept
     if isinstance(payload, bytes):  # a block program's wave: key is the run's prefix
