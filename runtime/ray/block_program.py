@@ -312,9 +312,11 @@ class _RayDagRun:
             edge_shapes[edge.read] = shape
         for key in keys:
             self.uses[key] -= 1
-            if not self.uses[key]:  # dropped once this wave's calls hold it
+            if not self.uses[key]:
                 del self.uses[key]
-                self.released.append(self.refs.pop(key))
+                source = self.refs.pop(key)  # a ref task by task: dropped here
+                if source[0] == MADE:  # dropped once this wave's calls hold it
+                    self.released.append(source)
         return args, reads, list(dict.fromkeys(inputs_ids)), edge_shapes
 
     def _stitch(self, name: str, coords: tuple, shape: tuple, piece_slices: tuple,
