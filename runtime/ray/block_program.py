@@ -26,8 +26,8 @@ them). The frontier bookkeeping it shares with the local run is
 :mod:`tensorc.runtime.block_frontier`.
 
 A run records its placed waves (:mod:`~tensorc.runtime.ray.block_replay`); a later run
-with an equal replay key (the same DAG, scheduler, dtype, window, cluster and machine
-figures, and inputs of the same shapes, blocks and nodes) binds them to its own inputs
+with an equal replay key (the same program and sizes, scheduler, dtype, window, cluster and
+machine figures, and inputs of the same shapes, blocks and nodes) binds them to its own inputs
 and submits them (:func:`_replay`) without walking or placing the DAG.
 
 A node lost mid-run (its worker dies with it) makes the program run again task by task
@@ -124,8 +124,9 @@ def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, b
 
 
 class _RayDagRun:
-    """One block program's DAG on Ray: the frontier, the refs of live block versions, the
-    placer's simulated cluster and the final output blocks."""
+    """One block program's DAG on Ray: the frontier, what readers of each live block version
+    pass (its symbol, or its ref task by task), the placer's simulated cluster and the final
+    output blocks."""
 
     def __init__(self, program: BlockProgramIR, dag: BlockDag, inputs: dict, bounds, cluster,
                  scheduler: str, dtype, per_task: bool = False, record: bool = False) -> None:
@@ -217,8 +218,9 @@ class _RayDagRun:
                  "kept_results": self.kept,
                  "call_threads": list(self.threads),
                  "replayed": False}
-        if self.record is not None:
-            self.record.stats = dict(stats)
+        if self.record is not None:  # lists copied: the caller may change its own
+            self.record.stats = {key: list(value) if isinstance(value, list) else value
+                                 for key, value in stats.items()}
             self.record.tasks = self.tasks
         stats.update(_measured(self.node_peaks, self.tasks, finished - started - waiting,
                                started))
@@ -291,7 +293,8 @@ class _RayDagRun:
     def _read(self, edges) -> tuple[list, list, list, dict]:
         """The arguments (``(REF, ref)`` task by task, else symbols:
         :mod:`~tensorc.runtime.ray.block_replay`), reads, simulated block ids and shapes of
-        a task's input edges; a version whose last reader this is is released."""
+        a task's input edges; a version whose last reader this is is released (in a wave,
+        once the wave is submitted)."""
         args, reads, inputs_ids, edge_shapes = [], [], [], {}
         keys = set()  # the versions read that the run counts readers of
         for edge in edges:
@@ -468,6 +471,8 @@ class _Binding:
         self.cut: dict = {}
 
     def __call__(self, symbol):
+        if symbol[0] == REF:  # a block already in Ray, passed as it is
+            return symbol[1]
         if symbol[0] == MADE:
             return self.made[symbol[1]][symbol[2:]]
         _, name, coords = symbol
