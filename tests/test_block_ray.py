@@ -546,4 +546,3 @@ def test_a_replay_cuts_its_own_input_stored_in_other_blocks(monkeypatch):
     assert tc.last_stats()["replayed"] is True
     np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(b), rtol=1e-10,
                                atol=1e-10)
-

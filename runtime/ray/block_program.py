@@ -141,17 +141,17 @@ class _RayDagRun:
                                   small_hop_seconds=figures.small_call_seconds,
                                   inline_bytes=figures.inline_bytes,
                                   hosts=figures.hosts(cluster.nodes, cluster.node_ids))
-        self.binding = _Binding(inputs, {name: tensor_bounds(program, name, bounds)
-                                         for name in program.inputs()})
-        self.source = _RayInputs(program, inputs, bounds, cluster, self.placer, dag,
-                                 self.binding, None if per_task else self._stitch)
+        self.binding = _Binding(program, inputs, bounds)
+        self.source = _RayInputs(program, inputs, cluster, self.placer, dag, self.binding,
+                                 None if per_task else self._stitch)
         self.frontier = _Frontier(dag)
         self.refs: dict = {}  # per live version, what readers pass: (REF, ref) or a symbol
         self.ids: dict = {}
         self.shapes: dict = {}
         self.uses: dict = {}
         self.finals: dict = {}
-        self.in_flight: deque = deque()
+        self.in_flight: deque = deque()  # task by task: the refs of tasks not waited for
+        self.waves_in_flight = _WavesInFlight(cluster)
         self.tasks = 0
         self.per_task = per_task
         self.wave = Wave()
@@ -160,7 +160,6 @@ class _RayDagRun:
         self.waves = 0
         self.calls = 0
         self.threads: list[int] = []  # per node, the most threads a call of it ran on
-        self.node_peaks: list | None = None  # per node, the highest RSS its calls measured
         self.token = f"{os.getpid()}.{next(_RUNS)}/"  # the key prefix of its kept results
         self.kept = 0  # results kept in node workers (read only by their node's later calls)
 
@@ -171,9 +170,7 @@ class _RayDagRun:
             return self._run(window)
         except BaseException:  # even mid-flush: calls already sent may have kept results
             if not self.per_task:
-                for worker in self.cluster.workers:  # not waited for: a dead one is fine
-                    with contextlib.suppress(Exception):  # the error raised matters more
-                        worker.forget.remote(self.token)
+                _forget_kept(self.cluster, self.token)
             raise
 
     def _run(self, window: int) -> tuple[dict, dict]:
@@ -194,17 +191,14 @@ class _RayDagRun:
                 if task is None:
                     self._add_unwritten()
                 self.flush()
-                while len(self.in_flight) > WAVES_IN_FLIGHT:
-                    waited = time.perf_counter()
-                    self._peaks(_wait_calls(self.cluster, self.in_flight.popleft()))
-                    waiting += time.perf_counter() - waited
-        waited = time.perf_counter()
         if self.per_task:
+            waited = time.perf_counter()
             _wait(list(self.in_flight))
+            waiting += time.perf_counter() - waited
         else:
-            self._peaks(_wait_calls(self.cluster, [r for wave in self.in_flight for r in wave]))
-        finished = time.perf_counter()
-        waiting += finished - waited  # every task of the walk was placed: nothing to check
+            self.waves_in_flight.drain()
+            waiting += self.waves_in_flight.waiting
+        finished = time.perf_counter()  # every task of the walk was placed: nothing to check
         outputs = _output_arrays(self.program, self.bounds, self.finals,
                                  partial(_output, self.program, self.dtype, self.cluster))
         placer = self.placer
@@ -222,13 +216,9 @@ class _RayDagRun:
             self.record.stats = {key: list(value) if isinstance(value, list) else value
                                  for key, value in stats.items()}
             self.record.tasks = self.tasks
-        stats.update(_measured(self.node_peaks, self.tasks, finished - started - waiting,
-                               started))
+        stats.update(_measured(self.waves_in_flight.peaks, self.tasks,
+                               finished - started - waiting, started))
         return outputs, stats
-
-    def _peaks(self, measured: list) -> None:
-        """Keep each node's highest peak RSS of the calls just waited for."""
-        self.node_peaks = _highest(self.node_peaks, measured)
 
     def _add_unwritten(self) -> None:
         """Zero blocks for the output blocks no statement wrote, made in the last wave on the
@@ -261,7 +251,7 @@ class _RayDagRun:
         threads = self.placer.wave_threads(self.cluster.cpus)
         self.threads = ([max(t, u) for t, u in zip(self.threads, threads, strict=True)]
                         if len(self.threads) == len(threads) else threads)
-        prepared = wave.prepare(wanted, self.cluster, keep=True)
+        prepared = wave.prepare(wanted, self.cluster)
         made, reports = prepared.submit(self.cluster, threads, f"{self.token}{self.waves}/",
                                         self.binding)
         self.binding.made.append(made)
@@ -284,7 +274,7 @@ class _RayDagRun:
                 self.record.finals[key] = ((MADE, self.waves, *source[1:]), node, shape)
         for result in wanted - read_later:  # final blocks only: self.finals holds them
             del made[result]
-        self.in_flight.append(reports)
+        self.waves_in_flight.add(reports)
         self.waves += 1
         self.calls += len(prepared.calls)
         self.wave = Wave()
@@ -420,11 +410,8 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
     or pickled. A run that fails leaves no result kept in a node worker."""
     started = time.perf_counter()
     token = f"{os.getpid()}.{next(_RUNS)}/"
-    binding = _Binding(inputs, {name: tensor_bounds(program, name, bounds)
-                                for name in program.inputs()})
-    in_flight: deque = deque()
-    peaks = None
-    waiting = 0.0
+    binding = _Binding(program, inputs, bounds)
+    in_flight = _WavesInFlight(cluster)
     try:
         for w, (wave, released) in enumerate(zip(recording.waves, recording.drops,
                                                  strict=True)):
@@ -432,20 +419,12 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
             binding.made.append(made)
             for symbol in released:  # its last readers were just submitted
                 binding.release(symbol)
-            in_flight.append(reports)
-            while len(in_flight) > WAVES_IN_FLIGHT:
-                waited = time.perf_counter()
-                peaks = _highest(peaks, _wait_calls(cluster, in_flight.popleft()))
-                waiting += time.perf_counter() - waited
-        waited = time.perf_counter()
-        peaks = _highest(peaks, _wait_calls(cluster, [r for wave in in_flight for r in wave]))
-        finished = time.perf_counter()
-        waiting += finished - waited
+            in_flight.add(reports)
+        in_flight.drain()
     except BaseException:  # calls already sent may have kept results
-        for worker in cluster.workers:  # not waited for: a dead one is fine
-            with contextlib.suppress(Exception):  # the error raised matters more
-                worker.forget.remote(token)
+        _forget_kept(cluster, token)
         raise
+    finished = time.perf_counter()
     finals = {key: ((REF, binding(symbol)), node, shape)
               for key, (symbol, node, shape) in recording.finals.items()}
     outputs = _output_arrays(program, bounds, finals, partial(_output, program, dtype, cluster))
@@ -454,8 +433,43 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
     stats.update(replayed=True, waves=len(recording.waves),
                  remote_calls=sum(len(wave.prepared.calls) for wave in recording.waves),
                  kept_results=sum(wave.prepared.kept for wave in recording.waves))
-    stats.update(_measured(peaks, recording.tasks, finished - started - waiting, started))
+    stats.update(_measured(in_flight.peaks, recording.tasks,
+                           finished - started - in_flight.waiting, started))
     return outputs, stats
+
+
+class _WavesInFlight:
+    """The report refs of submitted waves: at most :data:`WAVES_IN_FLIGHT` are left unwaited
+    for; ``waiting`` is the time spent waiting, ``peaks`` each node's highest peak RSS
+    the calls measured (``None`` until one was waited for)."""
+
+    def __init__(self, cluster) -> None:
+        self.cluster = cluster
+        self.waves: deque = deque()
+        self.waiting = 0.0
+        self.peaks: list | None = None
+
+    def add(self, reports: list) -> None:
+        self.waves.append(reports)
+        while len(self.waves) > WAVES_IN_FLIGHT:
+            self._wait(self.waves.popleft())
+
+    def drain(self) -> None:
+        self._wait([report for wave in self.waves for report in wave])
+        self.waves.clear()
+
+    def _wait(self, reports: list) -> None:
+        waited = time.perf_counter()
+        self.peaks = _highest(self.peaks, _wait_calls(self.cluster, reports))
+        self.waiting += time.perf_counter() - waited
+
+
+def _forget_kept(cluster, token: str) -> None:
+    """Tell every node worker to drop the results a failed run kept under ``token``; not
+    waited for (a dead worker is fine)."""
+    for worker in cluster.workers:
+        with contextlib.suppress(Exception):  # the error that failed the run matters more
+            worker.forget.remote(token)
 
 
 class _Binding:
@@ -465,14 +479,13 @@ class _Binding:
     wave returned (``made[wave]``, dropped by :meth:`release` after its last readers were
     submitted)."""
 
-    def __init__(self, inputs: dict, edges: dict) -> None:
-        self.inputs, self.edges = inputs, edges
+    def __init__(self, program: BlockProgramIR, inputs: dict, bounds) -> None:
+        self.inputs = inputs
+        self.edges = {name: tensor_bounds(program, name, bounds) for name in program.inputs()}
         self.made: list[dict] = []  # per wave, {(unit, j): ref} of the results it returned
         self.cut: dict = {}
 
     def __call__(self, symbol):
-        if symbol[0] == REF:  # a block already in Ray, passed as it is
-            return symbol[1]
         if symbol[0] == MADE:
             return self.made[symbol[1]][symbol[2:]]
         _, name, coords = symbol
@@ -484,9 +497,8 @@ class _Binding:
         return self.cut[symbol]
 
     def release(self, symbol) -> None:
-        """Drop the ref of an earlier wave's result (any other symbol: nothing to drop)."""
-        if symbol[0] == MADE:
-            del self.made[symbol[1]][symbol[2:]]
+        """Drop the ref of an earlier wave's result (a :data:`MADE` symbol)."""
+        del self.made[symbol[1]][symbol[2:]]
 
 
 def _driver_block(value: np.ndarray, region):
@@ -532,11 +544,10 @@ class _RayInputs:
     (it runs as a step of the call that places it); without one, a Ray task cuts it on the
     node of its first element."""
 
-    def __init__(self, program, inputs, bounds, cluster, placer, dag, binding,
-                 stitcher=None) -> None:
+    def __init__(self, program, inputs, cluster, placer, dag, binding, stitcher=None) -> None:
         self.program, self.inputs, self.cluster, self.placer = program, inputs, cluster, placer
         self.binding = binding
-        self.edges = {name: tensor_bounds(program, name, bounds) for name in program.inputs()}
+        self.edges = binding.edges
         self.made: dict = {}
         self.stored: dict = {}  # (input, stored block) -> its version in the placer
         self.dag = dag

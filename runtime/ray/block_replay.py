@@ -31,6 +31,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+import numpy as np
+
 INPUT, MADE = "input", "made"
 """Symbolic argument kinds (beside ``block_waves.PENDING``): an input block, an earlier
 wave's result."""
@@ -83,8 +85,6 @@ class Recording:
 
 
 RECORDINGS: OrderedDict = OrderedDict()
-
-
 _LOCK = threading.Lock()  # calls from several threads share the recordings
 
 
@@ -97,9 +97,10 @@ def recorded(key) -> Recording | None:
         return found
 
 
-def keep(key, recording: Recording) -> None:
-    """Keep ``recording`` under ``key`` unless it is too large to keep."""
-    if key is None or recording is None or recording.tasks > MAX_RECORDED_TASKS:
+def keep(key, recording: Recording | None) -> None:
+    """Keep ``recording`` under ``key`` (``None``: a run that stopped recording, past
+    :data:`MAX_RECORDED_TASKS` tasks, or one without a key)."""
+    if key is None or recording is None:
         return
     recording.drops = recording.released()
     with _LOCK:
@@ -117,8 +118,6 @@ def forget(key) -> None:
 def replay_key(dag, inputs: dict, scheduler: str, dtype, window: int, cluster, figures):
     """What a run's placement depends on (module docstring), hashable; ``None`` when an input
     is neither a numpy array nor an array on the cluster."""
-    import numpy as np
-
     signature = []
     for name in sorted(inputs):
         value = inputs[name]

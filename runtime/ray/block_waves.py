@@ -156,9 +156,9 @@ class Wave:
     def calls(self, wanted: set, keep: bool = False, nodes_kept=()
               ) -> list[tuple[int, tuple, tuple, tuple, list, tuple, tuple]]:
         """The wave as calls: ``(node, steps, args, exports, exported results, kept_in,
-        keep_out)`` in submission order; ``args[i]`` is ``(REF, ref)``, ``(PENDING, unit,
-        j)`` (an export of an earlier call of the wave) or any other hashable argument the
-        caller binds (:meth:`Prepared.submit`), ``exported[k]`` the ``(unit, j)`` export
+        keep_out)`` in submission order; ``args[i]`` is ``(PENDING, unit, j)`` (an export of
+        an earlier call of the wave) or any other hashable argument the caller binds
+        (:meth:`Prepared.submit`), ``exported[k]`` the ``(unit, j)`` export
         ``k`` returns. With ``keep``, a result read only by later calls on its node (one of
         ``nodes_kept``, those with a worker) is kept there: its call's ``keep_out`` holds
         ``(step, key)``, each reading call's ``kept_in`` ``(key, whether it is the last
@@ -203,11 +203,10 @@ class Wave:
                         kept_in.setdefault(key, last == c)
                         inputs.append(("k", key))
                         continue
-                    key = (REF, id(arg[1])) if arg[0] == REF else arg
-                    if key not in arg_index:
-                        arg_index[key] = len(args)
+                    if arg not in arg_index:
+                        arg_index[arg] = len(args)
                         args.append(arg)
-                    inputs.append(("x", arg_index[key]))
+                    inputs.append(("x", arg_index[arg]))
                 kernel = self.kernel[u]
                 steps.append((Step(RUN, kernel), tuple(inputs)))
                 if kernel.results == 1:
@@ -230,11 +229,11 @@ class Wave:
                          tuple(kept_in.items()), keep_out))
         return made
 
-    def prepare(self, wanted: set, cluster, keep: bool = False) -> Prepared:
-        """The wave as calls (:meth:`calls`, results kept for the nodes with a worker when
-        ``keep``) with their payloads pickled, ready to submit."""
+    def prepare(self, wanted: set, cluster) -> Prepared:
+        """The wave as calls (:meth:`calls`, results kept for the nodes with a worker) with
+        their payloads pickled, ready to submit."""
         nodes_kept = range(min(len(node_workers(cluster)), cluster.nodes))
-        return Prepared(self.calls(wanted, keep, nodes_kept), wanted)
+        return Prepared(self.calls(wanted, True, nodes_kept), wanted)
 
 
 class Prepared:
