@@ -59,9 +59,10 @@ and the backward-error check); Dask: the sum of ``total`` over the workers'
 
 CPU: around every timed call the machine's busy core-seconds are read from ``/proc/stat``
 (every process, the kernel's work included: a cluster's node processes, object stores and
-workers count, and so does anything else running). The median per call is printed with the
-cores it kept busy over the median call: here 2 cores are all there is, so a run near 2.0 is
-limited by the machine's CPU, whatever its processes spend it on.
+workers count, and so does anything else running). The mean per call is printed (the counters
+tick every 10 ms, so one call's count is coarse and their sum is not) with the cores it kept
+busy over the mean call: here 2 cores are all there is, so a run near 2.0 is limited by the
+machine's CPU, whatever its processes spend it on.
 
 Correctness: the warm-up result of every system is gathered and compared with numpy's on
 the same input (tsqr: Q and R with the signs of R's diagonal made positive; solve: x); the
@@ -525,7 +526,7 @@ class Record:
                 else None, "block_used": self.block,
                 "seconds": self.seconds, "median": self.median,
                 "min": min(self.seconds) if self.seconds else None, "first": self.first,
-                "cpu_seconds": self.cpu, "cpu_median": statistics.median(self.cpu)
+                "cpu_seconds": self.cpu, "cpu_mean": statistics.fmean(self.cpu)
                 if self.cpu else None,
                 "bytes": int(statistics.median(self.bytes)) if self.bytes else None,
                 "bytes_per_call": self.bytes, "bytes_note": self.bytes_note,
@@ -611,12 +612,13 @@ def fmt_bytes(found: Record) -> str:
 
 
 def fmt_cpu(found: Record) -> str:
-    """The median of the machine's busy core-seconds per timed call, and how many cores
-    that kept busy over the median call."""
+    """The machine's busy core-seconds per timed call, their mean (``/proc/stat`` counts
+    in ticks of 10 ms: one call's count is a tick either way, their sum over the calls is
+    not), and how many cores that kept busy over the mean call."""
     if not found.cpu or not found.seconds:
         return "-"
-    cpu = statistics.median(found.cpu)
-    return f"{cpu:.3f} ({cpu / found.median:.1f})"
+    cpu = statistics.fmean(found.cpu)
+    return f"{cpu:.3f} ({cpu / statistics.fmean(found.seconds):.1f})"
 
 
 def results_table(records: list[Record]) -> str:
@@ -767,8 +769,8 @@ def main(argv=None) -> int:
           "count), summed over the call's runs; dask, the workers' transfer_incoming_log"
           "; * marks a lower bound")
     print("CPU s: the machine's busy core-seconds per timed call (every process: the Ray "
-          "nodes, their object stores and Dask's workers included), median; in brackets "
-          "the cores that kept busy over the median call")
+          "nodes, their object stores and Dask's workers included), mean; in brackets "
+          "the cores that kept busy over the mean call")
     rows = ratios(records, cases)
     print()
     print(ratio_table(rows))

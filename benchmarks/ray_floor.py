@@ -195,7 +195,7 @@ def tsqr_floors(actors, rows: int, cols: int, repeats: int) -> dict[str, Runs]:
 
 def _report(label: str, times: Runs) -> str:
     timed = times[1:]
-    cpu = (f"; the machine's CPU {statistics.median(times.cpu[1:]) * 1e3:.0f} core-ms"
+    cpu = (f"; the machine's CPU {statistics.fmean(times.cpu[1:]) * 1e3:.1f} core-ms a run"
            if len(times.cpu) > 1 else "")
     return (f"{label}: median {statistics.median(timed) * 1e3:.1f} ms (min "
             f"{min(timed) * 1e3:.1f}, first {times[0] * 1e3:.1f}){cpu}")

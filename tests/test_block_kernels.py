@@ -165,3 +165,29 @@ def test_a_one_task_cholesky_is_priced_at_lapack_s_rate_not_the_product_s():
     assert [c.policy for c in choice.candidates] == (["lshs", "owner"] if separate
                                                      else ["lshs"])
     assert all(one.makespan >= n**3 / 3 / rate for one in choice.candidates)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_chol_reads_the_lower_triangle_and_gives_numpys_factor(dtype):
+    """A block's ``chol`` is numpy's lower factor to roundoff (LAPACK's ``potrf`` called
+    directly for a real block, numpy's for a complex one), C-ordered with a zero upper
+    triangle, whatever the block's upper triangle holds; a block that is not positive
+    definite raises numpy's message."""
+    from tensorc.codegen.block_kernels import _chol
+
+    n = 96
+    r = RNG.standard_normal((n, n)) + (1j * RNG.standard_normal((n, n))
+                                       if np.dtype(dtype).kind == "c" else 0)
+    a = (r @ r.conj().T + n * np.eye(n)).astype(dtype)
+    expected = np.linalg.cholesky(a)
+    garbage = a.copy()
+    garbage[np.triu_indices(n, 1)] = 7.0
+    for block in (a, garbage, np.asfortranarray(garbage)):
+        found = _chol(block)
+        assert found.dtype == dtype and found.flags.c_contiguous
+        np.testing.assert_array_equal(np.triu(found, 1), 0)
+        eps = np.finfo(dtype).eps
+        assert np.abs(found - expected).max() < 50 * eps * np.abs(expected).max()
+    with pytest.raises(LinAlgError, match="^Matrix is not positive definite$"):
+        _chol(-np.eye(3, dtype=dtype))
+    assert _chol(np.eye(0, dtype=dtype)).shape == (0, 0)

@@ -72,6 +72,7 @@ from tensorc.runtime.allocator import keep_freed_memory
 from tensorc.runtime.block_buffers import BlockBuffers, holds
 from tensorc.runtime.ray.stages import READ, RUN, Step
 from tensorc.runtime.resident import PeakResident
+from tensorc.runtime.task_pool import blas_controller
 
 MAX_RETRIES = 3
 
@@ -293,11 +294,9 @@ class _ThreadedCall:
     def run(self, threads: int) -> list:
         from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-        from threadpoolctl import threadpool_limits
-
         cores = os.cpu_count() or 1
         running: dict = {}
-        with threadpool_limits(max(1, cores // threads), "blas"), \
+        with blas_controller().limit(limits=max(1, cores // threads), user_api="blas"), \
                 ThreadPoolExecutor(max_workers=threads) as pool:
             while True:
                 while len(running) < threads:

@@ -47,7 +47,18 @@ def _square(name: str, x: np.ndarray) -> np.ndarray:
 
 
 def _chol(x):
+    """The lower Cholesky factor of a block, reading its lower triangle only. A real block
+    goes to LAPACK's ``potrf`` directly: as the upper factor of ``x^T``, which is
+    Fortran-ordered for a C-ordered block, so it is copied once as it lies; about twice as
+    fast as ``np.linalg.cholesky`` on a 384² block (0.8 against 2.1 ms, one thread)."""
     x = _square("chol", x)
+    if x.dtype.char in "fd" and x.size:  # LAPACK's real types
+        potrf = scipy.linalg.lapack.get_lapack_funcs("potrf", (x,))
+        upper, info = potrf(x.T, lower=0, clean=1)  # x^T's upper triangle: x's lower one
+        if info > 0:
+            raise LinAlgError("Matrix is not positive definite")
+        if info == 0:
+            return upper.T
     try:
         return np.linalg.cholesky(x)
     except np.linalg.LinAlgError:
@@ -161,11 +172,13 @@ def _cholesky_qr2(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     The second pass multiplies by ``R2^-1`` (a product, 2-3x faster than ``trsm`` on a block
     40 wide) rather than solving: the check bounds ``R2``'s condition by about 1.7, so its
     inverse is as accurate as the solve. The first pass solves, because ``R1`` carries
-    ``X``'s condition."""
+    ``X``'s condition, on the right of ``X`` as it lies (BLAS ``trsm`` copies it to Fortran
+    order): 1.0 against 2.0 ms for the left-side solve of ``X^T`` at 8192 x 40, 5.0 against
+    8.0 ms at 32768 x 40 (one thread)."""
     first = _gram_factor(x.T @ x)
     if first is None:
         return None
-    q1 = triangular_solve(first.T, x.T, lower=True).T  # X R1^-1
+    q1 = trsm(1.0, first, x, side=1)  # X R1^-1
     gram = q1.T @ q1
     n = gram.shape[0]
     if not n * np.abs(gram - np.eye(n, dtype=gram.dtype)).max() <= 0.5:
