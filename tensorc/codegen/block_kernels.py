@@ -172,13 +172,13 @@ def _cholesky_qr2(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     The second pass multiplies by ``R2^-1`` (a product, 2-3x faster than ``trsm`` on a block
     40 wide) rather than solving: the check bounds ``R2``'s condition by about 1.7, so its
     inverse is as accurate as the solve. The first pass solves, because ``R1`` carries
-    ``X``'s condition, on the right of ``X`` as it lies (BLAS ``trsm`` copies it to Fortran
-    order): 1.0 against 2.0 ms for the left-side solve of ``X^T`` at 8192 x 40, 5.0 against
-    8.0 ms at 32768 x 40 (one thread)."""
+    ``X``'s condition. (Solving on the right of ``X`` as it lies, which BLAS needs copied to
+    Fortran order, was 10-20 % faster at 8192 x 40 and 10 % slower at 32768 x 40, one
+    thread, alternated: not taken.)"""
     first = _gram_factor(x.T @ x)
     if first is None:
         return None
-    q1 = trsm(1.0, first, x, side=1)  # X R1^-1
+    q1 = triangular_solve(first.T, x.T, lower=True).T  # X R1^-1
     gram = q1.T @ q1
     n = gram.shape[0]
     if not n * np.abs(gram - np.eye(n, dtype=gram.dtype)).max() <= 0.5:
