@@ -8,11 +8,13 @@ the clock, Ray alone does what every plan of the factorisation must. No arithmet
 measured is the object store's transfers and stores and the calls' latency. Per case
 (``--cases``):
 
-- ``cholesky`` (order ``n`` in ``--sizes``, 4 x 4 blocks of ``n / 4``): one call on node 0
-  reads all 16 blocks (12 from other nodes) and returns 10 new ones (a lower factor's),
-  waited for where they are;
-- ``solve`` (``--solve-sizes``): the same call reading the 16 blocks and the right-hand
-  side's 4, returning the solution's 4 blocks of ``n / 4`` x 1;
+- ``cholesky`` (order ``n`` in ``--sizes``, 4 x 4 blocks of ``n / 4`` laid out as
+  ``tc.asarray`` lays them out, block-cyclic over a 2 x 2 node grid on 4 nodes): one call
+  on node 0 reads the 10 blocks of the lower triangle, the blocks a Cholesky reads (7 from
+  other nodes), and returns 10 new ones (a lower factor's), waited for where they are;
+- ``solve`` (``--solve-sizes``): one call reading all 16 blocks (12 from other nodes: LU
+  reads both triangles) and the right-hand side's 4, returning the solution's 4 blocks of
+  ``n / 4`` x 1;
 - ``tsqr`` (``--tsqr-rows`` x ``--tsqr-cols`` in 8 row blocks, two on each node): the
   cheaper of the two ways any TSQR plan can go. *Gathered*: one call on node 0 reads all 8
   blocks (6 from other nodes) and returns Q's 8 blocks and R. *Tree*: a call on each node
@@ -40,6 +42,7 @@ import common
 import numpy as np
 
 import tensorc as tc
+from tensorc.placement.layout import own_node
 
 BLOCKS = 4  # cholesky and solve: BLOCKS x BLOCKS blocks
 TSQR_BLOCKS = 8  # tsqr: row blocks, as benchmarks/linalg.py cuts them
@@ -92,22 +95,36 @@ def _node_actors():
     return actors
 
 
-def _spread(actors, count: int, shape: tuple, seed: int) -> list:
-    """``count`` blocks of ``shape`` made block-cyclically over the actors' nodes (block
-    ``k`` on node ``k % nodes``), as ``tc.asarray`` spreads them; waited for."""
+def _made_on(actors, nodes_of: list[int], shape: tuple, seed: int) -> list:
+    """Blocks of ``shape``, block ``q`` made on node ``nodes_of[q]``; waited for."""
     import ray
 
-    nodes = len(actors)
-    per_node = [len(range(k, count, nodes)) for k in range(nodes)]
+    per_node = [nodes_of.count(node) for node in range(len(actors))]
     made = []
     for k, actor in enumerate(actors):
+        if not per_node[k]:
+            made.append([])
+            continue
         refs = actor.make.options(num_returns=per_node[k]).remote(per_node[k], shape,
                                                                    seed * 100 + k)
-        made.append(refs if per_node[k] > 1 else [refs])
-    blocks = [made[k % nodes][k // nodes] for k in range(count)]
+        made.append(list(refs) if per_node[k] > 1 else [refs])
+    blocks = [made[node].pop(0) for node in nodes_of]
     # made, and not fetched here: a fetch would copy every block to the driver's node
     ray.wait(blocks, num_returns=len(blocks), fetch_local=False)
     return blocks
+
+
+def _spread(actors, count: int, shape: tuple, seed: int) -> list:
+    """``count`` blocks of ``shape`` made block-cyclically over the actors' nodes (block
+    ``k`` on node ``k % nodes``), as ``tc.asarray`` spreads a column of blocks."""
+    return _made_on(actors, [k % len(actors) for k in range(count)], shape, seed)
+
+
+def _square_grid(nodes: int) -> dict[tuple[int, int], int]:
+    """The node of each block of a BLOCKS x BLOCKS grid as ``tc.asarray`` lays it out on
+    ``nodes`` nodes (block-cyclic over its default node grid: 2 x 2 for 4 nodes)."""
+    return {(i, j): own_node((BLOCKS, BLOCKS), (i, j), nodes)
+            for i in range(BLOCKS) for j in range(BLOCKS)}
 
 
 class Runs(list):
@@ -133,14 +150,18 @@ def _timed(run, repeats: int) -> Runs:
 
 
 def cholesky_floor(actors, n: int, repeats: int, solve: bool = False) -> Runs:
-    """One call on node 0 reading the 16 blocks (and, for a solve, the right-hand side's 4)
-    and returning the factor's 10 blocks (a solve: the solution's 4)."""
+    """One call on node 0 reading the blocks the factorisation reads (the Cholesky: the
+    lower triangle's 10; the solve's LU: all 16, and the right-hand side's 4), laid out as
+    ``tc.asarray`` lays them out, and returning the factor's 10 blocks (a solve: the
+    solution's 4)."""
     import ray
 
     edge = n // BLOCKS
+    read = [(i, j) for (i, j) in _square_grid(len(actors)) if solve or i >= j]
 
     def run(seed: int):
-        blocks = _spread(actors, BLOCKS * BLOCKS, (edge, edge), seed)
+        grid = _square_grid(len(actors))
+        blocks = _made_on(actors, [grid[c] for c in read], (edge, edge), seed)
         if solve:
             blocks += _spread(actors, BLOCKS, (edge, 1), seed + 50)
 
@@ -214,16 +235,21 @@ def main() -> None:
     args = parser.parse_args()
     tc.init(num_nodes=args.nodes)
     actors = _node_actors()
-    blocks = BLOCKS * BLOCKS
+    grid = _square_grid(args.nodes)
+    lower = [c for c in grid if c[0] >= c[1]]
+    remote = sum(1 for c in lower if grid[c] != 0)
     if "cholesky" in args.cases:
         for n in args.sizes:
-            print(_report(f"cholesky n={n}: one call reading {blocks} blocks of "
-                          f"{n // BLOCKS}x{n // BLOCKS} from {args.nodes} nodes and storing "
-                          f"10", cholesky_floor(actors, n, args.repeats)))
+            print(_report(f"cholesky n={n}: one call reading the {len(lower)} blocks of "
+                          f"{n // BLOCKS}x{n // BLOCKS} of the lower triangle ({remote} from "
+                          f"other nodes) and storing 10", cholesky_floor(actors, n,
+                                                                         args.repeats)))
     if "solve" in args.cases:
+        remote = sum(1 for node in grid.values() if node != 0)
         for n in args.solve_sizes:
-            print(_report(f"solve n={n}: one call reading {blocks} + {BLOCKS} blocks from "
-                          f"{args.nodes} nodes and storing {BLOCKS} of {n // BLOCKS}x1",
+            print(_report(f"solve n={n}: one call reading {len(grid)} blocks ({remote} from "
+                          f"other nodes) + {BLOCKS} from {args.nodes} nodes and storing "
+                          f"{BLOCKS} of {n // BLOCKS}x1",
                           cholesky_floor(actors, n, args.repeats, solve=True)))
     if "tsqr" in args.cases:
         found = tsqr_floors(actors, args.tsqr_rows, args.tsqr_cols, args.repeats)
