@@ -23,11 +23,12 @@ measured is the object store's transfers and stores and the calls' latency. Per 
   on each node reads its small block and returns its 2 blocks of Q. Both are printed.
 
 Printed per case and size: the median of ``--repeats`` timed runs after one warm-up, each on
-fresh blocks (made and not fetched: the driver's wait leaves them where they were made).
-Compare it with tensorc's local time for the same factorisation (``benchmarks/linalg.py``,
-and its ``tensorc-in-worker`` row: the local run inside a Ray worker of an idle cluster,
-5-7 % slower here): a cluster run cannot take less than the floor plus the compute
-shared by the machine's cores. Usage: ``.venv/bin/python benchmarks/ray_floor.py [--cases
+fresh blocks (made and not fetched: the driver's wait leaves them where they were made),
+and the machine's mean busy core-seconds a run (every process). Compare them with tensorc's
+runs of the same factorisation (``benchmarks/linalg.py``): a cluster run's copies and stores
+overlap its arithmetic, so its time is not the floor's plus the local run's, but its CPU
+is at least the floor's plus its arithmetic's (the local run's CPU), and a run takes at
+least its CPU over the machine's cores. Usage: ``.venv/bin/python benchmarks/ray_floor.py [--cases
 cholesky,solve,tsqr] [--sizes 1536 4096] [--solve-sizes 1536 4096] [--tsqr-rows 65536]
 [--tsqr-cols 40] [--repeats 5]``.
 """
