@@ -99,3 +99,18 @@ def test_a_result_only_its_node_s_later_calls_read_is_kept_and_the_last_reader_t
     # without a worker on node 0 (or without keep), it is returned as before
     plain = wave.calls(wanted={(5, 0)}, keep=True, nodes_kept=(1,))
     assert plain[0][4] == [(tall, 0), (small, 0)] and not plain[0][6]
+
+
+def test_a_calls_report_is_pickled_by_reference_not_by_code():
+    """Every node call returns a :class:`NodeReport`; Ray pickles it with cloudpickle, which
+    sent a classmethod's code by value (737 bytes a call). It now names a module function:
+    the node id, the peak and a reference, and it comes back equal, a ``NodeReport``."""
+    from ray import cloudpickle
+
+    from tensorc.runtime.ray.tasks import NodeReport
+
+    report = NodeReport.of("ab" * 28, 123_456_789)
+    sent = cloudpickle.dumps(report)
+    assert len(sent) < 200 and b"CodeType" not in sent
+    back = cloudpickle.loads(sent)
+    assert type(back) is NodeReport and back == report and back.peak_rss == 123_456_789
