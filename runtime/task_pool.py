@@ -63,8 +63,8 @@ def _helper_pool(size: int) -> ThreadPoolExecutor:
 
 def blas_controller():
     """This process's BLAS libraries, found once: threadpoolctl's ``threadpool_limits``
-    walks every loaded library each time it is entered (0.5-2.6 ms in a Ray worker), a
-    kept controller's ``limit`` only sets them (0.02 ms)."""
+    walks every loaded library each time it is entered (0.5-2.7 ms in a process that has
+    imported Ray and tensorc), a kept controller's ``limit`` only sets them (0.02 ms)."""
     global _CONTROLLER
     if _CONTROLLER is None:
         from threadpoolctl import ThreadpoolController
