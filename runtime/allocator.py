@@ -6,8 +6,10 @@ Ray worker; never the user's own process): allocations up to :data:`HEAP_BLOCK_B
 from the heap instead of a fresh ``mmap`` each, and freed heap stays with the process
 instead of going back to the system at every ``free``: up to ``keep_bytes`` in all, shared
 out over the allocator's arenas (glibc's trim threshold applies to each arena, and it keeps
-one per thread allocating at once: the main thread's, and one for each of a call's step
-threads, at most the machine's cores). It returns whether
+one per thread allocating at once: the main thread's, and one for each of the worker's kept
+step threads, :func:`~tensorc.runtime.task_pool.helper_pool`, at most the machine's cores;
+threads started afresh for each call would each take an arena of their own, up to 8 per
+core, and the bound would not hold). It returns whether
 the allocator took the settings (``False`` off glibc, or with ``keep_bytes`` 0). Called
 more than once it does nothing more.
 

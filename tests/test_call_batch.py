@@ -191,3 +191,40 @@ def test_a_program_failing_on_the_driver_leaves_its_inputs_usable(batching):
         tc.compute(c.T @ c, c @ tc.linalg.inv(singular))
     data = c.numpy()
     np.testing.assert_allclose((c.T @ c + 1.0).numpy(), data.T @ data + 1.0, rtol=1e-10)
+
+
+def test_a_threaded_call_runs_on_the_kept_pool_and_a_failure_waits_for_its_other_steps():
+    """A node call's steps on several threads run on the worker's one kept pool (the same
+    threads every call, so their allocator arenas too); a step that fails fails the call
+    only once its other running steps have ended, as when each call had its own pool."""
+    import threading
+    import time
+
+    from tensorc.runtime.task_pool import helper_pool
+
+    names = set()
+
+    def named(a):
+        names.add(threading.current_thread().name)
+        return a + 1
+
+    steps = tuple((Step(RUN, named), (("x", 0),)) for _ in range(6))
+    for _ in range(3):
+        assert [int(r[0]) for r in run_steps(steps, (np.zeros(1),), (0, 5), threads=2)] == [1, 1]
+    pool_threads = {thread.name for thread in helper_pool(2)._threads}  # noqa: SLF001
+    assert names and names <= pool_threads
+
+    finished = threading.Event()
+
+    def slow(a):
+        time.sleep(0.3)
+        finished.set()
+        return a
+
+    def fail(a):
+        raise ValueError("bad block")
+
+    steps = ((Step(RUN, slow), (("x", 0),)), (Step(RUN, fail), (("x", 0),)))
+    with pytest.raises(ValueError, match="^bad block$"):
+        run_steps(steps, (np.zeros(1),), (0, 1), threads=2)
+    assert finished.is_set()

@@ -52,7 +52,9 @@ Workers limit BLAS to ``TENSORC_WORKER_BLAS_THREADS`` threads (default 1: a call
 steps on as many threads as its node has CPUs, each step with one BLAS thread, so the node is
 full without being oversubscribed), and keep freed block memory for their next blocks
 (:func:`~tensorc.runtime.allocator.keep_freed_memory`: a result's pages are not faulted in
-afresh in every call). Task retries are on (``max_retries``), so Ray's lineage
+afresh in every call). A threaded call's steps run on the worker's one kept pool of threads
+(:func:`~tensorc.runtime.task_pool.helper_pool`), whose allocator arenas that memory's
+bound counts on. Task retries are on (``max_retries``), so Ray's lineage
 reconstruction can recompute a lost block.
 """
 
@@ -72,7 +74,7 @@ from tensorc.runtime.allocator import keep_freed_memory
 from tensorc.runtime.block_buffers import BlockBuffers, holds
 from tensorc.runtime.ray.stages import READ, RUN, Step
 from tensorc.runtime.resident import PeakResident
-from tensorc.runtime.task_pool import blas_controller
+from tensorc.runtime.task_pool import blas_controller, helper_pool
 
 MAX_RETRIES = 3
 
@@ -292,29 +294,33 @@ class _ThreadedCall:
                 self._ready(consumer)
 
     def run(self, threads: int) -> list:
-        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+        from concurrent.futures import FIRST_COMPLETED, wait
 
         cores = os.cpu_count() or 1
         running: dict = {}
-        with blas_controller().limit(limits=max(1, cores // threads), user_api="blas"), \
-                ThreadPoolExecutor(max_workers=threads) as pool:
-            while True:
-                while len(running) < threads:
-                    taken = self._take(len(running))
-                    if taken is None:
+        pool = helper_pool(threads)  # the worker's kept threads (and their allocator arenas)
+        with blas_controller().limit(limits=max(1, cores // threads), user_api="blas"):
+            try:
+                while True:
+                    while len(running) < threads:
+                        taken = self._take(len(running))
+                        if taken is None:
+                            break
+                        j, reserved = taken
+                        self.live += reserved
+                        step, inputs = self.steps[j]
+                        blocks = [self.args[k] if kind == "x" else self.results[k]
+                                  for kind, k in inputs]
+                        running[pool.submit(_step_value, step, blocks)] = (j, reserved)
+                    if not running:
                         break
-                    j, reserved = taken
-                    self.live += reserved
-                    step, inputs = self.steps[j]
-                    blocks = [self.args[k] if kind == "x" else self.results[k]
-                              for kind, k in inputs]
-                    running[pool.submit(_step_value, step, blocks)] = (j, reserved)
-                if not running:
-                    break
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    j, reserved = running.pop(future)
-                    self._finish(j, future.result(), reserved)
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        j, reserved = running.pop(future)
+                        self._finish(j, future.result(), reserved)
+            except BaseException:
+                wait(running)  # a failed call's other steps end before it does, as they
+                raise  # did when the call had a pool of its own
         return [self.results[k] for k in self.exports]
 
 
