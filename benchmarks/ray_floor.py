@@ -28,8 +28,8 @@ and the machine's mean busy core-seconds a run (every process). Compare them wit
 runs of the same factorisation (``benchmarks/linalg.py``): a cluster run's copies and stores
 overlap its arithmetic, so its time is not the floor's plus the local run's, but its CPU
 is at least the floor's plus its arithmetic's (the local run's CPU), and a run takes at
-least its CPU over the machine's cores. Usage: ``.venv/bin/python benchmarks/ray_floor.py [--cases
-cholesky,solve,tsqr] [--sizes 1536 4096] [--solve-sizes 1536 4096] [--tsqr-rows 65536]
+least its CPU over the machine's cores. Usage: ``.venv/bin/python benchmarks/ray_floor.py
+[--cases cholesky,solve,tsqr] [--sizes 1536 4096] [--solve-sizes 1536 4096] [--tsqr-rows 65536]
 [--tsqr-cols 40] [--repeats 5]``.
 """
 
@@ -128,6 +128,11 @@ def _square_grid(nodes: int) -> dict[tuple[int, int], int]:
             for i in range(BLOCKS) for j in range(BLOCKS)}
 
 
+def _read_blocks(grid: dict[tuple[int, int], int], solve: bool) -> list[tuple[int, int]]:
+    """The blocks of ``grid`` the factorisation reads: LU all, Cholesky the lower triangle."""
+    return [(i, j) for (i, j) in grid if solve or i >= j]
+
+
 class Runs(list):
     """Seconds of each run (the first, a warm-up, first), with ``cpu``: the machine's busy
     core-seconds during each (``benchmarks/common.py``; empty without ``/proc/stat``)."""
@@ -158,11 +163,11 @@ def cholesky_floor(actors, n: int, repeats: int, solve: bool = False) -> Runs:
     import ray
 
     edge = n // BLOCKS
-    read = [(i, j) for (i, j) in _square_grid(len(actors)) if solve or i >= j]
+    grid = _square_grid(len(actors))
+    nodes_of = [grid[c] for c in _read_blocks(grid, solve)]
 
     def run(seed: int):
-        grid = _square_grid(len(actors))
-        blocks = _made_on(actors, [grid[c] for c in read], (edge, edge), seed)
+        blocks = _made_on(actors, nodes_of, (edge, edge), seed)
         if solve:
             blocks += _spread(actors, BLOCKS, (edge, 1), seed + 50)
 
@@ -237,19 +242,21 @@ def main() -> None:
     tc.init(num_nodes=args.nodes)
     actors = _node_actors()
     grid = _square_grid(args.nodes)
-    lower = [c for c in grid if c[0] >= c[1]]
-    remote = sum(1 for c in lower if grid[c] != 0)
+
+    def remote(solve: bool) -> int:  # blocks the call on node 0 reads from other nodes
+        return sum(1 for c in _read_blocks(grid, solve) if grid[c] != 0)
+
     if "cholesky" in args.cases:
         for n in args.sizes:
-            print(_report(f"cholesky n={n}: one call reading the {len(lower)} blocks of "
-                          f"{n // BLOCKS}x{n // BLOCKS} of the lower triangle ({remote} from "
-                          f"other nodes) and storing 10", cholesky_floor(actors, n,
-                                                                         args.repeats)))
+            print(_report(f"cholesky n={n}: one call reading the {len(_read_blocks(grid, False))}"
+                          f" blocks of {n // BLOCKS}x{n // BLOCKS} of the lower triangle "
+                          f"({remote(False)} from other nodes) and storing 10",
+                          cholesky_floor(actors, n, args.repeats)))
     if "solve" in args.cases:
-        remote = sum(1 for node in grid.values() if node != 0)
         for n in args.solve_sizes:
-            print(_report(f"solve n={n}: one call reading {len(grid)} blocks ({remote} from "
-                          f"other nodes) + {BLOCKS} from {args.nodes} nodes and storing "
+            print(_report(f"solve n={n}: one call reading {len(grid)} blocks "
+                          f"({remote(True)} from other nodes) + {BLOCKS} from {args.nodes} "
+                          "nodes and storing "
                           f"{BLOCKS} of {n // BLOCKS}x1",
                           cholesky_floor(actors, n, args.repeats, solve=True)))
     if "tsqr" in args.cases:

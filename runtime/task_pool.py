@@ -310,7 +310,8 @@ class TaskPool:
                 with lock:
                     finish(index)
 
-        helpers = [helper_pool(workers - 1).submit(worker) for _ in range(workers - 1)]
+        pool = helper_pool(workers - 1)
+        helpers = [pool.submit(worker) for _ in range(workers - 1)]
         worker()
         for helper in helpers:
             helper.result()

@@ -85,7 +85,7 @@ def test_a_result_only_its_node_s_later_calls_read_is_kept_and_the_last_reader_t
     first = wave.add(0, kernel(), [(PENDING, tall, 0), (PENDING, root, 0)])  # level 2
     spread = wave.add(1, kernel(), [(PENDING, first, 0)])  # level 3, node 1
     wave.add(0, kernel(), [(PENDING, tall, 0), (PENDING, spread, 0)])  # level 4
-    calls = wave.calls(wanted={(5, 0)}, keep=True, nodes_kept=range(2))
+    calls = wave.calls(wanted={(5, 0)}, nodes_kept=range(2))
     assert [(node, exported) for node, _, _, _, exported, *_ in calls] == [
         (0, [(small, 0)]), (1, [(root, 0)]), (0, [(first, 0)]), (1, [(spread, 0)]),
         (0, [(5, 0)])]
@@ -96,15 +96,16 @@ def test_a_result_only_its_node_s_later_calls_read_is_kept_and_the_last_reader_t
     _, steps, args, *_ = calls[4]
     assert args == ((PENDING, spread, 0),)  # kept results follow the arguments
     assert steps[0][1] == (("x", 1), ("x", 0))
-    # without a worker on node 0 (or without keep), it is returned as before
-    plain = wave.calls(wanted={(5, 0)}, keep=True, nodes_kept=(1,))
+    # without a worker on node 0, it is returned as before
+    plain = wave.calls(wanted={(5, 0)}, nodes_kept=(1,))
     assert plain[0][4] == [(tall, 0), (small, 0)] and not plain[0][6]
 
 
 def test_a_calls_report_is_pickled_by_reference_not_by_code():
     """Every node call returns a :class:`NodeReport`; Ray pickles it with cloudpickle, which
-    sent a classmethod's code by value (737 bytes a call). It now names a module function:
-    the node id, the peak and a reference, and it comes back equal, a ``NodeReport``."""
+    sent a classmethod's code by value (737 bytes a call). It now names a static method,
+    found by name: the node id, the peak and a reference, and it comes back equal, a
+    ``NodeReport``."""
     from ray import cloudpickle
 
     from tensorc.runtime.ray.tasks import NodeReport

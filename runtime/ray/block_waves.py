@@ -30,10 +30,10 @@ submits, as many times as a recording replays it:
   result is returned when a call on another node reads it or when the caller still wants
   it after the wave (``wanted``: read by tasks not yet expanded, or an output's final
   block). A result that only later calls on its own node read is *kept* in that node's
-  worker (``keep``: :data:`~tensorc.runtime.ray.tasks.KEPT`, under a key relative to the
-  prefix the calls are submitted with, a run's own), not stored and read back: a TSQR
-  leaf's tall Q factor, read again by its node's last call. Without ``keep`` (or for a
-  node without a worker) it is returned as before.
+  worker (:data:`~tensorc.runtime.ray.tasks.KEPT`, under a key relative to the prefix the
+  calls are submitted with, a run's own), not stored and read back: a TSQR leaf's tall Q
+  factor, read again by its node's last call. On a node without a worker it is returned
+  as before.
 
 :meth:`Prepared.submit` returns the refs of the wanted results and the calls' report refs
 (the caller waits on them with :func:`~tensorc.runtime.ray.calls.wait_for_calls`). Plain
@@ -153,14 +153,14 @@ class Wave:
                 level[u] = last.get(self.node[u], 0)
         return level
 
-    def calls(self, wanted: set, keep: bool = False, nodes_kept=()
+    def calls(self, wanted: set, nodes_kept=()
               ) -> list[tuple[int, tuple, tuple, tuple, list, tuple, tuple]]:
         """The wave as calls: ``(node, steps, args, exports, exported results, kept_in,
         keep_out)`` in submission order; ``args[i]`` is ``(PENDING, unit, j)`` (an export of
         an earlier call of the wave) or any other hashable argument the caller binds
         (:meth:`Prepared.submit`), ``exported[k]`` the ``(unit, j)`` export
-        ``k`` returns. With ``keep``, a result read only by later calls on its node (one of
-        ``nodes_kept``, those with a worker) is kept there: its call's ``keep_out`` holds
+        ``k`` returns. A result read only by later calls on its node, when that node is one
+        of ``nodes_kept`` (those with a worker), is kept there: its call's ``keep_out`` holds
         ``(step, key)``, each reading call's ``kept_in`` ``(key, whether it is the last
         reader)``, read after the arguments; the key (``"unit.j"``) is relative to the
         prefix the calls are submitted with."""
@@ -174,14 +174,13 @@ class Wave:
                 if arg[0] == PENDING:
                     read_by_call.setdefault(arg[1:], set()).add(call_of[u])
         kept: dict[tuple[int, int], tuple[str, int]] = {}  # result -> (key, its last reader)
-        if keep:
-            for result, readers in read_by_call.items():
-                c = call_of[result[0]]
-                others = readers - {c}
-                node = keys[c][1]
-                if (others and result not in wanted and node in nodes_kept
-                        and all(keys[r][1] == node for r in others)):
-                    kept[result] = (f"{result[0]}.{result[1]}", max(others))
+        for result, readers in read_by_call.items():
+            c = call_of[result[0]]
+            others = readers - {c}
+            node = keys[c][1]
+            if (others and result not in wanted and node in nodes_kept
+                    and all(keys[r][1] == node for r in others)):
+                kept[result] = (f"{result[0]}.{result[1]}", max(others))
         members: list[list[int]] = [[] for _ in keys]
         for u, c in enumerate(call_of):
             members[c].append(u)
@@ -233,7 +232,7 @@ class Wave:
         """The wave as calls (:meth:`calls`, results kept for the nodes with a worker) with
         their payloads pickled, ready to submit."""
         nodes_kept = range(min(len(node_workers(cluster)), cluster.nodes))
-        return Prepared(self.calls(wanted, True, nodes_kept), wanted)
+        return Prepared(self.calls(wanted, nodes_kept), wanted)
 
 
 class Prepared:

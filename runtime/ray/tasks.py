@@ -64,6 +64,7 @@ import heapq
 import math
 import os
 import pickle
+from concurrent.futures import FIRST_COMPLETED, wait
 
 import numpy as np
 
@@ -93,9 +94,8 @@ def _worker_setup() -> str:
     import ray
 
     if not _BLAS_SET:
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(int(os.environ.get("TENSORC_WORKER_BLAS_THREADS", "1")), "blas")
+        blas_controller().limit(limits=int(os.environ.get("TENSORC_WORKER_BLAS_THREADS", "1")),
+                                user_api="blas")  # kept: threaded calls lower it for a while
         keep_freed_memory()
         _BLAS_SET = True
     return ray.get_runtime_context().get_node_id()
@@ -294,34 +294,35 @@ class _ThreadedCall:
                 self._ready(consumer)
 
     def run(self, threads: int) -> list:
-        from concurrent.futures import FIRST_COMPLETED, wait
-
         cores = os.cpu_count() or 1
-        running: dict = {}
-        pool = helper_pool(threads)  # the worker's kept threads (and their allocator arenas)
+        running: dict = {}  # future -> (step, bytes it reserved)
         with blas_controller().limit(limits=max(1, cores // threads), user_api="blas"):
-            try:
-                while True:
-                    while len(running) < threads:
-                        taken = self._take(len(running))
-                        if taken is None:
-                            break
-                        j, reserved = taken
-                        self.live += reserved
-                        step, inputs = self.steps[j]
-                        blocks = [self.args[k] if kind == "x" else self.results[k]
-                                  for kind, k in inputs]
-                        running[pool.submit(_step_value, step, blocks)] = (j, reserved)
-                    if not running:
-                        break
-                    done, _ = wait(running, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        j, reserved = running.pop(future)
-                        self._finish(j, future.result(), reserved)
+            try:  # on the worker's kept threads (and so their allocator arenas)
+                self._drive(helper_pool(threads), threads, running)
             except BaseException:
                 wait(running)  # a failed call's other steps end before it does, as they
                 raise  # did when the call had a pool of its own
         return [self.results[k] for k in self.exports]
+
+    def _drive(self, pool, threads: int, running: dict) -> None:
+        """Run every step, at most ``threads`` at once, on ``pool``."""
+        while True:
+            while len(running) < threads:
+                taken = self._take(len(running))
+                if taken is None:
+                    break
+                j, reserved = taken
+                self.live += reserved
+                step, inputs = self.steps[j]
+                blocks = [self.args[k] if kind == "x" else self.results[k]
+                          for kind, k in inputs]
+                running[pool.submit(_step_value, step, blocks)] = (j, reserved)
+            if not running:
+                return
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                j, reserved = running.pop(future)
+                self._finish(j, future.result(), reserved)
 
 
 _PAYLOADS: dict = {}
@@ -337,18 +338,14 @@ class NodeReport(str):
 
     peak_rss: int | None = None
 
-    @classmethod
-    def of(cls, node: str, peak_rss: int | None) -> NodeReport:
-        report = cls(node)
+    @staticmethod  # found by name when unpickled: Ray's cloudpickle sends a classmethod's
+    def of(node: str, peak_rss: int | None) -> NodeReport:  # code by value (737 bytes a call)
+        report = NodeReport(node)
         report.peak_rss = peak_rss
         return report
 
-    def __reduce__(self):  # a module function: Ray's cloudpickle would send a classmethod's
-        return _node_report, (str(self), self.peak_rss)  # code by value (737 bytes a call)
-
-
-def _node_report(node: str, peak_rss: int | None) -> NodeReport:
-    return NodeReport.of(node, peak_rss)
+    def __reduce__(self):
+        return NodeReport.of, (str(self), self.peak_rss)
 
 
 def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.ndarray):
