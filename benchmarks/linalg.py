@@ -69,15 +69,27 @@ the same input (tsqr: Q and R with the signs of R's diagonal made positive; solv
 largest difference relative to numpy's largest entry is printed, and above 1e-8 the row is
 marked ``WRONG`` and the exit status is 1 (also on an ``ERROR``).
 
+Ray's floor (unless ``--no-floor``; needs ``tensorc-ray``): after tensorc-ray, on a cluster
+of its own, ``benchmarks/ray_floor.py``'s skeleton of each case it has one of (4 x 4 square
+blocks on 4 nodes, 8 TSQR row blocks): Ray moving and storing the blocks every plan of the
+case moves and stores on this layout, with no arithmetic, timed like the systems and its
+CPU counted. From it, per case, the machine's *bound*: ``(arithmetic CPU + floor CPU) /
+cores``, the arithmetic's CPU being the local backend's (the lesser of tensorc-local's and
+tensorc-in-worker's mean); a cluster run on this machine spends at least that CPU and so
+takes at least that time. It holds where the nodes share the machine's cores, as the
+private cluster's do.
+
 Targets, printed beside the table: tensorc-local within 1.3x of LAPACK for Cholesky at
-n = 4096; on the cluster, tensorc-ray at least 2x faster than Dask on the same blocks.
+n = 4096; on the cluster, tensorc-ray within 1.5x of tensorc-local and at least 2x faster
+than Dask on the same blocks. Each is ``PASS``, ``MISS``, or ``BEYOND``: missed, and the
+time it asks for is under the machine's bound (printed with the bound's terms).
 
 Usage: ``.venv/bin/python benchmarks/linalg.py [--sizes 2048 4096] [--solve-sizes 2048]
 [--tsqr-rows 262144] [--tsqr-cols 64] [--tsqr-blocks 8] [--block B] [--nodes 4]
 [--repeats 3] [--cases cholesky,tsqr,solve] [--systems numpy,tensorc-local,tensorc-ray,dask]
-[--blas-threads N] [--json PATH] [--plot PATH]``. Dask distributed and matplotlib are the
-``bench`` extra: ``.venv/bin/pip install -e '.[bench]'``. The machine has 2 cores and is
-shared: quote ratios from one run.
+[--blas-threads N] [--no-floor] [--json PATH] [--plot PATH]``. Dask distributed and
+matplotlib are the ``bench`` extra: ``.venv/bin/pip install -e '.[bench]'``. The machine has
+2 cores and is shared: quote ratios from one run.
 """
 
 from __future__ import annotations
@@ -123,6 +135,7 @@ TOLERANCE = 1e-8
 LOCAL_TARGET = 1.3  # tensorc-local / LAPACK, Cholesky at n = 4096
 LOCAL_TARGET_N = 4096
 CLUSTER_TARGET = 2.0  # Dask / tensorc-ray
+LOCAL_RUN_TARGET = 1.5  # tensorc-ray / tensorc-local
 
 
 # -- cases and inputs -------------------------------------------------------------------------
@@ -496,6 +509,94 @@ def make_system(name: str, args):
     return DaskSystem(args)
 
 
+# -- Ray's floor and the machine's bound --------------------------------------------------------
+
+
+def _load_floor():
+    """``benchmarks/ray_floor.py``, loaded by path under a name that is not in
+    ``sys.modules``, so that Ray sends its actor's code by value (its workers cannot import
+    the script)."""
+    spec = importlib.util.spec_from_file_location("linalg_ray_floor", HERE / "ray_floor.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def floor_matches(case: Case, floor, nodes: int) -> bool:
+    """Whether ``ray_floor.py`` has this case's skeleton: its 4 x 4 blocks of a square case
+    over 4 nodes, its 8 row blocks of a TSQR."""
+    if nodes != floor.BLOCKS:
+        return False
+    if case.kind == "tsqr":
+        return case.n == case.block[0] * floor.TSQR_BLOCKS
+    return case.block == (case.n // floor.BLOCKS,) * 2 and case.n % floor.BLOCKS == 0
+
+
+def run_floors(cases: list[Case], args) -> dict[Case, dict]:
+    """Ray's own floor of each case :func:`floor_matches` (:func:`measure_floors`) on a
+    private cluster of ``--nodes`` nodes, started and stopped here; ``{}`` when it fails
+    (the verdicts then say MISS, not BEYOND)."""
+    floor = _load_floor()
+    chosen = [case for case in cases if floor_matches(case, floor, args.nodes)]
+    if not chosen:
+        return {}
+    import tensorc as tc
+
+    print("ray-floor ...", flush=True)
+    try:
+        tc.init(num_nodes=args.nodes)
+        return measure_floors(floor, floor.node_actors(), chosen, args.repeats)
+    except Exception:
+        traceback.print_exc()
+        return {}
+    finally:
+        tc.shutdown()
+
+
+def measure_floors(floor, actors, cases: list[Case], repeats: int) -> dict[Case, dict]:
+    """``{case: {"seconds": median, "cpu": mean core-seconds a run, "way": its skeleton}}``:
+    ``ray_floor.py``'s skeleton of each case (the block moves and stores every plan of it
+    makes on this layout, no arithmetic; for a TSQR the cheaper of its two) on ``actors``
+    (``floor.node_actors()``), ``repeats`` timed runs after a warm-up."""
+    found: dict[Case, dict] = {}
+    for case in cases:
+        if case.kind == "tsqr":
+            ways = floor.tsqr_floors(actors, case.n, case.cols, repeats)
+            way = min(ways, key=lambda w: statistics.median(ways[w][1:]))
+            runs = ways[way]
+        else:
+            way = "one call"
+            runs = floor.cholesky_floor(actors, case.n, repeats, solve=case.kind == "solve")
+        found[case] = {"seconds": statistics.median(runs[1:]), "way": way,
+                       "cpu": statistics.fmean(runs.cpu[1:]) if len(runs.cpu) > 1 else None}
+        print(f"  ray-floor     {case.label:22s} median {found[case]['seconds']:.3f} s "
+              f"({way}), CPU " + common.fmt(found[case]["cpu"], "{:.3f}") + " s", flush=True)
+    return found
+
+
+def cpu_bounds(records: list[Record], floors: dict[Case, dict], cores: int
+               ) -> dict[Case, dict]:
+    """Per case with a floor: the least time a run on this machine's ``cores`` can take
+    when it moves and stores the plan's blocks through Ray and does tensorc's arithmetic:
+    ``(arithmetic CPU + floor CPU) / cores``, the arithmetic's CPU being the lesser of the
+    local backend's (tensorc-local, tensorc-in-worker) mean CPU a call. A run spends at
+    least that CPU (the floor's Ray work and the arithmetic are both in it) and takes at
+    least its CPU over the cores. Only meaningful where every node shares these cores (the
+    private cluster on one machine)."""
+    local_cpu: dict[Case, float] = {}
+    for found in records:
+        if found.system in ("tensorc-local", "tensorc-in-worker") and found.cpu:
+            cpu = statistics.fmean(found.cpu)
+            local_cpu[found.case] = min(cpu, local_cpu.get(found.case, cpu))
+    bounds = {}
+    for case, floor in floors.items():
+        if floor.get("cpu") is not None and case in local_cpu:
+            bounds[case] = {"arithmetic_cpu": local_cpu[case], "floor_cpu": floor["cpu"],
+                            "floor_seconds": floor["seconds"], "cores": cores,
+                            "seconds": (local_cpu[case] + floor["cpu"]) / cores}
+    return bounds
+
+
 # -- timing -----------------------------------------------------------------------------------
 
 
@@ -650,6 +751,7 @@ def ratios(records: list[Record], cases: list[Case]) -> list[dict]:
         lapack, local = by.get((case, "numpy")), by.get((case, "tensorc-local"))
         ray, dask = by.get((case, "tensorc-ray")), by.get((case, "dask"))
         out.append({"case": case.label, "kind": case.kind, "n": case.n,
+                    "local": local, "ray": ray, "dask": dask,
                     "local_over_lapack": over(local, lapack),
                     "ray_over_local": over(ray, local),
                     "ray_over_in_worker": over(ray, by.get((case, "tensorc-in-worker"))),
@@ -664,20 +766,70 @@ def ratio_table(rows: list[dict]) -> str:
                                 "tensorc-ray / in a worker", "Dask / tensorc-ray"], body)
 
 
-def targets(rows: list[dict]) -> list[tuple[str, bool | None]]:
+def _verdict(met: bool | None, wanted: float | None, bound: dict | None) -> str:
+    """PASS, MISS, ``-`` (not measured), or BEYOND: missed, and the run time the target
+    asks for (``wanted`` seconds) is under this machine's CPU bound (:func:`cpu_bounds`)."""
+    if met is None:
+        return "-"
+    if met:
+        return "PASS"
+    if bound is not None and wanted is not None and wanted < bound["seconds"]:
+        return "BEYOND"
+    return "MISS"
+
+
+def _bound_text(wanted: float, bound: dict) -> str:
+    return (f"; the {wanted * 1e3:.0f} ms it asks for is under this machine's bound, "
+            f"{bound['seconds'] * 1e3:.0f} ms: ({bound['arithmetic_cpu'] * 1e3:.0f} core-ms "
+            f"of arithmetic + {bound['floor_cpu'] * 1e3:.0f} of Ray's floor) / "
+            f"{bound['cores']} cores")
+
+
+def targets(rows: list[dict], bounds: dict[str, dict] | None = None
+            ) -> list[tuple[str, str]]:
+    """Each target's text and verdict (:func:`_verdict`); ``bounds`` by case label."""
+    bounds = bounds or {}
     found = []
     chol = [r for r in rows if r["kind"] == "cholesky" and r["n"] == LOCAL_TARGET_N]
     value = chol[0]["local_over_lapack"] if chol else None
     found.append((f"tensorc-local within {LOCAL_TARGET:g}x of LAPACK, Cholesky n="
                   f"{LOCAL_TARGET_N}: " + ("not measured" if value is None else f"{value:.2f}x"),
-                  None if value is None else value <= LOCAL_TARGET))
+                  _verdict(None if value is None else value <= LOCAL_TARGET, None, None)))
     for row in rows:
-        value = row["dask_over_ray"]
-        found.append((f"tensorc-ray >= {CLUSTER_TARGET:g}x faster than Dask on the same "
-                      f"blocks, {row['case']}: " + ("not measured" if value is None
-                                                    else f"{value:.2f}x"),
-                      None if value is None else value >= CLUSTER_TARGET))
+        bound = bounds.get(row["case"])
+        for value, wanted, met, text in (
+                (row["ray_over_local"],
+                 row["local"] * LOCAL_RUN_TARGET if row["local"] else None,
+                 lambda v: v <= LOCAL_RUN_TARGET,
+                 f"tensorc-ray within {LOCAL_RUN_TARGET:g}x of tensorc-local"),
+                (row["dask_over_ray"],
+                 row["dask"] / CLUSTER_TARGET if row["dask"] else None,
+                 lambda v: v >= CLUSTER_TARGET,
+                 f"tensorc-ray >= {CLUSTER_TARGET:g}x faster than Dask on the same blocks")):
+            verdict = _verdict(None if value is None else met(value), wanted, bound)
+            found.append((f"{text}, {row['case']}: "
+                          + ("not measured" if value is None else f"{value:.2f}x")
+                          + (_bound_text(wanted, bound) if verdict == "BEYOND" else ""),
+                          verdict))
     return found
+
+
+def bound_table(records: list[Record], bounds: dict[Case, dict]) -> str:
+    """Per case with a bound: the floor, the arithmetic's CPU, the bound, and tensorc-ray's
+    time and CPU."""
+    ray = {r.case: r for r in records if r.system == "tensorc-ray" and r.seconds}
+    body = []
+    for case, bound in bounds.items():
+        run = ray.get(case)
+        body.append([case.label, f"{bound['floor_seconds'] * 1e3:.1f}",
+                     f"{bound['floor_cpu'] * 1e3:.0f}", f"{bound['arithmetic_cpu'] * 1e3:.0f}",
+                     f"{bound['seconds'] * 1e3:.1f}",
+                     common.fmt(run.median * 1e3 if run else None, "{:.1f}"),
+                     common.fmt(statistics.fmean(run.cpu) * 1e3 if run and run.cpu else None,
+                                "{:.0f}")])
+    return common.format_table(
+        ["case", "Ray floor ms", "floor core-ms", "arithmetic core-ms", "bound ms",
+         "tensorc-ray ms", "tensorc-ray core-ms"], body)
 
 
 def plot(records: list[Record], cases: list[Case], path: str) -> None:
@@ -740,6 +892,9 @@ def parser() -> argparse.ArgumentParser:
                       help=f"comma list of {', '.join(SYSTEMS)}")
     made.add_argument("--blas-threads", type=positive, default=common.cpu_count(),
                       help="BLAS threads of this process, pinned with threadpoolctl")
+    made.add_argument("--no-floor", action="store_true",
+                      help="skip Ray's floor (benchmarks/ray_floor.py) and the machine's "
+                      "bound it gives the cluster targets")
     made.add_argument("--json", metavar="PATH", help="write every record as JSON")
     made.add_argument("--plot", metavar="PATH", help="write a PNG of the times and bytes")
     return made
@@ -757,9 +912,12 @@ def main(argv=None) -> int:
               "one warm-up", flush=True)
         references = {case: numpy_call(case.kind, make_inputs(case, 0)) for case in cases}
         records: list[Record] = []
+        floors: dict[Case, dict] = {}
         for name in SYSTEMS:
             if name in args.systems:
                 records += run_system(name, cases, references, args)
+            if name == "tensorc-ray" and name in args.systems and not args.no_floor:
+                floors = run_floors(cases, args)
 
     order = {s: k for k, s in enumerate(ROWS)}
     records.sort(key=lambda r: (cases.index(r.case), order[r.system]))
@@ -774,10 +932,19 @@ def main(argv=None) -> int:
     rows = ratios(records, cases)
     print()
     print(ratio_table(rows))
+    bounds = cpu_bounds(records, floors, common.cpu_count())
+    if bounds:
+        print()
+        print(bound_table(records, bounds))
+        print("bound: the least time a run can take on this machine's cores when it moves "
+              "and stores the plan's blocks through Ray (Ray's floor, no arithmetic: "
+              "benchmarks/ray_floor.py) and does the arithmetic (the local backend's CPU): "
+              "(arithmetic + floor core-ms) / cores. A target asking for less is BEYOND "
+              "the machine.")
     print()
-    verdicts = targets(rows)
-    for text, met in verdicts:
-        print(f"[{'-' if met is None else 'PASS' if met else 'MISS'}] {text}")
+    verdicts = targets(rows, {case.label: bound for case, bound in bounds.items()})
+    for text, verdict in verdicts:
+        print(f"[{verdict}] {text}")
     bad = [r for r in records if r.status != "ok"]
     for found in bad:
         print(f"[{found.status}] {found.system} {found.case.label}: "
@@ -789,7 +956,10 @@ def main(argv=None) -> int:
         common.write_json(args.json, {
             "benchmark": "linalg", "args": vars(args), "environment": environment,
             "records": [r.to_json() for r in records], "ratios": rows,
-            "targets": [{"target": t, "met": m} for t, m in verdicts],
+            "floors": [{"case": case.label, **found} for case, found in floors.items()],
+            "bounds": [{"case": case.label, **bound} for case, bound in bounds.items()],
+            "targets": [{"target": t, "met": {"PASS": True, "-": None}.get(v, False),
+                         "verdict": v} for t, v in verdicts],
             "tolerance": TOLERANCE})
     if args.plot:
         plot(records, cases, args.plot)

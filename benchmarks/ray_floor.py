@@ -54,7 +54,7 @@ def _returns(made: list):
     return made if len(made) > 1 else made[0]
 
 
-def _node_actors():
+def node_actors():
     """One plain actor per node, in tensorc's node order (node 0 is the driver's, where a
     tensorc run on this cluster puts its node 0)."""
     import ray
@@ -240,7 +240,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     tc.init(num_nodes=args.nodes)
-    actors = _node_actors()
+    actors = node_actors()
     grid = _square_grid(args.nodes)
 
     def remote(solve: bool) -> int:  # blocks the call on node 0 reads from other nodes

@@ -94,3 +94,62 @@ def test_machine_cpu_counts_a_busy_process(bench):
         pass
     spun = read() - before
     assert 0.4 <= spun <= 0.5 * (os.cpu_count() or 1) + 0.1
+
+
+def _record(bench, system, case, seconds, cpu):
+    return bench.Record(system, case, 2, seconds=[seconds], cpu=[cpu])
+
+
+def test_the_bound_adds_the_floor_to_the_cheaper_arithmetic(bench):
+    chol = bench.Case("cholesky", 1536, 1536, (384, 384))
+    tsqr = bench.Case("tsqr", 65536, 40, (8192, 40))
+    records = [_record(bench, "tensorc-local", chol, 0.030, 0.050),
+               _record(bench, "tensorc-in-worker", chol, 0.034, 0.044),
+               _record(bench, "tensorc-ray", chol, 0.064, 0.106),
+               _record(bench, "tensorc-local", tsqr, 0.035, 0.054)]
+    floors = {chol: {"seconds": 0.031, "cpu": 0.056, "way": "one call"},
+              tsqr: {"seconds": 0.019, "cpu": None, "way": "tree"}}  # no CPU count: no bound
+    bounds = bench.cpu_bounds(records, floors, cores=2)
+    assert list(bounds) == [chol]
+    assert bounds[chol]["arithmetic_cpu"] == 0.044  # the in-worker run's, the lesser
+    assert bounds[chol]["seconds"] == pytest.approx((0.044 + 0.056) / 2)
+    table = bench.bound_table(records, bounds)
+    assert "cholesky n=1536" in table and "50.0" in table and "64.0" in table
+
+
+def test_a_missed_target_under_the_bound_is_beyond_the_machine(bench):
+    row = {"case": "cholesky n=4096", "kind": "cholesky", "n": 4096, "local": 0.30,
+           "ray": 0.42, "dask": 0.60, "local_over_lapack": 0.4, "ray_over_local": 1.4,
+           "ray_over_in_worker": 1.3, "dask_over_ray": 0.60 / 0.42}
+    bound = {"seconds": 0.39, "arithmetic_cpu": 0.55, "floor_cpu": 0.23, "cores": 2}
+    verdicts = dict((text.split(":")[0], verdict) for text, verdict in bench.targets([row]))
+    assert verdicts == {"tensorc-local within 1.3x of LAPACK, Cholesky n=4096": "PASS",
+                        "tensorc-ray within 1.5x of tensorc-local, cholesky n=4096": "PASS",
+                        "tensorc-ray >= 2x faster than Dask on the same blocks, "
+                        "cholesky n=4096": "MISS"}
+    found = bench.targets([row], {"cholesky n=4096": bound})
+    text, verdict = found[-1]
+    assert verdict == "BEYOND"  # Dask / 2 = 300 ms, under the bound's 390 ms
+    assert text.endswith("1.43x; the 300 ms it asks for is under this machine's bound, "
+                         "390 ms: (550 core-ms of arithmetic + 230 of Ray's floor) / 2 cores")
+    slow = dict(row, ray=0.50, ray_over_local=0.50 / 0.30, dask_over_ray=1.2)
+    low = dict(bound, seconds=0.25)  # under what both targets ask: missed, not beyond
+    assert [v for _, v in bench.targets([slow], {"cholesky n=4096": low})[1:]] == [
+        "MISS", "MISS"]
+    assert [v for _, v in bench.targets([slow], {"cholesky n=4096": bound})[1:]] == [
+        "MISS", "BEYOND"]  # 1.5 x 300 ms = 450 ms is over the bound: a plain miss
+    unmeasured = dict(row, ray=None, ray_over_local=None, dask_over_ray=None)
+    assert [v for _, v in bench.targets([unmeasured], {"cholesky n=4096": bound})[1:]] == [
+        "-", "-"]
+
+
+def test_the_floor_has_a_skeleton_of_the_benchmarks_own_layouts(bench):
+    floor = bench._load_floor()  # noqa: SLF001 - the loader under test
+    assert "linalg_ray_floor" not in sys.modules  # so Ray pickles its actor by value
+    match = bench.floor_matches
+    assert match(bench.Case("cholesky", 1536, 1536, (384, 384)), floor, 4)
+    assert match(bench.Case("solve", 4096, 4096, (1024, 1024)), floor, 4)
+    assert not match(bench.Case("solve", 4096, 4096, (512, 512)), floor, 4)
+    assert not match(bench.Case("cholesky", 1536, 1536, (384, 384)), floor, 3)
+    assert match(bench.Case("tsqr", 65536, 40, (8192, 40)), floor, 4)
+    assert not match(bench.Case("tsqr", 65536, 40, (16384, 40)), floor, 4)
