@@ -74,10 +74,10 @@ of its own, ``benchmarks/ray_floor.py``'s skeleton of each case it has one of (4
 blocks on 4 nodes, 8 TSQR row blocks): Ray moving and storing the blocks every plan of the
 case moves and stores on this layout, with no arithmetic, timed like the systems and its
 CPU counted. From it, per case, the machine's *bound*: ``(arithmetic CPU + floor CPU) /
-cores``, the arithmetic's CPU being the local backend's (the lesser of tensorc-local's and
-tensorc-in-worker's mean); a cluster run on this machine spends at least that CPU and so
-takes at least that time. It holds where the nodes share the machine's cores, as the
-private cluster's do.
+cores``, the arithmetic's CPU being the least any tensorc run of the case spent on it (the
+mean CPU of tensorc-local, of tensorc-in-worker, or of tensorc-ray less the floor's); a
+cluster run on this machine spends at least that CPU and so takes at least that time. It
+holds where the nodes share the machine's cores, as the private cluster's do.
 
 Targets, printed beside the table: tensorc-local within 1.3x of LAPACK for Cholesky at
 n = 4096; on the cluster, tensorc-ray within 1.5x of tensorc-local and at least 2x faster
@@ -578,22 +578,29 @@ def cpu_bounds(records: list[Record], floors: dict[Case, dict], cores: int
                ) -> dict[Case, dict]:
     """Per case with a floor: the least time a run on this machine's ``cores`` can take
     when it moves and stores the plan's blocks through Ray and does tensorc's arithmetic:
-    ``(arithmetic CPU + floor CPU) / cores``, the arithmetic's CPU being the lesser of the
-    local backend's (tensorc-local, tensorc-in-worker) mean CPU a call. A run spends at
-    least that CPU (the floor's Ray work and the arithmetic are both in it) and takes at
-    least its CPU over the cores. Only meaningful where every node shares these cores (the
-    private cluster on one machine)."""
-    local_cpu: dict[Case, float] = {}
+    ``(arithmetic CPU + floor CPU) / cores``. The arithmetic's CPU is the least any of
+    tensorc's runs of the case was seen to spend on it: the local backend's mean CPU a
+    call (tensorc-local, tensorc-in-worker; their threads can spend more than the kernels
+    need) or tensorc-ray's less the floor's. A cluster run spends at least the floor's CPU
+    and its arithmetic's, and takes at least its CPU over the cores. Only meaningful where
+    every node shares these cores (the private cluster on one machine)."""
+    spent: dict[Case, list[float]] = {}
     for found in records:
-        if found.system in ("tensorc-local", "tensorc-in-worker") and found.cpu:
+        if found.system in ("tensorc-local", "tensorc-in-worker", "tensorc-ray") and found.cpu:
             cpu = statistics.fmean(found.cpu)
-            local_cpu[found.case] = min(cpu, local_cpu.get(found.case, cpu))
+            if found.system == "tensorc-ray":
+                floor_cpu = floors.get(found.case, {}).get("cpu")
+                if floor_cpu is None:
+                    continue
+                cpu -= floor_cpu
+            spent.setdefault(found.case, []).append(cpu)
     bounds = {}
     for case, floor in floors.items():
-        if floor.get("cpu") is not None and case in local_cpu:
-            bounds[case] = {"arithmetic_cpu": local_cpu[case], "floor_cpu": floor["cpu"],
+        if floor.get("cpu") is not None and case in spent:
+            arithmetic = max(0.0, min(spent[case]))
+            bounds[case] = {"arithmetic_cpu": arithmetic, "floor_cpu": floor["cpu"],
                             "floor_seconds": floor["seconds"], "cores": cores,
-                            "seconds": (local_cpu[case] + floor["cpu"]) / cores}
+                            "seconds": (arithmetic + floor["cpu"]) / cores}
     return bounds
 
 
@@ -938,7 +945,8 @@ def main(argv=None) -> int:
         print(bound_table(records, bounds))
         print("bound: the least time a run can take on this machine's cores when it moves "
               "and stores the plan's blocks through Ray (Ray's floor, no arithmetic: "
-              "benchmarks/ray_floor.py) and does the arithmetic (the local backend's CPU): "
+              "benchmarks/ray_floor.py) and does the arithmetic (the least CPU a tensorc run "
+              "of the case spent on it: local, in a worker, or on Ray less the floor): "
               "(arithmetic + floor core-ms) / cores. A target asking for less is BEYOND "
               "the machine.")
     print()
