@@ -69,18 +69,23 @@ def node_actors():
             return _returns([rng.random(shape) for _ in range(count)])
 
         def factor_blocks(self, outputs: int, *blocks):
-            return _returns([blocks[k % len(blocks)].copy() for k in range(outputs)])
+            """The blocks read, returned: Ray stores each anew, its copy into the store the
+            only one (a run's results are written by its arithmetic, which is not the
+            floor's)."""
+            return _returns([blocks[k % len(blocks)] for k in range(outputs)])
 
         def small_blocks(self, outputs: int, shape: tuple, *blocks):
             return _returns([np.ones(shape) for _ in range(outputs)])
 
         def leaf(self, cols: int, *blocks):
-            """Keep a copy of each block (its Q, in this process) and return one small block."""
-            self.kept = [block.copy() for block in blocks]
+            """Keep each block (its Q, in this process: not stored) and return one small
+            block."""
+            self.kept = list(blocks)
             return np.ones((cols, cols))
 
         def finish(self, small):
-            made, self.kept = [block.copy() for block in self.kept], []
+            """The kept blocks, stored anew by Ray (no copy of the floor's own)."""
+            made, self.kept = self.kept, []
             return _returns(made)
 
         def ready(self) -> bool:
