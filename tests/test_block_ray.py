@@ -427,7 +427,9 @@ def test_a_tsqr_keeps_its_input_s_row_blocks_when_small_factors_cross_at_the_sma
                            preferred={"MB": 8}, stored=stored_layouts(values))
     assert choice.counts["MB"] in counts
     if small_hop is not None:
-        out = tc.linalg.qr(tc.asarray(a, block_shape=(8192, 40)))
+        made = tc.asarray(a, block_shape=(8192, 40))
+        tc.wait(made)  # in 8 row blocks on the nodes (not the driver's data, cut afresh)
+        out = tc.linalg.qr(made)
         assert tc.last_stats()["block_counts"] == {"MB": 8}
         q, r = np.asarray(out.Q), np.asarray(out.R)
         np.testing.assert_allclose(q @ r, a, atol=1e-10)

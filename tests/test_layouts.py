@@ -110,3 +110,59 @@ def test_a_node_map_answers_other_keys_as_a_dict_would():
     mapped[1] = 0
     assert mapped.get("x", 7) == 7 and mapped.get(1.0, 7) == 7 and mapped.get(True) is None
     assert "x" not in mapped and mapped.as_dict() == {1: 0}
+
+
+def _spd(n: int, seed: int) -> np.ndarray:
+    r = np.random.default_rng(seed).random((n, n))
+    return r @ r.T + n * np.eye(n)
+
+
+def test_a_factorisation_reads_an_array_not_made_yet_as_the_drivers_data() -> None:
+    from tensorc.runtime.ray.arrays import DistributedArray
+
+    n = 1056  # above the size one LAPACK call takes: the block program
+    a = _spd(n, 11)
+    x = tc.asarray(a, block_shape=(264, 264))
+    lower = tc.linalg.cholesky(x)
+    read = tc.last_stats()
+    assert read["backend"] == "ray" and isinstance(lower.value(), DistributedArray)
+    np.testing.assert_allclose(lower.numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
+    assert not x.evaluated and "not made yet" in x.explain()  # its blocks went in as data
+    made = tc.asarray(a, block_shape=(264, 264))
+    tc.wait(made)  # spread over the nodes first: the program reads blocks back from them
+    tc.linalg.cholesky(made)
+    assert read["inter_node_bytes"] < tc.last_stats()["inter_node_bytes"]
+    np.testing.assert_array_equal(x.numpy(), a)  # read as it is, it is made then
+    assert x.evaluated and len(set(x.value().block_nodes().values())) == 4
+
+
+def test_an_array_too_large_for_the_drivers_node_is_made_first(monkeypatch) -> None:
+    from tensorc.lazy import not_made
+
+    monkeypatch.setattr(not_made, "DRIVER_STORE_SHARE", 0.0)
+    a = _spd(1056, 12)
+    x = tc.asarray(a, block_shape=(264, 264))
+    lower = tc.linalg.cholesky(x)
+    assert x.evaluated and len(set(x.value().block_nodes().values())) == 4
+    np.testing.assert_allclose(lower.numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
+
+
+def test_solve_and_qr_read_arrays_not_made_yet_as_the_drivers_data() -> None:
+    rng = np.random.default_rng(13)
+    n = 1056
+    a = rng.random((n, n)) + n * np.eye(n)
+    b = rng.random((n, 3))
+    x, y = tc.asarray(a, block_shape=(264, 264)), tc.asarray(b, block_shape=(264, 3))
+    solution = tc.linalg.solve(x, y)
+    np.testing.assert_allclose(solution.numpy(), np.linalg.solve(a, b), rtol=1e-10)
+    assert not x.evaluated and not y.evaluated
+    tall = rng.random((8192, 160))
+    z = tc.asarray(tall, block_shape=(2048, 160))
+    q, r = tc.linalg.qr(z)
+    assert tc.last_stats()["backend"] == "ray" and not z.evaluated
+    signs = np.sign(np.diag(r.numpy()))
+    want_q, want_r = np.linalg.qr(tall)
+    want = np.sign(np.diag(want_r))
+    np.testing.assert_allclose(q.numpy() * signs, want_q * want, atol=1e-10)
+    np.testing.assert_allclose(r.numpy() * signs[:, None], want_r * want[:, None], rtol=1e-10,
+                               atol=1e-10)

@@ -38,6 +38,7 @@ from tensorc.errors import PlanError
 from tensorc.frontend.block_check import parse_block_program
 from tensorc.frontend.diagnostics import Diagnostics, Source, make_error
 from tensorc.ir.block_program import BlockProgramIR, block_label, format_statements
+from tensorc.placement.recipes import DriverData
 from tensorc.planning.block_counts import CountChoice, choose_counts
 from tensorc.planning.cost import machine
 from tensorc.planning.lower_bound import cholesky_lower_bound
@@ -153,7 +154,8 @@ class BlockProgram:
         started = time.perf_counter()
         inputs, fixed = self._split(inputs_and_counts)
         values = {name: _operand(v) for name, v in inputs.items()}
-        distributed = any(isinstance(v, DistributedArray) for v in values.values())
+        distributed = any(isinstance(v, (DistributedArray, DriverData))
+                          for v in values.values())
         executor = session.executor_for(None if distributed else "local", list(values.values()))
         shapes = {name: tuple(v.shape) for name, v in values.items()}
         preferred = _preferred(self.program, values)
@@ -263,7 +265,7 @@ def _task_name(dag: BlockDag, task) -> str:
 
 
 def _operand(value):
-    if isinstance(value, DistributedArray):
+    if isinstance(value, (DistributedArray, DriverData)):
         return value
     unwrap = getattr(value, "value", None)
     if callable(unwrap) and hasattr(value, "__array_namespace__"):
@@ -274,12 +276,15 @@ def _operand(value):
 
 
 def _preferred(program: BlockProgramIR, values: dict) -> dict[str, int]:
-    """Counts matching how distributed inputs are already cut (no re-blocking needed)."""
+    """Counts matching how distributed inputs are already cut (no re-blocking needed), or
+    how driver data not made yet asked to be cut (its recipe's blocking)."""
     preferred: dict[str, int] = {}
     for name, value in values.items():
-        if not isinstance(value, DistributedArray):
+        grids = getattr(value, "grid", None)
+        if not isinstance(value, (DistributedArray, DriverData)) or grids is None \
+                or len(grids) != len(program.tensors[name].dims):
             continue
-        for dim, grid in zip(program.tensors[name].dims, value.grid, strict=True):
+        for dim, grid in zip(program.tensors[name].dims, grids, strict=True):
             for count, size in program.blocks.items():
                 if size == dim:
                     preferred.setdefault(count, grid)

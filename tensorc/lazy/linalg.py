@@ -21,6 +21,14 @@ evaluation runs them (a ``deferred`` node, :mod:`tensorc.lazy.graph`):
 - ``lstsq`` — TSQR of ``A`` (or of ``A^T`` for the minimum-norm solution when ``m < n``) and a
   triangular solve; the singular values are those of the small ``R`` factor.
 
+On Ray, an operand of ``cholesky``, ``qr``, ``solve`` or ``inv`` that is an array not made
+yet from the driver's data (``tc.asarray`` of a numpy array, not waited for; at most a
+quarter of the driver's node's share of the object store) goes into the block program as
+that data, which still runs on the cluster: it cuts the data by its own blocking and puts
+each block it reads from the driver's node, where its placer knows it is, rather than the
+array being spread over the nodes in the default layout and read back (the layout its
+reader wants; the array itself stays not made).
+
 Complex matrices, stacks of matrices, wide or ``mode="complete"`` QR and empty operands run
 as one task on the whole operand (numpy's routines); ``lstsq`` takes real matrices only.
 
@@ -47,6 +55,7 @@ from tensorc.lazy import statistical
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.graph import ArrayNode, NodeKind, broadcast_shapes, deferred, leaf, mapped
 from tensorc.lazy.linear import contract, matmul, matrix_transpose, tensordot, vecdot
+from tensorc.lazy.not_made import driver_data
 
 __all__ = ["cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq",
            "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "outer",
@@ -65,6 +74,16 @@ def _block_program(name: str, dtype=None, **inputs) -> dict[str, Array]:
     """Run the shipped block program ``name``; outputs as evaluated arrays (in ``dtype``)."""
     values = {k: wrap(expr_of(v)).value() for k, v in inputs.items()}
     return shipped(name, lambda value: wrap(leaf(value))).run(dtype=dtype, **values)
+
+
+def _read_as_data(a: ArrayNode) -> ArrayNode:
+    """``a``, or, for an array not made yet from the driver's own data
+    (:func:`~tensorc.lazy.not_made.driver_data`), a leaf of that data: the block program
+    reading it on Ray cuts it by its own blocking and puts each block it reads from the
+    driver's node, instead of reading back blocks spread over the nodes in the default
+    layout."""
+    data = driver_data(a)
+    return a if data is None else leaf(data)
 
 
 def _floating(a: ArrayNode, name: str) -> None:
@@ -110,6 +129,7 @@ def cholesky(x, /, *, upper: bool = False) -> Array:
     _square(a, "cholesky")
     if a.ndim > 2 or a.shape[-1] == 0 or a.dtype.kind == "c":
         return _whole(("cholesky", bool(upper)), a, a.shape)
+    a = _read_as_data(a)
     if _nbytes(a) <= WHOLE_BYTES:  # one LAPACK call, evaluated now as the blocked path is
         (factor,) = _lapack_now(np.linalg.cholesky, a, upper=bool(upper))
         return factor
@@ -138,6 +158,7 @@ def qr(x, /, *, mode: str = "reduced") -> QRResult:
         k = m if mode == "complete" else min(m, n)
         return QRResult((_whole(("qr", mode, 0), a, (*batch, m, k)),
                          _whole(("qr", mode, 1), a, (*batch, k, n))))
+    a = _read_as_data(a)
     if _nbytes(a) <= WHOLE_BYTES:  # one LAPACK call, evaluated now as TSQR's result is
         return QRResult(_lapack_now(np.linalg.qr, a))
     out = _block_program("tsqr_q", dtype=a.dtype, A=wrap(a))
@@ -260,7 +281,8 @@ def solve(x1, x2, /) -> Array:
     dtype = np.result_type(a.dtype, b.dtype)
     if (a.ndim == 2 and b.ndim <= 2 and a.shape[0] > WHOLE_EDGE and 0 not in b.shape
             and dtype.kind == "f"):
-        return wrap(deferred(_solved, (a, b), shape, dtype, "linalg.solve (block programs)"))
+        return wrap(deferred(_solved, (_read_as_data(a), _read_as_data(b)), shape, dtype,
+                             "linalg.solve (block programs)"))
     return wrap(ArrayNode(NodeKind.WHOLE, ("solve",), (a, b), None, shape, dtype))
 
 
@@ -281,7 +303,8 @@ def inv(x, /) -> Array:
     a = expr_of(x)
     _square(a, "inv")
     if a.ndim == 2 and a.shape[0] > WHOLE_EDGE and a.dtype.kind == "f":
-        return wrap(deferred(_inverted, (a,), a.shape, a.dtype, "linalg.inv (block programs)"))
+        return wrap(deferred(_inverted, (_read_as_data(a),), a.shape, a.dtype,
+                             "linalg.inv (block programs)"))
     return wrap(ArrayNode(NodeKind.WHOLE, ("inv",), (a,), None, a.shape, a.dtype))
 
 

@@ -9,6 +9,9 @@ gives the values of region ``slices`` whatever blocking the reader chose, so an 
 values never depend on the layout it is made in. The runtime makes it once, in the layout
 the first statement reading it wants (``made``, ``made_for``); until then it is an input a
 plan lays out freely. ``np.asarray(recipe)`` makes it whole here (small arrays only).
+:class:`DriverData` marks a ``data`` recipe's driver values handed to a reader that cuts
+and places them itself (a block program on Ray), so that it runs on the cluster as the array
+would have.
 """
 
 from __future__ import annotations
@@ -74,6 +77,24 @@ class Recipe:
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         whole = self.block(tuple(slice(0, n) for n in self.shape))
         return whole if dtype is None else whole.astype(dtype, copy=False)
+
+
+class DriverData(np.ndarray):
+    """The driver's values of an array not made yet (a ``data`` recipe's), as a view: a
+    block program given one runs on the Ray session, cutting them by its own blocking and
+    putting each block it reads from the driver's node (where its placer knows it is),
+    as it does any numpy operand there; a plain ndarray operand runs it in this process.
+    ``grid`` is the recipe's own block count per dimension (its blocking is a preference,
+    as a made array's is); an array numpy derives from one has none."""
+
+    grid: tuple[int, ...] | None = None
+
+    @staticmethod
+    def of(recipe: Recipe) -> DriverData:
+        """``recipe.data`` (a ``data`` recipe's) as driver data, with its blocking."""
+        view = recipe.data.view(DriverData)
+        view.grid = tuple(len(bounds) - 1 for bounds in recipe.chunks)
+        return view
 
 
 def random_chunk(seed: int, dtype: str, coords: tuple[int, ...],
