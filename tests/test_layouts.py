@@ -128,6 +128,9 @@ def test_a_factorisation_reads_an_array_not_made_yet_as_the_drivers_data() -> No
     assert read["backend"] == "ray" and isinstance(lower.value(), DistributedArray)
     np.testing.assert_allclose(lower.numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
     assert not x.evaluated and "not made yet" in x.explain()  # its blocks went in as data
+    assert lower.explain().endswith("; A read from the driver's data (each block it read put "
+                                    "from the driver's node)")
+    assert "computed by block program cholesky.tc (NB=" in lower.explain()
     made = tc.asarray(a, block_shape=(264, 264))
     tc.wait(made)  # spread over the nodes first: the program reads blocks back from them
     tc.linalg.cholesky(made)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from pathlib import Path
 
 import numpy as np
 
@@ -177,6 +178,10 @@ class BlockProgram:
         stats["plan_seconds"] = planned - started
         stats["seconds"] = time.perf_counter() - started
         record(stats)
+        origin = _origin(self.program.name, stats["block_counts"], values)
+        for value in outputs.values():
+            if isinstance(value, DistributedArray):
+                value.origin = origin
         return {name: self.wrap(value) for name, value in outputs.items()}
 
     def _diagnostic(self, err: BlockDagError) -> Exception:
@@ -273,6 +278,17 @@ def _operand(value):
         if isinstance(value, DistributedArray):
             return value
     return np.asarray(value)
+
+
+def _origin(name: str, counts: dict[str, int], values: dict) -> str:
+    """What an output of a run on the cluster says of where it came from (``explain()``):
+    the program, its block counts, and the inputs it read from the driver's data."""
+    counts_text = ", ".join(f"{c}={n}" for c, n in counts.items())
+    driver = [input_name for input_name, value in values.items()
+              if isinstance(value, DriverData)]
+    return (f"computed by block program {Path(name).name} ({counts_text})"
+            + (f"; {', '.join(driver)} read from the driver's data (each block it read put "
+               "from the driver's node)" if driver else ""))
 
 
 def _preferred(program: BlockProgramIR, values: dict) -> dict[str, int]:
