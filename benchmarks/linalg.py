@@ -875,8 +875,6 @@ def plot(records: list[Record], cases: list[Case], path: str) -> None:
 # -- main -------------------------------------------------------------------------------------
 
 
-
-
 def parser() -> argparse.ArgumentParser:
     positive = common._positive_int  # noqa: SLF001 - the shared flags' type
     made = argparse.ArgumentParser(description=__doc__.split("\n")[0],

@@ -193,9 +193,6 @@ def node_grid_for(grid: Sequence[int], nodes: int) -> tuple[int, ...]:
     return node_grid(grid, nodes) if grid else ()
 
 
-
-
-
 def _layout_node(coords, node_grid, node_of=None) -> int:
     """The node of block ``coords``: ``node_of``'s (a plan's layout) when it has one, else
     the block-cyclic layout's over ``node_grid``."""
