@@ -114,18 +114,22 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 
 
-def _load_common():
-    """benchmarks/common.py, by path (its folder is not on the import path, see above)."""
-    if "common" in sys.modules:
-        return sys.modules["common"]
-    spec = importlib.util.spec_from_file_location("common", HERE / "common.py")
+def _load_script(file: str, name: str, register: bool):
+    """``benchmarks/<file>`` as module ``name``, by path (its folder is not on the import
+    path, see above); ``register``: kept in ``sys.modules`` (dataclasses look their module
+    up while it loads). One left out of it is pickled by value by Ray (its workers cannot
+    import the script)."""
+    if register and name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, HERE / file)
     module = importlib.util.module_from_spec(spec)
-    sys.modules["common"] = module  # dataclasses look their module up while it loads
+    if register:
+        sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
-common = _load_common()
+common = _load_script("common.py", "common", register=True)
 
 CASES = ("cholesky", "tsqr", "solve")
 SYSTEMS = ("numpy", "tensorc-local", "tensorc-in-worker", "tensorc-ray", "dask")
@@ -513,19 +517,15 @@ def make_system(name: str, args):
 
 
 def _load_floor():
-    """``benchmarks/ray_floor.py``, loaded by path under a name that is not in
-    ``sys.modules``, so that Ray sends its actor's code by value (its workers cannot import
-    the script)."""
-    spec = importlib.util.spec_from_file_location("linalg_ray_floor", HERE / "ray_floor.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """``benchmarks/ray_floor.py``, out of ``sys.modules`` so that Ray sends its actor's code
+    by value."""
+    return _load_script("ray_floor.py", "linalg_ray_floor", register=False)
 
 
 def floor_matches(case: Case, floor, nodes: int) -> bool:
     """Whether ``ray_floor.py`` has this case's skeleton: its 4 x 4 blocks of a square case
     over 4 nodes, its 8 row blocks of a TSQR."""
-    if nodes != floor.BLOCKS:
+    if nodes != floor.NODES:
         return False
     if case.kind == "tsqr":
         return case.n == case.block[0] * floor.TSQR_BLOCKS
@@ -556,13 +556,14 @@ def run_floors(cases: list[Case], args) -> dict[Case, dict]:
 def measure_floors(floor, actors, cases: list[Case], repeats: int) -> dict[Case, dict]:
     """``{case: {"seconds": median, "cpu": mean core-seconds a run, "way": its skeleton}}``:
     ``ray_floor.py``'s skeleton of each case (the block moves and stores every plan of it
-    makes on this layout, no arithmetic; for a TSQR the cheaper of its two) on ``actors``
-    (``floor.node_actors()``), ``repeats`` timed runs after a warm-up."""
+    makes on this layout, no arithmetic; for a TSQR the one of its two that spends less CPU)
+    on ``actors`` (``floor.node_actors()``), ``repeats`` timed runs after a warm-up, which
+    neither figure counts."""
     found: dict[Case, dict] = {}
     for case in cases:
-        if case.kind == "tsqr":
+        if case.kind == "tsqr":  # either way is a plan's: the bound takes the cheaper CPU
             ways = floor.tsqr_floors(actors, case.n, case.cols, repeats)
-            way = min(ways, key=lambda w: statistics.median(ways[w][1:]))
+            way = min(ways, key=lambda w: statistics.fmean(ways[w].cpu[1:] or [0.0]))
             runs = ways[way]
         else:
             way = "one call"
@@ -579,14 +580,18 @@ def cpu_bounds(records: list[Record], floors: dict[Case, dict], cores: int
     """Per case with a floor: the least time a run on this machine's ``cores`` can take
     when it moves and stores the plan's blocks through Ray and does tensorc's arithmetic:
     ``(arithmetic CPU + floor CPU) / cores``. The arithmetic's CPU is the least any of
-    tensorc's runs of the case was seen to spend on it: the local backend's mean CPU a
-    call (tensorc-local, tensorc-in-worker; their threads can spend more than the kernels
-    need) or tensorc-ray's less the floor's. A cluster run spends at least the floor's CPU
-    and its arithmetic's, and takes at least its CPU over the cores. Only meaningful where
-    every node shares these cores (the private cluster on one machine)."""
+    tensorc's runs of the case (that ran without error) was seen to spend on it: the local
+    backend's mean CPU a call (tensorc-local, tensorc-in-worker; their threads can spend
+    more than the kernels need) or tensorc-ray's less the floor's. A cluster run spends at
+    least the floor's CPU and its arithmetic's, and takes at least its CPU over the cores.
+    The bound is empirical, not a proof: when tensorc-ray's CPU less the floor's is the
+    least, it is that run's own CPU over the cores (the time it would take with every core
+    busy). Only meaningful where every node shares these cores (the private cluster on one
+    machine; ``/proc/stat`` counts the whole machine)."""
     spent: dict[Case, list[float]] = {}
     for found in records:
-        if found.system in ("tensorc-local", "tensorc-in-worker", "tensorc-ray") and found.cpu:
+        if (found.system in ("tensorc-local", "tensorc-in-worker", "tensorc-ray")
+                and found.cpu and found.status == "ok"):
             cpu = statistics.fmean(found.cpu)
             if found.system == "tensorc-ray":
                 floor_cpu = floors.get(found.case, {}).get("cpu")
@@ -758,7 +763,7 @@ def ratios(records: list[Record], cases: list[Case]) -> list[dict]:
         lapack, local = by.get((case, "numpy")), by.get((case, "tensorc-local"))
         ray, dask = by.get((case, "tensorc-ray")), by.get((case, "dask"))
         out.append({"case": case.label, "kind": case.kind, "n": case.n,
-                    "local": local, "ray": ray, "dask": dask,
+                    "local": local, "dask": dask,
                     "local_over_lapack": over(local, lapack),
                     "ray_over_local": over(ray, local),
                     "ray_over_in_worker": over(ray, by.get((case, "tensorc-in-worker"))),

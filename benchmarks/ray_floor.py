@@ -27,8 +27,9 @@ fresh blocks (made and not fetched: the driver's wait leaves them where they wer
 and the machine's mean busy core-seconds a run (every process). Compare them with tensorc's
 runs of the same factorisation (``benchmarks/linalg.py``): a cluster run's copies and stores
 overlap its arithmetic, so its time is not the floor's plus the local run's, but its CPU
-is at least the floor's plus its arithmetic's (the local run's CPU), and a run takes at
-least its CPU over the machine's cores. Usage: ``.venv/bin/python benchmarks/ray_floor.py
+is at least the floor's plus its arithmetic's, and a run takes at least its CPU over the
+machine's cores (``linalg.py`` prints that bound, and says how it counts the arithmetic).
+Usage: ``.venv/bin/python benchmarks/ray_floor.py
 [--cases cholesky,solve,tsqr] [--sizes 1536 4096] [--solve-sizes 1536 4096] [--tsqr-rows 65536]
 [--tsqr-cols 40] [--repeats 5]``.
 """
@@ -46,6 +47,7 @@ import tensorc as tc
 from tensorc.placement.layout import own_node
 
 BLOCKS = 4  # cholesky and solve: BLOCKS x BLOCKS blocks
+NODES = 4  # the skeletons' layouts are tensorc's on this many nodes (a 2 x 2 node grid)
 TSQR_BLOCKS = 8  # tsqr: row blocks, as benchmarks/linalg.py cuts them
 
 

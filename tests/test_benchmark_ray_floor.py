@@ -52,21 +52,12 @@ def test_each_floor_runs_and_the_cholesky_reads_the_lower_triangle(floor, monkey
         assert len(runs) == 2 and all(seconds > 0 for seconds in runs)
 
 
-def test_linalg_measures_a_floor_for_each_case_it_has_a_skeleton_of(floor):
-    import importlib.util
-    import sys
-
-    spec = importlib.util.spec_from_file_location("benchmark_linalg_floors",
-                                                  SCRIPT.parent / "linalg.py")
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench  # dataclasses look their module up
-    try:
-        spec.loader.exec_module(bench)
+def test_linalg_s_floors_run_on_the_cluster_s_actors(floor):
+    with script_module(SCRIPT.parent / "linalg.py", "benchmark_linalg_floors",
+                       register=True) as bench:
         cases = [bench.Case("cholesky", 64, 64, (16, 16)), bench.Case("solve", 64, 64, (16, 16)),
                  bench.Case("tsqr", 256, 8, (32, 8))]
         found = bench.measure_floors(floor, floor.node_actors(), cases, repeats=1)
-    finally:
-        sys.modules.pop(spec.name, None)
     assert list(found) == cases
     assert [found[c]["way"] for c in cases[:2]] == ["one call", "one call"]
     assert found[cases[2]]["way"] in ("gathered", "tree")

@@ -128,7 +128,7 @@ def test_a_factorisation_reads_an_array_not_made_yet_as_the_drivers_data() -> No
     assert read["backend"] == "ray" and isinstance(lower.value(), DistributedArray)
     np.testing.assert_allclose(lower.numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
     assert not x.evaluated and "not made yet" in x.explain()  # its blocks went in as data
-    assert lower.explain().endswith("; A read from the driver's data (each block it read put "
+    assert lower.explain().endswith("; A read from the driver's data (each block it read sent "
                                     "from the driver's node)")
     assert "computed by block program cholesky.tc (NB=" in lower.explain()
     made = tc.asarray(a, block_shape=(264, 264))
@@ -169,3 +169,37 @@ def test_solve_and_qr_read_arrays_not_made_yet_as_the_drivers_data() -> None:
     np.testing.assert_allclose(q.numpy() * signs, want_q * want, atol=1e-10)
     np.testing.assert_allclose(r.numpy() * signs[:, None], want_r * want[:, None], rtol=1e-10,
                                atol=1e-10)
+
+
+def test_blocks_sent_from_the_driver_are_read_again_until_the_array_is_made() -> None:
+    from tensorc.lazy.array_object import expr_of
+    from tensorc.lazy.not_made import creation_of
+
+    a = _spd(1056, 14)
+    x = tc.asarray(a, block_shape=(264, 264))
+    recipe = creation_of(expr_of(x))
+    first = tc.linalg.cholesky(x)
+    sent = dict(recipe.sent)
+    assert sent  # the blocks the program read, by its bounds and their coordinates
+    second = tc.linalg.inv(x)  # cut the same way: the same blocks, not sent again
+    np.testing.assert_allclose(second.numpy() @ a, np.eye(1056), atol=1e-9)
+    assert all(recipe.sent[key] is ref for key, ref in sent.items())
+    np.testing.assert_allclose(first.numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
+    tc.wait(x)  # made now: its blocks live on the nodes, the driver's copies go
+    assert x.evaluated and not recipe.sent
+
+
+def test_a_call_s_driver_data_fits_the_driver_s_node_together(monkeypatch) -> None:
+    from tensorc.lazy import not_made
+    from tensorc.lazy.array_object import expr_of
+    from tensorc.runtime.ray.cluster import connected
+
+    cluster = connected()
+    share = cluster.store_bytes / cluster.nodes
+    a, b = np.ones((256, 256)), np.ones((256, 256))  # 512 KiB each
+    monkeypatch.setattr(not_made, "DRIVER_STORE_SHARE", 1.5 * a.nbytes / share)
+    x, y = tc.asarray(a, block_shape=(128, 128)), tc.asarray(b, block_shape=(128, 128))
+    found = not_made.driver_data(expr_of(x), expr_of(y))
+    assert found[0] is not None and found[1] is None  # one fits, not both
+    assert found[0].grid == (2, 2)  # its own blocking, a preference
+    assert not_made.driver_data(expr_of(x), also=a.nbytes) == [None]  # beside an eye

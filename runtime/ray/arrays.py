@@ -375,6 +375,7 @@ def generate(recipe: Recipe, bounds: tuple[tuple[int, ...], ...],
         made = _spread(recipe.shape, recipe.dtype, bounds, "run", piece_args, node_of)
     if recipe.made is None:
         recipe.made = made
+        recipe.sent.clear()  # the blocks block programs sent from the driver: made now
     return made
 
 

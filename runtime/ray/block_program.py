@@ -493,7 +493,14 @@ class _Binding:
         if not isinstance(value, np.ndarray):
             return value.blocks.refs[coords]
         if symbol not in self.cut:
-            self.cut[symbol] = _driver_block(value, block_slices(self.edges[name], coords))
+            sent = getattr(value, "sent", None)  # driver data not made yet: sent before?
+            key = (tuple(map(tuple, self.edges[name])), coords)
+            if sent is not None and key in sent:
+                self.cut[symbol] = sent[key]
+            else:
+                self.cut[symbol] = _driver_block(value, block_slices(self.edges[name], coords))
+                if sent is not None:
+                    sent[key] = self.cut[symbol]
         return self.cut[symbol]
 
     def release(self, symbol) -> None:

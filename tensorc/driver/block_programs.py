@@ -178,10 +178,11 @@ class BlockProgram:
         stats["plan_seconds"] = planned - started
         stats["seconds"] = time.perf_counter() - started
         record(stats)
-        origin = _origin(self.program.name, stats["block_counts"], values)
-        for value in outputs.values():
-            if isinstance(value, DistributedArray):
-                value.origin = origin
+        if not executor.in_process:
+            origin = _origin(self.program.name, stats["block_counts"], values)
+            for value in outputs.values():
+                if isinstance(value, DistributedArray):
+                    value.origin = origin
         return {name: self.wrap(value) for name, value in outputs.items()}
 
     def _diagnostic(self, err: BlockDagError) -> Exception:
@@ -287,7 +288,7 @@ def _origin(name: str, counts: dict[str, int], values: dict) -> str:
     driver = [input_name for input_name, value in values.items()
               if isinstance(value, DriverData)]
     return (f"computed by block program {Path(name).name} ({counts_text})"
-            + (f"; {', '.join(driver)} read from the driver's data (each block it read put "
+            + (f"; {', '.join(driver)} read from the driver's data (each block it read sent "
                "from the driver's node)" if driver else ""))
 
 
@@ -296,11 +297,15 @@ def _preferred(program: BlockProgramIR, values: dict) -> dict[str, int]:
     how driver data not made yet asked to be cut (its recipe's blocking)."""
     preferred: dict[str, int] = {}
     for name, value in values.items():
-        grids = getattr(value, "grid", None)
-        if not isinstance(value, (DistributedArray, DriverData)) or grids is None \
-                or len(grids) != len(program.tensors[name].dims):
+        dims = program.tensors[name].dims
+        if isinstance(value, DriverData) and value.grid is not None and \
+                len(value.grid) == len(dims):
+            grids = value.grid  # a derived array has none, or not its shape's
+        elif isinstance(value, DistributedArray):
+            grids = value.grid
+        else:
             continue
-        for dim, grid in zip(program.tensors[name].dims, grids, strict=True):
+        for dim, grid in zip(dims, grids, strict=True):
             for count, size in program.blocks.items():
                 if size == dim:
                     preferred.setdefault(count, grid)

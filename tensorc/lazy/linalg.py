@@ -21,13 +21,14 @@ evaluation runs them (a ``deferred`` node, :mod:`tensorc.lazy.graph`):
 - ``lstsq`` — TSQR of ``A`` (or of ``A^T`` for the minimum-norm solution when ``m < n``) and a
   triangular solve; the singular values are those of the small ``R`` factor.
 
-On Ray, an operand of ``cholesky``, ``qr``, ``solve`` or ``inv`` that is an array not made
-yet from the driver's data (``tc.asarray`` of a numpy array, not waited for; at most a
-quarter of the driver's node's share of the object store) goes into the block program as
-that data, which still runs on the cluster: it cuts the data by its own blocking and puts
-each block it reads from the driver's node, where its placer knows it is, rather than the
-array being spread over the nodes in the default layout and read back (the layout its
-reader wants; the array itself stays not made).
+On Ray, an operand of ``cholesky``, ``qr`` (and so ``lstsq``'s), ``solve`` or ``inv`` that
+is an array not made yet from the driver's data (``tc.asarray`` of a numpy array, not
+waited for; together at most :data:`~tensorc.lazy.not_made.DRIVER_STORE_SHARE` of the
+driver's node's share of the object store) goes into the block program as that data, which
+still runs on the cluster: it cuts the data by its own blocking and sends each block it
+reads from the driver's node, where its placer knows it is, once for the array's life,
+rather than the array being spread over the nodes in the default layout and read back (the
+layout its reader wants; the array itself stays not made).
 
 Complex matrices, stacks of matrices, wide or ``mode="complete"`` QR and empty operands run
 as one task on the whole operand (numpy's routines); ``lstsq`` takes real matrices only.
@@ -76,14 +77,14 @@ def _block_program(name: str, dtype=None, **inputs) -> dict[str, Array]:
     return shipped(name, lambda value: wrap(leaf(value))).run(dtype=dtype, **values)
 
 
-def _read_as_data(a: ArrayNode) -> ArrayNode:
-    """``a``, or, for an array not made yet from the driver's own data
-    (:func:`~tensorc.lazy.not_made.driver_data`), a leaf of that data: the block program
-    reading it on Ray cuts it by its own blocking and puts each block it reads from the
-    driver's node, instead of reading back blocks spread over the nodes in the default
-    layout."""
-    data = driver_data(a)
-    return a if data is None else leaf(data)
+def _read_as_data(*nodes: ArrayNode, also: int = 0) -> list[ArrayNode]:
+    """``nodes``, each array not made yet from the driver's own data that fits
+    (:func:`~tensorc.lazy.not_made.driver_data`, beside ``also`` bytes the program sends
+    from the driver besides) replaced by a leaf of that data: the block program reading it
+    on Ray cuts it by its own blocking and sends each block it reads from the driver's
+    node, instead of reading back blocks spread over the nodes in the default layout."""
+    return [node if data is None else leaf(data)
+            for node, data in zip(nodes, driver_data(*nodes, also=also), strict=True)]
 
 
 def _floating(a: ArrayNode, name: str) -> None:
@@ -129,7 +130,7 @@ def cholesky(x, /, *, upper: bool = False) -> Array:
     _square(a, "cholesky")
     if a.ndim > 2 or a.shape[-1] == 0 or a.dtype.kind == "c":
         return _whole(("cholesky", bool(upper)), a, a.shape)
-    a = _read_as_data(a)
+    (a,) = _read_as_data(a)
     if _nbytes(a) <= WHOLE_BYTES:  # one LAPACK call, evaluated now as the blocked path is
         (factor,) = _lapack_now(np.linalg.cholesky, a, upper=bool(upper))
         return factor
@@ -158,7 +159,7 @@ def qr(x, /, *, mode: str = "reduced") -> QRResult:
         k = m if mode == "complete" else min(m, n)
         return QRResult((_whole(("qr", mode, 0), a, (*batch, m, k)),
                          _whole(("qr", mode, 1), a, (*batch, k, n))))
-    a = _read_as_data(a)
+    (a,) = _read_as_data(a)
     if _nbytes(a) <= WHOLE_BYTES:  # one LAPACK call, evaluated now as TSQR's result is
         return QRResult(_lapack_now(np.linalg.qr, a))
     out = _block_program("tsqr_q", dtype=a.dtype, A=wrap(a))
@@ -281,7 +282,7 @@ def solve(x1, x2, /) -> Array:
     dtype = np.result_type(a.dtype, b.dtype)
     if (a.ndim == 2 and b.ndim <= 2 and a.shape[0] > WHOLE_EDGE and 0 not in b.shape
             and dtype.kind == "f"):
-        return wrap(deferred(_solved, (_read_as_data(a), _read_as_data(b)), shape, dtype,
+        return wrap(deferred(_solved, tuple(_read_as_data(a, b)), shape, dtype,
                              "linalg.solve (block programs)"))
     return wrap(ArrayNode(NodeKind.WHOLE, ("solve",), (a, b), None, shape, dtype))
 
@@ -303,8 +304,8 @@ def inv(x, /) -> Array:
     a = expr_of(x)
     _square(a, "inv")
     if a.ndim == 2 and a.shape[0] > WHOLE_EDGE and a.dtype.kind == "f":
-        return wrap(deferred(_inverted, (_read_as_data(a),), a.shape, a.dtype,
-                             "linalg.inv (block programs)"))
+        return wrap(deferred(_inverted, tuple(_read_as_data(a, also=_nbytes(a))), a.shape,
+                             a.dtype, "linalg.inv (block programs)"))  # also: its eye
     return wrap(ArrayNode(NodeKind.WHOLE, ("inv",), (a,), None, a.shape, a.dtype))
 
 

@@ -5,10 +5,11 @@ Contract: a :class:`Creation` holds a :class:`~tensorc.placement.recipes.Recipe`
 makes the recipe in its default layout (block-cyclic over the nodes), or in this process
 when the session is no longer a Ray one (the values are the same). :func:`creation_of`
 tells a node that is such an array (not evaluated yet) from any other.
-:func:`driver_data` gives the driver's values of one made from them (``tc.asarray`` of a
-numpy array), for a reader that cuts and places its blocks itself (the linear-algebra block
-programs), when the driver's node takes them comfortably: at most
-:data:`DRIVER_STORE_SHARE` of its share of the cluster's object store.
+:func:`driver_data` gives the driver's values of such arrays made from them (``tc.asarray``
+of a numpy array), for a reader that cuts and sends their blocks itself (the linear-algebra
+block programs), when the driver's node takes them comfortably: together at most
+:data:`DRIVER_STORE_SHARE` of its share of the cluster's object store. The blocks sent are
+kept with the recipe (``Recipe.sent``) until the array is made.
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ class Creation:
 
 
 DRIVER_STORE_SHARE = 0.25
-"""The most of the driver's node's object store (the cluster's over its nodes) an array's
-driver values may take to go into a block program as they are: the program puts each block
-it reads from the driver's node, all of them during the run."""
+"""The most of the driver's node's object store (the cluster's over its nodes) the driver
+values of a block program's arrays not made yet may take together to go in as they are: the
+program sends each block it reads from the driver's node, and they stay there until the
+array is made."""
 
 
 def creation_of(node) -> Recipe | None:
@@ -49,19 +51,24 @@ def creation_of(node) -> Recipe | None:
     return op.recipe if isinstance(op, Creation) and node.value is None else None
 
 
-def driver_data(node) -> DriverData | None:
-    """The values of ``node`` when it is an array not made yet from the driver's own data
-    (``tc.asarray`` of a numpy array on Ray, not waited for) that fits within
-    :data:`DRIVER_STORE_SHARE` of the driver's node's object store, as a
-    :class:`~tensorc.placement.recipes.DriverData` view, else ``None``. A block program
-    reading them cuts them by its own blocking and puts each block it reads on the driver's
-    node, where its placer knows it is: the array is not spread over the nodes first and
-    read back (the layout its reader wants); the array itself stays not made."""
-    recipe = creation_of(node)
-    if recipe is None or recipe.data is None or session.current().executor.in_process:
-        return None
+def driver_data(*nodes, also: int = 0) -> list[DriverData | None]:
+    """For each of ``nodes``: its values when it is an array not made yet from the driver's
+    own data (``tc.asarray`` of a numpy array on Ray, not waited for), as a
+    :class:`~tensorc.placement.recipes.DriverData` view, else ``None``; in order, as long as
+    they and ``also`` bytes (other data the reader sends from the driver) fit together within
+    :data:`DRIVER_STORE_SHARE` of the driver's node's share of the object store. A block
+    program reading them cuts them by its own blocking and sends each block it reads from
+    the driver's node, where its placer knows it is, once for the life of the array: the
+    array is not spread over the nodes first and read back (the layout its reader wants);
+    it stays not made."""
+    found: list[DriverData | None] = [None] * len(nodes)
+    if session.current().executor.in_process:
+        return found
     cluster = ray_arrays.ray_cluster()
-    share = cluster.store_bytes / max(1, cluster.nodes) if cluster is not None else 0
-    if recipe.data.nbytes > DRIVER_STORE_SHARE * share:
-        return None
-    return DriverData.of(recipe)
+    room = DRIVER_STORE_SHARE * cluster.store_bytes / max(1, cluster.nodes) - also
+    for k, node in enumerate(nodes):
+        recipe = creation_of(node)
+        if recipe is not None and recipe.data is not None and recipe.data.nbytes <= room:
+            found[k] = DriverData.of(recipe)
+            room -= recipe.data.nbytes
+    return found

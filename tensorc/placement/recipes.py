@@ -17,7 +17,7 @@ would have.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -42,6 +42,10 @@ class Recipe:
     """The ``DistributedArray`` the first program reading it made (``None`` until then)."""
     made_for: str | None = None
     """Which statement's plan chose the layout it was made in."""
+    sent: dict = field(default_factory=dict)
+    """A ``data`` recipe's blocks block programs sent from the driver's node while it was not
+    made (:class:`DriverData`), by ``(bounds, coords)``: a later program cut the same way
+    reads them again instead of sending them again; dropped when it is made."""
 
     @property
     def ndim(self) -> int:
@@ -81,19 +85,23 @@ class Recipe:
 
 class DriverData(np.ndarray):
     """The driver's values of an array not made yet (a ``data`` recipe's), as a view: a
-    block program given one runs on the Ray session, cutting them by its own blocking and
-    putting each block it reads from the driver's node (where its placer knows it is),
-    as it does any numpy operand there; a plain ndarray operand runs it in this process.
+    block program given one runs on the session's cluster, as it does for an array made
+    there, cutting them by its own blocking and sending each block it reads from the
+    driver's node (where its placer knows it is); a plain ndarray operand alone runs it in
+    this process. Blocks already sent (``sent``) are read again, not sent again.
     ``grid`` is the recipe's own block count per dimension (its blocking is a preference,
-    as a made array's is); an array numpy derives from one has none."""
+    as a made array's is) and ``sent`` its :attr:`Recipe.sent`; an array numpy derives from
+    one has neither."""
 
     grid: tuple[int, ...] | None = None
+    sent: dict | None = None
 
     @staticmethod
     def of(recipe: Recipe) -> DriverData:
         """``recipe.data`` (a ``data`` recipe's) as driver data, with its blocking."""
         view = recipe.data.view(DriverData)
         view.grid = tuple(len(bounds) - 1 for bounds in recipe.chunks)
+        view.sent = recipe.sent
         return view
 
 
