@@ -185,6 +185,9 @@ def test_blocks_sent_from_the_driver_are_read_again_until_the_array_is_made() ->
     np.testing.assert_allclose(second.numpy() @ a, np.eye(1056), atol=1e-9)
     assert all(recipe.sent[key] is ref for key, ref in sent.items())
     np.testing.assert_allclose(first.numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
+    recipe.sent_on = object()  # as if sent to an earlier session's cluster: not read again
+    tc.linalg.cholesky(x)
+    assert recipe.sent and not any(recipe.sent[key] is ref for key, ref in sent.items())
     tc.wait(x)  # made now: its blocks live on the nodes, the driver's copies go
     assert x.evaluated and not recipe.sent
 

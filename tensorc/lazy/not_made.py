@@ -69,6 +69,9 @@ def driver_data(*nodes, also: int = 0) -> list[DriverData | None]:
     for k, node in enumerate(nodes):
         recipe = creation_of(node)
         if recipe is not None and recipe.data is not None and recipe.data.nbytes <= room:
+            if recipe.sent_on is not cluster:  # blocks sent to an earlier session's cluster
+                recipe.sent.clear()
+                recipe.sent_on = cluster
             found[k] = DriverData.of(recipe)
             room -= recipe.data.nbytes
     return found

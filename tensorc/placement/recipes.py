@@ -45,7 +45,10 @@ class Recipe:
     sent: dict = field(default_factory=dict)
     """A ``data`` recipe's blocks block programs sent from the driver's node while it was not
     made (:class:`DriverData`), by ``(bounds, coords)``: a later program cut the same way
-    reads them again instead of sending them again; dropped when it is made."""
+    reads them again instead of sending them again; dropped when it is made, or when the
+    session's cluster is no longer ``sent_on``."""
+    sent_on: object = None
+    """The cluster ``sent``'s blocks live on."""
 
     @property
     def ndim(self) -> int:
