@@ -563,13 +563,12 @@ def measure_floors(floor, actors, cases: list[Case], repeats: int) -> dict[Case,
     for case in cases:
         if case.kind == "tsqr":  # either way is a plan's: the bound takes the cheaper CPU
             ways = floor.tsqr_floors(actors, case.n, case.cols, repeats)
-            way = min(ways, key=lambda w: statistics.fmean(ways[w].cpu[1:] or [0.0]))
+            way = min(ways, key=lambda w: ways[w].mean_cpu or 0.0)
             runs = ways[way]
         else:
             way = "one call"
             runs = floor.cholesky_floor(actors, case.n, repeats, solve=case.kind == "solve")
-        found[case] = {"seconds": statistics.median(runs[1:]), "way": way,
-                       "cpu": statistics.fmean(runs.cpu[1:]) if len(runs.cpu) > 1 else None}
+        found[case] = {"seconds": runs.median, "way": way, "cpu": runs.mean_cpu}
         print(f"  ray-floor     {case.label:22s} median {found[case]['seconds']:.3f} s "
               f"({way}), CPU " + common.fmt(found[case]["cpu"], "{:.3f}") + " s", flush=True)
     return found

@@ -144,9 +144,19 @@ class Runs(list):
     """Seconds of each run (the first, a warm-up, first), with ``cpu``: the machine's busy
     core-seconds during each (``benchmarks/common.py``; empty without ``/proc/stat``)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.cpu: list[float] = []
+    def __init__(self, seconds=(), cpu=()) -> None:
+        super().__init__(seconds)
+        self.cpu: list[float] = list(cpu)
+
+    @property
+    def median(self) -> float:
+        """The median seconds of the timed runs (the warm-up left out)."""
+        return statistics.median(self[1:])
+
+    @property
+    def mean_cpu(self) -> float | None:
+        """The mean core-seconds of the timed runs (``None`` without a count)."""
+        return statistics.fmean(self.cpu[1:]) if len(self.cpu) > 1 else None
 
 
 def _timed(run, repeats: int) -> Runs:
@@ -228,11 +238,10 @@ def tsqr_floors(actors, rows: int, cols: int, repeats: int) -> dict[str, Runs]:
 
 
 def _report(label: str, times: Runs) -> str:
-    timed = times[1:]
-    cpu = (f"; the machine's CPU {statistics.fmean(times.cpu[1:]) * 1e3:.1f} core-ms a run"
-           if len(times.cpu) > 1 else "")
-    return (f"{label}: median {statistics.median(timed) * 1e3:.1f} ms (min "
-            f"{min(timed) * 1e3:.1f}, first {times[0] * 1e3:.1f}){cpu}")
+    cpu = (f"; the machine's CPU {times.mean_cpu * 1e3:.1f} core-ms a run"
+           if times.mean_cpu is not None else "")
+    return (f"{label}: median {times.median * 1e3:.1f} ms (min "
+            f"{min(times[1:]) * 1e3:.1f}, first {times[0] * 1e3:.1f}){cpu}")
 
 
 def main() -> None:
@@ -271,7 +280,7 @@ def main() -> None:
         label = f"tsqr {args.tsqr_rows}x{args.tsqr_cols} in {TSQR_BLOCKS} row blocks"
         for way, times in found.items():
             print(_report(f"{label}, {way}", times))
-        best = min(statistics.median(t[1:]) for t in found.values())
+        best = min(times.median for times in found.values())
         print(f"{label}: floor (the cheaper way) {best * 1e3:.1f} ms")
 
 

@@ -158,22 +158,18 @@ def test_the_floor_has_a_skeleton_of_the_benchmarks_own_layouts(bench):
     assert not match(bench.Case("tsqr", 65536, 40, (16384, 40)), floor, 4)
 
 
-class _Runs(list):
-    def __init__(self, seconds, cpu):
-        super().__init__(seconds)
-        self.cpu = cpu
-
-
 def test_a_floor_is_the_median_and_mean_cpu_of_its_timed_runs_and_tsqr_s_cheaper_way(bench):
+    runs = bench._load_floor().Runs  # noqa: SLF001 - the loader the script uses
+
     class Skeletons:
         def cholesky_floor(self, actors, n, repeats, solve=False):
             assert repeats == 3
-            return _Runs([9.0, 0.02, 0.03, 0.01], [9.0, 0.05, 0.04, 0.03] if solve
-                         else [9.0, 0.02, 0.04, 0.06])
+            return runs([9.0, 0.02, 0.03, 0.01], [9.0, 0.05, 0.04, 0.03] if solve
+                        else [9.0, 0.02, 0.04, 0.06])
 
         def tsqr_floors(self, actors, rows, cols, repeats):
-            return {"gathered": _Runs([9.0, 0.01, 0.01], [9.0, 0.09, 0.09]),  # faster,
-                    "tree": _Runs([9.0, 0.02, 0.02], [9.0, 0.03, 0.05])}  # less CPU
+            return {"gathered": runs([9.0, 0.01, 0.01], [9.0, 0.09, 0.09]),  # faster,
+                    "tree": runs([9.0, 0.02, 0.02], [9.0, 0.03, 0.05])}  # less CPU
 
     cases = [bench.Case("cholesky", 64, 64, (16, 16)), bench.Case("solve", 64, 64, (16, 16)),
              bench.Case("tsqr", 256, 8, (32, 8))]

@@ -493,15 +493,20 @@ class _Binding:
         if not isinstance(value, np.ndarray):
             return value.blocks.refs[coords]
         if symbol not in self.cut:
-            sent = getattr(value, "sent", None)  # driver data not made yet: sent before?
-            key = (tuple(map(tuple, self.edges[name])), coords)
-            if sent is not None and key in sent:
-                self.cut[symbol] = sent[key]
-            else:
-                self.cut[symbol] = _driver_block(value, block_slices(self.edges[name], coords))
-                if sent is not None:
-                    sent[key] = self.cut[symbol]
+            self.cut[symbol] = self._sent(value, self.edges[name], coords)
         return self.cut[symbol]
+
+    @staticmethod
+    def _sent(value: np.ndarray, edges, coords):
+        """Block ``coords`` of a numpy input cut at ``edges`` and sent (:func:`_driver_block`);
+        driver data not made yet (``sent``: :class:`~tensorc.placement.recipes.DriverData`)
+        keeps it for later runs cut the same way, which read it again."""
+        sent = getattr(value, "sent", None)
+        if sent is None:
+            return _driver_block(value, block_slices(edges, coords))
+        if (edges, coords) not in sent:
+            sent[(edges, coords)] = _driver_block(value, block_slices(edges, coords))
+        return sent[(edges, coords)]
 
     def release(self, symbol) -> None:
         """Drop the ref of an earlier wave's result (a :data:`MADE` symbol)."""
