@@ -1,12 +1,13 @@
 """The GIL-free BLAS calls (tensorc/codegen/blas_calls.py): SciPy's results for every type,
-side, transpose and memory order, and shapes checked before BLAS reads them. That two solves
+side, transpose and memory order, ``b`` written only when asked and possible, and shapes
+checked before BLAS reads them. That two solves
 run side by side on two threads is measured by ``benchmarks/threaded_blas.py``."""
 
 import numpy as np
 import pytest
 import scipy.linalg.blas
 
-from tensorc.codegen.blas_calls import trsm
+from tensorc.codegen.blas_calls import trmm, trsm
 
 RNG = np.random.default_rng(7)
 
@@ -36,6 +37,38 @@ def test_trsm_equals_scipy(dtype, side, trans_a, lower, diag, order):
     assert got.dtype == want.dtype and got.flags.f_contiguous
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("side", [0, 1])
+@pytest.mark.parametrize("trans_a", [0, 1, 2])
+@pytest.mark.parametrize("lower,diag", [(1, 0), (0, 1)])
+def test_trmm_equals_scipy(dtype, side, trans_a, lower, diag):
+    a = _triangle(6, dtype)
+    a = a if lower else a.T.copy()
+    b = np.asarray(RNG.random((6, 4) if side == 0 else (4, 6)), dtype=dtype)
+    want = scipy.linalg.blas.get_blas_funcs("trmm", (a, b))(
+        1.5, a, b, side=side, lower=lower, trans_a=trans_a, diag=diag)
+    got = trmm(1.5, a, b, side=side, lower=lower, trans_a=trans_a, diag=diag)
+    np.testing.assert_allclose(got, want, rtol=1e-6 if np.dtype(dtype).itemsize <= 8 else 1e-14)
+    assert got.dtype == want.dtype and got.flags.f_contiguous
+
+
+@pytest.mark.parametrize("call", [trsm, trmm])
+def test_b_is_written_over_only_when_asked_and_fortran_ordered_of_the_result_type(call):
+    a = _triangle(5, np.float64)
+    fortran = np.asfortranarray(RNG.random((5, 3)))
+    want = call(1.0, a, fortran)
+    got = call(1.0, a, fortran, overwrite_b=True)
+    assert got is fortran  # written in place, no copy
+    np.testing.assert_array_equal(got, want)
+    for b in (RNG.random((5, 3)),  # C-ordered
+              np.asfortranarray(RNG.random((5, 3))).astype(np.float32)):  # another type
+        before = b.copy()
+        got = call(1.0, a, b, overwrite_b=True)
+        assert got is not b
+        np.testing.assert_array_equal(b, before)
+        np.testing.assert_array_equal(got, call(1.0, a, before))
+
+
 def test_empty_right_hand_side():
     assert trsm(1.0, _triangle(3, np.float64), np.ones((3, 0))).shape == (3, 0)
 
@@ -48,6 +81,9 @@ def test_wrong_shapes_are_refused_before_blas_reads_them():
         trsm(1.0, np.eye(3, dtype=np.int64), np.ones((3, 2), dtype=np.int64))
     with pytest.raises(ValueError, match="trans_a is 0, 1 or 2"):
         trsm(1.0, np.eye(3), np.ones((3, 2)), trans_a=3)
+    with pytest.raises(ValueError, match=r"trmm: a 3 x 3 triangle cannot multiply a 2 x 4 "
+                                         r"block on the right"):
+        trmm(1.0, np.eye(3), np.ones((2, 4)), side=1)
 
 
 
@@ -55,6 +91,7 @@ def test_the_blas_routine_is_called_directly():
     from tensorc.codegen.blas_calls import _exported
 
     assert _exported("dtrsm") is not None  # not SciPy's wrapper, which holds the GIL
+    assert _exported("dtrmm") is not None
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.longdouble])

@@ -3,11 +3,14 @@
 Contract: :func:`trsm(alpha, a, b, side, lower, trans_a, diag) <trsm>` returns
 ``alpha op(a)^-1 b`` (``side=0``) or ``alpha b op(a)^-1`` (``side=1``) for a triangular ``a``
 (``lower``; ``op`` as ``trans_a`` says: 0 none, 1 the transpose, 2 the conjugate transpose; a
-unit diagonal assumed when ``diag``),
-as a new Fortran-ordered array, for float32, float64, complex64 and complex128 operands
+unit diagonal assumed when ``diag``), and :func:`trmm` with the same arguments returns the
+products ``alpha op(a) b`` and ``alpha b op(a)``, each
+as a Fortran-ordered array, for float32, float64, complex64 and complex128 operands
 (other float widths go to SciPy's wrapper, which casts them, as before): the same result and
-arguments as SciPy's ``scipy.linalg.blas.?trsm``. ``b`` is copied, never
-written.
+arguments as SciPy's ``scipy.linalg.blas.?trsm`` and ``?trmm``. ``b`` is copied, never
+written, unless ``overwrite_b`` is given and ``b`` is already a writeable Fortran-ordered
+array of the result's type: then the result is written over ``b`` and ``b`` returned (a tall
+block's QR solves and multiplies its one working copy so, :mod:`tensorc.codegen.block_kernels`).
 
 Why: SciPy's BLAS wrappers hold the GIL for the whole call (measured here: two 1024² ``dtrsm``
 on two threads took 1.84x one, two ``np.matmul`` 1.27x), so the triangular solves of a
@@ -55,27 +58,43 @@ def _exported(name: str):
 
 
 def trsm(alpha, a: np.ndarray, b: np.ndarray, side: int = 0, lower: int = 0,
-         trans_a: int = 0, diag: int = 0) -> np.ndarray:
+         trans_a: int = 0, diag: int = 0, overwrite_b: bool = False) -> np.ndarray:
     """The triangular solve of the module docstring."""
+    return _triangular("trsm", alpha, a, b, side, lower, trans_a, diag, overwrite_b)
+
+
+def trmm(alpha, a: np.ndarray, b: np.ndarray, side: int = 0, lower: int = 0,
+         trans_a: int = 0, diag: int = 0, overwrite_b: bool = False) -> np.ndarray:
+    """The triangular product of the module docstring."""
+    return _triangular("trmm", alpha, a, b, side, lower, trans_a, diag, overwrite_b)
+
+
+def _triangular(name: str, alpha, a: np.ndarray, b: np.ndarray, side: int, lower: int,
+                trans_a: int, diag: int, overwrite_b: bool) -> np.ndarray:
+    """BLAS ``?trsm`` or ``?trmm`` (``name``): both take the same arguments."""
     kind = np.result_type(a.dtype, b.dtype)
     if kind.kind not in "fc" or a.ndim != 2 or b.ndim != 2:
-        raise ValueError(f"trsm takes 2-D float or complex arrays, not {a.dtype}{a.shape} "
+        raise ValueError(f"{name} takes 2-D float or complex arrays, not {a.dtype}{a.shape} "
                          f"and {b.dtype}{b.shape}")
     if trans_a not in (0, 1, 2):
-        raise ValueError(f"trsm: trans_a is 0, 1 or 2, not {trans_a!r}")
+        raise ValueError(f"{name}: trans_a is 0, 1 or 2, not {trans_a!r}")
     rows, cols = b.shape
     edge = cols if side else rows
     if a.shape != (edge, edge):
-        raise ValueError(f"trsm: a {a.shape[0]} x {a.shape[1]} triangle cannot solve a "
-                         f"{rows} x {cols} right-hand side on the {'right' if side else 'left'}")
+        raise ValueError(f"{name}: a {a.shape[0]} x {a.shape[1]} triangle cannot "
+                         f"{'solve' if name == 'trsm' else 'multiply'} a {rows} x {cols} "
+                         f"{'right-hand side' if name == 'trsm' else 'block'} on the "
+                         f"{'right' if side else 'left'}")
     if max(rows, cols) >= 2**31:
-        raise ValueError(f"trsm: {rows} x {cols} is beyond BLAS's 32-bit sizes")
-    routine = _exported(_CODES[kind] + "trsm") if kind in _CODES else None
+        raise ValueError(f"{name}: {rows} x {cols} is beyond BLAS's 32-bit sizes")
+    routine = _exported(_CODES[kind] + name) if kind in _CODES else None
     if routine is None:  # float16, long double (SciPy casts them), or no Cython export
-        wrapped = scipy.linalg.blas.get_blas_funcs("trsm", (a, b))
+        wrapped = scipy.linalg.blas.get_blas_funcs(name, (a, b))
         return wrapped(alpha, a, b, side=side, lower=lower, trans_a=trans_a, diag=diag)
     a = np.require(a, kind, ("F", "A"))
-    out = np.array(b, dtype=kind, order="F", copy=True)
+    in_place = (overwrite_b and b.dtype == kind and b.flags.f_contiguous
+                and b.flags.writeable)
+    out = b if in_place else np.array(b, dtype=kind, order="F", copy=True)
     scale = np.array(alpha, dtype=kind)
 
     flag = ctypes.c_char_p
