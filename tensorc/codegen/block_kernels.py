@@ -176,9 +176,10 @@ def _cholesky_qr2(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     of ``X``, written in place (``trsm``, then ``trmm``), which becomes ``Q``: one block of
     memory instead of three, and BLAS's right-hand solve on a block as it lies instead of
     the left-hand solve of ``X^T``, which runs a 40-wide triangle slowly. One thread,
-    alternated in one process against solving ``X^T`` and multiplying by the inverse:
-    8192 x 40 2.7 against 6.0 ms (2.2 against 3.4 ms where freed memory is kept, as in a
-    node worker), 32768 x 40 10.4 against 14.3 ms."""
+    alternated in one process against solving ``X^T`` and multiplying by the inverse into a
+    new block (medians of 55): 8192 x 40 3.0 against 4.3 ms, 32768 x 40 11.4 against 13.8
+    ms; where freed memory is kept, as in a node worker, 2.4 against 3.3 ms and 8.3 against
+    12.3 ms."""
     first = _gram_factor(x.T @ x)
     if first is None:
         return None
