@@ -118,6 +118,12 @@ class Executor(ABC):
         einsum's parts). Only an executor with nodes out of this process has it."""
         raise NotImplementedError(f"the {self.backend} executor runs no node calls")
 
+    def join_columns(self, values: Sequence[object]) -> object | None:
+        """``values`` (evaluated matrices, or vectors as one column each, of the same rows)
+        side by side as one block program input, without copying them; ``None`` where this
+        executor cannot (the caller concatenates them)."""
+        return None
+
     @abstractmethod
     def place(self, value: np.ndarray, block_shape=None, grid=None) -> object:
         """A driver array as this executor keeps values (on Ray: its blocks on their

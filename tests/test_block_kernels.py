@@ -141,6 +141,26 @@ def test_qr_of_a_tall_block_is_orthogonal_and_exact_on_both_paths(condition, dty
     np.testing.assert_array_equal(r, np.triu(r))
 
 
+@pytest.mark.parametrize("condition", [1.0, 1e12])
+def test_qr_r_of_a_tall_block_is_cholesky_qr_s_r_or_householder_s(condition):
+    """``qr_r`` gives the ``R`` that ``qr`` gives, without its ``Q``: Cholesky QR's (a positive
+    diagonal) when its check passes, LAPACK's Householder otherwise; either is numpy's up
+    to the signs of its rows."""
+    from tensorc.codegen.block_kernels import _cholesky_qr2, _qr
+
+    m, n = 4096, 24
+    u, _ = np.linalg.qr(RNG.standard_normal((m, n)))
+    v, _ = np.linalg.qr(RNG.standard_normal((n, n)))
+    x = u @ np.diag(np.logspace(0, -np.log10(condition), n)) @ v
+    block = BlockRef("X", ())
+    (r,) = evaluate_block_expr(Kernel("qr_r", (Read(block),)), {block: x})
+    np.testing.assert_array_equal(r, _qr(x)[1])
+    assert (_cholesky_qr2(x, with_q=False) is not None) == (condition == 1.0)
+    want = np.linalg.qr(x, mode="r")
+    signs = np.sign(np.diagonal(r)) * np.sign(np.diagonal(want))
+    np.testing.assert_allclose(signs[:, None] * r, want, rtol=1e-9, atol=1e-12)
+
+
 def test_a_one_task_cholesky_is_priced_at_lapack_s_rate_not_the_product_s():
     """The count choice prices the factorisation part of a task (``chol``, ``lu``) at ``edge /
     (edge + FACTOR_HALF_EDGE)`` of the core's rate: a 4096² Cholesky as one task takes at

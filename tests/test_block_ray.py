@@ -185,6 +185,57 @@ def test_qr_solve_and_lstsq_on_ray():
     np.testing.assert_allclose(np.asarray(fit[0]), np.arange(16.0), rtol=1e-8, atol=1e-8)
 
 
+def test_a_matrix_and_a_vector_join_where_they_are():
+    """``join_columns`` puts a vector beside a matrix cut in the same rows without a copy:
+    every block of the join is a block of one of them, on its node (a driver array's cut at
+    those rows, on the driver's node); other row blocks do not join."""
+    from tensorc.runtime.ray.arrays import join_columns
+    from tensorc.runtime.ray.tasks import stitch
+
+    a, b = RNG.random((4096, 6)), RNG.random(4096)
+    matrix = tc.asarray(a, block_shape=(1024, 6)).value()
+    vector = tc.asarray(b, block_shape=(1024,)).value()
+    joined = join_columns([matrix, vector])
+    assert joined.shape == (4096, 7) and joined.blocks.bounds[1] == (0, 6, 7)
+    for i in range(4):
+        assert joined.blocks.refs[(i, 0)] is matrix.blocks.refs[(i, 0)]
+        assert joined.blocks.refs[(i, 1)] is vector.blocks.refs[(i,)]
+        assert joined.blocks.nodes[(i, 1)] == vector.block_nodes()[(i,)]
+    on_driver = join_columns([matrix, b])
+    assert set(on_driver.blocks.nodes[(i, 1)] for i in range(4)) == {0}  # the driver's node
+    np.testing.assert_array_equal(on_driver.blocks.refs[(2, 1)], b[2048:3072])
+    assert join_columns([matrix, tc.asarray(b, block_shape=(2048,)).value()]) is None
+    assert join_columns([a, b]) is None  # nothing on the cluster: the caller concatenates
+    # a row block of the join, stitched from the two blocks (the vector read as a column)
+    region = (slice(0, 1024), slice(0, 7))
+    pieces = joined.blocks.pieces(region)
+    import ray
+    block = stitch((1024, 7), tuple((into, out_of) for _, into, out_of in pieces),
+                   ray.get([joined.blocks.refs[c] for c, _, _ in pieces]))
+    np.testing.assert_array_equal(block, np.column_stack([a, b])[:1024])
+
+
+def test_lstsq_on_ray_is_tsqr_of_a_and_b_where_they_are():
+    """A tall ``lstsq`` on the cluster is TSQR without ``Q`` of ``[a | b]``, joined where the
+    blocks are: numpy's answer, on the cluster, whether ``b`` is cut like ``a``, held by the
+    driver, or cut otherwise (then concatenated on the nodes), and for arrays not made yet
+    (the driver's data, joined there)."""
+    a, b = RNG.random((65_536, 16)), RNG.random(65_536)  # past WHOLE_BYTES
+    matrix = tc.asarray(a, block_shape=(8192, 16))
+    made = [tc.asarray(b, block_shape=(8192,)), tc.asarray(b, block_shape=(16_384,))]
+    tc.wait(matrix, *made)
+    ex, eres, erank, es = np.linalg.lstsq(a, b, rcond=None)
+    for left, vector in ((matrix, made[0]), (matrix, b), (matrix, made[1]),
+                         (tc.asarray(a, block_shape=(8192, 16)), tc.asarray(b))):
+        x, residuals, rank, s = tc.linalg.lstsq(left, vector)
+        np.testing.assert_allclose(np.asarray(x), ex, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(residuals), eres, rtol=1e-9)
+        assert rank == erank
+        np.testing.assert_allclose(s, es, rtol=1e-9)
+        stats = tc.last_stats()
+        assert stats["backend"] == "ray" and stats["tasks"] == 2 * stats["block_counts"]["MB"]
+
+
 def test_a_failing_kernel_on_a_worker_raises_the_numpy_error():
     with pytest.raises(np.linalg.LinAlgError, match="^Matrix is not positive definite$"):
         tc.linalg.cholesky(tc.asarray(-spd(256), block_shape=(128, 128)))

@@ -110,12 +110,43 @@ def test_lstsq_matches_numpy(shape):
     np.testing.assert_allclose(s, es, rtol=1e-9)
 
 
-def test_lstsq_with_several_right_hand_sides():
-    a, b = RNG.random((500, 6)), RNG.random((500, 3))
+@pytest.mark.parametrize(("shape", "columns"), [((500, 6), 3), ((3000, 4), 6)])
+def test_lstsq_with_several_right_hand_sides(shape, columns):
+    """Up to as many as ``a``'s columns (``R`` of ``[a | b]``) and more (by ``Q``)."""
+    a, b = RNG.random(shape), RNG.random((shape[0], columns))
     x, residuals, _, _ = tc.linalg.lstsq(a, b)
     ex, eres, _, _ = np.linalg.lstsq(a, b, rcond=None)
     np.testing.assert_allclose(np.asarray(x), ex, rtol=1e-8)
     np.testing.assert_allclose(np.asarray(residuals), eres, rtol=1e-8)
+
+
+@pytest.mark.parametrize("columns", [None, 3])
+def test_lstsq_of_a_tall_matrix_is_tsqr_of_a_beside_b_without_q(columns):
+    """Up to as many right-hand sides as columns, a tall least-squares problem is the ``R``
+    factor of ``[a | b]`` (TSQR without ``Q``: its ``2 MB`` tasks and nothing after them);
+    ``x``, the residuals, the rank and the singular values are numpy's."""
+    a = RNG.random((40_000, 30))  # past WHOLE_BYTES: the block program
+    b = RNG.random(40_000) if columns is None else RNG.random((40_000, columns))
+    x, residuals, rank, s = tc.linalg.lstsq(a, b)
+    stats = tc.last_stats()
+    assert stats["tasks"] == 2 * stats["block_counts"]["MB"]  # leaves, tree and R: no Q
+    ex, eres, erank, es = np.linalg.lstsq(a, b, rcond=None)
+    np.testing.assert_allclose(np.asarray(x), ex, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(residuals), eres, rtol=1e-9)
+    assert rank == erank and np.asarray(x).shape == ex.shape
+    np.testing.assert_allclose(s, es, rtol=1e-9)
+
+
+def test_lstsq_of_a_nearly_consistent_system():
+    """``b`` all but in ``a``'s range leaves ``[a | b]`` ill-conditioned (its leaves take
+    Householder's QR): ``x`` is numpy's and the tiny residual too, to roundoff of ``b``."""
+    a = RNG.random((40_000, 30))
+    want = RNG.random(30)
+    b = a @ want + 1e-9 * RNG.standard_normal(40_000)
+    x, residuals, _, _ = tc.linalg.lstsq(a, b)
+    ex, eres, _, _ = np.linalg.lstsq(a, b, rcond=None)
+    np.testing.assert_allclose(np.asarray(x), ex, rtol=1e-7)
+    np.testing.assert_allclose(np.asarray(residuals), eres, rtol=1e-3)
 
 
 @pytest.mark.parametrize(("call", "error", "text"), [

@@ -12,6 +12,8 @@ count over the block grid, inner dimensions first:
   block ``g`` with ``(seed, *g)``, so its values depend on the seed and the blocking, not on
   the cluster;
 - :func:`asarray` cuts a driver array into blocks and places each on its node;
+- :func:`join_columns` sets arrays cut in the same rows side by side without a copy, as one
+  block program input;
 - the public ``tc.random``, ``tc.zeros``, … of a Ray session make nothing: they hold a
   :class:`~tensorc.placement.recipes.Recipe` (:func:`recipe`), an array not made yet.
   :func:`generate` makes it in the layout a plan reading it wants (each block on the node
@@ -53,7 +55,7 @@ from tensorc.placement.layout import block_cyclic_node, node_grid
 from tensorc.placement.recipes import Recipe, random_piece
 from tensorc.runtime.ray.calls import submit
 from tensorc.runtime.ray.cluster import connected as ray_cluster
-from tensorc.runtime.ray.inline import Inline
+from tensorc.runtime.ray.inline import INLINE_BYTES, Inline
 
 RELAID_PER_ARRAY = 2
 """Re-laid-out copies an array keeps."""
@@ -399,6 +401,55 @@ DIRECT_PUT_BYTES = 2**20
 """A block at least this large bound for the driver's own node is put into its object store
 directly (no task, no second copy); smaller ones travel in batches like any node's, since a
 put costs about a millisecond here whatever its size."""
+
+
+def join_columns(parts: Sequence) -> DistributedArray | None:
+    """``parts`` (distributed arrays or driver arrays, each a matrix or a vector, which joins
+    as one column) side by side, without a copy: each block of the result is a block of one
+    part, where it is; a driver array's is cut at the distributed parts' row blocks and
+    read from the driver's node (:func:`driver_block`). ``None`` when they do not line up
+    (another dtype, other row blocks, or no part on the cluster). A block program that
+    reads a block across parts stitches it in the call that reads it. For a block program's
+    input only: a block is not an array of the joined one's dimensions."""
+    placed = [p for p in parts if isinstance(p, DistributedArray)]
+    if not placed or any(np.ndim(p) not in (1, 2) or np.dtype(p.dtype) != placed[0].dtype
+                         or np.shape(p)[0] != placed[0].shape[0] for p in parts):
+        return None
+    rows = placed[0].blocks.bounds[0]
+    if any(p.blocks.bounds[0] != rows for p in placed):
+        return None
+    cluster = ray_cluster()
+    driver = cluster.index_of(cluster.driver_node) or 0
+    edges, tables = [0], []
+    for part in parts:
+        offset = len(edges) - 1
+        if isinstance(part, DistributedArray):
+            stored = part.blocks.resolve(cluster.locate, cluster.epoch)
+            inner = stored.bounds[1] if part.ndim == 2 else (0, 1)
+            tables.append((offset, part.ndim, stored.nodes, stored.refs, stored.reported,
+                           stored.copies))
+        else:
+            inner = (0, part.shape[1]) if part.ndim == 2 else (0, 1)
+            cut = {(i, 0): driver_block(part, (slice(rows[i], rows[i + 1]),))
+                   for i in range(len(rows) - 1)}
+            tables.append((offset, 2, dict.fromkeys(cut, driver), cut, {}, {}))
+        edges.extend(edges[-1] + e for e in inner[1:])
+    joined = Blocks((rows[-1], edges[-1]), placed[0].dtype, (rows, tuple(edges)),
+                    epoch=cluster.epoch)
+    into = (joined.nodes, joined.refs, joined.reported, joined.copies)
+    for offset, ndim, *found in tables:
+        for table, out in zip(found, into, strict=True):
+            for coords, value in table.items():
+                out[(coords[0], offset + (coords[1] if ndim == 2 else 0))] = value
+    return DistributedArray(joined, node_grid_for(joined.grid, cluster.nodes))
+
+
+def driver_block(value: np.ndarray, region):
+    """A driver array's block as a call reads it: by value when small, else put in Ray."""
+    import ray
+
+    block = np.ascontiguousarray(value[region])
+    return block if block.nbytes <= INLINE_BYTES else ray.put(block)
 
 
 def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> DistributedArray:

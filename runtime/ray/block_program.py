@@ -78,7 +78,7 @@ from tensorc.runtime.block_frontier import (
     _output_dtype,
 )
 from tensorc.runtime.ray import tasks as ray_tasks
-from tensorc.runtime.ray.arrays import DistributedArray
+from tensorc.runtime.ray.arrays import DistributedArray, driver_block
 from tensorc.runtime.ray.block_replay import (
     INPUT,
     MADE,
@@ -91,7 +91,6 @@ from tensorc.runtime.ray.block_replay import (
 )
 from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Stitch, Wave, ZeroBlock
 from tensorc.runtime.ray.calls import WorkerLost, submit, wait_for_calls
-from tensorc.runtime.ray.inline import INLINE_BYTES
 
 WINDOW = 1024
 WAVES_IN_FLIGHT = 2
@@ -498,27 +497,20 @@ class _Binding:
 
     @staticmethod
     def _sent(value: np.ndarray, edges, coords):
-        """Block ``coords`` of a numpy input cut at ``edges`` and sent (:func:`_driver_block`);
-        driver data not made yet (``sent``: :class:`~tensorc.placement.recipes.DriverData`)
-        keeps it for later runs cut the same way, which read it again."""
+        """Block ``coords`` of a numpy input cut at ``edges`` and sent
+        (:func:`~tensorc.runtime.ray.arrays.driver_block`); driver data not made yet
+        (``sent``: :class:`~tensorc.placement.recipes.DriverData`) keeps it for later runs
+        cut the same way, which read it again."""
         sent = getattr(value, "sent", None)
         if sent is None:
-            return _driver_block(value, block_slices(edges, coords))
+            return driver_block(value, block_slices(edges, coords))
         if (edges, coords) not in sent:
-            sent[(edges, coords)] = _driver_block(value, block_slices(edges, coords))
+            sent[(edges, coords)] = driver_block(value, block_slices(edges, coords))
         return sent[(edges, coords)]
 
     def release(self, symbol) -> None:
         """Drop the ref of an earlier wave's result (a :data:`MADE` symbol)."""
         del self.made[symbol[1]][symbol[2:]]
-
-
-def _driver_block(value: np.ndarray, region):
-    """A numpy input's block as a call reads it: by value when small, else put in Ray."""
-    import ray
-
-    block = np.ascontiguousarray(value[region])
-    return block if block.nbytes <= INLINE_BYTES else ray.put(block)
 
 
 def _wait(refs) -> None:

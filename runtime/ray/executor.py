@@ -113,6 +113,9 @@ class RayExecutor(Executor):
                        ) -> tuple[list, dict]:
         return run_node_calls(self.cluster, calls)
 
+    def join_columns(self, values: Sequence[object]) -> object | None:
+        return arrays.join_columns(values)
+
     def place(self, value: np.ndarray, block_shape=None, grid=None) -> object:
         small = value.nbytes <= DRIVER_BYTES and block_shape is None and grid is None
         if small:  # stays on the driver; the calls that read it carry it

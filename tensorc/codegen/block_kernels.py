@@ -153,16 +153,35 @@ def _qr(x):
     """The reduced QR factorisation of a block: by :func:`_cholesky_qr2` for a tall real one
     whose condition allows it, else LAPACK's Householder (``geqrf``, ``orgqr``)."""
     x = _matrix("qr", x)
-    m, n = x.shape
-    if x.dtype.char in "fd" and n and m >= TALL * n:  # LAPACK's real types
+    if _tall_real(x):
         found = _cholesky_qr2(x)
         if found is not None:
             return found
     return tuple(np.linalg.qr(x))
 
 
-def _cholesky_qr2(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """``Q, R`` of a tall block by Cholesky QR twice: ``R1 = chol(X^T X)``, ``Q1 = X R1^-1``,
+def _qr_r(x):
+    """``R`` of the reduced QR factorisation of a block, the same way as :func:`_qr` without
+    forming ``Q``'s last product (LAPACK's ``geqrf`` alone otherwise)."""
+    x = _matrix("qr_r", x)
+    if _tall_real(x):
+        found = _cholesky_qr2(x, with_q=False)
+        if found is not None:
+            return found[1]
+    return np.linalg.qr(x, mode="r")
+
+
+def _tall_real(x: np.ndarray) -> bool:
+    """Whether Cholesky QR may factor ``x``: LAPACK's real types, at least :data:`TALL`
+    times taller than wide."""
+    m, n = x.shape
+    return x.dtype.char in "fd" and n > 0 and m >= TALL * n
+
+
+def _cholesky_qr2(x: np.ndarray, with_q: bool = True
+                  ) -> tuple[np.ndarray | None, np.ndarray] | None:
+    """``Q, R`` of a tall block by Cholesky QR twice (``Q`` is ``None`` unless ``with_q``:
+    the second pass needs ``Q1``, not ``Q``): ``R1 = chol(X^T X)``, ``Q1 = X R1^-1``,
     then the same on ``Q1`` (``R = R2 R1``): matrix products and triangular solves (BLAS-3)
     instead of Householder's column-by-column sweeps, 2-4x faster on tall blocks. ``Q1 R1 =
     X`` to working precision whatever the condition; the second pass makes ``Q`` orthogonal
@@ -192,6 +211,8 @@ def _cholesky_qr2(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     second = _gram_factor(gram)
     if second is None:
         return None
+    if not with_q:
+        return None, second @ first
     inverse = triangular_solve(second, np.eye(n, dtype=second.dtype), lower=False)
     trmm(1.0, inverse, q, side=1, lower=0, overwrite_b=True)  # Q = Q1 R2^-1
     return q, second @ first
@@ -252,7 +273,7 @@ _ONE = {
     "neg": np.negative,
     "T": lambda x: _matrix("T", x).T,
     "chol": _chol,
-    "qr_r": lambda x: np.linalg.qr(_matrix("qr_r", x), mode="r"),
+    "qr_r": _qr_r,
     "inv": _inv,
     "zeros": np.zeros_like,
     "eye": _eye,

@@ -18,8 +18,14 @@ evaluation runs them (a ``deferred`` node, :mod:`tensorc.lazy.graph`):
   met a small pivot) the system is solved again by TSQR (``A = Q R``, ``x = R^-1 Q^T b``),
   which needs no pivoting to be stable; an ``R`` with a diagonal entry within ``n`` units
   of roundoff of zero (relative to its largest) raises numpy's "Singular matrix";
-- ``lstsq`` — TSQR of ``A`` (or of ``A^T`` for the minimum-norm solution when ``m < n``) and a
-  triangular solve; the singular values are those of the small ``R`` factor.
+- ``lstsq`` — for ``A`` at least ``n + k`` rows tall with ``k <= n`` right-hand sides, the ``R``
+  factor of ``[A | B]`` by TSQR without ``Q`` (``tsqr.tc``): its first ``n`` rows are ``R``
+  and ``Q^T B``, so ``x = R^-1 Q^T B``, and its last ``k`` rows hold what of ``B`` no
+  column of ``A`` reaches, whose squares are the residuals; ``Q`` is never formed and ``A``
+  never read twice (on Ray ``A`` and ``B`` are joined where their blocks are,
+  :meth:`~tensorc.runtime.executor.Executor.join_columns`). Otherwise TSQR of ``A`` (or of
+  ``A^T`` for the minimum-norm solution when ``m < n``) and a triangular solve. The singular
+  values are those of the small ``R`` factor.
 
 On Ray, an operand of ``cholesky``, ``qr`` (and so ``lstsq``'s), ``solve`` or ``inv`` that
 is an array not made yet from the driver's data (``tc.asarray`` of a numpy array, not
@@ -48,6 +54,7 @@ import operator
 from typing import NamedTuple
 
 import numpy as np
+import scipy.linalg
 
 from tensorc import session
 from tensorc.driver.block_programs import shipped
@@ -56,7 +63,9 @@ from tensorc.lazy import statistical
 from tensorc.lazy.array_object import Array, expr_of, wrap
 from tensorc.lazy.graph import ArrayNode, NodeKind, broadcast_shapes, deferred, leaf, mapped
 from tensorc.lazy.linear import contract, matmul, matrix_transpose, tensordot, vecdot
+from tensorc.lazy.manipulation import concat, reshape
 from tensorc.lazy.not_made import driver_data
+from tensorc.placement.recipes import DriverData
 
 __all__ = ["cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq",
            "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "outer",
@@ -221,10 +230,11 @@ def _backward_error(found: dict[str, Array]) -> float:
 
 
 def lstsq(a, b, /, rcond=None):
-    """``(x, residuals, rank, s)`` like numpy's, by TSQR of ``a`` (or of ``a.T`` for the
-    minimum-norm solution when it is wide). The rank is counted with numpy's default
-    cut-off (``rcond`` is accepted and not used); a rank-deficient matrix raises, because QR
-    without pivoting cannot choose which columns to drop. Real matrices only."""
+    """``(x, residuals, rank, s)`` like numpy's, by TSQR of ``[a | b]`` (module docstring), of
+    ``a``, or of ``a.T`` for the minimum-norm solution when it is wide. The rank is counted
+    with numpy's default cut-off (``rcond`` is accepted and not used); a rank-deficient
+    matrix raises, because QR without pivoting cannot choose which columns to drop. Real
+    matrices only."""
     del rcond
     m_expr, b_expr = expr_of(a), expr_of(b)
     _matrix(m_expr, "lstsq")
@@ -234,14 +244,12 @@ def lstsq(a, b, /, rcond=None):
     if b_expr.shape[0] != m:
         raise ShapeError(f"lstsq: a is {m_expr.shape} but b is {b_expr.shape}: the rows differ")
     rhs, vector = _as_matrix(b_expr)
+    k = rhs.shape[1]
+    if 0 < k <= n and m >= n + k and n:
+        return _lstsq_augmented(m_expr, b_expr, vector)
     tall = m >= n
     q, r = qr(wrap(m_expr) if tall else matrix_transpose(wrap(m_expr)))
-    s = np.linalg.svd(np.asarray(r), compute_uv=False)
-    tol = s.max(initial=0.0) * max(m, n) * np.finfo(s.dtype).eps
-    rank = int((s > tol).sum())
-    if rank < min(m, n):
-        raise LinAlgError(f"lstsq: the matrix has rank {rank} < {min(m, n)}; QR without "
-                          "pivoting solves full-rank problems only")
+    s, rank = _rank(np.asarray(r), m, n)
     if tall:
         x = _triangular("upper_solve", r, matmul(matrix_transpose(q), rhs))
         if m > n:
@@ -256,6 +264,65 @@ def lstsq(a, b, /, rcond=None):
         x = x[:, 0]
         residuals = residuals if residuals.shape == (0,) else residuals[0:1]
     return x, residuals, rank, s
+
+
+def _rank(r: np.ndarray, m: int, n: int) -> tuple[np.ndarray, int]:
+    """The singular values of the ``R`` factor (``a``'s) and the rank they give with numpy's
+    default cut-off; a rank below ``min(m, n)`` raises."""
+    s = np.linalg.svd(r, compute_uv=False)
+    tol = s.max(initial=0.0) * max(m, n) * np.finfo(s.dtype).eps
+    rank = int((s > tol).sum())
+    if rank < min(m, n):
+        raise LinAlgError(f"lstsq: the matrix has rank {rank} < {min(m, n)}; QR without "
+                          "pivoting solves full-rank problems only")
+    return s, rank
+
+
+def _lstsq_augmented(a: ArrayNode, b: ArrayNode, vector: bool):
+    """``lstsq`` of a matrix at least ``n + k`` rows tall with at most ``n`` right-hand
+    sides, from the ``R`` factor of ``[a | b]`` alone (module docstring)."""
+    m, n = a.shape
+    augmented = _augmented_r(a, b)
+    r, z, p = augmented[:n, :n], augmented[:n, n:], augmented[n:, n:]
+    s, rank = _rank(r, m, n)
+    x = scipy.linalg.solve_triangular(r, z)
+    residuals = (p * p).sum(axis=0) if m > n else np.empty((0,), dtype=x.dtype)
+    if vector:
+        x = x[:, 0]
+        residuals = residuals[:1]
+    executor = session.current().executor
+    kind = np.result_type(a.dtype, b.dtype)
+    x, residuals = (wrap(leaf(executor.place(v.astype(kind, copy=False))))
+                    for v in (x, residuals))
+    return x, residuals, rank, s
+
+
+def _augmented_r(a: ArrayNode, b: ArrayNode) -> np.ndarray:
+    """``R`` of the reduced QR of ``[a | b]`` as a driver array: TSQR without ``Q``
+    (``tsqr.tc``) on the two side by side, joined where they are when the executor can
+    (:meth:`~tensorc.runtime.executor.Executor.join_columns`: on Ray, each row block read
+    from the blocks of ``a`` and ``b`` on their nodes), else concatenated; one LAPACK call
+    up to :data:`WHOLE_BYTES`."""
+    a, b = _read_as_data(a, b)
+    values = [wrap(a).value(), wrap(b).value()]
+    if _nbytes(a) + _nbytes(b) <= WHOLE_BYTES:  # gathered: less than a DAG costs
+        values = [np.asarray(v) for v in values]
+    if all(isinstance(v, np.ndarray) for v in values):  # this process's, or the driver's
+        joined = np.concatenate([values[0], values[1].reshape(len(values[1]), -1)], axis=1)
+        if joined.nbytes <= WHOLE_BYTES:
+            return np.linalg.qr(joined, mode="r")
+        if any(isinstance(v, DriverData) for v in values):  # still run on the cluster
+            rows = getattr(values[0], "grid", None)
+            joined = joined.view(DriverData)
+            joined.grid = None if rows is None else (rows[0], 1)
+    else:
+        joined = session.current().executor.join_columns(values)
+        if joined is None:  # other row blocks or dtypes: concatenated on the nodes
+            columns = wrap(b) if b.ndim == 2 else reshape(wrap(b), (b.shape[0], 1))
+            joined = concat([wrap(a), columns], axis=1).value()
+    kind = np.result_type(a.dtype, b.dtype)
+    program = shipped("tsqr", lambda value: wrap(leaf(value)))
+    return np.asarray(program.run(dtype=kind, A=joined)["R"])
 
 
 def _square(a: ArrayNode, name: str) -> None:
