@@ -10,17 +10,22 @@ Cases (``--cases``, a comma list; default all), float64, inputs from
 - ``tsqr``: the reduced QR (Q and R) of a tall-skinny ``--tsqr-rows`` x ``--tsqr-cols``
   matrix (default 2^18 x 64), uniform in [0, 1), in ``--tsqr-blocks`` row blocks (default 8);
 - ``solve``, n in ``--solve-sizes`` (default 2048): ``A x = b`` with ``A = R + n I``
-  (diagonally dominant, so LU needs no pivoting) and one right-hand side b (a vector).
+  (diagonally dominant, so LU needs no pivoting) and one right-hand side b (a vector);
+- ``lstsq``: the least-squares solution and residual of TSQR's matrix (the same rows,
+  columns and row blocks) and one right-hand side b, uniform in [0, 1) (a vector cut in the
+  matrix's row blocks). Reported beside the others; the targets below are theirs.
 
 Systems (``--systems``, a comma list; default all):
 
-- ``numpy``: ``np.linalg.cholesky`` / ``np.linalg.qr(a)`` (reduced) / ``np.linalg.solve``,
+- ``numpy``: ``np.linalg.cholesky`` / ``np.linalg.qr(a)`` (reduced) / ``np.linalg.solve`` /
+  ``np.linalg.lstsq`` (x and the residuals),
   LAPACK in this process with the BLAS threads pinned by threadpoolctl to ``--blas-threads``
   (default: the cores available) and printed; for tsqr also ``numpy-r``,
   ``np.linalg.qr(a, mode="r")`` (R only). The ratios' baseline is the row computing what
   tensorc computes (Q and R for tsqr);
 - ``tensorc-local``: ``tc.linalg.cholesky(x)`` / ``tc.linalg.qr(x)`` / ``tc.linalg.solve(x,
-  b)`` on ``x = tc.asarray(a)`` with no Ray session (the local backend, its own thread pool);
+  b)`` / ``tc.linalg.lstsq(x, b)`` on ``x = tc.asarray(a)`` with no Ray session (the local
+  backend, its own thread pool);
 - ``tensorc-ray``: the same calls on a private Ray cluster of ``--nodes`` one-CPU nodes
   (``tc.init(num_nodes=4)``), the input put on it with ``tc.asarray(a, block_shape=(b, b))``
   (tsqr: ``(rows / tsqr-blocks, cols)``) and ``tc.wait``-ed before the clock starts. The
@@ -37,7 +42,8 @@ Systems (``--systems``, a comma list; default all):
   ``da.from_array(a, chunks=b).persist()`` (tsqr: ``chunks=(rows / tsqr-blocks, cols)``),
   waited for before the clock starts; timed: ``da.linalg.cholesky(x, lower=True)`` /
   ``da.linalg.qr(x)`` (Dask's TSQR for one column of chunks; Q and R) /
-  ``da.linalg.solve(x, y)``, persisted and waited for (the result stays on the workers).
+  ``da.linalg.solve(x, y)`` / ``da.linalg.lstsq(x, y)`` (x and the residuals), persisted and
+  waited for (the result stays on the workers).
 
 The cluster block size b is ``--block``, default n / 4, the same for tensorc's input and
 Dask's chunks.
@@ -86,7 +92,7 @@ time it asks for is under the machine's bound (printed with the bound's terms).
 
 Usage: ``.venv/bin/python benchmarks/linalg.py [--sizes 2048 4096] [--solve-sizes 2048]
 [--tsqr-rows 262144] [--tsqr-cols 64] [--tsqr-blocks 8] [--block B] [--nodes 4]
-[--repeats 3] [--cases cholesky,tsqr,solve] [--systems numpy,tensorc-local,tensorc-ray,dask]
+[--repeats 3] [--cases cholesky,tsqr,solve,lstsq] [--systems numpy,tensorc-local,tensorc-ray,dask]
 [--blas-threads N] [--no-floor] [--json PATH] [--plot PATH]``. Dask distributed and
 matplotlib are the ``bench`` extra: ``.venv/bin/pip install -e '.[bench]'``. The machine has
 2 cores and is shared: quote ratios from one run.
@@ -131,7 +137,8 @@ def _load_script(file: str, name: str, register: bool):
 
 common = _load_script("common.py", "common", register=True)
 
-CASES = ("cholesky", "tsqr", "solve")
+CASES = ("cholesky", "tsqr", "solve", "lstsq")
+TARGET_CASES = ("cholesky", "tsqr", "solve")  # the cluster targets' cases
 SYSTEMS = ("numpy", "tensorc-local", "tensorc-in-worker", "tensorc-ray", "dask")
 ROWS = ("numpy", "numpy-r", "tensorc-local", "tensorc-in-worker", "tensorc-ray",
         "dask")  # numpy-r: tsqr only
@@ -150,14 +157,14 @@ class Case:
     """One problem: ``kind`` in CASES, its shape and the cluster block (rows, cols)."""
 
     kind: str
-    n: int  # cholesky/solve: the order; tsqr: the rows
+    n: int  # cholesky/solve: the order; tsqr/lstsq: the rows
     cols: int
     block: tuple[int, int]
 
     @property
     def label(self) -> str:
-        if self.kind == "tsqr":
-            return f"tsqr {self.n}x{self.cols}"
+        if self.kind in ("tsqr", "lstsq"):
+            return f"{self.kind} {self.n}x{self.cols}"
         return f"{self.kind} n={self.n}"
 
 
@@ -171,6 +178,9 @@ def make_cases(args) -> list[Case]:
         cases.append(Case("tsqr", args.tsqr_rows, args.tsqr_cols, (rows, args.tsqr_cols)))
     if "solve" in chosen:
         cases += [Case("solve", n, n, (args.block or n // 4,) * 2) for n in args.solve_sizes]
+    if "lstsq" in chosen:
+        rows = -(-args.tsqr_rows // args.tsqr_blocks)
+        cases.append(Case("lstsq", args.tsqr_rows, args.tsqr_cols, (rows, args.tsqr_cols)))
     return cases
 
 
@@ -189,6 +199,8 @@ def make_inputs(case: Case, seed: int) -> tuple[np.ndarray, ...]:
         a = rng.random((n, n))
         a[np.diag_indices(n)] += n
         return a, rng.random(n)
+    if case.kind == "lstsq":
+        return rng.random((n, case.cols)), rng.random(n)
     raise ValueError(f"unknown case {case.kind!r}")
 
 
@@ -200,6 +212,8 @@ def numpy_call(kind: str, arrays, r_only: bool = False) -> tuple[np.ndarray, ...
         if r_only:
             return (np.linalg.qr(arrays[0], mode="r"),)
         return tuple(np.linalg.qr(arrays[0]))
+    if kind == "lstsq":
+        return tuple(np.linalg.lstsq(*arrays, rcond=None)[:2])
     return (np.linalg.solve(*arrays),)
 
 
@@ -228,8 +242,8 @@ def max_error(case: Case, result: tuple, reference: tuple) -> float:
         q_ref, r_ref = positive_diagonal(*reference)
         return max(float(np.max(np.abs(r - r_ref)) / np.max(np.abs(r_ref))),
                    float(np.max(np.abs(q - q_ref))))
-    got, want = result[0], reference[0]
-    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+    return max(float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+               for got, want in zip(result, reference, strict=True))
 
 
 # -- systems ----------------------------------------------------------------------------------
@@ -302,6 +316,8 @@ def tensorc_call(tc, kind: str, inputs) -> tuple:
         result = (tc.linalg.cholesky(inputs[0]),)
     elif kind == "tsqr":
         result = tuple(tc.linalg.qr(inputs[0]))
+    elif kind == "lstsq":
+        result = tuple(tc.linalg.lstsq(*inputs)[:2])
     else:
         result = (tc.linalg.solve(*inputs),)
     tc.wait(*result)
@@ -472,6 +488,8 @@ class DaskSystem:
             lazy = [da.linalg.cholesky(inputs[0], lower=True)]
         elif case.kind == "tsqr":
             lazy = list(da.linalg.qr(inputs[0]))
+        elif case.kind == "lstsq":
+            lazy = list(da.linalg.lstsq(*inputs)[:2])
         else:
             lazy = [da.linalg.solve(*inputs)]
         result = self.client.persist(lazy)
@@ -525,7 +543,7 @@ def _load_floor():
 def floor_matches(case: Case, floor, nodes: int) -> bool:
     """Whether ``ray_floor.py`` has this case's skeleton: its 4 x 4 blocks of a square case
     over 4 nodes, its 8 row blocks of a TSQR."""
-    if nodes != floor.NODES:
+    if nodes != floor.NODES or case.kind == "lstsq":  # no skeleton of lstsq
         return False
     if case.kind == "tsqr":
         return case.n == case.block[0] * floor.TSQR_BLOCKS
@@ -806,7 +824,7 @@ def targets(rows: list[dict], bounds: dict[str, dict] | None = None
     found.append((f"tensorc-local within {LOCAL_TARGET:g}x of LAPACK, Cholesky n="
                   f"{LOCAL_TARGET_N}: " + ("not measured" if value is None else f"{value:.2f}x"),
                   _verdict(None if value is None else value <= LOCAL_TARGET, None, None)))
-    for row in rows:
+    for row in (r for r in rows if r["kind"] in TARGET_CASES):
         bound = bounds.get(row["case"])
         for value, wanted, met, text in (
                 (row["ray_over_local"],

@@ -29,7 +29,7 @@ SMALL = ["--sizes", "256", "--solve-sizes", "600", "--tsqr-rows", "4096", "--tsq
 def test_local_results_agree_with_numpy(bench):
     args = bench.parser().parse_args(SMALL)
     cases = bench.make_cases(args)
-    assert [c.kind for c in cases] == ["cholesky", "tsqr", "solve"]
+    assert [c.kind for c in cases] == ["cholesky", "tsqr", "solve", "lstsq"]
     system = bench.make_system("tensorc-local", args)
     system.start()
     for case in cases:
@@ -61,7 +61,7 @@ def test_main_local_systems(bench, tmp_path, capsys):
     document = json.loads(out.read_text())
     records = document["records"]
     seen = {(r["case"], r["system"]) for r in records}
-    assert seen == {(k, s) for k in ("cholesky", "tsqr", "solve")
+    assert seen == {(k, s) for k in ("cholesky", "tsqr", "solve", "lstsq")
                     for s in ("numpy", "tensorc-local")} | {("tsqr", "numpy-r")}
     for record in records:
         assert record["status"] == "ok", record
@@ -142,6 +142,9 @@ def test_a_missed_target_under_the_bound_is_beyond_the_machine(bench):
         "MISS", "MISS"]
     assert [v for _, v in bench.targets([slow], {"cholesky n=4096": bound})[1:]] == [
         "MISS", "BEYOND"]  # 1.5 x 300 ms = 450 ms is over the bound: a plain miss
+    lstsq = dict(row, case="lstsq 65536x40", kind="lstsq")  # reported, not a target's case
+    assert [text for text, _ in bench.targets([lstsq])] == [
+        "tensorc-local within 1.3x of LAPACK, Cholesky n=4096: not measured"]
     unmeasured = dict(row, ray=None, ray_over_local=None, dask_over_ray=None)
     assert [v for _, v in bench.targets([unmeasured], {"cholesky n=4096": bound})[1:]] == [
         "-", "-"]
@@ -156,6 +159,7 @@ def test_the_floor_has_a_skeleton_of_the_benchmarks_own_layouts(bench):
     assert not match(bench.Case("cholesky", 1536, 1536, (384, 384)), floor, 3)
     assert match(bench.Case("tsqr", 65536, 40, (8192, 40)), floor, 4)
     assert not match(bench.Case("tsqr", 65536, 40, (16384, 40)), floor, 4)
+    assert not match(bench.Case("lstsq", 65536, 40, (8192, 40)), floor, 4)  # no skeleton
 
 
 def test_a_floor_is_the_median_and_mean_cpu_of_its_timed_runs_and_tsqr_s_cheaper_way(bench):
