@@ -41,14 +41,17 @@ def test_trsm_equals_scipy(dtype, side, trans_a, lower, diag, order):
 @pytest.mark.parametrize("side", [0, 1])
 @pytest.mark.parametrize("trans_a", [0, 1, 2])
 @pytest.mark.parametrize("lower,diag", [(1, 0), (0, 1)])
-def test_trmm_equals_scipy(dtype, side, trans_a, lower, diag):
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_trmm_equals_scipy(dtype, side, trans_a, lower, diag, order):
     a = _triangle(6, dtype)
     a = a if lower else a.T.copy()
-    b = np.asarray(RNG.random((6, 4) if side == 0 else (4, 6)), dtype=dtype)
+    b = np.asarray(RNG.random((6, 4) if side == 0 else (4, 6)), dtype=dtype, order=order)
     want = scipy.linalg.blas.get_blas_funcs("trmm", (a, b))(
         1.5, a, b, side=side, lower=lower, trans_a=trans_a, diag=diag)
+    before = b.copy()
     got = trmm(1.5, a, b, side=side, lower=lower, trans_a=trans_a, diag=diag)
-    np.testing.assert_allclose(got, want, rtol=1e-6 if np.dtype(dtype).itemsize <= 8 else 1e-14)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(b, before)  # b is copied, never written
     assert got.dtype == want.dtype and got.flags.f_contiguous
 
 

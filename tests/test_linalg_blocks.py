@@ -140,9 +140,13 @@ def test_lstsq_of_a_tall_matrix_is_tsqr_of_a_beside_b_without_q(columns):
 def test_lstsq_of_a_nearly_consistent_system():
     """``b`` all but in ``a``'s range leaves ``[a | b]`` ill-conditioned (its leaves take
     Householder's QR): ``x`` is numpy's and the tiny residual too, to roundoff of ``b``."""
+    from tensorc.codegen.block_kernels import _cholesky_qr2
+
     a = RNG.random((40_000, 30))
     want = RNG.random(30)
     b = a @ want + 1e-9 * RNG.standard_normal(40_000)
+    leaf = np.column_stack([a, b])[:20_000]  # a row block, as a TSQR leaf reads it
+    assert _cholesky_qr2(leaf, with_q=False) is None  # its check fails: Householder
     x, residuals, _, _ = tc.linalg.lstsq(a, b)
     ex, eres, _, _ = np.linalg.lstsq(a, b, rcond=None)
     np.testing.assert_allclose(np.asarray(x), ex, rtol=1e-7)

@@ -164,11 +164,10 @@ def _piece(shape: tuple[int, ...], piece_slices: tuple, *blocks: np.ndarray):
 
 def stitch(shape: tuple[int, ...], piece_slices: tuple, pieces) -> np.ndarray:
     """One array of ``shape`` from stored blocks; ``piece_slices[k] = (into, out_of)``: the region
-    slices block ``k`` fills and the slices of block ``k`` that fill them. A block with fewer
-    dimensions than the region is read with trailing axes of length 1 (a vector joined as a
-    column: :func:`~tensorc.runtime.ray.arrays.join_columns`)."""
-    pieces = [np.reshape(p, np.shape(p) + (1,) * (len(shape) - np.ndim(p)))
-              if np.ndim(p) < len(shape) else p for p in pieces]
+    slices block ``k`` fills and the slices of block ``k`` that fill them. A vector block in a
+    matrix region is read as a column (a vector joined beside a matrix:
+    :func:`~tensorc.runtime.ray.arrays.join_columns`)."""
+    pieces = [p[:, None] if np.ndim(p) == 1 and len(shape) == 2 else p for p in pieces]
     if len(pieces) == 1:
         part = np.asarray(pieces[0][piece_slices[0][1]])  # a 0-d block indexed by () is a scalar
         if part.shape == tuple(shape):

@@ -8,9 +8,11 @@ products ``alpha op(a) b`` and ``alpha b op(a)``, each
 as a Fortran-ordered array, for float32, float64, complex64 and complex128 operands
 (other float widths go to SciPy's wrapper, which casts them, as before): the same result and
 arguments as SciPy's ``scipy.linalg.blas.?trsm`` and ``?trmm``. ``b`` is copied, never
-written, unless ``overwrite_b`` is given and ``b`` is already a writeable Fortran-ordered
-array of the result's type: then the result is written over ``b`` and ``b`` returned (a tall
-block's QR solves and multiplies its one working copy so, :mod:`tensorc.codegen.block_kernels`).
+written, unless ``overwrite_b`` is given and ``b`` is already a writeable, aligned,
+Fortran-ordered array of the result's type that BLAS is called on directly: then the result
+is written over ``b`` and ``b`` returned (a tall block's QR solves and multiplies its one
+working copy so, :mod:`tensorc.codegen.block_kernels`). Either way the result is what is
+returned: a caller asking to overwrite reads the return value, not ``b``.
 
 Why: SciPy's BLAS wrappers hold the GIL for the whole call (measured here: two 1024² ``dtrsm``
 on two threads took 1.84x one, two ``np.matmul`` 1.27x), so the triangular solves of a
@@ -93,7 +95,7 @@ def _triangular(name: str, alpha, a: np.ndarray, b: np.ndarray, side: int, lower
         return wrapped(alpha, a, b, side=side, lower=lower, trans_a=trans_a, diag=diag)
     a = np.require(a, kind, ("F", "A"))
     in_place = (overwrite_b and b.dtype == kind and b.flags.f_contiguous
-                and b.flags.writeable)
+                and b.flags.writeable and b.flags.aligned)
     out = b if in_place else np.array(b, dtype=kind, order="F", copy=True)
     scale = np.array(alpha, dtype=kind)
 

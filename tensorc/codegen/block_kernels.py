@@ -203,7 +203,7 @@ def _cholesky_qr2(x: np.ndarray, with_q: bool = True
     if first is None:
         return None
     q = _fortran_copy(x)
-    trsm(1.0, first, q, side=1, lower=0, overwrite_b=True)  # Q1 = X R1^-1
+    q = trsm(1.0, first, q, side=1, lower=0, overwrite_b=True)  # Q1 = X R1^-1
     gram = q.T @ q
     n = gram.shape[0]
     if not n * np.abs(gram - np.eye(n, dtype=gram.dtype)).max() <= 0.5:
@@ -214,7 +214,7 @@ def _cholesky_qr2(x: np.ndarray, with_q: bool = True
     if not with_q:
         return None, second @ first
     inverse = triangular_solve(second, np.eye(n, dtype=second.dtype), lower=False)
-    trmm(1.0, inverse, q, side=1, lower=0, overwrite_b=True)  # Q = Q1 R2^-1
+    q = trmm(1.0, inverse, q, side=1, lower=0, overwrite_b=True)  # Q = Q1 R2^-1
     return q, second @ first
 
 

@@ -21,9 +21,10 @@ evaluation runs them (a ``deferred`` node, :mod:`tensorc.lazy.graph`):
 - ``lstsq`` — for ``A`` at least ``n + k`` rows tall with ``k <= n`` right-hand sides, the ``R``
   factor of ``[A | B]`` by TSQR without ``Q`` (``tsqr.tc``): its first ``n`` rows are ``R``
   and ``Q^T B``, so ``x = R^-1 Q^T B``, and its last ``k`` rows hold what of ``B`` no
-  column of ``A`` reaches, whose squares are the residuals; ``Q`` is never formed and ``A``
-  never read twice (on Ray ``A`` and ``B`` are joined where their blocks are,
-  :meth:`~tensorc.runtime.executor.Executor.join_columns`). Otherwise TSQR of ``A`` (or of
+  column of ``A`` reaches, whose squares are the residuals; ``Q`` is never formed, and on
+  Ray ``A`` and ``B`` are read where their blocks are
+  (:meth:`~tensorc.runtime.executor.Executor.join_columns`; in this process, and for the
+  driver's data, they are copied side by side first). Otherwise TSQR of ``A`` (or of
   ``A^T`` for the minimum-norm solution when ``m < n``) and a triangular solve. The singular
   values are those of the small ``R`` factor.
 
@@ -245,7 +246,7 @@ def lstsq(a, b, /, rcond=None):
         raise ShapeError(f"lstsq: a is {m_expr.shape} but b is {b_expr.shape}: the rows differ")
     rhs, vector = _as_matrix(b_expr)
     k = rhs.shape[1]
-    if 0 < k <= n and m >= n + k and n:
+    if 0 < k <= n and m >= n + k:
         return _lstsq_augmented(m_expr, b_expr, vector)
     tall = m >= n
     q, r = qr(wrap(m_expr) if tall else matrix_transpose(wrap(m_expr)))
@@ -282,27 +283,24 @@ def _lstsq_augmented(a: ArrayNode, b: ArrayNode, vector: bool):
     """``lstsq`` of a matrix at least ``n + k`` rows tall with at most ``n`` right-hand
     sides, from the ``R`` factor of ``[a | b]`` alone (module docstring)."""
     m, n = a.shape
-    augmented = _augmented_r(a, b)
+    kind = np.result_type(a.dtype, b.dtype)
+    augmented = _augmented_r(a, b, kind)
     r, z, p = augmented[:n, :n], augmented[:n, n:], augmented[n:, n:]
     s, rank = _rank(r, m, n)
     x = scipy.linalg.solve_triangular(r, z)
-    residuals = (p * p).sum(axis=0) if m > n else np.empty((0,), dtype=x.dtype)
-    if vector:
-        x = x[:, 0]
-        residuals = residuals[:1]
+    residuals = (p * p).sum(axis=0)  # m > n here: numpy gives them
     executor = session.current().executor
-    kind = np.result_type(a.dtype, b.dtype)
     x, residuals = (wrap(leaf(executor.place(v.astype(kind, copy=False))))
-                    for v in (x, residuals))
+                    for v in (x[:, 0] if vector else x, residuals))
     return x, residuals, rank, s
 
 
-def _augmented_r(a: ArrayNode, b: ArrayNode) -> np.ndarray:
+def _augmented_r(a: ArrayNode, b: ArrayNode, kind: np.dtype) -> np.ndarray:
     """``R`` of the reduced QR of ``[a | b]`` as a driver array: TSQR without ``Q``
     (``tsqr.tc``) on the two side by side, joined where they are when the executor can
     (:meth:`~tensorc.runtime.executor.Executor.join_columns`: on Ray, each row block read
     from the blocks of ``a`` and ``b`` on their nodes), else concatenated; one LAPACK call
-    up to :data:`WHOLE_BYTES`."""
+    up to :data:`WHOLE_BYTES`; in ``kind``."""
     a, b = _read_as_data(a, b)
     values = [wrap(a).value(), wrap(b).value()]
     if _nbytes(a) + _nbytes(b) <= WHOLE_BYTES:  # gathered: less than a DAG costs
@@ -312,15 +310,14 @@ def _augmented_r(a: ArrayNode, b: ArrayNode) -> np.ndarray:
         if joined.nbytes <= WHOLE_BYTES:
             return np.linalg.qr(joined, mode="r")
         if any(isinstance(v, DriverData) for v in values):  # still run on the cluster
-            rows = getattr(values[0], "grid", None)
+            grid = getattr(values[0], "grid", None)
             joined = joined.view(DriverData)
-            joined.grid = None if rows is None else (rows[0], 1)
+            joined.grid = None if grid is None else (grid[0], 1)
     else:
         joined = session.current().executor.join_columns(values)
         if joined is None:  # other row blocks or dtypes: concatenated on the nodes
             columns = wrap(b) if b.ndim == 2 else reshape(wrap(b), (b.shape[0], 1))
             joined = concat([wrap(a), columns], axis=1).value()
-    kind = np.result_type(a.dtype, b.dtype)
     program = shipped("tsqr", lambda value: wrap(leaf(value)))
     return np.asarray(program.run(dtype=kind, A=joined)["R"])
 
