@@ -234,6 +234,12 @@ def test_lstsq_on_ray_is_tsqr_of_a_and_b_where_they_are():
         np.testing.assert_allclose(s, es, rtol=1e-9)
         stats = tc.last_stats()
         assert stats["backend"] == "ray" and stats["tasks"] == 2 * stats["block_counts"]["MB"]
+    r = tc.linalg.qr(matrix, mode="r").numpy()  # numpy's mode="r": the same TSQR, of a alone
+    stats = tc.last_stats()
+    assert stats["backend"] == "ray" and stats["tasks"] == 2 * stats["block_counts"]["MB"]
+    want = np.linalg.qr(a, mode="r")
+    signs = np.sign(np.diagonal(r)) * np.sign(np.diagonal(want))
+    np.testing.assert_allclose(signs[:, None] * r, want, rtol=1e-9, atol=1e-11)
 
 
 def test_a_failing_kernel_on_a_worker_raises_the_numpy_error():

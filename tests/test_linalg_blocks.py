@@ -45,6 +45,26 @@ def test_qr(shape):
     np.testing.assert_array_equal(np.tril(r, -1), 0)
     result = tc.linalg.qr(a)
     assert result.Q is result[0] and result.R is result[1]
+    r_only = np.asarray(tc.linalg.qr(a, mode="r"))  # numpy's mode: R alone
+    want = np.linalg.qr(a, mode="r")
+    signs = np.sign(np.diagonal(r_only)) * np.sign(np.diagonal(want))
+    np.testing.assert_allclose(signs[:, None] * r_only, want, rtol=1e-9, atol=1e-11)
+
+
+def test_qr_mode_r_of_a_tall_matrix_is_tsqr_without_q():
+    a = RNG.random((40_000, 30))  # past WHOLE_BYTES
+    r = np.asarray(tc.linalg.qr(a, mode="r"))
+    stats = tc.last_stats()
+    assert stats["tasks"] == 2 * stats["block_counts"]["MB"]  # leaves, tree and R: no Q
+    want = np.linalg.qr(a, mode="r")
+    signs = np.sign(np.diagonal(r)) * np.sign(np.diagonal(want))
+    np.testing.assert_allclose(signs[:, None] * r, want, rtol=1e-9, atol=1e-11)
+    for odd in (RNG.random((3, 5)), np.stack([RNG.random((6, 4))] * 2)):  # one task each
+        np.testing.assert_allclose(np.asarray(tc.linalg.qr(odd, mode="r")),
+                                   np.linalg.qr(odd, mode="r"), rtol=1e-12)
+    with pytest.raises(ValueError, match="qr: mode must be 'reduced', 'complete' or 'r', "
+                                         "got 'raw'"):
+        tc.linalg.qr(a, mode="raw")
 
 
 def test_stacks_wide_and_empty_matrices_run_as_one_task():

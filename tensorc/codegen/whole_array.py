@@ -154,6 +154,7 @@ WHOLE_OPERATIONS: dict[str, Callable[..., np.ndarray]] = {
     "solve": _solve,
     "cholesky": lambda a, upper: np.linalg.cholesky(a, upper=upper),
     "qr": lambda a, mode, part: np.linalg.qr(a, mode=mode)[part],
+    "qr_r": lambda a: np.linalg.qr(a, mode="r"),
     "inv": lambda a: np.linalg.inv(a),
     "det": lambda a: np.asarray(np.linalg.det(a)),
     "diagonal": lambda x, offset: np.array(np.diagonal(x, offset, axis1=-2, axis2=-1)),

@@ -9,7 +9,8 @@ evaluation runs them (a ``deferred`` node, :mod:`tensorc.lazy.graph`):
 
 - ``cholesky`` — ``cholesky.tc`` (right-looking blocked Cholesky) above :data:`WHOLE_BYTES`;
 - ``qr`` — ``tsqr_q.tc`` (TSQR with the tree's Q) for ``m >= n`` and ``mode="reduced"``, above
-  :data:`WHOLE_BYTES`; smaller ones are one LAPACK call, evaluated at once all the same;
+  :data:`WHOLE_BYTES`; with numpy's ``mode="r"``, ``R`` alone by ``tsqr.tc`` (no ``Q``);
+  smaller ones are one LAPACK call, evaluated at once all the same;
 - ``solve`` and ``inv`` of matrices wider than :data:`WHOLE_EDGE` — ``lu_solve.tc`` (blocked
   LU without pivoting, then forward and back substitution, one DAG); the backward error
   ``max|b - A x| / (max row sum |A| max|x| + max|b|)`` is formed by the same program, row
@@ -155,17 +156,21 @@ class QRResult(tuple):
     R = property(lambda self: self[1])
 
 
-def qr(x, /, *, mode: str = "reduced") -> QRResult:
-    """``Q, R`` with ``x = Q @ R``: TSQR for a matrix with at least as many rows as columns
-    and ``mode="reduced"``; a wide matrix, ``mode="complete"`` or a stack runs as one task."""
+def qr(x, /, *, mode: str = "reduced") -> QRResult | Array:
+    """``Q, R`` with ``x = Q @ R``, or ``R`` alone with ``mode="r"`` (numpy's mode): TSQR for
+    a matrix with at least as many rows as columns (without ``Q`` for ``"r"``); a wide
+    matrix, ``mode="complete"`` or a stack runs as one task."""
     a = expr_of(x)
     if a.ndim < 2:
         raise LinAlgError(f"qr: needs a matrix, got shape {a.shape}")
     _floating(a, "qr")
-    if mode not in ("reduced", "complete"):
-        raise ValueError(f"qr: mode must be 'reduced' or 'complete', got {mode!r}")
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
     *batch, m, n = a.shape
-    if a.ndim > 2 or m < n or mode == "complete" or 0 in a.shape or a.dtype.kind == "c":
+    whole = a.ndim > 2 or m < n or 0 in a.shape or a.dtype.kind == "c"
+    if mode == "r":
+        return _r_factor(a, whole)
+    if whole or mode == "complete":
         k = m if mode == "complete" else min(m, n)
         return QRResult((_whole(("qr", mode, 0), a, (*batch, m, k)),
                          _whole(("qr", mode, 1), a, (*batch, k, n))))
@@ -174,6 +179,18 @@ def qr(x, /, *, mode: str = "reduced") -> QRResult:
         return QRResult(_lapack_now(np.linalg.qr, a))
     out = _block_program("tsqr_q", dtype=a.dtype, A=wrap(a))
     return QRResult((out["Q"], out["R"]))
+
+
+def _r_factor(a: ArrayNode, whole: bool) -> Array:
+    """``qr(a, mode="r")``: one task on the whole operand (``whole``), one LAPACK call up to
+    :data:`WHOLE_BYTES`, else TSQR without ``Q`` (``tsqr.tc``)."""
+    *batch, m, n = a.shape
+    if whole:
+        return _whole(("qr_r",), a, (*batch, min(m, n), n))
+    (a,) = _read_as_data(a)
+    if _nbytes(a) <= WHOLE_BYTES:
+        return _lapack_now(np.linalg.qr, a, mode="r")[0]
+    return _block_program("tsqr", dtype=a.dtype, A=wrap(a))["R"]
 
 
 def _as_matrix(b: ArrayNode) -> tuple[Array, bool]:
