@@ -192,6 +192,29 @@ def test_blocks_sent_from_the_driver_are_read_again_until_the_array_is_made() ->
     assert x.evaluated and not recipe.sent
 
 
+def test_a_vector_of_driver_data_joined_to_a_made_matrix_is_sent_once() -> None:
+    """``lstsq`` of a matrix on the nodes and a right-hand side not made yet joins the two:
+    the vector's blocks, cut at the matrix's rows, are sent from the driver's node the first
+    time and read again the second."""
+    from tensorc.lazy.array_object import expr_of
+    from tensorc.lazy.not_made import creation_of
+
+    rng = np.random.default_rng(3)
+    a, b = rng.random((65_536, 16)), rng.random(65_536)
+    matrix = tc.asarray(a, block_shape=(8192, 16))
+    tc.wait(matrix)
+    vector = tc.asarray(b)
+    recipe = creation_of(expr_of(vector))
+    first = tc.linalg.lstsq(matrix, vector)[0].numpy()
+    sent = dict(recipe.sent)
+    assert len(sent) == 8  # one block a row block of the matrix
+    second = tc.linalg.lstsq(matrix, vector)[0].numpy()
+    assert recipe.sent == sent and all(recipe.sent[k] is v for k, v in sent.items())
+    want = np.linalg.lstsq(a, b, rcond=None)[0]
+    np.testing.assert_allclose(first, want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(second, first)
+
+
 def test_a_call_s_driver_data_fits_the_driver_s_node_together(monkeypatch) -> None:
     from tensorc.lazy import not_made
     from tensorc.lazy.array_object import expr_of

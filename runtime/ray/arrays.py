@@ -42,6 +42,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tensorc.codegen.block_layout import block_slices
 from tensorc.errors import NodeLostError, TypeCheckError
 from tensorc.placement.blocks import (
     RANDOM_DTYPES,
@@ -410,7 +411,8 @@ def join_columns(parts: Sequence) -> DistributedArray | None:
     read from the driver's node (:func:`driver_block`). ``None`` when they do not line up
     (another dtype, other row blocks, or no part on the cluster). A block program that
     reads a block across parts stitches it in the call that reads it. For a block program's
-    input only: a block is not an array of the joined one's dimensions."""
+    input only: a block is not an array of the joined one's dimensions. A driver array's
+    blocks are sent once for driver data's life (:func:`sent_block`)."""
     placed = [p for p in parts if isinstance(p, DistributedArray)]
     if not placed or any(np.ndim(p) not in (1, 2) or np.dtype(p.dtype) != placed[0].dtype
                          or np.shape(p)[0] != placed[0].shape[0] for p in parts):
@@ -430,7 +432,8 @@ def join_columns(parts: Sequence) -> DistributedArray | None:
                            stored.copies))
         else:
             inner = (0, part.shape[1]) if part.ndim == 2 else (0, 1)
-            cut = {(i, 0): driver_block(part, (slice(rows[i], rows[i + 1]),))
+            edges_of = (rows, inner) if part.ndim == 2 else (rows,)
+            cut = {(i, 0): sent_block(part, edges_of, (i, 0)[:part.ndim])
                    for i in range(len(rows) - 1)}
             tables.append((offset, 2, dict.fromkeys(cut, driver), cut, {}, {}))
         edges.extend(edges[-1] + e for e in inner[1:])
@@ -450,6 +453,21 @@ def driver_block(value: np.ndarray, region):
 
     block = np.ascontiguousarray(value[region])
     return block if block.nbytes <= INLINE_BYTES else ray.put(block)
+
+
+def sent_block(value: np.ndarray, edges, coords):
+    """Block ``coords`` of a driver array cut at ``edges`` (per dimension, its bounds) as a
+    call reads it (:func:`driver_block`); driver data not made yet (``sent``:
+    :class:`~tensorc.placement.recipes.DriverData`) keeps it for later reads cut the same
+    way, which read it again instead of sending it again."""
+    sent = getattr(value, "sent", None)
+    key = (edges, coords)
+    if sent is not None and key in sent:
+        return sent[key]
+    block = driver_block(value, block_slices(edges, coords))
+    if sent is not None:
+        sent[key] = block
+    return block
 
 
 def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -> DistributedArray:

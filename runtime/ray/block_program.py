@@ -78,7 +78,7 @@ from tensorc.runtime.block_frontier import (
     _output_dtype,
 )
 from tensorc.runtime.ray import tasks as ray_tasks
-from tensorc.runtime.ray.arrays import DistributedArray, driver_block
+from tensorc.runtime.ray.arrays import DistributedArray, sent_block
 from tensorc.runtime.ray.block_replay import (
     INPUT,
     MADE,
@@ -492,21 +492,8 @@ class _Binding:
         if not isinstance(value, np.ndarray):
             return value.blocks.refs[coords]
         if symbol not in self.cut:
-            self.cut[symbol] = self._sent(value, self.edges[name], coords)
+            self.cut[symbol] = sent_block(value, self.edges[name], coords)
         return self.cut[symbol]
-
-    @staticmethod
-    def _sent(value: np.ndarray, edges, coords):
-        """Block ``coords`` of a numpy input cut at ``edges`` and sent
-        (:func:`~tensorc.runtime.ray.arrays.driver_block`); driver data not made yet
-        (``sent``: :class:`~tensorc.placement.recipes.DriverData`) keeps it for later runs
-        cut the same way, which read it again."""
-        sent = getattr(value, "sent", None)
-        if sent is None:
-            return driver_block(value, block_slices(edges, coords))
-        if (edges, coords) not in sent:
-            sent[(edges, coords)] = driver_block(value, block_slices(edges, coords))
-        return sent[(edges, coords)]
 
     def release(self, symbol) -> None:
         """Drop the ref of an earlier wave's result (a :data:`MADE` symbol)."""
