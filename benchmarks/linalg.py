@@ -173,14 +173,13 @@ def make_cases(args) -> list[Case]:
     cases = []
     if "cholesky" in chosen:
         cases += [Case("cholesky", n, n, (args.block or n // 4,) * 2) for n in args.sizes]
+    tall_block = (-(-args.tsqr_rows // args.tsqr_blocks), args.tsqr_cols)  # tsqr, lstsq
     if "tsqr" in chosen:
-        rows = -(-args.tsqr_rows // args.tsqr_blocks)
-        cases.append(Case("tsqr", args.tsqr_rows, args.tsqr_cols, (rows, args.tsqr_cols)))
+        cases.append(Case("tsqr", args.tsqr_rows, args.tsqr_cols, tall_block))
     if "solve" in chosen:
         cases += [Case("solve", n, n, (args.block or n // 4,) * 2) for n in args.solve_sizes]
     if "lstsq" in chosen:
-        rows = -(-args.tsqr_rows // args.tsqr_blocks)
-        cases.append(Case("lstsq", args.tsqr_rows, args.tsqr_cols, (rows, args.tsqr_cols)))
+        cases.append(Case("lstsq", args.tsqr_rows, args.tsqr_cols, tall_block))
     return cases
 
 

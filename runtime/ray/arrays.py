@@ -421,29 +421,27 @@ def join_columns(parts: Sequence) -> DistributedArray | None:
     if any(p.blocks.bounds[0] != rows for p in placed):
         return None
     cluster = ray_cluster()
-    driver = 0  # the session's node order puts the driver's node first
-    edges, tables = [0], []
-    for part in parts:
-        offset = len(edges) - 1
-        if isinstance(part, DistributedArray):
-            stored = part.blocks.resolve(cluster.locate, cluster.epoch)
-            inner = stored.bounds[1] if part.ndim == 2 else (0, 1)
-            tables.append((offset, part.ndim, stored.nodes, stored.refs, stored.reported,
-                           stored.copies))
-        else:
-            inner = (0, part.shape[1]) if part.ndim == 2 else (0, 1)
-            edges_of = (rows, inner) if part.ndim == 2 else (rows,)
-            cut = {(i, 0): sent_block(part, edges_of, (i, 0)[:part.ndim])
-                   for i in range(len(rows) - 1)}
-            tables.append((offset, 2, dict.fromkeys(cut, driver), cut, {}, {}))
+    inners = [p.blocks.bounds[1] if isinstance(p, DistributedArray) and p.ndim == 2
+              else (0, p.shape[1]) if p.ndim == 2 else (0, 1) for p in parts]
+    edges, offsets = [0], []
+    for inner in inners:
+        offsets.append(len(edges) - 1)
         edges.extend(edges[-1] + e for e in inner[1:])
     joined = Blocks((rows[-1], edges[-1]), placed[0].dtype, (rows, tuple(edges)),
                     epoch=cluster.epoch)
-    into = (joined.nodes, joined.refs, joined.reported, joined.copies)
-    for offset, ndim, *found in tables:
-        for table, out in zip(found, into, strict=True):
-            for coords, value in table.items():
-                out[(coords[0], offset + (coords[1] if ndim == 2 else 0))] = value
+    for part, inner, offset in zip(parts, inners, offsets, strict=True):
+        if isinstance(part, DistributedArray):
+            stored = part.blocks.resolve(cluster.locate, cluster.epoch)
+            for table, out in ((stored.nodes, joined.nodes), (stored.refs, joined.refs),
+                               (stored.reported, joined.reported),
+                               (stored.copies, joined.copies)):
+                out.update({(c[0], offset + (c[1] if part.ndim == 2 else 0)): value
+                            for c, value in table.items()})
+            continue
+        edges_of = (rows, inner) if part.ndim == 2 else (rows,)
+        for i in range(len(rows) - 1):
+            joined.refs[(i, offset)] = sent_block(part, edges_of, (i, 0)[:part.ndim])
+            joined.nodes[(i, offset)] = 0  # the driver's node: first in the session's order
     return DistributedArray(joined, node_grid_for(joined.grid, cluster.nodes))
 
 

@@ -125,8 +125,13 @@ def _lapack_now(routine, a: ArrayNode, **options) -> tuple[Array, ...]:
     except np.linalg.LinAlgError as err:
         raise LinAlgError(str(err)) from err
     found = found if isinstance(found, tuple) else (found,)
-    executor = session.current().executor
-    return tuple(wrap(leaf(executor.place(np.asarray(part, dtype=a.dtype)))) for part in found)
+    return tuple(_kept(part, a.dtype) for part in found)
+
+
+def _kept(value: np.ndarray, dtype) -> Array:
+    """A result computed here, in ``dtype``, as an evaluated array kept where the session
+    keeps values."""
+    return wrap(leaf(session.current().executor.place(np.asarray(value, dtype=dtype))))
 
 
 def _whole(op: tuple, a: ArrayNode, shape, dtype=None) -> Array:
@@ -261,10 +266,10 @@ def lstsq(a, b, /, rcond=None):
     m, n = m_expr.shape
     if b_expr.shape[0] != m:
         raise ShapeError(f"lstsq: a is {m_expr.shape} but b is {b_expr.shape}: the rows differ")
-    rhs, vector = _as_matrix(b_expr)
-    k = rhs.shape[1]
+    k = 1 if b_expr.ndim == 1 else b_expr.shape[1]
     if 0 < k <= n and m >= n + k:
-        return _lstsq_augmented(m_expr, b_expr, vector)
+        return _lstsq_augmented(m_expr, b_expr, vector=b_expr.ndim == 1)
+    rhs, vector = _as_matrix(b_expr)
     tall = m >= n
     q, r = qr(wrap(m_expr) if tall else matrix_transpose(wrap(m_expr)))
     s, rank = _rank(np.asarray(r), m, n)
@@ -306,10 +311,7 @@ def _lstsq_augmented(a: ArrayNode, b: ArrayNode, vector: bool):
     s, rank = _rank(r, m, n)
     x = scipy.linalg.solve_triangular(r, z)
     residuals = (p * p).sum(axis=0)  # m > n here: numpy gives them
-    executor = session.current().executor
-    x, residuals = (wrap(leaf(executor.place(v.astype(kind, copy=False))))
-                    for v in (x[:, 0] if vector else x, residuals))
-    return x, residuals, rank, s
+    return _kept(x[:, 0] if vector else x, kind), _kept(residuals, kind), rank, s
 
 
 def _augmented_r(a: ArrayNode, b: ArrayNode, kind: np.dtype) -> np.ndarray:
@@ -328,8 +330,7 @@ def _augmented_r(a: ArrayNode, b: ArrayNode, kind: np.dtype) -> np.ndarray:
             return np.linalg.qr(joined, mode="r")
         if any(isinstance(v, DriverData) for v in values):  # still run on the cluster
             grid = getattr(values[0], "grid", None)
-            joined = joined.view(DriverData)
-            joined.grid = None if grid is None else (grid[0], 1)
+            joined = DriverData.view_of(joined, None if grid is None else (grid[0], 1))
     else:
         joined = session.current().executor.join_columns(values)
         if joined is None:  # other row blocks or dtypes: concatenated on the nodes

@@ -102,9 +102,16 @@ class DriverData(np.ndarray):
     @staticmethod
     def of(recipe: Recipe) -> DriverData:
         """``recipe.data`` (a ``data`` recipe's) as driver data, with its blocking."""
-        view = recipe.data.view(DriverData)
-        view.grid = tuple(len(bounds) - 1 for bounds in recipe.chunks)
-        view.sent = recipe.sent
+        return DriverData.view_of(recipe.data, tuple(len(b) - 1 for b in recipe.chunks),
+                                  recipe.sent)
+
+    @staticmethod
+    def view_of(data: np.ndarray, grid: tuple[int, ...] | None = None,
+                sent: dict | None = None) -> DriverData:
+        """``data`` as driver data cut preferably in ``grid`` blocks (``None``: no
+        preference), its blocks kept in ``sent`` once sent (``None``: not kept)."""
+        view = data.view(DriverData)
+        view.grid, view.sent = grid, sent
         return view
 
 
