@@ -56,6 +56,8 @@ from tensorc.placement.layout import block_cyclic_node, node_grid
 from tensorc.placement.recipes import Recipe, random_piece
 from tensorc.runtime.ray.calls import submit
 from tensorc.runtime.ray.cluster import connected as ray_cluster
+from tensorc.runtime.ray.held import Held, release
+from tensorc.runtime.ray.held import drop as drop_held
 from tensorc.runtime.ray.inline import INLINE_BYTES, Inline
 
 RELAID_PER_ARRAY = 2
@@ -74,6 +76,10 @@ class DistributedArray:
     def __init__(self, blocks: Blocks, node_grid: tuple[int, ...]) -> None:
         self._blocks = blocks
         self.node_grid = node_grid
+        self._held = {coords: ref for coords, ref in blocks.refs.items()
+                      if isinstance(ref, Held)}
+        if self._held:  # an array that dies unread frees them
+            weakref.finalize(self, drop_held, tuple(self._held.values()))
         self._relaid: dict[tuple, Blocks] = {}
         self.origin: str | None = None
         """Where its layout came from, for ``explain()`` (``None``: a computed result)."""
@@ -146,7 +152,23 @@ class DistributedArray:
 
     @property
     def blocks(self) -> Blocks:
+        """Its blocks, each an ObjectRef: blocks held in their workers are stored in Ray
+        first (:func:`~tensorc.runtime.ray.held.release`)."""
+        if self._held:
+            release(self._held.values())
+            for coords, held in self._held.items():
+                self._blocks.refs[coords] = held.ref
+            self._held = {}
         return self._blocks
+
+    @property
+    def held_blocks(self) -> int:
+        """How many of its blocks are held in their workers, not stored in Ray yet."""
+        return len(self._held)
+
+    def stored_refs(self) -> list:
+        """The ObjectRefs of its blocks stored in Ray (held blocks are not)."""
+        return [ref for coords, ref in self._blocks.refs.items() if coords not in self._held]
 
     def block_nodes(self) -> dict[tuple[int, ...], int | None]:
         """Node index (in the session's node order) holding each block's primary copy, as
@@ -161,9 +183,10 @@ class DistributedArray:
         node, and that Ray cannot rebuild, raises :class:`~tensorc.errors.NodeLostError`."""
         import ray
 
-        keys = sorted(self._blocks.refs)
+        blocks = self.blocks  # held blocks are stored in Ray first
+        keys = sorted(blocks.refs)
         try:
-            values = ray.get([self._blocks.refs[k] for k in keys])
+            values = ray.get([blocks.refs[k] for k in keys])
         except ray.exceptions.ObjectLostError as err:  # made by a call on a node now gone
             raise NodeLostError(f"a block of this {self.shape} array was lost with the node "
                                 f"that held it ({type(err).__name__})") from err
@@ -317,8 +340,8 @@ def wait(*arrays: DistributedArray) -> None:
     driver): what a benchmark does before starting its clock."""
     import ray
 
-    refs = list(dict.fromkeys(ref for array in arrays for ref in array.blocks.refs.values()))
-    if refs:  # once each: blocks of zeros may share one object
+    refs = list(dict.fromkeys(ref for array in arrays for ref in array.stored_refs()))
+    if refs:  # once each: blocks of zeros may share one object; held blocks exist already
         ray.wait(refs, num_returns=len(refs), fetch_local=False)
 
 

@@ -90,7 +90,10 @@ from tensorc.runtime.ray.block_replay import (
     replay_key,
 )
 from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Stitch, Wave, ZeroBlock
-from tensorc.runtime.ray.calls import WorkerLost, submit, wait_for_calls
+from tensorc.runtime.ray.calls import WorkerLost, node_workers, submit, wait_for_calls
+from tensorc.runtime.ray.held import drop as drop_held
+from tensorc.runtime.ray.held import flush_drops
+from tensorc.runtime.ray.held import room as held_room
 
 WINDOW = 1024
 WAVES_IN_FLIGHT = 2
@@ -103,11 +106,12 @@ def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, b
     """Run on the Ray cluster (see the module docstring); ``window``: tasks per wave
     (default :data:`WINDOW`)."""
     window = window or WINDOW
+    flush_drops()
     if not per_task:
         key = replay_key(dag, inputs, scheduler, dtype, window, cluster, machine())
         try:
             found = recorded(key)
-            if found is not None:
+            if found is not None and _room_for(found, cluster):
                 return _replay(found, program, inputs, bounds, cluster, dtype)
             run = _RayDagRun(program, dag, inputs, bounds, cluster, scheduler, dtype,
                              record=key is not None)
@@ -161,6 +165,7 @@ class _RayDagRun:
         self.threads: list[int] = []  # per node, the most threads a call of it ran on
         self.token = f"{os.getpid()}.{next(_RUNS)}/"  # the key prefix of its kept results
         self.kept = 0  # results kept in node workers (read only by their node's later calls)
+        self.held: list = []  # final blocks held in node workers until read
 
     def run(self, window: int) -> tuple[dict, dict]:
         """Expand, place and submit every task (module docstring); a run that fails
@@ -170,6 +175,7 @@ class _RayDagRun:
         except BaseException:  # even mid-flush: calls already sent may have kept results
             if not self.per_task:
                 _forget_kept(self.cluster, self.token)
+                drop_held(self.held)
             raise
 
     def _run(self, window: int) -> tuple[dict, dict]:
@@ -208,7 +214,7 @@ class _RayDagRun:
                  "peak_frontier": self.frontier.peak,
                  "remote_calls": self.tasks if self.per_task else self.calls,
                  "waves": self.waves, "per_task": self.per_task,
-                 "kept_results": self.kept,
+                 "kept_results": self.kept, "held_results": len(self.held),
                  "call_threads": list(self.threads),
                  "replayed": False}
         if self.record is not None:  # lists copied: the caller may change its own
@@ -250,9 +256,11 @@ class _RayDagRun:
         threads = self.placer.wave_threads(self.cluster.cpus)
         self.threads = ([max(t, u) for t, u in zip(self.threads, threads, strict=True)]
                         if len(self.threads) == len(threads) else threads)
-        prepared = wave.prepare(wanted, self.cluster)
+        held = self._holdable(finals, wanted - {self.refs[key][1:] for key in pending})
+        prepared = wave.prepare(wanted, self.cluster, held)
         made, reports = prepared.submit(self.cluster, threads, f"{self.token}{self.waves}/",
                                         self.binding)
+        self.held.extend(made[result] for _, result, _, _ in prepared.held)
         self.binding.made.append(made)
         for symbol in self.released:  # the wave's calls read them last
             self.binding.release(symbol)
@@ -278,6 +286,31 @@ class _RayDagRun:
         self.calls += len(prepared.calls)
         self.wave = Wave()
         self.placer.new_wave()
+
+    def _holdable(self, finals: list, final_only: set) -> dict:
+        """The wave's results that may stay in their node's worker until read
+        (:mod:`~tensorc.runtime.ray.held`), with their sizes: final blocks no later wave
+        reads, each the only block of its result (the zeros blocks of one shape share
+        one), too large to travel in the call's reply (a small one costs no store, and
+        the reply keeps it safe from its node's loss), on a node whose worker has room for
+        them."""
+        if self.per_task:
+            return {}
+        workers = node_workers(self.cluster)
+        share = self.cluster.store_bytes / max(1, self.cluster.nodes)
+        sources = [self.finals[key][0][1:] for key in finals]
+        counts = {result: sources.count(result) for result in sources}
+        room = {node: held_room(worker, share) for node, worker in enumerate(workers)}
+        holdable = {}
+        for key in finals:
+            source, node, shape = self.finals[key]
+            result = source[1:]
+            nbytes = math.prod(shape) * _output_dtype(self.program, key[0], self.dtype).itemsize
+            if (result in final_only and counts[result] == 1 and node < len(workers)
+                    and self.cluster.inline_bytes < nbytes <= room[node]):
+                holdable[result] = nbytes
+                room[node] -= nbytes
+        return holdable
 
     def _read(self, edges) -> tuple[list, list, list, dict]:
         """The arguments (``(REF, ref)`` task by task, else symbols:
@@ -411,10 +444,12 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
     token = f"{os.getpid()}.{next(_RUNS)}/"
     binding = _Binding(program, inputs, bounds)
     in_flight = _WavesInFlight(cluster)
+    held = []
     try:
         for w, (wave, released) in enumerate(zip(recording.waves, recording.drops,
                                                  strict=True)):
             made, reports = wave.prepared.submit(cluster, wave.threads, f"{token}{w}/", binding)
+            held.extend(made[result] for _, result, _, _ in wave.prepared.held)
             binding.made.append(made)
             for symbol in released:  # its last readers were just submitted
                 binding.release(symbol)
@@ -422,6 +457,7 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
         in_flight.drain()
     except BaseException:  # calls already sent may have kept results
         _forget_kept(cluster, token)
+        drop_held(held)
         raise
     finished = time.perf_counter()
     finals = {key: ((REF, binding(symbol)), node, shape)
@@ -431,10 +467,23 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
              for key, value in recording.stats.items()}
     stats.update(replayed=True, waves=len(recording.waves),
                  remote_calls=sum(len(wave.prepared.calls) for wave in recording.waves),
-                 kept_results=sum(wave.prepared.kept for wave in recording.waves))
+                 kept_results=sum(wave.prepared.kept for wave in recording.waves),
+                 held_results=len(held))
     stats.update(_measured(in_flight.peaks, recording.tasks,
                            finished - started - in_flight.waiting, started))
     return outputs, stats
+
+
+def _room_for(recording: Recording, cluster) -> bool:
+    """Whether the node workers have room for the final blocks ``recording`` holds."""
+    workers = node_workers(cluster)
+    share = cluster.store_bytes / max(1, cluster.nodes)
+    wanted: dict[int, int] = {}
+    for wave in recording.waves:
+        for node, nbytes in wave.prepared.held_bytes().items():
+            wanted[node] = wanted.get(node, 0) + nbytes
+    return all(node < len(workers) and nbytes <= held_room(workers[node], share)
+               for node, nbytes in wanted.items())
 
 
 class _WavesInFlight:

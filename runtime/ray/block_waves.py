@@ -49,11 +49,15 @@ import numpy as np
 
 from tensorc.codegen.block_kernels import evaluate_block_expr
 from tensorc.runtime.ray.calls import SUBMITTING, node_workers, submit_stage
+from tensorc.runtime.ray.held import Held
 from tensorc.runtime.ray.stages import RUN, Step
 from tensorc.runtime.ray.tasks import stitch
 
 REF, PENDING = "ref", "w"
 """Argument kinds: a block already in Ray, or a result of a task earlier in the wave."""
+
+NO_LAST_READER = -1
+"""The last reader of a held result: no call takes it back (a release does)."""
 
 
 class BlockKernel:
@@ -153,17 +157,20 @@ class Wave:
                 level[u] = last.get(self.node[u], 0)
         return level
 
-    def calls(self, wanted: set, nodes_kept=()
-              ) -> list[tuple[int, tuple, tuple, tuple, list, tuple, tuple]]:
+    def calls(self, wanted: set, nodes_kept=(), held=()
+              ) -> list[tuple[int, tuple, tuple, tuple, list, tuple, tuple, tuple]]:
         """The wave as calls: ``(node, steps, args, exports, exported results, kept_in,
-        keep_out)`` in submission order; ``args[i]`` is ``(PENDING, unit, j)`` (an export of
-        an earlier call of the wave) or any other hashable argument the caller binds
-        (:meth:`Prepared.submit`), ``exported[k]`` the ``(unit, j)`` export
+        keep_out, held results)`` in submission order; ``args[i]`` is ``(PENDING, unit,
+        j)`` (an export of an earlier call of the wave) or any other hashable argument the
+        caller binds (:meth:`Prepared.submit`), ``exported[k]`` the ``(unit, j)`` export
         ``k`` returns. A result read only by later calls on its node, when that node is one
         of ``nodes_kept`` (those with a worker), is kept there: its call's ``keep_out`` holds
         ``(step, key)``, each reading call's ``kept_in`` ``(key, whether it is the last
         reader)``, read after the arguments; the key (``"unit.j"``) is relative to the
-        prefix the calls are submitted with."""
+        prefix the calls are submitted with. A result of ``held`` (wanted only as a final
+        block) that no call on another node reads is kept the same way with no last reader
+        (:mod:`~tensorc.runtime.ray.held`), and listed in its call's held results as
+        ``(result, key)``."""
         level = self.levels()
         keys = sorted({(level[u], self.node[u]) for u in range(len(self.node))})
         call_index = {key: c for c, key in enumerate(keys)}
@@ -174,12 +181,15 @@ class Wave:
                 if arg[0] == PENDING:
                     read_by_call.setdefault(arg[1:], set()).add(call_of[u])
         kept: dict[tuple[int, int], tuple[str, int]] = {}  # result -> (key, its last reader)
-        for result, readers in read_by_call.items():
+        for result in {**read_by_call, **dict.fromkeys(held)}:
             c = call_of[result[0]]
-            others = readers - {c}
+            others = read_by_call.get(result, set()) - {c}
             node = keys[c][1]
-            if (others and result not in wanted and node in nodes_kept
-                    and all(keys[r][1] == node for r in others)):
+            if node not in nodes_kept or any(keys[r][1] != node for r in others):
+                continue
+            if result in held:
+                kept[result] = (f"{result[0]}.{result[1]}", NO_LAST_READER)
+            elif others and result not in wanted:
                 kept[result] = (f"{result[0]}.{result[1]}", max(others))
         members: list[list[int]] = [[] for _ in keys]
         for u, c in enumerate(call_of):
@@ -225,14 +235,16 @@ class Wave:
             keep_out = tuple((step_of[r], kept[r][0]) for r in step_of if r in kept)
             made.append((node, tuple(steps), tuple(args),
                          tuple(step_of[r] for r in exported), exported,
-                         tuple(kept_in.items()), keep_out))
+                         tuple(kept_in.items()), keep_out,
+                         tuple((r, kept[r][0]) for r in step_of if r in kept and r in held)))
         return made
 
-    def prepare(self, wanted: set, cluster) -> Prepared:
+    def prepare(self, wanted: set, cluster, held: dict | None = None) -> Prepared:
         """The wave as calls (:meth:`calls`, results kept for the nodes with a worker) with
-        their payloads pickled, ready to submit."""
+        their payloads pickled, ready to submit; ``held``: the results that may stay in
+        their worker until read, with their sizes in bytes."""
         nodes_kept = range(min(len(node_workers(cluster)), cluster.nodes))
-        return Prepared(self.calls(wanted, nodes_kept), wanted)
+        return Prepared(self.calls(wanted, nodes_kept, held or {}), wanted, held or {})
 
 
 class Prepared:
@@ -243,20 +255,30 @@ class Prepared:
     (:mod:`~tensorc.runtime.ray.block_replay`) is submitted again without forming or
     pickling its calls."""
 
-    def __init__(self, calls: list, wanted) -> None:
+    def __init__(self, calls: list, wanted, sizes: dict) -> None:
         self.wanted = frozenset(wanted)
         self.payloads = [_pickled((steps, exports, None, kept_in, keep_out))
-                         for _, steps, _, exports, _, kept_in, keep_out in calls]
-        self.kept = sum(len(call[6]) for call in calls)
+                         for _, steps, _, exports, _, kept_in, keep_out, _ in calls]
+        self.held = [(call[0], result, key, sizes[result])
+                     for call in calls for result, key in call[7]]
+        self.kept = sum(len(call[6]) for call in calls) - len(self.held)
         self.calls = [(node, args, len(exports), exported)  # the steps are in the payloads
-                      for node, _, args, exports, exported, _, _ in calls]
+                      for node, _, args, exports, exported, _, _, _ in calls]
+
+    def held_bytes(self) -> dict[int, int]:
+        """Per node, the bytes of the final blocks its worker will hold."""
+        found: dict[int, int] = {}
+        for node, _, _, nbytes in self.held:
+            found[node] = found.get(node, 0) + nbytes
+        return found
 
     def submit(self, cluster, threads: list[int] | None, prefix: str, bind
                ) -> tuple[dict, list]:
         """Submit the calls, each node's on ``threads[node]`` threads when given (else its
         CPUs), their kept results under the key ``prefix``; an argument that is not a
         result of the wave is ``bind(argument)``. Returns ``({(unit, j): ref} for the
-        wanted results, the calls' report refs)``."""
+        wanted results, a :class:`~tensorc.runtime.ray.held.Held` for a held one, the
+        calls' report refs)``."""
         workers = node_workers(cluster)
         refs: dict[tuple[int, int], object] = {}
         reports = []
@@ -268,6 +290,8 @@ class Prepared:
                                         exports + 1, threads=threads[node] if threads else None)
                 refs.update(zip(exported, returned, strict=False))
                 reports.append(returned[-1])
+        for node, result, key, nbytes in self.held:
+            refs[result] = Held(workers[node], prefix + key, nbytes)
         return {r: refs[r] for r in self.wanted}, reports
 
 

@@ -209,6 +209,9 @@ def disconnect(cluster: RayCluster | None) -> None:
     """Disconnect from Ray and stop the private cluster, if this process started one."""
     import ray
 
+    from tensorc.runtime.ray.held import forget_all
+
+    forget_all()  # the workers holding blocks end with the session
     if ray.is_initialized():
         ray.shutdown()
     if cluster is not None and cluster.local_cluster is not None:

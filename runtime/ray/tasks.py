@@ -382,11 +382,21 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
     return (*results[:len(exports)], NodeReport.of(node, resident.peak))
 
 
+def _held(key: str) -> np.ndarray:
+    """A held final block of this worker, no longer held (:class:`NodeWorker.release`)."""
+    try:
+        return KEPT.pop(key)
+    except KeyError:
+        raise KeyError(f"this node worker does not hold block {key!r} (it was "
+                       f"restarted, or the block was dropped)") from None
+
+
 class NodeWorker:
     """The worker that runs a node's staged calls: one Ray actor per node, pinned to it (its
-    calls start in about a millisecond; a task's lease takes several). It holds no state but
-    the payloads it read. It dies with its node; the executor then re-runs the program as
-    plain tasks, whose results Ray can rebuild by lineage."""
+    calls start in about a millisecond; a task's lease takes several). It holds the payloads
+    it read, the results kept for its node's later calls and the final blocks held until
+    read (:mod:`~tensorc.runtime.ray.held`). It dies with its node; the executor then
+    re-runs the program as plain tasks, whose results Ray can rebuild by lineage."""
 
     def stage(self, key: str, payload: list, threads: int, *blocks: np.ndarray):
         return _stage(key, payload, threads, *blocks)
@@ -400,6 +410,17 @@ class NodeWorker:
         for key in [key for key in KEPT if key.startswith(prefix)]:
             del KEPT[key]
         return len(KEPT)
+
+    def release(self, keys: list[str]):
+        """The held final blocks ``keys`` (:mod:`~tensorc.runtime.ray.held`), each returned
+        as its own object (``num_returns`` is their count) and no longer held."""
+        found = tuple(_held(key) for key in keys)
+        return found if len(found) > 1 else found[0]
+
+    def drop(self, keys: list[str]) -> None:
+        """Forget the held final blocks ``keys`` (their array died)."""
+        for key in keys:
+            KEPT.pop(key, None)
 
     def warm(self) -> str:
         """Ready what reading a store needs (importing zarr and its first read, which starts

@@ -1,0 +1,132 @@
+"""Final blocks held in the node worker that made them, stored in Ray only when read.
+
+Contract: a block program's final output block that no later call reads may stay in the
+memory of the :class:`~tensorc.runtime.ray.tasks.NodeWorker` whose call made it (under a key
+in its ``KEPT``, as results read by later calls on that node are kept), instead of being
+returned by the call and stored in the object store: the call then ends when its arithmetic
+does (a call's stores are 8-10 ms of a Cholesky at n = 1536 on this machine's 4 nodes), as
+a Dask worker keeps the results it computed. The output's
+:class:`~tensorc.placement.blocks.Blocks` holds a :class:`Held` for such a block where an
+ObjectRef would be:
+
+- :func:`release` turns an array's held blocks into ObjectRefs, one call per worker that
+  returns each block as its own object (Ray stores them then, on the node that made them);
+  the array does so the first time anything reads its blocks
+  (:attr:`~tensorc.runtime.ray.arrays.DistributedArray.blocks`), a gather into the driver
+  included. The store is not saved, only moved to the first read: a program that reads
+  the blocks at once pays it there (a gather of a Cholesky factor at n = 1536 took the
+  8 ms its call saved); one that never reads some, or reads them later, does not wait;
+- :func:`drop` is what an array that dies unreleased does: the workers are told at the next
+  :func:`flush_drops` (a later run or release; never from inside the garbage
+  collector, which may run while this process holds Ray's submission lock);
+- a worker holds at most :data:`HELD_SHARE` of its node's share of the object store
+  (:func:`room`, counted in this process: what was reserved and not yet released or
+  dropped); a run holds what fits and returns the rest as before.
+
+A held block dies with its worker, as a block a dead node stored does: its release's object
+then raises Ray's actor error, which the calls reading it treat as a lost worker. Blocks small
+enough to travel in a call's reply are never held: they cost no store, and the reply keeps
+them in the driver, safe from their node's loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import defaultdict
+
+HELD_SHARE = 0.5
+"""Share of a node's object store its worker may hold in final blocks."""
+
+_HELD_BYTES: dict = defaultdict(int)  # worker handle -> bytes held, in this process's count
+_DROPPED: list = []  # (worker, key) of held blocks whose arrays died unreleased
+_LOCK = threading.Lock()
+
+
+class Held:
+    """A final block held in ``worker`` (a NodeWorker handle) under ``key``: ``nbytes``
+    long, until released (``ref``: the ObjectRef it was stored as) or dropped."""
+
+    __slots__ = ("worker", "key", "nbytes", "ref", "dropped")
+
+    def __init__(self, worker, key: str, nbytes: int) -> None:
+        self.worker, self.key, self.nbytes = worker, key, nbytes
+        self.ref = None
+        self.dropped = False
+        with _LOCK:
+            _HELD_BYTES[worker] += nbytes
+
+    def _settle(self) -> None:
+        """Count its bytes out: it was released or dropped."""
+        with _LOCK:
+            _HELD_BYTES[self.worker] -= self.nbytes
+            if _HELD_BYTES[self.worker] <= 0:
+                del _HELD_BYTES[self.worker]
+
+    def __repr__(self) -> str:
+        state = "released" if self.ref is not None else "dropped" if self.dropped else "held"
+        return f"Held({self.key!r}, {self.nbytes} bytes, {state})"
+
+
+def room(worker, store_bytes_per_node: float) -> int:
+    """Bytes ``worker`` may still take into its held blocks."""
+    with _LOCK:
+        return int(HELD_SHARE * store_bytes_per_node) - _HELD_BYTES.get(worker, 0)
+
+
+def held_bytes() -> int:
+    """Bytes held in all workers, in this process's count (what tests and stats read)."""
+    with _LOCK:
+        return sum(_HELD_BYTES.values())
+
+
+def _by_worker(held) -> dict:
+    grouped: dict = defaultdict(list)
+    for block in dict.fromkeys(held):  # once each
+        grouped[block.worker].append(block)
+    return grouped
+
+
+def release(held) -> None:
+    """Store every block of ``held`` (``Held``s not released yet) in Ray and set its
+    ``ref``: one call per worker, not waited for."""
+    flush_drops()
+    for worker, blocks in _by_worker(b for b in held if b.ref is None).items():
+        refs = worker.release.options(num_returns=len(blocks)).remote(
+            [b.key for b in blocks])
+        for block, ref in zip(blocks, refs if len(blocks) > 1 else [refs], strict=True):
+            block.ref = ref
+            block._settle()  # noqa: SLF001 - its own bookkeeping
+
+
+def drop(held) -> None:
+    """Forget ``held``'s blocks not released (their array died); the workers drop them at
+    the next :func:`flush_drops`. Safe inside the garbage collector: it only appends."""
+    for block in held:
+        if block.ref is None and not block.dropped:
+            block.dropped = True
+            block._settle()  # noqa: SLF001 - its own bookkeeping
+            _DROPPED.append((block.worker, block.key))
+
+
+def flush_drops() -> None:
+    """Tell the workers to drop the held blocks of arrays that died (not waited for; a dead
+    worker is fine: its blocks died with it)."""
+    if not _DROPPED:
+        return
+    with _LOCK:
+        dropped = _DROPPED[:]
+        del _DROPPED[:len(dropped)]
+    keys: dict = defaultdict(list)
+    for worker, key in dropped:
+        keys[worker].append(key)
+    for worker, found in keys.items():
+        with contextlib.suppress(Exception):  # a worker gone holds nothing
+            worker.drop.remote(found)
+
+
+def forget_all() -> None:
+    """Forget every count (the session ended: its workers are gone)."""
+    with _LOCK:
+        _HELD_BYTES.clear()
+        _DROPPED.clear()
