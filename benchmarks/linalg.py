@@ -54,8 +54,12 @@ and on Ray the placement of every task, which later calls on inputs of the same 
 nodes replay: ``runtime/ray/block_replay.py``), then ``--repeats`` timed calls (default 3),
 each on a fresh input (seeds 1, 2, ...) made and put in place off the clock, so no system
 is handed an earlier call's copies or results. The
-median is reported. Systems run one after the other, not interleaved; the Ray cluster is up
-only while tensorc-ray runs and Dask's only while dask runs.
+median is reported. After each timed call's clock stops, its result is gathered into the
+driver (``np.asarray``; Dask: ``compute``), and the median of those times is printed as
+``gather s``: what a script that reads the result pays next (a tensorc-ray result's final
+blocks may stay in the workers that made them until read: their store is paid there).
+Systems run one after the other, not interleaved; the Ray cluster is up only while
+tensorc-ray runs and Dask's only while dask runs.
 
 Bytes moved between nodes during a timed call (median over the timed calls): tensorc-ray:
 ``inter_node_bytes`` of ``tc.last_stats()``, the placer's count of the block copies its
@@ -641,6 +645,8 @@ class Record:
     block: str = "-"
     info: dict = field(default_factory=dict)
     max_error: float | None = None
+    gather: list[float] = field(default_factory=list)
+    """Seconds to gather each timed call's result into the driver, after its clock."""
     status: str = "ok"
     error: str | None = None
 
@@ -660,6 +666,8 @@ class Record:
                 "bytes": int(statistics.median(self.bytes)) if self.bytes else None,
                 "bytes_per_call": self.bytes, "bytes_note": self.bytes_note,
                 "blas_threads": self.blas_threads, "max_error": self.max_error,
+                "gather_seconds": self.gather,
+                "gather_median": statistics.median(self.gather) if self.gather else None,
                 "status": self.status, "error": self.error, "tensorc": self.info or None}
 
 
@@ -688,6 +696,9 @@ def run_case(system, name: str, case: Case, reference: tuple, args) -> Record:
             found.info.update(info)
             if moved is not None:
                 found.bytes.append(moved)
+            started = time.perf_counter()
+            system.fetch(result)
+            found.gather.append(time.perf_counter() - started)
             del inputs, result
         found.block = system.block_text(case, found.info)
     except Exception as err:
@@ -759,9 +770,12 @@ def results_table(records: list[Record]) -> str:
         rows.append([found.case.label, found.system, found.block,
                      common.fmt(found.median, "{:.3f}"),
                      common.fmt(min(found.seconds) if found.seconds else None, "{:.3f}"),
-                     common.fmt(found.first, "{:.3f}"), fmt_cpu(found), fmt_bytes(found),
+                     common.fmt(found.first, "{:.3f}"),
+                     common.fmt(statistics.median(found.gather) if found.gather else None,
+                                "{:.3f}"), fmt_cpu(found), fmt_bytes(found),
                      common.fmt(found.max_error, "{:.1e}"), check])
-    headers = ["case", "system", "block", "median s", "min s", "first s", "CPU s (cores)",
+    headers = ["case", "system", "block", "median s", "min s", "first s", "gather s",
+               "CPU s (cores)",
                "bytes moved", "max err", "check"]
     return common.format_table(headers, rows)
 

@@ -1,6 +1,7 @@
 """The floor a block factorisation pays on Ray before any compute: Ray's own cost of moving a
-distributed matrix's blocks to where a plan reads them and keeping its result's blocks in the
-object store.
+distributed matrix's blocks to where a plan reads them, the calls' latency, and storing
+those of its result's blocks tensorc stores (a final block too large for a call's reply
+stays in the worker that made it until read: tensorc's held blocks).
 
 On the private cluster ``tc.init(num_nodes=--nodes)`` makes, the input's blocks are made by a
 plain actor on each node, cut and spread as ``benchmarks/linalg.py`` spreads them, then, on
@@ -11,16 +12,18 @@ measured is the object store's transfers and stores and the calls' latency. Per 
 - ``cholesky`` (order ``n`` in ``--sizes``, 4 x 4 blocks of ``n / 4`` laid out as
   ``tc.asarray`` lays them out, block-cyclic over a 2 x 2 node grid on 4 nodes): one call
   on node 0 reads the 10 blocks of the lower triangle, the blocks a Cholesky reads (7 from
-  other nodes), and returns 10 new ones (a lower factor's), waited for where they are;
+  other nodes), and keeps them in its actor (the factor's 10 blocks, held), returning one
+  small block, waited for where it is;
 - ``solve`` (``--solve-sizes``): one call reading all 16 blocks (12 from other nodes: LU
   reads both triangles) and the right-hand side's 4, returning the solution's 4 blocks of
   ``n / 4`` x 1;
 - ``tsqr`` (``--tsqr-rows`` x ``--tsqr-cols`` in 8 row blocks, two on each node): the
   cheaper of the two ways any TSQR plan can go. *Gathered*: one call on node 0 reads all 8
-  blocks (6 from other nodes) and returns Q's 8 blocks and R. *Tree*: a call on each node
-  reads its own 2 blocks and returns one small block (its R), keeping its Q's blocks in the
-  actor's memory (no store); a call on node 0 reads the 4 small blocks and returns 4; a call
-  on each node reads its small block and returns its 2 blocks of Q. Both are printed.
+  blocks (6 from other nodes), keeps them (Q's 8 blocks, held) and returns R. *Tree*: a
+  call on each node reads its own 2 blocks and returns one small block (its R), keeping its
+  Q's blocks in the actor's memory (no store); a call on node 0 reads the 4 small blocks
+  and returns 4; a call on each node reads its small block, its 2 blocks of Q staying
+  held. Both are printed.
 
 Printed per case and size: the median of ``--repeats`` timed runs after one warm-up, each on
 fresh blocks (made and not fetched: the driver's wait leaves them where they were made),
@@ -70,25 +73,19 @@ def node_actors():
             rng = np.random.default_rng(seed)
             return _returns([rng.random(shape) for _ in range(count)])
 
-        def factor_blocks(self, outputs: int, *blocks):
-            """The blocks read, returned: Ray stores each anew, its copy into the store the
-            only one (a run's results are written by its arithmetic, which is not the
-            floor's)."""
-            return _returns([blocks[k % len(blocks)] for k in range(outputs)])
-
         def small_blocks(self, outputs: int, shape: tuple, *blocks):
             return _returns([np.ones(shape) for _ in range(outputs)])
 
         def leaf(self, cols: int, *blocks):
-            """Keep each block (its Q, in this process: not stored) and return one small
-            block."""
+            """Keep each block (a factor's block, held in this process: not stored; a
+            run's results are written by its arithmetic, which is not the floor's) and
+            return one small block."""
             self.kept = list(blocks)
             return np.ones((cols, cols))
 
         def finish(self, small):
-            """The kept blocks, stored anew by Ray (no copy of the floor's own)."""
-            made, self.kept = self.kept, []
-            return _returns(made)
+            """The last call of a node's tree: its kept blocks stay held."""
+            return small.shape
 
         def ready(self) -> bool:
             return True
@@ -175,8 +172,8 @@ def _timed(run, repeats: int) -> Runs:
 def cholesky_floor(actors, n: int, repeats: int, solve: bool = False) -> Runs:
     """One call on node 0 reading the blocks the factorisation reads (the Cholesky: the
     lower triangle's 10; the solve's LU: all 16, and the right-hand side's 4), laid out as
-    ``tc.asarray`` lays them out, and returning the factor's 10 blocks (a solve: the
-    solution's 4)."""
+    ``tc.asarray`` lays them out, and keeping the factor's 10 blocks (a solve: returning
+    the solution's 4, small enough for the call's reply)."""
     import ray
 
     edge = n // BLOCKS
@@ -193,9 +190,7 @@ def cholesky_floor(actors, n: int, repeats: int, solve: bool = False) -> Runs:
                 made = actors[0].small_blocks.options(num_returns=BLOCKS).remote(
                     BLOCKS, (edge, 1), *blocks)
             else:
-                outputs = BLOCKS * (BLOCKS + 1) // 2
-                made = actors[0].factor_blocks.options(num_returns=outputs).remote(
-                    outputs, *blocks)
+                made = [actors[0].leaf.remote(1, *blocks)]
             ray.wait(made, num_returns=len(made), fetch_local=False)
         return timed
 
@@ -213,9 +208,7 @@ def tsqr_floors(actors, rows: int, cols: int, repeats: int) -> dict[str, Runs]:
         blocks = _spread(actors, TSQR_BLOCKS, shape, seed)
 
         def timed():
-            made = actors[0].factor_blocks.options(num_returns=TSQR_BLOCKS + 1).remote(
-                TSQR_BLOCKS + 1, *blocks)
-            ray.wait(made, num_returns=len(made), fetch_local=False)
+            ray.wait([actors[0].leaf.remote(cols, *blocks)], fetch_local=False)
         return timed
 
     def tree(seed: int):
@@ -226,11 +219,7 @@ def tsqr_floors(actors, rows: int, cols: int, repeats: int) -> dict[str, Runs]:
             smalls = [actor.leaf.remote(cols, *own[k]) for k, actor in enumerate(actors)]
             back = actors[0].small_blocks.options(num_returns=nodes).remote(
                 nodes, (cols, cols), *smalls)
-            made = []
-            for k, actor in enumerate(actors):
-                count = len(own[k])
-                found = actor.finish.options(num_returns=count).remote(back[k])
-                made += found if count > 1 else [found]
+            made = [actor.finish.remote(back[k]) for k, actor in enumerate(actors)]
             ray.wait(made, num_returns=len(made), fetch_local=False)
         return timed
 

@@ -183,11 +183,15 @@ class DistributedArray:
         node, and that Ray cannot rebuild, raises :class:`~tensorc.errors.NodeLostError`."""
         import ray
 
+        held = bool(self._held)
         blocks = self.blocks  # held blocks are stored in Ray first
         keys = sorted(blocks.refs)
         try:
             values = ray.get([blocks.refs[k] for k in keys])
-        except ray.exceptions.ObjectLostError as err:  # made by a call on a node now gone
+        except (ray.exceptions.ObjectLostError,  # made by a call on a node now gone
+                ray.exceptions.RayActorError) as err:  # or held by a worker now gone
+            if not held and not isinstance(err, ray.exceptions.ObjectLostError):
+                raise  # a call's worker died while making it: its program runs again
             raise NodeLostError(f"a block of this {self.shape} array was lost with the node "
                                 f"that held it ({type(err).__name__})") from err
         for key in keys:
