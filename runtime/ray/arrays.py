@@ -23,6 +23,10 @@ count over the block grid, inner dimensions first:
   cluster's CPUs are factored over the dimensions, largest extent first, so every CPU gets a
   block; the node grid factors the node count the same way over the block grid;
 - ``arr.numpy()`` / ``np.asarray(arr)`` gather the blocks into one driver array;
+- a block program's large final blocks may be *held* in the node workers that made them
+  (:mod:`~tensorc.runtime.ray.held`): :attr:`DistributedArray.blocks` stores them in Ray
+  the first time it is read (every reader goes through it), :func:`wait` waits for
+  nothing more;
 - an array keeps the re-laid-out copies of itself that calls made (a repartition the plan
   chose), so a later call that wants the same layout reads them instead of re-cutting: arrays
   are immutable, so a copy never goes stale. At most :data:`RELAID_PER_ARRAY` layouts per

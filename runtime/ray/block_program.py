@@ -22,7 +22,8 @@ program's blocks by a placed step of the first call that reads each block
 (:class:`~tensorc.runtime.ray.block_waves.Stitch`: its pieces are copied to that node, and the
 block enters the object store only if a call elsewhere reads it). Outputs come back as
 :class:`~tensorc.runtime.ray.arrays.DistributedArray` (blocks stay on the nodes that computed
-them). The frontier bookkeeping it shares with the local run is
+them; a large final block stays in the memory of the node worker that made it until read:
+:mod:`~tensorc.runtime.ray.held`). The frontier bookkeeping it shares with the local run is
 :mod:`tensorc.runtime.block_frontier`.
 
 A run records its placed waves (:mod:`~tensorc.runtime.ray.block_replay`); a later run
@@ -37,7 +38,8 @@ lineage reconstruction rebuilds), as einsum programs do.
 Statistics: ``tasks``, ``remote_calls`` (calls submitted), ``waves``,
 ``driver_seconds_per_task`` (the driver's time expanding, placing and submitting, per task),
 ``tasks_per_node``, ``kept_results`` (results kept in their node's worker for its later
-calls instead of stored, :mod:`~tensorc.runtime.ray.block_waves`), ``call_threads`` (per
+calls instead of stored, :mod:`~tensorc.runtime.ray.block_waves`), ``held_results`` (final
+blocks held in their worker until read, :mod:`~tensorc.runtime.ray.held`), ``call_threads`` (per
 node, the most threads one of its calls ran its steps on: a node that runs a wave's work
 alone on a machine it shares with other nodes uses the machine's cores,
 :meth:`~tensorc.placement.block_placement.BlockPlacer.wave_threads`),

@@ -33,7 +33,9 @@ submits, as many times as a recording replays it:
   worker (:data:`~tensorc.runtime.ray.tasks.KEPT`, under a key relative to the prefix the
   calls are submitted with, a run's own), not stored and read back: a TSQR leaf's tall Q
   factor, read again by its node's last call. On a node without a worker it is returned
-  as before.
+  as before. A result the caller asks to *hold* (an output's final block no later wave
+  reads: :mod:`~tensorc.runtime.ray.held`) is kept the same way, with no last reader,
+  when no call on another node reads it.
 
 :meth:`Prepared.submit` returns the refs of the wanted results and the calls' report refs
 (the caller waits on them with :func:`~tensorc.runtime.ray.calls.wait_for_calls`). Plain

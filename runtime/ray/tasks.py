@@ -34,7 +34,9 @@ task on another node reads them.
   later calls on the same node read stays in this worker's memory (:data:`KEPT`,
   read-only as a Ray object is) instead of being stored and read back, its call returning
   it under a key, the last call reading it taking it back (:class:`NodeWorker` calls of
-  one submitter run in submission order). An argument may be a
+  one submitter run in submission order); an output's final block *held* there
+  (:mod:`~tensorc.runtime.ray.held`) has no last reader: :meth:`NodeWorker.release`
+  returns it when something reads it, :meth:`NodeWorker.drop` forgets it. An argument may be a
   :class:`~tensorc.stored.StoredArray` (passed by value, as its path): the call's read steps
   read their blocks from it, here.
 
