@@ -26,6 +26,7 @@ import socket
 from dataclasses import dataclass, field
 
 from tensorc.errors import ExecutionError
+from tensorc.runtime.ray.held import forget_all
 
 LOCAL_NODE_MEMORY = 512 * 1024 * 1024
 """Object store per node of a private multi-node cluster (bytes)."""
@@ -208,8 +209,6 @@ def connect(address: str | None = None, num_nodes: int | None = None) -> RayClus
 def disconnect(cluster: RayCluster | None) -> None:
     """Disconnect from Ray and stop the private cluster, if this process started one."""
     import ray
-
-    from tensorc.runtime.ray.held import forget_all
 
     forget_all()  # the workers holding blocks end with the session
     if ray.is_initialized():
