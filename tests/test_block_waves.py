@@ -115,3 +115,29 @@ def test_a_calls_report_is_pickled_by_reference_not_by_code():
     assert len(sent) < 200 and b"CodeType" not in sent
     back = cloudpickle.loads(sent)
     assert type(back) is NodeReport and back == report and back.peak_rss == 123_456_789
+
+
+def test_a_held_final_block_stays_in_its_call_and_a_later_reader_on_its_node_leaves_it():
+    # node 0 makes a, a final block to hold that its own later call reads too (after node
+    # 1's c, which starts that call's level); c is a final block to hold as well, but a
+    # call on node 0 reads it: it must cross, so it is returned instead
+    wave = Wave()
+    a = wave.add(0, kernel(), [(REF, "x")])
+    c = wave.add(1, kernel(), [(REF, "y")])
+    wave.add(0, kernel(), [(PENDING, a, 0), (PENDING, c, 0)])
+    calls = wave.calls(wanted={(a, 0), (c, 0), (2, 0)}, nodes_kept=(0, 1),
+                       held={(a, 0): 8, (c, 0): 8})
+    first, second, last = calls
+    assert [call[0] for call in calls] == [0, 1, 0]
+    assert first[4] == [] and first[6] == ((0, "0.0"),) and first[7] == (((a, 0), "0.0"),)
+    assert second[4] == [(c, 0)] and second[7] == ()  # read on node 0: returned, not held
+    assert last[5] == (("0.0", False),)  # the reader never takes a held block back
+    assert last[4] == [(2, 0)]
+
+
+def test_a_held_block_on_a_node_without_a_worker_is_returned():
+    wave = Wave()
+    a = wave.add(2, kernel(), [(REF, "x")])
+    ((_, _, _, exports, exported, _, keep_out, held),) = wave.calls(
+        wanted={(a, 0)}, nodes_kept=(0, 1), held={(a, 0): 8})
+    assert exported == [(a, 0)] and exports == (0,) and keep_out == () and held == ()

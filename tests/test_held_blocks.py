@@ -13,7 +13,7 @@ import pytest
 
 import tensorc as tc
 from tensorc.driver.block_programs import shipped
-from tensorc.runtime.ray import block_replay, held
+from tensorc.runtime.ray import held
 from tensorc.runtime.ray.held import Held
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
@@ -26,13 +26,15 @@ def spd(n: int) -> np.ndarray:
 
 
 def _kept_in_workers() -> int:
-    """How many blocks the node workers keep or hold, all together."""
+    """How many blocks the node workers keep or hold, all together (asked as a submission
+    asks for the workers: the drops of arrays that died are sent first)."""
     import ray
 
+    from tensorc.runtime.ray.calls import node_workers
     from tensorc.runtime.ray.cluster import connected
 
     return sum(ray.get([worker.forget.remote("no run has this prefix")
-                        for worker in connected().workers]))
+                        for worker in node_workers(connected())]))
 
 
 def _factor(a: np.ndarray):
@@ -44,25 +46,33 @@ def _factor(a: np.ndarray):
 
 
 def test_a_factor_s_blocks_stay_in_their_worker_until_read():
+    import ray
+
     a = spd(512)
     before = _kept_in_workers()
     lower, written = _factor(a)
     stats = tc.last_stats()
     assert stats["held_results"] == written and not stats["per_task"]
     assert lower.held_blocks == written
+    ran = [n for n, count in enumerate(stats["tasks_per_node"]) if count]
+    assert all(stats["node_peak_rss_bytes"][n] for n in ran)  # a call returning no block too
     assert _kept_in_workers() - before == written
     tc.wait(lower)  # they exist: waiting stores nothing
     assert lower.held_blocks == written
     assert sum(isinstance(ref, Held) for ref in lower._blocks.refs.values()) == written  # noqa: SLF001
     np.testing.assert_allclose(lower.numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
     assert lower.held_blocks == 0  # released by the gather: now Ray objects
-    assert not any(isinstance(ref, Held) for ref in lower.blocks.refs.values())
+    assert all(isinstance(ref, ray.ObjectRef) for ref in lower.layout.refs.values())
     assert _kept_in_workers() == before
 
 
 def test_a_held_factor_read_by_a_later_program_gives_numpy_s_answer():
     a = spd(512)
-    lower, _ = _factor(a)
+    lower, written = _factor(a)
+    assert lower.held_blocks == written
+    layout = lower.layout.bounds
+    assert tc.asarray(lower, block_shape=(128, 128)).value() is lower  # its layout, read
+    assert lower.held_blocks == written and lower.layout.bounds == layout
     product = tc.einsum("ik,jk->ij", lower, lower)
     np.testing.assert_allclose(product.numpy(), a, rtol=1e-10)
 
@@ -89,8 +99,7 @@ def test_a_worker_without_room_stores_its_final_blocks(monkeypatch):
     np.testing.assert_allclose(lower.numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
 
 
-def test_a_replay_holds_its_final_blocks_too(monkeypatch):
-    monkeypatch.setattr(block_replay, "RECORDINGS", block_replay.RECORDINGS.__class__())
+def test_a_replay_holds_its_final_blocks_too():
     a = spd(512)
     first, written = _factor(a)
     assert not tc.last_stats()["replayed"]
@@ -118,3 +127,74 @@ def test_a_held_block_lost_with_its_worker_raises_node_lost_as_a_stored_one_does
                                             r"with the node that held it \(ActorDiedError\)$"):
         lower.numpy()
     connected().restart_workers()  # the next test's runs start new workers
+
+
+FAILS_AFTER_ITS_FIRST_WAVE = """
+size M, N
+blocks MB of M
+input  A : f64[M, N]
+output X : f64[M, N]
+output F : f64[N, N]
+tensor G : f64
+for i in 0:MB {
+  X{i, 0} = A{i, 0} + A{i, 0}
+}
+G{0, 0} = T(A{0, 0}) @ A{0, 0}
+for i in 1:MB {
+  G{0, 0} = G{0, 0} + T(A{i, 0}) @ A{i, 0}
+}
+F{0, 0} = chol(-G{0, 0})
+"""
+
+
+def test_a_run_that_fails_after_holding_blocks_holds_none(monkeypatch):
+    # waves of 4 tasks: X's blocks are final and held in the first waves, the Cholesky of a
+    # negative definite matrix fails in the last; what the run held is counted out and
+    # dropped from the workers
+    from tensorc.runtime.ray import block_program
+
+    monkeypatch.setattr(block_program, "WINDOW", 4)
+    program = tc.compile(FAILS_AFTER_ITS_FIRST_WAVE)
+    placed = tc.asarray(RNG.random((8192, 16)), block_shape=(1024, 16)).value()
+    before_bytes, before = held.held_bytes(), _kept_in_workers()
+    held_before_failing = []
+    hold = held.Held.__init__
+
+    def counted(self, *args):
+        hold(self, *args)
+        held_before_failing.append(self)
+
+    monkeypatch.setattr(held.Held, "__init__", counted)
+    with pytest.raises(np.linalg.LinAlgError, match="^Matrix is not positive definite$"):
+        program.run(A=placed, MB=8)
+    assert held_before_failing  # X's blocks were held, and then
+    assert held.held_bytes() == before_bytes
+    assert _kept_in_workers() == before
+
+
+def test_two_threads_reading_a_held_array_release_it_once(monkeypatch):
+    import threading
+    import time
+
+    from tensorc.runtime.ray import arrays
+
+    a = spd(512)
+    lower, written = _factor(a)
+    sent, release = [], arrays.release
+
+    def slow(blocks):  # the second thread arrives while the first releases
+        blocks = list(blocks)
+        sent.append(len(blocks))
+        time.sleep(0.2)
+        release(blocks)
+
+    monkeypatch.setattr(arrays, "release", slow)
+    read: list = []
+    threads = [threading.Thread(target=lambda: read.append(lower.numpy())) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sent == [written] and len(read) == 2
+    for value in read:
+        np.testing.assert_allclose(value, np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)

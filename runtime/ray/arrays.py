@@ -25,8 +25,9 @@ count over the block grid, inner dimensions first:
 - ``arr.numpy()`` / ``np.asarray(arr)`` gather the blocks into one driver array;
 - a block program's large final blocks may be *held* in the node workers that made them
   (:mod:`~tensorc.runtime.ray.held`): :attr:`DistributedArray.blocks` stores them in Ray
-  the first time it is read (every reader goes through it), :func:`wait` waits for
-  nothing more;
+  the first time it is read (every reader of refs goes through it; readers of the
+  bounds and nodes alone use :attr:`DistributedArray.layout`, which releases nothing),
+  :func:`wait` waits for nothing more;
 - an array keeps the re-laid-out copies of itself that calls made (a repartition the plan
   chose), so a later call that wants the same layout reads them instead of re-cutting: arrays
   are immutable, so a copy never goes stale. At most :data:`RELAID_PER_ARRAY` layouts per
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -71,6 +73,7 @@ RELAID_BUDGET = 0.25
 """Share of the cluster's object store all kept copies may take."""
 
 _KEPT: OrderedDict = OrderedDict()  # (weakref to array, layout key) -> bytes, LRU first
+_RELEASING = threading.Lock()  # an array's held blocks are released once
 
 
 class DistributedArray:
@@ -82,8 +85,9 @@ class DistributedArray:
         self.node_grid = node_grid
         self._held = {coords: ref for coords, ref in blocks.refs.items()
                       if isinstance(ref, Held)}
-        if self._held:  # an array that dies unread frees them
-            weakref.finalize(self, drop_held, tuple(self._held.values()))
+        self._held_once = bool(self._held)  # its gather maps a dead worker to NodeLostError
+        self._unread = (weakref.finalize(self, drop_held, tuple(self._held.values()))
+                        if self._held else None)  # an array that dies unread frees them
         self._relaid: dict[tuple, Blocks] = {}
         self.origin: str | None = None
         """Where its layout came from, for ``explain()`` (``None``: a computed result)."""
@@ -159,10 +163,20 @@ class DistributedArray:
         """Its blocks, each an ObjectRef: blocks held in their workers are stored in Ray
         first (:func:`~tensorc.runtime.ray.held.release`)."""
         if self._held:
-            release(self._held.values())
-            for coords, held in self._held.items():
-                self._blocks.refs[coords] = held.ref
-            self._held = {}
+            with _RELEASING:  # once, whichever thread reads first
+                if self._held:
+                    release(self._held.values())
+                    for coords, held in self._held.items():
+                        self._blocks.refs[coords] = held.ref
+                    self._held = {}
+                    self._unread.detach()
+        return self._blocks
+
+    @property
+    def layout(self) -> Blocks:
+        """Its blocks' bounds and nodes, for readers of the layout alone: a held block's
+        ref is a :class:`~tensorc.runtime.ray.held.Held` here (read refs from
+        :attr:`blocks`)."""
         return self._blocks
 
     @property
@@ -187,14 +201,13 @@ class DistributedArray:
         node, and that Ray cannot rebuild, raises :class:`~tensorc.errors.NodeLostError`."""
         import ray
 
-        held = bool(self._held)
         blocks = self.blocks  # held blocks are stored in Ray first
         keys = sorted(blocks.refs)
         try:
             values = ray.get([blocks.refs[k] for k in keys])
         except (ray.exceptions.ObjectLostError,  # made by a call on a node now gone
                 ray.exceptions.RayActorError) as err:  # or held by a worker now gone
-            if not held and not isinstance(err, ray.exceptions.ObjectLostError):
+            if not self._held_once and not isinstance(err, ray.exceptions.ObjectLostError):
                 raise  # a call's worker died while making it: its program runs again
             raise NodeLostError(f"a block of this {self.shape} array was lost with the node "
                                 f"that held it ({type(err).__name__})") from err
@@ -448,11 +461,11 @@ def join_columns(parts: Sequence) -> DistributedArray | None:
     if not placed or any(np.ndim(p) not in (1, 2) or np.dtype(p.dtype) != placed[0].dtype
                          or np.shape(p)[0] != placed[0].shape[0] for p in parts):
         return None
-    rows = placed[0].blocks.bounds[0]
-    if any(p.blocks.bounds[0] != rows for p in placed):
+    rows = placed[0].layout.bounds[0]
+    if any(p.layout.bounds[0] != rows for p in placed):
         return None
     cluster = ray_cluster()
-    inners = [p.blocks.bounds[1] if isinstance(p, DistributedArray) and p.ndim == 2
+    inners = [p.layout.bounds[1] if isinstance(p, DistributedArray) and p.ndim == 2
               else (0, p.shape[1]) if p.ndim == 2 else (0, 1) for p in parts]
     edges, offsets = [0], []
     for inner in inners:

@@ -58,7 +58,7 @@ import itertools
 import math
 import os
 import time
-from collections import deque
+from collections import Counter, deque
 from functools import partial
 
 import numpy as np
@@ -94,7 +94,6 @@ from tensorc.runtime.ray.block_replay import (
 from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Stitch, Wave, ZeroBlock
 from tensorc.runtime.ray.calls import WorkerLost, node_workers, submit, wait_for_calls
 from tensorc.runtime.ray.held import drop as drop_held
-from tensorc.runtime.ray.held import flush_drops
 from tensorc.runtime.ray.held import room as held_room
 
 WINDOW = 1024
@@ -108,7 +107,6 @@ def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, b
     """Run on the Ray cluster (see the module docstring); ``window``: tasks per wave
     (default :data:`WINDOW`)."""
     window = window or WINDOW
-    flush_drops()
     if not per_task:
         key = replay_key(dag, inputs, scheduler, dtype, window, cluster, machine())
         try:
@@ -176,8 +174,7 @@ class _RayDagRun:
             return self._run(window)
         except BaseException:  # even mid-flush: calls already sent may have kept results
             if not self.per_task:
-                _forget_kept(self.cluster, self.token)
-                drop_held(self.held)
+                _forget_kept(self.cluster, self.token, self.held)
             raise
 
     def _run(self, window: int) -> tuple[dict, dict]:
@@ -253,12 +250,12 @@ class _RayDagRun:
         wave = self.wave
         pending = [key for key, source in self.refs.items() if source[0] == PENDING]
         finals = [key for key, found in self.finals.items() if found[0][0] == PENDING]
-        wanted = {self.refs[key][1:] for key in pending}
-        wanted.update(self.finals[key][0][1:] for key in finals)
+        read_later = {self.refs[key][1:] for key in pending}
+        wanted = read_later | {self.finals[key][0][1:] for key in finals}
         threads = self.placer.wave_threads(self.cluster.cpus)
         self.threads = ([max(t, u) for t, u in zip(self.threads, threads, strict=True)]
                         if len(self.threads) == len(threads) else threads)
-        held = self._holdable(finals, wanted - {self.refs[key][1:] for key in pending})
+        held = self._holdable(finals, wanted - read_later)
         prepared = wave.prepare(wanted, self.cluster, held)
         made, reports = prepared.submit(self.cluster, threads, f"{self.token}{self.waves}/",
                                         self.binding)
@@ -272,9 +269,7 @@ class _RayDagRun:
             self.record = None  # too large to keep: the run holds its frontier, not its calls
         if self.record is not None:
             self.record.add_wave(prepared, threads)
-        read_later = set()
         for key in pending:
-            read_later.add(self.refs[key][1:])
             self.refs[key] = (MADE, self.waves, *self.refs[key][1:])
         for key in finals:
             source, node, shape = self.finals[key]
@@ -298,17 +293,14 @@ class _RayDagRun:
         them."""
         if self.per_task:
             return {}
-        workers = node_workers(self.cluster)
-        share = self.cluster.store_bytes / max(1, self.cluster.nodes)
-        sources = [self.finals[key][0][1:] for key in finals]
-        counts = {result: sources.count(result) for result in sources}
-        room = {node: held_room(worker, share) for node, worker in enumerate(workers)}
+        counts = Counter(self.finals[key][0][1:] for key in finals)
+        room = _room(self.cluster)
         holdable = {}
         for key in finals:
             source, node, shape = self.finals[key]
             result = source[1:]
             nbytes = math.prod(shape) * _output_dtype(self.program, key[0], self.dtype).itemsize
-            if (result in final_only and counts[result] == 1 and node < len(workers)
+            if (result in final_only and counts[result] == 1 and node in room
                     and self.cluster.inline_bytes < nbytes <= room[node]):
                 holdable[result] = nbytes
                 room[node] -= nbytes
@@ -458,8 +450,7 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
             in_flight.add(reports)
         in_flight.drain()
     except BaseException:  # calls already sent may have kept results
-        _forget_kept(cluster, token)
-        drop_held(held)
+        _forget_kept(cluster, token, held)
         raise
     finished = time.perf_counter()
     finals = {key: ((REF, binding(symbol)), node, shape)
@@ -476,16 +467,20 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
     return outputs, stats
 
 
+def _room(cluster) -> dict[int, int]:
+    """Per node with a worker, the bytes of final blocks it may still hold."""
+    share = cluster.store_bytes / max(1, cluster.nodes)
+    return {node: held_room(worker, share) for node, worker in enumerate(node_workers(cluster))}
+
+
 def _room_for(recording: Recording, cluster) -> bool:
     """Whether the node workers have room for the final blocks ``recording`` holds."""
-    workers = node_workers(cluster)
-    share = cluster.store_bytes / max(1, cluster.nodes)
-    wanted: dict[int, int] = {}
+    wanted: Counter = Counter()
     for wave in recording.waves:
-        for node, nbytes in wave.prepared.held_bytes().items():
-            wanted[node] = wanted.get(node, 0) + nbytes
-    return all(node < len(workers) and nbytes <= held_room(workers[node], share)
-               for node, nbytes in wanted.items())
+        for node, _, _, nbytes in wave.prepared.held:
+            wanted[node] += nbytes
+    room = _room(cluster)
+    return all(node in room and nbytes <= room[node] for node, nbytes in wanted.items())
 
 
 class _WavesInFlight:
@@ -514,12 +509,14 @@ class _WavesInFlight:
         self.waiting += time.perf_counter() - waited
 
 
-def _forget_kept(cluster, token: str) -> None:
-    """Tell every node worker to drop the results a failed run kept under ``token``; not
-    waited for (a dead worker is fine)."""
+def _forget_kept(cluster, token: str, held: list) -> None:
+    """Tell every node worker to drop the results a failed run kept under ``token``, and
+    forget the final blocks it held (``held``: their workers may have been replaced since);
+    not waited for (a dead worker is fine)."""
     for worker in cluster.workers:
         with contextlib.suppress(Exception):  # the error that failed the run matters more
             worker.forget.remote(token)
+    drop_held(held)
 
 
 class _Binding:

@@ -124,7 +124,7 @@ def replay_key(dag, inputs: dict, scheduler: str, dtype, window: int, cluster, f
         if isinstance(value, np.ndarray):
             signature.append((name, "numpy", value.shape, value.dtype.str))
             continue
-        stored = getattr(value, "blocks", None)
+        stored = getattr(value, "layout", None)  # its blocks stay held, if they are
         if stored is None:
             return None
         signature.append((name, "cluster", stored.bounds, np.dtype(stored.dtype).str,

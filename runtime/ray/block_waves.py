@@ -267,12 +267,6 @@ class Prepared:
         self.calls = [(node, args, len(exports), exported)  # the steps are in the payloads
                       for node, _, args, exports, exported, _, _, _ in calls]
 
-    def held_bytes(self) -> dict[int, int]:
-        """Per node, the bytes of the final blocks its worker will hold."""
-        found: dict[int, int] = {}
-        for node, _, _, nbytes in self.held:
-            found[node] = found.get(node, 0) + nbytes
-        return found
 
     def submit(self, cluster, threads: list[int] | None, prefix: str, bind
                ) -> tuple[dict, list]:

@@ -51,6 +51,7 @@ from tensorc.errors import ExecutionError, StorageError
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.cluster import RayCluster
+from tensorc.runtime.ray.held import flush_drops
 from tensorc.runtime.ray.inline import Inline
 from tensorc.runtime.ray.stages import INPUT, STORED, StagedCalls
 
@@ -62,7 +63,9 @@ SUBMITTING = threading.Lock()
 def node_workers(cluster: RayCluster) -> list:
     """The :class:`~tensorc.runtime.ray.tasks.NodeWorker` of every live node, started once
     per cluster membership (a node that died takes its worker's place in the order with
-    it)."""
+    it). Every submission asks for them: the held blocks of arrays that died are dropped
+    first (:func:`~tensorc.runtime.ray.held.flush_drops`)."""
+    flush_drops()
     if cluster.workers_epoch != cluster.epoch or len(cluster.workers) != cluster.nodes:
         cluster.workers = [ray_tasks.node_worker(node) for node in cluster.node_ids]
         cluster.workers_epoch = cluster.epoch

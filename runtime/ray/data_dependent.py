@@ -81,7 +81,7 @@ def _stored(value: DistributedArray, whole_from: int, upto: int) -> Blocks:
     """``value``'s blocks, re-cut on the nodes so dimensions ``whole_from`` to ``upto - 1``
     are each one block (what C order across blocks needs)."""
     cluster = ray_cluster()
-    bounds = value.blocks.bounds
+    bounds = value.layout.bounds
     if all(len(bounds[d]) <= 2 for d in range(whole_from, upto)):
         return value.blocks.resolve(cluster.locate, cluster.epoch)
     wanted = tuple((0, n) if whole_from <= d < upto else tuple(b)

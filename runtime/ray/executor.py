@@ -143,7 +143,7 @@ class RayExecutor(Executor):
                                   grid=grid)
         bounds = block_bounds(shape, default_blocking(shape, block_shape, grid,
                                                       cluster.total_cpus))
-        if tuple(tuple(b) for b in bounds) == tuple(tuple(b) for b in value.blocks.bounds):
+        if tuple(tuple(b) for b in bounds) == tuple(tuple(b) for b in value.layout.bounds):
             return value
         grid_of = tuple(len(edges) - 1 for edges in bounds)
         return whole_array.relayout(value, bounds, arrays.node_grid_for(grid_of, cluster.nodes))

@@ -23,10 +23,13 @@ ObjectRef would be:
   (:func:`room`, counted in this process: what was reserved and not yet released or
   dropped); a run holds what fits and returns the rest as before.
 
-A held block dies with its worker, as a block a dead node stored does: its release's object
-then raises Ray's actor error, which the calls reading it treat as a lost worker. Blocks small
-enough to travel in a call's reply are never held: they cost no store, and the reply keeps
-them in the driver, safe from their node's loss.
+A held block dies with its worker, as a block a dead node stored does (unlike a stored
+block, it also dies with a worker killed on a living node, by Ray's memory monitor say,
+and lineage cannot rebuild it): its release's object then raises Ray's actor error, which
+the calls reading it treat as a lost worker and a gather reports as
+:class:`~tensorc.errors.NodeLostError`. Blocks small enough to travel in a call's reply are
+never held: they cost no store, and the reply keeps them in the driver, safe from their
+node's loss.
 """
 
 from __future__ import annotations
@@ -39,13 +42,15 @@ HELD_SHARE = 0.5
 """Share of a node's object store its worker may hold in final blocks."""
 
 _HELD_BYTES: dict = defaultdict(int)  # worker handle -> bytes held, in this process's count
-_DROPPED: list = []  # (worker, key) of held blocks whose arrays died unreleased
+_DROPPED: list = []  # Helds whose arrays died unreleased, their bytes not yet counted out
+_UNSENT: dict = defaultdict(list)  # worker handle -> keys to drop, counted out, not yet sent
 _LOCK = threading.Lock()
 
 
 class Held:
     """A final block held in ``worker`` (a NodeWorker handle) under ``key``: ``nbytes``
-    long, until released (``ref``: the ObjectRef it was stored as) or dropped."""
+    long, until released (``ref``: the ObjectRef it was stored as; the handle is let go)
+    or dropped."""
 
     __slots__ = ("worker", "key", "nbytes", "ref", "dropped")
 
@@ -56,73 +61,81 @@ class Held:
         with _LOCK:
             _HELD_BYTES[worker] += nbytes
 
-    def _settle(self) -> None:
-        """Count its bytes out: it was released or dropped."""
-        with _LOCK:
-            _HELD_BYTES[self.worker] -= self.nbytes
-            if _HELD_BYTES[self.worker] <= 0:
-                del _HELD_BYTES[self.worker]
-
     def __repr__(self) -> str:
         state = "released" if self.ref is not None else "dropped" if self.dropped else "held"
         return f"Held({self.key!r}, {self.nbytes} bytes, {state})"
 
 
+def _count_out(block: Held) -> None:
+    """Its bytes leave its worker's count (``_LOCK`` held)."""
+    left = _HELD_BYTES[block.worker] - block.nbytes
+    if left > 0:
+        _HELD_BYTES[block.worker] = left
+    else:
+        del _HELD_BYTES[block.worker]
+
+
+def _settle_dropped() -> None:
+    """Count out the dropped blocks and queue their keys (``_LOCK`` held)."""
+    while _DROPPED:
+        block = _DROPPED.pop()  # atomic: the collector may append meanwhile
+        _count_out(block)
+        _UNSENT[block.worker].append(block.key)
+
+
 def room(worker, store_bytes_per_node: float) -> int:
     """Bytes ``worker`` may still take into its held blocks."""
     with _LOCK:
+        _settle_dropped()
         return int(HELD_SHARE * store_bytes_per_node) - _HELD_BYTES.get(worker, 0)
 
 
 def held_bytes() -> int:
-    """Bytes held in all workers, in this process's count (what tests and stats read)."""
+    """Bytes held in all workers, in this process's count."""
     with _LOCK:
+        _settle_dropped()
         return sum(_HELD_BYTES.values())
 
 
-def _by_worker(held) -> dict:
+def release(held) -> None:
+    """Store every block of ``held`` not released yet in Ray and set its ``ref``: one call
+    per worker, not waited for. Callers release an array's blocks once (under its lock)."""
+    flush_drops()
     grouped: dict = defaultdict(list)
     for block in dict.fromkeys(held):  # once each
-        grouped[block.worker].append(block)
-    return grouped
-
-
-def release(held) -> None:
-    """Store every block of ``held`` (``Held``s not released yet) in Ray and set its
-    ``ref``: one call per worker, not waited for."""
-    flush_drops()
-    for worker, blocks in _by_worker(b for b in held if b.ref is None).items():
+        if block.ref is None and not block.dropped:
+            grouped[block.worker].append(block)
+    for worker, blocks in grouped.items():
         refs = worker.release.options(num_returns=len(blocks)).remote(
             [b.key for b in blocks])
-        for block, ref in zip(blocks, refs if len(blocks) > 1 else [refs], strict=True):
-            block.ref = ref
-            block._settle()  # noqa: SLF001 - its own bookkeeping
+        with _LOCK:
+            for block, ref in zip(blocks, refs if len(blocks) > 1 else [refs], strict=True):
+                block.ref = ref
+                _count_out(block)
+                block.worker = None  # a worker replaced since is freed with its last handle
 
 
 def drop(held) -> None:
-    """Forget ``held``'s blocks not released (their array died); the workers drop them at
-    the next :func:`flush_drops`. Safe inside the garbage collector: it only appends."""
+    """Forget ``held``'s blocks not released (their array died). Safe inside the garbage
+    collector: it takes no lock, only marks and appends; :func:`flush_drops` does the rest."""
     for block in held:
         if block.ref is None and not block.dropped:
             block.dropped = True
-            block._settle()  # noqa: SLF001 - its own bookkeeping
-            _DROPPED.append((block.worker, block.key))
+            _DROPPED.append(block)
 
 
 def flush_drops() -> None:
     """Tell the workers to drop the held blocks of arrays that died (not waited for; a dead
     worker is fine: its blocks died with it)."""
-    if not _DROPPED:
+    if not _DROPPED and not _UNSENT:
         return
     with _LOCK:
-        dropped = _DROPPED[:]
-        del _DROPPED[:len(dropped)]
-    keys: dict = defaultdict(list)
-    for worker, key in dropped:
-        keys[worker].append(key)
-    for worker, found in keys.items():
+        _settle_dropped()
+        unsent = dict(_UNSENT)
+        _UNSENT.clear()
+    for worker, keys in unsent.items():
         with contextlib.suppress(Exception):  # a worker gone holds nothing
-            worker.drop.remote(found)
+            worker.drop.remote(keys)
 
 
 def forget_all() -> None:
@@ -130,3 +143,4 @@ def forget_all() -> None:
     with _LOCK:
         _HELD_BYTES.clear()
         _DROPPED.clear()
+        _UNSENT.clear()

@@ -91,7 +91,7 @@ def layouts_of(operands: Sequence[object]) -> dict[int, Blocks]:
     """The layout (no data) of every ``DistributedArray`` operand, by position, for the planner."""
     cluster = ray_cluster()
     return {
-        position: operand.blocks.resolve(cluster.locate, cluster.epoch).without_data()
+        position: operand.layout.resolve(cluster.locate, cluster.epoch).without_data()
         for position, operand in enumerate(operands) if isinstance(operand, DistributedArray)
     }
 

@@ -77,7 +77,7 @@ def _write_with(writer, slices: tuple[slice, ...], block) -> int:
 def write_result(sink, value) -> None:
     """Write ``value``, computed whole, into ``sink`` (module docstring)."""
     if isinstance(value, DistributedArray) and value.size:
-        chunks = sink_chunks(value.blocks.bounds, sink.chunks)
+        chunks = sink_chunks(value.layout.bounds, sink.chunks)
         writer = sink.node_writer()
         if chunks is not None and writer is not None:
             sink.open(chunks)

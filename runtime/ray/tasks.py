@@ -381,6 +381,8 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
         if isinstance(value, np.ndarray):
             value.flags.writeable = False  # as a Ray object is: no later step writes it
         KEPT[prefix + key] = value
+    if not exports:  # the report alone (all its results kept): one value, not a 1-tuple
+        return NodeReport.of(node, resident.peak)
     return (*results[:len(exports)], NodeReport.of(node, resident.peak))
 
 
@@ -389,8 +391,8 @@ def _held(key: str) -> np.ndarray:
     try:
         return KEPT.pop(key)
     except KeyError:
-        raise KeyError(f"this node worker does not hold block {key!r} (it was "
-                       f"restarted, or the block was dropped)") from None
+        raise KeyError(f"this node worker does not hold block {key!r} (released or "
+                       f"dropped already)") from None
 
 
 class NodeWorker:

@@ -315,8 +315,8 @@ def _preferred(program: BlockProgramIR, values: dict) -> dict[str, int]:
 def stored_layouts(values: dict) -> dict:
     """How the inputs already on the cluster are cut and placed: ``{name: (bounds,
     ((block, node), ...))}`` (what the count choice simulates reading them from)."""
-    return {name: (value.blocks.bounds,
-                   tuple(sorted((c, n or 0) for c, n in value.blocks.nodes.items())))
+    return {name: (value.layout.bounds,
+                   tuple(sorted((c, n or 0) for c, n in value.layout.nodes.items())))
             for name, value in values.items() if isinstance(value, DistributedArray)}
 
 
