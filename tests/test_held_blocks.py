@@ -198,3 +198,38 @@ def test_two_threads_reading_a_held_array_release_it_once(monkeypatch):
     assert sent == [written] and len(read) == 2
     for value in read:
         np.testing.assert_allclose(value, np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
+
+
+def test_a_later_program_on_the_holding_node_reads_the_blocks_there_unstored():
+    a = spd(512)
+    lower, written = _factor(a)
+    b = RNG.random((512, 3))
+    x = shipped("lower_solve").run(L=lower, B=b, NB=4, KB=1)["X"]
+    assert tc.last_stats()["tasks_per_node"][1:] == [0, 0, 0]  # where L is, node 0
+    assert lower.held_blocks == written  # read in its worker, still held
+    np.testing.assert_allclose(x.numpy(), np.linalg.solve(np.linalg.cholesky(a), b),
+                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(lower.numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
+
+
+def test_a_call_on_another_node_reads_a_held_block_stored_first():
+    import ray
+
+    from tensorc.runtime.ray import block_program
+    from tensorc.runtime.ray.calls import node_workers
+    from tensorc.runtime.ray.cluster import connected
+    from tensorc.runtime.ray.tasks import HeldRead
+
+    lower, written = _factor(spd(512))
+    holder = next(ref.worker for ref in lower.layout.refs.values() if isinstance(ref, Held))
+    workers = node_workers(connected())
+    here = workers.index(holder)
+    program = shipped("lower_solve").program
+    edges = (0, 128, 256, 384, 512)
+    binding = block_program._Binding(  # noqa: SLF001 - the binding under test
+        program, {"L": lower, "B": RNG.random((512, 3))}, {"N": edges, "K": (0, 3)},
+        connected())
+    symbol = (block_program.INPUT, "L", (1, 1))
+    assert isinstance(binding(symbol, here), HeldRead) and lower.held_blocks == written
+    elsewhere = binding(symbol, (here + 1) % len(workers))
+    assert isinstance(elsewhere, ray.ObjectRef) and lower.held_blocks == 0

@@ -93,6 +93,7 @@ from tensorc.runtime.ray.block_replay import (
 )
 from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Stitch, Wave, ZeroBlock
 from tensorc.runtime.ray.calls import WorkerLost, node_workers, submit, wait_for_calls
+from tensorc.runtime.ray.held import Held
 from tensorc.runtime.ray.held import drop as drop_held
 from tensorc.runtime.ray.held import room as held_room
 
@@ -144,7 +145,7 @@ class _RayDagRun:
                                   small_hop_seconds=figures.small_call_seconds,
                                   inline_bytes=figures.inline_bytes,
                                   hosts=figures.hosts(cluster.nodes, cluster.node_ids))
-        self.binding = _Binding(program, inputs, bounds)
+        self.binding = _Binding(program, inputs, bounds, cluster)
         self.source = _RayInputs(program, inputs, cluster, self.placer, dag, self.binding,
                                  None if per_task else self._stitch)
         self.frontier = _Frontier(dag)
@@ -436,7 +437,7 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
     or pickled. A run that fails leaves no result kept in a node worker."""
     started = time.perf_counter()
     token = f"{os.getpid()}.{next(_RUNS)}/"
-    binding = _Binding(program, inputs, bounds)
+    binding = _Binding(program, inputs, bounds, cluster)
     in_flight = _WavesInFlight(cluster)
     held = []
     try:
@@ -522,22 +523,32 @@ def _forget_kept(cluster, token: str, held: list) -> None:
 class _Binding:
     """What a run's symbolic arguments (:mod:`~tensorc.runtime.ray.block_replay`) are bound
     to when its calls are submitted: an input block (of a numpy input, cut here once for
-    every call that reads it, by value when small, else put in Ray), or a result an earlier
+    every call that reads it, by value when small, else put in Ray; of an array on the
+    cluster, its ref, or where a call reads it in the worker holding it, its key), or a
+    result an earlier
     wave returned (``made[wave]``, dropped by :meth:`release` after its last readers were
     submitted)."""
 
-    def __init__(self, program: BlockProgramIR, inputs: dict, bounds) -> None:
-        self.inputs = inputs
+    def __init__(self, program: BlockProgramIR, inputs: dict, bounds, cluster) -> None:
+        self.inputs, self.cluster = inputs, cluster
         self.edges = {name: tensor_bounds(program, name, bounds) for name in program.inputs()}
         self.made: list[dict] = []  # per wave, {(unit, j): ref} of the results it returned
         self.cut: dict = {}
 
-    def __call__(self, symbol):
+    def __call__(self, symbol, node: int | None = None):
+        """The value of ``symbol`` for a call on ``node``: a block an input array holds in
+        that node's worker is read there (:class:`~tensorc.runtime.ray.tasks.HeldRead`),
+        not stored first; read from any other node, the array's held blocks are stored."""
         if symbol[0] == MADE:
             return self.made[symbol[1]][symbol[2:]]
         _, name, coords = symbol
         value = self.inputs[name]
         if not isinstance(value, np.ndarray):
+            found = value.layout.refs[coords]
+            workers = self.cluster.workers  # the submission's (it asked for them)
+            if (isinstance(found, Held) and found.ref is None and node is not None
+                    and node < len(workers) and found.worker == workers[node]):
+                return ray_tasks.HeldRead(found.key)
             return value.blocks.refs[coords]
         if symbol not in self.cut:
             self.cut[symbol] = sent_block(value, self.edges[name], coords)
@@ -619,7 +630,7 @@ class _RayInputs:
         if isinstance(value, np.ndarray):  # a small block travels inside the calls
             return (self.binding((INPUT, name, coords)),
                     self.placer.add_version(nbytes, uses, node=0, retained=True), shape)
-        stored = value.blocks
+        stored = value.blocks if self.stitcher is None else value.layout  # task by task: refs
         if stored.bounds == edges:
             node = live_node(stored.nodes.get(coords), self.placer.nodes)
             block = self.placer.add_version(nbytes, uses, node=node, retained=True)

@@ -272,7 +272,7 @@ class Prepared:
                ) -> tuple[dict, list]:
         """Submit the calls, each node's on ``threads[node]`` threads when given (else its
         CPUs), their kept results under the key ``prefix``; an argument that is not a
-        result of the wave is ``bind(argument)``. Returns ``({(unit, j): ref} for the
+        result of the wave is ``bind(argument, node)``. Returns ``({(unit, j): ref} for the
         wanted results, a :class:`~tensorc.runtime.ray.held.Held` for a held one, the
         calls' report refs)``."""
         workers = node_workers(cluster)
@@ -281,7 +281,8 @@ class Prepared:
         with SUBMITTING:
             for (node, args, exports, exported), payload in zip(self.calls, self.payloads,
                                                                   strict=True):
-                bound = [refs[arg[1:]] if arg[0] == PENDING else bind(arg) for arg in args]
+                bound = [refs[arg[1:]] if arg[0] == PENDING else bind(arg, node)
+                         for arg in args]
                 returned = submit_stage(cluster, workers, node, prefix, payload, bound,
                                         exports + 1, threads=threads[node] if threads else None)
                 refs.update(zip(exported, returned, strict=False))

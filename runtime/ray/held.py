@@ -9,6 +9,8 @@ a Dask worker keeps the results it computed. The output's
 :class:`~tensorc.placement.blocks.Blocks` holds a :class:`Held` for such a block where an
 ObjectRef would be:
 
+- a later block program's call on the holding node reads a held block in place (its
+  binding passes a :class:`~tensorc.runtime.ray.tasks.HeldRead`; the block stays held);
 - :func:`release` turns an array's held blocks into ObjectRefs, one call per worker that
   returns each block as its own object (Ray stores them then, on the node that made them);
   the array does so the first time anything reads its blocks

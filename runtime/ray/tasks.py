@@ -370,6 +370,8 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
             _PAYLOADS.pop(next(iter(_PAYLOADS)))
         _PAYLOADS[key] = found
     steps, exports, budget, *keeping = found
+    if any(type(block) is HeldRead for block in blocks):
+        blocks = tuple(KEPT[b.key] if type(b) is HeldRead else b for b in blocks)
     kept_in, keep_out = keeping or ((), ())
     if kept_in:  # kept results read, after the arguments (the last reader takes them)
         blocks = (*blocks, *(KEPT.pop(prefix + key) if last else KEPT[prefix + key]
@@ -384,6 +386,20 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
     if not exports:  # the report alone (all its results kept): one value, not a 1-tuple
         return NodeReport.of(node, resident.peak)
     return (*results[:len(exports)], NodeReport.of(node, resident.peak))
+
+
+class HeldRead:
+    """A call's argument that names a final block this worker holds
+    (:mod:`~tensorc.runtime.ray.held`): the call reads it here, as it is, not stored and
+    fetched (its array still holds it)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __reduce__(self):
+        return HeldRead, (self.key,)
 
 
 def _held(key: str) -> np.ndarray:
