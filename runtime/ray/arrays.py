@@ -64,6 +64,7 @@ from tensorc.runtime.ray.calls import submit
 from tensorc.runtime.ray.cluster import connected as ray_cluster
 from tensorc.runtime.ray.held import Held, release
 from tensorc.runtime.ray.held import drop as drop_held
+from tensorc.runtime.ray.held import peek as peek_held
 from tensorc.runtime.ray.inline import INLINE_BYTES, Inline
 
 RELAID_PER_ARRAY = 2
@@ -196,15 +197,18 @@ class DistributedArray:
         return dict(sorted(self._blocks.nodes.items()))
 
     def numpy(self) -> np.ndarray:
-        """Gather every block into one driver ndarray (Ray keeps a copy of each on the
-        driver's node, node 0, which later calls may read for free). A block lost with its
-        node, and that Ray cannot rebuild, raises :class:`~tensorc.errors.NodeLostError`."""
+        """Gather every block into one driver ndarray (Ray keeps a copy of each stored block
+        on the driver's node, node 0, which later calls may read for free; held blocks come
+        one object per worker and stay held). A block lost with its node, and that Ray
+        cannot rebuild, raises :class:`~tensorc.errors.NodeLostError`."""
         import ray
 
-        blocks = self.blocks  # held blocks are stored in Ray first
-        keys = sorted(blocks.refs)
+        with _RELEASING:  # a release sent after the peeks runs after them
+            held = dict(self._held)
+            peeked = peek_held(held.values()) if held else []
+        keys = sorted(k for k in self._blocks.refs if k not in held)
         try:
-            values = ray.get([blocks.refs[k] for k in keys])
+            found = ray.get([ref for _, ref in peeked] + [self._blocks.refs[k] for k in keys])
         except (ray.exceptions.ObjectLostError,  # made by a call on a node now gone
                 ray.exceptions.RayActorError) as err:  # or held by a worker now gone
             if not self._held_once and not isinstance(err, ray.exceptions.ObjectLostError):
@@ -214,8 +218,12 @@ class DistributedArray:
         for key in keys:
             self._blocks.add_copies(key, (0,))
         out = np.empty(self.shape, dtype=self.dtype)
-        for key, value in zip(keys, values, strict=True):
+        for key, value in zip(keys, found[len(peeked):], strict=True):
             out[self._blocks.block_slices(key)] = value
+        where = {block: coords for coords, block in held.items()}
+        for (blocks, _), values in zip(peeked, found, strict=False):
+            for block, value in zip(blocks, values, strict=True):
+                out[self._blocks.block_slices(where[block])] = value
         return out
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:

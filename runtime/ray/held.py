@@ -11,6 +11,8 @@ ObjectRef would be:
 
 - a later block program's call on the holding node reads a held block in place (its
   binding passes a :class:`~tensorc.runtime.ray.tasks.HeldRead`; the block stays held);
+- :func:`peek` is a gather's: each worker returns its blocks as one object (one store
+  instead of one per block) and keeps holding them;
 - :func:`release` turns an array's held blocks into ObjectRefs, one call per worker that
   returns each block as its own object (Ray stores them then, on the node that made them);
   the array does so the first time anything reads its blocks
@@ -115,6 +117,18 @@ def release(held) -> None:
                 block.ref = ref
                 _count_out(block)
                 block.worker = None  # a worker replaced since is freed with its last handle
+
+
+def peek(held) -> list[tuple[list, object]]:
+    """Ask each worker for its blocks of ``held`` (not released) as one object (one store,
+    not one per block; the blocks stay held): ``[(its Helds, the ref of their values)]``,
+    not waited for."""
+    flush_drops()
+    grouped: dict = defaultdict(list)
+    for block in dict.fromkeys(held):
+        grouped[block.worker].append(block)
+    return [(blocks, worker.peek.remote([b.key for b in blocks]))
+            for worker, blocks in grouped.items()]
 
 
 def drop(held) -> None:

@@ -437,6 +437,10 @@ class NodeWorker:
         found = tuple(_held(key) for key in keys)
         return found if len(found) > 1 else found[0]
 
+    def peek(self, keys: list[str]) -> list:
+        """The held final blocks ``keys``, still held, as one object (a gather's)."""
+        return [KEPT[key] for key in keys]
+
     def drop(self, keys: list[str]) -> None:
         """Forget the held final blocks ``keys`` (their array died)."""
         for key in keys:
