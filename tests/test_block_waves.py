@@ -129,7 +129,7 @@ def test_a_held_final_block_stays_in_its_call_and_a_later_reader_on_its_node_lea
                        held={(a, 0): 8, (c, 0): 8})
     first, second, last = calls
     assert [call[0] for call in calls] == [0, 1, 0]
-    assert first[4] == [] and first[6] == ((0, "0.0"),) and first[7] == (((a, 0), "0.0"),)
+    assert first[4] == [] and first[6] == () and first[7] == ((0, "0.0", (a, 0)),)
     assert second[4] == [(c, 0)] and second[7] == ()  # read on node 0: returned, not held
     assert last[5] == (("0.0", False),)  # the reader never takes a held block back
     assert last[4] == [(2, 0)]

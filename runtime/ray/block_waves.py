@@ -162,7 +162,7 @@ class Wave:
     def calls(self, wanted: set, nodes_kept=(), held=()
               ) -> list[tuple[int, tuple, tuple, tuple, list, tuple, tuple, tuple]]:
         """The wave as calls: ``(node, steps, args, exports, exported results, kept_in,
-        keep_out, held results)`` in submission order; ``args[i]`` is ``(PENDING, unit,
+        keep_out, held_out)`` in submission order; ``args[i]`` is ``(PENDING, unit,
         j)`` (an export of an earlier call of the wave) or any other hashable argument the
         caller binds (:meth:`Prepared.submit`), ``exported[k]`` the ``(unit, j)`` export
         ``k`` returns. A result read only by later calls on its node, when that node is one
@@ -170,9 +170,9 @@ class Wave:
         ``(step, key)``, each reading call's ``kept_in`` ``(key, whether it is the last
         reader)``, read after the arguments; the key (``"unit.j"``) is relative to the
         prefix the calls are submitted with. A result of ``held`` (wanted only as a final
-        block) that no call on another node reads is kept the same way with no last reader
-        (:mod:`~tensorc.runtime.ray.held`), and listed in its call's held results as
-        ``(result, key)``."""
+        block) that no call on another node reads is held there, read the same way by later
+        calls on its node but taken back by none (:mod:`~tensorc.runtime.ray.held`): its
+        call's ``held_out`` holds ``(step, key, result)``."""
         level = self.levels()
         keys = sorted({(level[u], self.node[u]) for u in range(len(self.node))})
         call_index = {key: c for c, key in enumerate(keys)}
@@ -234,11 +234,13 @@ class Wave:
                                       for kind, k in inputs)) for step, inputs in steps]
             exported = [result for result in step_of if result not in kept and (
                 result in wanted or read_by_call.get(result, {c}) - {c})]
-            keep_out = tuple((step_of[r], kept[r][0]) for r in step_of if r in kept)
             made.append((node, tuple(steps), tuple(args),
                          tuple(step_of[r] for r in exported), exported,
-                         tuple(kept_in.items()), keep_out,
-                         tuple((r, kept[r][0]) for r in step_of if r in kept and r in held)))
+                         tuple(kept_in.items()),
+                         tuple((step_of[r], kept[r][0]) for r in step_of
+                               if r in kept and r not in held),
+                         tuple((step_of[r], kept[r][0], r) for r in step_of
+                               if r in kept and r in held)))
         return made
 
     def prepare(self, wanted: set, cluster, held: dict | None = None) -> Prepared:
@@ -252,18 +254,19 @@ class Wave:
 class Prepared:
     """A wave's calls (:meth:`Wave.calls`, kept as ``calls[c] = (node, args, number of
     exports, exported results)``) and each call's payload, pickled once: a call sends bytes, not
-    objects Ray pickles again for every call (``(steps, exports, None, kept_in,
-    keep_out)``, :func:`~tensorc.runtime.ray.tasks.run_steps`'s inputs), so a recorded wave
-    (:mod:`~tensorc.runtime.ray.block_replay`) is submitted again without forming or
+    objects Ray pickles again for every call (``(steps, exports, None, kept_in, keep_out,
+    held_out)``, :func:`~tensorc.runtime.ray.tasks.run_steps`'s inputs), so a recorded
+    wave (:mod:`~tensorc.runtime.ray.block_replay`) is submitted again without forming or
     pickling its calls."""
 
     def __init__(self, calls: list, wanted, sizes: dict) -> None:
         self.wanted = frozenset(wanted)
-        self.payloads = [_pickled((steps, exports, None, kept_in, keep_out))
-                         for _, steps, _, exports, _, kept_in, keep_out, _ in calls]
+        self.payloads = [_pickled((steps, exports, None, kept_in, keep_out,
+                                   tuple((step, key) for step, key, _ in held_out)))
+                         for _, steps, _, exports, _, kept_in, keep_out, held_out in calls]
         self.held = [(call[0], result, key, sizes[result])
-                     for call in calls for result, key in call[7]]
-        self.kept = sum(len(call[6]) for call in calls) - len(self.held)
+                     for call in calls for _, key, result in call[7]]
+        self.kept = sum(len(call[6]) for call in calls)
         self.calls = [(node, args, len(exports), exported)  # the steps are in the payloads
                       for node, _, args, exports, exported, _, _, _ in calls]
 

@@ -2,10 +2,10 @@
 
 Contract: a block program's final output block that no later call reads may stay in the
 memory of the :class:`~tensorc.runtime.ray.tasks.NodeWorker` whose call made it (under a key
-in its ``KEPT``, as results read by later calls on that node are kept), instead of being
-returned by the call and stored in the object store: the call then ends when its arithmetic
-does (a call's stores are 8-10 ms of a Cholesky at n = 1536 on this machine's 4 nodes), as
-a Dask worker keeps the results it computed. The output's
+in its ``HELD``, as results read by later calls on that node are kept in its ``KEPT``),
+instead of being returned by the call and stored in the object store: the call then ends
+when its arithmetic does (a call's stores are 8-10 ms of a Cholesky at n = 1536 on this
+machine's 4 nodes), as a Dask worker keeps the results it computed. The output's
 :class:`~tensorc.placement.blocks.Blocks` holds a :class:`Held` for such a block where an
 ObjectRef would be:
 

@@ -30,13 +30,15 @@ task on another node reads them.
   (``bytes``, once per wave and kept by a recording that replays it:
   :mod:`tensorc.runtime.ray.block_replay`): no object to store and fetch. A wave's payload
   may also name results to *keep* and kept results to read (``(steps, exports, budget,
-  kept_in, keep_out)``, keys relative to ``key``, the run's prefix): a result that only
+  kept_in, keep_out, held_out)``, keys relative to ``key``, the run's prefix): a result that only
   later calls on the same node read stays in this worker's memory (:data:`KEPT`,
   read-only as a Ray object is) instead of being stored and read back, its call returning
   it under a key, the last call reading it taking it back (:class:`NodeWorker` calls of
   one submitter run in submission order); an output's final block *held* there
-  (:mod:`~tensorc.runtime.ray.held`) has no last reader: :meth:`NodeWorker.release`
-  returns it when something reads it, :meth:`NodeWorker.drop` forgets it. An argument may be a
+  (:data:`HELD`, :mod:`~tensorc.runtime.ray.held`) has no last reader: later calls of its
+  run read it, a later program's call reads it by a :class:`HeldRead` argument,
+  :meth:`NodeWorker.peek` returns it for a gather, :meth:`NodeWorker.release` when
+  something else reads it, :meth:`NodeWorker.drop` forgets it. An argument may be a
   :class:`~tensorc.stored.StoredArray` (passed by value, as its path): the call's read steps
   read their blocks from it, here.
 
@@ -334,6 +336,8 @@ _PAYLOADS: dict = {}
 PAYLOADS_KEPT = 64
 KEPT: dict = {}
 """Results kept in this worker for later calls on its node, by key (module docstring)."""
+HELD: dict = {}
+"""Final blocks held in this worker until read, by key (:mod:`~tensorc.runtime.ray.held`)."""
 
 
 class NodeReport(str):
@@ -371,18 +375,20 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
         _PAYLOADS[key] = found
     steps, exports, budget, *keeping = found
     if any(type(block) is HeldRead for block in blocks):
-        blocks = tuple(KEPT[b.key] if type(b) is HeldRead else b for b in blocks)
-    kept_in, keep_out = keeping or ((), ())
+        blocks = tuple(HELD[b.key] if type(b) is HeldRead else b for b in blocks)
+    kept_in, keep_out, held_out = (*keeping, (), (), ())[:3]
     if kept_in:  # kept results read, after the arguments (the last reader takes them)
-        blocks = (*blocks, *(KEPT.pop(prefix + key) if last else KEPT[prefix + key]
+        blocks = (*blocks, *(HELD[prefix + key] if prefix + key in HELD
+                             else KEPT.pop(prefix + key) if last else KEPT[prefix + key]
                              for key, last in kept_in))
     with PeakResident() as resident:
-        results = run_steps(steps, blocks, exports + tuple(step for step, _ in keep_out),
-                            threads, budget)
-    for (_, key), value in zip(keep_out, results[len(exports):], strict=True):
+        results = run_steps(steps, blocks, exports + tuple(step for step, _ in keep_out)
+                            + tuple(step for step, _ in held_out), threads, budget)
+    kept = [(KEPT, key) for _, key in keep_out] + [(HELD, key) for _, key in held_out]
+    for (into, key), value in zip(kept, results[len(exports):], strict=True):
         if isinstance(value, np.ndarray):
             value.flags.writeable = False  # as a Ray object is: no later step writes it
-        KEPT[prefix + key] = value
+        into[prefix + key] = value
     if not exports:  # the report alone (all its results kept): one value, not a 1-tuple
         return NodeReport.of(node, resident.peak)
     return (*results[:len(exports)], NodeReport.of(node, resident.peak))
@@ -405,7 +411,7 @@ class HeldRead:
 def _held(key: str) -> np.ndarray:
     """A held final block of this worker, no longer held (:class:`NodeWorker.release`)."""
     try:
-        return KEPT.pop(key)
+        return HELD.pop(key)
     except KeyError:
         raise KeyError(f"this node worker does not hold block {key!r} (released or "
                        f"dropped already)") from None
@@ -425,11 +431,17 @@ class NodeWorker:
         return _worker_setup()
 
     def forget(self, prefix: str) -> int:
-        """Drop the kept results whose key starts with ``prefix`` (a run that failed
-        before its last readers ran); returns how many are still kept."""
-        for key in [key for key in KEPT if key.startswith(prefix)]:
-            del KEPT[key]
+        """Drop the kept results and held blocks whose key starts with ``prefix`` (a run
+        that failed before its last readers ran); returns how many results are still kept
+        for later calls."""
+        for found in (KEPT, HELD):
+            for key in [key for key in found if key.startswith(prefix)]:
+                del found[key]
         return len(KEPT)
+
+    def holding(self) -> int:
+        """How many final blocks it holds until read."""
+        return len(HELD)
 
     def release(self, keys: list[str]):
         """The held final blocks ``keys`` (:mod:`~tensorc.runtime.ray.held`), each returned
@@ -439,12 +451,12 @@ class NodeWorker:
 
     def peek(self, keys: list[str]) -> list:
         """The held final blocks ``keys``, still held, as one object (a gather's)."""
-        return [KEPT[key] for key in keys]
+        return [HELD[key] for key in keys]
 
     def drop(self, keys: list[str]) -> None:
         """Forget the held final blocks ``keys`` (their array died)."""
         for key in keys:
-            KEPT.pop(key, None)
+            HELD.pop(key, None)
 
     def warm(self) -> str:
         """Ready what reading a store needs (importing zarr and its first read, which starts
