@@ -499,7 +499,7 @@ def _write_chunks(value, chunks, target: str):
     """The chunk shape ``write_zarr`` uses (``None``: zarr's default), checked against the
     blocks of a ``DistributedArray``."""
     if isinstance(value, DistributedArray):
-        bounds = value.blocks.bounds
+        bounds = value.layout.bounds
         inner = [edges[1:-1] for edges in bounds]
         if chunks is None:
             return tuple(math.gcd(*cuts) if cuts else max(1, edges[-1])

@@ -226,10 +226,8 @@ def test_a_call_on_another_node_reads_a_held_block_stored_first():
     from tensorc.runtime.ray import block_program
     from tensorc.runtime.ray.calls import node_workers
     from tensorc.runtime.ray.cluster import connected
-    from tensorc.runtime.ray.tasks import HeldRead
-
     lower, written = _factor(spd(512))
-    holder = next(ref.worker for ref in lower.layout.refs.values() if isinstance(ref, Held))
+    holder = lower.layout.refs[(1, 1)].worker
     workers = node_workers(connected())
     here = workers.index(holder)
     program = shipped("lower_solve").program
@@ -238,6 +236,34 @@ def test_a_call_on_another_node_reads_a_held_block_stored_first():
         program, {"L": lower, "B": RNG.random((512, 3))}, {"N": edges, "K": (0, 3)},
         connected())
     symbol = (block_program.INPUT, "L", (1, 1))
-    assert isinstance(binding(symbol, here), HeldRead) and lower.held_blocks == written
+    assert binding(symbol, here) is lower.layout.refs[(1, 1)]  # read there, if still held
+    assert lower.held_blocks == written
     elsewhere = binding(symbol, (here + 1) % len(workers))
     assert isinstance(elsewhere, ray.ObjectRef) and lower.held_blocks == 0
+
+
+GRAM_OF_ROWS = """
+size M, N, K
+blocks MB of M
+input  Q : f64[M, N]
+input  B : f64[M, K]
+output C : f64[N, K]
+C{0, 0} = T(Q{0, 0}) @ B{0, 0}
+for i in 1:MB {
+  C{0, 0} = C{0, 0} + T(Q{i, 0}) @ B{i, 0}
+}
+"""
+
+
+def test_one_call_reading_blocks_held_on_several_workers_reads_each_as_it_can():
+    # TSQR's Q is held in 8 row blocks on the 4 workers; one chain of tasks on one node
+    # reads them all: those held elsewhere are stored first, and so the ones held on the
+    # chain's own node, released by the same binding, are read by ref, not by key
+    x = RNG.random((65536, 16))  # blocks of 1 MB, each Q block made on its row block's node
+    placed = tc.asarray(x, block_shape=(8192, 16)).value()
+    q = shipped("tsqr_q").run(A=placed, MB=8, scheduler="owner")["Q"]
+    holders = {ref.worker for ref in q.layout.refs.values() if isinstance(ref, Held)}
+    assert len(holders) > 1
+    b = RNG.random((65536, 3))
+    c = tc.compile(GRAM_OF_ROWS).run(Q=q, B=b, MB=8)["C"]
+    np.testing.assert_allclose(c.numpy(), q.numpy().T @ b, rtol=1e-10, atol=1e-12)

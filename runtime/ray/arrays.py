@@ -25,9 +25,11 @@ count over the block grid, inner dimensions first:
 - ``arr.numpy()`` / ``np.asarray(arr)`` gather the blocks into one driver array;
 - a block program's large final blocks may be *held* in the node workers that made them
   (:mod:`~tensorc.runtime.ray.held`): :attr:`DistributedArray.blocks` stores them in Ray
-  the first time it is read (every reader of refs goes through it; readers of the
-  bounds and nodes alone use :attr:`DistributedArray.layout`, which releases nothing),
-  :func:`wait` waits for nothing more;
+  the first time it is read (readers of refs go through it, but for a gather, which
+  takes them from their workers and leaves them held, and a block program's call on their
+  worker's node, which reads them there; readers of the bounds and nodes alone use
+  :attr:`DistributedArray.layout`, which releases nothing), :func:`wait` waits for
+  nothing more;
 - an array keeps the re-laid-out copies of itself that calls made (a repartition the plan
   chose), so a later call that wants the same layout reads them instead of re-cutting: arrays
   are immutable, so a copy never goes stale. At most :data:`RELAID_PER_ARRAY` layouts per
@@ -60,7 +62,7 @@ from tensorc.placement.blocks import (
 )
 from tensorc.placement.layout import block_cyclic_node, node_grid
 from tensorc.placement.recipes import Recipe, random_piece
-from tensorc.runtime.ray.calls import submit
+from tensorc.runtime.ray.calls import SUBMITTING, submit
 from tensorc.runtime.ray.cluster import connected as ray_cluster
 from tensorc.runtime.ray.held import Held, release
 from tensorc.runtime.ray.held import drop as drop_held
@@ -164,7 +166,8 @@ class DistributedArray:
         """Its blocks, each an ObjectRef: blocks held in their workers are stored in Ray
         first (:func:`~tensorc.runtime.ray.held.release`)."""
         if self._held:
-            with _RELEASING:  # once, whichever thread reads first
+            with SUBMITTING, _RELEASING:  # once, and never between a call's binding of a
+                # held block by key and the call's submission (calls.SUBMITTING)
                 if self._held:
                     release(self._held.values())
                     for coords, held in self._held.items():

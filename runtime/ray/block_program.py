@@ -537,8 +537,10 @@ class _Binding:
 
     def __call__(self, symbol, node: int | None = None):
         """The value of ``symbol`` for a call on ``node``: a block an input array holds in
-        that node's worker is read there (:class:`~tensorc.runtime.ray.tasks.HeldRead`),
-        not stored first; read from any other node, the array's held blocks are stored."""
+        that node's worker is its :class:`~tensorc.runtime.ray.held.Held` (the submission
+        reads it there if it is still held once the call's every argument is bound:
+        :meth:`~tensorc.runtime.ray.block_waves.Prepared.submit`); read from any other
+        node, the array's held blocks are stored."""
         if symbol[0] == MADE:
             return self.made[symbol[1]][symbol[2:]]
         _, name, coords = symbol
@@ -548,7 +550,7 @@ class _Binding:
             workers = self.cluster.workers  # the submission's (it asked for them)
             if (isinstance(found, Held) and found.ref is None and node is not None
                     and node < len(workers) and found.worker == workers[node]):
-                return ray_tasks.HeldRead(found.key)
+                return found
             return value.blocks.refs[coords]
         if symbol not in self.cut:
             self.cut[symbol] = sent_block(value, self.edges[name], coords)

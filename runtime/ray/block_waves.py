@@ -53,7 +53,7 @@ from tensorc.codegen.block_kernels import evaluate_block_expr
 from tensorc.runtime.ray.calls import SUBMITTING, node_workers, submit_stage
 from tensorc.runtime.ray.held import Held
 from tensorc.runtime.ray.stages import RUN, Step
-from tensorc.runtime.ray.tasks import stitch
+from tensorc.runtime.ray.tasks import HeldRead, stitch
 
 REF, PENDING = "ref", "w"
 """Argument kinds: a block already in Ray, or a result of a task earlier in the wave."""
@@ -270,12 +270,13 @@ class Prepared:
         self.calls = [(node, args, len(exports), exported)  # the steps are in the payloads
                       for node, _, args, exports, exported, _, _, _ in calls]
 
-
     def submit(self, cluster, threads: list[int] | None, prefix: str, bind
                ) -> tuple[dict, list]:
         """Submit the calls, each node's on ``threads[node]`` threads when given (else its
         CPUs), their kept results under the key ``prefix``; an argument that is not a
-        result of the wave is ``bind(argument, node)``. Returns ``({(unit, j): ref} for the
+        result of the wave is ``bind(argument, node)`` (a held input block that a call on its
+        holder's node reads is bound as its ``Held``, read there if still held once all the
+        call's arguments are bound). Returns ``({(unit, j): ref} for the
         wanted results, a :class:`~tensorc.runtime.ray.held.Held` for a held one, the
         calls' report refs)``."""
         workers = node_workers(cluster)
@@ -285,7 +286,8 @@ class Prepared:
             for (node, args, exports, exported), payload in zip(self.calls, self.payloads,
                                                                   strict=True):
                 bound = [refs[arg[1:]] if arg[0] == PENDING else bind(arg, node)
-                         for arg in args]
+                         for arg in args]  # then a held block, still held, is read there
+                bound = [_held_read(b) if type(b) is Held else b for b in bound]
                 returned = submit_stage(cluster, workers, node, prefix, payload, bound,
                                         exports + 1, threads=threads[node] if threads else None)
                 refs.update(zip(exported, returned, strict=False))
@@ -293,6 +295,13 @@ class Prepared:
         for node, result, key, nbytes in self.held:
             refs[result] = Held(workers[node], prefix + key, nbytes)
         return {r: refs[r] for r in self.wanted}, reports
+
+
+def _held_read(block: Held):
+    """A held input block as a call on its worker's node reads it: by key while it is held
+    (:class:`~tensorc.runtime.ray.tasks.HeldRead`), else by the ref its release stored it
+    as (another argument of the same call, read elsewhere, may have released it)."""
+    return HeldRead(block.key) if block.ref is None else block.ref
 
 
 def _pickled(payload) -> bytes:

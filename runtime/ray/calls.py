@@ -57,7 +57,10 @@ from tensorc.runtime.ray.stages import INPUT, STORED, StagedCalls
 
 POLL_SECONDS = 1.0
 
-SUBMITTING = threading.Lock()
+SUBMITTING = threading.RLock()
+"""Held while calls are submitted (every worker's queue in one global order), and while an
+array's held blocks are released: a call binding a held block by key cannot be sent after
+another thread's release of it. Reentrant: a submission's binding may release."""
 
 
 def node_workers(cluster: RayCluster) -> list:

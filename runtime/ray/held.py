@@ -15,11 +15,10 @@ ObjectRef would be:
   instead of one per block) and keeps holding them;
 - :func:`release` turns an array's held blocks into ObjectRefs, one call per worker that
   returns each block as its own object (Ray stores them then, on the node that made them);
-  the array does so the first time anything reads its blocks
-  (:attr:`~tensorc.runtime.ray.arrays.DistributedArray.blocks`), a gather into the driver
-  included. The store is not saved, only moved to the first read: a program that reads
-  the blocks at once pays it there (a gather of a Cholesky factor at n = 1536 took the
-  8 ms its call saved); one that never reads some, or reads them later, does not wait;
+  the array does so the first time anything else reads its blocks' refs
+  (:attr:`~tensorc.runtime.ray.arrays.DistributedArray.blocks`: an einsum, a call on
+  another node, a store to disk). The store is not saved there, only moved to that read;
+  one that never comes, or comes later, is not waited for;
 - :func:`drop` is what an array that dies unreleased does: the workers are told at the next
   :func:`flush_drops` (a later run or release; never from inside the garbage
   collector, which may run while this process holds Ray's submission lock);
@@ -29,9 +28,11 @@ ObjectRef would be:
 
 A held block dies with its worker, as a block a dead node stored does (unlike a stored
 block, it also dies with a worker killed on a living node, by Ray's memory monitor say,
-and lineage cannot rebuild it): its release's object then raises Ray's actor error, which
-the calls reading it treat as a lost worker and a gather reports as
-:class:`~tensorc.errors.NodeLostError`. Blocks small enough to travel in a call's reply are
+and lineage cannot rebuild it): a gather then raises
+:class:`~tensorc.errors.NodeLostError`; a later program reading it fails as one whose
+input block was lost does (its calls fall back to tasks, which raise Ray's error).
+Room is counted per worker: a node whose worker was replaced may hold its old worker's
+blocks beside the new one's share. Blocks small enough to travel in a call's reply are
 never held: they cost no store, and the reply keeps them in the driver, safe from their
 node's loss.
 """

@@ -375,7 +375,7 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
         _PAYLOADS[key] = found
     steps, exports, budget, *keeping = found
     if any(type(block) is HeldRead for block in blocks):
-        blocks = tuple(HELD[b.key] if type(b) is HeldRead else b for b in blocks)
+        blocks = tuple(_held(b.key, take=False) if type(b) is HeldRead else b for b in blocks)
     kept_in, keep_out, held_out = (*keeping, (), (), ())[:3]
     if kept_in:  # kept results read, after the arguments (the last reader takes them)
         blocks = (*blocks, *(HELD[prefix + key] if prefix + key in HELD
@@ -408,10 +408,11 @@ class HeldRead:
         return HeldRead, (self.key,)
 
 
-def _held(key: str) -> np.ndarray:
-    """A held final block of this worker, no longer held (:class:`NodeWorker.release`)."""
+def _held(key: str, take: bool = True) -> np.ndarray:
+    """A held final block of this worker; no longer held if ``take``
+    (:class:`NodeWorker.release`)."""
     try:
-        return HELD.pop(key)
+        return HELD.pop(key) if take else HELD[key]
     except KeyError:
         raise KeyError(f"this node worker does not hold block {key!r} (released or "
                        f"dropped already)") from None
@@ -451,7 +452,7 @@ class NodeWorker:
 
     def peek(self, keys: list[str]) -> list:
         """The held final blocks ``keys``, still held, as one object (a gather's)."""
-        return [HELD[key] for key in keys]
+        return [_held(key, take=False) for key in keys]
 
     def drop(self, keys: list[str]) -> None:
         """Forget the held final blocks ``keys`` (their array died)."""
