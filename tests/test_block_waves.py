@@ -4,11 +4,7 @@ them."""
 
 from __future__ import annotations
 
-import pickle
-
-import numpy as np
-
-from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Wave, ZeroBlock
+from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Wave
 
 
 def kernel(results: int = 1) -> BlockKernel:
@@ -49,23 +45,6 @@ def test_a_task_with_two_results_is_picked_apart_for_its_readers():
     assert exported == [(0, 0), (1, 0)] and exports == (1, 3)
 
 
-def test_zero_blocks_join_their_node_s_last_call_and_a_node_with_no_tasks_gets_one():
-    wave = Wave()
-    a = wave.add(0, kernel(), [(REF, "x")])
-    b = wave.add(1, kernel(), [(PENDING, a, 0)])
-    wave.add(0, kernel(), [(PENDING, b, 0)])
-    on_busy = wave.add(0, ZeroBlock((2, 3), "float64"), ())
-    on_idle = wave.add(2, ZeroBlock((2, 3), "float32"), ())
-    assert wave.levels() == [0, 1, 2, 2, 0]  # after every result another call waits for
-    calls = wave.calls(wanted={(2, 0), (on_busy, 0), (on_idle, 0)})
-    assert [(node, exported) for node, _, _, _, exported, *_ in calls] == [
-        (0, [(0, 0)]), (2, [(on_idle, 0)]), (1, [(1, 0)]), (0, [(2, 0), (on_busy, 0)])]
-    zero = calls[1][1][0][0].kernel
-    made = zero()
-    assert made.shape == (2, 3) and made.dtype == np.float32 and not made.any()
-    assert pickle.loads(pickle.dumps(zero))().shape == (2, 3)
-
-
 def test_once_another_node_reads_a_call_s_result_the_node_s_later_units_start_a_new_call():
     wave = Wave()
     a = wave.add(0, kernel(), [(REF, "x")])
@@ -73,8 +52,7 @@ def test_once_another_node_reads_a_call_s_result_the_node_s_later_units_start_a_
     wave.add(0, kernel(), [(REF, "y")])  # placed after that read: node 0's next call
     wave.add(2, kernel(), [(REF, "z")])
     wave.add(1, kernel(), [(REF, "w")])  # after node 1's level-1 unit: not before it
-    wave.add(0, ZeroBlock((1,), "float64"), ())  # node 0's last call, not a new one
-    assert wave.levels() == [0, 1, 1, 0, 1, 1]
+    assert wave.levels() == [0, 1, 1, 0, 1]
 
 
 def test_a_result_only_its_node_s_later_calls_read_is_kept_and_the_last_reader_takes_it():

@@ -267,3 +267,35 @@ def test_one_call_reading_blocks_held_on_several_workers_reads_each_as_it_can():
     b = RNG.random((65536, 3))
     c = tc.compile(GRAM_OF_ROWS).run(Q=q, B=b, MB=8)["C"]
     np.testing.assert_allclose(c.numpy(), q.numpy().T @ b, rtol=1e-10, atol=1e-12)
+
+
+TIMES = """
+size N, K
+blocks NB of N
+input  L : f64[N, N]
+input  B : f64[N, K]
+output C : f64[N, K]
+for i in 0:NB {
+  C{i, 0} = L{i, 0} @ B{0, 0}
+  for j in 1:NB {
+    C{i, 0} = C{i, 0} + L{i, j} @ B{j, 0}
+  }
+}
+"""
+
+
+def test_blocks_no_statement_wrote_are_made_by_no_call_and_read_as_zeros():
+    a = spd(512)
+    lower, _ = _factor(a)
+    assert tc.last_stats()["remote_calls"] == 1  # the factorisation's alone
+    upper = [(i, j) for i in range(4) for j in range(i + 1, 4)]
+    assert all(isinstance(lower.layout.refs[c], held.Unwritten) for c in upper)
+    assert lower.layout.refs[(0, 1)] is lower.layout.refs[(2, 3)]  # one per shape
+    b = RNG.random((512, 2))
+    c = tc.compile(TIMES).run(L=lower, B=b, NB=4)["C"]  # reads every block of L
+    np.testing.assert_allclose(c.numpy(), np.linalg.cholesky(a) @ b, rtol=1e-10)
+    assert isinstance(lower.layout.refs[(0, 1)], held.Unwritten)  # made in the calls
+    np.testing.assert_allclose(lower.numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
+    refs = lower.blocks.refs  # stored once asked for by ref: one object
+    assert len({refs[c] for c in upper}) == 1
+    np.testing.assert_array_equal(np.triu(lower.numpy(), 1), 0)  # gathered from Ray now

@@ -64,7 +64,7 @@ from tensorc.placement.layout import block_cyclic_node, node_grid
 from tensorc.placement.recipes import Recipe, random_piece
 from tensorc.runtime.ray.calls import SUBMITTING, submit
 from tensorc.runtime.ray.cluster import connected as ray_cluster
-from tensorc.runtime.ray.held import Held, release
+from tensorc.runtime.ray.held import Held, Unwritten, release
 from tensorc.runtime.ray.held import drop as drop_held
 from tensorc.runtime.ray.held import peek as peek_held
 from tensorc.runtime.ray.inline import INLINE_BYTES, Inline
@@ -89,6 +89,8 @@ class DistributedArray:
         self._held = {coords: ref for coords, ref in blocks.refs.items()
                       if isinstance(ref, Held)}
         self._held_once = bool(self._held)  # its gather maps a dead worker to NodeLostError
+        self._unwritten = {coords: ref for coords, ref in blocks.refs.items()
+                           if isinstance(ref, Unwritten)}
         self._unread = (weakref.finalize(self, drop_held, tuple(self._held.values()))
                         if self._held else None)  # an array that dies unread frees them
         self._relaid: dict[tuple, Blocks] = {}
@@ -164,7 +166,13 @@ class DistributedArray:
     @property
     def blocks(self) -> Blocks:
         """Its blocks, each an ObjectRef: blocks held in their workers are stored in Ray
-        first (:func:`~tensorc.runtime.ray.held.release`)."""
+        first (:func:`~tensorc.runtime.ray.held.release`), and unwritten blocks of zeros
+        put in Ray."""
+        if self._unwritten:
+            with _RELEASING:
+                for coords, zeros in self._unwritten.items():
+                    self._blocks.refs[coords] = zeros.stored()
+                self._unwritten = {}
         if self._held:
             with SUBMITTING, _RELEASING:  # once, and never between a call's binding of a
                 # held block by key and the call's submission (calls.SUBMITTING)
@@ -189,8 +197,9 @@ class DistributedArray:
         return len(self._held)
 
     def stored_refs(self) -> list:
-        """The ObjectRefs of its blocks stored in Ray (held blocks are not)."""
-        return [ref for coords, ref in self._blocks.refs.items() if coords not in self._held]
+        """The ObjectRefs of its blocks stored in Ray (held and unwritten blocks are not)."""
+        return [ref for coords, ref in self._blocks.refs.items()
+                if coords not in self._held and coords not in self._unwritten]
 
     def block_nodes(self) -> dict[tuple[int, ...], int | None]:
         """Node index (in the session's node order) holding each block's primary copy, as
@@ -207,9 +216,9 @@ class DistributedArray:
         import ray
 
         with _RELEASING:  # a release sent after the peeks runs after them
-            held = dict(self._held)
+            held, unwritten = dict(self._held), dict(self._unwritten)
             peeked = peek_held(held.values()) if held else []
-        keys = sorted(k for k in self._blocks.refs if k not in held)
+        keys = sorted(k for k in self._blocks.refs if k not in held and k not in unwritten)
         try:
             found = ray.get([ref for _, ref in peeked] + [self._blocks.refs[k] for k in keys])
         except (ray.exceptions.ObjectLostError,  # made by a call on a node now gone
@@ -221,6 +230,8 @@ class DistributedArray:
         for key in keys:
             self._blocks.add_copies(key, (0,))
         out = np.empty(self.shape, dtype=self.dtype)
+        for key in unwritten:
+            out[self._blocks.block_slices(key)] = 0
         for key, value in zip(keys, found[len(peeked):], strict=True):
             out[self._blocks.block_slices(key)] = value
         where = {block: coords for coords, block in held.items()}

@@ -64,7 +64,7 @@ from functools import partial
 import numpy as np
 
 from tensorc.codegen.block_dag import BlockDag
-from tensorc.codegen.block_layout import block_slices, grid_coords, tensor_bounds
+from tensorc.codegen.block_layout import block_slices, tensor_bounds
 from tensorc.errors import ExecutionError, TensorcError
 from tensorc.ir.block_program import BlockProgramIR
 from tensorc.placement.block_placement import BlockPlacer
@@ -91,9 +91,9 @@ from tensorc.runtime.ray.block_replay import (
     recorded,
     replay_key,
 )
-from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Stitch, Wave, ZeroBlock
+from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Stitch, Wave
 from tensorc.runtime.ray.calls import WorkerLost, node_workers, submit, wait_for_calls
-from tensorc.runtime.ray.held import Held
+from tensorc.runtime.ray.held import Held, Unwritten
 from tensorc.runtime.ray.held import drop as drop_held
 from tensorc.runtime.ray.held import room as held_room
 
@@ -193,8 +193,6 @@ class _RayDagRun:
                     _wait(self.in_flight.popleft())
                     waiting += time.perf_counter() - waited
             elif len(self.wave) >= window or task is None:
-                if task is None:
-                    self._add_unwritten()
                 self.flush()
         if self.per_task:
             waited = time.perf_counter()
@@ -224,26 +222,6 @@ class _RayDagRun:
         stats.update(_measured(self.waves_in_flight.peaks, self.tasks,
                                finished - started - waiting, started))
         return outputs, stats
-
-    def _add_unwritten(self) -> None:
-        """Zero blocks for the output blocks no statement wrote, made in the last wave on the
-        node that ran the fewest tasks (a call beside the others, or that node's last); the
-        blocks of one shape and dtype are one object (Ray's objects are never written, so
-        the upper blocks of a Cholesky factor share one block of zeros: one store, not six,
-        beside the factorisation's own work on a machine the nodes share)."""
-        counts = self.placer.tasks_per_node
-        node = min(range(len(counts)), key=lambda n: (counts[n], n))
-        units: dict = {}  # (shape, dtype) -> the unit making that block of zeros
-        for name in self.program.outputs():
-            edges = tensor_bounds(self.program, name, self.bounds)
-            kind = _output_dtype(self.program, name, self.dtype)
-            for coords in grid_coords(edges):
-                if (name, coords) not in self.finals:
-                    shape = tuple(s.stop - s.start for s in block_slices(edges, coords))
-                    key = (shape, kind.str)
-                    if key not in units:
-                        units[key] = self.wave.add(node, ZeroBlock(shape, kind.str), ())
-                    self.finals[(name, coords)] = ((PENDING, units[key], 0), node, shape)
 
     def flush(self) -> None:
         """Submit the wave, its arguments bound to this run's blocks; its results read later
@@ -288,8 +266,8 @@ class _RayDagRun:
     def _holdable(self, finals: list, final_only: set) -> dict:
         """The wave's results that may stay in their node's worker until read
         (:mod:`~tensorc.runtime.ray.held`), with their sizes: final blocks no later wave
-        reads, each the only block of its result (the zeros blocks of one shape share
-        one), too large to travel in the call's reply (a small one costs no store, and
+        reads, each the only output block its result is (an array holds each block it
+        holds alone), too large to travel in the call's reply (a small one costs no store, and
         the reply keeps it safe from its node's loss), on a node whose worker has room for
         them."""
         if self.per_task:
@@ -396,15 +374,17 @@ class _RayDagRun:
 
 
 def _output(program, dtype, cluster, name, edges, blocks) -> DistributedArray:
-    """Output ``name`` from its final blocks; a block no statement wrote is zeros."""
+    """Output ``name`` from its final blocks; a block no statement wrote is zeros made by
+    no call (:class:`~tensorc.runtime.ray.held.Unwritten`, one per shape, on the driver's
+    node if it is ever put in Ray)."""
     kind = _output_dtype(program, name, dtype)
     placed = Blocks(tuple(e[-1] for e in edges), kind, edges)
+    unwritten: dict = {}
     for coords, found in blocks.items():
         region = block_slices(edges, coords)
         if found is None:
             want = tuple(s.stop - s.start for s in region)
-            ref, _ = ray_tasks.remote("generate").options(
-                num_returns=2).remote("full", want, kind.str, (0,), 0)
+            ref = unwritten.setdefault(want, Unwritten(want, kind.str))
             node = 0
         else:
             (_, ref), node, shape = found
@@ -551,6 +531,8 @@ class _Binding:
             if (isinstance(found, Held) and found.ref is None and node is not None
                     and node < len(workers) and found.worker == workers[node]):
                 return found
+            if isinstance(found, Unwritten):
+                return ray_tasks.ZerosRead(found.shape, found.dtype)
             return value.blocks.refs[coords]
         if symbol not in self.cut:
             self.cut[symbol] = sent_block(value, self.edges[name], coords)

@@ -19,8 +19,7 @@ submits, as many times as a recording replays it:
   are one call on that node's
   :class:`~tensorc.runtime.ray.tasks.NodeWorker`, their steps in wave (topological) order.
   A chain of tasks on one node is therefore one call, and calls grow with nodes x levels,
-  not with tasks. A :class:`ZeroBlock` (an output block no statement writes) takes its
-  node's last level, so making it delays no result another call waits for; a
+  not with tasks. A
   :class:`Stitch` (an input block cut from the stored blocks of another blocking) is a unit
   like a task's, placed by the driver;
 - calls are submitted in (level, node) order under the process-wide submission lock, so every
@@ -79,24 +78,6 @@ class BlockKernel:
         return BlockKernel, (self.expr, self.reads, self.results)
 
 
-class ZeroBlock:
-    """A step that makes a block of zeros (an output block no statement writes): it joins
-    its node's last call of the wave instead of costing a Ray task of its own, so its store
-    delays no result another call waits for."""
-
-    __slots__ = ("shape", "dtype")
-    results = 1
-
-    def __init__(self, shape: tuple[int, ...], dtype: str) -> None:
-        self.shape, self.dtype = shape, dtype
-
-    def __call__(self):
-        return np.zeros(self.shape, self.dtype)
-
-    def __reduce__(self):
-        return ZeroBlock, (self.shape, self.dtype)
-
-
 class Stitch:
     """A step that cuts one block of the program's blocking out of the stored blocks that
     overlap it (an input stored in another blocking): it runs inside the call of its node
@@ -136,11 +117,7 @@ class Wave:
     def levels(self) -> list[int]:
         level = [0] * len(self.node)
         floor: dict[int, int] = {}  # per node, the level its next units start at
-        zero = [isinstance(kernel, ZeroBlock) for kernel in self.kernel]
-        last: dict[int, int] = {}  # per node, its last unit's level: where its zeros go
         for u, args in enumerate(self.args):
-            if zero[u]:
-                continue
             node = self.node[u]
             level[u] = floor.get(node, 0)
             for arg in args:
@@ -153,10 +130,6 @@ class Wave:
                 level[u] = max(level[u], level[a] + 1)
                 floor[self.node[a]] = max(floor.get(self.node[a], 0), level[a] + 1)
             floor[node] = max(floor.get(node, 0), level[u])  # a node's calls run in order
-            last[node] = level[u]
-        for u in range(len(self.node)):
-            if zero[u]:  # its node's last call, or a call of its own at level 0
-                level[u] = last.get(self.node[u], 0)
         return level
 
     def calls(self, wanted: set, nodes_kept=(), held=()

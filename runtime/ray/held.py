@@ -43,6 +43,8 @@ import contextlib
 import threading
 from collections import defaultdict
 
+import numpy as np
+
 HELD_SHARE = 0.5
 """Share of a node's object store its worker may hold in final blocks."""
 
@@ -86,6 +88,28 @@ def _settle_dropped() -> None:
         block = _DROPPED.pop()  # atomic: the collector may append meanwhile
         _count_out(block)
         _UNSENT[block.worker].append(block.key)
+
+
+class Unwritten:
+    """An output block no statement wrote: zeros, made by no call. A gather fills its region
+    with zeros; a block program's call reads it as a
+    :class:`~tensorc.runtime.ray.tasks.ZerosRead` (made in that call); any other reader of
+    refs has it put in Ray once (``ref``), from the driver. The blocks of one shape of an
+    output share one."""
+
+    __slots__ = ("shape", "dtype", "ref")
+
+    def __init__(self, shape: tuple[int, ...], dtype) -> None:
+        self.shape, self.dtype = shape, dtype
+        self.ref = None
+
+    def stored(self):
+        """Its ref, put in Ray the first time it is asked for."""
+        if self.ref is None:
+            import ray
+
+            self.ref = ray.put(np.zeros(self.shape, self.dtype))
+        return self.ref
 
 
 def room(worker, store_bytes_per_node: float) -> int:

@@ -374,8 +374,10 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
             _PAYLOADS.pop(next(iter(_PAYLOADS)))
         _PAYLOADS[key] = found
     steps, exports, budget, *keeping = found
-    if any(type(block) is HeldRead for block in blocks):
-        blocks = tuple(_held(b.key, take=False) if type(b) is HeldRead else b for b in blocks)
+    if any(type(block) in (HeldRead, ZerosRead) for block in blocks):
+        blocks = tuple(_held(b.key, take=False) if type(b) is HeldRead
+                       else np.zeros(b.shape, b.dtype) if type(b) is ZerosRead else b
+                       for b in blocks)
     kept_in, keep_out, held_out = (*keeping, (), (), ())[:3]
     if kept_in:  # kept results read, after the arguments (the last reader takes them)
         blocks = (*blocks, *(HELD[prefix + key] if prefix + key in HELD
@@ -406,6 +408,19 @@ class HeldRead:
 
     def __reduce__(self):
         return HeldRead, (self.key,)
+
+
+class ZerosRead:
+    """A call's argument that is an output block no statement wrote
+    (:class:`~tensorc.runtime.ray.held.Unwritten`): the call makes it, zeros."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: tuple[int, ...], dtype: str) -> None:
+        self.shape, self.dtype = shape, dtype
+
+    def __reduce__(self):
+        return ZerosRead, (self.shape, self.dtype)
 
 
 def _held(key: str, take: bool = True) -> np.ndarray:
