@@ -119,3 +119,13 @@ def test_a_held_block_on_a_node_without_a_worker_is_returned():
     ((_, _, _, exports, exported, _, keep_out, held),) = wave.calls(
         wanted={(a, 0)}, nodes_kept=(0, 1), held={(a, 0): 8})
     assert exported == [(a, 0)] and exports == (0,) and keep_out == () and held == ()
+
+
+def test_the_markers_a_call_resolves_in_its_worker_pickle_by_value():
+    import pickle
+
+    from tensorc.runtime.ray.tasks import HeldRead, ZerosRead
+
+    zeros = pickle.loads(pickle.dumps(ZerosRead((2, 3), "<f4")))
+    assert (zeros.shape, zeros.dtype) == ((2, 3), "<f4")
+    assert pickle.loads(pickle.dumps(HeldRead("7.3/0/1.0"))).key == "7.3/0/1.0"

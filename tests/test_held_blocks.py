@@ -299,3 +299,18 @@ def test_blocks_no_statement_wrote_are_made_by_no_call_and_read_as_zeros():
     refs = lower.blocks.refs  # stored once asked for by ref: one object
     assert len({refs[c] for c in upper}) == 1
     np.testing.assert_array_equal(np.triu(lower.numpy(), 1), 0)  # gathered from Ray now
+    again = tc.compile(TIMES).run(L=lower, B=b, NB=4)["C"]  # still made by the calls
+    np.testing.assert_allclose(again.numpy(), np.linalg.cholesky(a) @ b, rtol=1e-10)
+
+
+def test_unwritten_blocks_keep_the_output_s_dtype():
+    a = spd(512).astype(np.float32)
+    placed = tc.asarray(a, block_shape=(128, 128)).value()
+    lower = shipped("cholesky").run(A=placed, NB=4, dtype=np.float32)["L"]
+    assert lower.layout.refs[(0, 1)].dtype == np.dtype(np.float32).str
+    value = lower.numpy()
+    assert value.dtype == np.float32 and not np.triu(value, 1).any()
+    stored = lower.blocks.refs[(0, 1)]
+    import ray
+
+    assert ray.get(stored).dtype == np.float32 and not ray.get(stored).any()

@@ -24,7 +24,9 @@ count over the block grid, inner dimensions first:
   block; the node grid factors the node count the same way over the block grid;
 - ``arr.numpy()`` / ``np.asarray(arr)`` gather the blocks into one driver array;
 - a block program's large final blocks may be *held* in the node workers that made them
-  (:mod:`~tensorc.runtime.ray.held`): :attr:`DistributedArray.blocks` stores them in Ray
+  (:mod:`~tensorc.runtime.ray.held`), and the blocks no statement wrote are made by no
+  call (:class:`~tensorc.runtime.ray.held.Unwritten`): :attr:`DistributedArray.blocks`
+  stores them in Ray
   the first time it is read (readers of refs go through it, but for a gather, which
   takes them from their workers and leaves them held, and a block program's call on their
   worker's node, which reads them there; readers of the bounds and nodes alone use
@@ -89,8 +91,9 @@ class DistributedArray:
         self._held = {coords: ref for coords, ref in blocks.refs.items()
                       if isinstance(ref, Held)}
         self._held_once = bool(self._held)  # its gather maps a dead worker to NodeLostError
-        self._unwritten = {coords: ref for coords, ref in blocks.refs.items()
-                           if isinstance(ref, Unwritten)}
+        self._zeros = {coords: ref for coords, ref in blocks.refs.items()
+                       if isinstance(ref, Unwritten)}  # for good: a call makes them
+        self._unwritten = dict(self._zeros)  # not put in Ray yet
         self._unread = (weakref.finalize(self, drop_held, tuple(self._held.values()))
                         if self._held else None)  # an array that dies unread frees them
         self._relaid: dict[tuple, Blocks] = {}
@@ -187,14 +190,19 @@ class DistributedArray:
     @property
     def layout(self) -> Blocks:
         """Its blocks' bounds and nodes, for readers of the layout alone: a held block's
-        ref is a :class:`~tensorc.runtime.ray.held.Held` here (read refs from
-        :attr:`blocks`)."""
+        ref is a :class:`~tensorc.runtime.ray.held.Held` here, an unwritten one's a
+        :class:`~tensorc.runtime.ray.held.Unwritten` (read refs from :attr:`blocks`)."""
         return self._blocks
 
     @property
     def held_blocks(self) -> int:
         """How many of its blocks are held in their workers, not stored in Ray yet."""
         return len(self._held)
+
+    def unwritten(self, coords: tuple[int, ...]) -> Unwritten | None:
+        """Block ``coords`` if no statement wrote it (zeros a call makes where it reads
+        them, whether or not they were put in Ray since)."""
+        return self._zeros.get(coords)
 
     def stored_refs(self) -> list:
         """The ObjectRefs of its blocks stored in Ray (held and unwritten blocks are not)."""

@@ -526,13 +526,14 @@ class _Binding:
         _, name, coords = symbol
         value = self.inputs[name]
         if not isinstance(value, np.ndarray):
+            zeros = value.unwritten(coords)
+            if zeros is not None:  # made by the call, even once put in Ray for others
+                return ray_tasks.ZerosRead(zeros.shape, zeros.dtype)
             found = value.layout.refs[coords]
             workers = self.cluster.workers  # the submission's (it asked for them)
             if (isinstance(found, Held) and found.ref is None and node is not None
                     and node < len(workers) and found.worker == workers[node]):
                 return found
-            if isinstance(found, Unwritten):
-                return ray_tasks.ZerosRead(found.shape, found.dtype)
             return value.blocks.refs[coords]
         if symbol not in self.cut:
             self.cut[symbol] = sent_block(value, self.edges[name], coords)
@@ -617,6 +618,8 @@ class _RayInputs:
         stored = value.blocks if self.stitcher is None else value.layout  # task by task: refs
         if stored.bounds == edges:
             node = live_node(stored.nodes.get(coords), self.placer.nodes)
+            if value.unwritten(coords) is not None:  # zeros: made by the call, no copy
+                nbytes = 0
             block = self.placer.add_version(nbytes, uses, node=node, retained=True)
             return stored.refs[coords], block, shape
         pieces = stored.pieces(region)

@@ -1,4 +1,5 @@
-"""Final blocks held in the node worker that made them, stored in Ray only when read.
+"""Final blocks held in the node worker that made them, stored in Ray only when read; and
+blocks no statement wrote, made by no call (:class:`Unwritten`).
 
 Contract: a block program's final output block that no later call reads may stay in the
 memory of the :class:`~tensorc.runtime.ray.tasks.NodeWorker` whose call made it (under a key
