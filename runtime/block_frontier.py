@@ -30,11 +30,12 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 import numpy as np
 
 from tensorc.codegen.block_dag import BlockDag
-from tensorc.codegen.block_kernels import evaluate_block_expr, result_flops, result_shapes
+from tensorc.codegen.block_kernels import evaluate_block_expr, result_shapes
 from tensorc.codegen.block_layout import block_slices, grid_coords, tensor_bounds
 from tensorc.errors import ExecutionError, ShapeError
 from tensorc.frontend.tc_check import DTYPES
 from tensorc.ir.block_program import BlockProgramIR, block_label
+from tensorc.planning.block_counts import placed_flops
 from tensorc.runtime.task_pool import _BlasLimit, available_cores
 
 
@@ -205,6 +206,7 @@ def _place(out: np.ndarray, name: str, edges, coords, value: np.ndarray) -> None
 
 
 def _flops_and_shapes(dag: BlockDag, task, shapes_of_edges):
+    """A task's result shapes and its flops as the placer prices them (the count choice's
+    :func:`~tensorc.planning.block_counts.placed_flops`)."""
     expr = dag.sites[task[0]].assign.value
-    shapes = result_shapes(expr, shapes_of_edges)
-    return shapes, result_flops(expr, shapes_of_edges)
+    return result_shapes(expr, shapes_of_edges), placed_flops(expr, shapes_of_edges)

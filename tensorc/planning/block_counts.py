@@ -224,10 +224,7 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
         inputs = list(dict.fromkeys(inputs))  # a block read twice is one input, one use
         expr = dag.sites[task[0]].assign.value
         outs = result_shapes(expr, edge_shapes)
-        edge = max((min(shape) for shape in edge_shapes.values() if shape), default=1)
-        factoring = factorisation_flops(expr, edge_shapes)
-        flops = ((result_flops(expr, edge_shapes) - factoring) * (edge + BLAS_HALF_EDGE)
-                 + factoring * (edge + FACTOR_HALF_EDGE)) / max(edge, 1)
+        flops = placed_flops(expr, edge_shapes)
         ids = []
         for j, shape in enumerate(outs):
             kept = (task, j) in finals and program.tensors[written[j][0]].kind == "output"
@@ -242,6 +239,17 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
     return CountCandidate({c: env[c] for c in program.blocks}, makespan, len(walked.tasks),
                           placer.moved_bytes(), max(placer.state.net_in),
                           placer.state.max_peak, policy)
+
+
+def placed_flops(expr, edge_shapes: dict) -> float:
+    """A task's flops as the placer prices them (module docstring): its BLAS part scaled by
+    ``(edge + BLAS_HALF_EDGE) / edge``, its factorisation part by ``(edge +
+    FACTOR_HALF_EDGE) / edge``; the count choice and the run on Ray price a task alike, so
+    the run places it where the choice simulated."""
+    edge = max((min(shape) for shape in edge_shapes.values() if shape), default=1)
+    factoring = factorisation_flops(expr, edge_shapes)
+    return ((result_flops(expr, edge_shapes) - factoring) * (edge + BLAS_HALF_EDGE)
+            + factoring * (edge + FACTOR_HALF_EDGE)) / max(edge, 1)
 
 
 def _version(edge) -> tuple:
@@ -260,8 +268,9 @@ def _stitched(placer: BlockPlacer, tensor: str, stored, region: tuple, versions:
         key = ("stored", tensor, coords)
         if key not in versions:
             extent = math.prod(e[c + 1] - e[c] for e, c in zip(edges, coords, strict=True))
-            versions[key] = placer.add_version(8 * extent, 1 << 30,
-                                               node=_home(stored, coords, placer.nodes))
+            versions[key] = placer.add_version(8 * extent, 1 << 30,  # kept, as the run
+                                               node=_home(stored, coords, placer.nodes),
+                                               retained=True)
         pieces.append(versions[key])
     _, made = placer.stitch(pieces, 8 * math.prod(s.stop - s.start for s in region), uses)
     return made
