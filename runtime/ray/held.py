@@ -20,9 +20,10 @@ ObjectRef would be:
   (:attr:`~tensorc.runtime.ray.arrays.DistributedArray.blocks`: an einsum, a call on
   another node, a store to disk). The store is not saved there, only moved to that read;
   one that never comes, or comes later, is not waited for;
-- :func:`drop` is what an array that dies unreleased does: the workers are told at the next
-  :func:`flush_drops` (a later run or release; never from inside the garbage
-  collector, which may run while this process holds Ray's submission lock);
+- :func:`drop` is what an array that dies unreleased does: it only marks and appends (the
+  garbage collector may call it with any lock held); the bytes are counted out and the
+  workers told at the next :func:`flush_drops` (every submission asks for the node
+  workers, and every release and gather, first);
 - a worker holds at most :data:`HELD_SHARE` of its node's share of the object store
   (:func:`room`, counted in this process: what was reserved and not yet released or
   dropped); a run holds what fits and returns the rest as before.
