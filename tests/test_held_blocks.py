@@ -25,7 +25,7 @@ def spd(n: int) -> np.ndarray:
     return x @ x.T + n * np.eye(n)
 
 
-def _kept_in_workers() -> int:
+def _kept_or_held_in_workers() -> int:
     """How many blocks the node workers keep or hold, all together (asked as a submission
     asks for the workers: the drops of arrays that died are sent first)."""
     import ray
@@ -51,25 +51,25 @@ def test_a_factor_s_blocks_stay_in_their_worker_until_read():
     import ray
 
     a = spd(512)
-    before = _kept_in_workers()
+    before = _kept_or_held_in_workers()
     lower, written = _factor(a)
     stats = tc.last_stats()
     assert stats["held_results"] == written and not stats["per_task"]
     assert lower.held_blocks == written
     ran = [n for n, count in enumerate(stats["tasks_per_node"]) if count]
     assert all(stats["node_peak_rss_bytes"][n] for n in ran)  # a call returning no block too
-    assert _kept_in_workers() - before == written
+    assert _kept_or_held_in_workers() - before == written
     tc.wait(lower)  # they exist: waiting stores nothing
     assert lower.held_blocks == written
     assert sum(isinstance(ref, Held) for ref in lower._blocks.refs.values()) == written  # noqa: SLF001
     for _ in range(2):  # a gather reads them, one object per worker, and leaves them held
         np.testing.assert_allclose(lower.numpy(), np.linalg.cholesky(a), rtol=1e-10,
                                    atol=1e-10)
-        assert lower.held_blocks == written and _kept_in_workers() - before == written
+        assert lower.held_blocks == written and _kept_or_held_in_workers() - before == written
     lower.blocks  # noqa: B018 - a reader of refs releases them: now Ray objects
     assert lower.held_blocks == 0
     assert all(isinstance(ref, ray.ObjectRef) for ref in lower.layout.refs.values())
-    assert _kept_in_workers() == before
+    assert _kept_or_held_in_workers() == before
     np.testing.assert_allclose(lower.numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
 
 
@@ -85,7 +85,7 @@ def test_a_held_factor_read_by_a_later_program_gives_numpy_s_answer():
 
 
 def test_an_array_that_dies_unread_frees_what_it_held():
-    before = _kept_in_workers()
+    before = _kept_or_held_in_workers()
     before_bytes = held.held_bytes()
     lower, written = _factor(spd(512))
     assert held.held_bytes() - before_bytes == written * 128 * 128 * 8
@@ -93,7 +93,7 @@ def test_an_array_that_dies_unread_frees_what_it_held():
     gc.collect()
     assert held.held_bytes() == before_bytes
     held.flush_drops()  # the next run or release sends it; sent ahead of the count below
-    assert _kept_in_workers() == before
+    assert _kept_or_held_in_workers() == before
 
 
 def test_a_worker_without_room_stores_its_final_blocks(monkeypatch):
@@ -164,7 +164,7 @@ def test_a_run_that_fails_after_holding_blocks_holds_none(monkeypatch):
     monkeypatch.setattr(block_program, "WINDOW", 4)
     program = tc.compile(FAILS_AFTER_ITS_FIRST_WAVE)
     placed = tc.asarray(RNG.random((8192, 16)), block_shape=(1024, 16)).value()
-    before = _kept_in_workers()
+    before = _kept_or_held_in_workers()
     before_bytes = held.held_bytes()
     held_before_failing = []
     hold = held.Held.__init__
@@ -178,7 +178,7 @@ def test_a_run_that_fails_after_holding_blocks_holds_none(monkeypatch):
         program.run(A=placed, MB=8)
     assert held_before_failing  # X's blocks were held, and then
     assert held.held_bytes() == before_bytes
-    assert _kept_in_workers() == before
+    assert _kept_or_held_in_workers() == before
 
 
 def test_two_threads_reading_a_held_array_release_it_once(monkeypatch):

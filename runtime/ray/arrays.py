@@ -93,7 +93,7 @@ class DistributedArray:
         self._held_once = bool(self._held)  # its gather maps a dead worker to NodeLostError
         self._zeros = {coords: ref for coords, ref in blocks.refs.items()
                        if isinstance(ref, Unwritten)}  # for good: a call makes them
-        self._unwritten = dict(self._zeros)  # not put in Ray yet
+        self._zeros_put = not self._zeros  # whether their refs stand in _blocks
         self._unread = (weakref.finalize(self, drop_held, tuple(self._held.values()))
                         if self._held else None)  # an array that dies unread frees them
         self._relaid: dict[tuple, Blocks] = {}
@@ -171,11 +171,10 @@ class DistributedArray:
         """Its blocks, each an ObjectRef: blocks held in their workers are stored in Ray
         first (:func:`~tensorc.runtime.ray.held.release`), and unwritten blocks of zeros
         put in Ray."""
-        if self._unwritten:
-            with _RELEASING:
-                for coords, zeros in self._unwritten.items():
-                    self._blocks.refs[coords] = zeros.stored()
-                self._unwritten = {}
+        if not self._zeros_put:  # each shape put in Ray once (Unwritten.stored)
+            for coords, zeros in self._zeros.items():
+                self._blocks.refs[coords] = zeros.stored()
+            self._zeros_put = True
         if self._held:
             with SUBMITTING, _RELEASING:  # once, and never between a call's binding of a
                 # held block by key and the call's submission (calls.SUBMITTING)
@@ -205,9 +204,10 @@ class DistributedArray:
         return self._zeros.get(coords)
 
     def stored_refs(self) -> list:
-        """The ObjectRefs of its blocks stored in Ray (held and unwritten blocks are not)."""
+        """The ObjectRefs of its blocks made on the nodes (held blocks are not stored,
+        unwritten ones made by no call)."""
         return [ref for coords, ref in self._blocks.refs.items()
-                if coords not in self._held and coords not in self._unwritten]
+                if coords not in self._held and coords not in self._zeros]
 
     def block_nodes(self) -> dict[tuple[int, ...], int | None]:
         """Node index (in the session's node order) holding each block's primary copy, as
@@ -224,9 +224,9 @@ class DistributedArray:
         import ray
 
         with _RELEASING:  # a release sent after the peeks runs after them
-            held, unwritten = dict(self._held), dict(self._unwritten)
+            held = dict(self._held)
             peeked = peek_held(held.values()) if held else []
-        keys = sorted(k for k in self._blocks.refs if k not in held and k not in unwritten)
+        keys = sorted(k for k in self._blocks.refs if k not in held and k not in self._zeros)
         try:
             found = ray.get([ref for _, ref in peeked] + [self._blocks.refs[k] for k in keys])
         except (ray.exceptions.ObjectLostError,  # made by a call on a node now gone
@@ -238,7 +238,7 @@ class DistributedArray:
         for key in keys:
             self._blocks.add_copies(key, (0,))
         out = np.empty(self.shape, dtype=self.dtype)
-        for key in unwritten:
+        for key in self._zeros:  # zeros, put in Ray or not
             out[self._blocks.block_slices(key)] = 0
         for key, value in zip(keys, found[len(peeked):], strict=True):
             out[self._blocks.block_slices(key)] = value

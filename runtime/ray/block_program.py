@@ -266,20 +266,18 @@ class _RayDagRun:
     def _holdable(self, finals: list, final_only: set) -> dict:
         """The wave's results that may stay in their node's worker until read
         (:mod:`~tensorc.runtime.ray.held`), with their sizes: final blocks no later wave
-        reads, each the only output block its result is (an array holds each block it
-        holds alone), too large to travel in the call's reply (a small one costs no store, and
+        reads, too large to travel in the call's reply (a small one costs no store, and
         the reply keeps it safe from its node's loss), on a node whose worker has room for
         them."""
         if self.per_task:
             return {}
-        counts = Counter(self.finals[key][0][1:] for key in finals)
         room = _room(self.cluster)
         holdable = {}
         for key in finals:
             source, node, shape = self.finals[key]
             result = source[1:]
             nbytes = math.prod(shape) * _output_dtype(self.program, key[0], self.dtype).itemsize
-            if (result in final_only and counts[result] == 1 and node in room
+            if (result in final_only and node in room
                     and self.cluster.inline_bytes < nbytes <= room[node]):
                 holdable[result] = nbytes
                 room[node] -= nbytes

@@ -132,11 +132,8 @@ def release(held) -> None:
     """Store every block of ``held`` not released yet in Ray and set its ``ref``: one call
     per worker, not waited for. Callers release an array's blocks once (under its lock)."""
     flush_drops()
-    grouped: dict = defaultdict(list)
-    for block in dict.fromkeys(held):  # once each
-        if block.ref is None and not block.dropped:
-            grouped[block.worker].append(block)
-    for worker, blocks in grouped.items():
+    unreleased = (b for b in held if b.ref is None and not b.dropped)
+    for worker, blocks in _by_worker(unreleased).items():
         refs = worker.release.options(num_returns=len(blocks)).remote(
             [b.key for b in blocks])
         with _LOCK:
@@ -151,11 +148,16 @@ def peek(held) -> list[tuple[list, object]]:
     not one per block; the blocks stay held): ``[(its Helds, the ref of their values)]``,
     not waited for."""
     flush_drops()
+    return [(blocks, worker.peek.remote([b.key for b in blocks]))
+            for worker, blocks in _by_worker(held).items()]
+
+
+def _by_worker(held) -> dict:
+    """``held``'s blocks, each once, by the worker holding them."""
     grouped: dict = defaultdict(list)
     for block in dict.fromkeys(held):
         grouped[block.worker].append(block)
-    return [(blocks, worker.peek.remote([b.key for b in blocks]))
-            for worker, blocks in grouped.items()]
+    return grouped
 
 
 def drop(held) -> None:

@@ -375,10 +375,8 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
             _PAYLOADS.pop(next(iter(_PAYLOADS)))
         _PAYLOADS[key] = found
     steps, exports, budget, *keeping = found
-    if any(type(block) in (HeldRead, ZerosRead) for block in blocks):
-        blocks = tuple(_held(b.key, take=False) if type(b) is HeldRead
-                       else np.zeros(b.shape, b.dtype) if type(b) is ZerosRead else b
-                       for b in blocks)
+    if any(type(block) in _READS_HERE for block in blocks):
+        blocks = tuple(b.value() if type(b) in _READS_HERE else b for b in blocks)
     kept_in, keep_out, held_out = (*keeping, (), (), ())[:3]
     if kept_in:  # kept results read, after the arguments (the last reader takes them)
         blocks = (*blocks, *(HELD[prefix + key] if prefix + key in HELD
@@ -407,6 +405,9 @@ class HeldRead:
     def __init__(self, key: str) -> None:
         self.key = key
 
+    def value(self) -> np.ndarray:
+        return _held(self.key, take=False)
+
     def __reduce__(self):
         return HeldRead, (self.key,)
 
@@ -420,8 +421,15 @@ class ZerosRead:
     def __init__(self, shape: tuple[int, ...], dtype: str) -> None:
         self.shape, self.dtype = shape, dtype
 
+    def value(self) -> np.ndarray:
+        return np.zeros(self.shape, self.dtype)
+
     def __reduce__(self):
         return ZerosRead, (self.shape, self.dtype)
+
+
+_READS_HERE = (HeldRead, ZerosRead)
+"""Arguments a call turns into blocks in its worker (``value()``), not Ray objects."""
 
 
 def _held(key: str, take: bool = True) -> np.ndarray:
