@@ -2,7 +2,8 @@
 (``runtime/ray/held.py``), on the shared 4-node Ray cluster: held, counted and kept in the
 worker after ``tc.wait``; stored in Ray at the first read, with numpy's answer; dropped
 when their array dies unread; stored as before where a worker has no room; lost with their
-worker as a stored block is with its node."""
+worker as a stored block is with its node; read in place by a later call on the holder's
+node, a block program's or an einsum's."""
 
 from __future__ import annotations
 
@@ -314,3 +315,54 @@ def test_unwritten_blocks_keep_the_output_s_dtype():
     import ray
 
     assert ray.get(stored).dtype == np.float32 and not ray.get(stored).any()
+
+
+def _tsqr_q():
+    """TSQR's Q of a 65,536 x 16 matrix, held in 8 row blocks of 1 MB on the 4 workers, row
+    block ``i`` on node ``i % 4`` (as ``tc.asarray`` lays a column of blocks out), and the
+    matrix."""
+    x = RNG.random((65536, 16))
+    placed = tc.asarray(x, block_shape=(8192, 16)).value()
+    q = shipped("tsqr_q").run(A=placed, MB=8, scheduler="owner")["Q"]
+    assert q.held_blocks == 8
+    assert q.layout.nodes == {(i, 0): i % 4 for i in range(8)}
+    return q, x
+
+
+def test_an_einsum_reads_held_blocks_in_place_on_their_nodes():
+    q, _ = _tsqr_q()
+    before = _kept_or_held_in_workers()
+    b = tc.asarray(RNG.random((65536, 3)), block_shape=(8192, 3)).value()  # Q's nodes
+    product = tc.einsum("ij,ik->jk", q, b)
+    assert q.held_blocks == 8  # read in their workers: nothing released, nothing stored
+    assert _kept_or_held_in_workers() == before
+    np.testing.assert_allclose(product.numpy(), q.numpy().T @ b.numpy(), rtol=1e-10,
+                               atol=1e-12)
+    assert q.held_blocks == 8
+
+
+def test_an_einsum_passing_a_held_block_through_releases_its_array():
+    import ray
+
+    q, _ = _tsqr_q()
+    same = tc.einsum("ij->ij", q)  # its blocks are q's: never held by two arrays
+    assert q.held_blocks == 0 and same.held_blocks == 0
+    assert all(isinstance(ref, ray.ObjectRef) for ref in same.layout.refs.values())
+    np.testing.assert_array_equal(same.numpy(), q.numpy())
+
+
+def test_a_held_block_binds_in_place_for_its_worker_and_by_ref_elsewhere():
+    import ray
+
+    from tensorc.runtime.ray.calls import node_workers
+    from tensorc.runtime.ray.cluster import connected
+
+    q, _ = _tsqr_q()
+    block = q.layout.refs[(1, 0)]
+    workers = node_workers(connected())
+    assert held.bound_for(block, workers[1]) is block  # its holder reads it as it is
+    assert type(held.read_in_place(block)).__name__ == "HeldRead" and q.held_blocks == 8
+    stored = held.bound_for(block, workers[2])  # any other reader: the array is released
+    assert isinstance(stored, ray.ObjectRef) and q.held_blocks == 0
+    assert held.bound_for(block, workers[1]) is stored is held.read_in_place(block)
+    assert all(isinstance(ref, ray.ObjectRef) for ref in q.layout.refs.values())  # all of them

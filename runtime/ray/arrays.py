@@ -28,10 +28,12 @@ count over the block grid, inner dimensions first:
   call (:class:`~tensorc.runtime.ray.held.Unwritten`): :attr:`DistributedArray.blocks`
   stores them in Ray
   the first time it is read (readers of refs go through it, but for a gather, which
-  takes them from their workers and leaves them held, and a block program's call on their
-  worker's node, which reads them there; readers of the bounds and nodes alone use
-  :attr:`DistributedArray.layout`, which releases nothing), :func:`wait` waits for
-  nothing more;
+  takes them from their workers and leaves them held, and a call on their worker's node, a
+  block program's or an einsum's, which reads them there: calls bind blocks with
+  :func:`~tensorc.runtime.ray.held.bound_for`, from :attr:`DistributedArray.layout` or
+  :attr:`DistributedArray.blocks_in_place`, and a binding for any other node releases the
+  array; readers of the bounds and nodes alone use :attr:`DistributedArray.layout`, which
+  releases nothing), :func:`wait` waits for nothing more;
 - an array keeps the re-laid-out copies of itself that calls made (a repartition the plan
   chose), so a later call that wants the same layout reads them instead of re-cutting: arrays
   are immutable, so a copy never goes stale. At most :data:`RELAID_PER_ARRAY` layouts per
@@ -96,6 +98,8 @@ class DistributedArray:
         self._zeros_put = not self._zeros  # whether their refs stand in _blocks
         self._unread = (weakref.finalize(self, drop_held, tuple(self._held.values()))
                         if self._held else None)  # an array that dies unread frees them
+        for block in self._held.values():  # a reader elsewhere releases them all, once
+            block.owner = weakref.WeakMethod(self._release_held)
         self._relaid: dict[tuple, Blocks] = {}
         self.origin: str | None = None
         """Where its layout came from, for ``explain()`` (``None``: a computed result)."""
@@ -171,10 +175,25 @@ class DistributedArray:
         """Its blocks, each an ObjectRef: blocks held in their workers are stored in Ray
         first (:func:`~tensorc.runtime.ray.held.release`), and unwritten blocks of zeros
         put in Ray."""
+        self._release_held()
+        return self.blocks_in_place
+
+    @property
+    def blocks_in_place(self) -> Blocks:
+        """Its blocks as calls that may read held blocks in place bind them: unwritten ones
+        put in Ray (as :attr:`blocks`), held ones still a
+        :class:`~tensorc.runtime.ray.held.Held`, which a call binds with
+        :func:`~tensorc.runtime.ray.held.bound_for` (read in place on its holder's node; for
+        any other reader this array's held blocks are released first)."""
         if not self._zeros_put:  # each shape put in Ray once (Unwritten.stored)
             for coords, zeros in self._zeros.items():
                 self._blocks.refs[coords] = zeros.stored()
             self._zeros_put = True
+        return self._blocks
+
+    def _release_held(self) -> None:
+        """Store its held blocks in Ray (:func:`~tensorc.runtime.ray.held.release`), their
+        refs in place of the :class:`~tensorc.runtime.ray.held.Held` in its blocks."""
         if self._held:
             with SUBMITTING, _RELEASING:  # once, and never between a call's binding of a
                 # held block by key and the call's submission (calls.SUBMITTING)
@@ -184,7 +203,6 @@ class DistributedArray:
                         self._blocks.refs[coords] = held.ref
                     self._held = {}
                     self._unread.detach()
-        return self._blocks
 
     @property
     def layout(self) -> Blocks:

@@ -50,9 +50,9 @@ import numpy as np
 
 from tensorc.codegen.block_kernels import evaluate_block_expr
 from tensorc.runtime.ray.calls import SUBMITTING, node_workers, submit_stage
-from tensorc.runtime.ray.held import Held
+from tensorc.runtime.ray.held import Held, read_in_place
 from tensorc.runtime.ray.stages import RUN, Step
-from tensorc.runtime.ray.tasks import HeldRead, stitch
+from tensorc.runtime.ray.tasks import stitch
 
 REF, PENDING = "ref", "w"
 """Argument kinds: a block already in Ray, or a result of a task earlier in the wave."""
@@ -260,7 +260,7 @@ class Prepared:
                                                                   strict=True):
                 bound = [refs[arg[1:]] if arg[0] == PENDING else bind(arg, node)
                          for arg in args]  # then a held block, still held, is read there
-                bound = [_held_read(b) if type(b) is Held else b for b in bound]
+                bound = [read_in_place(b) for b in bound]
                 returned = submit_stage(cluster, workers, node, prefix, payload, bound,
                                         exports + 1, threads=threads[node] if threads else None)
                 refs.update(zip(exported, returned, strict=False))
@@ -268,13 +268,6 @@ class Prepared:
         for node, result, key, nbytes in self.held:
             refs[result] = Held(workers[node], prefix + key, nbytes)
         return {r: refs[r] for r in self.wanted}, reports
-
-
-def _held_read(block: Held):
-    """A held input block as a call on its worker's node reads it: by key while it is held
-    (:class:`~tensorc.runtime.ray.tasks.HeldRead`), else by the ref its release stored it
-    as (another argument of the same call, read elsewhere, may have released it)."""
-    return HeldRead(block.key) if block.ref is None else block.ref
 
 
 def _pickled(payload) -> bytes:

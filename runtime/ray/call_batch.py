@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray.calls import SUBMITTING, node_workers, put_payloads, submit_stage
+from tensorc.runtime.ray.held import Held, bound_for, read_in_place
 from tensorc.runtime.ray.inline import Inline
 from tensorc.runtime.ray.stages import INPUT, STORED, NodeCall, StagedCalls
 
@@ -119,13 +120,16 @@ class CallBatch:
         first = len(self.calls)
         self.staged.append(staged)
         returned: list[list[Deferred]] = []
+        workers = node_workers(self.cluster)
         for c, call in enumerate(staged.calls):
             bound = []
             for source in call.args:
                 if source[0] == STORED:
                     bound.append(Inline(stored[source[1]]))
-                elif source[0] == INPUT:
-                    bound.append(inputs[source[1]].refs[source[2]])
+                elif source[0] == INPUT:  # a held block read elsewhere is released now
+                    ref = inputs[source[1]].refs[source[2]]
+                    bound.append(bound_for(ref, workers[call.node]) if type(ref) is Held
+                                 else ref)
                 else:
                     bound.append(returned[source[1]][source[2]])
             entry = first + c
@@ -212,7 +216,10 @@ class CallBatch:
                 for kind, entry, slot in merged.args:
                     value = (results[(entry, slot)] if kind == "d"
                              else self.calls[entry][1][slot])
+                    if type(value) is Held:  # read here; its ref if released since
+                        value = bound_for(value, workers[merged.node])
                     args.append(value.value if type(value) is Inline else value)
+                args = [read_in_place(a) for a in args]
                 refs = submit_stage(cluster, workers, merged.node, key, payload, args,
                                     len(merged.exports) + 1)
                 for export, ref in zip(merged.exports, refs, strict=False):

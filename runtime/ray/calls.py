@@ -51,7 +51,7 @@ from tensorc.errors import ExecutionError, StorageError
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.cluster import RayCluster
-from tensorc.runtime.ray.held import flush_drops
+from tensorc.runtime.ray.held import Held, bound_for, flush_drops, read_in_place
 from tensorc.runtime.ray.inline import Inline
 from tensorc.runtime.ray.stages import INPUT, STORED, StagedCalls
 
@@ -316,19 +316,22 @@ class CallRunner:
         cluster = self.cluster
         returned: list[list] = []
 
-        def bind(source: tuple):
+        def bind(source: tuple, node: int):
             if source[0] == STORED:
                 return stored[source[1]]
             if source[0] == INPUT:
                 ref = inputs[source[1]].refs[source[2]]
+                if type(ref) is Held:
+                    return bound_for(ref, workers[node] if workers is not None else None)
                 return ref.value if type(ref) is Inline else ref
             return returned[source[1]][source[2]]
 
         with SUBMITTING:  # every worker's queue stays in one global topological order
             for call, (key, payload) in zip(staged.calls, payloads, strict=True):
+                args = [bind(s, call.node) for s in call.args]  # then held blocks read here
                 returned.append(submit_stage(
-                    cluster, workers, call.node, key, payload, [bind(s) for s in call.args],
-                    len(call.exports) + 1, pinned))
+                    cluster, workers, call.node, key, payload,
+                    [read_in_place(a) for a in args], len(call.exports) + 1, pinned))
         return returned
 
     def _payloads(self, staged: StagedCalls) -> list[tuple[str, list]]:
@@ -346,9 +349,10 @@ class CallRunner:
                      dtype, tuple(bounds), epoch=self.cluster.epoch)
         for coords, source in sources.items():
             out.nodes[coords] = nodes[coords]
-            if source[0] == INPUT:
+            if source[0] == INPUT:  # an input block passed through: never held by two
                 stored = inputs[source[1]]
-                out.refs[coords] = stored.refs[source[2]]
+                ref = stored.refs[source[2]]
+                out.refs[coords] = bound_for(ref, None) if type(ref) is Held else ref
                 if source[2] in stored.reported:
                     out.reported[coords] = stored.reported[source[2]]
             else:
@@ -417,11 +421,14 @@ class CallRunner:
         """The nodes holding a copy of each input block before the run: what Ray's object
         directory lists, and the copies the driver tracks (``Blocks.copies``: a directory
         entry can lag behind a fetch that already finished, on a loaded machine)."""
-        refs = [ref for blocks in inputs for ref in blocks.refs.values()]
+        refs = [ref for blocks in inputs for ref in blocks.refs.values()
+                if type(ref) is not Held]  # a held block is in no store
         found = object_copies(self.cluster, refs)
         ids = self.cluster.node_ids
         for blocks in inputs:
             for coords, ref in blocks.refs.items():
+                if type(ref) is Held:
+                    continue
                 tracked = {ids[n] for n in blocks.copies.get(coords, ()) if 0 <= n < len(ids)}
                 if tracked:
                     found[ref] = found.get(ref, set()) | tracked
@@ -436,6 +443,8 @@ class CallRunner:
         refs = []
         for blocks in inputs:
             for coords, ref in blocks.refs.items():
+                if type(ref) is Held:  # still held: read in place, never copied
+                    continue
                 node = blocks.nodes.get(coords)
                 producer_of[ref] = ids[node] if node is not None and node < len(ids) else None
                 refs.append(ref)

@@ -10,15 +10,19 @@ machine's 4 nodes), as a Dask worker keeps the results it computed. The output's
 :class:`~tensorc.placement.blocks.Blocks` holds a :class:`Held` for such a block where an
 ObjectRef would be:
 
-- a later block program's call on the holding node reads a held block in place (its
-  binding passes a :class:`~tensorc.runtime.ray.tasks.HeldRead`; the block stays held);
+- a later call on the holding node, a block program's or an einsum's, reads a held block in
+  place (:func:`bound_for` binds the block itself for a call its holder runs, and
+  :func:`read_in_place` passes a :class:`~tensorc.runtime.ray.tasks.HeldRead` once the
+  call's every argument is bound; the block stays held); a call on any other node, a plain
+  task, or an einsum output block that is an input block passed through binds its ref,
+  the array's held blocks released first (two arrays never share a held block);
 - :func:`peek` is a gather's: each worker returns its blocks as one object (one store
   instead of one per block) and keeps holding them;
 - :func:`release` turns an array's held blocks into ObjectRefs, one call per worker that
   returns each block as its own object (Ray stores them then, on the node that made them);
   the array does so the first time anything else reads its blocks' refs
-  (:attr:`~tensorc.runtime.ray.arrays.DistributedArray.blocks`: an einsum, a call on
-  another node, a store to disk). The store is not saved there, only moved to that read;
+  (:attr:`~tensorc.runtime.ray.arrays.DistributedArray.blocks`: a store to disk, say, or
+  :func:`bound_for` for a call elsewhere). The store is not saved there, only moved to that read;
   one that never comes, or comes later, is not waited for;
 - :func:`drop` is what an array that dies unreleased does: it only marks and appends (the
   garbage collector may call it with any lock held); the bytes are counted out and the
@@ -47,6 +51,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from tensorc.runtime.ray.tasks import HeldRead
+
 HELD_SHARE = 0.5
 """Share of a node's object store its worker may hold in final blocks."""
 
@@ -59,14 +65,16 @@ _LOCK = threading.Lock()
 class Held:
     """A final block held in ``worker`` (a NodeWorker handle) under ``key``: ``nbytes``
     long, until released (``ref``: the ObjectRef it was stored as; the handle is let go)
-    or dropped."""
+    or dropped. ``owner``: a weak reference to what releases the held blocks of the array
+    it is a block of (set by that array; ``None``: the block is released alone)."""
 
-    __slots__ = ("worker", "key", "nbytes", "ref", "dropped")
+    __slots__ = ("worker", "key", "nbytes", "ref", "dropped", "owner")
 
     def __init__(self, worker, key: str, nbytes: int) -> None:
         self.worker, self.key, self.nbytes = worker, key, nbytes
         self.ref = None
         self.dropped = False
+        self.owner = None
         with _LOCK:
             _HELD_BYTES[worker] += nbytes
 
@@ -141,6 +149,33 @@ def release(held) -> None:
                 block.ref = ref
                 _count_out(block)
                 block.worker = None  # a worker replaced since is freed with its last handle
+
+
+def bound_for(block: Held, worker):
+    """What a call that ``worker`` (a NodeWorker handle; ``None``: a plain task, or a reader
+    that is no call) runs binds for ``block``: the block itself while that worker holds it
+    (the call reads it in place: :func:`read_in_place`, once all the call's arguments are
+    bound), else its ObjectRef, its array's held blocks released first (once). Callers
+    bind under the submission lock (``calls.SUBMITTING``), which releases take too."""
+    if block.ref is None:
+        if worker is not None and block.worker == worker:
+            return block
+        owner = block.owner() if block.owner is not None else None
+        if owner is not None:
+            owner()
+        else:
+            release([block])
+    return block.ref
+
+
+def read_in_place(value):
+    """A bound argument as its call is submitted with it: a :class:`Held` still held is
+    read by key in its worker (:class:`~tensorc.runtime.ray.tasks.HeldRead`); one released
+    since (by another argument of the same call, read elsewhere) by its ref; anything else
+    as it is."""
+    if type(value) is not Held:
+        return value
+    return HeldRead(value.key) if value.ref is None else value.ref
 
 
 def peek(held) -> list[tuple[list, object]]:

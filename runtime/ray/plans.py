@@ -283,8 +283,9 @@ def _bind_inputs(plan: Plan, operands, cluster, inlined: bool,
     """Each operand as ``Blocks``: a numpy operand distributed as the plan cuts it (or, when
     ``inlined`` and small, carried inside the call messages); one read from storage as the
     layout of the blocks its loads read, nothing made (the calls read them); a distributed
-    one where it is, or its kept re-laid-out copy, or marked for re-layout when the plan
-    repartitions it."""
+    one where it is (its held blocks as they are, each read in place by a call on its
+    holder's node: :attr:`~tensorc.runtime.ray.arrays.DistributedArray.blocks_in_place`), or
+    its kept re-laid-out copy, or marked for re-layout when the plan repartitions it."""
     graph = plan.graph
     dist = plan.distribution
     planned_nodes = {}  # operand position -> node of each block under the plan's grid
@@ -319,7 +320,7 @@ def _bind_inputs(plan: Plan, operands, cluster, inlined: bool,
             if inputs_used is not None:
                 inputs_used[position] = made
             continue
-        blocks = operand.blocks.resolve(cluster.locate, cluster.epoch)
+        blocks = operand.blocks_in_place.resolve(cluster.locate, cluster.epoch)
         if position in bound.moved:
             bounds = load_bounds(graph, position, operand.shape)
             target = planned_nodes[position]
