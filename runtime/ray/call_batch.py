@@ -120,7 +120,6 @@ class CallBatch:
         first = len(self.calls)
         self.staged.append(staged)
         returned: list[list[Deferred]] = []
-        workers = node_workers(self.cluster)
         for c, call in enumerate(staged.calls):
             bound = []
             for source in call.args:
@@ -128,8 +127,8 @@ class CallBatch:
                     bound.append(Inline(stored[source[1]]))
                 elif source[0] == INPUT:  # a held block read elsewhere is released now
                     ref = inputs[source[1]].refs[source[2]]
-                    bound.append(bound_for(ref, workers[call.node]) if type(ref) is Held
-                                 else ref)
+                    bound.append(bound_for(ref, node_workers(self.cluster)[call.node])
+                                 if type(ref) is Held else ref)
                 else:
                     bound.append(returned[source[1]][source[2]])
             entry = first + c
