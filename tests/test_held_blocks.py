@@ -341,6 +341,27 @@ def test_an_einsum_reads_held_blocks_in_place_on_their_nodes():
     assert q.held_blocks == 8
 
 
+def test_a_lazy_program_s_batched_calls_read_held_blocks_in_place(monkeypatch):
+    from tensorc.runtime.ray import call_batch
+    from tensorc.runtime.ray.cluster import connected
+
+    q, _ = _tsqr_q()
+    b = RNG.random((65536, 3))
+    placed = tc.asarray(b, block_shape=(8192, 3))
+    batched, add = [], call_batch.CallBatch.add
+
+    def counted(self, *args, **kwargs):
+        batched.append(self)
+        return add(self, *args, **kwargs)
+
+    monkeypatch.setattr(call_batch.CallBatch, "add", counted)
+    monkeypatch.setattr(connected(), "measure", False)  # a measured run is not batched
+    lazy = tc.asarray(q)
+    found = np.asarray((lazy.T @ placed) * 2 + 1)  # one program: its calls batched
+    assert batched and q.held_blocks == 8
+    np.testing.assert_allclose(found, (q.numpy().T @ b) * 2 + 1, rtol=1e-10)
+
+
 def test_an_einsum_passing_a_held_block_through_releases_its_array():
     import ray
 
