@@ -387,3 +387,21 @@ def test_a_held_block_binds_in_place_for_its_worker_and_by_ref_elsewhere():
     assert isinstance(stored, ray.ObjectRef) and q.held_blocks == 0
     assert held.bound_for(block, workers[1]) is stored is held.read_in_place(block)
     assert all(isinstance(ref, ray.ObjectRef) for ref in q.layout.refs.values())  # all of them
+
+
+def test_an_einsum_reading_a_held_block_lost_with_its_worker_raises_ray_s_error():
+    import ray
+
+    from tensorc.errors import ExecutionError
+    from tensorc.runtime.ray.cluster import connected
+
+    q, _ = _tsqr_q()
+    b = tc.asarray(RNG.random((65536, 3)), block_shape=(8192, 3)).value()
+    ray.kill(q.layout.refs[(1, 0)].worker)
+    with pytest.raises(ExecutionError, match=r"^Ray failed running the call on node \d \(stage "
+                                             r"\d, \d+ block step\(s\)\): RayTaskError\("
+                                             r"ActorDiedError\)"):
+        tc.einsum("ij,ik->jk", q, b)  # on its node's new worker, then as tasks: lost
+    connected().restart_workers()  # the next test's runs start new workers
+    np.testing.assert_allclose(tc.einsum("ij,ik->jk", b, b).numpy(), b.numpy().T @ b.numpy(),
+                               rtol=1e-10)
