@@ -348,18 +348,29 @@ def test_a_lazy_program_s_batched_calls_read_held_blocks_in_place(monkeypatch):
     q, _ = _tsqr_q()
     b = RNG.random((65536, 3))
     placed = tc.asarray(b, block_shape=(8192, 3))
-    batched, add = [], call_batch.CallBatch.add
+    sent, submit = [], call_batch.submit_stage
 
-    def counted(self, *args, **kwargs):
-        batched.append(self)
-        return add(self, *args, **kwargs)
+    def counted(cluster, workers, node, key, payload, args, *rest, **options):
+        sent.extend(type(a).__name__ for a in args)
+        return submit(cluster, workers, node, key, payload, args, *rest, **options)
 
-    monkeypatch.setattr(call_batch.CallBatch, "add", counted)
+    monkeypatch.setattr(call_batch, "submit_stage", counted)
     monkeypatch.setattr(connected(), "measure", False)  # a measured run is not batched
     lazy = tc.asarray(q)
     found = np.asarray((lazy.T @ placed) * 2 + 1)  # one program: its calls batched
-    assert batched and q.held_blocks == 8
+    assert sent.count("HeldRead") == 8 and q.held_blocks == 8  # each read in its worker
     np.testing.assert_allclose(found, (q.numpy().T @ b) * 2 + 1, rtol=1e-10)
+
+
+def test_block_by_block_operations_read_held_blocks_in_place_and_never_share_one():
+    q, _ = _tsqr_q()
+    lazy = tc.asarray(q)
+    narrowed = np.asarray(lazy.astype(np.float32))  # a step on each block's own node
+    assert narrowed.dtype == np.float32 and q.held_blocks == 8
+    np.testing.assert_array_equal(narrowed, q.numpy().astype(np.float32))
+    rows = lazy[:16384].value()  # blocks 0 and 1 whole: passed through, so stored first
+    assert q.held_blocks == 0 and rows.held_blocks == 0
+    np.testing.assert_array_equal(rows.numpy(), q.numpy()[:16384])
 
 
 def test_an_einsum_passing_a_held_block_through_releases_its_array():
@@ -401,7 +412,7 @@ def test_an_einsum_reading_a_held_block_lost_with_its_worker_raises_ray_s_error(
     with pytest.raises(ExecutionError, match=r"^Ray failed running the call on node \d \(stage "
                                              r"\d, \d+ block step\(s\)\): RayTaskError\("
                                              r"ActorDiedError\)"):
-        tc.einsum("ij,ik->jk", q, b)  # on its node's new worker, then as tasks: lost
+        tc.einsum("ij,ik->jk", q, b)  # its worker is dead; as plain tasks, the block is lost
     connected().restart_workers()  # the next test's runs start new workers
     np.testing.assert_allclose(tc.einsum("ij,ik->jk", b, b).numpy(), b.numpy().T @ b.numpy(),
                                rtol=1e-10)

@@ -29,11 +29,12 @@ count over the block grid, inner dimensions first:
   stores them in Ray
   the first time it is read (readers of refs go through it, but for a gather, which
   takes them from their workers and leaves them held, and a call on their worker's node, a
-  block program's or an einsum's, which reads them there: calls bind blocks with
-  :func:`~tensorc.runtime.ray.held.bound_for`, from :attr:`DistributedArray.layout` or
-  :attr:`DistributedArray.blocks_in_place`, and a binding for any other node releases the
-  array; readers of the bounds and nodes alone use :attr:`DistributedArray.layout`, which
-  releases nothing), :func:`wait` waits for nothing more;
+  block program's, an einsum's or a block-by-block operation's, which reads them there:
+  calls bind blocks with :func:`~tensorc.runtime.ray.held.bind`, from
+  :attr:`DistributedArray.layout` or :attr:`DistributedArray.blocks_in_place`, and a
+  binding for any other node releases the array; readers of the bounds and nodes alone
+  use :attr:`DistributedArray.layout`, which releases nothing), :func:`wait` waits for
+  nothing more;
 - an array keeps the re-laid-out copies of itself that calls made (a repartition the plan
   chose), so a later call that wants the same layout reads them instead of re-cutting: arrays
   are immutable, so a copy never goes stale. At most :data:`RELAID_PER_ARRAY` layouts per

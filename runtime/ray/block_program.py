@@ -93,7 +93,8 @@ from tensorc.runtime.ray.block_replay import (
 )
 from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Stitch, Wave
 from tensorc.runtime.ray.calls import WorkerLost, node_workers, submit, wait_for_calls
-from tensorc.runtime.ray.held import Held, Unwritten, bound_for
+from tensorc.runtime.ray.held import Unwritten
+from tensorc.runtime.ray.held import bind as bind_held
 from tensorc.runtime.ray.held import drop as drop_held
 from tensorc.runtime.ray.held import room as held_room
 
@@ -527,12 +528,8 @@ class _Binding:
             zeros = value.unwritten(coords)
             if zeros is not None:  # made by the call, even once put in Ray for others
                 return ray_tasks.ZerosRead(zeros.shape, zeros.dtype)
-            found = value.layout.refs[coords]  # zeros came as ZerosRead above
-            if type(found) is not Held:
-                return found
             workers = self.cluster.workers  # the submission's (it asked for them)
-            return bound_for(found, workers[node] if node is not None and node < len(workers)
-                             else None)
+            return bind_held(value.layout.refs[coords], workers, node)  # zeros: above
         if symbol not in self.cut:
             self.cut[symbol] = sent_block(value, self.edges[name], coords)
         return self.cut[symbol]

@@ -42,7 +42,8 @@ from dataclasses import dataclass
 
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray.calls import SUBMITTING, node_workers, put_payloads, submit_stage
-from tensorc.runtime.ray.held import Held, bound_for, read_in_place
+from tensorc.runtime.ray.held import Held, read_in_place
+from tensorc.runtime.ray.held import bind as bind_held
 from tensorc.runtime.ray.inline import Inline
 from tensorc.runtime.ray.stages import INPUT, STORED, NodeCall, StagedCalls
 
@@ -120,6 +121,7 @@ class CallBatch:
         first = len(self.calls)
         self.staged.append(staged)
         returned: list[list[Deferred]] = []
+        workers = None  # asked for once, if a held block is read
         for c, call in enumerate(staged.calls):
             bound = []
             for source in call.args:
@@ -127,8 +129,9 @@ class CallBatch:
                     bound.append(Inline(stored[source[1]]))
                 elif source[0] == INPUT:  # a held block read elsewhere is released now
                     ref = inputs[source[1]].refs[source[2]]
-                    bound.append(bound_for(ref, node_workers(self.cluster)[call.node])
-                                 if type(ref) is Held else ref)
+                    if type(ref) is Held and workers is None:
+                        workers = node_workers(self.cluster)
+                    bound.append(bind_held(ref, workers, call.node))
                 else:
                     bound.append(returned[source[1]][source[2]])
             entry = first + c
@@ -215,8 +218,7 @@ class CallBatch:
                 for kind, entry, slot in merged.args:
                     value = (results[(entry, slot)] if kind == "d"
                              else self.calls[entry][1][slot])
-                    if type(value) is Held:  # read here; its ref if released since
-                        value = bound_for(value, workers[merged.node])
+                    value = bind_held(value, workers, merged.node)  # its ref if released since
                     args.append(value.value if type(value) is Inline else value)
                 args = [read_in_place(a) for a in args]
                 refs = submit_stage(cluster, workers, merged.node, key, payload, args,

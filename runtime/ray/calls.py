@@ -51,7 +51,8 @@ from tensorc.errors import ExecutionError, StorageError
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.cluster import RayCluster
-from tensorc.runtime.ray.held import Held, bound_for, flush_drops, read_in_place
+from tensorc.runtime.ray.held import Held, flush_drops, read_in_place
+from tensorc.runtime.ray.held import bind as bind_held
 from tensorc.runtime.ray.inline import Inline
 from tensorc.runtime.ray.stages import INPUT, STORED, StagedCalls
 
@@ -320,9 +321,7 @@ class CallRunner:
             if source[0] == STORED:
                 return stored[source[1]]
             if source[0] == INPUT:
-                ref = inputs[source[1]].refs[source[2]]
-                if type(ref) is Held:
-                    return bound_for(ref, workers[node] if workers is not None else None)
+                ref = bind_held(inputs[source[1]].refs[source[2]], workers, node)
                 return ref.value if type(ref) is Inline else ref
             return returned[source[1]][source[2]]
 
@@ -351,8 +350,7 @@ class CallRunner:
             out.nodes[coords] = nodes[coords]
             if source[0] == INPUT:  # an input block passed through: never held by two
                 stored = inputs[source[1]]
-                ref = stored.refs[source[2]]
-                out.refs[coords] = bound_for(ref, None) if type(ref) is Held else ref
+                out.refs[coords] = bind_held(stored.refs[source[2]], None, None)
                 if source[2] in stored.reported:
                     out.reported[coords] = stored.reported[source[2]]
             else:

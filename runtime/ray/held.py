@@ -10,12 +10,13 @@ machine's 4 nodes), as a Dask worker keeps the results it computed. The output's
 :class:`~tensorc.placement.blocks.Blocks` holds a :class:`Held` for such a block where an
 ObjectRef would be:
 
-- a later call on the holding node, a block program's or an einsum's, reads a held block in
-  place (:func:`bound_for` binds the block itself for a call its holder runs, and
-  :func:`read_in_place` passes a :class:`~tensorc.runtime.ray.tasks.HeldRead` once the
-  call's every argument is bound; the block stays held); a call on any other node, a plain
-  task, or an einsum output block that is an input block passed through binds its ref,
-  the array's held blocks released first (two arrays never share a held block);
+- a later call on the holding node, a block program's, an einsum's or a block-by-block
+  operation's, reads a held block in place (:func:`bind` and :func:`bound_for` bind the
+  block itself for a call its holder runs, and :func:`read_in_place` passes a
+  :class:`~tensorc.runtime.ray.tasks.HeldRead` once the call's every argument is bound;
+  the block stays held); a call on any other node, a plain task, or a block passed
+  through unchanged into another array (an einsum's output, a re-laid-out copy) binds its
+  ref, the array's held blocks released first (two arrays never share a held block);
 - :func:`peek` is a gather's: each worker returns its blocks as one object (one store
   instead of one per block) and keeps holding them;
 - :func:`release` turns an array's held blocks into ObjectRefs, one call per worker that
@@ -66,7 +67,7 @@ class Held:
     """A final block held in ``worker`` (a NodeWorker handle) under ``key``: ``nbytes``
     long, until released (``ref``: the ObjectRef it was stored as; the handle is let go)
     or dropped. ``owner``: a weak reference to what releases the held blocks of the array
-    it is a block of (set by that array; ``None``: the block is released alone)."""
+    it is a block of (set by that array when it takes the block)."""
 
     __slots__ = ("worker", "key", "nbytes", "ref", "dropped", "owner")
 
@@ -155,17 +156,28 @@ def bound_for(block: Held, worker):
     """What a call that ``worker`` (a NodeWorker handle; ``None``: a plain task, or a reader
     that is no call) runs binds for ``block``: the block itself while that worker holds it
     (the call reads it in place: :func:`read_in_place`, once all the call's arguments are
-    bound), else its ObjectRef, its array's held blocks released first (once). Callers
-    bind under the submission lock (``calls.SUBMITTING``), which releases take too."""
+    bound), else its ObjectRef, its array's held blocks released first (once). The
+    ``HeldRead`` that :func:`read_in_place` makes is made and submitted under the submission
+    lock (``calls.SUBMITTING``), which releases take too: no release falls between them."""
     if block.ref is None:
         if worker is not None and block.worker == worker:
             return block
-        owner = block.owner() if block.owner is not None else None
-        if owner is not None:
-            owner()
-        else:
-            release([block])
+        release_array = block.owner() if block.owner is not None else None
+        if release_array is None:  # its array died, and only its array's readers bind it
+            raise KeyError(f"held block {block.key!r} belongs to no live array")
+        release_array()
     return block.ref
+
+
+def bind(value, workers: list | None, node: int | None):
+    """``value`` (a block's ref, or a :class:`Held`) as a call on ``node`` binds it:
+    :func:`bound_for` the node's worker (``workers``: the node workers, ``None`` for plain
+    tasks; ``node`` ``None`` for a reader that is no call; a node index out of the workers'
+    range, a node lost since, has none); anything else as it is."""
+    if type(value) is not Held:
+        return value
+    known = workers is not None and node is not None and 0 <= node < len(workers)
+    return bound_for(value, workers[node] if known else None)
 
 
 def read_in_place(value):

@@ -52,7 +52,7 @@ def relayout(value: DistributedArray, bounds, node_grid: tuple[int, ...]) -> Dis
     elements a new block needs travel, nothing passes through the driver; a block that is
     unchanged is reused). Submitted, not waited for (reading the result waits)."""
     cluster = ray_cluster()
-    stored = value.blocks.resolve(cluster.locate, cluster.epoch)
+    stored = value.blocks_in_place.resolve(cluster.locate, cluster.epoch)  # read where held
     target = Blocks.layout(bounds, {}).grid
     nodes = {c: block_cyclic_node(c, node_grid) for c in np.ndindex(*target)}
     program = relayout_calls(stored, bounds, nodes)
@@ -116,7 +116,8 @@ def run_blockwise(op: tuple, operands: Sequence[object], shape: tuple[int, ...],
     ``batch`` when given."""
     if len(operands) != 1 or not isinstance(operands[0], DistributedArray):
         return None
-    found = _blockwise(op, operands[0].blocks, shape, dtype, batch=batch, pending=pending)
+    found = _blockwise(op, operands[0].blocks_in_place, shape, dtype, batch=batch,
+                       pending=pending)  # a held block read in place on its node
     if found is None:
         return None
     result, stats = found
