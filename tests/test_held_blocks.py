@@ -373,6 +373,30 @@ def test_block_by_block_operations_read_held_blocks_in_place_and_never_share_one
     np.testing.assert_array_equal(rows.numpy(), q.numpy()[:16384])
 
 
+def test_one_program_reading_a_held_array_in_place_and_passing_it_through_stores_it(
+        monkeypatch):
+    # in one batch, a product binds Q's blocks to read in place, and a slice passes two of
+    # them through into its own array: Q is stored, and the product reads the stored copies
+    from tensorc.runtime.ray import call_batch
+    from tensorc.runtime.ray.cluster import connected
+
+    q, _ = _tsqr_q()
+    b = RNG.random((65536, 3))
+    sent, submit = [], call_batch.submit_stage
+
+    def counted(cluster, workers, node, key, payload, args, *rest, **options):
+        sent.extend(type(a).__name__ for a in args)
+        return submit(cluster, workers, node, key, payload, args, *rest, **options)
+
+    monkeypatch.setattr(call_batch, "submit_stage", counted)
+    monkeypatch.setattr(connected(), "measure", False)  # a measured run is not batched
+    lazy = tc.asarray(q)
+    product, rows = tc.compute(lazy.T @ tc.asarray(b, block_shape=(8192, 3)), lazy[:16384])
+    assert sent and "HeldRead" not in sent and q.held_blocks == 0
+    np.testing.assert_allclose(np.asarray(product), q.numpy().T @ b, rtol=1e-10)
+    np.testing.assert_array_equal(np.asarray(rows), q.numpy()[:16384])
+
+
 def test_an_einsum_passing_a_held_block_through_releases_its_array():
     import ray
 
