@@ -341,13 +341,12 @@ def test_an_einsum_reads_held_blocks_in_place_on_their_nodes():
     assert q.held_blocks == 8
 
 
-def test_a_lazy_program_s_batched_calls_read_held_blocks_in_place(monkeypatch):
+def _batched_arguments(monkeypatch) -> list[str]:
+    """The type names of the arguments every batched call is submitted with, from now on,
+    with the session's runs unmeasured (a measured run is not batched)."""
     from tensorc.runtime.ray import call_batch
     from tensorc.runtime.ray.cluster import connected
 
-    q, _ = _tsqr_q()
-    b = RNG.random((65536, 3))
-    placed = tc.asarray(b, block_shape=(8192, 3))
     sent, submit = [], call_batch.submit_stage
 
     def counted(cluster, workers, node, key, payload, args, *rest, **options):
@@ -355,7 +354,15 @@ def test_a_lazy_program_s_batched_calls_read_held_blocks_in_place(monkeypatch):
         return submit(cluster, workers, node, key, payload, args, *rest, **options)
 
     monkeypatch.setattr(call_batch, "submit_stage", counted)
-    monkeypatch.setattr(connected(), "measure", False)  # a measured run is not batched
+    monkeypatch.setattr(connected(), "measure", False)
+    return sent
+
+
+def test_a_lazy_program_s_batched_calls_read_held_blocks_in_place(monkeypatch):
+    q, _ = _tsqr_q()
+    b = RNG.random((65536, 3))
+    placed = tc.asarray(b, block_shape=(8192, 3))
+    sent = _batched_arguments(monkeypatch)
     lazy = tc.asarray(q)
     found = np.asarray((lazy.T @ placed) * 2 + 1)  # one program: its calls batched
     assert sent.count("HeldRead") == 8 and q.held_blocks == 8  # each read in its worker
@@ -377,19 +384,9 @@ def test_one_program_reading_a_held_array_in_place_and_passing_it_through_stores
         monkeypatch):
     # in one batch, a product binds Q's blocks to read in place, and a slice passes two of
     # them through into its own array: Q is stored, and the product reads the stored copies
-    from tensorc.runtime.ray import call_batch
-    from tensorc.runtime.ray.cluster import connected
-
     q, _ = _tsqr_q()
     b = RNG.random((65536, 3))
-    sent, submit = [], call_batch.submit_stage
-
-    def counted(cluster, workers, node, key, payload, args, *rest, **options):
-        sent.extend(type(a).__name__ for a in args)
-        return submit(cluster, workers, node, key, payload, args, *rest, **options)
-
-    monkeypatch.setattr(call_batch, "submit_stage", counted)
-    monkeypatch.setattr(connected(), "measure", False)  # a measured run is not batched
+    sent = _batched_arguments(monkeypatch)
     lazy = tc.asarray(q)
     product, rows = tc.compute(lazy.T @ tc.asarray(b, block_shape=(8192, 3)), lazy[:16384])
     assert sent and "HeldRead" not in sent and q.held_blocks == 0
