@@ -432,7 +432,8 @@ def test_an_einsum_reading_a_held_block_lost_with_its_worker_raises_ray_s_error(
     ray.kill(q.layout.refs[(1, 0)].worker)
     with pytest.raises(ExecutionError, match=r"^Ray failed running the call on node \d \(stage "
                                              r"\d, \d+ block step\(s\)\): RayTaskError\("
-                                             r"ActorDiedError\)"):
+                                             r"ActorDiedError\): .*; an input block was lost "
+                                             r"with the node worker that made or held it$"):
         tc.einsum("ij,ik->jk", q, b)  # its worker is dead; as plain tasks, the block is lost
     connected().restart_workers()  # the next test's runs start new workers
     np.testing.assert_allclose(tc.einsum("ij,ik->jk", b, b).numpy(), b.numpy().T @ b.numpy(),

@@ -410,8 +410,10 @@ class CallRunner:
                 break
         self.cluster.refresh()
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        lost = ("; an input block was lost with the node worker that made or held it"
+                if isinstance(err, ray.exceptions.RayActorError) else "")  # as plain tasks
         return ExecutionError(
-            f"Ray failed running {where}: {type(err).__name__}: {first_line}"
+            f"Ray failed running {where}: {type(err).__name__}: {first_line}{lost}"
             f"{self._died(dead_before)}"
         )
 
