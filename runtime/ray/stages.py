@@ -30,6 +30,11 @@ Units:
   twice, from the store, instead of moving it);
 - a reduce with local groups (``Schedule.reduce_groups``) folds each group on its node, then
   the group results and the other inputs on the reduce's node;
+- a block product whose path's first step takes the same operands, but not all of them, as
+  another product on its node (:meth:`~tensorc.codegen.kernels.EinsumBlock.prefix_inputs`:
+  an MTTKRP's Khatri-Rao product of two factor blocks) runs that step once there, as a unit
+  of its own (:class:`~tensorc.codegen.kernels.EinsumPrefix`), and each product finishes
+  from its result (:class:`~tensorc.codegen.kernels.EinsumRest`);
 - a result streamed to a sink (``sink=True``) ends in a write step per block, on the
   block's node and in its call (:mod:`tensorc.runtime.ray.streamed_results`): the call
   returns the bytes written, the block never leaves the worker;
@@ -55,7 +60,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tensorc.codegen.kernels import LoadBlock
+from tensorc.codegen.kernels import EinsumBlock, EinsumPrefix, EinsumRest, LoadBlock
 from tensorc.codegen.taskgraph import LOAD, REDUCE, TaskGraph
 from tensorc.placement.blocks import Blocks
 
@@ -308,6 +313,8 @@ def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
 
     node_of = schedule.node_of
     groups = schedule.reduce_groups
+    shared = _shared_prefixes(graph, node_of)
+    prefixes: dict[tuple, tuple] = {}  # shared prefix -> its unit
     value: list[tuple | None] = [None] * len(graph.tasks)
     for index, task in enumerate(graph.tasks):
         kernel = graph.kernels[task.kernel]
@@ -344,6 +351,18 @@ def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
             if len(args) == 1:  # one group held every partial
                 value[index] = args[0]
                 continue
+        key = _prefix_key(graph, index, node_of)
+        if key in shared:  # its first path step, computed once on the node for all readers
+            taken = kernel.prefix_inputs()
+            first = prefixes.get(key)
+            if first is None:
+                first = prefixes[key] = units.add(
+                    node_of[index], Step(RUN, EinsumPrefix(kernel)), [args[t] for t in taken],
+                    shared[key])
+            rest = [a for t, a in enumerate(args) if t not in taken]
+            value[index] = units.add(node_of[index], Step(RUN, EinsumRest(kernel)),
+                                     [*rest, first], task.nbytes, index)
+            continue
         value[index] = units.add(node_of[index], Step(RUN, kernel), args, task.nbytes, index)
     bounds = output_bounds(graph)
     starts = [list(edges[:-1]) for edges in bounds]
@@ -360,6 +379,43 @@ def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
         outputs[coords] = source
     return _calls(units, outputs, bounds, nodes, graph.dtype, relaid,
                   {p: layouts[p] for p in relaid}, repartition_units, budget)
+
+
+def _prefix_key(graph: TaskGraph, index: int, node_of) -> tuple | None:
+    """``(node, kernel, the tasks its first path step reads)`` for a task whose einsum
+    kernel's first step takes some of its operands but not all
+    (:meth:`~tensorc.codegen.kernels.EinsumBlock.prefix_inputs`); else ``None``."""
+    task = graph.tasks[index]
+    kernel = graph.kernels[task.kernel]
+    if type(kernel) is not EinsumBlock or task.kind == LOAD:
+        return None
+    taken = kernel.prefix_inputs()
+    if taken is None:
+        return None
+    return (node_of[index], task.kernel, tuple(task.inputs[t] for t in taken))
+
+
+def _shared_prefixes(graph: TaskGraph, node_of) -> dict[tuple, int]:
+    """The first path steps (:func:`_prefix_key`) that two or more tasks of one node share,
+    and the bytes of each one's result: the Khatri-Rao product of two factor blocks in an
+    MTTKRP, which every block of the tensor meeting both reads. Each is computed once."""
+    count: dict[tuple, int] = {}
+    for index in range(len(graph.tasks)):
+        key = _prefix_key(graph, index, node_of)
+        if key is not None:
+            count[key] = count.get(key, 0) + 1
+    shared = {}
+    itemsize = np.dtype(graph.dtype).itemsize
+    for key, readers in count.items():
+        if readers < 2:
+            continue
+        kernel = graph.kernels[key[1]]
+        step = kernel.steps[0]
+        extent: dict[str, int] = {}
+        for letters, read in zip(step.keys, key[2], strict=True):
+            extent.update(zip(letters, graph.tasks[read].shape, strict=False))
+        shared[key] = itemsize * math.prod(extent.get(letter, 1) for letter in step.output)
+    return shared
 
 
 def output_bounds(graph: TaskGraph) -> tuple[tuple[int, ...], ...]:

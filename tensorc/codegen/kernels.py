@@ -266,17 +266,71 @@ class EinsumBlock:
             if out is not None and out.dtype == blocks[0].dtype:
                 return np.einsum(self.equation, *blocks, out=out)
             return _finish(np.einsum(self.equation, *blocks), out)
-        values: list[np.ndarray | None] = list(blocks)
+        return self._steps_from(list(blocks), 0, out)
+
+    def _steps_from(self, values: list, first: int, out) -> np.ndarray:
+        """Run the path's steps from number ``first`` on ``values`` (the operands, then the
+        results of the steps before ``first``)."""
         last = len(self.steps) - 1
-        for number, step in enumerate(self.steps):
+        for number in range(first, len(self.steps)):
+            step = self.steps[number]
             target = out if number == last else None
             values.append(self._run_step(step, tuple(values[t] for t in step.taken), target))
             for t in step.taken:
                 values[t] = None
         return _finish(values[-1], out)
 
+    def prefix_inputs(self) -> tuple[int, ...] | None:
+        """The operands the path's first step takes, when it takes some but not all and
+        more steps follow: a partial product that blocks reading the same such operands
+        share (:class:`EinsumPrefix`, then :class:`EinsumRest`); else ``None``."""
+        if len(self.steps) < 2 or len(self.steps[0].taken) >= self.equation.count(",") + 1:
+            return None
+        return tuple(self.steps[0].taken)
+
     def __repr__(self) -> str:
         return f"EinsumBlock({self.equation!r}, path={self.path})"
+
+
+class EinsumPrefix:
+    """An :class:`EinsumBlock`'s first path step over the operands it takes
+    (:meth:`EinsumBlock.prefix_inputs`, in that order): the partial product several blocks'
+    products share, computed once where they run (a Khatri-Rao product of two factor
+    blocks, read by every block of the tensor that meets both)."""
+
+    __slots__ = ("block",)
+
+    def __init__(self, block: EinsumBlock) -> None:
+        self.block = block
+
+    def __call__(self, *taken: np.ndarray) -> np.ndarray:
+        return self.block._run_step(self.block.steps[0], taken)
+
+    def __repr__(self) -> str:
+        return f"EinsumPrefix({self.block!r})"
+
+
+class EinsumRest:
+    """The rest of an :class:`EinsumBlock`'s path: called with the operands its first step
+    did not take (in order), then that step's result (:class:`EinsumPrefix`)."""
+
+    __slots__ = ("block",)
+
+    def __init__(self, block: EinsumBlock) -> None:
+        self.block = block
+
+    def __call__(self, *blocks: np.ndarray, out=None) -> np.ndarray:
+        taken = self.block.steps[0].taken
+        values: list = [None] * (len(blocks) - 1 + len(taken))
+        others = iter(blocks[:-1])
+        for position in range(len(values)):
+            if position not in taken:
+                values[position] = next(others)
+        values.append(blocks[-1])
+        return self.block._steps_from(values, 1, out)
+
+    def __repr__(self) -> str:
+        return f"EinsumRest({self.block!r})"
 
 
 class ElementwiseBlock:
