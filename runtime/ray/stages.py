@@ -30,11 +30,14 @@ Units:
   twice, from the store, instead of moving it);
 - a reduce with local groups (``Schedule.reduce_groups``) folds each group on its node, then
   the group results and the other inputs on the reduce's node;
-- a block product whose path's first step takes the same operands, but not all of them, as
-  another product on its node (:meth:`~tensorc.codegen.kernels.EinsumBlock.prefix_inputs`:
-  an MTTKRP's Khatri-Rao product of two factor blocks) runs that step once there, as a unit
-  of its own (:class:`~tensorc.codegen.kernels.EinsumPrefix`), and each product finishes
-  from its result (:class:`~tensorc.codegen.kernels.EinsumRest`);
+- a block product whose path's first step takes the same operands, two or more but not all
+  of them, as another product of the same kernel on its node, its other operands loaded
+  there (:meth:`~tensorc.codegen.kernels.EinsumBlock.prefix_inputs`: an MTTKRP's Khatri-Rao
+  product of two factor blocks), runs that step once there, as a unit of its own
+  (:class:`~tensorc.codegen.kernels.EinsumPrefix`), and each product finishes from its
+  result (:class:`~tensorc.codegen.kernels.EinsumRest`). Those results may all be alive at
+  once in the node's call, so a node shares at most an eighth of its memory budget's worth
+  (:data:`PREFIX_SHARE`; 256 MiB without a budget), the rest computed per product as before;
 - a result streamed to a sink (``sink=True``) ends in a write step per block, on the
   block's node and in its call (:mod:`tensorc.runtime.ray.streamed_results`): the call
   returns the bytes written, the block never leaves the worker;
@@ -313,7 +316,7 @@ def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
 
     node_of = schedule.node_of
     groups = schedule.reduce_groups
-    shared = _shared_prefixes(graph, node_of)
+    shared = _shared_prefixes(graph, node_of, budget)
     prefixes: dict[tuple, tuple] = {}  # shared prefix -> its unit
     value: list[tuple | None] = [None] * len(graph.tasks)
     for index, task in enumerate(graph.tasks):
@@ -381,40 +384,60 @@ def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
                   {p: layouts[p] for p in relaid}, repartition_units, budget)
 
 
+PREFIX_SHARE = 8
+"""A node's shared prefixes (:func:`_shared_prefixes`), which may all be alive at once in
+its call, take at most this share of its memory budget, or :data:`PREFIX_BYTES` without
+one."""
+PREFIX_BYTES = 256 * 2**20
+
+
 def _prefix_key(graph: TaskGraph, index: int, node_of) -> tuple | None:
     """``(node, kernel, the tasks its first path step reads)`` for a task whose einsum
-    kernel's first step takes some of its operands but not all
-    (:meth:`~tensorc.codegen.kernels.EinsumBlock.prefix_inputs`); else ``None``."""
+    kernel's first step takes two or more of its operands but not all
+    (:meth:`~tensorc.codegen.kernels.EinsumBlock.prefix_inputs`), the others loaded on its
+    own node (so the step's unit is never at a lower level than the task's, in another
+    call); else ``None``."""
     task = graph.tasks[index]
     kernel = graph.kernels[task.kernel]
-    if type(kernel) is not EinsumBlock or task.kind == LOAD:
+    if type(kernel) is not EinsumBlock:
         return None
     taken = kernel.prefix_inputs()
     if taken is None:
         return None
-    return (node_of[index], task.kernel, tuple(task.inputs[t] for t in taken))
+    node = node_of[index]
+    others = [task.inputs[t] for t in range(len(task.inputs)) if t not in taken]
+    if any(graph.tasks[o].kind != LOAD or node_of[o] != node for o in others):
+        return None
+    return (node, task.kernel, tuple(task.inputs[t] for t in taken))
 
 
-def _shared_prefixes(graph: TaskGraph, node_of) -> dict[tuple, int]:
-    """The first path steps (:func:`_prefix_key`) that two or more tasks of one node share,
-    and the bytes of each one's result: the Khatri-Rao product of two factor blocks in an
-    MTTKRP, which every block of the tensor meeting both reads. Each is computed once."""
+def _shared_prefixes(graph: TaskGraph, node_of, budget: int | None = None) -> dict[tuple, int]:
+    """The first path steps (:func:`_prefix_key`) that two or more tasks of one kernel on
+    one node share, and the bytes of each one's result: the Khatri-Rao product of two
+    factor blocks in an MTTKRP, which every block of the tensor meeting both reads. Each is
+    computed once. A node's shared results may all be alive at once in its call, so they
+    are taken in task order only while their bytes fit its share of ``budget``
+    (:data:`PREFIX_SHARE`, else :data:`PREFIX_BYTES`)."""
     count: dict[tuple, int] = {}
     for index in range(len(graph.tasks)):
         key = _prefix_key(graph, index, node_of)
         if key is not None:
             count[key] = count.get(key, 0) + 1
-    shared = {}
+    shared: dict[tuple, int] = {}
+    held: dict[int, int] = {}  # node -> bytes of its shared prefixes
+    cap = PREFIX_BYTES if budget is None else budget // PREFIX_SHARE
     itemsize = np.dtype(graph.dtype).itemsize
     for key, readers in count.items():
         if readers < 2:
             continue
-        kernel = graph.kernels[key[1]]
-        step = kernel.steps[0]
+        step = graph.kernels[key[1]].steps[0]
         extent: dict[str, int] = {}
         for letters, read in zip(step.keys, key[2], strict=True):
             extent.update(zip(letters, graph.tasks[read].shape, strict=False))
-        shared[key] = itemsize * math.prod(extent.get(letter, 1) for letter in step.output)
+        nbytes = itemsize * math.prod(extent.get(letter, 1) for letter in step.output)
+        if held.get(key[0], 0) + nbytes <= cap:
+            held[key[0]] = held.get(key[0], 0) + nbytes
+            shared[key] = nbytes
     return shared
 
 

@@ -281,12 +281,13 @@ class EinsumBlock:
         return _finish(values[-1], out)
 
     def prefix_inputs(self) -> tuple[int, ...] | None:
-        """The operands the path's first step takes, when it takes some but not all and
-        more steps follow: a partial product that blocks reading the same such operands
+        """The operands the path's first step takes, when it takes two or more but not all
+        and more steps follow: a partial product that blocks reading the same such operands
         share (:class:`EinsumPrefix`, then :class:`EinsumRest`); else ``None``."""
-        if len(self.steps) < 2 or len(self.steps[0].taken) >= self.equation.count(",") + 1:
+        taken = self.steps[0].taken if len(self.steps) > 1 else ()
+        if not 2 <= len(taken) < self.equation.count(",") + 1:
             return None
-        return tuple(self.steps[0].taken)
+        return tuple(taken)
 
     def __repr__(self) -> str:
         return f"EinsumBlock({self.equation!r}, path={self.path})"
@@ -303,8 +304,8 @@ class EinsumPrefix:
     def __init__(self, block: EinsumBlock) -> None:
         self.block = block
 
-    def __call__(self, *taken: np.ndarray) -> np.ndarray:
-        return self.block._run_step(self.block.steps[0], taken)
+    def __call__(self, *taken: np.ndarray, out=None) -> np.ndarray:
+        return _finish(self.block._run_step(self.block.steps[0], taken), out)
 
     def __repr__(self) -> str:
         return f"EinsumPrefix({self.block!r})"
