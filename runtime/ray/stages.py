@@ -317,7 +317,7 @@ def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
     node_of = schedule.node_of
     groups = schedule.reduce_groups
     shared = _shared_prefixes(graph, node_of, budget)
-    prefixes: dict[tuple, tuple] = {}  # shared prefix -> its unit
+    prefixes: dict[tuple, tuple] = {}  # shared prefix's key -> its unit
     value: list[tuple | None] = [None] * len(graph.tasks)
     for index, task in enumerate(graph.tasks):
         kernel = graph.kernels[task.kernel]
@@ -354,14 +354,14 @@ def stage(graph: TaskGraph, schedule, inputs: Sequence[Blocks],
             if len(args) == 1:  # one group held every partial
                 value[index] = args[0]
                 continue
-        key = _prefix_key(graph, index, node_of)
-        if key in shared:  # its first path step, computed once on the node for all readers
+        if index in shared:  # its first path step, computed once on the node for all readers
+            key, nbytes = shared[index]
             taken = kernel.prefix_inputs()
             first = prefixes.get(key)
             if first is None:
                 first = prefixes[key] = units.add(
                     node_of[index], Step(RUN, EinsumPrefix(kernel)), [args[t] for t in taken],
-                    shared[key])
+                    nbytes)
             rest = [a for t, a in enumerate(args) if t not in taken]
             value[index] = units.add(node_of[index], Step(RUN, EinsumRest(kernel)),
                                      [*rest, first], task.nbytes, index)
@@ -411,24 +411,25 @@ def _prefix_key(graph: TaskGraph, index: int, node_of) -> tuple | None:
     return (node, task.kernel, tuple(task.inputs[t] for t in taken))
 
 
-def _shared_prefixes(graph: TaskGraph, node_of, budget: int | None = None) -> dict[tuple, int]:
-    """The first path steps (:func:`_prefix_key`) that two or more tasks of one kernel on
-    one node share, and the bytes of each one's result: the Khatri-Rao product of two
-    factor blocks in an MTTKRP, which every block of the tensor meeting both reads. Each is
-    computed once. A node's shared results may all be alive at once in its call, so they
-    are taken in task order only while their bytes fit its share of ``budget``
-    (:data:`PREFIX_SHARE`, else :data:`PREFIX_BYTES`)."""
-    count: dict[tuple, int] = {}
+def _shared_prefixes(graph: TaskGraph, node_of,
+                     budget: int | None = None) -> dict[int, tuple[tuple, int]]:
+    """The tasks whose first path step (:func:`_prefix_key`) two or more tasks of one kernel
+    on one node share, each with that step's key and the bytes of its result: the
+    Khatri-Rao product of two factor blocks in an MTTKRP, which every block of the tensor
+    meeting both reads. Each is computed once. A node's shared results may all be alive at
+    once in its call, so they are taken in task order only while their bytes fit its share
+    of ``budget`` (:data:`PREFIX_SHARE`, else :data:`PREFIX_BYTES`)."""
+    readers: dict[tuple, list[int]] = {}
     for index in range(len(graph.tasks)):
         key = _prefix_key(graph, index, node_of)
         if key is not None:
-            count[key] = count.get(key, 0) + 1
-    shared: dict[tuple, int] = {}
+            readers.setdefault(key, []).append(index)
+    shared: dict[int, tuple[tuple, int]] = {}
     held: dict[int, int] = {}  # node -> bytes of its shared prefixes
     cap = PREFIX_BYTES if budget is None else budget // PREFIX_SHARE
     itemsize = np.dtype(graph.dtype).itemsize
-    for key, readers in count.items():
-        if readers < 2:
+    for key, tasks in readers.items():
+        if len(tasks) < 2:
             continue
         step = graph.kernels[key[1]].steps[0]
         extent: dict[str, int] = {}
@@ -437,7 +438,7 @@ def _shared_prefixes(graph: TaskGraph, node_of, budget: int | None = None) -> di
         nbytes = itemsize * math.prod(extent.get(letter, 1) for letter in step.output)
         if held.get(key[0], 0) + nbytes <= cap:
             held[key[0]] = held.get(key[0], 0) + nbytes
-            shared[key] = nbytes
+            shared.update(dict.fromkeys(tasks, (key, nbytes)))
     return shared
 
 
