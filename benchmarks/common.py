@@ -40,6 +40,7 @@ import os
 import platform
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -311,6 +312,70 @@ def machine_cpu(into: list[float]) -> Iterator[None]:
 
 
 # --------------------------------------------------------------------------- environment
+
+
+class TreeMemory(threading.Thread):
+    """Samples the summed resident memory (RSS) of process ``pid`` (default: this one) and
+    all its descendants every ``interval`` seconds, listing the tree again every ``relist``
+    seconds (a Ray cluster's nodes and workers are this process's descendants). ``peak``:
+    the highest sum of RSS; ``peak_private``: the highest sum of RSS less each process's
+    shared resident pages (``memory_info().shared``: file-backed and shared memory, such as
+    libraries and Ray's object store), a lower bound where ``peak`` counts a page shared by
+    k processes k times. ``check(total, private)`` runs after each sample (a watchdog's
+    hook); ``seen`` keeps every process the tree ever listed."""
+
+    def __init__(self, pid: int | None = None, interval: float = 0.02,
+                 relist: float = 0.5) -> None:
+        import psutil
+
+        super().__init__(daemon=True)
+        self.root = psutil.Process(pid)
+        self.interval, self.relist = interval, relist
+        self.seen: dict = {self.root.pid: self.root}
+        self.processes = self.tree()
+        self.peak = self.peak_private = 0
+        self._stop_event = threading.Event()
+
+    def tree(self) -> list:
+        """The root and its descendants now (added to ``seen``)."""
+        import psutil
+
+        try:
+            processes = [self.root, *self.root.children(recursive=True)]
+        except psutil.Error:
+            return []
+        for process in processes:
+            self.seen.setdefault(process.pid, process)
+        return processes
+
+    def sample(self) -> tuple[int, int]:
+        """``(summed RSS, summed RSS less shared pages)`` of the tree as last listed."""
+        import psutil
+
+        total = private = 0
+        for process in self.processes:
+            with contextlib.suppress(psutil.Error):
+                info = process.memory_info()
+                total += info.rss
+                private += info.rss - info.shared
+        return total, private
+
+    def run(self) -> None:
+        listed = float("-inf")  # listed again at the first sample
+        while not self._stop_event.wait(self.interval):
+            if time.monotonic() - listed > self.relist:
+                self.processes, listed = self.tree(), time.monotonic()
+            total, private = self.sample()
+            self.peak = max(self.peak, total)
+            self.peak_private = max(self.peak_private, private)
+            self.check(total, private)
+
+    def check(self, total: int, private: int) -> None:
+        """Called after each sample; nothing here."""
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join()
 
 
 def cpu_count() -> int:

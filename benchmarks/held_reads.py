@@ -31,47 +31,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import threading
 import time
 
 import numpy as np
-import psutil
+from common import TreeMemory
 
 import tensorc as tc
 from tensorc.runtime.ray import block_replay, held
 
 WAYS = ("in place", "released first", "stored")
-
-
-class TreeMemory(threading.Thread):
-    """The peak of the summed RSS of this process and its descendants while it runs."""
-
-    def __init__(self) -> None:
-        super().__init__(daemon=True)
-        root = psutil.Process()
-        self.processes = [root, *root.children(recursive=True)]
-        self.before = self.total()
-        self.peak = self.before
-        self.done = threading.Event()
-
-    def total(self) -> int:
-        found = 0
-        for process in self.processes:
-            try:
-                found += process.memory_info().rss
-            except psutil.Error:
-                continue
-        return found
-
-    def run(self) -> None:
-        while not self.done.wait(0.003):
-            self.peak = max(self.peak, self.total())
-
-    def stop(self) -> int:
-        """Stop sampling; the peak above the start, in bytes."""
-        self.done.set()
-        self.join()
-        return max(0, self.peak - self.before)
 
 
 def chains(args, rng):
@@ -109,7 +77,8 @@ def run_chain(way: str, make, program, subscripts: str) -> tuple[float, float, i
     of the gathered result and ``b``."""
     x, b = make()
     tc.wait(x, b)
-    memory = TreeMemory()
+    memory = TreeMemory(interval=0.003)
+    before = memory.sample()[0]
     memory.start()
     started = time.perf_counter()
     result = program(x)
@@ -120,7 +89,8 @@ def run_chain(way: str, make, program, subscripts: str) -> tuple[float, float, i
     product = tc.einsum(subscripts, result, b)
     tc.wait(product)
     finished = time.perf_counter()
-    peak = memory.stop()
+    memory.stop()
+    peak = max(0, memory.peak - before)
     expected = np.einsum(subscripts, np.asarray(result), np.asarray(b))
     if not np.allclose(np.asarray(product), expected, rtol=1e-10, atol=1e-12):
         raise SystemExit(f"{way}: the einsum's product differs from numpy's")

@@ -95,7 +95,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 import uuid
@@ -109,6 +108,7 @@ import numpy as np
 import psutil
 import zarr
 from common import (
+    TreeMemory,
     cpu_count,
     environment,
     error_text,
@@ -708,55 +708,25 @@ def high_water_mark() -> int | None:
 # --------------------------------------------------------------------------- parent
 
 
-class TreeSampler(threading.Thread):
-    """Samples the summed RSS of a process and all its descendants every 20 ms; kills the
+class TreeSampler(TreeMemory):
+    """:class:`common.TreeMemory` of a child process every 20 ms, as a watchdog: it kills the
     tree when its private memory passes ``kill_at`` bytes, or passes ``budget`` while the
-    machine's available memory is low (other processes may be what uses it).
-
-    ``peak``: the highest sum of RSS. ``peak_private``: the highest sum of RSS minus each
-    process's shared resident pages (``memory_info().shared``: file-backed and shared memory,
-    e.g. libraries and Ray's object store), a lower bound where ``peak`` counts a page
-    shared by k processes k times."""
+    machine's available memory is low (other processes may be what uses it)."""
 
     def __init__(self, pid: int, kill_at: int, budget: int):
-        super().__init__(daemon=True)
-        self.root = psutil.Process(pid)
+        super().__init__(pid, SAMPLE_SECONDS, TREE_SECONDS)
         self.kill_at, self.budget = kill_at, budget
         self.low_memory = 0.05 * psutil.virtual_memory().total
-        self.peak = self.peak_private = 0
         self.killed: str | None = None
-        self.seen: dict[int, psutil.Process] = {pid: self.root}
-        self._stop_event = threading.Event()
 
-    def tree(self) -> list[psutil.Process]:
-        try:
-            procs = [self.root, *self.root.children(recursive=True)]
-        except psutil.Error:
-            return []
-        for p in procs:
-            self.seen.setdefault(p.pid, p)
-        return procs
-
-    def run(self) -> None:
-        procs, listed = [], float("-inf")
-        while not self._stop_event.wait(SAMPLE_SECONDS):
-            if time.monotonic() - listed > TREE_SECONDS:
-                procs, listed = self.tree(), time.monotonic()
-            total = private = 0
-            for p in procs:
-                with contextlib.suppress(psutil.Error):
-                    info = p.memory_info()
-                    total += info.rss
-                    private += info.rss - info.shared
-            self.peak = max(self.peak, total)
-            self.peak_private = max(self.peak_private, private)
-            if self.killed is None and private > self.kill_at:
-                self.kill(f"process tree private memory {private / GB:.1f} GB > --kill-rss "
-                          f"{self.kill_at / GB:.1f} GB")
-            elif (self.killed is None and private > self.budget
-                  and psutil.virtual_memory().available < self.low_memory):
-                self.kill(f"machine memory low, tree over its budget (private "
-                          f"{private / GB:.1f} GB)")
+    def check(self, total: int, private: int) -> None:
+        if self.killed is None and private > self.kill_at:
+            self.kill(f"process tree private memory {private / GB:.1f} GB > --kill-rss "
+                      f"{self.kill_at / GB:.1f} GB")
+        elif (self.killed is None and private > self.budget
+              and psutil.virtual_memory().available < self.low_memory):
+            self.kill(f"machine memory low, tree over its budget (private "
+                      f"{private / GB:.1f} GB)")
 
     def kill(self, why: str) -> None:
         self.killed = why
@@ -771,10 +741,6 @@ class TreeSampler(threading.Thread):
                     p.kill()
                     count += 1
         return count
-
-    def stop(self) -> None:
-        self._stop_event.set()
-        self.join()
 
 
 def spawn(task: dict, args: argparse.Namespace) -> dict:

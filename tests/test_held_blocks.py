@@ -413,11 +413,11 @@ def test_a_held_block_binds_in_place_for_its_worker_and_by_ref_elsewhere():
     q, _ = _tsqr_q()
     block = q.layout.refs[(1, 0)]
     workers = node_workers(connected())
-    assert held.bound_for(block, workers[1]) is block  # its holder reads it as it is
+    assert held.bind(block, workers, 1) is block  # its holder reads it as it is
     assert type(held.read_in_place(block)).__name__ == "HeldRead" and q.held_blocks == 8
-    stored = held.bound_for(block, workers[2])  # any other reader: the array is released
+    stored = held.bind(block, workers, 2)  # any other reader: the array is released
     assert isinstance(stored, ray.ObjectRef) and q.held_blocks == 0
-    assert held.bound_for(block, workers[1]) is stored is held.read_in_place(block)
+    assert held.bind(block, workers, 1) is stored is held.read_in_place(block)
     assert all(isinstance(ref, ray.ObjectRef) for ref in q.layout.refs.values())  # all of them
 
 

@@ -184,7 +184,7 @@ class DistributedArray:
         """Its blocks as calls that may read held blocks in place bind them: unwritten ones
         put in Ray (as :attr:`blocks`), held ones still a
         :class:`~tensorc.runtime.ray.held.Held`, which a call binds with
-        :func:`~tensorc.runtime.ray.held.bound_for` (read in place on its holder's node; for
+        :func:`~tensorc.runtime.ray.held.bind` (read in place on its holder's node; for
         any other reader this array's held blocks are released first)."""
         if not self._zeros_put:  # each shape put in Ray once (Unwritten.stored)
             for coords, zeros in self._zeros.items():

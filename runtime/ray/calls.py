@@ -421,17 +421,15 @@ class CallRunner:
         """The nodes holding a copy of each input block before the run: what Ray's object
         directory lists, and the copies the driver tracks (``Blocks.copies``: a directory
         entry can lag behind a fetch that already finished, on a loaded machine)."""
-        refs = [ref for blocks in inputs for ref in blocks.refs.values()
-                if type(ref) is not Held]  # a held block is in no store
-        found = object_copies(self.cluster, refs)
+        stored = [(blocks, coords, ref) for blocks in inputs
+                  for coords, ref in blocks.refs.items()
+                  if type(ref) is not Held]  # a held block is in no store
+        found = object_copies(self.cluster, [ref for _, _, ref in stored])
         ids = self.cluster.node_ids
-        for blocks in inputs:
-            for coords, ref in blocks.refs.items():
-                if type(ref) is Held:
-                    continue
-                tracked = {ids[n] for n in blocks.copies.get(coords, ()) if 0 <= n < len(ids)}
-                if tracked:
-                    found[ref] = found.get(ref, set()) | tracked
+        for blocks, coords, ref in stored:
+            tracked = {ids[n] for n in blocks.copies.get(coords, ()) if 0 <= n < len(ids)}
+            if tracked:
+                found[ref] = found.get(ref, set()) | tracked
         return found
 
     def _measure(self, staged, inputs, returned, ran_on_call,

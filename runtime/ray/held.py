@@ -11,8 +11,8 @@ machine's 4 nodes), as a Dask worker keeps the results it computed. The output's
 ObjectRef would be:
 
 - a later call on the holding node, a block program's, an einsum's or a block-by-block
-  operation's, reads a held block in place (:func:`bind` and :func:`bound_for` bind the
-  block itself for a call its holder runs, and :func:`read_in_place` passes a
+  operation's, reads a held block in place (:func:`bind` binds the block itself for a
+  call its holder runs, and :func:`read_in_place` passes a
   :class:`~tensorc.runtime.ray.tasks.HeldRead` once the call's every argument is bound;
   the block stays held); a call on any other node, a plain task, or a block passed
   through unchanged into another array (an einsum's output, a re-laid-out copy) binds its
@@ -23,7 +23,7 @@ ObjectRef would be:
   returns each block as its own object (Ray stores them then, on the node that made them);
   the array does so the first time anything else reads its blocks' refs
   (:attr:`~tensorc.runtime.ray.arrays.DistributedArray.blocks`: a store to disk, say, or
-  :func:`bound_for` for a call elsewhere). The store is not saved there, only moved to that read;
+  :func:`bind` for a call elsewhere). The store is not saved there, only moved to that read;
   one that never comes, or comes later, is not waited for;
 - :func:`drop` is what an array that dies unreleased does: it only marks and appends (the
   garbage collector may call it with any lock held); the bytes are counted out and the
@@ -152,32 +152,27 @@ def release(held) -> None:
                 block.worker = None  # a worker replaced since is freed with its last handle
 
 
-def bound_for(block: Held, worker):
-    """What a call that ``worker`` (a NodeWorker handle; ``None``: a plain task, or a reader
-    that is no call) runs binds for ``block``: the block itself while that worker holds it
-    (the call reads it in place: :func:`read_in_place`, once all the call's arguments are
-    bound), else its ObjectRef, its array's held blocks released first (once). The
-    ``HeldRead`` that :func:`read_in_place` makes is made and submitted under the submission
-    lock (``calls.SUBMITTING``), which releases take too: no release falls between them."""
-    if block.ref is None:
-        if worker is not None and block.worker == worker:
-            return block
-        release_array = block.owner() if block.owner is not None else None
-        if release_array is None:  # its array died, and only its array's readers bind it
-            raise KeyError(f"held block {block.key!r} belongs to no live array")
-        release_array()
-    return block.ref
-
-
 def bind(value, workers: list | None, node: int | None):
-    """``value`` (a block's ref, or a :class:`Held`) as a call on ``node`` binds it:
-    :func:`bound_for` the node's worker (``workers``: the node workers, ``None`` for plain
-    tasks; ``node`` ``None`` for a reader that is no call; a node index out of the workers'
-    range, a node lost since, has none); anything else as it is."""
+    """``value`` (a block's ref, or a :class:`Held`) as a call on ``node`` binds it
+    (``workers``: the node workers, ``None`` for plain tasks; ``node`` ``None`` for a
+    reader that is no call; a node index out of the workers' range, a node lost since, has
+    none). A held block is the block itself while the node's worker holds it (the call
+    reads it in place: :func:`read_in_place`, once all the call's arguments are bound),
+    else its ObjectRef, its array's held blocks released first (once); anything else is
+    bound as it is. The ``HeldRead`` that :func:`read_in_place` makes is made and
+    submitted under the submission lock (``calls.SUBMITTING``), which releases take too: no
+    release falls between them."""
     if type(value) is not Held:
         return value
-    known = workers is not None and node is not None and 0 <= node < len(workers)
-    return bound_for(value, workers[node] if known else None)
+    if value.ref is None:
+        known = workers is not None and node is not None and 0 <= node < len(workers)
+        if known and value.worker == workers[node]:
+            return value
+        release_array = value.owner() if value.owner is not None else None
+        if release_array is None:  # its array died, and only its array's readers bind it
+            raise KeyError(f"held block {value.key!r} belongs to no live array")
+        release_array()
+    return value.ref
 
 
 def read_in_place(value):
