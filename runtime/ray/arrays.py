@@ -35,6 +35,11 @@ count over the block grid, inner dimensions first:
   binding for any other node releases the array; readers of the bounds and nodes alone
   use :attr:`DistributedArray.layout`, which releases nothing), :func:`wait` waits for
   nothing more;
+- the blocks of a small result whose last fold across nodes ran in the driver
+  (:mod:`~tensorc.runtime.ray.calls`) stay there, each an
+  :class:`~tensorc.runtime.ray.inline.Inline` recorded on the driver's node: a call reading
+  one gets it inside its message, a gather copies it, and :attr:`DistributedArray.blocks`
+  puts it in Ray the first time a reader wants refs;
 - an array keeps the re-laid-out copies of itself that calls made (a repartition the plan
   chose), so a later call that wants the same layout reads them instead of re-cutting: arrays
   are immutable, so a copy never goes stale. At most :data:`RELAID_PER_ARRAY` layouts per
@@ -97,6 +102,8 @@ class DistributedArray:
         self._zeros = {coords: ref for coords, ref in blocks.refs.items()
                        if isinstance(ref, Unwritten)}  # for good: a call makes them
         self._zeros_put = not self._zeros  # whether their refs stand in _blocks
+        self._inline = {coords for coords, ref in blocks.refs.items()
+                        if type(ref) is Inline}  # in the driver, not put in Ray yet
         self._unread = (weakref.finalize(self, drop_held, tuple(self._held.values()))
                         if self._held else None)  # an array that dies unread frees them
         for block in self._held.values():  # a reader elsewhere releases them all, once
@@ -174,9 +181,16 @@ class DistributedArray:
     @property
     def blocks(self) -> Blocks:
         """Its blocks, each an ObjectRef: blocks held in their workers are stored in Ray
-        first (:func:`~tensorc.runtime.ray.held.release`), and unwritten blocks of zeros
-        put in Ray."""
+        first (:func:`~tensorc.runtime.ray.held.release`), blocks kept in the driver and
+        unwritten blocks of zeros put in Ray."""
         self._release_held()
+        if self._inline:
+            import ray
+
+            with _RELEASING:  # once
+                for coords in self._inline:
+                    self._blocks.refs[coords] = ray.put(self._blocks.refs[coords].value)
+                self._inline = set()
         return self.blocks_in_place
 
     @property
@@ -185,7 +199,8 @@ class DistributedArray:
         put in Ray (as :attr:`blocks`), held ones still a
         :class:`~tensorc.runtime.ray.held.Held`, which a call binds with
         :func:`~tensorc.runtime.ray.held.bind` (read in place on its holder's node; for
-        any other reader this array's held blocks are released first)."""
+        any other reader this array's held blocks are released first), blocks kept in the
+        driver an :class:`~tensorc.runtime.ray.inline.Inline` (bound as their value)."""
         if not self._zeros_put:  # each shape put in Ray once (Unwritten.stored)
             for coords, zeros in self._zeros.items():
                 self._blocks.refs[coords] = zeros.stored()
@@ -224,9 +239,10 @@ class DistributedArray:
 
     def stored_refs(self) -> list:
         """The ObjectRefs of its blocks made on the nodes (held blocks are not stored,
-        unwritten ones made by no call)."""
+        unwritten ones made by no call, those kept in the driver made already)."""
         return [ref for coords, ref in self._blocks.refs.items()
-                if coords not in self._held and coords not in self._zeros]
+                if coords not in self._held and coords not in self._zeros
+                and type(ref) is not Inline]
 
     def block_nodes(self) -> dict[tuple[int, ...], int | None]:
         """Node index (in the session's node order) holding each block's primary copy, as
@@ -245,7 +261,9 @@ class DistributedArray:
         with _RELEASING:  # a release sent after the peeks runs after them
             held = dict(self._held)
             peeked = peek_held(held.values()) if held else []
-        keys = sorted(k for k in self._blocks.refs if k not in held and k not in self._zeros)
+            kept = {k: self._blocks.refs[k].value for k in self._inline}  # in the driver
+        keys = sorted(k for k in self._blocks.refs
+                      if k not in held and k not in self._zeros and k not in kept)
         try:
             found = ray.get([ref for _, ref in peeked] + [self._blocks.refs[k] for k in keys])
         except (ray.exceptions.ObjectLostError,  # made by a call on a node now gone
@@ -259,6 +277,8 @@ class DistributedArray:
         out = np.empty(self.shape, dtype=self.dtype)
         for key in self._zeros:  # zeros, put in Ray or not
             out[self._blocks.block_slices(key)] = 0
+        for key, value in kept.items():
+            out[self._blocks.block_slices(key)] = value
         for key, value in zip(keys, found[len(peeked):], strict=True):
             out[self._blocks.block_slices(key)] = value
         where = {block: coords for coords, block in held.items()}

@@ -218,8 +218,7 @@ class CallBatch:
                 for kind, entry, slot in merged.args:
                     value = (results[(entry, slot)] if kind == "d"
                              else self.calls[entry][1][slot])
-                    value = bind_held(value, workers, merged.node)  # its ref if released since
-                    args.append(value.value if type(value) is Inline else value)
+                    args.append(bind_held(value, workers, merged.node))  # its ref if released since
                 args = [read_in_place(a) for a in args]
                 refs = submit_stage(cluster, workers, merged.node, key, payload, args,
                                     len(merged.exports) + 1)

@@ -18,6 +18,18 @@ Policy:
 - tensorc trusts the affinity it asked for (a live node runs what it is offered): the nodes
   of result blocks are known without asking Ray. Every call also returns the id of the node
   it ran on; ``ran_on`` in the statistics comes from those, read after the wait;
+- a run that waits for its calls (not batched, not measured, no ``pending``) runs the
+  *folds* (:attr:`~tensorc.runtime.ray.stages.StagedCalls.folds`: the calls that only add
+  up, or otherwise fold, other calls' results into result blocks no call reads: a
+  contraction's last stage across nodes) in the driver, when every block they read or make
+  is at most the cluster's inline size and :data:`~tensorc.runtime.ray.inline.INLINE_BYTES`
+  and their arguments take at most :data:`FOLD_BYTES`: Ray returns such results inside the
+  calls' replies, so they are in the driver already, and a stage of calls costs a round of
+  messages (2-3 ms on this machine's 4 nodes) where the fold costs microseconds. The
+  result's blocks stay in the driver (:class:`~tensorc.runtime.ray.inline.Inline`, recorded
+  on the driver's node); ``remote_calls`` counts the calls Ray ran, ``driver_folds`` those
+  folded here, and ``ran_on`` gives their tasks the driver's node. This is Spark's
+  ``reduce``, whose partial results are merged in the driver;
 - input blocks read on another node are recorded as copies there (``Blocks.copies``);
 - an argument ``("st", position)`` of a call is bound to that operand itself, a
   :class:`~tensorc.stored.StoredArray` (``stored=``), passed by value (as its path): the
@@ -53,10 +65,14 @@ from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.cluster import RayCluster
 from tensorc.runtime.ray.held import Held, flush_drops, read_in_place
 from tensorc.runtime.ray.held import bind as bind_held
-from tensorc.runtime.ray.inline import Inline
+from tensorc.runtime.ray.inline import INLINE_BYTES, Inline
 from tensorc.runtime.ray.stages import INPUT, STORED, StagedCalls
 
 POLL_SECONDS = 1.0
+
+FOLD_BYTES = 4 * 2**20
+"""A run's folds are run in the driver (module docstring) only while their arguments
+together take at most this many bytes."""
 
 SUBMITTING = threading.RLock()
 """Held while calls are submitted (every worker's queue in one global order), and while an
@@ -243,14 +259,16 @@ class CallRunner:
         started = time.perf_counter()
         batched = batch is not None and pinned and not measure
         stored = stored or {}
+        folds = (self._driver_folds(staged)
+                 if not batched and pending is None and not measure else frozenset())
         if batched:
             returned = batch.add(staged, inputs, stored)
         else:
             payloads = self._payloads(staged)
             workers = node_workers(cluster) if pinned else None
-            returned = self._submit(staged, inputs, payloads, workers, pinned, stored)
+            returned = self._submit(staged, inputs, payloads, workers, pinned, stored, folds)
         submitted = time.perf_counter()
-        reports = [refs[-1] for refs in returned]
+        reports = [refs[-1] for refs in returned]  # None for a fold run here
         peaks = None
         if batched:
             finished = submitted
@@ -266,12 +284,16 @@ class CallRunner:
                 # a node (and its worker) died mid-run: run the calls again as plain
                 # tasks, soft-pinned, which Ray can rebuild by lineage when a block is lost
                 cluster.refresh()
-                returned = self._submit(staged, inputs, payloads, None, pinned, stored)
+                returned = self._submit(staged, inputs, payloads, None, pinned, stored, folds)
                 reports = [refs[-1] for refs in returned]
                 self._wait(staged, reports, dead_before, False)
+            self._fold(staged, folds, returned)
             finished = time.perf_counter()
-            reported = ray.get(reports)
-            ran_on_call = [cluster.index_of(n) for n in reported]
+            reported = ray.get([ref for ref in reports if ref is not None])
+            nodes = iter(reported)
+            driver = self._driver_node()  # where the folds ran
+            ran_on_call = [driver if ref is None else cluster.index_of(next(nodes))
+                           for ref in reports]
             peaks = node_peaks(cluster, reported)
         ran_on = {task: ran_on_call[c] for c, call in enumerate(staged.calls)
                   for task in call.tasks}
@@ -301,7 +323,9 @@ class CallRunner:
             "run_seconds": finished - started,
             "submit_seconds": submitted - started,
             "ran_on": ran_on,
-            "remote_calls": len(staged.calls),
+            "remote_calls": len(staged.calls) - len(folds),
+            "driver_folds": len(folds),
+            "folded_tasks": sorted(t for c in folds for t in staged.calls[c].tasks),
             "stages": staged.levels,
             "measured_node_recv_bytes": measured,
             "measured_node_repartition_bytes": relaid_measured,
@@ -311,27 +335,67 @@ class CallRunner:
         return result, relaid
 
     def _submit(self, staged: StagedCalls, inputs, payloads, workers,
-                pinned: bool, stored: dict) -> list[list]:
-        """Submit every call (on the node workers, or as tasks when ``workers`` is None,
-        soft-pinned when ``pinned``); returns each call's refs, the reported node id last."""
+                pinned: bool, stored: dict, folds=frozenset()) -> list[list]:
+        """Submit every call but the ``folds`` (on the node workers, or as tasks when
+        ``workers`` is None, soft-pinned when ``pinned``); returns each call's refs, the
+        reported node id last (a fold's are ``None``, until :meth:`_fold` runs it)."""
         cluster = self.cluster
         returned: list[list] = []
 
         def bind(source: tuple, node: int):
             if source[0] == STORED:
                 return stored[source[1]]
-            if source[0] == INPUT:
-                ref = bind_held(inputs[source[1]].refs[source[2]], workers, node)
-                return ref.value if type(ref) is Inline else ref
+            if source[0] == INPUT:  # an inline block is its value: it travels in the call
+                return bind_held(inputs[source[1]].refs[source[2]], workers, node)
             return returned[source[1]][source[2]]
 
         with SUBMITTING:  # every worker's queue stays in one global topological order
-            for call, (key, payload) in zip(staged.calls, payloads, strict=True):
+            for c, (call, (key, payload)) in enumerate(zip(staged.calls, payloads,
+                                                           strict=True)):
+                if c in folds:
+                    returned.append([None] * (len(call.exports) + 1))
+                    continue
                 args = [bind(s, call.node) for s in call.args]  # then held blocks read here
                 returned.append(submit_stage(
                     cluster, workers, call.node, key, payload,
                     [read_in_place(a) for a in args], len(call.exports) + 1, pinned))
         return returned
+
+    def _driver_folds(self, staged: StagedCalls) -> frozenset[int]:
+        """The folds of ``staged`` (:attr:`StagedCalls.folds`) this run does in the driver:
+        all of them when every block they read or make is at most the cluster's inline
+        size and :data:`INLINE_BYTES` (Ray brings such results back inside the calls'
+        replies: they are in the driver already) and their arguments take at most
+        :data:`FOLD_BYTES`; else none."""
+        limit = min(self.cluster.inline_bytes, INLINE_BYTES)
+        folds = staged.folds
+        if (not folds or any(largest > limit for largest, _ in folds.values())
+                or sum(total for _, total in folds.values()) > FOLD_BYTES):
+            return frozenset()
+        return frozenset(folds)
+
+    def _fold(self, staged: StagedCalls, folds, returned: list[list]) -> None:
+        """Run the ``folds`` in this process on the results they read (waited for) and put
+        each fold's results in ``returned`` as :class:`~tensorc.runtime.ray.inline.Inline`
+        blocks."""
+        if not folds:
+            return
+        import ray
+
+        order = sorted(folds)
+        values = iter(ray.get([returned[arg[1]][arg[2]] for c in order
+                               for arg in staged.calls[c].args]))
+        for c in order:
+            call = staged.calls[c]
+            args = tuple(next(values) for _ in call.args)
+            results = ray_tasks.run_steps(call.steps, args, call.exports)
+            returned[c] = [Inline(result) for result in results] + [None]
+
+    def _driver_node(self) -> int:
+        """The driver's node's index (node 0 when the driver is on no node of the
+        cluster)."""
+        found = self.cluster.index_of(self.cluster.driver_node)
+        return 0 if found is None else found
 
     def _payloads(self, staged: StagedCalls) -> list[tuple[str, list]]:
         """Each call's steps as an object in Ray, put once per ``StagedCalls`` and session."""
@@ -353,6 +417,9 @@ class CallRunner:
                 out.refs[coords] = bind_held(stored.refs[source[2]], None, None)
                 if source[2] in stored.reported:
                     out.reported[coords] = stored.reported[source[2]]
+            elif returned[source[1]][-1] is None:  # folded here: the block is in the driver
+                out.refs[coords] = returned[source[1]][source[2]]
+                out.nodes[coords] = self._driver_node()
             else:
                 out.refs[coords] = returned[source[1]][source[2]]
                 out.reported[coords] = returned[source[1]][-1]
@@ -363,8 +430,8 @@ class CallRunner:
         import ray
 
         limit = float(os.environ.get("TENSORC_RAY_TIMEOUT", "600"))
-        call_of = {ref: c for c, ref in enumerate(pending)}
-        waiting = list(pending)
+        call_of = {ref: c for c, ref in enumerate(pending) if ref is not None}
+        waiting = list(call_of)
         last_progress = time.monotonic()
         while waiting:
             ready, waiting = ray.wait(

@@ -52,6 +52,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from tensorc.runtime.ray.inline import Inline
 from tensorc.runtime.ray.tasks import HeldRead
 
 HELD_SHARE = 0.5
@@ -158,12 +159,13 @@ def bind(value, workers: list | None, node: int | None):
     reader that is no call; a node index out of the workers' range, a node lost since, has
     none). A held block is the block itself while the node's worker holds it (the call
     reads it in place: :func:`read_in_place`, once all the call's arguments are bound),
-    else its ObjectRef, its array's held blocks released first (once); anything else is
-    bound as it is. The ``HeldRead`` that :func:`read_in_place` makes is made and
-    submitted under the submission lock (``calls.SUBMITTING``), which releases take too: no
-    release falls between them."""
+    else its ObjectRef, its array's held blocks released first (once); an
+    :class:`~tensorc.runtime.ray.inline.Inline` block is its value for a call (it travels
+    inside the call's message); anything else is bound as it is. The ``HeldRead`` that
+    :func:`read_in_place` makes is made and submitted under the submission lock
+    (``calls.SUBMITTING``), which releases take too: no release falls between them."""
     if type(value) is not Held:
-        return value
+        return value.value if type(value) is Inline and node is not None else value
     if value.ref is None:
         known = workers is not None and node is not None and 0 <= node < len(workers)
         if known and value.worker == workers[node]:

@@ -46,6 +46,10 @@ Units:
   the elements the new block needs travel), then each new block is stitched on its node.
   New blocks are returned, so the operand can keep its new layout for later calls.
 
+A call whose every step folds other calls' results (:class:`~tensorc.codegen.kernels.ReduceBlocks`)
+into result blocks that no other call reads is listed in :attr:`StagedCalls.folds` with its
+bytes: the executor may run it in the driver (:mod:`~tensorc.runtime.ray.calls`).
+
 Bytes between nodes are counted from the calls' arguments (:attr:`StagedCalls.transfers`):
 an argument produced on another node, once per receiving node, unless the receiving node
 already holds a copy (``Blocks.copies``). That is what Ray must move, objects it inlines
@@ -63,7 +67,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tensorc.codegen.kernels import EinsumBlock, EinsumPrefix, EinsumRest, LoadBlock
+from tensorc.codegen.kernels import (
+    EinsumBlock,
+    EinsumPrefix,
+    EinsumRest,
+    LoadBlock,
+    ReduceBlocks,
+)
 from tensorc.codegen.taskgraph import LOAD, REDUCE, TaskGraph
 from tensorc.placement.blocks import Blocks
 
@@ -153,6 +163,11 @@ class StagedCalls:
     repartition_transfers: list[tuple[tuple, int, int]] = field(default_factory=list)
     """The part of ``transfers`` that re-lays operands out."""
     levels: int = 0
+    folds: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """The calls that only fold other calls' results into result blocks, read by no other
+    call (a reduction's last step across nodes; :func:`final_folds`): call index → (bytes of
+    its largest argument or result, bytes of all its arguments). The executor may run them
+    in the driver (:mod:`~tensorc.runtime.ray.calls`)."""
     payloads: tuple | None = field(default=None, repr=False, compare=False)
     """Set by the Ray executor: the calls' steps as Ray objects, for one session."""
 
@@ -546,6 +561,8 @@ def _calls(units: _Units, outputs: dict, bounds, nodes: dict, dtype, relaid: dic
     def bind(source: tuple) -> tuple:
         return export_slot[source[1]] if source[0] == "u" else source
 
+    slot_bytes = {slot: units.nbytes[u] for u, slot in export_slot.items()}
+    relaid_slots = {bind(s) for sources in relaid.values() for s in sources.values()}
     return StagedCalls(
         calls=calls,
         outputs={coords: bind(source) for coords, source in outputs.items()},
@@ -558,7 +575,28 @@ def _calls(units: _Units, outputs: dict, bounds, nodes: dict, dtype, relaid: dic
         transfers=transfers,
         repartition_transfers=repartition_transfers,
         levels=len({lvl for lvl, _ in keys}),
+        folds=final_folds(calls, slot_bytes, relaid_slots),
     )
+
+
+def final_folds(calls: Sequence[NodeCall], slot_bytes: Mapping[tuple, int],
+                relaid_slots=frozenset()) -> dict[int, tuple[int, int]]:
+    """The calls whose every step folds partial blocks (:class:`ReduceBlocks`), whose every
+    argument is another call's result and whose results no other call reads and no
+    re-laid-out operand keeps (``slot_bytes``: the bytes of each call's results by
+    ``("out", call, k)``): call index → (bytes of its largest argument or result, bytes of
+    all its arguments)."""
+    read = {arg for call in calls for arg in call.args if arg[0] == RESULT}
+    folds = {}
+    for c, call in enumerate(calls):
+        slots = [(RESULT, c, k) for k in range(len(call.exports))]
+        if (call.args and all(arg[0] == RESULT for arg in call.args)
+                and all(step.kind == RUN and type(step.kernel) is ReduceBlocks
+                        for step, _ in call.steps)
+                and not any(slot in read or slot in relaid_slots for slot in slots)):
+            sizes = [slot_bytes[arg] for arg in call.args]
+            folds[c] = (max(sizes + [slot_bytes[slot] for slot in slots]), sum(sizes))
+    return folds
 
 
 def _holders(units: _Units, source: tuple) -> set[int]:

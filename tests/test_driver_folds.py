@@ -1,0 +1,136 @@
+"""A contraction's last stage across nodes, when it only adds up other calls' small results
+into result blocks no call reads, runs in the driver (``StagedCalls.folds``): Ray brought
+those results back inside the calls' replies, and the result's blocks stay in the driver
+(``Inline``) until a reader wants refs."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import numpy as np
+import pytest
+
+import tensorc as tc
+from tensorc.codegen.kernels import ReduceBlocks
+from tensorc.placement.blocks import Blocks
+from tensorc.placement.schedule import schedule
+from tensorc.runtime.ray.inline import Inline
+from tensorc.runtime.ray.stages import RESULT, final_folds, stage
+
+
+def _staged(nodes: int):
+    """``ijk,jf,kf->if`` (48³ by 48 × 8; 3 × 2 × 2 blocks) scheduled on ``nodes`` nodes with
+    the tensor's blocks of one (j, k) pair on one node, and staged."""
+    plan = tc.plan("ijk,jf,kf->if", (48, 48, 48), (48, 8), (48, 8),
+                   grid={"i": 3, "j": 2, "k": 2, "f": 1})
+    graph = plan.graph
+
+    def laid_out(shape, grid):
+        bounds = tuple(tuple(range(0, n, n // g)) + (n,)
+                       for n, g in zip(shape, grid, strict=True))
+        return Blocks.layout(bounds, {c: sum(c[1:]) % nodes if len(c) == 3 else c[0] % nodes
+                                      for c in np.ndindex(*grid)}, "float64")
+
+    layouts = [laid_out((48, 48, 48), (3, 2, 2)), laid_out((48, 8), (2, 1)),
+               laid_out((48, 8), (2, 1))]
+    loads = {}
+    for i, task in enumerate(graph.tasks):
+        if task.kind == "load":
+            position, slices = task.source
+            loads[i] = layouts[position].nodes[layouts[position].pieces(slices)[0][0]]
+    return stage(graph, schedule(graph, nodes, "lshs", load_nodes=loads), layouts)
+
+
+def test_the_sums_across_nodes_are_the_folds_with_their_bytes():
+    program = _staged(nodes=2)
+    folds = program.folds
+    assert folds, "the partial sums of two nodes meet in a call of their own"
+    read = Counter(arg for call in program.calls for arg in call.args if arg[0] == RESULT)
+    for c, (largest, total) in folds.items():
+        call = program.calls[c]
+        assert all(type(step.kernel) is ReduceBlocks for step, _ in call.steps)
+        assert all(arg[0] == RESULT for arg in call.args)
+        assert not any(read[(RESULT, c, k)] for k in range(len(call.exports)))
+        assert largest == 16 * 8 * 8  # a partial (16 rows of i by 8 of f) and the sum alike
+        assert total == largest * len(call.args)
+    folded_outputs = [source for source in program.outputs.values() if source[1] in folds]
+    assert len(folded_outputs) == sum(len(program.calls[c].exports) for c in folds)
+    assert not any(all(type(step.kernel) is ReduceBlocks for step, _ in call.steps)
+                   and c not in folds for c, call in enumerate(program.calls)
+                   if call.level == program.levels - 1)
+
+
+def test_a_call_whose_results_another_call_reads_is_no_fold():
+    program = _staged(nodes=2)
+    c = next(iter(program.folds))
+    slot_bytes = defaultdict(lambda: 1024)  # every result 1 KiB
+    assert c in final_folds(program.calls, slot_bytes)
+    assert c not in final_folds(program.calls, slot_bytes, relaid_slots={(RESULT, c, 0)})
+    reader = type(program.calls[c])(**{**vars(program.calls[c]), "args": ((RESULT, c, 0),)})
+    assert c not in final_folds([*program.calls, reader], slot_bytes)
+
+
+def test_one_node_has_nothing_to_fold():
+    assert _staged(nodes=1).folds == {}
+
+
+def _inputs(f: int, seed: int = 0):
+    made = (tc.random((48, 48, 48), grid=(4, 4, 4), seed=seed),
+            tc.random((48, f), grid=(4, 1), seed=seed + 1),
+            tc.random((48, f), grid=(4, 1), seed=seed + 2))
+    tc.wait(*made)
+    return made
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_small_partial_sums_are_added_in_the_driver_and_the_result_stays_there():
+    import ray
+
+    x, b, c = _inputs(8)  # a result block is 12 x 8: 768 bytes, under the tests' 1 KiB
+    expected = np.einsum("ijk,jf,kf->if", x.numpy(), b.numpy(), c.numpy())
+    result = tc.einsum("ijk,jf,kf->if", x, b, c, measure=False)
+    stats = tc.last_stats()
+    assert stats["driver_folds"] >= 1 and stats["folded_tasks"]
+    assert all(stats["ran_on"][t] == 0 for t in stats["folded_tasks"])  # the driver's node
+    value = result.value()
+    kept = {c for c, ref in value.layout.refs.items() if type(ref) is Inline}
+    assert len(kept) >= stats["driver_folds"]  # each fold makes one block here
+    assert all(value.layout.nodes[c] == 0 for c in kept)
+    assert len(value.stored_refs()) == len(value.layout.refs) - len(kept)
+    tc.wait(result)  # waits for the stored blocks only
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-10)
+    squared = tc.einsum("if,if->if", result, result, measure=False)  # read by value
+    np.testing.assert_allclose(squared.numpy(), expected**2, rtol=1e-10)
+    refs = dict(value.blocks.refs)  # a reader of refs: put in Ray, once
+    assert all(isinstance(ref, ray.ObjectRef) for ref in refs.values())
+    assert value.blocks.refs == refs
+    first = min(kept)
+    np.testing.assert_allclose(np.asarray(ray.get(refs[first])),
+                               expected[value.layout.block_slices(first)], rtol=1e-10)
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-10)
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_partials_above_the_inline_size_are_added_on_the_nodes():
+    x, b, c = _inputs(32, seed=10)  # a result block is 12 x 32: 3 KiB, over 1 KiB
+    result = tc.einsum("ijk,jf,kf->if", x, b, c, measure=False)
+    stats = tc.last_stats()
+    assert stats["driver_folds"] == 0 and stats["folded_tasks"] == []
+    assert all(stats["ran_on"][t] == stats["node_of"][t] for t in stats["ran_on"])
+    assert not any(type(ref) is Inline for ref in result.value().layout.refs.values())
+    np.testing.assert_allclose(
+        result.numpy(), np.einsum("ijk,jf,kf->if", x.numpy(), b.numpy(), c.numpy()),
+        rtol=1e-10)
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_a_measured_run_runs_every_call_on_ray():
+    x, b, c = _inputs(8, seed=20)
+    result = tc.einsum("ijk,jf,kf->if", x, b, c, measure=True)
+    stats = tc.last_stats()
+    assert stats["driver_folds"] == 0 and stats["folded_tasks"] == []
+    assert not any(type(ref) is Inline for ref in result.value().layout.refs.values())
+    assert stats["measured_inter_node_bytes"] is not None
+    np.testing.assert_allclose(
+        result.numpy(), np.einsum("ijk,jf,kf->if", x.numpy(), b.numpy(), c.numpy()),
+        rtol=1e-10)
