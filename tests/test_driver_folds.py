@@ -1,7 +1,7 @@
 """A contraction's last stage across nodes, when it only adds up other calls' small results
-into result blocks no call reads, runs in the driver (``StagedCalls.folds``): Ray brought
-those results back inside the calls' replies, and the result's blocks stay in the driver
-(``Inline``) until a reader wants refs."""
+and multiplies them by small operand blocks into result blocks no call reads, runs in the
+driver (``StagedCalls.folds``): Ray brought those results back inside the calls' replies,
+and the result's blocks stay in the driver (``Inline``) until a reader wants refs."""
 
 from __future__ import annotations
 
@@ -11,17 +11,27 @@ import numpy as np
 import pytest
 
 import tensorc as tc
-from tensorc.codegen.kernels import ReduceBlocks
+from tensorc.codegen.kernels import EinsumBlock, ReduceBlocks
 from tensorc.placement.blocks import Blocks
 from tensorc.placement.schedule import schedule
+from tensorc.runtime.ray.calls import CallRunner
 from tensorc.runtime.ray.inline import Inline
-from tensorc.runtime.ray.stages import RESULT, final_folds, stage
+from tensorc.runtime.ray.stages import (
+    INPUT,
+    RESULT,
+    RUN,
+    STITCH,
+    NodeCall,
+    Step,
+    final_folds,
+    stage,
+)
 
 
-def _staged(nodes: int):
-    """``ijk,jf,kf->if`` (48³ by 48 × 8; 3 × 2 × 2 blocks) scheduled on ``nodes`` nodes with
-    the tensor's blocks of one (j, k) pair on one node, and staged."""
-    plan = tc.plan("ijk,jf,kf->if", (48, 48, 48), (48, 8), (48, 8),
+def _staged(nodes: int, subscripts: str = "ijk,jf,kf->if"):
+    """``subscripts`` (48³ by 48 × 8 twice; 3 × 2 × 2 blocks) scheduled on ``nodes`` nodes
+    with the tensor's blocks of one (j, k) pair on one node, and staged."""
+    plan = tc.plan(subscripts, (48, 48, 48), (48, 8), (48, 8),
                    grid={"i": 3, "j": 2, "k": 2, "f": 1})
     graph = plan.graph
 
@@ -46,18 +56,44 @@ def test_the_sums_across_nodes_are_the_folds_with_their_bytes():
     folds = program.folds
     assert folds, "the partial sums of two nodes meet in a call of their own"
     read = Counter(arg for call in program.calls for arg in call.args if arg[0] == RESULT)
-    for c, (largest, total) in folds.items():
+    for c, (largest, total, multiplies) in folds.items():
         call = program.calls[c]
         assert all(type(step.kernel) is ReduceBlocks for step, _ in call.steps)
         assert all(arg[0] == RESULT for arg in call.args)
         assert not any(read[(RESULT, c, k)] for k in range(len(call.exports)))
         assert largest == 16 * 8 * 8  # a partial (16 rows of i by 8 of f) and the sum alike
-        assert total == largest * len(call.args)
+        assert total == largest * len(call.args) and multiplies == 0
     folded_outputs = [source for source in program.outputs.values() if source[1] in folds]
     assert len(folded_outputs) == sum(len(program.calls[c].exports) for c in folds)
     assert not any(all(type(step.kernel) is ReduceBlocks for step, _ in call.steps)
                    and c not in folds for c, call in enumerate(program.calls)
                    if call.level == program.levels - 1)
+
+
+def test_a_last_stage_that_multiplies_by_operand_blocks_is_a_fold_with_its_work():
+    product = EinsumBlock([("i", "j"), ("i", "f"), ("j", "f")], ("i", "f"), [(0, 2), (0, 1)],
+                          {"i": 8, "j": 8, "f": 4})  # the partial (i, j) by two factors
+    made = [NodeCall(node, 0, ((Step(RUN, ReduceBlocks("+", "float64")),
+                                (("x", 0), ("x", 1))),), ((INPUT, 0, (node, 0)),) * 2, (0,),
+                     (node,)) for node in (0, 1)]
+    last = NodeCall(0, 1, ((Step(RUN, ReduceBlocks("+", "float64")), (("x", 0), ("x", 1))),
+                           (Step(RUN, product), (("t", 0), ("x", 2), ("x", 3)))),
+                    ((RESULT, 0, 0), (RESULT, 1, 0), (INPUT, 1, (0, 0)), (INPUT, 2, (0, 0))),
+                    (1,), (2, 3))
+    nbytes = {(RESULT, 0, 0): 512, (RESULT, 1, 0): 512, (RESULT, 2, 0): 256,
+              (INPUT, 1, (0, 0)): 256, (INPUT, 2, (0, 0)): 256}
+    assert final_folds([*made, last], nbytes) == {2: (512, 1536, 8 * 8 * 4 + 8 * 4)}
+    stitched = NodeCall(0, 1, ((Step(STITCH, product, (8, 4), ()), (("x", 0),)),),
+                        ((RESULT, 0, 0),), (0,), (2,))
+    assert final_folds([*made, stitched], nbytes) == {}  # a stitch is no fold
+
+
+def test_an_einsum_block_counts_the_multiplications_of_its_path():
+    sizes = {"i": 4, "j": 5, "f": 6}
+    kernel = EinsumBlock([("i", "j"), ("i", "f"), ("j", "f")], ("i", "f"), [(0, 2), (0, 1)],
+                         sizes)
+    assert kernel.multiplies == 4 * 5 * 6 + 4 * 6  # ij,jf->if; then if,if->if
+    assert EinsumBlock([("i", "j"), ("j", "f")], ("i", "f"), None, sizes).multiplies == 120
 
 
 def test_a_call_whose_results_another_call_reads_is_no_fold():
@@ -108,6 +144,33 @@ def test_small_partial_sums_are_added_in_the_driver_and_the_result_stays_there()
     np.testing.assert_allclose(np.asarray(ray.get(refs[first])),
                                expected[value.layout.block_slices(first)], rtol=1e-10)
     np.testing.assert_allclose(result.numpy(), expected, rtol=1e-10)
+
+
+def test_a_last_stage_with_the_factors_runs_in_the_driver_too(ray_cluster, monkeypatch):
+    """At N = 64 the plan sums the tensor over k on the nodes, then adds the partials and
+    multiplies them by the factors' blocks in its last stage. With Ray's own inline size
+    (100 KiB, not the tests' 1 KiB) that stage runs in the driver: the partials were
+    returned to it, and the factors' blocks are operand blocks it reads."""
+    folded = []
+    run_folds = CallRunner._fold
+
+    def seen(self, staged, folds, inputs, returned):
+        folded.extend(staged.calls[c] for c in folds)
+        return run_folds(self, staged, folds, inputs, returned)
+
+    monkeypatch.setattr(CallRunner, "_fold", seen)
+    monkeypatch.setattr(ray_cluster, "inline_bytes", 100 * 1024)
+    x, b, c = (tc.random((64, 64, 64), grid=(4, 4, 4), seed=30),
+               tc.random((64, 16), grid=(4, 1), seed=31),
+               tc.random((64, 16), grid=(4, 1), seed=32))
+    tc.wait(x, b, c)
+    result = tc.einsum("ijk,if,jf->if", x, b, c, measure=False)
+    assert tc.last_stats()["driver_folds"] == len(folded) >= 1
+    assert any(type(step.kernel) is EinsumBlock for call in folded for step, _ in call.steps)
+    assert any(arg[0] == INPUT for call in folded for arg in call.args)
+    np.testing.assert_allclose(
+        result.numpy(), np.einsum("ijk,if,jf->if", x.numpy(), b.numpy(), c.numpy()),
+        rtol=1e-10)
 
 
 @pytest.mark.usefixtures("ray_cluster")

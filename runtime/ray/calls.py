@@ -19,17 +19,19 @@ Policy:
   of result blocks are known without asking Ray. Every call also returns the id of the node
   it ran on; ``ran_on`` in the statistics comes from those, read after the wait;
 - a run that waits for its calls (not batched, not measured, no ``pending``) runs the
-  *folds* (:attr:`~tensorc.runtime.ray.stages.StagedCalls.folds`: the calls that only add
-  up, or otherwise fold, other calls' results into result blocks no call reads: a
-  contraction's last stage across nodes) in the driver, when every block they read or make
-  is at most the cluster's inline size and :data:`~tensorc.runtime.ray.inline.INLINE_BYTES`
-  and their arguments take at most :data:`FOLD_BYTES`: Ray returns such results inside the
-  calls' replies, so they are in the driver already, and a stage of calls costs a round of
-  messages (2-3 ms on this machine's 4 nodes) where the fold costs microseconds. The
-  result's blocks stay in the driver (:class:`~tensorc.runtime.ray.inline.Inline`, recorded
-  on the driver's node); ``remote_calls`` counts the calls Ray ran, ``driver_folds`` those
-  folded here, and ``ran_on`` gives their tasks the driver's node. This is Spark's
-  ``reduce``, whose partial results are merged in the driver;
+  *folds* (:attr:`~tensorc.runtime.ray.stages.StagedCalls.folds`: the calls that finish a
+  reduction across nodes, adding up other calls' results and multiplying them by operand
+  blocks, into result blocks no call reads: a contraction's last stage) in the driver, when
+  every block they read or make is at most the cluster's inline size and
+  :data:`~tensorc.runtime.ray.inline.INLINE_BYTES`, their arguments take at most
+  :data:`FOLD_BYTES` and their products at most :data:`FOLD_MULTIPLIES`. Ray returns such
+  results inside the calls' replies, and keeps such blocks made by tasks in the driver, so
+  they are here already; a stage of calls costs a round of messages (2-5 ms on this
+  machine's 4 nodes) where the folds cost well under a millisecond. The result's blocks
+  stay in the driver (:class:`~tensorc.runtime.ray.inline.Inline`, recorded on the
+  driver's node); ``remote_calls`` counts the calls Ray ran, ``driver_folds`` those run
+  here, and ``ran_on`` gives their tasks the driver's node. Spark's ``reduce`` merges its
+  partitions' results in the driver the same way;
 - input blocks read on another node are recorded as copies there (``Blocks.copies``);
 - an argument ``("st", position)`` of a call is bound to that operand itself, a
   :class:`~tensorc.stored.StoredArray` (``stored=``), passed by value (as its path): the
@@ -72,7 +74,10 @@ POLL_SECONDS = 1.0
 
 FOLD_BYTES = 4 * 2**20
 """A run's folds are run in the driver (module docstring) only while their arguments
-together take at most this many bytes."""
+together take at most this many bytes ..."""
+FOLD_MULTIPLIES = 16 * 2**20
+"""... and their products at most this many multiplications (a few milliseconds of numpy
+at worst; a block of 64³ multiply-adds is 262,144)."""
 
 SUBMITTING = threading.RLock()
 """Held while calls are submitted (every worker's queue in one global order), and while an
@@ -287,7 +292,7 @@ class CallRunner:
                 returned = self._submit(staged, inputs, payloads, None, pinned, stored, folds)
                 reports = [refs[-1] for refs in returned]
                 self._wait(staged, reports, dead_before, False)
-            self._fold(staged, folds, returned)
+            self._fold(staged, folds, inputs, returned)
             finished = time.perf_counter()
             reported = ray.get([ref for ref in reports if ref is not None])
             nodes = iter(reported)
@@ -365,26 +370,31 @@ class CallRunner:
         """The folds of ``staged`` (:attr:`StagedCalls.folds`) this run does in the driver:
         all of them when every block they read or make is at most the cluster's inline
         size and :data:`INLINE_BYTES` (Ray brings such results back inside the calls'
-        replies: they are in the driver already) and their arguments take at most
-        :data:`FOLD_BYTES`; else none."""
+        replies, and keeps such blocks of tasks in the driver: they are here already),
+        their arguments take at most :data:`FOLD_BYTES` and their products at most
+        :data:`FOLD_MULTIPLIES` multiplications; else none. (A block held in a worker is
+        larger than the inline size: no fold reads one.)"""
         limit = min(self.cluster.inline_bytes, INLINE_BYTES)
         folds = staged.folds
-        if (not folds or any(largest > limit for largest, _ in folds.values())
-                or sum(total for _, total in folds.values()) > FOLD_BYTES):
+        if (not folds or any(largest > limit for largest, _, _ in folds.values())
+                or sum(total for _, total, _ in folds.values()) > FOLD_BYTES
+                or sum(work for _, _, work in folds.values()) > FOLD_MULTIPLIES):
             return frozenset()
         return frozenset(folds)
 
-    def _fold(self, staged: StagedCalls, folds, returned: list[list]) -> None:
-        """Run the ``folds`` in this process on the results they read (waited for) and put
-        each fold's results in ``returned`` as :class:`~tensorc.runtime.ray.inline.Inline`
-        blocks."""
+    def _fold(self, staged: StagedCalls, folds, inputs, returned: list[list]) -> None:
+        """Run the ``folds`` in this process on the results (waited for) and operand blocks
+        they read, and put each fold's results in ``returned`` as
+        :class:`~tensorc.runtime.ray.inline.Inline` blocks."""
         if not folds:
             return
         import ray
 
         order = sorted(folds)
-        values = iter(ray.get([returned[arg[1]][arg[2]] for c in order
-                               for arg in staged.calls[c].args]))
+        refs = [inputs[arg[1]].refs[arg[2]] if arg[0] == INPUT else returned[arg[1]][arg[2]]
+                for c in order for arg in staged.calls[c].args]
+        fetched = iter(ray.get([ref for ref in refs if type(ref) is not Inline]))
+        values = iter([ref.value if type(ref) is Inline else next(fetched) for ref in refs])
         for c in order:
             call = staged.calls[c]
             args = tuple(next(values) for _ in call.args)

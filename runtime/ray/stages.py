@@ -46,9 +46,11 @@ Units:
   the elements the new block needs travel), then each new block is stitched on its node.
   New blocks are returned, so the operand can keep its new layout for later calls.
 
-A call whose every step folds other calls' results (:class:`~tensorc.codegen.kernels.ReduceBlocks`)
-into result blocks that no other call reads is listed in :attr:`StagedCalls.folds` with its
-bytes: the executor may run it in the driver (:mod:`~tensorc.runtime.ray.calls`).
+A call that finishes a reduction across nodes, its every step a fold
+(:class:`~tensorc.codegen.kernels.ReduceBlocks`) or a product of blocks
+(:class:`~tensorc.codegen.kernels.EinsumBlock`) of other calls' results and operand blocks,
+into result blocks no other call reads, is listed in :attr:`StagedCalls.folds` with its bytes
+and multiplications: the executor may run it in the driver (:mod:`~tensorc.runtime.ray.calls`).
 
 Bytes between nodes are counted from the calls' arguments (:attr:`StagedCalls.transfers`):
 an argument produced on another node, once per receiving node, unless the receiving node
@@ -163,11 +165,11 @@ class StagedCalls:
     repartition_transfers: list[tuple[tuple, int, int]] = field(default_factory=list)
     """The part of ``transfers`` that re-lays operands out."""
     levels: int = 0
-    folds: dict[int, tuple[int, int]] = field(default_factory=dict)
-    """The calls that only fold other calls' results into result blocks, read by no other
-    call (a reduction's last step across nodes; :func:`final_folds`): call index → (bytes of
-    its largest argument or result, bytes of all its arguments). The executor may run them
-    in the driver (:mod:`~tensorc.runtime.ray.calls`)."""
+    folds: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    """The calls that finish a reduction across nodes on other calls' results, read by no
+    other call (:func:`final_folds`): call index → (bytes of its largest argument or
+    result, bytes of all its arguments, multiplications). The executor may run them in the
+    driver (:mod:`~tensorc.runtime.ray.calls`)."""
     payloads: tuple | None = field(default=None, repr=False, compare=False)
     """Set by the Ray executor: the calls' steps as Ray objects, for one session."""
 
@@ -561,7 +563,9 @@ def _calls(units: _Units, outputs: dict, bounds, nodes: dict, dtype, relaid: dic
     def bind(source: tuple) -> tuple:
         return export_slot[source[1]] if source[0] == "u" else source
 
-    slot_bytes = {slot: units.nbytes[u] for u, slot in export_slot.items()}
+    arg_bytes = {slot: units.nbytes[u] for u, slot in export_slot.items()}
+    arg_bytes.update((arg, units.nbytes_of(arg)) for call in calls for arg in call.args
+                     if arg[0] == INPUT)
     relaid_slots = {bind(s) for sources in relaid.values() for s in sources.values()}
     return StagedCalls(
         calls=calls,
@@ -575,27 +579,33 @@ def _calls(units: _Units, outputs: dict, bounds, nodes: dict, dtype, relaid: dic
         transfers=transfers,
         repartition_transfers=repartition_transfers,
         levels=len({lvl for lvl, _ in keys}),
-        folds=final_folds(calls, slot_bytes, relaid_slots),
+        folds=final_folds(calls, arg_bytes, relaid_slots),
     )
 
 
-def final_folds(calls: Sequence[NodeCall], slot_bytes: Mapping[tuple, int],
-                relaid_slots=frozenset()) -> dict[int, tuple[int, int]]:
-    """The calls whose every step folds partial blocks (:class:`ReduceBlocks`), whose every
-    argument is another call's result and whose results no other call reads and no
-    re-laid-out operand keeps (``slot_bytes``: the bytes of each call's results by
-    ``("out", call, k)``): call index → (bytes of its largest argument or result, bytes of
-    all its arguments)."""
+def final_folds(calls: Sequence[NodeCall], arg_bytes: Mapping[tuple, int],
+                relaid_slots=frozenset()) -> dict[int, tuple[int, int, int]]:
+    """The calls that finish a reduction across nodes: that read another call's result,
+    whose every argument is another call's result or an operand block, whose every step
+    folds blocks (:class:`ReduceBlocks`) or multiplies them (:class:`EinsumBlock`), and
+    whose results no other call reads and no re-laid-out operand keeps (``arg_bytes``: the
+    bytes of each call's results by ``("out", call, k)`` and of each operand block an
+    argument names). Call index → (bytes of its largest argument or result, bytes of all its
+    arguments, the multiplications of its einsum steps)."""
     read = {arg for call in calls for arg in call.args if arg[0] == RESULT}
     folds = {}
     for c, call in enumerate(calls):
         slots = [(RESULT, c, k) for k in range(len(call.exports))]
-        if (call.args and all(arg[0] == RESULT for arg in call.args)
-                and all(step.kind == RUN and type(step.kernel) is ReduceBlocks
+        if (any(arg[0] == RESULT for arg in call.args)
+                and all(arg[0] in (RESULT, INPUT) for arg in call.args)
+                and all(step.kind == RUN and type(step.kernel) in (ReduceBlocks, EinsumBlock)
                         for step, _ in call.steps)
                 and not any(slot in read or slot in relaid_slots for slot in slots)):
-            sizes = [slot_bytes[arg] for arg in call.args]
-            folds[c] = (max(sizes + [slot_bytes[slot] for slot in slots]), sum(sizes))
+            sizes = [arg_bytes[arg] for arg in call.args]
+            multiplies = sum(step.kernel.multiplies for step, _ in call.steps
+                             if type(step.kernel) is EinsumBlock)
+            folds[c] = (max(sizes + [arg_bytes[slot] for slot in slots]), sum(sizes),
+                        multiplies)
     return folds
 
 

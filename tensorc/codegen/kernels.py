@@ -219,7 +219,7 @@ class EinsumBlock:
     ``optimize=False``) the whole product is one numpy einsum.
     """
 
-    __slots__ = ("equation", "path", "steps", "_expressions")
+    __slots__ = ("equation", "path", "steps", "multiplies", "_expressions")
 
     def __init__(
         self,
@@ -237,6 +237,12 @@ class EinsumBlock:
                 path_operands(len(inputs), path), steps, strict=True
             ):
                 self.steps.append(_Step(taken, [tuple(k) for k in taken_keys], tuple(result)))
+        touched = ([set().union(*step.keys) for step in self.steps] if self.steps
+                   else [set().union(*inputs)])
+        # the multiplications of a product of blocks of the sizes it was made for: each
+        # step's, the product of the extents of the indices it touches
+        self.multiplies = sum(math.prod(sizes.get(letter, 1) for letter in letters)
+                              for letters in touched)
         self._expressions: dict[tuple, object] = {}
 
     def _run_step(self, step: _Step, blocks: tuple[np.ndarray, ...], out=None) -> np.ndarray:
