@@ -14,6 +14,8 @@ import tensorc as tc
 from tensorc.codegen.kernels import EinsumBlock, ReduceBlocks
 from tensorc.placement.blocks import Blocks
 from tensorc.placement.schedule import schedule
+from tensorc.runtime.ray.arrays import DistributedArray
+from tensorc.runtime.ray.call_batch import _patch
 from tensorc.runtime.ray.calls import CallRunner
 from tensorc.runtime.ray.inline import Inline
 from tensorc.runtime.ray.stages import (
@@ -83,6 +85,11 @@ def test_a_last_stage_that_multiplies_by_operand_blocks_is_a_fold_with_its_work(
     nbytes = {(RESULT, 0, 0): 512, (RESULT, 1, 0): 512, (RESULT, 2, 0): 256,
               (INPUT, 1, (0, 0)): 256, (INPUT, 2, (0, 0)): 256}
     assert final_folds([*made, last], nbytes) == {2: (512, 1536, 8 * 8 * 4 + 8 * 4)}
+    outer = EinsumBlock([("i",), ("f",)], ("i", "f"), [(0, 1)], {"i": 64, "f": 64})
+    wide = NodeCall(0, 1, ((Step(RUN, ReduceBlocks("+", "float64")), (("x", 0), ("x", 1))),
+                           (Step(RUN, outer), (("t", 0), ("x", 2)))),
+                    ((RESULT, 0, 0), (RESULT, 1, 0), (INPUT, 1, (0, 0))), (1,), (2, 3))
+    assert final_folds([*made, wide], nbytes)[2][0] == 64 * 64 * 8  # its outer product
     stitched = NodeCall(0, 1, ((Step(STITCH, product, (8, 4), ()), (("x", 0),)),),
                         ((RESULT, 0, 0),), (0,), (2,))
     assert final_folds([*made, stitched], nbytes) == {}  # a stitch is no fold
@@ -93,7 +100,10 @@ def test_an_einsum_block_counts_the_multiplications_of_its_path():
     kernel = EinsumBlock([("i", "j"), ("i", "f"), ("j", "f")], ("i", "f"), [(0, 2), (0, 1)],
                          sizes)
     assert kernel.multiplies == 4 * 5 * 6 + 4 * 6  # ij,jf->if; then if,if->if
+    assert kernel.largest_step == 4 * 6
     assert EinsumBlock([("i", "j"), ("j", "f")], ("i", "f"), None, sizes).multiplies == 120
+    outer = EinsumBlock([("i",), ("f",)], ("i", "f"), [(0, 1)], sizes)
+    assert outer.largest_step == outer.multiplies == 4 * 6
 
 
 def test_a_call_whose_results_another_call_reads_is_no_fold():
@@ -156,7 +166,13 @@ def test_a_last_stage_with_the_factors_runs_in_the_driver_too(ray_cluster, monke
 
     def seen(self, staged, folds, inputs, returned):
         folded.extend(staged.calls[c] for c in folds)
+        others = {(arg, call.node) for c, call in enumerate(staged.calls) if c not in folds
+                  for arg in call.args}
+        only.update((arg, call.node) for call in folded for arg in call.args
+                    if arg[0] == INPUT and (arg, call.node) not in others)
         return run_folds(self, staged, folds, inputs, returned)
+
+    only = set()  # operand blocks on a node that only the folds there read
 
     monkeypatch.setattr(CallRunner, "_fold", seen)
     monkeypatch.setattr(ray_cluster, "inline_bytes", 100 * 1024)
@@ -168,6 +184,9 @@ def test_a_last_stage_with_the_factors_runs_in_the_driver_too(ray_cluster, monke
     assert tc.last_stats()["driver_folds"] == len(folded) >= 1
     assert any(type(step.kernel) is EinsumBlock for call in folded for step, _ in call.steps)
     assert any(arg[0] == INPUT for call in folded for arg in call.args)
+    layouts = {1: b.value().layout, 2: c.value().layout}
+    assert only and not any(node in layouts[arg[1]].copies.get(arg[2], ())
+                            for arg, node in only)  # the driver read them: no copy there
     np.testing.assert_allclose(
         result.numpy(), np.einsum("ijk,if,jf->if", x.numpy(), b.numpy(), c.numpy()),
         rtol=1e-10)
@@ -197,3 +216,33 @@ def test_a_measured_run_runs_every_call_on_ray():
     np.testing.assert_allclose(
         result.numpy(), np.einsum("ijk,jf,kf->if", x.numpy(), b.numpy(), c.numpy()),
         rtol=1e-10)
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_a_measured_call_reads_a_result_kept_in_the_driver():
+    x, b, c = _inputs(8, seed=40)
+    result = tc.einsum("ijk,jf,kf->if", x, b, c, measure=False)
+    assert tc.last_stats()["driver_folds"] >= 1
+    expected = np.einsum("ijk,jf,kf->if", x.numpy(), b.numpy(), c.numpy())
+    doubled = tc.einsum("if,if->if", result, result, measure=True)
+    assert tc.last_stats()["measured_inter_node_bytes"] is not None
+    np.testing.assert_allclose(doubled.numpy(), expected**2, rtol=1e-10)
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_an_array_whose_kept_blocks_a_batch_put_in_ray_reads_the_stored_ones():
+    """A batch that passed blocks kept in the driver through into its result puts them in
+    Ray when it is flushed (``call_batch._patch``), under the array made on that result."""
+    import ray
+
+    data = np.arange(48.0).reshape(12, 4)
+    blocks = Blocks(data.shape, data.dtype, ((0, 6, 12), (0, 4)))
+    for coords in np.ndindex(*blocks.grid):
+        blocks.nodes[coords] = 0
+        blocks.refs[coords] = Inline(data[blocks.block_slices(coords)].copy())
+    array = DistributedArray(blocks, (1, 1))
+    assert array.stored_refs() == []
+    _patch(blocks, {})  # the flush: each kept block put in Ray
+    assert all(isinstance(ref, ray.ObjectRef) for ref in blocks.refs.values())
+    np.testing.assert_array_equal(array.numpy(), data)
+    assert array.blocks.refs == blocks.refs and len(array.stored_refs()) == 2

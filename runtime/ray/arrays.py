@@ -1,8 +1,8 @@
 """Distributed arrays: :class:`DistributedArray` and its creation functions.
 
 A :class:`DistributedArray` (the value of an evaluated ``tc.Array`` on Ray) is a grid of
-blocks, each a Ray ObjectRef, laid out hierarchically and cyclically over a node grid (NumS):
-with node grid ``(C0, C1, …)``, block ``(g0, g1, …)`` is made on node
+blocks, each a Ray ObjectRef (or a stand-in, below), laid out hierarchically and cyclically
+over a node grid (NumS): with node grid ``(C0, C1, …)``, block ``(g0, g1, …)`` is made on node
 ``ravel(g0 % C0, g1 % C1, …)`` of the cluster's node order (the node grid factors the node
 count over the block grid, inner dimensions first:
 :func:`~tensorc.placement.layout.node_grid`). Contract:
@@ -91,7 +91,8 @@ _RELEASING = threading.Lock()  # an array's held blocks are released once
 
 class DistributedArray:
     """A distributed array: its :class:`~tensorc.placement.blocks.Blocks` (Ray ObjectRefs on the
-    nodes of the cluster) and the node grid of its block-cyclic layout."""
+    nodes of the cluster, or the stand-ins of the module docstring) and the node grid of its
+    block-cyclic layout."""
 
     def __init__(self, blocks: Blocks, node_grid: tuple[int, ...]) -> None:
         self._blocks = blocks
@@ -102,8 +103,9 @@ class DistributedArray:
         self._zeros = {coords: ref for coords, ref in blocks.refs.items()
                        if isinstance(ref, Unwritten)}  # for good: a call makes them
         self._zeros_put = not self._zeros  # whether their refs stand in _blocks
-        self._inline = {coords for coords, ref in blocks.refs.items()
-                        if type(ref) is Inline}  # in the driver, not put in Ray yet
+        # whether it had blocks kept in the driver (a batch's flush may put them in Ray
+        # since: _kept_blocks reads them as they are now)
+        self._kept = any(type(ref) is Inline for ref in blocks.refs.values())
         self._unread = (weakref.finalize(self, drop_held, tuple(self._held.values()))
                         if self._held else None)  # an array that dies unread frees them
         for block in self._held.values():  # a reader elsewhere releases them all, once
@@ -184,14 +186,23 @@ class DistributedArray:
         first (:func:`~tensorc.runtime.ray.held.release`), blocks kept in the driver and
         unwritten blocks of zeros put in Ray."""
         self._release_held()
-        if self._inline:
+        kept = self._kept_blocks()
+        if kept:
             import ray
 
-            with _RELEASING:  # once
-                for coords in self._inline:
-                    self._blocks.refs[coords] = ray.put(self._blocks.refs[coords].value)
-                self._inline = set()
+            stored = {coords: ray.put(block.value) for coords, block in kept.items()}
+            with _RELEASING:  # the first reader's puts stand; a later one's are dropped
+                for coords, block in kept.items():
+                    if self._blocks.refs.get(coords) is block:
+                        self._blocks.refs[coords] = stored[coords]
         return self.blocks_in_place
+
+    def _kept_blocks(self) -> dict:
+        """Its blocks kept in the driver now (:class:`~tensorc.runtime.ray.inline.Inline`)."""
+        if not self._kept:
+            return {}
+        return {coords: ref for coords, ref in list(self._blocks.refs.items())
+                if type(ref) is Inline}
 
     @property
     def blocks_in_place(self) -> Blocks:
@@ -224,7 +235,8 @@ class DistributedArray:
     def layout(self) -> Blocks:
         """Its blocks' bounds and nodes, for readers of the layout alone: a held block's
         ref is a :class:`~tensorc.runtime.ray.held.Held` here, an unwritten one's a
-        :class:`~tensorc.runtime.ray.held.Unwritten` (read refs from :attr:`blocks`)."""
+        :class:`~tensorc.runtime.ray.held.Unwritten`, one kept in the driver an
+        :class:`~tensorc.runtime.ray.inline.Inline` (read refs from :attr:`blocks`)."""
         return self._blocks
 
     @property
@@ -261,7 +273,7 @@ class DistributedArray:
         with _RELEASING:  # a release sent after the peeks runs after them
             held = dict(self._held)
             peeked = peek_held(held.values()) if held else []
-            kept = {k: self._blocks.refs[k].value for k in self._inline}  # in the driver
+            kept = {k: block.value for k, block in self._kept_blocks().items()}
         keys = sorted(k for k in self._blocks.refs
                       if k not in held and k not in self._zeros and k not in kept)
         try:

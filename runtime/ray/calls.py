@@ -3,18 +3,21 @@
 Contract: ``CallRunner(cluster).run(staged, inputs, pinned=..., measure=...)`` takes a
 :class:`~tensorc.runtime.ray.stages.StagedCalls` and one :class:`~tensorc.placement.blocks.Blocks`
 per operand (Ray refs bound), submits every call without waiting between stages, waits for
-them, and returns the result's ``Blocks`` (each block stays on the node that computed it) and
-the new layouts of repartitioned operands. Statistics are in ``executor.last_run``.
+them, and returns the result's ``Blocks`` (each block stays on the node that computed it, or
+in the driver when a fold made it there: below) and the new layouts of repartitioned
+operands. Statistics are in ``executor.last_run``.
 
 Policy:
 
 - each call is ``stage(key, payload, threads, *argument_refs)`` on the node's
   :class:`~tensorc.runtime.ray.tasks.NodeWorker` actor when the schedule is pinned (a plain
   task that Ray places for ``ray_default``); it runs its steps on ``threads`` threads (the
-  node's CPUs). Arguments are ObjectRefs, so Ray moves blocks between nodes and frees them;
-  the executor keeps no block in the driver. Calls are submitted under one process-wide lock
-  in stage order, so every worker's queue follows one topological order of all calls in
-  flight (an actor runs its calls in the order they were submitted: no cycle can form);
+  node's CPUs). Arguments are ObjectRefs, so Ray moves blocks between nodes and frees them
+  (a block kept in the driver, :class:`~tensorc.runtime.ray.inline.Inline`, travels by value
+  inside the call's message); the executor keeps no other block in the driver. Calls are
+  submitted under one process-wide lock in stage order, so every worker's queue follows
+  one topological order of all calls in flight (an actor runs its calls in the order they
+  were submitted: no cycle can form);
 - tensorc trusts the affinity it asked for (a live node runs what it is offered): the nodes
   of result blocks are known without asking Ray. Every call also returns the id of the node
   it ran on; ``ran_on`` in the statistics comes from those, read after the wait;
@@ -22,16 +25,17 @@ Policy:
   *folds* (:attr:`~tensorc.runtime.ray.stages.StagedCalls.folds`: the calls that finish a
   reduction across nodes, adding up other calls' results and multiplying them by operand
   blocks, into result blocks no call reads: a contraction's last stage) in the driver, when
-  every block they read or make is at most the cluster's inline size and
-  :data:`~tensorc.runtime.ray.inline.INLINE_BYTES`, their arguments take at most
+  every block they read or make (a product's intermediates too) is at most the cluster's
+  inline size and :data:`~tensorc.runtime.ray.inline.INLINE_BYTES`, their arguments take at most
   :data:`FOLD_BYTES` and their products at most :data:`FOLD_MULTIPLIES`. Ray returns such
   results inside the calls' replies, and keeps such blocks made by tasks in the driver, so
   they are here already; a stage of calls costs a round of messages (2-5 ms on this
   machine's 4 nodes) where the folds cost well under a millisecond. The result's blocks
   stay in the driver (:class:`~tensorc.runtime.ray.inline.Inline`, recorded on the
   driver's node); ``remote_calls`` counts the calls Ray ran, ``driver_folds`` those run
-  here, and ``ran_on`` gives their tasks the driver's node. Spark's ``reduce`` merges its
-  partitions' results in the driver the same way;
+  here, and ``ran_on`` gives their tasks the driver's node; an operand block only they
+  read is not recorded as copied to their node (``transfer_bytes`` still counts the plan's
+  transfers). Spark's ``reduce`` merges its partitions' results in the driver the same way;
 - input blocks read on another node are recorded as copies there (``Blocks.copies``);
 - an argument ``("st", position)`` of a call is bound to that operand itself, a
   :class:`~tensorc.stored.StoredArray` (``stored=``), passed by value (as its path): the
@@ -71,6 +75,10 @@ from tensorc.runtime.ray.inline import INLINE_BYTES, Inline
 from tensorc.runtime.ray.stages import INPUT, STORED, StagedCalls
 
 POLL_SECONDS = 1.0
+
+IN_NO_STORE = (Held, Inline)
+"""Blocks no object store holds: a block held in its worker, and one kept in the driver
+(which travels inside the messages of the calls that read it)."""
 
 FOLD_BYTES = 4 * 2**20
 """A run's folds are run in the driver (module docstring) only while their arguments
@@ -232,6 +240,15 @@ def submit_stage(cluster: RayCluster, workers, node: int, key: str, payload: lis
     return [refs] if returns == 1 else list(refs)
 
 
+def _read_by_folds_only(staged: StagedCalls, folds) -> set[tuple]:
+    """``(operand block, node)`` of the blocks that only ``folds`` (run in the driver) read
+    on a node: the plan's transfer there never happened."""
+    reads: dict[bool, set] = {True: set(), False: set()}
+    for c, call in enumerate(staged.calls):
+        reads[c in folds].update((arg, call.node) for arg in call.args if arg[0] == INPUT)
+    return reads[True] - reads[False]
+
+
 class WorkerLost(Exception):
     """A node worker died during a run (its node did)."""
 
@@ -302,8 +319,9 @@ class CallRunner:
             peaks = node_peaks(cluster, reported)
         ran_on = {task: ran_on_call[c] for c, call in enumerate(staged.calls)
                   for task in call.tasks}
+        folded_only = _read_by_folds_only(staged, folds)
         for source, node, _ in staged.transfers:
-            if source[0] == INPUT:
+            if source[0] == INPUT and (source, node) not in folded_only:
                 inputs[source[1]].add_copies(source[2], (node,))
         result = self._blocks(staged.outputs, staged.output_bounds, staged.output_nodes,
                               inputs, returned, dtype=staged.dtype,
@@ -391,9 +409,21 @@ class CallRunner:
         import ray
 
         order = sorted(folds)
-        refs = [inputs[arg[1]].refs[arg[2]] if arg[0] == INPUT else returned[arg[1]][arg[2]]
-                for c in order for arg in staged.calls[c].args]
-        fetched = iter(ray.get([ref for ref in refs if type(ref) is not Inline]))
+        refs = [bind_held(inputs[arg[1]].refs[arg[2]], None, None) if arg[0] == INPUT
+                else returned[arg[1]][arg[2]] for c in order for arg in staged.calls[c].args]
+        limit = float(os.environ.get("TENSORC_RAY_TIMEOUT", "600"))
+        try:
+            fetched = iter(ray.get([ref for ref in refs if type(ref) is not Inline],
+                                   timeout=limit))
+        except ray.exceptions.GetTimeoutError as err:
+            raise ExecutionError(
+                f"Ray returned no block for the driver's last stage within {limit:.0f} s; "
+                "set TENSORC_RAY_TIMEOUT to wait longer") from err
+        except ray.exceptions.RayError as err:
+            raise_storage_error(err)
+            first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise ExecutionError(f"Ray failed returning a block for the driver's last "
+                                 f"stage: {type(err).__name__}: {first_line}") from err
         values = iter([ref.value if type(ref) is Inline else next(fetched) for ref in refs])
         for c in order:
             call = staged.calls[c]
@@ -500,7 +530,7 @@ class CallRunner:
         entry can lag behind a fetch that already finished, on a loaded machine)."""
         stored = [(blocks, coords, ref) for blocks in inputs
                   for coords, ref in blocks.refs.items()
-                  if type(ref) is not Held]  # a held block is in no store
+                  if type(ref) not in IN_NO_STORE]
         found = object_copies(self.cluster, [ref for _, _, ref in stored])
         ids = self.cluster.node_ids
         for blocks, coords, ref in stored:
@@ -518,7 +548,7 @@ class CallRunner:
         refs = []
         for blocks in inputs:
             for coords, ref in blocks.refs.items():
-                if type(ref) is Held:  # still held: read in place, never copied
+                if type(ref) in IN_NO_STORE:  # read in place or sent by value: never copied
                     continue
                 node = blocks.nodes.get(coords)
                 producer_of[ref] = ids[node] if node is not None and node < len(ids) else None

@@ -167,9 +167,9 @@ class StagedCalls:
     levels: int = 0
     folds: dict[int, tuple[int, int, int]] = field(default_factory=dict)
     """The calls that finish a reduction across nodes on other calls' results, read by no
-    other call (:func:`final_folds`): call index → (bytes of its largest argument or
-    result, bytes of all its arguments, multiplications). The executor may run them in the
-    driver (:mod:`~tensorc.runtime.ray.calls`)."""
+    other call (:func:`final_folds`): call index → (bytes of its largest argument, result
+    or intermediate, bytes of all its arguments, multiplications). The executor may run
+    them in the driver (:mod:`~tensorc.runtime.ray.calls`)."""
     payloads: tuple | None = field(default=None, repr=False, compare=False)
     """Set by the Ray executor: the calls' steps as Ray objects, for one session."""
 
@@ -579,18 +579,19 @@ def _calls(units: _Units, outputs: dict, bounds, nodes: dict, dtype, relaid: dic
         transfers=transfers,
         repartition_transfers=repartition_transfers,
         levels=len({lvl for lvl, _ in keys}),
-        folds=final_folds(calls, arg_bytes, relaid_slots),
+        folds=final_folds(calls, arg_bytes, relaid_slots, np.dtype(dtype).itemsize),
     )
 
 
 def final_folds(calls: Sequence[NodeCall], arg_bytes: Mapping[tuple, int],
-                relaid_slots=frozenset()) -> dict[int, tuple[int, int, int]]:
+                relaid_slots=frozenset(), itemsize: int = 8) -> dict[int, tuple[int, int, int]]:
     """The calls that finish a reduction across nodes: that read another call's result,
     whose every argument is another call's result or an operand block, whose every step
     folds blocks (:class:`ReduceBlocks`) or multiplies them (:class:`EinsumBlock`), and
     whose results no other call reads and no re-laid-out operand keeps (``arg_bytes``: the
     bytes of each call's results by ``("out", call, k)`` and of each operand block an
-    argument names). Call index → (bytes of its largest argument or result, bytes of all its
+    argument names; ``itemsize``: the bytes of an element of a product's intermediates).
+    Call index → (bytes of its largest argument, result or intermediate, bytes of all its
     arguments, the multiplications of its einsum steps)."""
     read = {arg for call in calls for arg in call.args if arg[0] == RESULT}
     folds = {}
@@ -602,10 +603,11 @@ def final_folds(calls: Sequence[NodeCall], arg_bytes: Mapping[tuple, int],
                         for step, _ in call.steps)
                 and not any(slot in read or slot in relaid_slots for slot in slots)):
             sizes = [arg_bytes[arg] for arg in call.args]
-            multiplies = sum(step.kernel.multiplies for step, _ in call.steps
-                             if type(step.kernel) is EinsumBlock)
-            folds[c] = (max(sizes + [arg_bytes[slot] for slot in slots]), sum(sizes),
-                        multiplies)
+            products = [step.kernel for step, _ in call.steps
+                        if type(step.kernel) is EinsumBlock]
+            largest = max(sizes + [arg_bytes[slot] for slot in slots]
+                          + [kernel.largest_step * itemsize for kernel in products])
+            folds[c] = (largest, sum(sizes), sum(kernel.multiplies for kernel in products))
     return folds
 
 

@@ -219,7 +219,7 @@ class EinsumBlock:
     ``optimize=False``) the whole product is one numpy einsum.
     """
 
-    __slots__ = ("equation", "path", "steps", "multiplies", "_expressions")
+    __slots__ = ("equation", "path", "steps", "multiplies", "largest_step", "_expressions")
 
     def __init__(
         self,
@@ -239,10 +239,14 @@ class EinsumBlock:
                 self.steps.append(_Step(taken, [tuple(k) for k in taken_keys], tuple(result)))
         touched = ([set().union(*step.keys) for step in self.steps] if self.steps
                    else [set().union(*inputs)])
-        # the multiplications of a product of blocks of the sizes it was made for: each
-        # step's, the product of the extents of the indices it touches
+        # for a product of blocks of the sizes it was made for: its multiplications (each
+        # step's, the product of the extents of the indices it touches), and the elements
+        # of its largest step result
         self.multiplies = sum(math.prod(sizes.get(letter, 1) for letter in letters)
                               for letters in touched)
+        self.largest_step = max((math.prod(sizes.get(letter, 1) for letter in step.output)
+                                 for step in self.steps),
+                                default=math.prod(sizes.get(letter, 1) for letter in output))
         self._expressions: dict[tuple, object] = {}
 
     def _run_step(self, step: _Step, blocks: tuple[np.ndarray, ...], out=None) -> np.ndarray:
