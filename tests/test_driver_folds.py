@@ -190,6 +190,17 @@ def test_a_last_stage_with_the_factors_runs_in_the_driver_too(ray_cluster, monke
     np.testing.assert_allclose(
         result.numpy(), np.einsum("ijk,if,jf->if", x.numpy(), b.numpy(), c.numpy()),
         rtol=1e-10)
+    m = tc.random((64, 64), grid=(4, 4), seed=33)
+    tc.wait(m)
+    factor = tc.einsum("ik,kf->if", m, b, measure=False)  # kept in the driver itself
+    assert any(type(ref) is Inline for ref in factor.value().layout.refs.values())
+    folded.clear()
+    again = tc.einsum("ijk,if,jf->if", x, factor, c, measure=False)
+    assert any(type(factor.value().layout.refs[arg[2]]) is Inline for call in folded
+               for arg in call.args if arg[0] == INPUT and arg[1] == 1)  # read by value
+    np.testing.assert_allclose(
+        again.numpy(),
+        np.einsum("ijk,if,jf->if", x.numpy(), m.numpy() @ b.numpy(), c.numpy()), rtol=1e-10)
 
 
 @pytest.mark.usefixtures("ray_cluster")
