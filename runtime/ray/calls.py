@@ -65,6 +65,8 @@ import threading
 import time
 from collections.abc import Sequence
 
+import numpy as np
+
 from tensorc.errors import ExecutionError, StorageError
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray import tasks as ray_tasks
@@ -429,6 +431,9 @@ class CallRunner:
             call = staged.calls[c]
             args = tuple(next(values) for _ in call.args)
             results = ray_tasks.run_steps(call.steps, args, call.exports)
+            for result in results:  # immutable, as a Ray object is
+                if isinstance(result, np.ndarray):
+                    result.flags.writeable = False
             returned[c] = [Inline(result) for result in results] + [None]
 
     def _driver_node(self) -> int:
