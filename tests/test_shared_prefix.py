@@ -112,6 +112,16 @@ def test_blocks_meeting_the_same_factor_blocks_share_their_khatri_rao_product():
     assert kinds["EinsumBlock"] == 0 and readers == [2, 2, 2, 2]  # each read by both i's
 
 
+def test_a_prefix_s_readers_run_right_after_it():
+    program, _ = _staged(i_blocks=3, nodes=2)
+    for call in program.calls:
+        for j, (step, _) in enumerate(call.steps):
+            if type(step.kernel) is EinsumPrefix:
+                following = call.steps[j + 1:j + 4]  # its 3 readers: one per i-block
+                assert all(type(s.kernel) is EinsumRest and ("t", j) in inputs
+                           for s, inputs in following)
+
+
 def test_each_node_builds_the_products_of_its_own_blocks_and_sends_none():
     program, layouts = _staged(i_blocks=3, nodes=2)
     kinds, readers = _kernels(program)

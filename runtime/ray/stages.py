@@ -35,9 +35,10 @@ Units:
   there (:meth:`~tensorc.codegen.kernels.EinsumBlock.prefix_inputs`: an MTTKRP's Khatri-Rao
   product of two factor blocks), runs that step once there, as a unit of its own
   (:class:`~tensorc.codegen.kernels.EinsumPrefix`), and each product finishes from its
-  result (:class:`~tensorc.codegen.kernels.EinsumRest`). Those results may all be alive at
-  once in the node's call, so a node shares at most an eighth of its memory budget's worth
-  (:data:`PREFIX_SHARE`; 256 MiB without a budget), the rest computed per product as before;
+  result (:class:`~tensorc.codegen.kernels.EinsumRest`), right after it in the call where
+  it can be. Those results may all be alive at once in the node's call, so a node shares
+  at most an eighth of its memory budget's worth (:data:`PREFIX_SHARE`; 256 MiB without a
+  budget), the rest computed per product as before;
 - a result streamed to a sink (``sink=True``) ends in a write step per block, on the
   block's node and in its call (:mod:`tensorc.runtime.ray.streamed_results`): the call
   returns the bytes written, the block never leaves the worker;
@@ -522,7 +523,7 @@ def _calls(units: _Units, outputs: dict, bounds, nodes: dict, dtype, relaid: dic
         args: list[tuple] = []
         steps = []
         read_at: dict[int, int] = {}  # load task -> the step of this call reading it
-        for u in members[c]:
+        for u in _readers_after_prefixes(units, members[c], call_of):
             if units.step[u].kind == READ and units.task[u] in read_at:
                 position_of[u] = read_at[units.task[u]]  # read once per call
                 continue
@@ -609,6 +610,39 @@ def final_folds(calls: Sequence[NodeCall], arg_bytes: Mapping[tuple, int],
                           + [kernel.largest_step * itemsize for kernel in products])
             folds[c] = (largest, sum(sizes), sum(kernel.multiplies for kernel in products))
     return folds
+
+
+def _readers_after_prefixes(units: _Units, members: list[int], call_of: list[int]) -> list[int]:
+    """A call's units in creation order, but each shared prefix's readers
+    (:class:`~tensorc.codegen.kernels.EinsumRest`) right after it when all they read in the
+    call is made by then (a reader waiting for a read from storage keeps its place): one
+    prefix alive at a time, read while it is in cache, and the next one made in the memory
+    the last one freed."""
+    readers: dict[int, list[int]] = {}
+    for u in members:
+        for arg in units.args[u]:
+            if arg[0] == "u" and type(units.step[arg[1]].kernel) is EinsumPrefix:
+                readers.setdefault(arg[1], []).append(u)
+    if not readers:
+        return members
+    done: set[int] = set()
+    order: list[int] = []
+    call = call_of[members[0]]
+
+    def ready(u: int) -> bool:
+        return all(arg[0] != "u" or call_of[arg[1]] != call or arg[1] in done
+                   for arg in units.args[u])
+
+    for u in members:
+        if u in done:
+            continue
+        order.append(u)
+        done.add(u)
+        for reader in readers.get(u, ()):
+            if reader not in done and ready(reader):
+                order.append(reader)
+                done.add(reader)
+    return order
 
 
 def _holders(units: _Units, source: tuple) -> set[int]:
