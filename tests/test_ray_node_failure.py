@@ -15,6 +15,7 @@ import scipy.sparse as sp
 
 import tensorc as tc
 from tensorc.driver.block_programs import shipped
+from tensorc.runtime.ray.calls import WorkerLost, wait_for_calls
 from tensorc.runtime.ray.cluster import LOCAL_NODE_MEMORY
 from tensorc.session import current
 
@@ -177,3 +178,25 @@ def test_a_result_lost_with_its_node_before_its_first_gather_is_made_again(dying
     assert victim is not None, f"every result block is on the head node: {placed}"
     local.remove_node(victim, allow_graceful=False)
     np.testing.assert_allclose(result.numpy(), want, rtol=1e-10)
+
+
+def test_a_worker_asked_for_on_a_node_gone_counts_as_a_lost_worker(ray_cluster, monkeypatch):
+    """A node worker started while Ray still listed a node that then died is unschedulable
+    (``ActorUnschedulableError``, not a ``RayActorError``): the run falls back as for a dead
+    worker, and new workers are started, instead of failing."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    restarted = []
+    monkeypatch.setattr(ray_cluster, "restart_workers", lambda: restarted.append(True))
+
+    @ray.remote(num_cpus=0)
+    class Stranded:
+        def report(self) -> str:
+            return "never"
+
+    gone = NodeAffinitySchedulingStrategy("ab" * 28, soft=False)  # no node has this id
+    stranded = Stranded.options(scheduling_strategy=gone).remote()
+    with pytest.raises(WorkerLost):
+        wait_for_calls(ray_cluster, [stranded.report.remote()])
+    assert restarted

@@ -174,6 +174,16 @@ def submit(cluster: RayCluster, name: str, node: int | None, *args, returns: int
     return ray_tasks.remote(name).options(**options).remote(*args)
 
 
+def worker_lost_errors() -> tuple[type, ...]:
+    """Ray's errors that say a node worker is gone: it died (with its node, or alone), a
+    block it made died with it, or it was started on a node that died before it ran
+    (``ActorUnschedulableError``: a worker asked for while Ray still listed the node)."""
+    import ray
+
+    return (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError,
+            ray.exceptions.ActorUnschedulableError)
+
+
 def wait_for_calls(cluster: RayCluster, reports: list) -> list[int | None]:
     """Wait for calls submitted without waiting (``CallRunner.run(pending=...)``) and return
     the peak RSS measured on each node (:func:`node_peaks`): raises :class:`WorkerLost` when
@@ -184,7 +194,7 @@ def wait_for_calls(cluster: RayCluster, reports: list) -> list[int | None]:
 
     try:
         reported = ray.get(reports)
-    except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
+    except worker_lost_errors() as err:
         cluster.refresh()
         cluster.restart_workers()  # a worker whose node lives may have died
         raise WorkerLost from err
@@ -486,7 +496,7 @@ class CallRunner:
                 last_progress = time.monotonic()
                 try:
                     ray.get(ready)
-                except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
+                except worker_lost_errors() as err:
                     if on_workers:  # a worker died, or a block it made died with it
                         self.cluster.restart_workers()  # its node may live
                         raise WorkerLost from err

@@ -34,6 +34,7 @@ from tensorc.runtime.ray.calls import (
     node_workers,
     submit_stage,
     wait_for_calls,
+    worker_lost_errors,
 )
 from tensorc.runtime.ray.cluster import RayCluster
 from tensorc.runtime.ray.stages import RUN, Step
@@ -93,7 +94,7 @@ def run_node_calls(cluster: RayCluster, calls: Sequence[tuple[int, object, Seque
     try:
         peaks = wait_for_calls(cluster, reports)
         values = ray.get(results)
-    except (WorkerLost, ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
+    except (WorkerLost, *worker_lost_errors()) as err:
         _await_membership(cluster, epoch)
         if cluster.epoch == epoch:  # a worker died on a node that lives: start new ones
             cluster.restart_workers()

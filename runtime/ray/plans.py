@@ -61,7 +61,12 @@ from tensorc.runtime.ray.arrays import (
     place,
     stored_layout,
 )
-from tensorc.runtime.ray.calls import CallRunner, WorkerLost, wait_for_calls
+from tensorc.runtime.ray.calls import (
+    CallRunner,
+    WorkerLost,
+    wait_for_calls,
+    worker_lost_errors,
+)
 from tensorc.runtime.ray.cluster import connected as ray_cluster
 from tensorc.runtime.ray.inline import INLINE_BYTES
 from tensorc.runtime.ray.stages import SINK, relayout_moves, stage
@@ -204,10 +209,7 @@ def lost_worker(err: BaseException) -> bool:
     """Whether ``err`` says a node died: Ray saying a node worker, or a block it held, is
     gone, or a plan meeting fewer nodes than it was made for. A pipelined program then runs
     again, each statement waited for."""
-    import ray
-
-    return isinstance(err, (WorkerLost, NodesChanged, ray.exceptions.RayActorError,
-                            ray.exceptions.ObjectLostError))
+    return isinstance(err, (WorkerLost, NodesChanged, *worker_lost_errors()))
 
 
 def run_on_ray(plan: Plan, operands, scheduler: str, result_type=None,
