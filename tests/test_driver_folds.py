@@ -204,26 +204,18 @@ def test_a_last_stage_with_the_factors_runs_in_the_driver_too(ray_cluster, monke
 
 
 @pytest.mark.usefixtures("ray_cluster")
-def test_partials_above_the_inline_size_are_added_on_the_nodes():
-    x, b, c = _inputs(32, seed=10)  # a result block is 12 x 32: 3 KiB, over 1 KiB
-    result = tc.einsum("ijk,jf,kf->if", x, b, c, measure=False)
+@pytest.mark.parametrize(("f", "measure"), [
+    (32, False),  # a result block is 12 x 32: 3 KiB, over the tests' 1 KiB inline size
+    (8, True),  # 768 bytes, but a measured run runs its calls as planned
+])
+def test_the_last_stage_stays_on_ray_for_large_partials_and_measured_runs(f, measure):
+    x, b, c = _inputs(f, seed=10 + f)
+    result = tc.einsum("ijk,jf,kf->if", x, b, c, measure=measure)
     stats = tc.last_stats()
     assert stats["driver_folds"] == 0 and stats["folded_tasks"] == []
     assert all(stats["ran_on"][t] == stats["node_of"][t] for t in stats["ran_on"])
     assert not any(type(ref) is Inline for ref in result.value().layout.refs.values())
-    np.testing.assert_allclose(
-        result.numpy(), np.einsum("ijk,jf,kf->if", x.numpy(), b.numpy(), c.numpy()),
-        rtol=1e-10)
-
-
-@pytest.mark.usefixtures("ray_cluster")
-def test_a_measured_run_runs_every_call_on_ray():
-    x, b, c = _inputs(8, seed=20)
-    result = tc.einsum("ijk,jf,kf->if", x, b, c, measure=True)
-    stats = tc.last_stats()
-    assert stats["driver_folds"] == 0 and stats["folded_tasks"] == []
-    assert not any(type(ref) is Inline for ref in result.value().layout.refs.values())
-    assert stats["measured_inter_node_bytes"] is not None
+    assert (stats["measured_inter_node_bytes"] is not None) == measure
     np.testing.assert_allclose(
         result.numpy(), np.einsum("ijk,jf,kf->if", x.numpy(), b.numpy(), c.numpy()),
         rtol=1e-10)
