@@ -26,7 +26,10 @@ back a result it still holds when the same graph is submitted again, and Ray kee
 an earlier call made, so reusing inputs flatters both). The median of ``--repeats`` calls is
 reported, after one warm-up call. Bytes: for tensorc one more call with ``measure=True``
 (Ray's object directory, off the timed calls), for Dask the workers' outgoing transfer
-counters. Each tensorc result is checked against numpy once.
+counters. Memory: one more call on fresh inputs with the summed RSS of every process
+(this one and its descendants: the Ray nodes and their workers, Dask's workers) sampled
+every 2 ms, the peak above where the call started (``peak_mb``; off the timed calls, as
+the sampler takes CPU). Each tensorc result is checked against numpy once.
 
 Targets (docs/performance.md): LSHS at least 5x faster than Dask distributed on each
 contraction, and on default-made operands no slower than round-robin and at most half its
@@ -56,13 +59,32 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 
 
-def name_list(known):
-    """``common.name_list`` (its folder joins the import path only while it loads)."""
+def common():
+    """The benchmarks' ``common`` module (its folder joins the import path only while it
+    loads)."""
     sys.path.insert(0, str(HERE))
     try:
-        return importlib.import_module("common").name_list(known)
+        return importlib.import_module("common")
     finally:
         sys.path.remove(str(HERE))
+
+
+def name_list(known):
+    return common().name_list(known)
+
+
+def peak_mb(call) -> float:
+    """``call()`` run once with the summed RSS of this process and all its descendants (the
+    Ray nodes and their workers, or Dask's) sampled every 2 ms: the peak above where the call
+    started, MiB (0 when it never rose above it: an earlier result freed meanwhile)."""
+    memory = common().TreeMemory(interval=0.002)
+    before = memory.sample()[0]
+    memory.start()
+    try:
+        call()
+    finally:
+        memory.stop()
+    return max(0, memory.peak - before) / 2**20
 
 CONTRACTIONS = {
     "ijk,if,jf->if": ["X", "B", "C"],
@@ -155,6 +177,10 @@ def run_tensorc(args) -> dict:
                         stats = tc.last_stats()
                         plans.append(stats["plan_seconds"])
                         runs.append(stats["run_seconds"])
+                    inputs = fresh(names, case, subscripts)
+                    peak = peak_mb(lambda inputs=inputs, subscripts=subscripts,
+                                   scheduler=scheduler: tc.einsum(subscripts, *inputs,
+                                                                  scheduler=scheduler))
                     tc.einsum(subscripts, *fresh(names, case, subscripts),
                               scheduler=scheduler, measure=True)
                     stats = tc.last_stats()
@@ -165,7 +191,7 @@ def run_tensorc(args) -> dict:
                         "bytes": stats["measured_inter_node_bytes"],
                         "modelled_bytes": stats["inter_node_bytes"],
                         "calls": stats["remote_calls"], "tasks": stats["tasks"], "ok": ok,
-                        "case": case,
+                        "case": case, "peak_mb": peak,
                     }
                     if case == "colocated":
                         row["made_ms"] = statistics.median(made)
@@ -173,7 +199,7 @@ def run_tensorc(args) -> dict:
                     print(f"  {case:11s} {subscripts:15s} {scheduler:12s} "
                           f"{median_ms(times):8.1f} ms (plan {median_ms(plans):.1f}, run "
                           f"{median_ms(runs):.1f}; {stats['remote_calls']} calls) bytes "
-                          f"{stats['measured_inter_node_bytes']:,} "
+                          f"{stats['measured_inter_node_bytes']:,}, peak +{peak:.0f} MiB "
                           f"{'OK' if ok else 'WRONG'}", flush=True)
         tiny = settle([tc.random((64, 64, 64), grid=(4, 4, 4), seed=1),
                        tc.random((64, 16), grid=(4, 1), seed=2),
@@ -231,10 +257,13 @@ def run_dask(args) -> dict:
                 times.append(time.perf_counter() - started)
                 moved.append(sent() - before)
                 del result
+            inputs = fresh()
+            peak = peak_mb(lambda inputs=inputs, call=call: call(inputs))
             out[(subscripts, "dask distributed")] = {
-                "ms": median_ms(times), "bytes": int(statistics.median(moved))}
+                "ms": median_ms(times), "bytes": int(statistics.median(moved)),
+                "peak_mb": peak}
             print(f"  {subscripts:15s} dask         {median_ms(times):8.1f} ms bytes "
-                  f"{int(statistics.median(moved)):,}", flush=True)
+                  f"{int(statistics.median(moved)):,}, peak +{peak:.0f} MiB", flush=True)
         tiny_inputs = [da.random.random((64, 64, 64), chunks=(16, 16, 16)).persist(),
                        da.random.random((64, 16), chunks=(16, 16)).persist(),
                        da.random.random((64, 16), chunks=(16, 16)).persist()]
@@ -380,6 +409,13 @@ def main(argv=None) -> int:
             cells.append(f"{found['ms']:12.1f} ms" if found else f"{'-':>15s}")
             cells[-1] = f"{cells[-1]:>22s}"
         print(f"{row['contraction']:16s}" + "".join(cells))
+    print()
+    print("peak memory, MiB: the summed RSS of every process (Ray's nodes and workers, Dask's "
+          "workers) above where one more call started, sampled every 2 ms (not a timed call)")
+    for row in table(results):
+        cells = [f"+{row[s]['peak_mb']:.0f}" if row[s] and "peak_mb" in row[s] else "-"
+                 for s in SYSTEMS[:3]]
+        print(f"{row['contraction']:16s}" + "".join(f"{c:>22s}" for c in cells))
     print()
     for line in case_table(results, args.cases):
         print(line)
