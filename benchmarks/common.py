@@ -321,8 +321,9 @@ class TreeMemory(threading.Thread):
     the highest sum of RSS; ``peak_private``: the highest sum of RSS less each process's
     shared resident pages (``memory_info().shared``: file-backed and shared memory, such as
     libraries and Ray's object store), a lower bound where ``peak`` counts a page shared by
-    k processes k times. ``check(total, private)`` runs after each sample (a watchdog's
-    hook); ``seen`` keeps every process the tree ever listed."""
+    k processes k times. ``rise``: how far ``peak`` went above the sum sampled when the
+    sampler started (0 if never). ``check(total, private)`` runs after each sample (a
+    watchdog's hook); ``seen`` keeps every process the tree ever listed."""
 
     def __init__(self, pid: int | None = None, interval: float = 0.02,
                  relist: float = 0.5) -> None:
@@ -334,7 +335,17 @@ class TreeMemory(threading.Thread):
         self.seen: dict = {self.root.pid: self.root}
         self.processes = self.tree()
         self.peak = self.peak_private = 0
+        self.at_start = 0
         self._stop_event = threading.Event()
+
+    def start(self) -> None:
+        self.at_start = self.sample()[0]
+        super().start()
+
+    @property
+    def rise(self) -> int:
+        """Bytes ``peak`` rose above the sum sampled at :meth:`start`."""
+        return max(0, self.peak - self.at_start)
 
     def tree(self) -> list:
         """The root and its descendants now (added to ``seen``)."""

@@ -78,13 +78,12 @@ def peak_mb(call) -> float:
     Ray nodes and their workers, or Dask's) sampled every 2 ms: the peak above where the call
     started, MiB (0 when it never rose above it: an earlier result freed meanwhile)."""
     memory = common().TreeMemory(interval=0.002)
-    before = memory.sample()[0]
     memory.start()
     try:
         call()
     finally:
         memory.stop()
-    return max(0, memory.peak - before) / 2**20
+    return memory.rise / 2**20
 
 CONTRACTIONS = {
     "ijk,if,jf->if": ["X", "B", "C"],

@@ -78,7 +78,6 @@ def run_chain(way: str, make, program, subscripts: str) -> tuple[float, float, i
     x, b = make()
     tc.wait(x, b)
     memory = TreeMemory(interval=0.003)
-    before = memory.sample()[0]
     memory.start()
     started = time.perf_counter()
     result = program(x)
@@ -90,7 +89,7 @@ def run_chain(way: str, make, program, subscripts: str) -> tuple[float, float, i
     tc.wait(product)
     finished = time.perf_counter()
     memory.stop()
-    peak = max(0, memory.peak - before)
+    peak = memory.rise
     expected = np.einsum(subscripts, np.asarray(result), np.asarray(b))
     if not np.allclose(np.asarray(product), expected, rtol=1e-10, atol=1e-12):
         raise SystemExit(f"{way}: the einsum's product differs from numpy's")

@@ -125,3 +125,10 @@ def tc_error_class(code: str, message: str) -> type[TcError]:
     if code in ("E-rank", "E-size", "E-input"):
         return TcShapeError
     return TcParseError
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of ``err``'s message (what a wrapping error quotes of its cause), or
+    its type's name when it has none."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

@@ -79,7 +79,7 @@ import uuid
 import numpy as np
 from numpy.lib import format as npy_format
 
-from tensorc.errors import PlanError, StorageError, TypeCheckError
+from tensorc.errors import PlanError, StorageError, TypeCheckError, first_line
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.ray.storage_tasks import (
     blocking_for,
@@ -168,7 +168,7 @@ def _npy_header(full: str, shown: str):
                     raise StorageError(f"'{shown}' is truncated (it ends inside its header)"
                                        ) from err
                 raise StorageError(f"'{shown}' is not a valid .npy file (bad header: "
-                                   f"{_first_line(err)})") from err
+                                   f"{first_line(err)})") from err
             offset = fp.tell()
     except FileNotFoundError as err:
         raise StorageError(f"cannot read '{shown}': no such file") from err
@@ -235,7 +235,7 @@ def read_zarr(path_or_store, *, block_shape=None, grid=None, missing_chunks="err
             try:
                 return np.asarray(array[...])
             except Exception as err:
-                raise StorageError(f"cannot read '{shown}': {_first_line(err)}") from err
+                raise StorageError(f"cannot read '{shown}': {first_line(err)}") from err
         return ZarrArray(array, store, shown, missing_chunks)
     from zarr.storage import MemoryStore
 
@@ -274,7 +274,7 @@ def write_zarr(value, path, *, chunks=None, compressors="auto") -> str:
                               chunks="auto" if chunks is None else chunks, zarr_format=3,
                               compressors=compressors)
         except Exception as err:
-            raise StorageError(f"cannot write '{target}': {_first_line(err)}") from err
+            raise StorageError(f"cannot write '{target}': {first_line(err)}") from err
         _write_blocks(value, _write_zarr_block, tmp, target)
         _install_dir(tmp, full, target)
     except BaseException:
@@ -306,7 +306,7 @@ class ZarrSink(BlockSink):
                                             zarr_format=3, compressors=self.compressors,
                                             config={"write_empty_chunks": True})
         except Exception as err:
-            raise StorageError(f"cannot write '{self.target}': {_first_line(err)}") from err
+            raise StorageError(f"cannot write '{self.target}': {first_line(err)}") from err
 
     def write(self, slices: tuple[slice, ...], block: np.ndarray) -> None:
         _write_block(self._array, self.target, slices, block)
@@ -341,7 +341,7 @@ class ZarrBlockWriter:
             except Exception as err:
                 raise StorageError(f"cannot write '{self.target}': its temporary store "
                                    f"'{self.tmp}' cannot be opened here "
-                                   f"({_first_line(err)})") from err
+                                   f"({first_line(err)})") from err
         _write_block(self._array, self.target, slices, block)
 
 
@@ -352,7 +352,7 @@ def _write_block(array, target: str, slices: tuple[slice, ...], block) -> None:
     except Exception as err:
         where = ", ".join(f"{s.start}:{s.stop}" for s in slices)
         raise StorageError(f"cannot write '{target}': block [{where}] failed: "
-                           f"{_first_line(err)}") from err
+                           f"{first_line(err)}") from err
 
 
 def compressors_like(stored) -> object:
@@ -473,7 +473,7 @@ def _open_zarr(store, shown: str):
         raise StorageError(f"cannot read '{shown}': no zarr array there") from err
     except Exception as err:
         raise StorageError(f"cannot read '{shown}': not a zarr array "
-                           f"({_first_line(err)})") from err
+                           f"({first_line(err)})") from err
 
 
 def _read_zarr_block(store, slices: tuple[slice, ...]) -> np.ndarray:
@@ -596,7 +596,7 @@ def _write_blocks(value, writer, tmp: str, target: str) -> None:
         try:
             writer(tmp, tuple(slice(0, n) for n in value.shape), value)
         except Exception as err:
-            raise StorageError(f"cannot write '{target}': {_first_line(err)}; nothing was "
+            raise StorageError(f"cannot write '{target}': {first_line(err)}; nothing was "
                                f"written at '{target}'") from err
         return
     failed = write_on_nodes(value, writer, tmp)
@@ -605,7 +605,7 @@ def _write_blocks(value, writer, tmp: str, target: str) -> None:
         cause = getattr(err, "cause", None) or err
         raise StorageError(
             f"cannot write '{target}': block {key} failed ({type(cause).__name__}: "
-            f"{_first_line(cause)}); nothing was written at '{target}'") from err
+            f"{first_line(cause)}); nothing was written at '{target}'") from err
 
 
 def _check_parent(full: str, target: str) -> None:
@@ -632,8 +632,3 @@ def _shown(path) -> str:
     if not isinstance(path, (str, os.PathLike)):
         raise StorageError(f"expected a file path, got {type(path).__name__}")
     return os.fspath(path)
-
-
-def _first_line(err) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__

@@ -38,7 +38,7 @@ import threading
 
 import numpy as np
 
-from tensorc.errors import StorageError
+from tensorc.errors import StorageError, first_line
 
 MISSING_CHUNKS = ("error", "fill")
 
@@ -245,7 +245,7 @@ class ZarrArray(StoredArray):
             try:
                 self._array = zarr.open_array(self.location, mode="r")
             except Exception as err:
-                raise StorageError(f"cannot open '{self.shown}': {_first_line(err)}") from err
+                raise StorageError(f"cannot open '{self.shown}': {first_line(err)}") from err
         return self._array
 
     def chunk_range(self, slices: tuple[slice, ...]):
@@ -347,8 +347,8 @@ class ZarrArray(StoredArray):
                 array[where]
             except Exception as chunk_err:  # noqa: BLE001 - reported
                 return (f"cannot read '{self.shown}': chunk {tuple(coords)} is corrupt or "
-                        f"unreadable ({type(chunk_err).__name__}: {_first_line(chunk_err)})")
-        return f"cannot read '{self.shown}': {type(err).__name__}: {_first_line(err)}"
+                        f"unreadable ({type(chunk_err).__name__}: {first_line(chunk_err)})")
+        return f"cannot read '{self.shown}': {type(err).__name__}: {first_line(err)}"
 
 
 class BlockSink:
@@ -405,8 +405,3 @@ class FanOutWriter:
     def write(self, slices: tuple[slice, ...], block: np.ndarray) -> None:
         for writer in self.writers:
             writer.write(slices, block)
-
-
-def _first_line(err) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__

@@ -67,7 +67,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tensorc.errors import ExecutionError, StorageError
+from tensorc.errors import ExecutionError, StorageError, first_line
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.cluster import RayCluster
@@ -255,6 +255,8 @@ def submit_stage(cluster: RayCluster, workers, node: int, key: str, payload: lis
 def _read_by_folds_only(staged: StagedCalls, folds) -> set[tuple]:
     """``(operand block, node)`` of the blocks that only ``folds`` (run in the driver) read
     on a node: the plan's transfer there never happened."""
+    if not folds:  # every run asks: no pass over the calls' arguments without folds
+        return set()
     reads: dict[bool, set] = {True: set(), False: set()}
     for c, call in enumerate(staged.calls):
         reads[c in folds].update((arg, call.node) for arg in call.args if arg[0] == INPUT)
@@ -433,9 +435,8 @@ class CallRunner:
                 "set TENSORC_RAY_TIMEOUT to wait longer") from err
         except ray.exceptions.RayError as err:
             raise_storage_error(err)
-            first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise ExecutionError(f"Ray failed returning a block for the driver's last "
-                                 f"stage: {type(err).__name__}: {first_line}") from err
+                                 f"stage: {type(err).__name__}: {first_line(err)}") from err
         values = iter([ref.value if type(ref) is Inline else next(fetched) for ref in refs])
         for c in order:
             call = staged.calls[c]
@@ -531,11 +532,10 @@ class CallRunner:
                              f"{len(call.steps)} block step(s))")
                 break
         self.cluster.refresh()
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         lost = ("; an input block was lost with the node worker that made or held it"
                 if isinstance(err, ray.exceptions.RayActorError) else "")  # as plain tasks
         return ExecutionError(
-            f"Ray failed running {where}: {type(err).__name__}: {first_line}{lost}"
+            f"Ray failed running {where}: {type(err).__name__}: {first_line(err)}{lost}"
             f"{self._died(dead_before)}"
         )
 
@@ -595,4 +595,3 @@ class CallRunner:
                 if holder == node:
                     relaid[node] += size
         return per_node, relaid
-
