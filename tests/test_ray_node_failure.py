@@ -162,14 +162,16 @@ def test_node_removed_mid_sparse_call_splits_the_work_again_over_the_nodes_left(
 @pytest.mark.last
 def test_a_result_lost_with_its_node_before_its_first_gather_is_made_again(dying_cluster):
     """An immediate call's result blocks live where the node calls made them, which Ray
-    cannot rebuild: the first gather after their node died runs the call again."""
+    cannot rebuild: the first gather after their node died runs the call again. (Blocks of
+    16 x 16, above the tests' inline size: a last stage of smaller ones runs in the driver,
+    which keeps the result.)"""
     session = dying_cluster
     local = session.cluster.local_cluster
     local.add_node(num_cpus=1, object_store_memory=LOCAL_NODE_MEMORY)
     session.cluster.refresh()
     # the set under test has no copies on the head node: a call may run there on such
     # copies, for free, and then no result block would be on a worker
-    want, inputs = _reference_and_inputs(64, 8, seed=31)
+    want, inputs = _reference_and_inputs(64, 16, seed=31)
     result = tc.einsum("ijk,jf,kf->if", *inputs)
     ids = session.cluster.node_ids
     placed = result.value().block_nodes()
