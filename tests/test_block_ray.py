@@ -449,6 +449,67 @@ def test_a_run_interrupted_while_its_calls_are_sent_leaves_none_in_the_workers(m
     assert _kept_in_workers() == [0, 0, 0, 0]
 
 
+def _tsqr_q(x: np.ndarray, monkeypatch) -> tuple[dict, dict]:
+    """``tsqr_q.tc`` on ``x`` in 8 row blocks, placed afresh (no recording replayed)."""
+    from tensorc.runtime.ray import block_program
+
+    monkeypatch.setattr(block_program, "recorded", lambda key: None)
+    placed = tc.asarray(x, block_shape=(x.shape[0] // 8, x.shape[1])).value()
+    out = shipped("tsqr_q").run(A=placed, MB=8)
+    return out, tc.last_stats()
+
+
+def test_a_tsqr_s_small_tree_runs_in_the_driver_and_its_r_stays_there(monkeypatch):
+    # R factors of 8 x 8 (512 bytes, under the test cluster's 1 KiB inline size): each
+    # tree task that reads a factor made on another node (or in the driver) runs in the
+    # driver, between the leaves' calls and the last calls, instead of as calls of its
+    # own; R, made by the tree's root, stays in the driver
+    from tensorc.runtime.ray import block_program
+    from tensorc.runtime.ray.cluster import connected
+    from tensorc.runtime.ray.inline import Inline
+
+    x = RNG.random((4096, 8))
+    out, stats = _tsqr_q(x, monkeypatch)
+    monkeypatch.setattr(block_program, "DRIVER_FLOPS", -1)  # no task runs in the driver
+    _, on_nodes = _tsqr_q(x, monkeypatch)
+    assert on_nodes["driver_tasks"] == 0 and stats["driver_tasks"] > 0
+    assert stats["tasks"] == on_nodes["tasks"]
+    assert stats["remote_calls"] < on_nodes["remote_calls"]
+    assert type(out["R"].layout.refs[(0, 0)]) is Inline
+    assert out["R"].block_nodes() == {(0, 0): connected().driver_index}
+    q, r = out["Q"].numpy(), out["R"].numpy()
+    np.testing.assert_allclose(q @ r, x, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(q.T @ q, np.eye(8), atol=1e-12)
+    np.testing.assert_allclose(np.abs(r), np.abs(np.linalg.qr(x, mode="r")), rtol=1e-8,
+                               atol=1e-10)
+    assert _kept_in_workers() == [0, 0, 0, 0]
+
+
+def test_a_kernel_failing_in_the_driver_raises_the_numpy_error_and_drops_what_was_kept(
+        monkeypatch):
+    # FAILS_LATE with 4 columns: the Gram blocks (4 x 4) are summed across the nodes in
+    # the driver, where the Cholesky factor of their negated sum fails; the tall K blocks
+    # the nodes kept for their last calls are dropped
+    from tensorc.runtime.ray import block_waves
+
+    ran, run_in_driver = [], block_waves.Prepared._run_in_driver
+
+    def recorded(self, units, refs):
+        ran.extend(u for u in units if u in self.driver)
+        return run_in_driver(self, units, refs)
+
+    monkeypatch.setattr(block_waves.Prepared, "_run_in_driver", recorded)
+    program = tc.compile(FAILS_LATE)
+    placed = tc.asarray(RNG.random((4096, 4)), block_shape=(1024, 4)).value()
+    with pytest.raises(np.linalg.LinAlgError, match="^Matrix is not positive definite$"):
+        program.run(A=placed, MB=4)
+    assert ran  # the failing factor was the driver's
+    deadline = time.monotonic() + 10  # the drop is sent, not waited for
+    while any(_kept_in_workers()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _kept_in_workers() == [0, 0, 0, 0]
+
+
 def test_a_node_worker_that_dies_while_its_node_lives_is_replaced_for_the_next_run():
     import ray
 

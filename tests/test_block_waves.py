@@ -129,3 +129,31 @@ def test_the_markers_a_call_resolves_in_its_worker_pickle_by_value():
     zeros = pickle.loads(pickle.dumps(ZerosRead((2, 3), "<f4")))
     assert (zeros.shape, zeros.dtype) == ((2, 3), "<f4")
     assert pickle.loads(pickle.dumps(HeldRead("7.3/0/1.0"))).key == "7.3/0/1.0"
+
+
+def test_a_small_task_at_a_hop_runs_in_the_driver_between_two_levels_of_calls():
+    # a TSQR's tree in miniature: leaves on nodes 0 and 1, their R factors merged in the
+    # driver (DRIVER), the merged factor split in the driver again, and each node's last
+    # call reading its leaf (kept on its node) and its part of the split (a value)
+    from tensorc.runtime.ray.block_waves import DRIVER, Prepared
+
+    wave = Wave()
+    leaf0 = wave.add(0, kernel(results=2), [(REF, "a0")])
+    leaf1 = wave.add(1, kernel(results=2), [(REF, "a1")])
+    merged = wave.add(DRIVER, kernel(results=2), [(PENDING, leaf0, 1), (PENDING, leaf1, 1)])
+    split = wave.add(DRIVER, kernel(results=2), [(PENDING, merged, 0)])
+    last0 = wave.add(0, kernel(), [(PENDING, leaf0, 0), (PENDING, split, 0)])
+    last1 = wave.add(1, kernel(), [(PENDING, leaf1, 0), (PENDING, split, 1)])
+    level = wave.levels()
+    assert level[merged] == level[split] == 1  # one above the leaves it reads
+    assert level[last0] == level[last1] == 1  # submitted once the driver ran both
+    assert [(u, k.results) for u, k, _ in wave.driver_units()] == [(merged, 2), (split, 2)]
+    calls = wave.calls(wanted={(last0, 0), (last1, 0), (merged, 1)}, nodes_kept=range(2))
+    assert [call[0] for call in calls] == [0, 1, 0, 1]  # no call for the driver's units
+    # each leaf's R is returned for the driver; its tall Q stays kept for its node's call
+    assert calls[0][4] == [(leaf0, 1)] and calls[0][6] == ((1, f"{leaf0}.0"),)
+    assert calls[1][4] == [(leaf1, 1)]
+    assert calls[2][2] == ((PENDING, split, 0),) and calls[3][2] == ((PENDING, split, 1),)
+    prepared = Prepared(calls, {(last0, 0)}, {}, wave.driver_units(), [0, 0, 1, 1])
+    # both driver units run before the first call of level 1, not one call at a time
+    assert prepared.driver_before == {0: [], 2: [split, split]}

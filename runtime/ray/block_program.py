@@ -91,15 +91,18 @@ from tensorc.runtime.ray.block_replay import (
     recorded,
     replay_key,
 )
-from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Stitch, Wave
+from tensorc.runtime.ray.block_waves import DRIVER, PENDING, REF, BlockKernel, Stitch, Wave
 from tensorc.runtime.ray.calls import WorkerLost, node_workers, submit, wait_for_calls
 from tensorc.runtime.ray.held import Unwritten
 from tensorc.runtime.ray.held import bind as bind_held
 from tensorc.runtime.ray.held import drop as drop_held
 from tensorc.runtime.ray.held import room as held_room
+from tensorc.runtime.ray.inline import INLINE_BYTES
 
 WINDOW = 1024
 WAVES_IN_FLIGHT = 2
+DRIVER_FLOPS = 32 * 2**20
+"""The most flops of a block task the driver runs itself (:meth:`_RayDagRun._in_driver`)."""
 _RUNS = itertools.count()
 
 
@@ -168,6 +171,8 @@ class _RayDagRun:
         self.token = f"{os.getpid()}.{next(_RUNS)}/"  # the key prefix of its kept results
         self.kept = 0  # results kept in node workers (read only by their node's later calls)
         self.held: list = []  # final blocks held in node workers until read
+        self.driver_tasks = 0  # tasks run in the driver (_in_driver)
+        self.itemsize = np.dtype(dtype or np.float64).itemsize
 
     def run(self, window: int) -> tuple[dict, dict]:
         """Expand, place and submit every task (module docstring); a run that fails
@@ -214,6 +219,7 @@ class _RayDagRun:
                  "remote_calls": self.tasks if self.per_task else self.calls,
                  "waves": self.waves, "per_task": self.per_task,
                  "kept_results": self.kept, "held_results": len(self.held),
+                 "driver_tasks": self.driver_tasks,
                  "call_threads": list(self.threads),
                  "replayed": False}
         if self.record is not None:  # lists copied: the caller may change its own
@@ -316,6 +322,23 @@ class _RayDagRun:
                     self.released.append(source)
         return args, reads, list(dict.fromkeys(inputs_ids)), edge_shapes
 
+    def _in_driver(self, node: int, args: list, in_shapes, out_shapes: list,
+                   flops: float) -> bool:
+        """Whether a task placed on ``node`` runs in the driver instead
+        (:data:`~tensorc.runtime.ray.block_waves.DRIVER`): it reads only results of this
+        wave's tasks, one of them made on another node or in the driver (a hop: such a
+        result comes back to the driver inside its call's reply, and the reading call would
+        have been sent from here), every block it reads or makes is at most the cluster's
+        inline size and :data:`~tensorc.runtime.ray.inline.INLINE_BYTES`, and it does at
+        most :data:`DRIVER_FLOPS`. A TSQR's tree above its leaves runs here: its small
+        factors would otherwise hop from node to node, a call each."""
+        if flops > DRIVER_FLOPS or not args or any(arg[0] != PENDING for arg in args):
+            return False
+        limit = min(self.cluster.inline_bytes, INLINE_BYTES) // self.itemsize
+        if any(math.prod(shape) > limit for shape in (*in_shapes, *out_shapes)):
+            return False
+        return any(self.wave.node[arg[1]] != node for arg in args)
+
     def _stitch(self, name: str, coords: tuple, shape: tuple, piece_slices: tuple,
                 pieces: list, nbytes: int, uses: int) -> str:
         """An input block cut from the stored blocks ``pieces`` (``(stored coords,
@@ -342,7 +365,7 @@ class _RayDagRun:
         out_shapes, flops = _flops_and_shapes(dag, task, edge_shapes)
         per_result, distinct = _children(dag, task)
         written = dag.written(task)
-        itemsize = np.dtype(self.dtype or np.float64).itemsize
+        itemsize = self.itemsize
         out_ids = []
         for j, ((readers, final), shape) in enumerate(zip(per_result, out_shapes, strict=True)):
             keep = final and program.tensors[written[j][0]].kind == "output"
@@ -358,8 +381,13 @@ class _RayDagRun:
             self.in_flight.append(made[-1])
             made = [(REF, ref) for ref in made[:-1]]
         else:
+            if self._in_driver(node, args, edge_shapes.values(), out_shapes, flops):
+                node = DRIVER
+                self.driver_tasks += 1
             unit = self.wave.add(node, BlockKernel(expr, tuple(reads), len(out_shapes)), args)
             made = [(PENDING, unit, j) for j in range(len(out_shapes))]
+            if node == DRIVER:
+                node = self.cluster.driver_index  # where its blocks are recorded
         for j, ((readers, final), shape) in enumerate(zip(per_result, out_shapes, strict=True)):
             key = (task, j)
             tensor, coords = written[j]

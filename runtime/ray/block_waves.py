@@ -49,8 +49,9 @@ from operator import itemgetter
 import numpy as np
 
 from tensorc.codegen.block_kernels import evaluate_block_expr
-from tensorc.runtime.ray.calls import SUBMITTING, node_workers, submit_stage
+from tensorc.runtime.ray.calls import SUBMITTING, fetch_results, node_workers, submit_stage
 from tensorc.runtime.ray.held import Held, read_in_place
+from tensorc.runtime.ray.inline import Inline
 from tensorc.runtime.ray.stages import RUN, Step
 from tensorc.runtime.ray.tasks import stitch
 
@@ -59,6 +60,9 @@ REF, PENDING = "ref", "w"
 
 NO_LAST_READER = -1
 """The last reader of a held result: no call takes it back (a release does)."""
+
+DRIVER = -1
+"""The node of a unit the driver runs itself (:meth:`Wave.add`), and the call it is in."""
 
 
 class BlockKernel:
@@ -115,6 +119,9 @@ class Wave:
         return len(self.node) - 1
 
     def levels(self) -> list[int]:
+        """Each unit's level (module docstring). A :data:`DRIVER` unit is one level above
+        the node units it reads, and a unit reading one is at least at its level: the
+        driver runs it between the submissions of the two levels."""
         level = [0] * len(self.node)
         floor: dict[int, int] = {}  # per node, the level its next units start at
         for u, args in enumerate(self.args):
@@ -124,13 +131,19 @@ class Wave:
                 if arg[0] != PENDING:
                     continue
                 a = arg[1]
-                if self.node[a] == node:
+                if self.node[a] in (node, DRIVER):
                     level[u] = max(level[u], level[a])
                     continue
                 level[u] = max(level[u], level[a] + 1)
                 floor[self.node[a]] = max(floor.get(self.node[a], 0), level[a] + 1)
-            floor[node] = max(floor.get(node, 0), level[u])  # a node's calls run in order
+            if node != DRIVER:
+                floor[node] = max(floor.get(node, 0), level[u])  # a node's calls run in order
         return level
+
+    def driver_units(self) -> list[tuple[int, BlockKernel, tuple]]:
+        """The :data:`DRIVER` units as ``(unit, kernel, args)``, in wave order."""
+        return [(u, self.kernel[u], self.args[u])
+                for u, node in enumerate(self.node) if node == DRIVER]
 
     def calls(self, wanted: set, nodes_kept=(), held=()
               ) -> list[tuple[int, tuple, tuple, tuple, list, tuple, tuple, tuple]]:
@@ -147,9 +160,10 @@ class Wave:
         calls on its node but taken back by none (:mod:`~tensorc.runtime.ray.held`): its
         call's ``held_out`` holds ``(step, key, result)``."""
         level = self.levels()
-        keys = sorted({(level[u], self.node[u]) for u in range(len(self.node))})
+        keys = sorted({(level[u], node) for u, node in enumerate(self.node) if node != DRIVER})
         call_index = {key: c for c, key in enumerate(keys)}
-        call_of = [call_index[(level[u], self.node[u])] for u in range(len(self.node))]
+        call_of = [DRIVER if node == DRIVER else call_index[(level[u], node)]
+                   for u, node in enumerate(self.node)]
         read_by_call: dict[tuple[int, int], set[int]] = {}
         for u, args in enumerate(self.args):
             for arg in args:
@@ -158,9 +172,12 @@ class Wave:
         kept: dict[tuple[int, int], tuple[str, int]] = {}  # result -> (key, its last reader)
         for result in {**read_by_call, **dict.fromkeys(held)}:
             c = call_of[result[0]]
+            if c == DRIVER:  # a value in the driver: it travels in the calls' messages
+                continue
             others = read_by_call.get(result, set()) - {c}
             node = keys[c][1]
-            if node not in nodes_kept or any(keys[r][1] != node for r in others):
+            if node not in nodes_kept or any(r == DRIVER or keys[r][1] != node
+                                             for r in others):
                 continue
             if result in held:
                 kept[result] = (f"{result[0]}.{result[1]}", NO_LAST_READER)
@@ -168,7 +185,8 @@ class Wave:
                 kept[result] = (f"{result[0]}.{result[1]}", max(others))
         members: list[list[int]] = [[] for _ in keys]
         for u, c in enumerate(call_of):
-            members[c].append(u)
+            if c != DRIVER:
+                members[c].append(u)
         made = []
         for c, (_, node) in enumerate(keys):
             steps: list = []
@@ -221,7 +239,11 @@ class Wave:
         their payloads pickled, ready to submit; ``held``: the results that may stay in
         their worker until read, with their sizes in bytes."""
         nodes_kept = range(min(len(node_workers(cluster)), cluster.nodes))
-        return Prepared(self.calls(wanted, nodes_kept, held or {}), wanted, held or {})
+        level = self.levels()
+        call_levels = sorted({(level[u], node) for u, node in enumerate(self.node)
+                              if node != DRIVER})
+        return Prepared(self.calls(wanted, nodes_kept, held or {}), wanted, held or {},
+                        self.driver_units(), [lvl for lvl, _ in call_levels])
 
 
 class Prepared:
@@ -232,8 +254,16 @@ class Prepared:
     wave (:mod:`~tensorc.runtime.ray.block_replay`) is submitted again without forming or
     pickling its calls."""
 
-    def __init__(self, calls: list, wanted, sizes: dict) -> None:
+    def __init__(self, calls: list, wanted, sizes: dict, driver: list = (),
+                 call_levels: list = ()) -> None:
         self.wanted = frozenset(wanted)
+        self.driver = {u: (kernel, args) for u, kernel, args in driver}
+        self.driver_before: dict[int, list[int]] = {}  # call -> the driver units run first
+        first = 0
+        for c, (_, _, args, *_) in enumerate(calls):  # the first call of each level
+            first = c if c == 0 or call_levels[c] != call_levels[c - 1] else first
+            self.driver_before.setdefault(first, []).extend(
+                arg[1] for arg in args if arg[0] == PENDING and arg[1] in self.driver)
         self.payloads = [_pickled((steps, exports, None, kept_in, keep_out,
                                    tuple((step, key) for step, key, _ in held_out)))
                          for _, steps, _, exports, _, kept_in, keep_out, held_out in calls]
@@ -256,18 +286,51 @@ class Prepared:
         refs: dict[tuple[int, int], object] = {}
         reports = []
         with SUBMITTING:
-            for (node, args, exports, exported), payload in zip(self.calls, self.payloads,
-                                                                  strict=True):
+            for c, ((node, args, exports, exported), payload) in enumerate(
+                    zip(self.calls, self.payloads, strict=True)):
+                self._run_in_driver(self.driver_before.get(c, ()), refs)
                 bound = [refs[arg[1:]] if arg[0] == PENDING else bind(arg, node)
                          for arg in args]  # then a held block, still held, is read there
-                bound = [read_in_place(b) for b in bound]
+                bound = [b.value if type(b) is Inline else read_in_place(b) for b in bound]
                 returned = submit_stage(cluster, workers, node, prefix, payload, bound,
                                         exports + 1, threads=threads[node] if threads else None)
                 refs.update(zip(exported, returned, strict=False))
                 reports.append(returned[-1])
+            self._run_in_driver(self.driver, refs)  # those whose results only the caller wants
         for node, result, key, nbytes in self.held:
             refs[result] = Held(workers[node], prefix + key, nbytes)
         return {r: refs[r] for r in self.wanted}, reports
+
+
+    def _run_in_driver(self, units, refs: dict) -> None:
+        """Run the :data:`DRIVER` units among ``units`` not run yet, and those they read,
+        here on the results of the calls they read (submitted: their level is lower),
+        fetched at once; each result goes in ``refs`` as an
+        :class:`~tensorc.runtime.ray.inline.Inline` (read-only, as a Ray object is)."""
+        todo: set[int] = set()
+        stack = [u for u in units if u in self.driver and (u, 0) not in refs]
+        while stack:
+            u = stack.pop()
+            if u in todo:
+                continue
+            todo.add(u)
+            stack.extend(arg[1] for arg in self.driver[u][1] if arg[0] == PENDING
+                         and arg[1] in self.driver and (arg[1], 0) not in refs)
+        if not todo:
+            return
+        order = sorted(todo)  # wave order is topological
+        fetch = list(dict.fromkeys(arg[1:] for u in order for arg in self.driver[u][1]
+                                   if arg[1] not in self.driver))
+        values = dict(zip(fetch, fetch_results([refs[r] for r in fetch],
+                                               "a block program's task in the driver"),
+                          strict=True))
+        for u in order:
+            kernel, args = self.driver[u]
+            made = kernel(*(refs[arg[1:]].value if arg[1] in self.driver else values[arg[1:]]
+                            for arg in args))
+            for j, result in enumerate(made if kernel.results > 1 else (made,)):
+                result.flags.writeable = False
+                refs[(u, j)] = Inline(result)
 
 
 def _pickled(payload) -> bytes:

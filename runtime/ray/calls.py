@@ -67,7 +67,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tensorc.errors import ExecutionError, StorageError, first_line
+from tensorc.errors import ExecutionError, StorageError, TensorcError, first_line
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.cluster import RayCluster
@@ -204,6 +204,30 @@ def wait_for_calls(cluster: RayCluster, reports: list) -> list[int | None]:
     return node_peaks(cluster, reported)
 
 
+def fetch_results(refs: list, what: str) -> list:
+    """``ray.get`` of the call results the driver computes on (``what`` names that work in
+    errors), waiting at most ``TENSORC_RAY_TIMEOUT`` seconds: raises :class:`WorkerLost` when
+    a node worker died, a call's own tensorc error (``LinAlgError`` from a kernel) or
+    :class:`~tensorc.errors.StorageError` as it is, and
+    :class:`~tensorc.errors.ExecutionError` for any other failure."""
+    import ray
+
+    limit = float(os.environ.get("TENSORC_RAY_TIMEOUT", "600"))
+    try:
+        return ray.get(refs, timeout=limit)
+    except ray.exceptions.GetTimeoutError as err:
+        raise ExecutionError(f"Ray returned no block for {what} within {limit:.0f} s; set "
+                             "TENSORC_RAY_TIMEOUT to wait longer") from err
+    except worker_lost_errors() as err:
+        raise WorkerLost from err
+    except ray.exceptions.RayError as err:
+        cause = getattr(err, "cause", None)
+        if isinstance(cause, TensorcError):
+            raise cause from None
+        raise ExecutionError(f"Ray failed returning a block for {what}: "
+                             f"{type(err).__name__}: {first_line(err)}") from err
+
+
 def raise_storage_error(err: BaseException) -> None:
     """Raise the :class:`~tensorc.errors.StorageError` a remote call raised (Ray wraps it in
     a ``RayTaskError``), unchanged: its message names the path and the chunk."""
@@ -327,7 +351,7 @@ class CallRunner:
             finished = time.perf_counter()
             reported = ray.get([ref for ref in reports if ref is not None])
             nodes = iter(reported)
-            driver = self._driver_node()  # where the folds ran
+            driver = self.cluster.driver_index  # where the folds ran
             ran_on_call = [driver if ref is None else cluster.index_of(next(nodes))
                            for ref in reports]
             peaks = node_peaks(cluster, reported)
@@ -420,23 +444,11 @@ class CallRunner:
         :class:`~tensorc.runtime.ray.inline.Inline` blocks."""
         if not folds:
             return
-        import ray
-
         order = sorted(folds)
         refs = [bind_held(inputs[arg[1]].refs[arg[2]], None, None) if arg[0] == INPUT
                 else returned[arg[1]][arg[2]] for c in order for arg in staged.calls[c].args]
-        limit = float(os.environ.get("TENSORC_RAY_TIMEOUT", "600"))
-        try:
-            fetched = iter(ray.get([ref for ref in refs if type(ref) is not Inline],
-                                   timeout=limit))
-        except ray.exceptions.GetTimeoutError as err:
-            raise ExecutionError(
-                f"Ray returned no block for the driver's last stage within {limit:.0f} s; "
-                "set TENSORC_RAY_TIMEOUT to wait longer") from err
-        except ray.exceptions.RayError as err:
-            raise_storage_error(err)
-            raise ExecutionError(f"Ray failed returning a block for the driver's last "
-                                 f"stage: {type(err).__name__}: {first_line(err)}") from err
+        fetched = iter(fetch_results([ref for ref in refs if type(ref) is not Inline],
+                                     "the driver's last stage"))
         values = iter([ref.value if type(ref) is Inline else next(fetched) for ref in refs])
         for c in order:
             call = staged.calls[c]
@@ -446,12 +458,6 @@ class CallRunner:
                 if isinstance(result, np.ndarray):
                     result.flags.writeable = False
             returned[c] = [Inline(result) for result in results] + [None]
-
-    def _driver_node(self) -> int:
-        """The driver's node's index (node 0 when the driver is on no node of the
-        cluster)."""
-        found = self.cluster.index_of(self.cluster.driver_node)
-        return 0 if found is None else found
 
     def _payloads(self, staged: StagedCalls) -> list[tuple[str, list]]:
         """Each call's steps as an object in Ray, put once per ``StagedCalls`` and session."""
@@ -475,7 +481,7 @@ class CallRunner:
                     out.reported[coords] = stored.reported[source[2]]
             elif returned[source[1]][-1] is None:  # folded here: the block is in the driver
                 out.refs[coords] = returned[source[1]][source[2]]
-                out.nodes[coords] = self._driver_node()
+                out.nodes[coords] = self.cluster.driver_index
             else:
                 out.refs[coords] = returned[source[1]][source[2]]
                 out.reported[coords] = returned[source[1]][-1]

@@ -88,6 +88,13 @@ class RayCluster:
         except ValueError:
             return None
 
+    @property
+    def driver_index(self) -> int:
+        """The driver's node's index (node 0 when the driver is on no node of the
+        cluster): where blocks the driver made are recorded."""
+        found = self.index_of(self.driver_node)
+        return 0 if found is None else found
+
     def locate(self, reported: list) -> list[int | None]:
         """The node index each of ``reported`` (refs to node ids a task returned) names."""
         import ray
