@@ -97,6 +97,37 @@ def test_an_array_that_dies_unread_frees_what_it_held():
     assert _kept_or_held_in_workers() == before
 
 
+def test_a_dead_array_s_held_blocks_are_dropped_inside_the_next_call_to_their_worker(
+        monkeypatch):
+    # the factor's blocks are held on the node that made them; the array dies; the next
+    # factorisation's call to that worker carries their keys and drops them before its
+    # steps: no drop call of its own (a worker no call goes to gets one after)
+    from tensorc.runtime.ray import calls
+    from tensorc.runtime.ray.cluster import connected
+
+    before = _kept_or_held_in_workers()
+    first, written = _factor(spd(512))
+    dead = {(connected().workers.index(b.worker), b.key)
+            for b in first._blocks.refs.values() if isinstance(b, Held)}  # noqa: SLF001
+    del first
+    gc.collect()
+    taken, take_drops = [], calls.take_drops
+
+    def recorded(worker):
+        keys = take_drops(worker)
+        taken.extend((connected().workers.index(worker), key) for key in keys)
+        return keys
+
+    monkeypatch.setattr(calls, "take_drops", recorded)
+    second, _ = _factor(spd(512))  # the same nodes, the same layout: a replay
+    stats = tc.last_stats()
+    assert {n for n, _ in dead} <= {n for n, count in enumerate(stats["tasks_per_node"])
+                                    if count}  # the premise: a call went to every holder
+    assert len(dead) == written and set(taken) == dead  # every key rode with a call
+    assert _kept_or_held_in_workers() - before == written  # the second factor's only
+    assert second.held_blocks == written
+
+
 def test_a_worker_without_room_stores_its_final_blocks(monkeypatch):
     a = spd(512)
     _factor(a)  # recorded with its blocks held: a replay would hold them again

@@ -50,7 +50,7 @@ import numpy as np
 
 from tensorc.codegen.block_kernels import evaluate_block_expr
 from tensorc.runtime.ray.calls import SUBMITTING, fetch_results, node_workers, submit_stage
-from tensorc.runtime.ray.held import Held, read_in_place
+from tensorc.runtime.ray.held import Held, flush_drops, read_in_place
 from tensorc.runtime.ray.inline import Inline
 from tensorc.runtime.ray.stages import RUN, Step
 from tensorc.runtime.ray.tasks import stitch
@@ -238,7 +238,7 @@ class Wave:
         """The wave as calls (:meth:`calls`, results kept for the nodes with a worker) with
         their payloads pickled, ready to submit; ``held``: the results that may stay in
         their worker until read, with their sizes in bytes."""
-        nodes_kept = range(min(len(node_workers(cluster)), cluster.nodes))
+        nodes_kept = range(min(len(node_workers(cluster, flush=False)), cluster.nodes))
         level = self.levels()
         call_levels = sorted({(level[u], node) for u, node in enumerate(self.node)
                               if node != DRIVER})
@@ -282,7 +282,7 @@ class Prepared:
         call's arguments are bound). Returns ``({(unit, j): ref} for the
         wanted results, a :class:`~tensorc.runtime.ray.held.Held` for a held one, the
         calls' report refs)``."""
-        workers = node_workers(cluster)
+        workers = node_workers(cluster, flush=False)
         refs: dict[tuple[int, int], object] = {}
         reports = []
         with SUBMITTING:
@@ -297,6 +297,7 @@ class Prepared:
                 refs.update(zip(exported, returned, strict=False))
                 reports.append(returned[-1])
             self._run_in_driver(self.driver, refs)  # those whose results only the caller wants
+        flush_drops()  # those of the workers no call went to
         for node, result, key, nbytes in self.held:
             refs[result] = Held(workers[node], prefix + key, nbytes)
         return {r: refs[r] for r in self.wanted}, reports

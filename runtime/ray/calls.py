@@ -71,7 +71,7 @@ from tensorc.errors import ExecutionError, StorageError, TensorcError, first_lin
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.cluster import RayCluster
-from tensorc.runtime.ray.held import Held, flush_drops, read_in_place
+from tensorc.runtime.ray.held import Held, flush_drops, read_in_place, take_drops
 from tensorc.runtime.ray.held import bind as bind_held
 from tensorc.runtime.ray.inline import INLINE_BYTES, Inline
 from tensorc.runtime.ray.stages import INPUT, STORED, StagedCalls
@@ -95,12 +95,15 @@ array's held blocks are released: a call binding a held block by key cannot be s
 another thread's release of it. Reentrant: a submission's binding may release."""
 
 
-def node_workers(cluster: RayCluster) -> list:
+def node_workers(cluster: RayCluster, flush: bool = True) -> list:
     """The :class:`~tensorc.runtime.ray.tasks.NodeWorker` of every live node, started once
     per cluster membership (a node that died takes its worker's place in the order with
     it). Every submission asks for them: the held blocks of arrays that died are dropped
-    first (:func:`~tensorc.runtime.ray.held.flush_drops`)."""
-    flush_drops()
+    first (:func:`~tensorc.runtime.ray.held.flush_drops`), unless ``flush`` is false: a
+    submission of calls sends each worker's drops with its call to it
+    (:func:`submit_stage`), and flushes the rest after."""
+    if flush:
+        flush_drops()
     if cluster.workers_epoch != cluster.epoch or len(cluster.workers) != cluster.nodes:
         cluster.workers = [ray_tasks.node_worker(node) for node in cluster.node_ids]
         cluster.workers_epoch = cluster.epoch
@@ -268,8 +271,10 @@ def submit_stage(cluster: RayCluster, workers, node: int, key: str, payload: lis
     if threads is None:
         threads = max(1, int(cluster.cpus[node])) if live else 1
     if workers is not None and node < len(workers):
-        refs = workers[node].stage.options(num_returns=returns).remote(
-            key, payload, threads, *args)
+        drops = take_drops(workers[node])  # dropped first, in the call: no call of their own
+        method = workers[node].stage.options(num_returns=returns)
+        refs = (method.remote(key, payload, threads, *args, drops=drops) if drops
+                else method.remote(key, payload, threads, *args))
     else:
         refs = submit(cluster, "stage", node if live and pinned else None, key, payload,
                       threads, *args, returns=returns)
@@ -325,8 +330,9 @@ class CallRunner:
             returned = batch.add(staged, inputs, stored)
         else:
             payloads = self._payloads(staged)
-            workers = node_workers(cluster) if pinned else None
+            workers = node_workers(cluster, flush=False) if pinned else None
             returned = self._submit(staged, inputs, payloads, workers, pinned, stored, folds)
+            flush_drops()  # those of the workers no call went to
         submitted = time.perf_counter()
         reports = [refs[-1] for refs in returned]  # None for a fold run here
         peaks = None
