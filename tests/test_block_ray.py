@@ -494,9 +494,9 @@ def test_a_kernel_failing_in_the_driver_raises_the_numpy_error_and_drops_what_wa
 
     ran, run_in_driver = [], block_waves.Prepared._run_in_driver
 
-    def recorded(self, units, refs):
+    def recorded(self, cluster, units, refs):
         ran.extend(u for u in units if u in self.driver)
-        return run_in_driver(self, units, refs)
+        return run_in_driver(self, cluster, units, refs)
 
     monkeypatch.setattr(block_waves.Prepared, "_run_in_driver", recorded)
     program = tc.compile(FAILS_LATE)

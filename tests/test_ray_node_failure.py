@@ -202,3 +202,46 @@ def test_a_worker_asked_for_on_a_node_gone_counts_as_a_lost_worker(ray_cluster, 
     with pytest.raises(WorkerLost):
         wait_for_calls(ray_cluster, [stranded.report.remote()])
     assert restarted
+
+
+def test_a_result_the_driver_waits_for_from_a_lost_worker_counts_as_a_lost_worker(
+        ray_cluster, monkeypatch):
+    """The driver fetching results to run a task itself (a block program's task in the
+    driver) finds the worker gone: the run falls back as for a dead worker, and new workers
+    are started; a task's own tensorc error comes through as it is; a result that never
+    comes is an error naming the wait and the variable that lengthens it."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from tensorc.runtime.ray.calls import fetch_results
+
+    restarted = []
+    monkeypatch.setattr(ray_cluster, "restart_workers", lambda: restarted.append(True))
+
+    @ray.remote(num_cpus=0)
+    class Stranded:
+        def report(self) -> str:
+            return "never"
+
+    gone = NodeAffinitySchedulingStrategy("cd" * 28, soft=False)  # no node has this id
+    stranded = Stranded.options(scheduling_strategy=gone).remote()
+    with pytest.raises(WorkerLost):
+        fetch_results(ray_cluster, [stranded.report.remote()], "a test's task")
+    assert restarted
+
+    @ray.remote(num_cpus=0)
+    def singular():
+        raise tc.LinAlgError("Singular matrix")
+
+    with pytest.raises(tc.LinAlgError, match="^Singular matrix$"):
+        fetch_results(ray_cluster, [singular.remote()], "a test's task")
+
+    @ray.remote(num_cpus=0)
+    def slow() -> int:
+        time.sleep(5)
+        return 1
+
+    monkeypatch.setenv("TENSORC_RAY_TIMEOUT", "0.2")
+    with pytest.raises(tc.ExecutionError, match="^Ray returned no block for a test's task "
+                       "within 0.2 s; set TENSORC_RAY_TIMEOUT to wait longer$"):
+        fetch_results(ray_cluster, [slow.remote()], "a test's task")

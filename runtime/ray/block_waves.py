@@ -288,7 +288,7 @@ class Prepared:
         with SUBMITTING:
             for c, ((node, args, exports, exported), payload) in enumerate(
                     zip(self.calls, self.payloads, strict=True)):
-                self._run_in_driver(self.driver_before.get(c, ()), refs)
+                self._run_in_driver(cluster, self.driver_before.get(c, ()), refs)
                 bound = [refs[arg[1:]] if arg[0] == PENDING else bind(arg, node)
                          for arg in args]  # then a held block, still held, is read there
                 bound = [b.value if type(b) is Inline else read_in_place(b) for b in bound]
@@ -296,14 +296,14 @@ class Prepared:
                                         exports + 1, threads=threads[node] if threads else None)
                 refs.update(zip(exported, returned, strict=False))
                 reports.append(returned[-1])
-            self._run_in_driver(self.driver, refs)  # those whose results only the caller wants
+            self._run_in_driver(cluster, self.driver, refs)  # their results only the caller wants
         flush_drops()  # those of the workers no call went to
         for node, result, key, nbytes in self.held:
             refs[result] = Held(workers[node], prefix + key, nbytes)
         return {r: refs[r] for r in self.wanted}, reports
 
 
-    def _run_in_driver(self, units, refs: dict) -> None:
+    def _run_in_driver(self, cluster, units, refs: dict) -> None:
         """Run the :data:`DRIVER` units among ``units`` not run yet, and those they read,
         here on the results of the calls they read (submitted: their level is lower),
         fetched at once; each result goes in ``refs`` as an
@@ -322,7 +322,7 @@ class Prepared:
         order = sorted(todo)  # wave order is topological
         fetch = list(dict.fromkeys(arg[1:] for u in order for arg in self.driver[u][1]
                                    if arg[1] not in self.driver))
-        values = dict(zip(fetch, fetch_results([refs[r] for r in fetch],
+        values = dict(zip(fetch, fetch_results(cluster, [refs[r] for r in fetch],
                                                "a block program's task in the driver"),
                           strict=True))
         for u in order:

@@ -207,10 +207,11 @@ def wait_for_calls(cluster: RayCluster, reports: list) -> list[int | None]:
     return node_peaks(cluster, reported)
 
 
-def fetch_results(refs: list, what: str) -> list:
+def fetch_results(cluster: RayCluster, refs: list, what: str) -> list:
     """``ray.get`` of the call results the driver computes on (``what`` names that work in
     errors), waiting at most ``TENSORC_RAY_TIMEOUT`` seconds: raises :class:`WorkerLost` when
-    a node worker died, a call's own tensorc error (``LinAlgError`` from a kernel) or
+    a node worker died (as :func:`wait_for_calls` does), a call's own tensorc error
+    (``LinAlgError`` from a kernel) or
     :class:`~tensorc.errors.StorageError` as it is, and
     :class:`~tensorc.errors.ExecutionError` for any other failure."""
     import ray
@@ -219,9 +220,11 @@ def fetch_results(refs: list, what: str) -> list:
     try:
         return ray.get(refs, timeout=limit)
     except ray.exceptions.GetTimeoutError as err:
-        raise ExecutionError(f"Ray returned no block for {what} within {limit:.0f} s; set "
+        raise ExecutionError(f"Ray returned no block for {what} within {limit:g} s; set "
                              "TENSORC_RAY_TIMEOUT to wait longer") from err
     except worker_lost_errors() as err:
+        cluster.refresh()
+        cluster.restart_workers()  # a worker whose node lives may have died
         raise WorkerLost from err
     except ray.exceptions.RayError as err:
         cause = getattr(err, "cause", None)
@@ -453,8 +456,8 @@ class CallRunner:
         order = sorted(folds)
         refs = [bind_held(inputs[arg[1]].refs[arg[2]], None, None) if arg[0] == INPUT
                 else returned[arg[1]][arg[2]] for c in order for arg in staged.calls[c].args]
-        fetched = iter(fetch_results([ref for ref in refs if type(ref) is not Inline],
-                                     "the driver's last stage"))
+        remote = [ref for ref in refs if type(ref) is not Inline]
+        fetched = iter(fetch_results(self.cluster, remote, "the driver's last stage"))
         values = iter([ref.value if type(ref) is Inline else next(fetched) for ref in refs])
         for c in order:
             call = staged.calls[c]
