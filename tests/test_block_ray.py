@@ -372,6 +372,14 @@ def _kept_in_workers() -> list[int]:
                     for worker in connected().workers])
 
 
+def _check_qr(q: np.ndarray, r: np.ndarray, x: np.ndarray) -> None:
+    """``q r`` is ``x``, ``q`` has orthonormal columns, ``r`` is numpy's R up to signs."""
+    np.testing.assert_allclose(q @ r, x, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(q.T @ q, np.eye(x.shape[1]), atol=1e-12)
+    np.testing.assert_allclose(np.abs(r), np.abs(np.linalg.qr(x, mode="r")), rtol=1e-8,
+                               atol=1e-10)
+
+
 def test_a_tree_s_leaf_results_stay_in_their_node_worker_for_its_last_call():
     # TSQR in 8 row blocks over 4 nodes, as tc.asarray spreads them: a leaf's tall Q
     # factor is read again only by its own node's last call, so it is kept in that worker
@@ -381,9 +389,7 @@ def test_a_tree_s_leaf_results_stay_in_their_node_worker_for_its_last_call():
     out = shipped("tsqr_q").run(A=placed, MB=8)
     stats = tc.last_stats()
     assert stats["kept_results"] >= 4 and not stats["per_task"]
-    q, r = out["Q"].numpy(), out["R"].numpy()
-    np.testing.assert_allclose(q @ r, x, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(q.T @ q, np.eye(12), atol=1e-12)
+    _check_qr(out["Q"].numpy(), out["R"].numpy(), x)
     assert _kept_in_workers() == [0, 0, 0, 0]
 
 
@@ -477,11 +483,7 @@ def test_a_tsqr_s_small_tree_runs_in_the_driver_and_its_r_stays_there(monkeypatc
     assert stats["remote_calls"] < on_nodes["remote_calls"]
     assert type(out["R"].layout.refs[(0, 0)]) is Inline
     assert out["R"].block_nodes() == {(0, 0): connected().driver_index}
-    q, r = out["Q"].numpy(), out["R"].numpy()
-    np.testing.assert_allclose(q @ r, x, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(q.T @ q, np.eye(8), atol=1e-12)
-    np.testing.assert_allclose(np.abs(r), np.abs(np.linalg.qr(x, mode="r")), rtol=1e-8,
-                               atol=1e-10)
+    _check_qr(out["Q"].numpy(), out["R"].numpy(), x)
     assert _kept_in_workers() == [0, 0, 0, 0]
 
 
@@ -604,11 +606,7 @@ def test_a_replayed_tsqr_keeps_and_takes_back_its_leaves_in_the_workers(monkeypa
     out = shipped("tsqr_q").run(A=tc.asarray(y, block_shape=(512, 12)).value(), MB=8)
     stats = tc.last_stats()
     assert stats["replayed"] is True and stats["kept_results"] >= 4
-    q, r = out["Q"].numpy(), out["R"].numpy()
-    np.testing.assert_allclose(q @ r, y, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(q.T @ q, np.eye(12), atol=1e-12)
-    np.testing.assert_allclose(np.abs(r), np.abs(np.linalg.qr(y, mode="r")), rtol=1e-8,
-                               atol=1e-10)
+    _check_qr(out["Q"].numpy(), out["R"].numpy(), y)
     assert _kept_in_workers() == [0, 0, 0, 0]
 
 

@@ -186,11 +186,17 @@ def test_a_worker_asked_for_on_a_node_gone_counts_as_a_lost_worker(ray_cluster, 
     """A node worker started while Ray still listed a node that then died is unschedulable
     (``ActorUnschedulableError``, not a ``RayActorError``): the run falls back as for a dead
     worker, and new workers are started, instead of failing."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
     restarted = []
     monkeypatch.setattr(ray_cluster, "restart_workers", lambda: restarted.append(True))
+    with pytest.raises(WorkerLost):
+        wait_for_calls(ray_cluster, [_stranded_call()])
+    assert restarted
+
+
+def _stranded_call():
+    """A call's ref on an actor asked for on a node no one has: it is never scheduled."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     @ray.remote(num_cpus=0)
     class Stranded:
@@ -198,10 +204,7 @@ def test_a_worker_asked_for_on_a_node_gone_counts_as_a_lost_worker(ray_cluster, 
             return "never"
 
     gone = NodeAffinitySchedulingStrategy("ab" * 28, soft=False)  # no node has this id
-    stranded = Stranded.options(scheduling_strategy=gone).remote()
-    with pytest.raises(WorkerLost):
-        wait_for_calls(ray_cluster, [stranded.report.remote()])
-    assert restarted
+    return Stranded.options(scheduling_strategy=gone).remote().report.remote()
 
 
 def test_a_result_the_driver_waits_for_from_a_lost_worker_counts_as_a_lost_worker(
@@ -211,22 +214,13 @@ def test_a_result_the_driver_waits_for_from_a_lost_worker_counts_as_a_lost_worke
     are started; a task's own tensorc error comes through as it is; a result that never
     comes is an error naming the wait and the variable that lengthens it."""
     import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from tensorc.runtime.ray.calls import fetch_results
 
     restarted = []
     monkeypatch.setattr(ray_cluster, "restart_workers", lambda: restarted.append(True))
-
-    @ray.remote(num_cpus=0)
-    class Stranded:
-        def report(self) -> str:
-            return "never"
-
-    gone = NodeAffinitySchedulingStrategy("cd" * 28, soft=False)  # no node has this id
-    stranded = Stranded.options(scheduling_strategy=gone).remote()
     with pytest.raises(WorkerLost):
-        fetch_results(ray_cluster, [stranded.report.remote()], "a test's task")
+        fetch_results(ray_cluster, [_stranded_call()], "a test's task")
     assert restarted
 
     @ray.remote(num_cpus=0)
