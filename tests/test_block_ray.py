@@ -487,6 +487,35 @@ def test_a_tsqr_s_small_tree_runs_in_the_driver_and_its_r_stays_there(monkeypatc
     assert _kept_in_workers() == [0, 0, 0, 0]
 
 
+def test_the_driver_waits_for_its_tasks_inputs_without_the_submission_lock(monkeypatch):
+    # while the driver fetches the leaves' R factors for the tree it runs, another thread
+    # may submit calls: the lock is let go, and taken again for the level's calls
+    import threading
+
+    from tensorc.runtime.ray import block_waves
+    from tensorc.runtime.ray.calls import SUBMITTING
+
+    free, fetch_results = [], block_waves.fetch_results
+
+    def fetched(*args):
+        def other_thread():
+            taken = SUBMITTING.acquire(blocking=False)
+            free.append(taken)
+            if taken:
+                SUBMITTING.release()
+
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join()
+        return fetch_results(*args)
+
+    monkeypatch.setattr(block_waves, "fetch_results", fetched)
+    x = RNG.random((4096, 8))
+    out, stats = _tsqr_q(x, monkeypatch)
+    assert stats["driver_tasks"] > 0 and free and all(free)
+    _check_qr(out["Q"].numpy(), out["R"].numpy(), x)
+
+
 def test_a_kernel_failing_in_the_driver_raises_the_numpy_error_and_drops_what_was_kept(
         monkeypatch):
     # FAILS_LATE with 4 columns: the Gram blocks (4 x 4) are summed across the nodes in

@@ -156,4 +156,4 @@ def test_a_small_task_at_a_hop_runs_in_the_driver_between_two_levels_of_calls():
     assert calls[2][2] == ((PENDING, split, 0),) and calls[3][2] == ((PENDING, split, 1),)
     prepared = Prepared(calls, {(last0, 0)}, {}, wave.driver_units(), [0, 0, 1, 1])
     # both driver units run before the first call of level 1, not one call at a time
-    assert prepared.driver_before == {0: [], 2: [split, split]}
+    assert prepared.driver_before == {2: [split, split]}

@@ -22,8 +22,14 @@ submits, as many times as a recording replays it:
   not with tasks. A
   :class:`Stitch` (an input block cut from the stored blocks of another blocking) is a unit
   like a task's, placed by the driver;
-- calls are submitted in (level, node) order under the process-wide submission lock, so every
-  worker's queue follows one topological order (no cycle can form between actors);
+- a unit on the :data:`DRIVER` (a small task at a hop, which the driver runs itself: the
+  caller decides which) is in no call: its level is one above the node units it reads,
+  and a unit reading it is at least at its level. The driver runs it before the first call
+  of that level is sent, on the results it reads, fetched at once, and a call reads its
+  results inside its message;
+- calls are submitted in (level, node) order under the process-wide submission lock (let go
+  only while the driver runs its units), so every worker's queue follows one topological
+  order (no cycle can form between actors);
 - a result crosses a call boundary to another node only as a call's return value (a Ray
   object: moved by Ray); a result only its own call reads never enters the object store. A
   result is returned when a call on another node reads it or when the caller still wants
@@ -145,7 +151,7 @@ class Wave:
         return [(u, self.kernel[u], self.args[u])
                 for u, node in enumerate(self.node) if node == DRIVER]
 
-    def calls(self, wanted: set, nodes_kept=(), held=()
+    def calls(self, wanted: set, nodes_kept=(), held=(), level: list[int] | None = None
               ) -> list[tuple[int, tuple, tuple, tuple, list, tuple, tuple, tuple]]:
         """The wave as calls: ``(node, steps, args, exports, exported results, kept_in,
         keep_out, held_out)`` in submission order; ``args[i]`` is ``(PENDING, unit,
@@ -158,8 +164,9 @@ class Wave:
         prefix the calls are submitted with. A result of ``held`` (wanted only as a final
         block) that no call on another node reads is held there, read the same way by later
         calls on its node but taken back by none (:mod:`~tensorc.runtime.ray.held`): its
-        call's ``held_out`` holds ``(step, key, result)``."""
-        level = self.levels()
+        call's ``held_out`` holds ``(step, key, result)``; ``level``: :meth:`levels`, when
+        the caller has it."""
+        level = self.levels() if level is None else level
         keys = sorted({(level[u], node) for u, node in enumerate(self.node) if node != DRIVER})
         call_index = {key: c for c, key in enumerate(keys)}
         call_of = [DRIVER if node == DRIVER else call_index[(level[u], node)]
@@ -241,8 +248,8 @@ class Wave:
         nodes_kept = range(min(len(node_workers(cluster, flush=False)), cluster.nodes))
         level = self.levels()
         call_levels = sorted({(level[u], node) for u, node in enumerate(self.node)
-                              if node != DRIVER})
-        return Prepared(self.calls(wanted, nodes_kept, held or {}), wanted, held or {},
+                              if node != DRIVER})  # the calls' order (:meth:`calls`)
+        return Prepared(self.calls(wanted, nodes_kept, held or {}, level), wanted, held or {},
                         self.driver_units(), [lvl for lvl, _ in call_levels])
 
 
@@ -260,10 +267,11 @@ class Prepared:
         self.driver = {u: (kernel, args) for u, kernel, args in driver}
         self.driver_before: dict[int, list[int]] = {}  # call -> the driver units run first
         first = 0
-        for c, (_, _, args, *_) in enumerate(calls):  # the first call of each level
-            first = c if c == 0 or call_levels[c] != call_levels[c - 1] else first
-            self.driver_before.setdefault(first, []).extend(
-                arg[1] for arg in args if arg[0] == PENDING and arg[1] in self.driver)
+        for c, (_, _, args, *_) in enumerate(calls if self.driver else ()):
+            first = c if c == 0 or call_levels[c] != call_levels[c - 1] else first  # a level's
+            read = [arg[1] for arg in args if arg[0] == PENDING and arg[1] in self.driver]
+            if read:  # first call runs every driver unit its level's calls read
+                self.driver_before.setdefault(first, []).extend(read)
         self.payloads = [_pickled((steps, exports, None, kept_in, keep_out,
                                    tuple((step, key) for step, key, _ in held_out)))
                          for _, steps, _, exports, _, kept_in, keep_out, held_out in calls]
@@ -279,29 +287,37 @@ class Prepared:
         CPUs), their kept results under the key ``prefix``; an argument that is not a
         result of the wave is ``bind(argument, node)`` (a held input block that a call on its
         holder's node reads is bound as its ``Held``, read there if still held once all the
-        call's arguments are bound). Returns ``({(unit, j): ref} for the
-        wanted results, a :class:`~tensorc.runtime.ray.held.Held` for a held one, the
-        calls' report refs)``."""
+        call's arguments are bound). The :data:`DRIVER` units run here before the first call
+        of the level that reads them, with the submission lock let go while their inputs are
+        fetched (the calls sent so far read nothing sent later, whatever other threads send
+        meanwhile). Returns ``({(unit, j): ref} for the wanted results, a
+        :class:`~tensorc.runtime.ray.held.Held` for a held one, an
+        :class:`~tensorc.runtime.ray.inline.Inline` for a driver unit's, the calls' report
+        refs)``."""
         workers = node_workers(cluster, flush=False)
         refs: dict[tuple[int, int], object] = {}
         reports = []
-        with SUBMITTING:
-            for c, ((node, args, exports, exported), payload) in enumerate(
-                    zip(self.calls, self.payloads, strict=True)):
-                self._run_in_driver(cluster, self.driver_before.get(c, ()), refs)
-                bound = [refs[arg[1:]] if arg[0] == PENDING else bind(arg, node)
-                         for arg in args]  # then a held block, still held, is read there
-                bound = [b.value if type(b) is Inline else read_in_place(b) for b in bound]
-                returned = submit_stage(cluster, workers, node, prefix, payload, bound,
-                                        exports + 1, threads=threads[node] if threads else None)
-                refs.update(zip(exported, returned, strict=False))
-                reports.append(returned[-1])
-            self._run_in_driver(cluster, self.driver, refs)  # their results only the caller wants
+        starts = sorted({0, *self.driver_before, len(self.calls)})
+        for start, end in zip(starts, starts[1:], strict=False):  # runs of calls, the driver
+            if start in self.driver_before:  # running its units between them, unlocked
+                self._run_in_driver(cluster, self.driver_before[start], refs)
+            with SUBMITTING:
+                for c in range(start, end):
+                    node, args, exports, exported = self.calls[c]
+                    bound = [refs[arg[1:]] if arg[0] == PENDING else bind(arg, node)
+                             for arg in args]  # then a held block, still held, is read there
+                    bound = [b.value if type(b) is Inline else read_in_place(b)
+                             for b in bound]
+                    returned = submit_stage(cluster, workers, node, prefix, self.payloads[c],
+                                            bound, exports + 1,
+                                            threads=threads[node] if threads else None)
+                    refs.update(zip(exported, returned, strict=False))
+                    reports.append(returned[-1])
+        self._run_in_driver(cluster, self.driver, refs)  # their results only the caller wants
         flush_drops()  # those of the workers no call went to
         for node, result, key, nbytes in self.held:
             refs[result] = Held(workers[node], prefix + key, nbytes)
         return {r: refs[r] for r in self.wanted}, reports
-
 
     def _run_in_driver(self, cluster, units, refs: dict) -> None:
         """Run the :data:`DRIVER` units among ``units`` not run yet, and those they read,
