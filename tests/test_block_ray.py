@@ -497,7 +497,7 @@ def test_the_driver_waits_for_its_tasks_inputs_without_the_submission_lock(monke
 
     free, fetch_results = [], block_waves.fetch_results
 
-    def fetched(*args):
+    def fetched(*args, **kwargs):
         def other_thread():
             taken = SUBMITTING.acquire(blocking=False)
             free.append(taken)
@@ -507,7 +507,7 @@ def test_the_driver_waits_for_its_tasks_inputs_without_the_submission_lock(monke
         thread = threading.Thread(target=other_thread)
         thread.start()
         thread.join()
-        return fetch_results(*args)
+        return fetch_results(*args, **kwargs)
 
     monkeypatch.setattr(block_waves, "fetch_results", fetched)
     x = RNG.random((4096, 8))
@@ -523,18 +523,21 @@ def test_a_kernel_failing_in_the_driver_raises_the_numpy_error_and_drops_what_wa
     # the nodes kept for their last calls are dropped
     from tensorc.runtime.ray import block_waves
 
-    ran, run_in_driver = [], block_waves.Prepared._run_in_driver
+    raised, run_in_driver = [], block_waves.Prepared._run_in_driver
 
     def recorded(self, cluster, units, refs):
-        ran.extend(u for u in units if u in self.driver)
-        return run_in_driver(self, cluster, units, refs)
+        try:
+            return run_in_driver(self, cluster, units, refs)
+        except Exception as err:
+            raised.append(err)
+            raise
 
     monkeypatch.setattr(block_waves.Prepared, "_run_in_driver", recorded)
     program = tc.compile(FAILS_LATE)
     placed = tc.asarray(RNG.random((4096, 4)), block_shape=(1024, 4)).value()
     with pytest.raises(np.linalg.LinAlgError, match="^Matrix is not positive definite$"):
         program.run(A=placed, MB=4)
-    assert ran  # the failing factor was the driver's
+    assert [type(err) for err in raised] == [tc.LinAlgError]  # the driver's factor failed
     deadline = time.monotonic() + 10  # the drop is sent, not waited for
     while any(_kept_in_workers()) and time.monotonic() < deadline:
         time.sleep(0.05)

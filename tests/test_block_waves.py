@@ -4,6 +4,8 @@ them."""
 
 from __future__ import annotations
 
+import pytest
+
 from tensorc.runtime.ray.block_waves import PENDING, REF, BlockKernel, Wave
 
 
@@ -155,5 +157,22 @@ def test_a_small_task_at_a_hop_runs_in_the_driver_between_two_levels_of_calls():
     assert calls[1][4] == [(leaf1, 1)]
     assert calls[2][2] == ((PENDING, split, 0),) and calls[3][2] == ((PENDING, split, 1),)
     prepared = Prepared(calls, {(last0, 0)}, {}, wave.driver_units(), [0, 0, 1, 1])
-    # both driver units run before the first call of level 1, not one call at a time
-    assert prepared.driver_before == {2: [split, split]}
+    # both driver units run before level 1's calls, not one call at a time
+    assert prepared.order == [0, 1, (split, split), 2, 3]
+
+
+def test_a_level_s_calls_that_read_nothing_of_the_driver_go_before_it_runs():
+    from tensorc.runtime.ray.block_waves import DRIVER, Prepared
+
+    wave = Wave()
+    a = wave.add(0, kernel(), [(REF, "a")])
+    b = wave.add(1, kernel(), [(REF, "b")])
+    small = wave.add(DRIVER, kernel(), [(PENDING, a, 0), (PENDING, b, 0)])
+    wave.add(2, kernel(), [(PENDING, small, 0)])  # level 1, reads the driver's
+    wave.add(3, kernel(), [(PENDING, b, 0)])  # level 1, reads b only
+    calls = wave.calls(wanted={(3, 0), (4, 0)})
+    assert [(call[0]) for call in calls] == [0, 1, 2, 3]
+    assert Prepared(calls, set(), {}, wave.driver_units(), [0, 0, 1, 1]).order == [
+        0, 1, 3, (small,), 2]
+    with pytest.raises(ValueError, match="needs its calls' levels"):
+        Prepared(calls, set(), {}, wave.driver_units())

@@ -17,7 +17,9 @@ their arguments symbols (:mod:`~tensorc.runtime.ray.block_replay`) bound to this
 blocks when the wave is submitted as one call per node and level on the node workers (a
 chain of tasks on one node is one call; cross-node edges are object refs between calls); the
 driver then expands the next wave while the cluster runs, with at most two waves in flight,
-so it holds the frontier, not the graph. An input stored in another blocking is cut to the
+so it holds the frontier, not the graph. A small task at a hop runs in the driver
+(:meth:`_RayDagRun._in_driver`, :data:`~tensorc.runtime.ray.block_waves.DRIVER`): its wave
+is sent only as the levels below it finish. An input stored in another blocking is cut to the
 program's blocks by a placed step of the first call that reads each block
 (:class:`~tensorc.runtime.ray.block_waves.Stitch`: its pieces are copied to that node, and the
 block enters the object store only if a call elsewhere reads it). Outputs come back as
@@ -36,10 +38,12 @@ A node lost mid-run (its worker dies with it) makes the program run again task b
 lineage reconstruction rebuilds), as einsum programs do.
 
 Statistics: ``tasks``, ``remote_calls`` (calls submitted), ``waves``,
-``driver_seconds_per_task`` (the driver's time expanding, placing and submitting, per task),
-``tasks_per_node``, ``kept_results`` (results kept in their node's worker for its later
-calls instead of stored, :mod:`~tensorc.runtime.ray.block_waves`), ``held_results`` (final
-blocks held in their worker until read, :mod:`~tensorc.runtime.ray.held`), ``call_threads`` (per
+``driver_seconds_per_task`` (the driver's time expanding, placing and submitting, per task,
+its tasks' runs included, its waits for their inputs not), ``tasks_per_node``,
+``driver_tasks`` (tasks run in the driver), ``kept_results`` (results kept in their
+node's worker for its later calls instead of stored,
+:mod:`~tensorc.runtime.ray.block_waves`), ``held_results`` (final blocks held in their
+worker until read, :mod:`~tensorc.runtime.ray.held`), ``call_threads`` (per
 node, the most threads one of its calls ran its steps on: a node that runs a wave's work
 alone on a machine it shares with other nodes uses the machine's cores,
 :meth:`~tensorc.placement.block_placement.BlockPlacer.wave_threads`),
@@ -172,6 +176,7 @@ class _RayDagRun:
         self.kept = 0  # results kept in node workers (read only by their node's later calls)
         self.held: list = []  # final blocks held in node workers until read
         self.driver_tasks = 0  # tasks run in the driver (_in_driver)
+        self.driver_waited = 0.0  # seconds the driver waited for its tasks' inputs
         self.itemsize = np.dtype(dtype or np.float64).itemsize
 
     def run(self, window: int) -> tuple[dict, dict]:
@@ -206,7 +211,7 @@ class _RayDagRun:
             waiting += time.perf_counter() - waited
         else:
             self.waves_in_flight.drain()
-            waiting += self.waves_in_flight.waiting
+            waiting += self.waves_in_flight.waiting + self.driver_waited
         finished = time.perf_counter()  # every task of the walk was placed: nothing to check
         outputs = _output_arrays(self.program, self.bounds, self.finals,
                                  partial(_output, self.program, self.dtype, self.cluster))
@@ -243,8 +248,9 @@ class _RayDagRun:
                         if len(self.threads) == len(threads) else threads)
         held = self._holdable(finals, wanted - read_later)
         prepared = wave.prepare(wanted, self.cluster, held)
-        made, reports = prepared.submit(self.cluster, threads, f"{self.token}{self.waves}/",
-                                        self.binding)
+        made, reports, waited = prepared.submit(self.cluster, threads,
+                                                f"{self.token}{self.waves}/", self.binding)
+        self.driver_waited += waited
         self.held.extend(made[result] for _, result, _, _ in prepared.held)
         self.binding.made.append(made)
         for symbol in self.released:  # the wave's calls read them last
@@ -447,10 +453,13 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
     binding = _Binding(program, inputs, bounds, cluster)
     in_flight = _WavesInFlight(cluster)
     held = []
+    driver_waited = 0.0  # seconds the driver waited for its tasks' inputs
     try:
         for w, (wave, released) in enumerate(zip(recording.waves, recording.drops,
                                                  strict=True)):
-            made, reports = wave.prepared.submit(cluster, wave.threads, f"{token}{w}/", binding)
+            made, reports, waited = wave.prepared.submit(cluster, wave.threads, f"{token}{w}/",
+                                                         binding)
+            driver_waited += waited
             held.extend(made[result] for _, result, _, _ in wave.prepared.held)
             binding.made.append(made)
             for symbol in released:  # its last readers were just submitted
@@ -471,7 +480,7 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
                  kept_results=sum(wave.prepared.kept for wave in recording.waves),
                  held_results=len(held))
     stats.update(_measured(in_flight.peaks, recording.tasks,
-                           finished - started - in_flight.waiting, started))
+                           finished - started - in_flight.waiting - driver_waited, started))
     return outputs, stats
 
 

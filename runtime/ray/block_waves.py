@@ -49,12 +49,15 @@ data until the submission; it is the only part that talks to Ray.
 
 from __future__ import annotations
 
+import itertools
 import pickle
+import time
 from operator import itemgetter
 
 import numpy as np
 
 from tensorc.codegen.block_kernels import evaluate_block_expr
+from tensorc.runtime.ray.block_replay import INPUT
 from tensorc.runtime.ray.calls import SUBMITTING, fetch_results, node_workers, submit_stage
 from tensorc.runtime.ray.held import Held, flush_drops, read_in_place
 from tensorc.runtime.ray.inline import Inline
@@ -262,16 +265,10 @@ class Prepared:
     pickling its calls."""
 
     def __init__(self, calls: list, wanted, sizes: dict, driver: list = (),
-                 call_levels: list = ()) -> None:
+                 call_levels: list | None = None) -> None:
         self.wanted = frozenset(wanted)
         self.driver = {u: (kernel, args) for u, kernel, args in driver}
-        self.driver_before: dict[int, list[int]] = {}  # call -> the driver units run first
-        first = 0
-        for c, (_, _, args, *_) in enumerate(calls if self.driver else ()):
-            first = c if c == 0 or call_levels[c] != call_levels[c - 1] else first  # a level's
-            read = [arg[1] for arg in args if arg[0] == PENDING and arg[1] in self.driver]
-            if read:  # first call runs every driver unit its level's calls read
-                self.driver_before.setdefault(first, []).extend(read)
+        self.order = self._order(calls, call_levels)
         self.payloads = [_pickled((steps, exports, None, kept_in, keep_out,
                                    tuple((step, key) for step, key, _ in held_out)))
                          for _, steps, _, exports, _, kept_in, keep_out, held_out in calls]
@@ -281,49 +278,80 @@ class Prepared:
         self.calls = [(node, args, len(exports), exported)  # the steps are in the payloads
                       for node, _, args, exports, exported, _, _, _ in calls]
 
+    def _order(self, calls: list, call_levels: list | None) -> list:
+        """The submission order: call indices, level by level, and before a level's calls
+        that read :data:`DRIVER` units (after those that read none), the tuple of those
+        units, which the driver runs there (``call_levels``: each call's level)."""
+        if not self.driver:
+            return list(range(len(calls)))
+        if call_levels is None or len(call_levels) != len(calls):
+            raise ValueError("a wave with units in the driver needs its calls' levels")
+        order: list = []
+        for _, group in itertools.groupby(range(len(calls)), key=call_levels.__getitem__):
+            reads = {c: [arg[1] for arg in calls[c][2]
+                         if arg[0] == PENDING and arg[1] in self.driver] for c in group}
+            order += [c for c, units in reads.items() if not units]
+            needed = tuple(u for units in reads.values() for u in units)
+            if needed:
+                order += [needed, *(c for c, units in reads.items() if units)]
+        return order
+
     def submit(self, cluster, threads: list[int] | None, prefix: str, bind
-               ) -> tuple[dict, list]:
+               ) -> tuple[dict, list, float]:
         """Submit the calls, each node's on ``threads[node]`` threads when given (else its
         CPUs), their kept results under the key ``prefix``; an argument that is not a
         result of the wave is ``bind(argument, node)`` (a held input block that a call on its
         holder's node reads is bound as its ``Held``, read there if still held once all the
         call's arguments are bound). The :data:`DRIVER` units run here before the first call
-        of the level that reads them, with the submission lock let go while their inputs are
-        fetched (the calls sent so far read nothing sent later, whatever other threads send
-        meanwhile). Returns ``({(unit, j): ref} for the wanted results, a
+        of the level that reads them (after the level's calls that read none), with the
+        submission lock let go while their inputs are fetched (the calls sent so far read
+        nothing sent later, whatever other threads send meanwhile). A call that reads only
+        input blocks and driver values carries its worker's drops (:func:`submit_stage`).
+        Returns ``({(unit, j): ref} for the wanted results, a
         :class:`~tensorc.runtime.ray.held.Held` for a held one, an
-        :class:`~tensorc.runtime.ray.inline.Inline` for a driver unit's, the calls' report
-        refs)``."""
+        :class:`~tensorc.runtime.ray.inline.Inline` for a driver unit's; the calls' report
+        refs; the seconds the driver waited for its units' inputs)``."""
         workers = node_workers(cluster, flush=False)
         refs: dict[tuple[int, int], object] = {}
-        reports = []
-        starts = sorted({0, *self.driver_before, len(self.calls)})
-        for start, end in zip(starts, starts[1:], strict=False):  # runs of calls, the driver
-            if start in self.driver_before:  # running its units between them, unlocked
-                self._run_in_driver(cluster, self.driver_before[start], refs)
+        reports: list = []
+        waited = 0.0
+        run: list[int] = []  # calls sent together under the lock, the driver's units between
+        for item in [*self.order, ()]:
+            if not isinstance(item, tuple):
+                run.append(item)
+                continue
             with SUBMITTING:
-                for c in range(start, end):
-                    node, args, exports, exported = self.calls[c]
-                    bound = [refs[arg[1:]] if arg[0] == PENDING else bind(arg, node)
-                             for arg in args]  # then a held block, still held, is read there
-                    bound = [b.value if type(b) is Inline else read_in_place(b)
-                             for b in bound]
-                    returned = submit_stage(cluster, workers, node, prefix, self.payloads[c],
-                                            bound, exports + 1,
-                                            threads=threads[node] if threads else None)
-                    refs.update(zip(exported, returned, strict=False))
-                    reports.append(returned[-1])
-        self._run_in_driver(cluster, self.driver, refs)  # their results only the caller wants
+                for c in run:
+                    self._send(c, cluster, workers, threads, prefix, bind, refs, reports)
+            run = []
+            waited += self._run_in_driver(cluster, item, refs)
+        waited += self._run_in_driver(cluster, self.driver, refs)  # for the caller alone
         flush_drops()  # those of the workers no call went to
         for node, result, key, nbytes in self.held:
             refs[result] = Held(workers[node], prefix + key, nbytes)
-        return {r: refs[r] for r in self.wanted}, reports
+        return {r: refs[r] for r in self.wanted}, reports, waited
 
-    def _run_in_driver(self, cluster, units, refs: dict) -> None:
+    def _send(self, c: int, cluster, workers, threads, prefix: str, bind, refs: dict,
+              reports: list) -> None:
+        """Submit call ``c`` (:meth:`submit`), its wave results bound from ``refs``."""
+        node, args, exports, exported = self.calls[c]
+        bound = [refs[arg[1:]] if arg[0] == PENDING else bind(arg, node)
+                 for arg in args]  # then a held block, still held, is read there
+        bound = [b.value if type(b) is Inline else read_in_place(b) for b in bound]
+        carries = all(arg[0] == INPUT or arg[0] == PENDING and arg[1] in self.driver
+                      for arg in args)
+        returned = submit_stage(cluster, workers, node, prefix, self.payloads[c], bound,
+                                exports + 1, threads=threads[node] if threads else None,
+                                drops=carries)
+        refs.update(zip(exported, returned, strict=False))
+        reports.append(returned[-1])
+
+    def _run_in_driver(self, cluster, units, refs: dict) -> float:
         """Run the :data:`DRIVER` units among ``units`` not run yet, and those they read,
         here on the results of the calls they read (submitted: their level is lower),
         fetched at once; each result goes in ``refs`` as an
-        :class:`~tensorc.runtime.ray.inline.Inline` (read-only, as a Ray object is)."""
+        :class:`~tensorc.runtime.ray.inline.Inline` (read-only, as a Ray object is).
+        Returns the seconds spent waiting for those results."""
         todo: set[int] = set()
         stack = [u for u in units if u in self.driver and (u, 0) not in refs]
         while stack:
@@ -334,13 +362,15 @@ class Prepared:
             stack.extend(arg[1] for arg in self.driver[u][1] if arg[0] == PENDING
                          and arg[1] in self.driver and (arg[1], 0) not in refs)
         if not todo:
-            return
+            return 0.0
         order = sorted(todo)  # wave order is topological
         fetch = list(dict.fromkeys(arg[1:] for u in order for arg in self.driver[u][1]
                                    if arg[1] not in self.driver))
+        started = time.perf_counter()
         values = dict(zip(fetch, fetch_results(cluster, [refs[r] for r in fetch],
-                                               "a block program's task in the driver"),
-                          strict=True))
+                                               "a block program's task in the driver",
+                                               timed=False), strict=True))
+        waited = time.perf_counter() - started
         for u in order:
             kernel, args = self.driver[u]
             made = kernel(*(refs[arg[1:]].value if arg[1] in self.driver else values[arg[1:]]
@@ -348,6 +378,7 @@ class Prepared:
             for j, result in enumerate(made if kernel.results > 1 else (made,)):
                 result.flags.writeable = False
                 refs[(u, j)] = Inline(result)
+        return waited
 
 
 def _pickled(payload) -> bytes:

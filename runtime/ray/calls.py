@@ -207,16 +207,17 @@ def wait_for_calls(cluster: RayCluster, reports: list) -> list[int | None]:
     return node_peaks(cluster, reported)
 
 
-def fetch_results(cluster: RayCluster, refs: list, what: str) -> list:
+def fetch_results(cluster: RayCluster, refs: list, what: str, timed: bool = True) -> list:
     """``ray.get`` of the call results the driver computes on (``what`` names that work in
-    errors), waiting at most ``TENSORC_RAY_TIMEOUT`` seconds: raises :class:`WorkerLost` when
-    a node worker died (as :func:`wait_for_calls` does), a call's own tensorc error
-    (``LinAlgError`` from a kernel) or
-    :class:`~tensorc.errors.StorageError` as it is, and
+    errors), waiting at most ``TENSORC_RAY_TIMEOUT`` seconds when ``timed`` (results of
+    calls already waited for; a block program's driver tasks wait for calls still running,
+    as its waits for calls do, untimed): raises :class:`WorkerLost` when a node worker died
+    (as :func:`wait_for_calls` does), a call's own tensorc error (``LinAlgError`` from a
+    kernel) or :class:`~tensorc.errors.StorageError` as it is, and
     :class:`~tensorc.errors.ExecutionError` for any other failure."""
     import ray
 
-    limit = float(os.environ.get("TENSORC_RAY_TIMEOUT", "600"))
+    limit = float(os.environ.get("TENSORC_RAY_TIMEOUT", "600")) if timed else None
     try:
         return ray.get(refs, timeout=limit)
     except ray.exceptions.GetTimeoutError as err:
@@ -229,7 +230,7 @@ def fetch_results(cluster: RayCluster, refs: list, what: str) -> list:
     except ray.exceptions.RayError as err:
         cause = getattr(err, "cause", None)
         if isinstance(cause, TensorcError):
-            raise cause from None
+            raise cause from err
         raise ExecutionError(f"Ray failed returning a block for {what}: "
                              f"{type(err).__name__}: {first_line(err)}") from err
 
@@ -265,18 +266,22 @@ def put_payloads(contents) -> list[tuple[str, list]]:
 
 def submit_stage(cluster: RayCluster, workers, node: int, key: str, payload: list | tuple,
                  args: Sequence, returns: int, pinned: bool = True,
-                 threads: int | None = None) -> list:
+                 threads: int | None = None, drops: bool = False) -> list:
     """One staged call on node ``node``'s worker (``workers[node]``), or as a ``stage`` task
     (soft-pinned when ``pinned`` and the node is live; Ray decides otherwise) when there is
     no such worker; returns its ``returns`` refs, the reported node id last. The call runs
-    its steps on ``threads`` threads (default: the node's CPUs)."""
+    its steps on ``threads`` threads (default: the node's CPUs). With ``drops``, the call
+    carries the keys of its worker's held blocks whose arrays died
+    (:func:`~tensorc.runtime.ray.held.take_drops`), dropped before its steps: only a call
+    that reads no result of a call still running may (Ray skips a call whose input failed,
+    and its drops with it)."""
     live = node < cluster.nodes
     if threads is None:
         threads = max(1, int(cluster.cpus[node])) if live else 1
     if workers is not None and node < len(workers):
-        drops = take_drops(workers[node])  # dropped first, in the call: no call of their own
+        keys = take_drops(workers[node]) if drops else ()  # dropped first, in the call
         method = workers[node].stage.options(num_returns=returns)
-        refs = (method.remote(key, payload, threads, *args, drops=drops) if drops
+        refs = (method.remote(key, payload, threads, *args, drops=keys) if keys
                 else method.remote(key, payload, threads, *args))
     else:
         refs = submit(cluster, "stage", node if live and pinned else None, key, payload,
@@ -349,6 +354,7 @@ class CallRunner:
         else:
             try:
                 self._wait(staged, reports, dead_before, workers is not None)
+                self._fold(staged, folds, inputs, returned)
             except WorkerLost:
                 # a node (and its worker) died mid-run: run the calls again as plain
                 # tasks, soft-pinned, which Ray can rebuild by lineage when a block is lost
@@ -356,7 +362,12 @@ class CallRunner:
                 returned = self._submit(staged, inputs, payloads, None, pinned, stored, folds)
                 reports = [refs[-1] for refs in returned]
                 self._wait(staged, reports, dead_before, False)
-            self._fold(staged, folds, inputs, returned)
+                try:
+                    self._fold(staged, folds, inputs, returned)
+                except WorkerLost as err:
+                    raise ExecutionError(
+                        "a block the driver's last stage reads was lost with its node, run "
+                        f"again as tasks too: {first_line(err.__cause__)}") from err
             finished = time.perf_counter()
             reported = ray.get([ref for ref in reports if ref is not None])
             nodes = iter(reported)
@@ -428,7 +439,8 @@ class CallRunner:
                 args = [bind(s, call.node) for s in call.args]  # then held blocks read here
                 returned.append(submit_stage(
                     cluster, workers, call.node, key, payload,
-                    [read_in_place(a) for a in args], len(call.exports) + 1, pinned))
+                    [read_in_place(a) for a in args], len(call.exports) + 1, pinned,
+                    drops=all(s[0] == INPUT for s in call.args)))
         return returned
 
     def _driver_folds(self, staged: StagedCalls) -> frozenset[int]:

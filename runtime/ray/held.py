@@ -27,9 +27,11 @@ ObjectRef would be:
   one that never comes, or comes later, is not waited for;
 - :func:`drop` is what an array that dies unreleased does: it only marks and appends (the
   garbage collector may call it with any lock held); the bytes are counted out and the
-  workers told at the next submission, each inside that submission's call to it
-  (:func:`take_drops`; a worker no call goes to by :func:`flush_drops` after), or at the
-  next release or gather (:func:`flush_drops` first);
+  workers told at the next einsum's or block program's submission, inside its call to
+  that worker when the call reads only input blocks (:func:`take_drops`: Ray skips a call
+  whose input failed, and would skip its drops), else by a call of their own
+  (:func:`flush_drops`) after the submission; any other submission, release or gather
+  sends them first (:func:`flush_drops`);
 - a worker holds at most :data:`HELD_SHARE` of its node's share of the object store
   (:func:`room`, counted in this process: what was reserved and not yet released or
   dropped); a run holds what fits and returns the rest as before.
