@@ -128,6 +128,32 @@ def test_a_dead_array_s_held_blocks_are_dropped_inside_the_next_call_to_their_wo
     assert second.held_blocks == written
 
 
+def test_drops_ride_only_on_calls_that_read_no_result_of_another_call(monkeypatch):
+    # Ray skips a call whose input failed, and would skip the drops it carries: a TSQR's
+    # calls reading its leaves' results carry none, its leaf calls may
+    from tensorc.runtime.ray import block_program, block_waves
+
+    monkeypatch.setattr(block_program, "recorded", lambda key: None)  # placed afresh
+    sent, submit_stage = [], block_waves.submit_stage
+
+    def recorded(*args, **kwargs):
+        returned = submit_stage(*args, **kwargs)
+        sent.append((kwargs.get("drops", False), list(args[5]), returned))
+        return returned
+
+    monkeypatch.setattr(block_waves, "submit_stage", recorded)
+    placed = tc.asarray(RNG.random((4096, 12)), block_shape=(512, 12)).value()
+    shipped("tsqr_q").run(A=placed, MB=8)  # R factors of 1,152 bytes: no driver tasks
+    made = set()
+    for drops, bound, returned in sent:
+        reads_a_result = any(id(arg) in made for arg in bound)
+        assert not (drops and reads_a_result)
+        made.update(id(ref) for ref in returned)
+    assert any(drops for drops, _, _ in sent)
+    assert any(any(id(a) in {id(r) for _, _, rs in sent for r in rs} for a in bound)
+               for _, bound, _ in sent)  # the premise: some call read another's result
+
+
 def test_a_worker_without_room_stores_its_final_blocks(monkeypatch):
     a = spd(512)
     _factor(a)  # recorded with its blocks held: a replay would hold them again
