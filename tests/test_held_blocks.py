@@ -97,63 +97,6 @@ def test_an_array_that_dies_unread_frees_what_it_held():
     assert _kept_or_held_in_workers() == before
 
 
-def test_a_dead_array_s_held_blocks_are_dropped_inside_the_next_call_to_their_worker(
-        monkeypatch):
-    # the factor's blocks are held on the node that made them; the array dies; the next
-    # factorisation's call to that worker carries their keys and drops them before its
-    # steps: no drop call of its own (a worker no call goes to gets one after)
-    from tensorc.runtime.ray import calls
-    from tensorc.runtime.ray.cluster import connected
-
-    before = _kept_or_held_in_workers()
-    first, written = _factor(spd(512))
-    dead = {(connected().workers.index(b.worker), b.key)
-            for b in first._blocks.refs.values() if isinstance(b, Held)}  # noqa: SLF001
-    del first
-    gc.collect()
-    taken, take_drops = [], calls.take_drops
-
-    def recorded(worker):
-        keys = take_drops(worker)
-        taken.extend((connected().workers.index(worker), key) for key in keys)
-        return keys
-
-    monkeypatch.setattr(calls, "take_drops", recorded)
-    second, _ = _factor(spd(512))  # the same nodes, the same layout: a replay
-    stats = tc.last_stats()
-    assert {n for n, _ in dead} <= {n for n, count in enumerate(stats["tasks_per_node"])
-                                    if count}  # the premise: a call went to every holder
-    assert len(dead) == written and set(taken) == dead  # every key rode with a call
-    assert _kept_or_held_in_workers() - before == written  # the second factor's only
-    assert second.held_blocks == written
-
-
-def test_drops_ride_only_on_calls_that_read_no_result_of_another_call(monkeypatch):
-    # Ray skips a call whose input failed, and would skip the drops it carries: a TSQR's
-    # calls reading its leaves' results carry none, its leaf calls may
-    from tensorc.runtime.ray import block_program, block_waves
-
-    monkeypatch.setattr(block_program, "recorded", lambda key: None)  # placed afresh
-    sent, submit_stage = [], block_waves.submit_stage
-
-    def recorded(*args, **kwargs):
-        returned = submit_stage(*args, **kwargs)
-        sent.append((kwargs.get("drops", False), list(args[5]), returned))
-        return returned
-
-    monkeypatch.setattr(block_waves, "submit_stage", recorded)
-    placed = tc.asarray(RNG.random((4096, 12)), block_shape=(512, 12)).value()
-    shipped("tsqr_q").run(A=placed, MB=8)  # R factors of 1,152 bytes: no driver tasks
-    made = set()
-    for drops, bound, returned in sent:
-        reads_a_result = any(id(arg) in made for arg in bound)
-        assert not (drops and reads_a_result)
-        made.update(id(ref) for ref in returned)
-    assert any(drops for drops, _, _ in sent)
-    assert any(any(id(a) in {id(r) for _, _, rs in sent for r in rs} for a in bound)
-               for _, bound, _ in sent)  # the premise: some call read another's result
-
-
 def test_a_worker_without_room_stores_its_final_blocks(monkeypatch):
     a = spd(512)
     _factor(a)  # recorded with its blocks held: a replay would hold them again

@@ -487,8 +487,7 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
 def _room(cluster) -> dict[int, int]:
     """Per node with a worker, the bytes of final blocks it may still hold."""
     share = cluster.store_bytes / max(1, cluster.nodes)
-    workers = node_workers(cluster, flush=False)  # the submission sends the drops
-    return {node: held_room(worker, share) for node, worker in enumerate(workers)}
+    return {node: held_room(worker, share) for node, worker in enumerate(node_workers(cluster))}
 
 
 def _room_for(recording: Recording, cluster) -> bool:

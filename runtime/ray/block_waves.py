@@ -57,9 +57,8 @@ from operator import itemgetter
 import numpy as np
 
 from tensorc.codegen.block_kernels import evaluate_block_expr
-from tensorc.runtime.ray.block_replay import INPUT
 from tensorc.runtime.ray.calls import SUBMITTING, fetch_results, node_workers, submit_stage
-from tensorc.runtime.ray.held import Held, flush_drops, read_in_place
+from tensorc.runtime.ray.held import Held, read_in_place
 from tensorc.runtime.ray.inline import Inline
 from tensorc.runtime.ray.stages import RUN, Step
 from tensorc.runtime.ray.tasks import stitch
@@ -248,7 +247,7 @@ class Wave:
         """The wave as calls (:meth:`calls`, results kept for the nodes with a worker) with
         their payloads pickled, ready to submit; ``held``: the results that may stay in
         their worker until read, with their sizes in bytes."""
-        nodes_kept = range(min(len(node_workers(cluster, flush=False)), cluster.nodes))
+        nodes_kept = range(min(len(node_workers(cluster)), cluster.nodes))
         level = self.levels()
         call_levels = sorted({(level[u], node) for u, node in enumerate(self.node)
                               if node != DRIVER})  # the calls' order (:meth:`calls`)
@@ -305,13 +304,11 @@ class Prepared:
         call's arguments are bound). The :data:`DRIVER` units run here before the first call
         of the level that reads them (after the level's calls that read none), with the
         submission lock let go while their inputs are fetched (the calls sent so far read
-        nothing sent later, whatever other threads send meanwhile). A call that reads only
-        input blocks and driver values carries its worker's drops (:func:`submit_stage`).
-        Returns ``({(unit, j): ref} for the wanted results, a
-        :class:`~tensorc.runtime.ray.held.Held` for a held one, an
-        :class:`~tensorc.runtime.ray.inline.Inline` for a driver unit's; the calls' report
-        refs; the seconds the driver waited for its units' inputs)``."""
-        workers = node_workers(cluster, flush=False)
+        nothing sent later, whatever other threads send meanwhile). Returns ``({(unit, j):
+        ref} for the wanted results, a :class:`~tensorc.runtime.ray.held.Held` for a held
+        one, an :class:`~tensorc.runtime.ray.inline.Inline` for a driver unit's; the
+        calls' report refs; the seconds the driver waited for its units' inputs)``."""
+        workers = node_workers(cluster)
         refs: dict[tuple[int, int], object] = {}
         reports: list = []
         waited = 0.0
@@ -326,7 +323,6 @@ class Prepared:
             run = []
             waited += self._run_in_driver(cluster, item, refs)
         waited += self._run_in_driver(cluster, self.driver, refs)  # for the caller alone
-        flush_drops()  # those of the workers no call went to
         for node, result, key, nbytes in self.held:
             refs[result] = Held(workers[node], prefix + key, nbytes)
         return {r: refs[r] for r in self.wanted}, reports, waited
@@ -338,11 +334,8 @@ class Prepared:
         bound = [refs[arg[1:]] if arg[0] == PENDING else bind(arg, node)
                  for arg in args]  # then a held block, still held, is read there
         bound = [b.value if type(b) is Inline else read_in_place(b) for b in bound]
-        carries = all(arg[0] == INPUT or arg[0] == PENDING and arg[1] in self.driver
-                      for arg in args)
         returned = submit_stage(cluster, workers, node, prefix, self.payloads[c], bound,
-                                exports + 1, threads=threads[node] if threads else None,
-                                drops=carries)
+                                exports + 1, threads=threads[node] if threads else None)
         refs.update(zip(exported, returned, strict=False))
         reports.append(returned[-1])
 

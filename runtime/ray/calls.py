@@ -71,7 +71,7 @@ from tensorc.errors import ExecutionError, StorageError, TensorcError, first_lin
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.cluster import RayCluster
-from tensorc.runtime.ray.held import Held, flush_drops, read_in_place, take_drops
+from tensorc.runtime.ray.held import Held, flush_drops, read_in_place
 from tensorc.runtime.ray.held import bind as bind_held
 from tensorc.runtime.ray.inline import INLINE_BYTES, Inline
 from tensorc.runtime.ray.stages import INPUT, STORED, StagedCalls
@@ -95,15 +95,12 @@ array's held blocks are released: a call binding a held block by key cannot be s
 another thread's release of it. Reentrant: a submission's binding may release."""
 
 
-def node_workers(cluster: RayCluster, flush: bool = True) -> list:
+def node_workers(cluster: RayCluster) -> list:
     """The :class:`~tensorc.runtime.ray.tasks.NodeWorker` of every live node, started once
     per cluster membership (a node that died takes its worker's place in the order with
     it). Every submission asks for them: the held blocks of arrays that died are dropped
-    first (:func:`~tensorc.runtime.ray.held.flush_drops`), unless ``flush`` is false: a
-    submission of calls sends each worker's drops with its call to it
-    (:func:`submit_stage`), and flushes the rest after."""
-    if flush:
-        flush_drops()
+    first (:func:`~tensorc.runtime.ray.held.flush_drops`)."""
+    flush_drops()
     if cluster.workers_epoch != cluster.epoch or len(cluster.workers) != cluster.nodes:
         cluster.workers = [ray_tasks.node_worker(node) for node in cluster.node_ids]
         cluster.workers_epoch = cluster.epoch
@@ -266,23 +263,17 @@ def put_payloads(contents) -> list[tuple[str, list]]:
 
 def submit_stage(cluster: RayCluster, workers, node: int, key: str, payload: list | tuple,
                  args: Sequence, returns: int, pinned: bool = True,
-                 threads: int | None = None, drops: bool = False) -> list:
+                 threads: int | None = None) -> list:
     """One staged call on node ``node``'s worker (``workers[node]``), or as a ``stage`` task
     (soft-pinned when ``pinned`` and the node is live; Ray decides otherwise) when there is
     no such worker; returns its ``returns`` refs, the reported node id last. The call runs
-    its steps on ``threads`` threads (default: the node's CPUs). With ``drops``, the call
-    carries the keys of its worker's held blocks whose arrays died
-    (:func:`~tensorc.runtime.ray.held.take_drops`), dropped before its steps: only a call
-    that reads no result of a call still running may (Ray skips a call whose input failed,
-    and its drops with it)."""
+    its steps on ``threads`` threads (default: the node's CPUs)."""
     live = node < cluster.nodes
     if threads is None:
         threads = max(1, int(cluster.cpus[node])) if live else 1
     if workers is not None and node < len(workers):
-        keys = take_drops(workers[node]) if drops else ()  # dropped first, in the call
-        method = workers[node].stage.options(num_returns=returns)
-        refs = (method.remote(key, payload, threads, *args, drops=keys) if keys
-                else method.remote(key, payload, threads, *args))
+        refs = workers[node].stage.options(num_returns=returns).remote(
+            key, payload, threads, *args)
     else:
         refs = submit(cluster, "stage", node if live and pinned else None, key, payload,
                       threads, *args, returns=returns)
@@ -338,9 +329,8 @@ class CallRunner:
             returned = batch.add(staged, inputs, stored)
         else:
             payloads = self._payloads(staged)
-            workers = node_workers(cluster, flush=False) if pinned else None
+            workers = node_workers(cluster) if pinned else None
             returned = self._submit(staged, inputs, payloads, workers, pinned, stored, folds)
-            flush_drops()  # those of the workers no call went to
         submitted = time.perf_counter()
         reports = [refs[-1] for refs in returned]  # None for a fold run here
         peaks = None
@@ -439,8 +429,7 @@ class CallRunner:
                 args = [bind(s, call.node) for s in call.args]  # then held blocks read here
                 returned.append(submit_stage(
                     cluster, workers, call.node, key, payload,
-                    [read_in_place(a) for a in args], len(call.exports) + 1, pinned,
-                    drops=all(s[0] == INPUT for s in call.args)))
+                    [read_in_place(a) for a in args], len(call.exports) + 1, pinned))
         return returned
 
     def _driver_folds(self, staged: StagedCalls) -> frozenset[int]:

@@ -27,11 +27,8 @@ ObjectRef would be:
   one that never comes, or comes later, is not waited for;
 - :func:`drop` is what an array that dies unreleased does: it only marks and appends (the
   garbage collector may call it with any lock held); the bytes are counted out and the
-  workers told at the next einsum's or block program's submission, inside its call to
-  that worker when the call reads only input blocks (:func:`take_drops`: Ray skips a call
-  whose input failed, and would skip its drops), else by a call of their own
-  (:func:`flush_drops`) after the submission; any other submission, release or gather
-  sends them first (:func:`flush_drops`);
+  workers told at the next :func:`flush_drops` (every submission asks for the node
+  workers, and every release and gather, first);
 - a worker holds at most :data:`HELD_SHARE` of its node's share of the object store
   (:func:`room`, counted in this process: what was reserved and not yet released or
   dropped); a run holds what fits and returns the rest as before.
@@ -228,17 +225,6 @@ def flush_drops() -> None:
     for worker, keys in unsent.items():
         with contextlib.suppress(Exception):  # a worker gone holds nothing
             worker.drop.remote(keys)
-
-
-def take_drops(worker) -> list[str]:
-    """The keys of ``worker``'s held blocks to drop, taken from the queue: the caller sends
-    them with its call to that worker (:func:`~tensorc.runtime.ray.calls.submit_stage`)
-    instead of a call of their own."""
-    if not _DROPPED and not _UNSENT:
-        return []
-    with _LOCK:
-        _settle_dropped()
-        return _UNSENT.pop(worker, [])
 
 
 def forget_all() -> None:

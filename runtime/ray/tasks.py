@@ -449,12 +449,7 @@ class NodeWorker:
     read (:mod:`~tensorc.runtime.ray.held`). It dies with its node; the executor then
     re-runs the program as plain tasks, whose results Ray can rebuild by lineage."""
 
-    def stage(self, key: str, payload: list, threads: int, *blocks: np.ndarray,
-              drops: tuple = ()):
-        """A staged call (:func:`_stage`), after dropping the held blocks ``drops`` names
-        (their arrays died: :mod:`~tensorc.runtime.ray.held`)."""
-        for dropped in drops:
-            HELD.pop(dropped, None)
+    def stage(self, key: str, payload: list, threads: int, *blocks: np.ndarray):
         return _stage(key, payload, threads, *blocks)
 
     def node(self) -> str:
