@@ -148,6 +148,10 @@ class Wave:
                 floor[node] = max(floor.get(node, 0), level[u])  # a node's calls run in order
         return level
 
+    def _call_keys(self, level: list[int]) -> list[tuple[int, int]]:
+        """The calls, as ``(level, node)`` in submission order: one per node and level."""
+        return sorted({(level[u], node) for u, node in enumerate(self.node) if node != DRIVER})
+
     def driver_units(self) -> list[tuple[int, BlockKernel, tuple]]:
         """The :data:`DRIVER` units as ``(unit, kernel, args)``, in wave order."""
         return [(u, self.kernel[u], self.args[u])
@@ -169,7 +173,7 @@ class Wave:
         call's ``held_out`` holds ``(step, key, result)``; ``level``: :meth:`levels`, when
         the caller has it."""
         level = self.levels() if level is None else level
-        keys = sorted({(level[u], node) for u, node in enumerate(self.node) if node != DRIVER})
+        keys = self._call_keys(level)
         call_index = {key: c for c, key in enumerate(keys)}
         call_of = [DRIVER if node == DRIVER else call_index[(level[u], node)]
                    for u, node in enumerate(self.node)]
@@ -249,10 +253,8 @@ class Wave:
         their worker until read, with their sizes in bytes."""
         nodes_kept = range(min(len(node_workers(cluster)), cluster.nodes))
         level = self.levels()
-        call_levels = sorted({(level[u], node) for u, node in enumerate(self.node)
-                              if node != DRIVER})  # the calls' order (:meth:`calls`)
         return Prepared(self.calls(wanted, nodes_kept, held or {}, level), wanted, held or {},
-                        self.driver_units(), [lvl for lvl, _ in call_levels])
+                        self.driver_units(), [lvl for lvl, _ in self._call_keys(level)])
 
 
 class Prepared:
@@ -321,7 +323,8 @@ class Prepared:
                 for c in run:
                     self._send(c, cluster, workers, threads, prefix, bind, refs, reports)
             run = []
-            waited += self._run_in_driver(cluster, item, refs)
+            if item:
+                waited += self._run_in_driver(cluster, item, refs)
         waited += self._run_in_driver(cluster, self.driver, refs)  # for the caller alone
         for node, result, key, nbytes in self.held:
             refs[result] = Held(workers[node], prefix + key, nbytes)
