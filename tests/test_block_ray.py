@@ -482,6 +482,7 @@ def test_a_tsqr_s_small_tree_runs_in_the_driver_and_its_r_stays_there(monkeypatc
     assert stats["tasks"] == on_nodes["tasks"]
     assert stats["remote_calls"] < on_nodes["remote_calls"]
     assert type(out["R"].layout.refs[(0, 0)]) is Inline
+    assert not out["R"].layout.refs[(0, 0)].value.flags.writeable  # as a Ray object
     assert out["R"].block_nodes() == {(0, 0): connected().driver_index}
     _check_qr(out["Q"].numpy(), out["R"].numpy(), x)
     assert _kept_in_workers() == [0, 0, 0, 0]

@@ -176,3 +176,14 @@ def test_a_level_s_calls_that_read_nothing_of_the_driver_go_before_it_runs():
         0, 1, 3, (small,), 2]
     with pytest.raises(ValueError, match="needs its calls' levels"):
         Prepared(calls, set(), {}, wave.driver_units())
+
+
+def test_a_block_the_driver_made_is_kept_read_only():
+    import numpy as np
+
+    from tensorc.runtime.ray.inline import Inline, made_here
+
+    block = np.ones((2, 3))
+    kept = made_here(block)
+    assert type(kept) is Inline and kept.value is block and not block.flags.writeable
+    assert made_here(2.5).value == 2.5  # a scalar result is kept as it is

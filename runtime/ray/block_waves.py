@@ -59,7 +59,7 @@ import numpy as np
 from tensorc.codegen.block_kernels import evaluate_block_expr
 from tensorc.runtime.ray.calls import SUBMITTING, fetch_results, node_workers, submit_stage
 from tensorc.runtime.ray.held import Held, read_in_place
-from tensorc.runtime.ray.inline import Inline
+from tensorc.runtime.ray.inline import Inline, made_here
 from tensorc.runtime.ray.stages import RUN, Step
 from tensorc.runtime.ray.tasks import stitch
 
@@ -372,8 +372,7 @@ class Prepared:
             made = kernel(*(refs[arg[1:]].value if arg[1] in self.driver else values[arg[1:]]
                             for arg in args))
             for j, result in enumerate(made if kernel.results > 1 else (made,)):
-                result.flags.writeable = False
-                refs[(u, j)] = Inline(result)
+                refs[(u, j)] = made_here(result)
         return waited
 
 

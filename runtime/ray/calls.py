@@ -65,15 +65,13 @@ import threading
 import time
 from collections.abc import Sequence
 
-import numpy as np
-
 from tensorc.errors import ExecutionError, StorageError, TensorcError, first_line
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.cluster import RayCluster
 from tensorc.runtime.ray.held import Held, flush_drops, read_in_place
 from tensorc.runtime.ray.held import bind as bind_held
-from tensorc.runtime.ray.inline import INLINE_BYTES, Inline
+from tensorc.runtime.ray.inline import INLINE_BYTES, Inline, made_here
 from tensorc.runtime.ray.stages import INPUT, STORED, StagedCalls
 
 POLL_SECONDS = 1.0
@@ -464,10 +462,7 @@ class CallRunner:
             call = staged.calls[c]
             args = tuple(next(values) for _ in call.args)
             results = ray_tasks.run_steps(call.steps, args, call.exports)
-            for result in results:  # immutable, as a Ray object is
-                if isinstance(result, np.ndarray):
-                    result.flags.writeable = False
-            returned[c] = [Inline(result) for result in results] + [None]
+            returned[c] = [made_here(result) for result in results] + [None]
 
     def _payloads(self, staged: StagedCalls) -> list[tuple[str, list]]:
         """Each call's steps as an object in Ray, put once per ``StagedCalls`` and session."""
