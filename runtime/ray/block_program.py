@@ -178,6 +178,8 @@ class _RayDagRun:
         self.driver_tasks = 0  # tasks run in the driver (_in_driver)
         self.driver_waited = 0.0  # seconds the driver waited for its tasks' inputs
         self.itemsize = np.dtype(dtype or np.float64).itemsize
+        # the most elements of a block a driver task reads or makes (_in_driver)
+        self.driver_elements = min(cluster.inline_bytes, INLINE_BYTES) // self.itemsize
 
     def run(self, window: int) -> tuple[dict, dict]:
         """Expand, place and submit every task (module docstring); a run that fails
@@ -340,8 +342,7 @@ class _RayDagRun:
         factors would otherwise hop from node to node, a call each."""
         if flops > DRIVER_FLOPS or not args or any(arg[0] != PENDING for arg in args):
             return False
-        limit = min(self.cluster.inline_bytes, INLINE_BYTES) // self.itemsize
-        if any(math.prod(shape) > limit for shape in (*in_shapes, *out_shapes)):
+        if any(math.prod(shape) > self.driver_elements for shape in (*in_shapes, *out_shapes)):
             return False
         return any(self.wave.node[arg[1]] != node for arg in args)
 
