@@ -455,6 +455,32 @@ def test_a_run_interrupted_while_its_calls_are_sent_leaves_none_in_the_workers(m
     assert _kept_in_workers() == [0, 0, 0, 0]
 
 
+def test_a_node_s_call_over_its_share_of_the_object_store_is_cut_into_calls(monkeypatch):
+    # a 512 x 512 solve, one call on one node: with a node's budget for a call's stored
+    # arguments cut to 4 blocks of 128 x 128, the node's work goes out as several calls,
+    # each reading at most that, the results between them kept in the node's worker
+    from tensorc.runtime.ray import block_program, block_waves
+    from tensorc.runtime.ray.cluster import connected
+
+    monkeypatch.setattr(block_program, "recorded", lambda key: None)
+    a = spd(512)
+    b = RNG.random((512, 1))
+    placed, rhs = (tc.asarray(a, block_shape=(128, 128)).value(),
+                   tc.asarray(b, block_shape=(128, 1)).value())
+    shipped("lu_solve").run(A=placed, B=rhs, NB=4, KB=1)
+    whole = tc.last_stats()
+    block = 128 * 128 * 8
+    share = 4.5 * block / (connected().store_bytes / connected().nodes)
+    monkeypatch.setattr(block_waves, "CALL_STORE_SHARE", share)
+    out = shipped("lu_solve").run(A=placed, B=rhs, NB=4, KB=1)
+    cut = tc.last_stats()
+    assert sorted(cut["tasks_per_node"]) == sorted(whole["tasks_per_node"])
+    assert cut["remote_calls"] > whole["remote_calls"]
+    assert cut["kept_results"] > whole["kept_results"]
+    np.testing.assert_allclose(out["X"].numpy(), np.linalg.solve(a, b), rtol=1e-10)
+    assert _kept_in_workers() == [0, 0, 0, 0]
+
+
 def _tsqr_q(x: np.ndarray, monkeypatch) -> tuple[dict, dict]:
     """``tsqr_q.tc`` on ``x`` in 8 row blocks, placed afresh (no recording replayed)."""
     from tensorc.runtime.ray import block_program

@@ -38,6 +38,30 @@ def test_an_edge_to_another_node_starts_a_level_and_crosses_as_a_return_value():
     assert calls[2][2] == ((PENDING, 0, 0), (PENDING, 1, 0))
 
 
+def test_a_call_whose_arguments_exceed_the_budget_is_cut_into_parts_on_its_node():
+    # node 0's units at level 0 read 100-byte blocks from the store; with a budget of 200
+    # the third starts a second call on node 0, which reads the first's result kept there;
+    # a result made on the node counts for nothing, and a unit over the budget on its own
+    # is a part alone
+    wave = Wave()
+    a = wave.add(0, kernel(), [(REF, "x")], [100])
+    b = wave.add(0, kernel(), [(REF, "y"), (PENDING, a, 0)], [100, 100])
+    c = wave.add(0, kernel(), [(REF, "z"), (PENDING, a, 0), (REF, "x")], [100, 100, 100])
+    d = wave.add(1, kernel(), [(REF, "w")], [500])
+    level = wave.levels()
+    assert level == [0, 0, 0, 0]
+    assert wave.parts(level, None) == [0, 0, 0, 0]
+    part = wave.parts(level, 200)
+    assert part == [0, 0, 1, 0]
+    calls = wave.calls(wanted={(b, 0), (c, 0), (d, 0)}, nodes_kept=range(2), level=level,
+                       part=part)
+    assert [call[0] for call in calls] == [0, 0, 1]
+    first, second, _ = calls
+    assert first[2] == ((REF, "x"), (REF, "y")) and first[6] == ((0, f"{a}.0"),)  # a kept
+    assert second[2] == ((REF, "z"), (REF, "x")) and second[5] == ((f"{a}.0", True),)
+    assert first[4] == [(b, 0)] and second[4] == [(c, 0)]
+
+
 def test_a_task_with_two_results_is_picked_apart_for_its_readers():
     wave = Wave()
     qr = wave.add(0, kernel(results=2), [(REF, "x")])

@@ -298,12 +298,12 @@ class _RayDagRun:
                 room[node] -= nbytes
         return holdable
 
-    def _read(self, edges) -> tuple[list, list, list, dict]:
+    def _read(self, edges) -> tuple[list, list, list, dict, list]:
         """The arguments (``(REF, ref)`` task by task, else symbols:
         :mod:`~tensorc.runtime.ray.block_replay`), reads, simulated block ids and shapes of
         a task's input edges; a version whose last reader this is is released (in a wave,
         once the wave is submitted)."""
-        args, reads, inputs_ids, edge_shapes = [], [], [], {}
+        args, reads, inputs_ids, edge_shapes, sizes = [], [], [], {}, []
         keys = set()  # the versions read that the run counts readers of
         for edge in edges:
             if edge.task is None:
@@ -321,6 +321,7 @@ class _RayDagRun:
             reads.append(edge.read)
             inputs_ids.append(block)
             edge_shapes[edge.read] = shape
+            sizes.append(math.prod(shape) * self.itemsize)
         for key in keys:
             self.uses[key] -= 1
             if not self.uses[key]:
@@ -328,7 +329,7 @@ class _RayDagRun:
                 source = self.refs.pop(key)  # a ref task by task: dropped here
                 if source[0] == MADE:  # dropped once this wave's calls hold it
                     self.released.append(source)
-        return args, reads, list(dict.fromkeys(inputs_ids)), edge_shapes
+        return args, reads, list(dict.fromkeys(inputs_ids)), edge_shapes, sizes
 
     def _in_driver(self, node: int, args: list, in_shapes, out_shapes: list,
                    flops: float) -> bool:
@@ -354,7 +355,8 @@ class _RayDagRun:
         returns the key its readers find it under."""
         node, made = self.placer.stitch([version for _, version in pieces], nbytes, uses)
         unit = self.wave.add(node, Stitch(shape, piece_slices),
-                             [(INPUT, name, stored) for stored, _ in pieces])
+                             [(INPUT, name, stored) for stored, _ in pieces],
+                             [nbytes // len(pieces)] * len(pieces))  # at least its share
         key = f"input {name}{list(coords)}"
         self.refs[key], self.ids[key], self.shapes[key] = (PENDING, unit, 0), made, shape
         self.uses[key] = uses
@@ -368,7 +370,7 @@ class _RayDagRun:
         if edges is None:  # a parent task comes later, or a read no statement writes
             dag.parents(task)  # raises E-unwritten at that read
             raise ExecutionError(f"block task {task} comes before a task it reads")
-        args, reads, inputs_ids, edge_shapes = self._read(edges)
+        args, reads, inputs_ids, edge_shapes, sizes = self._read(edges)
         out_shapes, flops = _flops_and_shapes(dag, task, edge_shapes)
         per_result, distinct = _children(dag, task)
         written = dag.written(task)
@@ -391,7 +393,8 @@ class _RayDagRun:
             if self._in_driver(node, args, edge_shapes.values(), out_shapes, flops):
                 node = DRIVER
                 self.driver_tasks += 1
-            unit = self.wave.add(node, BlockKernel(expr, tuple(reads), len(out_shapes)), args)
+            unit = self.wave.add(node, BlockKernel(expr, tuple(reads), len(out_shapes)), args,
+                                 sizes)
             made = [(PENDING, unit, j) for j in range(len(out_shapes))]
             if node == DRIVER:
                 node = self.cluster.driver_index  # where its blocks are recorded

@@ -19,7 +19,12 @@ submits, as many times as a recording replays it:
   are one call on that node's
   :class:`~tensorc.runtime.ray.tasks.NodeWorker`, their steps in wave (topological) order.
   A chain of tasks on one node is therefore one call, and calls grow with nodes x levels,
-  not with tasks. A
+  not with tasks. A call pins every argument it reads from the object store while it runs,
+  so a node's units of one level whose such arguments exceed
+  :data:`CALL_STORE_SHARE` of the node's store (:func:`call_budget`) are cut, in wave
+  order, into consecutive calls (*parts*, :meth:`Wave.parts`), the results between them
+  kept in the worker: a node's store that cannot hold a call's arguments spills its other
+  objects to disk. A
   :class:`Stitch` (an input block cut from the stored blocks of another blocking) is a unit
   like a task's, placed by the driver;
 - a unit on the :data:`DRIVER` (a small task at a hop, which the driver runs itself: the
@@ -72,6 +77,22 @@ NO_LAST_READER = -1
 DRIVER = -1
 """The node of a unit the driver runs itself (:meth:`Wave.add`), and the call it is in."""
 
+CALL_STORE_SHARE = 0.7
+"""The share of its node's object store a call's arguments from the store may take
+together (:meth:`Wave.parts`): a call pins them all while it runs, and Ray spills a node's
+other objects to disk once its store is 80 % full (a 8192² solve on 4 nodes of 512 MB,
+one call reading 537 MB: 5.4-5.7 s and 256-384 MiB spilled; cut at this share, 4 calls,
+3.6-3.8 s and none; at 0.4, 7 calls, 3.8-5.0 s)."""
+
+
+def call_budget(cluster) -> int | None:
+    """The most bytes of a call's arguments from the object store on one of ``cluster``'s
+    nodes (:data:`CALL_STORE_SHARE` of a node's store), or ``None`` when the store's size
+    is unknown."""
+    if not cluster.store_bytes:
+        return None
+    return int(CALL_STORE_SHARE * cluster.store_bytes / max(1, cluster.nodes))
+
 
 class BlockKernel:
     """One block-program task as a call step: its kernel expression over the blocks its reads
@@ -116,14 +137,18 @@ class Wave:
         self.node: list[int] = []
         self.kernel: list[BlockKernel] = []
         self.args: list[tuple] = []
+        self.nbytes: list[tuple] = []  # per unit, the bytes of each argument (0: unknown)
 
     def __len__(self) -> int:
         return len(self.node)
 
-    def add(self, node: int, kernel: BlockKernel, args) -> int:
+    def add(self, node: int, kernel: BlockKernel, args, nbytes=None) -> int:
+        """A unit on ``node`` (or :data:`DRIVER`) running ``kernel`` on ``args``;
+        ``nbytes``: each argument's bytes, which :meth:`parts` weighs."""
         self.node.append(node)
         self.kernel.append(kernel)
         self.args.append(tuple(args))
+        self.nbytes.append(tuple(nbytes) if nbytes is not None else (0,) * len(args))
         return len(self.node) - 1
 
     def levels(self) -> list[int]:
@@ -148,16 +173,45 @@ class Wave:
                 floor[node] = max(floor.get(node, 0), level[u])  # a node's calls run in order
         return level
 
-    def _call_keys(self, level: list[int]) -> list[tuple[int, int]]:
-        """The calls, as ``(level, node)`` in submission order: one per node and level."""
-        return sorted({(level[u], node) for u, node in enumerate(self.node) if node != DRIVER})
+    def parts(self, level: list[int], budget: int | None) -> list[int]:
+        """Each unit's part of its node and level: the units of one node and level are cut,
+        in wave order, into parts whose arguments from the object store (those not made on
+        the node: a result made there is in the same call or kept in its worker, and a
+        :data:`DRIVER` unit's travels in the message) come to at most ``budget`` bytes
+        together, each argument counted once a part (a unit whose own arguments exceed it
+        is a part alone). ``None``: no limit, one part."""
+        part = [0] * len(self.node)
+        if budget is None:
+            return part
+        open_parts: dict[tuple[int, int], tuple[int, int, set]] = {}  # -> (part, bytes, args)
+        for u, node in enumerate(self.node):
+            if node == DRIVER:
+                continue
+            number, used, counted = open_parts.get((level[u], node), (0, 0, set()))
+            new = {arg: size for arg, size in zip(self.args[u], self.nbytes[u], strict=True)
+                   if arg not in counted and not (
+                       arg[0] == PENDING and self.node[arg[1]] in (node, DRIVER))}
+            added = sum(new.values())
+            if counted and used + added > budget:
+                number, used, counted = number + 1, 0, set()
+            counted.update(new)
+            open_parts[(level[u], node)] = (number, used + added, counted)
+            part[u] = number
+        return part
+
+    def _call_keys(self, level: list[int], part: list[int]) -> list[tuple[int, int, int]]:
+        """The calls, as ``(level, node, part)`` in submission order: one per node, level
+        and part (:meth:`parts`)."""
+        return sorted({(level[u], node, part[u]) for u, node in enumerate(self.node)
+                       if node != DRIVER})
 
     def driver_units(self) -> list[tuple[int, BlockKernel, tuple]]:
         """The :data:`DRIVER` units as ``(unit, kernel, args)``, in wave order."""
         return [(u, self.kernel[u], self.args[u])
                 for u, node in enumerate(self.node) if node == DRIVER]
 
-    def calls(self, wanted: set, nodes_kept=(), held=(), level: list[int] | None = None
+    def calls(self, wanted: set, nodes_kept=(), held=(), level: list[int] | None = None,
+              part: list[int] | None = None
               ) -> list[tuple[int, tuple, tuple, tuple, list, tuple, tuple, tuple]]:
         """The wave as calls: ``(node, steps, args, exports, exported results, kept_in,
         keep_out, held_out)`` in submission order; ``args[i]`` is ``(PENDING, unit,
@@ -171,11 +225,13 @@ class Wave:
         block) that no call on another node reads is held there, read the same way by later
         calls on its node but taken back by none (:mod:`~tensorc.runtime.ray.held`): its
         call's ``held_out`` holds ``(step, key, result)``; ``level``: :meth:`levels`, when
-        the caller has it."""
+        the caller has it; ``part``: :meth:`parts` (default: one part per node and
+        level)."""
         level = self.levels() if level is None else level
-        keys = self._call_keys(level)
+        part = [0] * len(self.node) if part is None else part
+        keys = self._call_keys(level, part)
         call_index = {key: c for c, key in enumerate(keys)}
-        call_of = [DRIVER if node == DRIVER else call_index[(level[u], node)]
+        call_of = [DRIVER if node == DRIVER else call_index[(level[u], node, part[u])]
                    for u, node in enumerate(self.node)]
         read_by_call: dict[tuple[int, int], set[int]] = {}
         for u, args in enumerate(self.args):
@@ -201,7 +257,7 @@ class Wave:
             if c != DRIVER:
                 members[c].append(u)
         made = []
-        for c, (_, node) in enumerate(keys):
+        for c, (_, node, _) in enumerate(keys):
             steps: list = []
             step_of: dict[tuple[int, int], int] = {}
             args: list = []
@@ -253,8 +309,10 @@ class Wave:
         their worker until read, with their sizes in bytes."""
         nodes_kept = range(min(len(node_workers(cluster)), cluster.nodes))
         level = self.levels()
-        return Prepared(self.calls(wanted, nodes_kept, held or {}, level), wanted, held or {},
-                        self.driver_units(), [lvl for lvl, _ in self._call_keys(level)])
+        part = self.parts(level, call_budget(cluster))
+        return Prepared(self.calls(wanted, nodes_kept, held or {}, level, part), wanted,
+                        held or {}, self.driver_units(),
+                        [key[0] for key in self._call_keys(level, part)])
 
 
 class Prepared:
