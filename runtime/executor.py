@@ -109,8 +109,10 @@ class Executor(ABC):
 
     @abstractmethod
     def run_block_program(self, program, dag, inputs: dict, bounds, *, scheduler: str,
-                          workers: int | None, dtype) -> tuple[dict, dict]:
-        """Run a block program's DAG on ``inputs``: ``(outputs by name, statistics)``."""
+                          workers: int | None, dtype, memory_limit: int | None = None
+                          ) -> tuple[dict, dict]:
+        """Run a block program's DAG on ``inputs``: ``(outputs by name, statistics)``;
+        ``memory_limit``: the budget of one worker, where the executor places to one."""
 
     def run_node_calls(self, calls: Sequence[tuple[int, Any, Sequence]]) -> tuple[list, dict]:
         """Run work already split by node: each ``(node, kernel, arguments)`` as

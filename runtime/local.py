@@ -75,7 +75,8 @@ class LocalExecutor(Executor):
         return values, ran, None
 
     def run_block_program(self, program, dag, inputs: dict, bounds, *, scheduler: str,
-                          workers: int | None, dtype) -> tuple[dict, dict]:
+                          workers: int | None, dtype, memory_limit: int | None = None
+                          ) -> tuple[dict, dict]:
         arrays = {name: np.asarray(value) for name, value in inputs.items()}
         return block_frontier.run_block_dag_here(program, dag, arrays, bounds, workers, dtype)
 

@@ -310,3 +310,32 @@ def test_used_nodes_that_tie_are_weighed_lowest_id_first(monkeypatch):
     every = placements(10**6)
     assert placements(64) == every
     assert every[:3] == [0, 1, 2]
+
+
+def _place_small_tasks(memory_cap: int | None) -> tuple[BlockPlacer, list[int]]:
+    """Four tasks of no flops, each reading its own 1000-byte input on node 0 and making a
+    kept 1000-byte result: without a cap LSHS keeps them by their inputs, on node 0."""
+    placer = BlockPlacer(2, 1, "lshs", flops_per_core=1e9, bytes_per_second=1e9,
+                         task_seconds=0.0, hop_seconds=0.01, memory_cap=memory_cap)
+    inputs = [placer.add_version(1000, 1, node=0, retained=True) for _ in range(4)]
+    nodes = []
+    for block in inputs:
+        out = placer.add_version(1000, 0, retained=True)
+        node = placer.place([block], 1000, 0.0)
+        placer.run([out], [block], node, 0.0)
+        nodes.append(node)
+    return placer, nodes
+
+
+def test_lshs_places_within_a_node_s_memory_cap_where_a_node_has_room():
+    free, nodes = _place_small_tasks(None)
+    assert nodes == [0, 0, 0, 0] and max(free.state.peak) == 8000
+    capped, nodes = _place_small_tasks(6000)  # node 0 holds the 4 inputs: room for 2 results
+    assert nodes == [0, 0, 1, 1] and max(capped.state.peak) <= 6000
+    assert capped.over_cap == 0
+    # node 0 holds 4000 of inputs: three results go to node 1 (copies dropped after use),
+    # the fourth fits nowhere and goes where it leaves the least (node 0: 5000 against 5000,
+    # the lower id), counted over the cap
+    tight, nodes = _place_small_tasks(4500)
+    assert nodes == [1, 1, 1, 0] and tight.over_cap == 1
+    assert tight.state.peak == [5000, 4000]

@@ -48,7 +48,9 @@ node, the most threads one of its calls ran its steps on: a node that runs a wav
 alone on a machine it shares with other nodes uses the machine's cores,
 :meth:`~tensorc.placement.block_placement.BlockPlacer.wave_threads`),
 ``inter_node_bytes`` (the placer's modelled copies),
-``max_node_memory_bytes`` (the placer's modelled peak), ``node_peak_rss_bytes`` (each node
+``max_node_memory_bytes`` (the placer's modelled peak), ``memory_limit_bytes`` (the node
+budget LSHS placed within, where a node had room) and ``over_memory_limit_tasks`` (tasks
+placed over it), ``node_peak_rss_bytes`` (each node
 worker's measured high-water mark during its calls; ``None`` after a per-task rerun) and
 ``peak_rss_bytes`` (the highest), ``peak_frontier``, ``run_seconds``, ``scheduler``,
 ``per_task`` (whether the run fell back to one task each) and ``replayed`` (whether it
@@ -112,18 +114,21 @@ _RUNS = itertools.count()
 
 def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, bounds, cluster,
                          scheduler: str = "lshs", window: int | None = None,
-                         dtype=None, per_task: bool = False) -> tuple[dict, dict]:
+                         dtype=None, per_task: bool = False, memory_limit: int | None = None
+                         ) -> tuple[dict, dict]:
     """Run on the Ray cluster (see the module docstring); ``window``: tasks per wave
-    (default :data:`WINDOW`)."""
+    (default :data:`WINDOW`); ``memory_limit``: a node's budget, which LSHS places within
+    where a node has room."""
     window = window or WINDOW
     if not per_task:
-        key = replay_key(dag, inputs, scheduler, dtype, window, cluster, machine())
+        key = replay_key(dag, inputs, scheduler, dtype, window, cluster,
+                         (machine(), memory_limit))
         try:
             found = recorded(key)
             if found is not None and _room_for(found, cluster):
                 return _replay(found, program, inputs, bounds, cluster, dtype)
             run = _RayDagRun(program, dag, inputs, bounds, cluster, scheduler, dtype,
-                             record=key is not None)
+                             record=key is not None, memory_limit=memory_limit)
             outputs, stats = run.run(window)
             keep(key, run.record)
             return outputs, stats
@@ -131,7 +136,7 @@ def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, b
             forget(key)
             cluster.refresh()
     outputs, stats = _RayDagRun(program, dag, inputs, bounds, cluster, scheduler, dtype,
-                                per_task=True).run(window)
+                                per_task=True, memory_limit=memory_limit).run(window)
     return outputs, stats
 
 
@@ -141,7 +146,8 @@ class _RayDagRun:
     output blocks."""
 
     def __init__(self, program: BlockProgramIR, dag: BlockDag, inputs: dict, bounds, cluster,
-                 scheduler: str, dtype, per_task: bool = False, record: bool = False) -> None:
+                 scheduler: str, dtype, per_task: bool = False, record: bool = False,
+                 memory_limit: int | None = None) -> None:
         figures = machine()
         self.program, self.dag, self.bounds = program, dag, bounds
         self.cluster, self.scheduler, self.dtype = cluster, scheduler, dtype
@@ -152,7 +158,9 @@ class _RayDagRun:
                                   hop_seconds=figures.call_seconds,
                                   small_hop_seconds=figures.small_call_seconds,
                                   inline_bytes=figures.inline_bytes,
-                                  hosts=figures.hosts(cluster.nodes, cluster.node_ids))
+                                  hosts=figures.hosts(cluster.nodes, cluster.node_ids),
+                                  memory_cap=memory_limit)
+        self.memory_limit = memory_limit
         self.binding = _Binding(program, inputs, bounds, cluster)
         self.source = _RayInputs(program, inputs, cluster, self.placer, dag, self.binding,
                                  None if per_task else self._stitch)
@@ -222,6 +230,8 @@ class _RayDagRun:
                  "tasks_per_node": list(placer.tasks_per_node),
                  "inter_node_bytes": placer.moved_bytes(),
                  "max_node_memory_bytes": max(placer.state.peak),
+                 "memory_limit_bytes": self.memory_limit,
+                 "over_memory_limit_tasks": placer.over_cap,
                  "peak_frontier": self.frontier.peak,
                  "remote_calls": self.tasks if self.per_task else self.calls,
                  "waves": self.waves, "per_task": self.per_task,

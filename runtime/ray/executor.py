@@ -105,9 +105,10 @@ class RayExecutor(Executor):
         return values, ran, run.node_calls
 
     def run_block_program(self, program, dag, inputs: dict, bounds, *, scheduler: str,
-                          workers: int | None, dtype) -> tuple[dict, dict]:
+                          workers: int | None, dtype, memory_limit: int | None = None
+                          ) -> tuple[dict, dict]:
         return run_block_dag_on_ray(program, dag, inputs, bounds, self.cluster, scheduler,
-                                    dtype=dtype)
+                                    dtype=dtype, memory_limit=memory_limit)
 
     def run_node_calls(self, calls: Sequence[tuple[int, object, Sequence]]
                        ) -> tuple[list, dict]:

@@ -169,9 +169,10 @@ class BlockProgram:
             placement = scheduler or session.current().scheduler
             if scheduler is None and placement == "lshs":  # the count choice may have found
                 placement = choice.policy  # owner-computes faster; a call's lshs is lshs
+            budget = None if executor.in_process else session.current().memory_budget()[0]
             outputs, stats = executor.run_block_program(
                 self.program, dag, values, bounds, scheduler=placement,
-                workers=workers or self.workers, dtype=dtype)
+                workers=workers or self.workers, dtype=dtype, memory_limit=budget)
             stats["block_counts"] = {c: env[c] for c in self.program.blocks}
         except BlockDagError as err:
             raise self._diagnostic(err) from None

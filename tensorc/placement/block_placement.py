@@ -33,7 +33,11 @@ Policies:
   out), then to the earliest finish and the lowest id. Bytes alone would put a whole factorisation
   on one node, and time alone would ignore memory, and move a 2.6 MB block to save a simulated
   millisecond (TSQR's last products, each of a tall block by a small factor, piled on the node of
-  the tree's root): the simulated clock carries both.
+  the tree's root): the simulated clock carries both. With ``memory_cap`` (a node's memory
+  budget), a task is weighed only on the nodes whose simulated bytes (the cluster state's:
+  blocks held, copies brought, results made and not yet freed) stay within it with the
+  task's copies and result; when no node would, on the one that would hold the least
+  (``over_cap`` counts those tasks).
 - ``owner`` — a task runs on the node that owns the block it writes (``home``, its block
   of the written tensor's block-cyclic layout): ScaLAPACK's owner-computes rule. LSHS above
   chooses one task at a time, and at scale that gathers a factorisation onto one node:
@@ -92,7 +96,7 @@ class BlockPlacer:
     def __init__(self, nodes: int, cores: int, policy: str, *, flops_per_core: float,
                  bytes_per_second: float, task_seconds: float,
                  hop_seconds: float = 0.0, small_hop_seconds: float | None = None,
-                 inline_bytes: int = 0, hosts=None) -> None:
+                 inline_bytes: int = 0, hosts=None, memory_cap: int | None = None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown block scheduler {policy!r}; choose one of "
                              f"{', '.join(POLICIES)}")
@@ -104,6 +108,8 @@ class BlockPlacer:
         self.hop_seconds = hop_seconds
         self.small_hop_seconds = hop_seconds if small_hop_seconds is None else small_hop_seconds
         self.inline_bytes = inline_bytes  # a result up to this size crosses at the small hop
+        self.memory_cap = memory_cap  # lshs: the most simulated bytes a node should hold
+        self.over_cap = 0  # tasks lshs placed over memory_cap: no node had room
         self.state = ClusterState(nodes, [], [])
         self.cores = [[0.0] * max(1, cores) for _ in range(nodes)]  # per node, busy until
         self.host_of: list[int] | None = None  # per node, its machine's shared pool
@@ -165,12 +171,28 @@ class BlockPlacer:
             node = self.count % self.nodes
         else:
             weighed = self._weighed(inputs) if self.narrowed else range(self.nodes)
+            if self.memory_cap is not None:
+                weighed = self._with_room(inputs, out_bytes, weighed)
             finish = {n: self._finish(inputs, flops, n) for n in weighed}
             near = min(finish.values()) + self.tie_seconds
             node = min((n for n in weighed if finish[n] <= near), key=lambda n: (
                 self.state.cost(inputs, out_bytes, n), finish[n], n))
         self.count += 1
         return node
+
+    def _with_room(self, inputs: list[int], out_bytes: int, weighed) -> list[int]:
+        """The nodes of ``weighed`` whose simulated bytes, with the copies a task reading
+        ``inputs`` brings and its ``out_bytes`` result, stay within :attr:`memory_cap`;
+        when none would, the one that would hold the least (counted in :attr:`over_cap`)."""
+        distinct = list(dict.fromkeys(inputs))
+        state = self.state
+        after = {n: state.mem[n] + state.evaluate(distinct, out_bytes, n)[1] + out_bytes
+                 for n in weighed}
+        room = [n for n in weighed if after[n] <= self.memory_cap]
+        if room:
+            return room
+        self.over_cap += 1
+        return [min(weighed, key=lambda n: (after[n], n))]
 
     def _weighed(self, inputs: list[int]) -> list[int]:
         """The nodes a task reading ``inputs`` is weighed on beyond
