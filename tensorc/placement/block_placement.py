@@ -186,6 +186,9 @@ class BlockPlacer:
         when none would, the one that would hold the least (counted in :attr:`over_cap`)."""
         distinct = list(dict.fromkeys(inputs))
         state = self.state
+        most = sum(state.size[block] for block in distinct) + out_bytes  # all copied
+        if max(state.mem[n] for n in weighed) + most <= self.memory_cap:
+            return list(weighed)  # room everywhere, whatever is copied
         after = {n: state.mem[n] + state.evaluate(distinct, out_bytes, n)[1] + out_bytes
                  for n in weighed}
         room = [n for n in weighed if after[n] <= self.memory_cap]
