@@ -492,11 +492,12 @@ def test_lshs_places_a_block_program_within_the_session_s_memory_limit(monkeypat
     shipped("cholesky").run(A=placed, NB=4)
     free = tc.last_stats()
     session = tc.session.current()
+    before = session.memory_limit
     session.memory_limit = free["max_node_memory_bytes"] // 2
     try:
         out = shipped("cholesky").run(A=placed, NB=4)
     finally:
-        session.memory_limit = None
+        session.memory_limit = before
     capped = tc.last_stats()
     assert capped["memory_limit_bytes"] == free["max_node_memory_bytes"] // 2
     assert capped["max_node_memory_bytes"] <= capped["memory_limit_bytes"]

@@ -40,9 +40,8 @@ def test_an_edge_to_another_node_starts_a_level_and_crosses_as_a_return_value():
 
 def test_a_call_whose_arguments_exceed_the_budget_is_cut_into_parts_on_its_node():
     # node 0's units at level 0 read 100-byte blocks from the store; with a budget of 200
-    # the third starts a second call on node 0, which reads the first's result kept there;
-    # a result made on the node counts for nothing, and a unit over the budget on its own
-    # is a part alone
+    # the third starts a second call on node 0, which reads the first's result kept there
+    # (kept: no store) and counts again the block x the first part read too
     wave = Wave()
     a = wave.add(0, kernel(), [(REF, "x")], [100])
     b = wave.add(0, kernel(), [(REF, "y"), (PENDING, a, 0)], [100, 100])
@@ -50,16 +49,54 @@ def test_a_call_whose_arguments_exceed_the_budget_is_cut_into_parts_on_its_node(
     d = wave.add(1, kernel(), [(REF, "w")], [500])
     level = wave.levels()
     assert level == [0, 0, 0, 0]
+    wanted = {(b, 0), (c, 0), (d, 0)}
     assert wave.parts(level, None) == [0, 0, 0, 0]
-    part = wave.parts(level, 200)
+    part = wave.parts(level, 200, wanted, range(2))
     assert part == [0, 0, 1, 0]
-    calls = wave.calls(wanted={(b, 0), (c, 0), (d, 0)}, nodes_kept=range(2), level=level,
-                       part=part)
+    calls = wave.calls(wanted=wanted, nodes_kept=range(2), level=level, part=part)
     assert [call[0] for call in calls] == [0, 0, 1]
     first, second, _ = calls
     assert first[2] == ((REF, "x"), (REF, "y")) and first[6] == ((0, f"{a}.0"),)  # a kept
     assert second[2] == ((REF, "z"), (REF, "x")) and second[5] == ((f"{a}.0", True),)
     assert first[4] == [(b, 0)] and second[4] == [(c, 0)]
+    assert wave.parts(level, 250, wanted, range(2)) == [0, 0, 1, 0]  # x again: 300 > 250
+
+
+def test_a_part_counts_a_result_of_its_node_that_is_stored_and_nothing_it_holds():
+    wave = Wave()
+    big = wave.add(0, kernel(), [(REF, "x")], [500])  # over the budget alone: a part
+    wave.add(0, kernel(), [(PENDING, big, 0)], [500])  # reads only its result: no new part
+    level = wave.levels()
+    assert wave.parts(level, 200, set(), range(1)) == [0, 0]
+    wave = Wave()
+    a = wave.add(0, kernel(), [(REF, "x")], [150])
+    wave.add(1, kernel(), [(PENDING, a, 0)], [150])  # read on node 1: a is stored
+    b = wave.add(0, kernel(), [(REF, "y")], [150])  # level 1 on node 0 (the floor)
+    wave.add(0, kernel(), [(REF, "z"), (PENDING, b, 0)], [30, 150])
+    wave.add(0, kernel(), [(PENDING, a, 0)], [150])  # a from the store: 180 + 150 > 200
+    level = wave.levels()
+    assert level == [0, 1, 1, 1, 1]
+    assert wave.parts(level, 200, set(), range(2)) == [0, 0, 0, 0, 1]
+
+
+def test_a_node_s_later_parts_of_a_level_wait_with_the_part_that_reads_the_driver():
+    # node 0's level-1 units are cut in two parts; the first reads a DRIVER unit, so both
+    # go after the driver ran it, in part order (the second reads the first's result)
+    from tensorc.runtime.ray.block_waves import DRIVER, Prepared
+
+    wave = Wave()
+    a = wave.add(1, kernel(), [(REF, "a")], [10])
+    small = wave.add(DRIVER, kernel(), [(PENDING, a, 0)], [10])
+    u1 = wave.add(0, kernel(), [(PENDING, small, 0), (REF, "p")], [10, 600])
+    u2 = wave.add(0, kernel(), [(PENDING, u1, 0), (REF, "q")], [10, 600])
+    level = wave.levels()
+    part = wave.parts(level, 1000, {(u2, 0)}, range(2))
+    assert part == [0, 0, 0, 1]
+    calls = wave.calls({(u2, 0)}, range(2), level=level, part=part)
+    assert [call[0] for call in calls] == [1, 0, 0]
+    prepared = Prepared(calls, {(u2, 0)}, {}, wave.driver_units(),
+                        [key[0] for key in wave._call_keys(level, part)])
+    assert prepared.order == [0, (small,), 1, 2]
 
 
 def test_a_task_with_two_results_is_picked_apart_for_its_readers():

@@ -15,7 +15,9 @@ nodes holding the rows at time 0, copying blocks there while node 0 factored (n 
 gather in a :class:`~tensorc.runtime.ray.block_waves.Wave` of at most ``window`` tasks,
 their arguments symbols (:mod:`~tensorc.runtime.ray.block_replay`) bound to this run's
 blocks when the wave is submitted as one call per node and level on the node workers (a
-chain of tasks on one node is one call; cross-node edges are object refs between calls); the
+chain of tasks on one node is one call, cut in parts where it would read more than
+:data:`~tensorc.runtime.ray.block_waves.CALL_STORE_SHARE` of the node's object store;
+cross-node edges are object refs between calls); the
 driver then expands the next wave while the cluster runs, with at most two waves in flight,
 so it holds the frontier, not the graph. A small task at a hop runs in the driver
 (:meth:`_RayDagRun._in_driver`, :data:`~tensorc.runtime.ray.block_waves.DRIVER`): its wave
@@ -97,7 +99,15 @@ from tensorc.runtime.ray.block_replay import (
     recorded,
     replay_key,
 )
-from tensorc.runtime.ray.block_waves import DRIVER, PENDING, REF, BlockKernel, Stitch, Wave
+from tensorc.runtime.ray.block_waves import (
+    DRIVER,
+    PENDING,
+    REF,
+    BlockKernel,
+    Stitch,
+    Wave,
+    call_budget,
+)
 from tensorc.runtime.ray.calls import WorkerLost, node_workers, submit, wait_for_calls
 from tensorc.runtime.ray.held import Unwritten
 from tensorc.runtime.ray.held import bind as bind_held
@@ -122,7 +132,7 @@ def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, b
     window = window or WINDOW
     if not per_task:
         key = replay_key(dag, inputs, scheduler, dtype, window, cluster,
-                         (machine(), memory_limit))
+                         (machine(), memory_limit, call_budget(cluster)))
         try:
             found = recorded(key)
             if found is not None and _room_for(found, cluster):
@@ -159,8 +169,8 @@ class _RayDagRun:
                                   small_hop_seconds=figures.small_call_seconds,
                                   inline_bytes=figures.inline_bytes,
                                   hosts=figures.hosts(cluster.nodes, cluster.node_ids),
-                                  memory_cap=memory_limit)
-        self.memory_limit = memory_limit
+                                  memory_cap=memory_limit if scheduler == "lshs" else None)
+        self.memory_limit = self.placer.memory_cap
         self.binding = _Binding(program, inputs, bounds, cluster)
         self.source = _RayInputs(program, inputs, cluster, self.placer, dag, self.binding,
                                  None if per_task else self._stitch)
@@ -331,7 +341,7 @@ class _RayDagRun:
             reads.append(edge.read)
             inputs_ids.append(block)
             edge_shapes[edge.read] = shape
-            sizes.append(math.prod(shape) * self.itemsize)
+            sizes.append(self.placer.state.size[block])
         for key in keys:
             self.uses[key] -= 1
             if not self.uses[key]:
@@ -366,7 +376,7 @@ class _RayDagRun:
         node, made = self.placer.stitch([version for _, version in pieces], nbytes, uses)
         unit = self.wave.add(node, Stitch(shape, piece_slices),
                              [(INPUT, name, stored) for stored, _ in pieces],
-                             [nbytes // len(pieces)] * len(pieces))  # at least its share
+                             [self.placer.state.size[version] for _, version in pieces])
         key = f"input {name}{list(coords)}"
         self.refs[key], self.ids[key], self.shapes[key] = (PENDING, unit, 0), made, shape
         self.uses[key] = uses
@@ -500,7 +510,7 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
 
 def _room(cluster) -> dict[int, int]:
     """Per node with a worker, the bytes of final blocks it may still hold."""
-    share = cluster.store_bytes / max(1, cluster.nodes)
+    share = cluster.node_store_bytes
     return {node: held_room(worker, share) for node, worker in enumerate(node_workers(cluster))}
 
 

@@ -10,7 +10,9 @@ blocking when it is on the cluster, of the program's when it is a numpy array; :
 j)``), the threads of each node's calls, the output blocks' final versions and the run's
 statistics. :func:`replay_key` names what a placement depends on: the program (the same
 object) and its sizes and block counts, the scheduler, the dtype, the wave size, the
-cluster's nodes and CPUs, the machine's figures, and every input's shape and dtype and, for
+cluster's nodes and CPUs, the machine's figures with the node's memory budget and a call's
+share of its object store (:func:`~tensorc.runtime.ray.block_waves.call_budget`: both shape
+the placement and the calls), and every input's shape and dtype and, for
 an input on the cluster, its block bounds and the node of each block (not its values, not
 its refs). Two calls with equal keys place every task on the same node, so the second
 binds the recorded calls to its own inputs and submits them

@@ -32,8 +32,9 @@ submits, as many times as a recording replays it:
   and a unit reading it is at least at its level. The driver runs it before the first call
   of that level is sent, on the results it reads, fetched at once, and a call reads its
   results inside its message;
-- calls are submitted in (level, node) order under the process-wide submission lock (let go
-  only while the driver runs its units), so every worker's queue follows one topological
+- calls are submitted in (level, node, part) order under the process-wide submission lock
+  (let go only while the driver runs its units; a node's later parts of a level wait with
+  its part that reads the driver's), so every worker's queue follows one topological
   order (no cycle can form between actors);
 - a result crosses a call boundary to another node only as a call's return value (a Ray
   object: moved by Ray); a result only its own call reads never enters the object store. A
@@ -91,7 +92,7 @@ def call_budget(cluster) -> int | None:
     is unknown."""
     if not cluster.store_bytes:
         return None
-    return int(CALL_STORE_SHARE * cluster.store_bytes / max(1, cluster.nodes))
+    return int(CALL_STORE_SHARE * cluster.node_store_bytes)
 
 
 class BlockKernel:
@@ -173,29 +174,51 @@ class Wave:
                 floor[node] = max(floor.get(node, 0), level[u])  # a node's calls run in order
         return level
 
-    def parts(self, level: list[int], budget: int | None) -> list[int]:
+    def parts(self, level: list[int], budget: int | None, wanted=(), nodes_kept=(),
+              held=()) -> list[int]:
         """Each unit's part of its node and level: the units of one node and level are cut,
-        in wave order, into parts whose arguments from the object store (those not made on
-        the node: a result made there is in the same call or kept in its worker, and a
-        :data:`DRIVER` unit's travels in the message) come to at most ``budget`` bytes
-        together, each argument counted once a part (a unit whose own arguments exceed it
-        is a part alone). ``None``: no limit, one part."""
+        in wave order, into parts whose arguments from the object store come to at most
+        ``budget`` bytes together, each counted once a part. An argument is from the store
+        unless it is a :data:`DRIVER` unit's (in the message), or made on the node and
+        either in the same part or kept in the worker (:meth:`calls`' rule, with the same
+        ``wanted``, ``nodes_kept`` and ``held``); a unit whose own arguments exceed the
+        budget is a part alone, and one that reads nothing more from the store never
+        starts a part. ``None``: no limit, one part."""
         part = [0] * len(self.node)
         if budget is None:
             return part
-        open_parts: dict[tuple[int, int], tuple[int, int, set]] = {}  # -> (part, bytes, args)
+        read_elsewhere = {arg[1:] for u, args in enumerate(self.args) for arg in args
+                          if arg[0] == PENDING and self.node[arg[1]] != self.node[u]}
+
+        def from_store(arg, node: int, members: set) -> bool:
+            if arg[0] != PENDING:
+                return True
+            made_on = self.node[arg[1]]
+            if made_on == DRIVER or (made_on == node and arg[1] in members):
+                return False
+            if made_on != node:
+                return True
+            result = arg[1:]  # made in an earlier part on this node: kept, held or stored
+            return (result in read_elsewhere or node not in nodes_kept
+                    or (result in wanted and result not in held))
+
+        def weigh(u: int, node: int, counted: set, members: set) -> dict:
+            return {arg: size for arg, size in zip(self.args[u], self.nbytes[u], strict=True)
+                    if arg not in counted and from_store(arg, node, members)}
+
+        open_parts: dict[tuple[int, int], tuple[int, int, set, set]] = {}
         for u, node in enumerate(self.node):
             if node == DRIVER:
                 continue
-            number, used, counted = open_parts.get((level[u], node), (0, 0, set()))
-            new = {arg: size for arg, size in zip(self.args[u], self.nbytes[u], strict=True)
-                   if arg not in counted and not (
-                       arg[0] == PENDING and self.node[arg[1]] in (node, DRIVER))}
-            added = sum(new.values())
-            if counted and used + added > budget:
-                number, used, counted = number + 1, 0, set()
+            number, used, counted, members = open_parts.get((level[u], node),
+                                                            (0, 0, set(), set()))
+            new = weigh(u, node, counted, members)
+            if members and new and used + sum(new.values()) > budget:
+                number, used, counted, members = number + 1, 0, set(), set()
+                new = weigh(u, node, counted, members)
             counted.update(new)
-            open_parts[(level[u], node)] = (number, used + added, counted)
+            members.add(u)
+            open_parts[(level[u], node)] = (number, used + sum(new.values()), counted, members)
             part[u] = number
         return part
 
@@ -309,7 +332,7 @@ class Wave:
         their worker until read, with their sizes in bytes."""
         nodes_kept = range(min(len(node_workers(cluster)), cluster.nodes))
         level = self.levels()
-        part = self.parts(level, call_budget(cluster))
+        part = self.parts(level, call_budget(cluster), wanted, nodes_kept, held or {})
         return Prepared(self.calls(wanted, nodes_kept, held or {}, level, part), wanted,
                         held or {}, self.driver_units(),
                         [key[0] for key in self._call_keys(level, part)])
@@ -340,7 +363,9 @@ class Prepared:
     def _order(self, calls: list, call_levels: list | None) -> list:
         """The submission order: call indices, level by level, and before a level's calls
         that read :data:`DRIVER` units (after those that read none), the tuple of those
-        units, which the driver runs there (``call_levels``: each call's level)."""
+        units, which the driver runs there (``call_levels``: each call's level). A node's
+        later parts of a level (:meth:`Wave.parts`) follow its part that reads them: they
+        read its results."""
         if not self.driver:
             return list(range(len(calls)))
         if call_levels is None or len(call_levels) != len(calls):
@@ -349,10 +374,16 @@ class Prepared:
         for _, group in itertools.groupby(range(len(calls)), key=call_levels.__getitem__):
             reads = {c: [arg[1] for arg in calls[c][2]
                          if arg[0] == PENDING and arg[1] in self.driver] for c in group}
-            order += [c for c, units in reads.items() if not units]
+            after: set[int] = set()  # nodes whose earlier part of the level waits
+            waits = []
+            for c, units in reads.items():  # in (node, part) order
+                if units or calls[c][0] in after:
+                    after.add(calls[c][0])
+                    waits.append(c)
+            order += [c for c in reads if c not in waits]
             needed = tuple(u for units in reads.values() for u in units)
-            if needed:
-                order += [needed, *(c for c, units in reads.items() if units)]
+            if waits:
+                order += [needed, *waits]
         return order
 
     def submit(self, cluster, threads: list[int] | None, prefix: str, bind

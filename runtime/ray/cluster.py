@@ -79,6 +79,11 @@ class RayCluster:
         return len(self.node_ids)
 
     @property
+    def node_store_bytes(self) -> float:
+        """A node's share of :attr:`store_bytes`."""
+        return self.store_bytes / max(1, self.nodes)
+
+    @property
     def total_cpus(self) -> int:
         return max(1, int(sum(self.cpus)))
 

@@ -65,7 +65,7 @@ def driver_data(*nodes, also: int = 0) -> list[DriverData | None]:
     if session.current().executor.in_process:
         return found
     cluster = ray_arrays.ray_cluster()
-    room = DRIVER_STORE_SHARE * cluster.store_bytes / max(1, cluster.nodes) - also
+    room = DRIVER_STORE_SHARE * cluster.node_store_bytes - also
     for k, node in enumerate(nodes):
         recipe = creation_of(node)
         if recipe is not None and recipe.data is not None and recipe.data.nbytes <= room:

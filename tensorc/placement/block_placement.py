@@ -183,7 +183,9 @@ class BlockPlacer:
     def _with_room(self, inputs: list[int], out_bytes: int, weighed) -> list[int]:
         """The nodes of ``weighed`` whose simulated bytes, with the copies a task reading
         ``inputs`` brings and its ``out_bytes`` result, stay within :attr:`memory_cap`;
-        when none would, the one that would hold the least (counted in :attr:`over_cap`)."""
+        when none of them would, the one that would hold the least (counted in
+        :attr:`over_cap`; beyond :data:`WEIGH_ALL_NODES` nodes only the weighed few are
+        looked at)."""
         distinct = list(dict.fromkeys(inputs))
         state = self.state
         most = sum(state.size[block] for block in distinct) + out_bytes  # all copied
