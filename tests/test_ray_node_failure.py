@@ -80,8 +80,16 @@ def test_node_removed_mid_run_still_gives_the_right_answer(dying_cluster):
     def calls():  # a run of calls (one takes a tenth of a second): the node dies among them
         return [tc.einsum("ijk,jf,kf->if", *inputs).numpy() for _ in range(8)]
 
+    nodes = session.cluster.nodes
     for result in _value_despite_a_node_death(session, calls, after=0.3):
         np.testing.assert_allclose(result, expected, rtol=1e-10)
+    cluster = session.cluster  # the stores counted are the live nodes' (a call's share)
+    deadline = time.monotonic() + 30
+    while cluster.nodes == nodes and time.monotonic() < deadline:
+        time.sleep(0.2)
+        cluster.refresh()
+    assert cluster.nodes == nodes - 1
+    assert cluster.store_bytes == cluster.nodes * LOCAL_NODE_MEMORY
 
 
 def newton_steps(xp, X, y, steps: int):

@@ -55,7 +55,7 @@ class RayCluster:
     local_cluster: object | None = None  # a ray.cluster_utils.Cluster we started
     owns_ray: bool = True
     store_bytes: int = 0
-    """Object store memory of all nodes together (bytes)."""
+    """Object store memory of the live nodes together (bytes)."""
     inline_bytes: int = RAY_INLINE_BYTES
     """The cluster's inline threshold: Ray's, or the smaller one a private multi-node
     cluster was given (``TENSORC_RAY_INLINE_BYTES``)."""
@@ -107,13 +107,14 @@ class RayCluster:
         return [self.index_of(node) for node in ray.get(list(reported))]
 
     def refresh(self) -> list[str]:
-        """Re-read the live nodes; returns the ids of nodes that died since the last look."""
-        node_ids, cpus = _live_nodes(self.driver_node)
+        """Re-read the live nodes (their CPUs and object stores); returns the ids of nodes
+        that died since the last look."""
+        node_ids, cpus, store_bytes = _live_nodes(self.driver_node)
         dead = [n for n in self.node_ids if n not in node_ids]
         self._dead.extend(dead)
         if node_ids != self.node_ids:
             self.epoch += 1
-        self.node_ids, self.cpus = node_ids, cpus
+        self.node_ids, self.cpus, self.store_bytes = node_ids, cpus, store_bytes
         return dead
 
     @property
@@ -125,7 +126,9 @@ class RayCluster:
         return f"Ray cluster ({kind}): {self.nodes} node(s), {self.total_cpus} CPU(s)"
 
 
-def _live_nodes(driver_node: str) -> tuple[list[str], list[float]]:
+def _live_nodes(driver_node: str) -> tuple[list[str], list[float], int]:
+    """The live nodes' ids in the stable order, their CPUs, and their object stores' bytes
+    together."""
     import ray
 
     alive = [n for n in ray.nodes() if n.get("Alive")]
@@ -137,7 +140,8 @@ def _live_nodes(driver_node: str) -> tuple[list[str], list[float]]:
             n["NodeID"],
         )
     )
-    return [n["NodeID"] for n in alive], [float(n["Resources"].get("CPU", 0)) for n in alive]
+    return ([n["NodeID"] for n in alive], [float(n["Resources"].get("CPU", 0)) for n in alive],
+            int(sum(n["Resources"].get("object_store_memory", 0) for n in alive)))
 
 
 def _inline_bytes() -> int:
@@ -205,7 +209,7 @@ def connect(address: str | None = None, num_nodes: int | None = None) -> RayClus
         raise ExecutionError(f"cannot connect to Ray at {address or 'a private cluster'!r}: "
                              f"{err}") from err
     driver = ray.get_runtime_context().get_node_id()
-    node_ids, cpus = _live_nodes(driver)
+    node_ids, cpus, store_bytes = _live_nodes(driver)
     return RayCluster(
         address=address,
         node_ids=node_ids,
@@ -213,7 +217,7 @@ def connect(address: str | None = None, num_nodes: int | None = None) -> RayClus
         driver_node=driver,
         local_cluster=local_cluster,
         owns_ray=address is None,
-        store_bytes=int(ray.cluster_resources().get("object_store_memory", 0)),
+        store_bytes=store_bytes,
         inline_bytes=_inline_bytes() if local_cluster is not None else RAY_INLINE_BYTES,
     )
 
