@@ -328,14 +328,14 @@ def _place_small_tasks(memory_cap: int | None) -> tuple[BlockPlacer, list[int]]:
 
 
 def test_lshs_places_within_a_node_s_memory_cap_where_a_node_has_room():
+    # the inputs node 0 was given are the caller's: the cap holds the copies and results
     free, nodes = _place_small_tasks(None)
-    assert nodes == [0, 0, 0, 0] and max(free.state.peak) == 8000
-    capped, nodes = _place_small_tasks(6000)  # node 0 holds the 4 inputs: room for 2 results
-    assert nodes == [0, 0, 1, 1] and max(capped.state.peak) <= 6000
-    assert capped.over_cap == 0
-    # node 0 holds 4000 of inputs: three results go to node 1 (copies dropped after use),
-    # the fourth fits nowhere and goes where it leaves the least (node 0: 5000 against 5000,
-    # the lower id), counted over the cap
-    tight, nodes = _place_small_tasks(4500)
-    assert nodes == [1, 1, 1, 0] and tight.over_cap == 1
-    assert tight.state.peak == [5000, 4000]
+    assert nodes == [0, 0, 0, 0] and free.given == [4000, 0]
+    assert max(free.state.peak) == 8000 and free.plan_peak == [4000, 0]
+    capped, nodes = _place_small_tasks(3000)  # room on node 0 for 3 results
+    assert nodes == [0, 0, 0, 1] and capped.over_cap == 0
+    assert capped.plan_peak == [3000, 2000]  # node 1: the fourth input's copy and result
+    # at 2000 the fourth fits nowhere (3000 either way): the lower id, counted over the cap
+    tight, nodes = _place_small_tasks(2000)
+    assert nodes == [0, 0, 1, 0] and tight.over_cap == 1
+    assert tight.plan_peak == [3000, 2000]

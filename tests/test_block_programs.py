@@ -380,3 +380,27 @@ for i in 0:NB:NB - 2 {
     with pytest.raises(TcError, match=r"error\[E-loop\]: loop 'i' has step 0; it must be "
                                       r"positive"):
         tc.compile(source).run(A=spd(4), NB=2)
+
+
+def test_the_count_simulation_places_within_a_node_s_memory_cap():
+    # a 2048² Cholesky on 4 simulated nodes whose input sits on node 0: LSHS keeps the
+    # factorisation there; capped at half of what it added to that node (the input is the
+    # caller's), it spreads, moving blocks
+    from tensorc.codegen.block_layout import environment
+    from tensorc.planning import cost
+    from tensorc.planning.block_counts import simulate
+
+    program = shipped("cholesky").program
+    env, bounds = environment(program, {"A": (2048, 2048)}, {"NB": 4})
+    figures = cost.machine()
+    cost.use_machine(None)  # the defaults
+    try:
+        free = simulate(program, env, bounds, nodes=4, cores=1,
+                        input_node=lambda tensor, coords: 0)
+        cap = free.plan_peak_bytes // 2
+        capped = simulate(program, env, bounds, nodes=4, cores=1,
+                          input_node=lambda tensor, coords: 0, memory_cap=cap)
+    finally:
+        cost.use_machine(figures)
+    assert free.moved_bytes == 0 and free.plan_peak_bytes < free.peak_node_bytes
+    assert capped.plan_peak_bytes <= cap and capped.moved_bytes > 0

@@ -482,8 +482,9 @@ def test_a_node_s_call_over_its_share_of_the_object_store_is_cut_into_calls(monk
 
 
 def test_lshs_places_a_block_program_within_the_session_s_memory_limit(monkeypatch):
-    # a 512 x 512 Cholesky LSHS keeps on one node; with a budget of half the bytes that node
-    # held in the placer's simulation, the factorisation spreads and each node stays within it
+    # a 512 x 512 Cholesky LSHS keeps on one node; with a budget of half the bytes the
+    # plan added to that node (its input blocks are the caller's), the factorisation
+    # spreads and each node stays within it
     from tensorc.runtime.ray import block_program
 
     monkeypatch.setattr(block_program, "recorded", lambda key: None)
@@ -493,14 +494,14 @@ def test_lshs_places_a_block_program_within_the_session_s_memory_limit(monkeypat
     free = tc.last_stats()
     session = tc.session.current()
     before = session.memory_limit
-    session.memory_limit = free["max_node_memory_bytes"] // 2
+    session.memory_limit = free["max_node_plan_bytes"] // 2
     try:
         out = shipped("cholesky").run(A=placed, NB=4)
     finally:
         session.memory_limit = before
     capped = tc.last_stats()
-    assert capped["memory_limit_bytes"] == free["max_node_memory_bytes"] // 2
-    assert capped["max_node_memory_bytes"] <= capped["memory_limit_bytes"]
+    assert capped["memory_limit_bytes"] == free["max_node_plan_bytes"] // 2
+    assert capped["max_node_plan_bytes"] <= capped["memory_limit_bytes"]
     assert capped["over_memory_limit_tasks"] == 0
     assert sum(1 for n in capped["tasks_per_node"] if n) > sum(
         1 for n in free["tasks_per_node"] if n)

@@ -50,9 +50,10 @@ node, the most threads one of its calls ran its steps on: a node that runs a wav
 alone on a machine it shares with other nodes uses the machine's cores,
 :meth:`~tensorc.placement.block_placement.BlockPlacer.wave_threads`),
 ``inter_node_bytes`` (the placer's modelled copies),
-``max_node_memory_bytes`` (the placer's modelled peak), ``memory_limit_bytes`` (the node
-budget LSHS placed within, where a node had room) and ``over_memory_limit_tasks`` (tasks
-placed over it), ``node_peak_rss_bytes`` (each node
+``max_node_memory_bytes`` (the placer's modelled peak), ``max_node_plan_bytes`` (the same
+less the input blocks a node held from the start: what the budget holds),
+``memory_limit_bytes`` (the node budget LSHS placed within, where a node had room) and
+``over_memory_limit_tasks`` (tasks placed over it), ``node_peak_rss_bytes`` (each node
 worker's measured high-water mark during its calls; ``None`` after a per-task rerun) and
 ``peak_rss_bytes`` (the highest), ``peak_frontier``, ``run_seconds``, ``scheduler``,
 ``per_task`` (whether the run fell back to one task each) and ``replayed`` (whether it
@@ -240,6 +241,7 @@ class _RayDagRun:
                  "tasks_per_node": list(placer.tasks_per_node),
                  "inter_node_bytes": placer.moved_bytes(),
                  "max_node_memory_bytes": max(placer.state.peak),
+                 "max_node_plan_bytes": max(placer.plan_peak),
                  "memory_limit_bytes": self.memory_limit,
                  "over_memory_limit_tasks": placer.over_cap,
                  "peak_frontier": self.frontier.peak,

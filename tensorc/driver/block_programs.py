@@ -95,10 +95,12 @@ class BlockProgram:
 
     def choose(self, shapes: dict[str, tuple[int, ...]], fixed: dict[str, int], *,
                executor: Executor, preferred: dict[str, int] | None = None,
-               nodes: int | None = None, stored: dict | None = None) -> CountChoice:
+               nodes: int | None = None, stored: dict | None = None,
+               memory_cap: int | None = None) -> CountChoice:
         """The block counts for these input shapes on ``executor`` (cached); ``nodes``
         plans for that many simulated nodes instead; ``stored``: how the inputs already on
-        the cluster are cut and placed (:func:`stored_layouts`)."""
+        the cluster are cut and placed (:func:`stored_layouts`); ``memory_cap``: a node's
+        budget, simulated as the placer keeps it."""
         if nodes is not None and nodes > 1:
             cores = machine().cores_per_node
         elif not executor.in_process:
@@ -107,11 +109,11 @@ class BlockProgram:
             nodes, cores = 1, available_cores()
         key = (id(self.program), tuple(sorted(shapes.items())), tuple(sorted(fixed.items())),
                tuple(sorted((preferred or {}).items())), tuple(sorted((stored or {}).items())),
-               nodes, cores, machine())
+               nodes, cores, machine(), memory_cap)
         found = _PLANS.get(key)
         if found is None or found[0] is not self.program:
             choice = choose_counts(self.program, shapes, nodes=nodes, cores=cores, fixed=fixed,
-                                   preferred=preferred, stored=stored)
+                                   preferred=preferred, stored=stored, memory_cap=memory_cap)
             found = (self.program, choice)
             _PLANS[key] = found
             while len(_PLANS) > 64:
@@ -160,16 +162,16 @@ class BlockProgram:
         executor = session.executor_for(None if distributed else "local", list(values.values()))
         shapes = {name: tuple(v.shape) for name, v in values.items()}
         preferred = _preferred(self.program, values)
+        budget = None if executor.in_process else session.current().memory_budget()[0]
         try:
             choice = self.choose(shapes, fixed, executor=executor, preferred=preferred,
-                                 stored=stored_layouts(values))
+                                 stored=stored_layouts(values), memory_cap=budget)
             planned = time.perf_counter()
             env, bounds = environment(self.program, shapes, choice.counts)
             dag = self._dag(env)
             placement = scheduler or session.current().scheduler
             if scheduler is None and placement == "lshs":  # the count choice may have found
                 placement = choice.policy  # owner-computes faster; a call's lshs is lshs
-            budget = None if executor.in_process else session.current().memory_budget()[0]
             outputs, stats = executor.run_block_program(
                 self.program, dag, values, bounds, scheduler=placement,
                 workers=workers or self.workers, dtype=dtype, memory_limit=budget)

@@ -36,8 +36,10 @@ Policies:
   the tree's root): the simulated clock carries both. With ``memory_cap`` (a node's memory
   budget), a task is weighed only on the nodes whose simulated bytes (the cluster state's:
   blocks held, copies brought, results made and not yet freed) stay within it with the
-  task's copies and result; when no node would, on the one that would hold the least
-  (``over_cap`` counts those tasks).
+  task's copies and result, less the input blocks it held from the start (the caller's
+  data, as an einsum's budget leaves out the arrays the caller holds; ``plan_peak`` is each
+  node's most); when no node would, on the one that would hold the least (``over_cap``
+  counts those tasks).
 - ``owner`` — a task runs on the node that owns the block it writes (``home``, its block
   of the written tensor's block-cyclic layout): ScaLAPACK's owner-computes rule. LSHS above
   chooses one task at a time, and at scale that gathers a factorisation onto one node:
@@ -110,6 +112,8 @@ class BlockPlacer:
         self.inline_bytes = inline_bytes  # a result up to this size crosses at the small hop
         self.memory_cap = memory_cap  # lshs: the most simulated bytes a node should hold
         self.over_cap = 0  # tasks lshs placed over memory_cap: no node had room
+        self.given = [0] * nodes  # per node, the bytes of the input blocks it held already
+        self.plan_peak = [0] * nodes  # per node, the most simulated bytes less those
         self.state = ClusterState(nodes, [], [])
         self.cores = [[0.0] * max(1, cores) for _ in range(nodes)]  # per node, busy until
         self.host_of: list[int] | None = None  # per node, its machine's shared pool
@@ -145,6 +149,7 @@ class BlockPlacer:
         block = self.state.add_block(nbytes, uses, retained)
         self.ready.append(0.0)
         if node is not None:
+            self.given[node] += nbytes
             self.state.add_copy(block, node)
             self.state.home[block] = node
             self._use(node)
@@ -180,19 +185,26 @@ class BlockPlacer:
         self.count += 1
         return node
 
+    def _plan_bytes(self, distinct: list[int], out_bytes: int, node: int) -> int:
+        """The simulated bytes ``node`` would hold, less the input blocks it was given
+        (:attr:`given`: the caller's, not the plan's), with a task reading the
+        ``distinct`` blocks: the copies it brings and its ``out_bytes`` result."""
+        moved = self.state.evaluate(distinct, out_bytes, node)[1]
+        return self.state.mem[node] - self.given[node] + moved + out_bytes
+
     def _with_room(self, inputs: list[int], out_bytes: int, weighed) -> list[int]:
-        """The nodes of ``weighed`` whose simulated bytes, with the copies a task reading
-        ``inputs`` brings and its ``out_bytes`` result, stay within :attr:`memory_cap`;
+        """The nodes of ``weighed`` whose simulated bytes less the input blocks they were
+        given (:meth:`_plan_bytes`), with the copies a task reading ``inputs`` brings and
+        its ``out_bytes`` result, stay within :attr:`memory_cap`;
         when none of them would, the one that would hold the least (counted in
         :attr:`over_cap`; beyond :data:`WEIGH_ALL_NODES` nodes only the weighed few are
         looked at)."""
         distinct = list(dict.fromkeys(inputs))
         state = self.state
         most = sum(state.size[block] for block in distinct) + out_bytes  # all copied
-        if max(state.mem[n] for n in weighed) + most <= self.memory_cap:
+        if max(state.mem[n] - self.given[n] for n in weighed) + most <= self.memory_cap:
             return list(weighed)  # room everywhere, whatever is copied
-        after = {n: state.mem[n] + state.evaluate(distinct, out_bytes, n)[1] + out_bytes
-                 for n in weighed}
+        after = {n: self._plan_bytes(distinct, out_bytes, n) for n in weighed}
         room = [n for n in weighed if after[n] <= self.memory_cap]
         if room:
             return room
@@ -316,6 +328,9 @@ class BlockPlacer:
             made = self.made_in.get(block)
             if made is not None and made[0] != node:  # a call read from elsewhere ends
                 self.floor[made[0]] = max(self.floor[made[0]], made[1] + 1)
+        out_bytes = sum(self.state.size[block] for block in outputs)
+        self.plan_peak[node] = max(self.plan_peak[node], self._plan_bytes(
+            list(dict.fromkeys(inputs)), out_bytes, node))
         heapq.heapreplace(self.cores[node], finish)
         self._use(node)
         if self.host_of is not None:

@@ -98,6 +98,7 @@ class CountCandidate:
     busiest_in_bytes: int | None = None  # what the node receiving the most receives
     peak_node_bytes: int | None = None  # the most bytes any node holds at once (the placer's)
     policy: str = "lshs"  # the block placer's policy it was simulated with
+    plan_peak_bytes: int | None = None  # the same less the input blocks a node was given
 
 
 @dataclass(frozen=True)
@@ -177,11 +178,13 @@ def walk(program: BlockProgramIR, env: dict[str, int],
 def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, nodes: int, cores: int,
              limit: int = MAX_SIMULATED_TASKS, input_node=None,
              stored: dict | None = None, policy: str = "lshs",
-             walked: Walk | None = None) -> CountCandidate | None:
+             walked: Walk | None = None, memory_cap: int | None = None
+             ) -> CountCandidate | None:
     """Simulated makespan, task count and bytes of one choice of counts (``None`` when the
     DAG has more than ``limit`` tasks) placed by ``policy`` (``lshs`` or ``owner``);
     ``stored`` maps an input already cut on the cluster to ``(its bounds, {block: node})``
-    (module docstring); ``walked``: its :func:`walk`, when the caller has it."""
+    (module docstring); ``walked``: its :func:`walk`, when the caller has it;
+    ``memory_cap``: a node's budget, which LSHS places within where a node has room."""
     walked = walked or walk(program, env, limit)
     if walked is None:
         return None
@@ -194,7 +197,8 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
                          hop_seconds=figures.call_seconds if nodes > 1 else 0.0,
                          small_hop_seconds=figures.small_call_seconds if nodes > 1 else 0.0,
                          inline_bytes=figures.inline_bytes,
-                         hosts=figures.hosts(nodes))
+                         hosts=figures.hosts(nodes),
+                         memory_cap=memory_cap if policy == "lshs" else None)
     versions: dict = {}
     shapes: dict = {}
     for task, edges, written in walked.tasks:
@@ -238,7 +242,7 @@ def simulate(program: BlockProgramIR, env: dict[str, int], bounds: dict, *, node
     makespan = max(max(c) for c in placer.cores)
     return CountCandidate({c: env[c] for c in program.blocks}, makespan, len(walked.tasks),
                           placer.moved_bytes(), max(placer.state.net_in),
-                          placer.state.max_peak, policy)
+                          placer.state.max_peak, policy, max(placer.plan_peak))
 
 
 def placed_flops(expr, edge_shapes: dict) -> float:
@@ -290,9 +294,10 @@ def _default_node(dims, coords, bounds: dict, nodes: int) -> int:
 def choose_counts(program: BlockProgramIR, shapes: dict[str, tuple[int, ...]], *, nodes: int,
                   cores: int, fixed: dict[str, int] | None = None,
                   preferred: dict[str, int] | None = None, input_node=None,
-                  stored: dict | None = None) -> CountChoice:
+                  stored: dict | None = None, memory_cap: int | None = None) -> CountChoice:
     """The block counts with the smallest simulated makespan (module docstring); ``stored``
-    as :func:`simulate` takes it, ``{input: (bounds, ((block, node), ...))}``."""
+    as :func:`simulate` takes it, ``{input: (bounds, ((block, node), ...))}``;
+    ``memory_cap``: a node's budget, simulated as LSHS places within it."""
     stored = {name: (tuple(tuple(e) for e in edges), dict(homes))
               for name, (edges, homes) in (stored or {}).items()} if nodes > 1 else None
     fixed = dict(fixed or {})
@@ -318,7 +323,8 @@ def choose_counts(program: BlockProgramIR, shapes: dict[str, tuple[int, ...]], *
             continue
         candidates.extend(simulate(program, env, bounds, nodes=nodes, cores=cores,
                                    input_node=input_node, stored=stored, policy=policy,
-                                   walked=walked) for policy in policies)
+                                   walked=walked, memory_cap=memory_cap)
+                          for policy in policies)
     simulated = [c for c in candidates if c.makespan is not None]
     if simulated:
         best = min(simulated, key=lambda c: (c.makespan, c.tasks))
