@@ -404,3 +404,27 @@ def test_the_count_simulation_places_within_a_node_s_memory_cap():
         cost.use_machine(figures)
     assert free.moved_bytes == 0 and free.plan_peak_bytes < free.peak_node_bytes
     assert capped.plan_peak_bytes <= cap and capped.moved_bytes > 0
+
+
+def test_the_count_choice_keeps_to_a_node_s_memory_cap_where_a_candidate_does():
+    # on 4 simulated nodes of separate machines both placements are weighed: unbudgeted,
+    # owner-computes in 8 x 8 blocks wins; at three quarters of its plan peak it no longer
+    # fits, and the choice is the fastest candidate that does (LSHS placing within it)
+    from tensorc.planning import cost
+    from tensorc.planning.block_counts import choose_counts
+
+    program = shipped("cholesky").program
+    figures = cost.machine()
+    cost.use_machine(None)  # the defaults: separate machines
+    try:
+        free = choose_counts(program, {"A": (4096, 4096)}, nodes=4, cores=1)
+        chosen = next(c for c in free.candidates
+                      if c.counts == free.counts and c.policy == free.policy)
+        cap = chosen.plan_peak_bytes * 3 // 4
+        capped = choose_counts(program, {"A": (4096, 4096)}, nodes=4, cores=1,
+                               memory_cap=cap)
+    finally:
+        cost.use_machine(figures)
+    best = next(c for c in capped.candidates
+                if c.counts == capped.counts and c.policy == capped.policy)
+    assert chosen.plan_peak_bytes > cap >= best.plan_peak_bytes

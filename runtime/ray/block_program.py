@@ -50,8 +50,9 @@ node, the most threads one of its calls ran its steps on: a node that runs a wav
 alone on a machine it shares with other nodes uses the machine's cores,
 :meth:`~tensorc.placement.block_placement.BlockPlacer.wave_threads`),
 ``inter_node_bytes`` (the placer's modelled copies),
-``max_node_memory_bytes`` (the placer's modelled peak), ``max_node_plan_bytes`` (the same
-less the input blocks a node held from the start: what the budget holds),
+``max_node_memory_bytes`` (the placer's modelled peak), ``max_node_plan_bytes`` (a node's
+most simulated bytes beyond the input blocks it held from the start, as the budget counts
+them),
 ``memory_limit_bytes`` (the node budget LSHS placed within, where a node had room) and
 ``over_memory_limit_tasks`` (tasks placed over it), ``node_peak_rss_bytes`` (each node
 worker's measured high-water mark during its calls; ``None`` after a per-task rerun) and
@@ -671,8 +672,9 @@ class _RayInputs:
         uses = len(self.dag.input_readers(name, coords))
         nbytes = math.prod(shape) * value.dtype.itemsize
         if isinstance(value, np.ndarray):  # a small block travels inside the calls
-            return (self.binding((INPUT, name, coords)),
-                    self.placer.add_version(nbytes, uses, node=0, retained=True), shape)
+            return (self.binding((INPUT, name, coords)),  # sent by the run: not given
+                    self.placer.add_version(nbytes, uses, node=0, retained=True,
+                                            given=False), shape)
         stored = value.blocks if self.stitcher is None else value.layout  # task by task: refs
         if stored.bounds == edges:
             node = live_node(stored.nodes.get(coords), self.placer.nodes)
@@ -688,6 +690,7 @@ class _RayInputs:
         node = live_node(stored.first_node(region), self.placer.nodes)
         ref, _ = submit(self.cluster, "piece", node, shape, piece_slices,
                         *(stored.refs[c] for c, _, _ in pieces))
-        return ref, self.placer.add_version(nbytes, uses, node=node, retained=True), shape
+        return ref, self.placer.add_version(nbytes, uses, node=node, retained=True,
+                                            given=False), shape  # made by the run
 
 

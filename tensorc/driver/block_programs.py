@@ -5,8 +5,9 @@ Contract: :class:`BlockProgram` wraps a checked
 takes every input by name (ndarrays, evaluated ``tc.Array`` values given as
 :class:`~tensorc.runtime.ray.arrays.DistributedArray`, or anything ``np.asarray`` accepts) and
 optionally a block count by name (``NB=4``); counts not given are chosen by
-:func:`~tensorc.planning.block_counts.choose_counts` (cached per shapes and cluster), and
-with them how the run places its tasks when the session's scheduler is ``lshs`` and the
+:func:`~tensorc.planning.block_counts.choose_counts` (cached per shapes, cluster and, on
+Ray, the session's memory budget of a node, which the choice and the placer keep where they
+can), and with them how the run places its tasks when the session's scheduler is ``lshs`` and the
 call names none (LSHS, or owner-computes where the count choice found that faster). It
 builds the program's symbolic DAG for those counts and hands it to an executor
 (:meth:`~tensorc.runtime.executor.Executor.run_block_program`): the Ray session's when an
@@ -213,7 +214,10 @@ class BlockProgram:
                          + format_statements(self.program.body))
         if stage in ("plan", "dag") or (stage is None and shapes_and_counts):
             shapes, fixed = self._shapes(shapes_and_counts)
-            choice = self.choose(shapes, fixed, executor=session.current().executor, nodes=nodes)
+            executor = session.current().executor
+            cap = (None if executor.in_process or nodes is not None
+                   else session.current().memory_budget()[0])  # as run() plans
+            choice = self.choose(shapes, fixed, executor=executor, nodes=nodes, memory_cap=cap)
             env, _ = environment(self.program, shapes, choice.counts)
             if stage in (None, "plan"):
                 parts.append(f"== plan: {choice.headline()}\n{choice.describe()}"

@@ -144,12 +144,17 @@ class BlockPlacer:
         self.free_at = np.full(nodes, np.inf)  # a used node's earliest free core; inf unused
 
     def add_version(self, nbytes: int, uses: int, node: int | None = None,
-                    retained: bool = False) -> int:
-        """A block version; with ``node``, one that already exists there (an input)."""
+                    retained: bool = False, given: bool = True) -> int:
+        """A block version; with ``node``, one that already exists there (an input),
+        counted in :attr:`given` (the caller's: left out of :attr:`memory_cap`) unless
+        ``given`` is false (a block the run itself puts there). A given block must stay
+        (``retained``, or read without end), or the node's plan bytes would go below its
+        own."""
         block = self.state.add_block(nbytes, uses, retained)
         self.ready.append(0.0)
         if node is not None:
-            self.given[node] += nbytes
+            if given:
+                self.given[node] += nbytes
             self.state.add_copy(block, node)
             self.state.home[block] = node
             self._use(node)
@@ -328,17 +333,20 @@ class BlockPlacer:
             made = self.made_in.get(block)
             if made is not None and made[0] != node:  # a call read from elsewhere ends
                 self.floor[made[0]] = max(self.floor[made[0]], made[1] + 1)
-        out_bytes = sum(self.state.size[block] for block in outputs)
-        self.plan_peak[node] = max(self.plan_peak[node], self._plan_bytes(
-            list(dict.fromkeys(inputs)), out_bytes, node))
+        state = self.state
+        held, received = state.mem[node], state.net_in[node]  # before: the copies are the
         heapq.heapreplace(self.cores[node], finish)
         self._use(node)
         if self.host_of is not None:
             heapq.heapreplace(self.pools[self.host_of[node]], finish)
-        self.state.run(outputs[0], inputs, node)
+        state.run(outputs[0], inputs, node)  # bytes the node received (net_in)
+        copied = state.net_in[node] - received
+        made = sum(state.size[block] for block in outputs)
+        self.plan_peak[node] = max(self.plan_peak[node],
+                                   held - self.given[node] + copied + made)
         for extra in outputs[1:]:
-            self.state.add_copy(extra, node)
-            self.state.home[extra] = node
+            state.add_copy(extra, node)
+            state.home[extra] = node
         for block in outputs:
             self.ready[block] = finish
             self.made_in[block] = call

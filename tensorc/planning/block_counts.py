@@ -3,8 +3,11 @@
 Contract: :func:`choose_counts(program, shapes, nodes=..., cores=..., fixed=..., preferred=...)`
 returns a :class:`CountChoice`: a count for every ``blocks`` declaration of the program and
 the simulated figures of every candidate it weighed (makespan, tasks, bytes between nodes,
-the busiest node's received bytes and the most bytes any node holds at once). Nothing
-runs: each candidate's DAG is walked in program order and list-scheduled by
+the busiest node's received bytes, the most bytes any node holds at once, and the same
+beyond the input blocks it held from the start). With ``memory_cap`` (a node's budget) LSHS
+is simulated placing within it, and only the candidates whose simulation keeps it are
+chosen from, where one does. Nothing runs: each candidate's DAG is walked in program order
+and list-scheduled by
 :class:`~tensorc.placement.block_placement.BlockPlacer` on ``nodes`` simulated nodes of
 ``cores`` cores, with the cost model's constants (:func:`tensorc.planning.cost.machine`:
 per-task overhead, per-core BLAS rate, bandwidth between nodes).
@@ -297,7 +300,9 @@ def choose_counts(program: BlockProgramIR, shapes: dict[str, tuple[int, ...]], *
                   stored: dict | None = None, memory_cap: int | None = None) -> CountChoice:
     """The block counts with the smallest simulated makespan (module docstring); ``stored``
     as :func:`simulate` takes it, ``{input: (bounds, ((block, node), ...))}``;
-    ``memory_cap``: a node's budget, simulated as LSHS places within it."""
+    ``memory_cap``: a node's budget, simulated as LSHS places within it; the candidates
+    that keep it (their :attr:`CountCandidate.plan_peak_bytes`) are the only ones chosen
+    from, where one does."""
     stored = {name: (tuple(tuple(e) for e in edges), dict(homes))
               for name, (edges, homes) in (stored or {}).items()} if nodes > 1 else None
     fixed = dict(fixed or {})
@@ -326,6 +331,8 @@ def choose_counts(program: BlockProgramIR, shapes: dict[str, tuple[int, ...]], *
                                    walked=walked, memory_cap=memory_cap)
                           for policy in policies)
     simulated = [c for c in candidates if c.makespan is not None]
+    if memory_cap is not None:  # within the budget where a candidate is (owner's included)
+        simulated = [c for c in simulated if c.plan_peak_bytes <= memory_cap] or simulated
     if simulated:
         best = min(simulated, key=lambda c: (c.makespan, c.tasks))
         if shared:
