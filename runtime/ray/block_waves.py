@@ -218,7 +218,8 @@ class Wave:
                 new = weigh(u, node, counted, members)
             counted.update(new)
             members.add(u)
-            open_parts[(level[u], node)] = (number, used + sum(new.values()), counted, members)
+            used += sum(new.values())
+            open_parts[(level[u], node)] = (number, used, counted, members)
             part[u] = number
         return part
 

@@ -163,7 +163,7 @@ class BlockProgram:
         executor = session.executor_for(None if distributed else "local", list(values.values()))
         shapes = {name: tuple(v.shape) for name, v in values.items()}
         preferred = _preferred(self.program, values)
-        budget = None if executor.in_process else session.current().memory_budget()[0]
+        budget = _node_budget(executor)
         try:
             choice = self.choose(shapes, fixed, executor=executor, preferred=preferred,
                                  stored=stored_layouts(values), memory_cap=budget)
@@ -215,8 +215,7 @@ class BlockProgram:
         if stage in ("plan", "dag") or (stage is None and shapes_and_counts):
             shapes, fixed = self._shapes(shapes_and_counts)
             executor = session.current().executor
-            cap = (None if executor.in_process or nodes is not None
-                   else session.current().memory_budget()[0])  # as run() plans
+            cap = None if nodes is not None else _node_budget(executor)  # as run() plans
             choice = self.choose(shapes, fixed, executor=executor, nodes=nodes, memory_cap=cap)
             env, _ = environment(self.program, shapes, choice.counts)
             if stage in (None, "plan"):
@@ -347,3 +346,10 @@ def _shipped_program(name: str) -> BlockProgramIR:
 def shipped(name: str, wrap=_identity) -> BlockProgram:
     """One of the block programs tensorc ships (read and parsed once per process)."""
     return BlockProgram(*_shipped(name), wrap)
+
+
+def _node_budget(executor) -> int | None:
+    """The memory budget of one node a run on ``executor`` plans and places within: the
+    session's on a cluster (its ``memory_limit``, else its default), none in this process
+    (one process's block programs do not plan to it)."""
+    return None if executor.in_process else session.current().memory_budget()[0]

@@ -334,13 +334,13 @@ class BlockPlacer:
             if made is not None and made[0] != node:  # a call read from elsewhere ends
                 self.floor[made[0]] = max(self.floor[made[0]], made[1] + 1)
         state = self.state
-        held, received = state.mem[node], state.net_in[node]  # before: the copies are the
+        held, received = state.mem[node], state.net_in[node]  # before the task runs
         heapq.heapreplace(self.cores[node], finish)
         self._use(node)
         if self.host_of is not None:
             heapq.heapreplace(self.pools[self.host_of[node]], finish)
-        state.run(outputs[0], inputs, node)  # bytes the node received (net_in)
-        copied = state.net_in[node] - received
+        state.run(outputs[0], inputs, node)
+        copied = state.net_in[node] - received  # the task's copies: what the node received
         made = sum(state.size[block] for block in outputs)
         self.plan_peak[node] = max(self.plan_peak[node],
                                    held - self.given[node] + copied + made)
