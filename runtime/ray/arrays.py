@@ -72,12 +72,13 @@ from tensorc.placement.blocks import (
 )
 from tensorc.placement.layout import block_cyclic_node, node_grid
 from tensorc.placement.recipes import Recipe, random_piece
-from tensorc.runtime.ray.calls import SUBMITTING, submit
+from tensorc.runtime.ray.calls import SUBMITTING, node_workers, submit
 from tensorc.runtime.ray.cluster import connected as ray_cluster
 from tensorc.runtime.ray.held import Held, Unwritten, release
 from tensorc.runtime.ray.held import drop as drop_held
 from tensorc.runtime.ray.held import peek as peek_held
 from tensorc.runtime.ray.inline import INLINE_BYTES, Inline
+from tensorc.runtime.ray.peer_blocks import offer_blocks
 
 RELAID_PER_ARRAY = 2
 """Re-laid-out copies an array keeps."""
@@ -346,7 +347,14 @@ def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> Distribut
     _batched(cluster, blocks, items,
              lambda node, batch: submit(cluster, "make_many", node, name, batch,
                                         returns=len(batch) + 1))
-    return DistributedArray(blocks, node_grid)
+    return _offered(cluster, DistributedArray(blocks, node_grid))
+
+
+def _offered(cluster, array: DistributedArray) -> DistributedArray:
+    """``array``, its blocks offered to their nodes' workers for calls elsewhere to pull
+    (:mod:`~tensorc.runtime.ray.peer_blocks`)."""
+    offer_blocks(cluster, node_workers(cluster), array.layout, array)
+    return array
 
 
 def _batched(cluster, blocks: Blocks, items: list, send) -> None:
@@ -616,4 +624,4 @@ def place(data: np.ndarray, bounds: tuple[tuple[int, ...], ...], node_of=None) -
         items.append((coords, value, value.nbytes))
     _batched(cluster, blocks, items,
              lambda node, batch: submit(cluster, "place", node, batch, returns=len(batch) + 1))
-    return DistributedArray(blocks, node_grid)
+    return _offered(cluster, DistributedArray(blocks, node_grid))

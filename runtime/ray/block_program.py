@@ -256,7 +256,7 @@ class _RayDagRun:
             self.record.stats = {key: list(value) if isinstance(value, list) else value
                                  for key, value in stats.items()}
             self.record.tasks = self.tasks
-        stats.update(_measured(self.waves_in_flight.peaks, self.tasks,
+        stats.update(_measured(self.waves_in_flight, self.tasks,
                                finished - started - waiting, started))
         return outputs, stats
 
@@ -462,9 +462,12 @@ def _highest(known: list | None, measured: list) -> list:
             for a, b in zip(known, measured, strict=False)]
 
 
-def _measured(peaks: list | None, tasks: int, driver_seconds: float, started: float) -> dict:
+def _measured(in_flight: _WavesInFlight, tasks: int, driver_seconds: float,
+              started: float) -> dict:
     """A run's statistics measured on the clock and on the nodes (not recorded)."""
+    peaks = in_flight.peaks
     return {"node_peak_rss_bytes": peaks,
+            "direct_bytes": in_flight.pulled[0], "direct_through_ray": in_flight.pulled[1],
             "peak_rss_bytes": max((p for p in peaks or () if p is not None), default=None),
             "driver_seconds_per_task": driver_seconds / max(1, tasks),
             "run_seconds": time.perf_counter() - started}
@@ -506,7 +509,7 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
                  remote_calls=sum(len(wave.prepared.calls) for wave in recording.waves),
                  kept_results=sum(wave.prepared.kept for wave in recording.waves),
                  held_results=len(held))
-    stats.update(_measured(in_flight.peaks, recording.tasks,
+    stats.update(_measured(in_flight, recording.tasks,
                            finished - started - in_flight.waiting - driver_waited, started))
     return outputs, stats
 
@@ -537,6 +540,7 @@ class _WavesInFlight:
         self.waves: deque = deque()
         self.waiting = 0.0
         self.peaks: list | None = None
+        self.pulled = [0, 0]  # bytes pulled from peers, blocks read through Ray instead
 
     def add(self, reports: list) -> None:
         self.waves.append(reports)
@@ -549,7 +553,7 @@ class _WavesInFlight:
 
     def _wait(self, reports: list) -> None:
         waited = time.perf_counter()
-        self.peaks = _highest(self.peaks, _wait_calls(self.cluster, reports))
+        self.peaks = _highest(self.peaks, _wait_calls(self.cluster, reports, self.pulled))
         self.waiting += time.perf_counter() - waited
 
 
@@ -617,12 +621,12 @@ def _wait(refs) -> None:
         raise
 
 
-def _wait_calls(cluster, reports) -> list:
-    """:func:`~tensorc.runtime.ray.calls.wait_for_calls` (the peak RSS each node measured),
-    raising a kernel's own tensorc error (``LinAlgError``) rather than the execution error
-    wrapping it."""
+def _wait_calls(cluster, reports, pulled: list) -> list:
+    """:func:`~tensorc.runtime.ray.calls.wait_for_calls` (the peak RSS each node measured;
+    the calls' pulled counts added into ``pulled``), raising a kernel's own tensorc error
+    (``LinAlgError``) rather than the execution error wrapping it."""
     try:
-        return wait_for_calls(cluster, reports)
+        return wait_for_calls(cluster, reports, pulled)
     except ExecutionError as err:
         cause = getattr(err.__cause__, "cause", None)
         if isinstance(cause, TensorcError):

@@ -63,9 +63,16 @@ from operator import itemgetter
 import numpy as np
 
 from tensorc.codegen.block_kernels import evaluate_block_expr
-from tensorc.runtime.ray.calls import SUBMITTING, fetch_results, node_workers, submit_stage
+from tensorc.runtime.ray.calls import (
+    SUBMITTING,
+    fetch_results,
+    node_workers,
+    peer_endpoints,
+    submit_stage,
+)
 from tensorc.runtime.ray.held import Held, read_in_place
 from tensorc.runtime.ray.inline import Inline, made_here
+from tensorc.runtime.ray.peer_blocks import direct
 from tensorc.runtime.ray.stages import RUN, Step
 from tensorc.runtime.ray.tasks import stitch
 
@@ -401,6 +408,7 @@ class Prepared:
         one, an :class:`~tensorc.runtime.ray.inline.Inline` for a driver unit's; the
         calls' report refs; the seconds the driver waited for its units' inputs)``."""
         workers = node_workers(cluster)
+        endpoints = peer_endpoints(cluster)
         refs: dict[tuple[int, int], object] = {}
         reports: list = []
         waited = 0.0
@@ -411,7 +419,8 @@ class Prepared:
                 continue
             with SUBMITTING:
                 for c in run:
-                    self._send(c, cluster, workers, threads, prefix, bind, refs, reports)
+                    self._send(c, cluster, workers, endpoints, threads, prefix, bind, refs,
+                               reports)
             run = []
             if item:
                 waited += self._run_in_driver(cluster, item, refs)
@@ -420,13 +429,16 @@ class Prepared:
             refs[result] = Held(workers[node], prefix + key, nbytes)
         return {r: refs[r] for r in self.wanted}, reports, waited
 
-    def _send(self, c: int, cluster, workers, threads, prefix: str, bind, refs: dict,
-              reports: list) -> None:
-        """Submit call ``c`` (:meth:`submit`), its wave results bound from ``refs``."""
+    def _send(self, c: int, cluster, workers, endpoints, threads, prefix: str, bind,
+              refs: dict, reports: list) -> None:
+        """Submit call ``c`` (:meth:`submit`), its wave results bound from ``refs``, an
+        input block offered by another node's worker pulled from it (``endpoints``:
+        :func:`~tensorc.runtime.ray.peer_blocks.direct`)."""
         node, args, exports, exported = self.calls[c]
         bound = [refs[arg[1:]] if arg[0] == PENDING else bind(arg, node)
                  for arg in args]  # then a held block, still held, is read there
-        bound = [b.value if type(b) is Inline else read_in_place(b) for b in bound]
+        bound = [b.value if type(b) is Inline
+                 else direct(read_in_place(b), node, cluster, endpoints) for b in bound]
         returned = submit_stage(cluster, workers, node, prefix, self.payloads[c], bound,
                                 exports + 1, threads=threads[node] if threads else None)
         refs.update(zip(exported, returned, strict=False))

@@ -68,10 +68,12 @@ from collections.abc import Sequence
 from tensorc.errors import ExecutionError, StorageError, TensorcError, first_line
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray import tasks as ray_tasks
-from tensorc.runtime.ray.cluster import RayCluster
+from tensorc.runtime.ray.cluster import PROBE_SECONDS, RayCluster
 from tensorc.runtime.ray.held import Held, flush_drops, read_in_place
 from tensorc.runtime.ray.held import bind as bind_held
 from tensorc.runtime.ray.inline import INLINE_BYTES, Inline, made_here
+from tensorc.runtime.ray import peer_blocks
+from tensorc.runtime.ray.peer_blocks import flush_withdraws
 from tensorc.runtime.ray.stages import INPUT, STORED, StagedCalls
 
 POLL_SECONDS = 1.0
@@ -102,7 +104,30 @@ def node_workers(cluster: RayCluster) -> list:
     if cluster.workers_epoch != cluster.epoch or len(cluster.workers) != cluster.nodes:
         cluster.workers = [ray_tasks.node_worker(node) for node in cluster.node_ids]
         cluster.workers_epoch = cluster.epoch
+        cluster.endpoints = [worker.endpoint.remote() for worker in cluster.workers]
+    flush_withdraws(cluster, cluster.workers)
     return cluster.workers
+
+
+def peer_endpoints(cluster: RayCluster) -> list | None:
+    """The addresses of the node workers' block servers, in node order (``None`` for a
+    worker that did not answer; :mod:`~tensorc.runtime.ray.peer_blocks`), or ``None``
+    when the node workers are not started or the direct path is off. Asked once per set
+    of workers, at their start; read here the first time a call needs them."""
+    import ray
+
+    if not peer_blocks.ENABLED or not cluster.endpoints or cluster.workers_epoch != cluster.epoch:
+        return None
+    if any(isinstance(found, ray.ObjectRef) for found in cluster.endpoints):
+        answered = []
+        for found in cluster.endpoints:
+            try:
+                answered.append(ray.get(found, timeout=PROBE_SECONDS)
+                                if isinstance(found, ray.ObjectRef) else found)
+            except Exception:  # noqa: BLE001 - a worker that cannot answer serves nothing
+                answered.append(None)
+        cluster.endpoints = answered
+    return cluster.endpoints
 
 
 def _settled_locations(refs: list, settle_seconds: float = 1.0) -> dict:
@@ -182,9 +207,12 @@ def worker_lost_errors() -> tuple[type, ...]:
             ray.exceptions.ActorUnschedulableError)
 
 
-def wait_for_calls(cluster: RayCluster, reports: list) -> list[int | None]:
+def wait_for_calls(cluster: RayCluster, reports: list, pulled: list | None = None
+                   ) -> list[int | None]:
     """Wait for calls submitted without waiting (``CallRunner.run(pending=...)``) and return
-    the peak RSS measured on each node (:func:`node_peaks`): raises :class:`WorkerLost` when
+    the peak RSS measured on each node (:func:`node_peaks`), adding the calls' bytes pulled
+    from peers and blocks read through Ray instead into ``pulled`` (``[bytes, blocks]``)
+    when given: raises :class:`WorkerLost` when
     a node worker died (the caller runs again, waiting each time), a call's
     :class:`~tensorc.errors.StorageError` as it is, and
     :class:`~tensorc.errors.ExecutionError` for any other failure."""
@@ -199,6 +227,10 @@ def wait_for_calls(cluster: RayCluster, reports: list) -> list[int | None]:
     except ray.exceptions.RayError as err:
         raise_storage_error(err)
         raise ExecutionError(f"a call of the program failed on Ray: {err}") from err
+    if pulled is not None:
+        for report in reported:
+            pulled[0] += getattr(report, "pulled", 0)
+            pulled[1] += getattr(report, "through_ray", 0)
     return node_peaks(cluster, reported)
 
 

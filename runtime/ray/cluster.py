@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from tensorc.errors import ExecutionError
 from tensorc.runtime.ray.held import forget_all
+from tensorc.runtime.ray.peer_blocks import forget_offers
 
 LOCAL_NODE_MEMORY = 512 * 1024 * 1024
 """Object store per node of a private multi-node cluster (bytes)."""
@@ -64,6 +65,9 @@ class RayCluster:
     workers: list = field(default_factory=list, repr=False)
     """The node workers (Ray actors) the executor started, in node order."""
     workers_epoch: int = -1
+    endpoints: list = field(default_factory=list, repr=False)
+    """The node workers' block servers (``(host, port)``, or the refs of the answers not
+    read yet: :func:`~tensorc.runtime.ray.calls.peer_endpoints`), in node order."""
     measure: bool = False
     """Read Ray's object directory after every run for the bytes Ray moved (the session's
     ``tc.init(measure=...)``; a call's own ``measure=`` wins)."""
@@ -227,6 +231,7 @@ def disconnect(cluster: RayCluster | None) -> None:
     import ray
 
     forget_all()  # the workers holding blocks end with the session
+    forget_offers()  # and those offering them
     if ray.is_initialized():
         ray.shutdown()
     if cluster is not None and cluster.local_cluster is not None:

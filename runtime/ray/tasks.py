@@ -78,6 +78,7 @@ from tensorc.codegen.sparse_loops import compile_loops, csr_times_dense
 from tensorc.planning.memory_fit import READ_OVERHEAD
 from tensorc.runtime.allocator import keep_freed_memory
 from tensorc.runtime.block_buffers import BlockBuffers, holds
+from tensorc.runtime.ray.peer_blocks import PeerRead, offer, pull, serve, take_counts, withdraw
 from tensorc.runtime.ray.stages import READ, RUN, Step
 from tensorc.runtime.resident import PeakResident
 from tensorc.runtime.task_pool import blas_controller, helper_pool
@@ -344,18 +345,24 @@ HELD: dict = {}
 class NodeReport(str):
     """A staged call's report: the id of the node it ran on (a ``str``, compared and
     looked up as one) carrying the peak resident memory of the worker during the call
-    (``peak_rss``, bytes; ``None`` where it cannot be measured)."""
+    (``peak_rss``, bytes; ``None`` where it cannot be measured), the bytes of input blocks
+    it pulled from their holders' workers (``pulled``) and how many such blocks it read
+    through Ray instead (``through_ray``; :mod:`~tensorc.runtime.ray.peer_blocks`)."""
 
     peak_rss: int | None = None
+    pulled: int = 0
+    through_ray: int = 0
 
     @staticmethod  # found by name when unpickled: Ray's cloudpickle sends a classmethod's
-    def of(node: str, peak_rss: int | None) -> NodeReport:  # code by value (737 bytes a call)
+    def of(node: str, peak_rss: int | None,  # code by value (737 bytes a call)
+           pulled: tuple[int, int] = (0, 0)) -> NodeReport:
         report = NodeReport(node)
         report.peak_rss = peak_rss
+        report.pulled, report.through_ray = pulled
         return report
 
     def __reduce__(self):
-        return NodeReport.of, (str(self), self.peak_rss)
+        return NodeReport.of, (str(self), self.peak_rss, (self.pulled, self.through_ray))
 
 
 def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.ndarray):
@@ -375,6 +382,8 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
             _PAYLOADS.pop(next(iter(_PAYLOADS)))
         _PAYLOADS[key] = found
     steps, exports, budget, *keeping = found
+    if any(type(block) is PeerRead for block in blocks):
+        blocks = _pulled(blocks)
     if any(type(block) in _READS_HERE for block in blocks):
         blocks = tuple(b.value() if type(b) in _READS_HERE else b for b in blocks)
     kept_in, keep_out, held_out = (*keeping, (), (), ())[:3]
@@ -390,9 +399,18 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
         if isinstance(value, np.ndarray):
             value.flags.writeable = False  # as a Ray object is: no later step writes it
         into[prefix + key] = value
+    report = NodeReport.of(node, resident.peak, take_counts())
     if not exports:  # the report alone (all its results kept): one value, not a 1-tuple
-        return NodeReport.of(node, resident.peak)
-    return (*results[:len(exports)], NodeReport.of(node, resident.peak))
+        return report
+    return (*results[:len(exports)], report)
+
+
+def _pulled(blocks: tuple) -> tuple:
+    """``blocks`` with every :class:`~tensorc.runtime.ray.peer_blocks.PeerRead` replaced by
+    the block its holder sent (all holders asked at once)."""
+    at = [k for k, block in enumerate(blocks) if type(block) is PeerRead]
+    found = dict(zip(at, pull([blocks[k] for k in at]), strict=True))
+    return tuple(found.get(k, block) for k, block in enumerate(blocks))
 
 
 class HeldRead:
@@ -454,6 +472,18 @@ class NodeWorker:
 
     def node(self) -> str:
         return _worker_setup()
+
+    def endpoint(self) -> tuple[str, int]:
+        """The address of this worker's block server (started on the first ask)."""
+        return serve()
+
+    def offer(self, refs: list) -> int:
+        """Serve the blocks ``refs`` (stored on this node) to calls on other nodes."""
+        return offer(refs)
+
+    def withdraw(self, ids: list[bytes]) -> int:
+        """Stop serving the blocks ``ids``."""
+        return withdraw(ids)
 
     def forget(self, prefix: str) -> int:
         """Drop the kept results and held blocks whose key starts with ``prefix`` (a run
