@@ -1,0 +1,130 @@
+"""Input blocks pulled from the node worker of the node holding them
+(``runtime/ray/peer_blocks.py``): the wire format on real sockets, then block programs on the
+shared 4-node Ray cluster, the pulled bytes against the placer's count, and every way a pull
+falls back to Ray's own transfer."""
+
+from __future__ import annotations
+
+import gc
+import socket
+import struct
+import threading
+
+import numpy as np
+import pytest
+
+import tensorc as tc
+from tensorc.driver.block_programs import shipped
+from tensorc.runtime.ray import peer_blocks
+from tensorc.runtime.ray.peer_blocks import _HEADER, _receive_block, _send_block
+
+RNG = np.random.default_rng(11)
+
+
+def spd(n: int) -> np.ndarray:
+    x = RNG.random((n, n))
+    return x @ x.T + n * np.eye(n)
+
+
+@pytest.mark.parametrize("value", [RNG.random((3, 5)), np.arange(7, dtype=np.int32),
+                                   np.array(2.5, dtype=np.float32), np.zeros((0, 4))])
+def test_a_block_crosses_the_socket_with_its_dtype_and_shape(value):
+    sender, receiver = socket.socketpair()
+    with sender, receiver:
+        threading.Thread(target=_send_block, args=(sender, value)).start()
+        got = _receive_block(receiver)
+    assert got.dtype == value.dtype and got.shape == value.shape
+    np.testing.assert_array_equal(got, value)
+    assert not got.flags.writeable  # read-only, as a block Ray fetched is
+
+
+def test_a_block_the_holder_does_not_offer_comes_back_as_none():
+    sender, receiver = socket.socketpair()
+    with sender, receiver:
+        _send_block(sender, None)
+        assert _receive_block(receiver) is None
+
+
+def test_a_holder_that_hangs_up_mid_block_is_a_broken_connection():
+    sender, receiver = socket.socketpair()
+    with receiver:
+        with sender:  # a block of 1,000 float64 announced, 100 bytes of it sent
+            sender.sendall(_HEADER.pack(1, 1, 3) + b"<f8" + struct.pack("<q", 1000)
+                           + bytes(100))
+        with pytest.raises(ConnectionResetError, match="hung up"):
+            _receive_block(receiver)
+
+
+def _offered_counts() -> list[int]:
+    import ray
+
+    from tensorc.runtime.ray.cluster import connected
+
+    return ray.get([worker.withdraw.remote([]) for worker in connected().workers])
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_a_call_pulls_the_input_blocks_other_nodes_hold_and_moves_what_the_plan_said():
+    # as calibrated, the 1536 Cholesky is one call on one node; the 7 blocks of its lower
+    # triangle that other nodes hold are pulled from their workers, none through Ray
+    a = spd(1536)
+    placed = tc.asarray(a, block_shape=(384, 384)).value()
+    out = shipped("cholesky").run(A=placed, NB=4)
+    stats = tc.last_stats()
+    assert stats["remote_calls"] == 1
+    assert stats["direct_bytes"] == stats["inter_node_bytes"] == 7 * 384 * 384 * 8
+    assert stats["direct_through_ray"] == 0
+    np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
+                               atol=1e-10)
+    again = shipped("cholesky").run(A=placed, NB=4)  # a replay pulls them again
+    assert tc.last_stats()["replayed"] and tc.last_stats()["direct_bytes"] == 7 * 384**2 * 8
+    np.testing.assert_allclose(again["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
+                               atol=1e-10)
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_blocks_their_holders_stopped_offering_are_read_through_ray():
+    import ray
+
+    from tensorc.runtime.ray.cluster import connected
+
+    a = spd(1536)
+    placed = tc.asarray(a, block_shape=(384, 384)).value()
+    ids = [ref.binary() for ref in placed.stored_refs()]
+    ray.get([worker.withdraw.remote(ids) for worker in connected().workers])
+    out = shipped("cholesky").run(A=placed, NB=4)
+    stats = tc.last_stats()
+    assert stats["direct_bytes"] == 0 and stats["direct_through_ray"] == 7
+    np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
+                               atol=1e-10)
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_with_the_direct_path_off_every_block_goes_through_ray(monkeypatch):
+    monkeypatch.setattr(peer_blocks, "ENABLED", False)
+    a = spd(1536)
+    out = shipped("cholesky").run(A=tc.asarray(a, block_shape=(384, 384)).value(), NB=4)
+    stats = tc.last_stats()
+    assert stats["direct_bytes"] == 0 and stats["direct_through_ray"] == 0
+    np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
+                               atol=1e-10)
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_an_array_that_dies_is_withdrawn_from_the_workers_and_small_blocks_are_not_offered():
+    from tensorc.runtime.ray.calls import node_workers
+    from tensorc.runtime.ray.cluster import connected
+
+    gc.collect()
+    node_workers(connected())  # what died before is withdrawn
+    before = _offered_counts()
+    big = tc.asarray(RNG.random((512, 512)), block_shape=(128, 128))  # 128 KiB blocks
+    small = tc.asarray(RNG.random((64, 64)), block_shape=(32, 32))  # 8 KiB: not offered
+    tc.wait(big, small)
+    offered = _offered_counts()
+    assert sum(offered) - sum(before) == 16
+    assert [n - b for n, b in zip(offered, before, strict=True)] == [4, 4, 4, 4]
+    del big, small
+    gc.collect()
+    node_workers(connected())  # every submission asks for the workers: withdrawn then
+    assert _offered_counts() == before
