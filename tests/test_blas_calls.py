@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.linalg.blas
 
-from tensorc.codegen.blas_calls import trmm, trsm
+from tensorc.codegen.blas_calls import TRSM_LEAF, trmm, trsm
 
 RNG = np.random.default_rng(7)
 
@@ -36,6 +36,32 @@ def test_trsm_and_trmm_equal_scipy(call, dtype, side, trans_a, lower, diag, orde
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(b, before)  # b is copied, never written
     assert got.dtype == want.dtype and got.flags.f_contiguous
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("side", [0, 1])
+@pytest.mark.parametrize("trans_a", [0, 1, 2])
+@pytest.mark.parametrize("lower,diag", [(1, 0), (0, 0), (1, 1), (0, 1)])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_a_triangle_over_the_leaf_size_is_solved_in_halves_as_scipy_solves_it(
+        dtype, side, trans_a, lower, diag, order):
+    edge = 4 * TRSM_LEAF + 5  # halved three times, unevenly
+    t = np.tril(RNG.random((edge, edge)) / (edge if diag else 1)) + edge * np.eye(edge)
+    if np.dtype(dtype).kind == "c":
+        t = t + 1j * np.tril(RNG.random((edge, edge)), -1) / edge
+    a = np.asarray(t if lower else t.T, dtype=dtype)
+    b = np.asarray(RNG.random((edge, 9) if side == 0 else (9, edge)), dtype=dtype, order=order)
+    want = scipy.linalg.blas.get_blas_funcs("trsm", (a, b))(
+        0.5, a, b, side=side, lower=lower, trans_a=trans_a, diag=diag)
+    before = b.copy()
+    got = trsm(0.5, a, b, side=side, lower=lower, trans_a=trans_a, diag=diag)
+    tolerance = 1e-5 if np.dtype(dtype) == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
+    np.testing.assert_array_equal(b, before)
+    fortran = np.asfortranarray(b)
+    assert trsm(0.5, a, fortran, side=side, lower=lower, trans_a=trans_a, diag=diag,
+                overwrite_b=True) is fortran  # the halves solved in place
+    np.testing.assert_allclose(fortran, want, rtol=tolerance, atol=tolerance)
 
 
 @pytest.mark.parametrize("call", [trsm, trmm])
@@ -78,6 +104,7 @@ def test_the_blas_routine_is_called_directly():
 
     assert _exported("dtrsm") is not None  # not SciPy's wrapper, which holds the GIL
     assert _exported("dtrmm") is not None
+    assert _exported("dgemm", 13) is not None  # the halves' products
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.longdouble])

@@ -67,12 +67,12 @@ from collections.abc import Sequence
 
 from tensorc.errors import ExecutionError, StorageError, TensorcError, first_line
 from tensorc.placement.blocks import Blocks
+from tensorc.runtime.ray import peer_blocks
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.cluster import PROBE_SECONDS, RayCluster
 from tensorc.runtime.ray.held import Held, flush_drops, read_in_place
 from tensorc.runtime.ray.held import bind as bind_held
 from tensorc.runtime.ray.inline import INLINE_BYTES, Inline, made_here
-from tensorc.runtime.ray import peer_blocks
 from tensorc.runtime.ray.peer_blocks import flush_withdraws
 from tensorc.runtime.ray.stages import INPUT, STORED, StagedCalls
 

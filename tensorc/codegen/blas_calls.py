@@ -22,6 +22,12 @@ pointer (``scipy.linalg.cython_blas``), through :mod:`ctypes`, which releases th
 the call (two at once: 1.30x one). Where that export cannot be read, it falls back to the
 SciPy wrapper. Shapes are checked before the pointer is called: BLAS would read past a
 wrong one.
+
+A solve whose triangle has more than :data:`TRSM_LEAF` rows is solved in halves
+(:func:`_solve_halves`, as recursive LAPACK codes do): half its flops become one ``?gemm``
+per level, which runs at about twice ``?trsm``'s rate per flop here. One thread, medians of
+15 (``dtrsm`` alone against in halves): 1024² 25.3 against 18.9 ms, 384² 2.46 against 1.46
+ms, 2048² 136 against 110 ms; a 40-column triangle is solved as it was.
 """
 
 from __future__ import annotations
@@ -36,9 +42,9 @@ _CODES = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
 _ROUTINES: dict[str, object] = {}
 
 
-def _exported(name: str):
-    """SciPy's Cython export of BLAS routine ``name`` as a ctypes function taking every
-    argument by address (Fortran's convention), or ``None`` when it cannot be read."""
+def _exported(name: str, arguments: int = 11):
+    """SciPy's Cython export of BLAS routine ``name`` as a ctypes function taking its
+    ``arguments`` by address (Fortran's convention), or ``None`` when it cannot be read."""
     if name in _ROUTINES:
         return _ROUTINES[name]
     found = None
@@ -52,7 +58,7 @@ def _exported(name: str):
             ("PyCapsule_GetPointer", ctypes.pythonapi))
         address = get_pointer(capsule, get_name(capsule))
         if address:
-            found = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 11)(address)
+            found = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * arguments)(address)
     except (ImportError, AttributeError, KeyError, ValueError):  # pragma: no cover
         found = None
     _ROUTINES[name] = found
@@ -97,17 +103,92 @@ def _triangular(name: str, alpha, a: np.ndarray, b: np.ndarray, side: int, lower
     in_place = (overwrite_b and b.dtype == kind and b.flags.f_contiguous
                 and b.flags.writeable and b.flags.aligned)
     out = b if in_place else np.array(b, dtype=kind, order="F", copy=True)
-    scale = np.array(alpha, dtype=kind)
-
-    flag = ctypes.c_char_p
-
-    def count(value: int):
-        return ctypes.byref(ctypes.c_int(value))
-
-    if rows and cols:
-        routine(flag(b"R" if side else b"L"), flag(b"L" if lower else b"U"),
-                flag(b"NTC"[trans_a:trans_a + 1]), flag(b"U" if diag else b"N"),
-                count(rows), count(cols), scale.ctypes.data_as(ctypes.c_void_p),
-                a.ctypes.data_as(ctypes.c_void_p), count(max(1, edge)),
-                out.ctypes.data_as(ctypes.c_void_p), count(max(1, rows)))
+    if not rows or not cols:
+        return out
+    if name == "trsm" and edge > TRSM_LEAF:
+        gemm = _exported(_CODES[kind] + "gemm", 13)
+        if gemm is not None:
+            lower_now = bool(lower) != bool(trans_a)  # op(a)'s triangle
+            _solve_halves(routine, gemm, side, lower, lower_now, trans_a, diag, a, out,
+                          np.array(alpha, dtype=kind))
+            return out
+    _call(routine, side, lower, trans_a, diag, a, out, np.array(alpha, dtype=kind))
     return out
+
+
+TRSM_LEAF = 64
+"""A triangular solve whose triangle has more rows than this is solved in halves
+(:func:`_solve_halves`)."""
+
+
+def _ld(x: np.ndarray) -> int:
+    """The leading dimension of a Fortran-ordered array or column-major view."""
+    return max(1, x.strides[1] // x.itemsize if x.shape[1] > 1 else x.shape[0])
+
+
+def _count(value: int):
+    return ctypes.byref(ctypes.c_int(value))
+
+
+def _pointer(x: np.ndarray):
+    return ctypes.c_void_p(x.ctypes.data)
+
+
+def _call(routine, side: int, lower: int, trans_a: int, diag: int, a: np.ndarray,
+          out: np.ndarray, scale: np.ndarray) -> None:
+    """``routine`` (``?trsm`` or ``?trmm``) on column-major ``a`` and ``out``, in place."""
+    rows, cols = out.shape
+    flag = ctypes.c_char_p
+    routine(flag(b"R" if side else b"L"), flag(b"L" if lower else b"U"),
+            flag(b"NTC"[trans_a:trans_a + 1]), flag(b"U" if diag else b"N"),
+            _count(rows), _count(cols), _pointer(scale), _pointer(a), _count(_ld(a)),
+            _pointer(out), _count(_ld(out)))
+
+
+def _solve_halves(trsm, gemm, side: int, lower: int, lower_now: bool, trans_a: int,
+                  diag: int, a: np.ndarray, out: np.ndarray, scale: np.ndarray) -> None:
+    """``out := scale op(a)^-1 out`` (``side=0``) or ``scale out op(a)^-1``, in place, by
+    halves of the triangle: solve one half, take its part out of the other half's
+    right-hand side with one matrix product, solve the other half (recursively, down to
+    :data:`TRSM_LEAF` rows). Half the work becomes a GEMM, which BLAS runs at about twice
+    a ``trsm``'s rate per flop on blocks of a few hundred rows here (OpenBLAS: a 1024²
+    ``dtrsm`` takes as long as a 1024² ``dgemm``, with half the flops)."""
+    edge = a.shape[0]
+    if edge <= TRSM_LEAF:
+        _call(trsm, side, lower, trans_a, diag, a, out, scale)
+        return
+    h = edge // 2
+    # op(a)'s block off the diagonal, as a block of a and the op that gives it
+    if lower_now:  # op(a)[h:, :h]
+        off = a[h:, :h] if not trans_a else a[:h, h:]
+    else:  # op(a)[:h, h:]
+        off = a[:h, h:] if not trans_a else a[h:, :h]
+    first, second = (a[:h, :h], a[h:, h:])
+    # op(a) X = B: X cut in rows; X op(a) = B: X cut in columns
+    parts = (out[:h, :], out[h:, :]) if side == 0 else (out[:, :h], out[:, h:])
+    # which half is solved first: the one whose rows of X need nothing from the other
+    early = 0 if (side == 0) == lower_now else 1
+    late = 1 - early
+    triangles = (first, second)
+    _solve_halves(trsm, gemm, side, lower, lower_now, trans_a, diag, triangles[early],
+                  parts[early], scale)
+    # the late part's right-hand side: scale * B_late - (its product with the solved part)
+    one, minus = np.array(1, dtype=scale.dtype), np.array(-1, dtype=scale.dtype)
+    if side == 0:  # X_late = scale B_late - op(off) X_early
+        _gemm(gemm, trans_a, 0, minus, off, parts[early], scale, parts[late])
+    else:  # X_late = scale B_late - X_early op(off)
+        _gemm(gemm, 0, trans_a, minus, parts[early], off, scale, parts[late])
+    _solve_halves(trsm, gemm, side, lower, lower_now, trans_a, diag, triangles[late],
+                  parts[late], one)
+
+
+def _gemm(gemm, trans_x: int, trans_y: int, alpha: np.ndarray, x: np.ndarray,
+          y: np.ndarray, beta: np.ndarray, c: np.ndarray) -> None:
+    """``c := alpha op(x) op(y) + beta c`` by BLAS ``?gemm`` on column-major views."""
+    rows, cols = c.shape
+    inner = x.shape[0] if trans_x else x.shape[1]
+    flag = ctypes.c_char_p
+    gemm(flag(b"NTC"[trans_x:trans_x + 1]), flag(b"NTC"[trans_y:trans_y + 1]),
+         _count(rows), _count(cols), _count(inner), _pointer(alpha), _pointer(x),
+         _count(_ld(x)), _pointer(y), _count(_ld(y)), _pointer(beta), _pointer(c),
+         _count(_ld(c)))
