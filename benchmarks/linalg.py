@@ -83,11 +83,13 @@ Ray's floor (unless ``--no-floor``; needs ``tensorc-ray``): after tensorc-ray, o
 of its own, ``benchmarks/ray_floor.py``'s skeleton of each case it has one of (4 x 4 square
 blocks on 4 nodes, 8 TSQR row blocks): Ray moving and storing the blocks every plan of the
 case moves and stores on this layout, with no arithmetic, timed like the systems and its
-CPU counted. From it, per case, the machine's *bound*: ``(arithmetic CPU + floor CPU) /
-cores``, the arithmetic's CPU being the least any tensorc run of the case spent on it (the
-mean CPU of tensorc-local, of tensorc-in-worker, or of tensorc-ray less the floor's); a
-cluster run on this machine spends at least that CPU and so takes at least that time. It
-holds where the nodes share the machine's cores, as the private cluster's do.
+CPU counted (a square case's blocks moved either through Ray or pulled as tensorc's calls
+pull input blocks from the nodes holding them; the way that spends less CPU counts). From
+it, per case, the machine's *bound*: ``(arithmetic CPU + floor CPU) / cores``, the
+arithmetic's CPU being the least any tensorc run of the case spent on it (the mean CPU of
+tensorc-local, of tensorc-in-worker, or of tensorc-ray less the floor's); a cluster run on
+this machine spends at least that CPU and so takes at least that time. It holds where the
+nodes share the machine's cores, as the private cluster's do.
 
 Targets, printed beside the table: tensorc-local within 1.3x of LAPACK for Cholesky at
 n = 4096; on the cluster, tensorc-ray within 1.5x of tensorc-local and at least 2x faster
@@ -584,11 +586,10 @@ def measure_floors(floor, actors, cases: list[Case], repeats: int) -> dict[Case,
     for case in cases:
         if case.kind == "tsqr":  # either way is a plan's: the bound takes the cheaper CPU
             ways = floor.tsqr_floors(actors, case.n, case.cols, repeats)
-            way = min(ways, key=lambda w: ways[w].mean_cpu or 0.0)
-            runs = ways[way]
-        else:
-            way = "one call"
-            runs = floor.cholesky_floor(actors, case.n, repeats, solve=case.kind == "solve")
+        else:  # through Ray, or pulled as tensorc's calls pull input blocks
+            ways = floor.cholesky_floors(actors, case.n, repeats, solve=case.kind == "solve")
+        way = min(ways, key=lambda w: ways[w].mean_cpu or 0.0)
+        runs = ways[way]
         found[case] = {"seconds": runs.median, "way": way, "cpu": runs.mean_cpu}
         print(f"  ray-floor     {case.label:22s} median {found[case]['seconds']:.3f} s "
               f"({way}), CPU " + common.fmt(found[case]["cpu"], "{:.3f}") + " s", flush=True)
@@ -598,7 +599,8 @@ def measure_floors(floor, actors, cases: list[Case], repeats: int) -> dict[Case,
 def cpu_bounds(records: list[Record], floors: dict[Case, dict], cores: int
                ) -> dict[Case, dict]:
     """Per case with a floor: the least time a run on this machine's ``cores`` can take
-    when it moves and stores the plan's blocks through Ray and does tensorc's arithmetic:
+    when it moves and stores the plan's blocks (the floor's cheaper way) and does
+    tensorc's arithmetic:
     ``(arithmetic CPU + floor CPU) / cores``. The arithmetic's CPU is the least any of
     tensorc's runs of the case (that ran without error) was seen to spend on it: the local
     backend's mean CPU a call (tensorc-local, tensorc-in-worker; their threads can spend
@@ -977,7 +979,7 @@ def main(argv=None) -> int:
         print()
         print(bound_table(records, bounds))
         print("bound: the least time a run can take on this machine's cores when it moves "
-              "and stores the plan's blocks through Ray (Ray's floor, no arithmetic: "
+              "and stores the plan's blocks (Ray's floor, the cheaper way, no arithmetic: "
               "benchmarks/ray_floor.py) and does the arithmetic (the least CPU a tensorc run "
               "of the case spent on it: local, in a worker, or on Ray less the floor): "
               "(arithmetic + floor core-ms) / cores. A target asking for less is BEYOND "

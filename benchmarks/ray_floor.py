@@ -13,10 +13,12 @@ measured is the object store's transfers and stores and the calls' latency. Per 
   ``tc.asarray`` lays them out, block-cyclic over a 2 x 2 node grid on 4 nodes): one call
   on node 0 reads the 10 blocks of the lower triangle, the blocks a Cholesky reads (7 from
   other nodes), and keeps them in its actor (the factor's 10 blocks, held), returning one
-  small block, waited for where it is;
+  small block, waited for where it is. Two ways, both printed: Ray fetches the other nodes'
+  blocks as the call's arguments, or the call pulls them from the actors of the nodes
+  holding them, as tensorc's calls pull input blocks (``runtime/ray/peer_blocks.py``);
 - ``solve`` (``--solve-sizes``): one call reading all 16 blocks (12 from other nodes: LU
   reads both triangles) and the right-hand side's 4, returning the solution's 4 blocks of
-  ``n / 4`` x 1;
+  ``n / 4`` x 1; the same two ways;
 - ``tsqr`` (``--tsqr-rows`` x ``--tsqr-cols`` in 8 row blocks, two on each node): the
   cheaper of the two ways any TSQR plan can go. *Gathered*: one call on node 0 reads all 8
   blocks (6 from other nodes), keeps them (Q's 8 blocks, held) and returns R. *Tree*: a
@@ -42,6 +44,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from functools import partial
 
 import common
 import numpy as np
@@ -83,6 +86,29 @@ def node_actors():
             self.kept = list(blocks)
             return np.ones((cols, cols))
 
+        def endpoint(self):
+            """The address of the block server tensorc's node workers run (its direct
+            path: ``runtime/ray/peer_blocks.py``), started in this actor."""
+            from tensorc.runtime.ray import peer_blocks
+
+            return peer_blocks.serve()
+
+        def offer(self, refs: list) -> int:
+            """Offer ``refs``, in place of what was offered before (a run's blocks are
+            let go when the next run's are offered)."""
+            from tensorc.runtime.ray import peer_blocks
+
+            peer_blocks.OFFERED.clear()
+            return peer_blocks.offer(refs)
+
+        def pulled_leaf(self, cols: int, *blocks):
+            """:meth:`leaf` on blocks of which those other nodes hold are pulled from them
+            (tensorc's direct path)."""
+            return self.leaf(cols, *_pulled(blocks))
+
+        def pulled_small_blocks(self, outputs: int, shape: tuple, *blocks):
+            return self.small_blocks(outputs, shape, *_pulled(blocks))
+
         def finish(self, small):
             """The last call of a node's tree: its kept blocks stay held."""
             return small.shape
@@ -98,6 +124,15 @@ def node_actors():
         node, soft=False)).remote() for node in nodes]
     ray.get([a.ready.remote() for a in actors])
     return actors
+
+
+def _pulled(blocks: tuple) -> list:
+    """``blocks`` with each :class:`~tensorc.runtime.ray.peer_blocks.PeerRead` pulled."""
+    from tensorc.runtime.ray.peer_blocks import PeerRead, pull
+
+    at = [k for k, block in enumerate(blocks) if type(block) is PeerRead]
+    found = dict(zip(at, pull([blocks[k] for k in at]), strict=True))
+    return [found.get(k, block) for k, block in enumerate(blocks)]
 
 
 def _made_on(actors, nodes_of: list[int], shape: tuple, seed: int) -> list:
@@ -169,32 +204,46 @@ def _timed(run, repeats: int) -> Runs:
     return times
 
 
-def cholesky_floor(actors, n: int, repeats: int, solve: bool = False) -> Runs:
+def cholesky_floors(actors, n: int, repeats: int, solve: bool = False) -> dict[str, Runs]:
     """One call on node 0 reading the blocks the factorisation reads (the Cholesky: the
     lower triangle's 10; the solve's LU: all 16, and the right-hand side's 4), laid out as
     ``tc.asarray`` lays them out, and keeping the factor's 10 blocks (a solve: returning
-    the solution's 4, small enough for the call's reply)."""
+    the solution's 4, small enough for the call's reply). Two ways: Ray fetching the
+    blocks from other nodes as the call's arguments (``through Ray``), and the call pulling
+    them from the actors of the nodes holding them, which offered them beforehand as
+    ``tc.asarray`` has tensorc's node workers offer them (``direct``)."""
     import ray
+
+    from tensorc.runtime.ray.peer_blocks import PeerRead
 
     edge = n // BLOCKS
     grid = _square_grid(len(actors))
     nodes_of = [grid[c] for c in _read_blocks(grid, solve)]
+    endpoints = ray.get([actor.endpoint.remote() for actor in actors])
 
-    def run(seed: int):
+    def run(direct: bool, seed: int):
         blocks = _made_on(actors, nodes_of, (edge, edge), seed)
         if solve:
             blocks += _spread(actors, BLOCKS, (edge, 1), seed + 50)
+        holders = nodes_of + [k % len(actors) for k in range(BLOCKS)] if solve else nodes_of
+        if direct:  # offered off the clock, as tc.asarray offers them
+            ray.get([actor.offer.remote([b for b, h in zip(blocks, holders, strict=True)
+                                         if h == k]) for k, actor in enumerate(actors)])
+            blocks = [PeerRead(endpoints[h], [b]) if h != 0 else b
+                      for b, h in zip(blocks, holders, strict=True)]
 
         def timed():
             if solve:
-                made = actors[0].small_blocks.options(num_returns=BLOCKS).remote(
-                    BLOCKS, (edge, 1), *blocks)
+                call = actors[0].pulled_small_blocks if direct else actors[0].small_blocks
+                made = call.options(num_returns=BLOCKS).remote(BLOCKS, (edge, 1), *blocks)
             else:
-                made = [actors[0].leaf.remote(1, *blocks)]
+                made = [(actors[0].pulled_leaf if direct else actors[0].leaf).remote(
+                    1, *blocks)]
             ray.wait(made, num_returns=len(made), fetch_local=False)
         return timed
 
-    return _timed(run, repeats)
+    return {"through Ray": _timed(partial(run, False), repeats),
+            "direct": _timed(partial(run, True), repeats)}
 
 
 def tsqr_floors(actors, rows: int, cols: int, repeats: int) -> dict[str, Runs]:
@@ -253,17 +302,18 @@ def main() -> None:
 
     if "cholesky" in args.cases:
         for n in args.sizes:
-            print(_report(f"cholesky n={n}: one call reading the {len(_read_blocks(grid, False))}"
-                          f" blocks of {n // BLOCKS}x{n // BLOCKS} of the lower triangle "
-                          f"({remote(False)} from other nodes) and storing 10",
-                          cholesky_floor(actors, n, args.repeats)))
+            label = (f"cholesky n={n}: one call reading the {len(_read_blocks(grid, False))}"
+                     f" blocks of {n // BLOCKS}x{n // BLOCKS} of the lower triangle "
+                     f"({remote(False)} from other nodes) and keeping 10")
+            for way, times in cholesky_floors(actors, n, args.repeats).items():
+                print(_report(f"{label}, {way}", times))
     if "solve" in args.cases:
         for n in args.solve_sizes:
-            print(_report(f"solve n={n}: one call reading {len(grid)} blocks "
-                          f"({remote(True)} from other nodes) + {BLOCKS} from {args.nodes} "
-                          "nodes and storing "
-                          f"{BLOCKS} of {n // BLOCKS}x1",
-                          cholesky_floor(actors, n, args.repeats, solve=True)))
+            label = (f"solve n={n}: one call reading {len(grid)} blocks "
+                     f"({remote(True)} from other nodes) + {BLOCKS} from {args.nodes} "
+                     f"nodes and returning {BLOCKS} of {n // BLOCKS}x1")
+            for way, times in cholesky_floors(actors, n, args.repeats, solve=True).items():
+                print(_report(f"{label}, {way}", times))
     if "tsqr" in args.cases:
         found = tsqr_floors(actors, args.tsqr_rows, args.tsqr_cols, args.repeats)
         label = f"tsqr {args.tsqr_rows}x{args.tsqr_cols} in {TSQR_BLOCKS} row blocks"
