@@ -128,3 +128,32 @@ def test_an_array_that_dies_is_withdrawn_from_the_workers_and_small_blocks_are_n
     gc.collect()
     node_workers(connected())  # every submission asks for the workers: withdrawn then
     assert _offered_counts() == before
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_blocks_of_a_holder_whose_worker_died_come_through_ray():
+    import ray
+
+    from tensorc.runtime.ray.cluster import connected
+
+    a = spd(1536)
+    placed = tc.asarray(a, block_shape=(384, 384)).value()
+    shipped("cholesky").run(A=placed, NB=4)
+    busy = tc.last_stats()["tasks_per_node"].index(20)  # the node of its one call
+    holder = next(n for n in range(4) if n != busy)
+    held_there = sum(1 for (i, j), node in placed.block_nodes().items()
+                     if node == holder and i >= j)  # lower-triangle blocks it offered
+    cluster = connected()
+    ray.kill(cluster.workers[holder])  # the worker process: its node and store live on
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(cluster.workers[holder].node.remote(), timeout=30)  # dead by now
+    try:
+        again = shipped("cholesky").run(A=placed, NB=4)
+        stats = tc.last_stats()
+        assert not stats["per_task"]  # the call on the busy node did not fail
+        assert stats["direct_through_ray"] == held_there > 0
+        assert stats["direct_bytes"] == (7 - held_there) * 384 * 384 * 8
+        np.testing.assert_allclose(again["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
+                                   atol=1e-10)
+    finally:
+        cluster.restart_workers()  # the next test's calls get a live worker there

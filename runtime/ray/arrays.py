@@ -78,7 +78,7 @@ from tensorc.runtime.ray.held import Held, Unwritten, release
 from tensorc.runtime.ray.held import drop as drop_held
 from tensorc.runtime.ray.held import peek as peek_held
 from tensorc.runtime.ray.inline import INLINE_BYTES, Inline
-from tensorc.runtime.ray.peer_blocks import offer_blocks
+from tensorc.runtime.ray.peer_blocks import offer_blocks, offering
 
 RELAID_PER_ARRAY = 2
 """Re-laid-out copies an array keeps."""
@@ -353,7 +353,8 @@ def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> Distribut
 def _offered(cluster, array: DistributedArray) -> DistributedArray:
     """``array``, its blocks offered to their nodes' workers for calls elsewhere to pull
     (:mod:`~tensorc.runtime.ray.peer_blocks`)."""
-    offer_blocks(cluster, node_workers(cluster), array.layout, array)
+    if offering(cluster):
+        offer_blocks(cluster, node_workers(cluster), array.layout, array)
     return array
 
 

@@ -282,10 +282,15 @@ _WITHDRAWN: list = []  # [(epoch, node, ids)] of arrays that died, not yet sent
 _WITHDRAW_LOCK = threading.Lock()
 
 
+def offering(cluster) -> bool:
+    """Whether arrays made on ``cluster`` offer their blocks (several nodes, path on)."""
+    return ENABLED and cluster.nodes > 1
+
+
 def offer_blocks(cluster, workers: list, blocks, array) -> None:
     """Offer ``blocks``' stored blocks of at least :data:`DIRECT_BYTES` (and over the
     cluster's inline size) to the workers of their nodes, until ``array`` dies."""
-    if not ENABLED or cluster.nodes < 2:
+    if not offering(cluster):
         return
     smallest = max(DIRECT_BYTES, cluster.inline_bytes + 1)
     itemsize = np.dtype(blocks.dtype).itemsize
