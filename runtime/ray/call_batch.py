@@ -41,7 +41,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tensorc.placement.blocks import Blocks
-from tensorc.runtime.ray.calls import SUBMITTING, node_workers, put_payloads, submit_stage
+from tensorc.runtime.ray.calls import (
+    SUBMITTING,
+    node_workers,
+    put_payloads,
+    submit_stage,
+    submitted,
+)
 from tensorc.runtime.ray.held import Held, read_in_place
 from tensorc.runtime.ray.held import bind as bind_held
 from tensorc.runtime.ray.inline import Inline
@@ -227,6 +233,7 @@ class CallBatch:
                 for entry in merged.entries:
                     results[(entry, REPORT)] = refs[-1]
                 reports.append(refs[-1])
+        submitted(cluster)
         return results, reports
 
 

@@ -105,8 +105,14 @@ def node_workers(cluster: RayCluster) -> list:
         cluster.workers = [ray_tasks.node_worker(node) for node in cluster.node_ids]
         cluster.workers_epoch = cluster.epoch
         cluster.endpoints = [worker.endpoint.remote() for worker in cluster.workers]
-    flush_withdraws(cluster, cluster.workers)
     return cluster.workers
+
+
+def submitted(cluster: RayCluster) -> None:
+    """What a submission does once its calls are sent: withdraw the offers of arrays that
+    died (:func:`~tensorc.runtime.ray.peer_blocks.flush_withdraws`), queued behind them."""
+    if cluster.workers_epoch == cluster.epoch:
+        flush_withdraws(cluster, cluster.workers)
 
 
 def peer_endpoints(cluster: RayCluster) -> list | None:
@@ -460,6 +466,7 @@ class CallRunner:
                 returned.append(submit_stage(
                     cluster, workers, call.node, key, payload,
                     [read_in_place(a) for a in args], len(call.exports) + 1, pinned))
+        submitted(cluster)
         return returned
 
     def _driver_folds(self, staged: StagedCalls) -> frozenset[int]:

@@ -33,6 +33,7 @@ from tensorc.runtime.ray.calls import (
     WorkerLost,
     node_workers,
     submit_stage,
+    submitted,
     wait_for_calls,
     worker_lost_errors,
 )
@@ -90,6 +91,7 @@ def run_node_calls(cluster: RayCluster, calls: Sequence[tuple[int, object, Seque
                                          refs, returns=2)
             results.append(value)
             reports.append(report)
+    submitted(cluster)
     epoch = cluster.epoch
     try:
         peaks = wait_for_calls(cluster, reports)
