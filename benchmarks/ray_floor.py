@@ -104,10 +104,14 @@ def node_actors():
         def pulled_leaf(self, cols: int, *blocks):
             """:meth:`leaf` on blocks of which those other nodes hold are pulled from them
             (tensorc's direct path)."""
-            return self.leaf(cols, *_pulled(blocks))
+            from tensorc.runtime.ray.peer_blocks import pulled_args
+
+            return self.leaf(cols, *pulled_args(blocks))
 
         def pulled_small_blocks(self, outputs: int, shape: tuple, *blocks):
-            return self.small_blocks(outputs, shape, *_pulled(blocks))
+            from tensorc.runtime.ray.peer_blocks import pulled_args
+
+            return self.small_blocks(outputs, shape, *pulled_args(blocks))
 
         def finish(self, small):
             """The last call of a node's tree: its kept blocks stay held."""
@@ -124,15 +128,6 @@ def node_actors():
         node, soft=False)).remote() for node in nodes]
     ray.get([a.ready.remote() for a in actors])
     return actors
-
-
-def _pulled(blocks: tuple) -> list:
-    """``blocks`` with each :class:`~tensorc.runtime.ray.peer_blocks.PeerRead` pulled."""
-    from tensorc.runtime.ray.peer_blocks import PeerRead, pull
-
-    at = [k for k, block in enumerate(blocks) if type(block) is PeerRead]
-    found = dict(zip(at, pull([blocks[k] for k in at]), strict=True))
-    return [found.get(k, block) for k, block in enumerate(blocks)]
 
 
 def _made_on(actors, nodes_of: list[int], shape: tuple, seed: int) -> list:

@@ -101,22 +101,27 @@ def test_blocks_their_holders_stopped_offering_are_read_through_ray():
 
 @pytest.mark.usefixtures("ray_cluster")
 def test_with_the_direct_path_off_every_block_goes_through_ray(monkeypatch):
-    monkeypatch.setattr(peer_blocks, "ENABLED", False)
     a = spd(1536)
-    out = shipped("cholesky").run(A=tc.asarray(a, block_shape=(384, 384)).value(), NB=4)
+    offered = tc.asarray(a, block_shape=(384, 384)).value()
+    before = _offered_counts()
+    monkeypatch.setattr(peer_blocks, "ENABLED", False)
+    placed = tc.asarray(a, block_shape=(384, 384)).value()
+    assert _offered_counts() == before  # nothing offered
+    out = shipped("cholesky").run(A=placed, NB=4)
     stats = tc.last_stats()
     assert stats["direct_bytes"] == 0 and stats["direct_through_ray"] == 0
+    shipped("cholesky").run(A=offered, NB=4)  # offered while on: read through Ray now
+    assert tc.last_stats()["direct_bytes"] == 0
     np.testing.assert_allclose(out["L"].numpy(), np.linalg.cholesky(a), rtol=1e-10,
                                atol=1e-10)
 
 
 @pytest.mark.usefixtures("ray_cluster")
 def test_an_array_that_dies_is_withdrawn_from_the_workers_and_small_blocks_are_not_offered():
-    from tensorc.runtime.ray.calls import node_workers
-    from tensorc.runtime.ray.cluster import connected
+    from tensorc.runtime.ray.calls import submitted
 
     gc.collect()
-    node_workers(connected())  # what died before is withdrawn
+    submitted()  # what died before is withdrawn
     before = _offered_counts()
     big = tc.asarray(RNG.random((512, 512)), block_shape=(128, 128))  # 128 KiB blocks
     small = tc.asarray(RNG.random((64, 64)), block_shape=(32, 32))  # 8 KiB: not offered
@@ -126,7 +131,7 @@ def test_an_array_that_dies_is_withdrawn_from_the_workers_and_small_blocks_are_n
     assert [n - b for n, b in zip(offered, before, strict=True)] == [4, 4, 4, 4]
     del big, small
     gc.collect()
-    node_workers(connected())  # every submission asks for the workers: withdrawn then
+    submitted()  # what every submission does once its calls are sent: withdrawn then
     assert _offered_counts() == before
 
 
@@ -157,3 +162,6 @@ def test_blocks_of_a_holder_whose_worker_died_come_through_ray():
                                    atol=1e-10)
     finally:
         cluster.restart_workers()  # the next test's calls get a live worker there
+    shipped("cholesky").run(A=placed, NB=4)  # on new workers, which were offered nothing
+    stats = tc.last_stats()
+    assert stats["direct_bytes"] == stats["direct_through_ray"] == 0  # Ray's own path

@@ -352,12 +352,13 @@ def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> Distribut
 
 def _offered(array: DistributedArray) -> DistributedArray:
     """``array``, its blocks offered to their nodes' workers for block programs' calls
-    elsewhere to pull (:mod:`~tensorc.runtime.ray.peer_blocks`). Only :func:`asarray`'s
-    arrays offer: the data a program is given. Each offered block costs its worker a
-    borrowed ref, and its owner the messages that go with it, when it is offered and when
-    it is withdrawn (about 5 ms for an operand of 64 blocks, measured on a contraction
-    whose operands ``tc.random`` made); an array a plan makes is made where the plan reads
-    it."""
+    elsewhere to pull (:mod:`~tensorc.runtime.ray.peer_blocks`). Only the arrays of data
+    the driver placed offer (:func:`asarray`, and ``tc.asarray``'s recipe made in its
+    own layout: :func:`made_default`): the data a program is given. Each offered block
+    costs its worker a borrowed ref, and its owner the messages that go with it, when it
+    is offered and when it is withdrawn (about 5 ms for an operand of 64 blocks,
+    measured on a contraction whose operands ``tc.random`` made); an array a plan makes
+    is made where the plan reads it."""
     cluster = ray_cluster()
     if offering(cluster):
         offer_blocks(cluster, node_workers(cluster), array.layout, array)
@@ -527,6 +528,8 @@ def made_default(recipe: Recipe) -> DistributedArray:
     program has read yet becomes when it is used as it is."""
     if recipe.made is None:
         made = generate(recipe, recipe.chunks)
+        if recipe.kind == "data":  # tc.asarray's, made as it was given
+            _offered(made)
         made.origin = (f"made on its own: its blocking {made.grid}, block-cyclic over node "
                        f"grid {made.node_grid}")
     return recipe.made

@@ -54,7 +54,11 @@ alone on a machine it shares with other nodes uses the machine's cores,
 most simulated bytes beyond the input blocks it held from the start, as the budget counts
 them),
 ``memory_limit_bytes`` (the node budget LSHS placed within, where a node had room) and
-``over_memory_limit_tasks`` (tasks placed over it), ``node_peak_rss_bytes`` (each node
+``over_memory_limit_tasks`` (tasks placed over it), ``direct_bytes`` and
+``direct_through_ray`` (input bytes the calls pulled from the workers of the nodes holding
+them, :mod:`~tensorc.runtime.ray.peer_blocks`, and input blocks they read through Ray
+instead; each call pulls its own copy, so a block several calls on one node read counts
+once for each), ``node_peak_rss_bytes`` (each node
 worker's measured high-water mark during its calls; ``None`` after a per-task rerun) and
 ``peak_rss_bytes`` (the highest), ``peak_frontier``, ``run_seconds``, ``scheduler``,
 ``per_task`` (whether the run fell back to one task each) and ``replayed`` (whether it

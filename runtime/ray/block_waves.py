@@ -19,8 +19,11 @@ submits, as many times as a recording replays it:
   are one call on that node's
   :class:`~tensorc.runtime.ray.tasks.NodeWorker`, their steps in wave (topological) order.
   A chain of tasks on one node is therefore one call, and calls grow with nodes x levels,
-  not with tasks. A call pins every argument it reads from the object store while it runs,
-  so a node's units of one level whose such arguments exceed
+  not with tasks. A call pins every argument it reads from the object store while it runs
+  (an input block another node holds is pulled into the worker's memory instead, where
+  it offers it: :mod:`~tensorc.runtime.ray.peer_blocks`; it is counted here all the
+  same, as the fallback through Ray would bring it), so a node's units of one level whose
+  such arguments exceed
   :data:`CALL_STORE_SHARE` of the node's store (:func:`call_budget`) are cut, in wave
   order, into consecutive calls (*parts*, :meth:`Wave.parts`), the results between them
   kept in the worker: a node's store that cannot hold a call's arguments spills its other
@@ -425,7 +428,7 @@ class Prepared:
             run = []
             if item:
                 waited += self._run_in_driver(cluster, item, refs)
-        submitted(cluster)
+        submitted()
         waited += self._run_in_driver(cluster, self.driver, refs)  # for the caller alone
         for node, result, key, nbytes in self.held:
             refs[result] = Held(workers[node], prefix + key, nbytes)
@@ -440,7 +443,7 @@ class Prepared:
         bound = [refs[arg[1:]] if arg[0] == PENDING else bind(arg, node)
                  for arg in args]  # then a held block, still held, is read there
         bound = [b.value if type(b) is Inline
-                 else direct(read_in_place(b), node, cluster, endpoints) for b in bound]
+                 else direct(read_in_place(b), node, workers, endpoints) for b in bound]
         returned = submit_stage(cluster, workers, node, prefix, self.payloads[c], bound,
                                 exports + 1, threads=threads[node] if threads else None)
         refs.update(zip(exported, returned, strict=False))

@@ -233,7 +233,7 @@ class CallBatch:
                 for entry in merged.entries:
                     results[(entry, REPORT)] = refs[-1]
                 reports.append(refs[-1])
-        submitted(cluster)
+        submitted()
         return results, reports
 
 

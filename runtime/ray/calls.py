@@ -69,14 +69,19 @@ from tensorc.errors import ExecutionError, StorageError, TensorcError, first_lin
 from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray import peer_blocks
 from tensorc.runtime.ray import tasks as ray_tasks
-from tensorc.runtime.ray.cluster import PROBE_SECONDS, RayCluster
+from tensorc.runtime.ray.cluster import RayCluster
 from tensorc.runtime.ray.held import Held, flush_drops, read_in_place
 from tensorc.runtime.ray.held import bind as bind_held
 from tensorc.runtime.ray.inline import INLINE_BYTES, Inline, made_here
-from tensorc.runtime.ray.peer_blocks import flush_withdraws
+from tensorc.runtime.ray.peer_blocks import flush_withdraws, offering
 from tensorc.runtime.ray.stages import INPUT, STORED, StagedCalls
 
 POLL_SECONDS = 1.0
+
+ENDPOINT_WAIT = 5.0
+"""Seconds a submission waits for node workers started moments ago to say where their
+block servers listen (the calls it submits wait for those workers to start anyway); one
+still starting after that is asked again at the next submission."""
 
 IN_NO_STORE = (Held, Inline)
 """Blocks no object store holds: a block held in its worker, and one kept in the driver
@@ -104,36 +109,42 @@ def node_workers(cluster: RayCluster) -> list:
     if cluster.workers_epoch != cluster.epoch or len(cluster.workers) != cluster.nodes:
         cluster.workers = [ray_tasks.node_worker(node) for node in cluster.node_ids]
         cluster.workers_epoch = cluster.epoch
-        cluster.endpoints = [worker.endpoint.remote() for worker in cluster.workers]
+        cluster.endpoints = ([worker.endpoint.remote() for worker in cluster.workers]
+                             if offering(cluster) else [])
     return cluster.workers
 
 
-def submitted(cluster: RayCluster) -> None:
+def submitted() -> None:
     """What a submission does once its calls are sent: withdraw the offers of arrays that
     died (:func:`~tensorc.runtime.ray.peer_blocks.flush_withdraws`), queued behind them."""
-    if cluster.workers_epoch == cluster.epoch:
-        flush_withdraws(cluster, cluster.workers)
+    flush_withdraws()
 
 
 def peer_endpoints(cluster: RayCluster) -> list | None:
     """The addresses of the node workers' block servers, in node order (``None`` for a
-    worker that did not answer; :mod:`~tensorc.runtime.ray.peer_blocks`), or ``None``
-    when the node workers are not started or the direct path is off. Asked once per set
-    of workers, at their start; read here the first time a call needs them."""
+    worker that has not answered yet, or died; :mod:`~tensorc.runtime.ray.peer_blocks`),
+    or ``None`` when the node workers are not started or the direct path is off. Asked
+    once per set of workers, at their start (only where arrays offer their blocks:
+    several nodes, the path on); read here when a call needs them."""
     import ray
 
     if not peer_blocks.ENABLED or not cluster.endpoints or cluster.workers_epoch != cluster.epoch:
         return None
-    if any(isinstance(found, ray.ObjectRef) for found in cluster.endpoints):
-        answered = []
+    asked = [found for found in cluster.endpoints if isinstance(found, ray.ObjectRef)]
+    if asked:  # answered by now, unless a worker is still starting: asked again next time
+        ready, _ = ray.wait(asked, num_returns=len(asked), timeout=ENDPOINT_WAIT)
+        answered = set(ready)
+        endpoints = []
         for found in cluster.endpoints:
-            try:
-                answered.append(ray.get(found, timeout=PROBE_SECONDS)
-                                if isinstance(found, ray.ObjectRef) else found)
-            except Exception:  # noqa: BLE001 - a worker that cannot answer serves nothing
-                answered.append(None)
-        cluster.endpoints = answered
-    return cluster.endpoints
+            if isinstance(found, ray.ObjectRef) and found in answered:
+                try:
+                    found = ray.get(found)
+                except ray.exceptions.RayError:  # a worker dead at once serves nothing
+                    found = None
+            endpoints.append(found)
+        cluster.endpoints = endpoints
+    return [None if isinstance(found, ray.ObjectRef) else found
+            for found in cluster.endpoints]
 
 
 def _settled_locations(refs: list, settle_seconds: float = 1.0) -> dict:
@@ -466,7 +477,7 @@ class CallRunner:
                 returned.append(submit_stage(
                     cluster, workers, call.node, key, payload,
                     [read_in_place(a) for a in args], len(call.exports) + 1, pinned))
-        submitted(cluster)
+        submitted()
         return returned
 
     def _driver_folds(self, staged: StagedCalls) -> frozenset[int]:

@@ -91,7 +91,7 @@ def run_node_calls(cluster: RayCluster, calls: Sequence[tuple[int, object, Seque
                                          refs, returns=2)
             results.append(value)
             reports.append(report)
-    submitted(cluster)
+    submitted()
     epoch = cluster.epoch
     try:
         peaks = wait_for_calls(cluster, reports)

@@ -25,8 +25,8 @@ rebuilds a lost block by lineage as a call's argument would. The offer lives as 
 the array that made it: an array that dies has its blocks withdrawn once the next
 submission's calls are sent (:func:`flush_withdraws`, queued behind them), so the
 workers' borrowed refs keep a dead array's blocks in the object store until then, no
-longer. Offers are made and read within one set of the cluster's workers
-(``RayCluster.workers_epoch``): after a worker restarts, reads go through Ray.
+longer. An offer is read only while the worker it was made to runs its node: after a
+worker restarts, reads of blocks offered before go through Ray.
 
 Each call counts what it pulled and what went through Ray instead (``PULLED``, reported
 back in :class:`~tensorc.runtime.ray.tasks.NodeReport`). ``TENSORC_RAY_DIRECT=0`` turns
@@ -43,6 +43,7 @@ import os
 import socket
 import struct
 import threading
+import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
@@ -53,7 +54,14 @@ DIRECT_BYTES = 64 * 2**10
 cluster's inline size are never in an object store (they are not offered either)."""
 
 PULL_TIMEOUT = 30.0
-"""Seconds a pull waits on a silent holder before reading its blocks through Ray."""
+"""Seconds a pull waits on a silent holder before reading its blocks through Ray; the
+holder is then passed over (its blocks read through Ray) for :data:`SHUNNED_SECONDS`."""
+HOLDER_TIMEOUT = 10.0
+"""Seconds a holder waits for an offered block to be made before answering that it has
+none (shorter than :data:`PULL_TIMEOUT`: the reader hears the answer)."""
+SHUNNED_SECONDS = 60.0
+SENT_KINDS = "biufc"
+"""The dtype kinds sent (booleans and numbers); any other block is read through Ray."""
 
 ENABLED = os.environ.get("TENSORC_RAY_DIRECT", "1") != "0"
 
@@ -98,11 +106,16 @@ def withdraw(ids: list[bytes]) -> int:
 
 
 def _accept(listener: socket.socket) -> None:
+    """Serve every peer that connects, each on a thread of its own; an error accepting one
+    (too many open files, a peer gone at once) is that peer's, not the server's."""
     while True:
-        connection, _ = listener.accept()
-        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threading.Thread(target=_answer, args=(connection,), daemon=True,
-                         name="tensorc-block-sender").start()
+        try:
+            connection, _ = listener.accept()
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=_answer, args=(connection,), daemon=True,
+                             name="tensorc-block-sender").start()
+        except OSError:
+            time.sleep(0.01)
 
 
 def _answer(connection: socket.socket) -> None:
@@ -133,10 +146,10 @@ def _offered_value(found: bytes):
     import ray
 
     try:
-        value = ray.get(ref, timeout=PULL_TIMEOUT)
+        value = ray.get(ref, timeout=HOLDER_TIMEOUT)
     except Exception:  # noqa: BLE001 - the reader falls back to Ray, which says why
         return None
-    if (not isinstance(value, np.ndarray) or value.dtype.hasobject
+    if (not isinstance(value, np.ndarray) or value.dtype.kind not in SENT_KINDS
             or not value.flags.c_contiguous):
         return None
     return value
@@ -172,6 +185,7 @@ PULLED = [0, 0]
 counts were last taken (:func:`take_counts`)."""
 
 _PEERS: dict[tuple[str, int], socket.socket] = {}  # open connections, by holder address
+_SHUNNED: dict[tuple[str, int], float] = {}  # holder address -> passed over until then
 _PULLERS: list = []  # [a thread pool] for pulls from several holders at once
 
 
@@ -221,6 +235,14 @@ def pull(reads: list[PeerRead]) -> list[np.ndarray]:
     return values
 
 
+def pulled_args(blocks: tuple) -> tuple:
+    """``blocks`` with every :class:`PeerRead` replaced by the block its holder sent (all
+    holders asked at once, :func:`pull`)."""
+    at = [k for k, block in enumerate(blocks) if type(block) is PeerRead]
+    found = dict(zip(at, pull([blocks[k] for k in at]), strict=True))
+    return tuple(found.get(k, block) for k, block in enumerate(blocks))
+
+
 def _place(values: list, at: list[int], got: list) -> None:
     for k, value in zip(at, got, strict=True):
         values[k] = value
@@ -234,7 +256,12 @@ def take_counts() -> tuple[int, int]:
 
 
 def _pull_from(endpoint: tuple[str, int], reads: list[PeerRead]) -> list:
-    """The blocks one holder sends (``None`` for each it did not)."""
+    """The blocks one holder sends (``None`` for each it did not). Any failure drops the
+    connection (a reply half read is never read as the next one's) and reads the holder's
+    blocks through Ray; a holder that did not answer in time is passed over for
+    :data:`SHUNNED_SECONDS`."""
+    if _SHUNNED.get(endpoint, 0.0) > time.monotonic():
+        return [None] * len(reads)
     try:
         connection = _PEERS.get(endpoint)
         if connection is None:
@@ -247,7 +274,9 @@ def _pull_from(endpoint: tuple[str, int], reads: list[PeerRead]) -> list:
             request += [bytes((len(found),)), found]
         connection.sendall(b"".join(request))
         return [_receive_block(connection) for _ in reads]
-    except OSError:
+    except Exception as err:  # noqa: BLE001 - any failure is read through Ray
+        if isinstance(err, (TimeoutError, ConnectionRefusedError)):
+            _SHUNNED[endpoint] = time.monotonic() + SHUNNED_SECONDS
         broken = _PEERS.pop(endpoint, None)
         if broken is not None:
             with contextlib.suppress(OSError):
@@ -280,8 +309,8 @@ def _receive_block(connection: socket.socket) -> np.ndarray | None:
 
 # -- the driver's side ---------------------------------------------------------------------
 
-_OFFERS: dict[bytes, tuple[int, int]] = {}  # object id -> (workers' epoch, node)
-_WITHDRAWN: list = []  # [(epoch, node, ids)] of arrays that died, not yet sent
+_OFFERS: dict[bytes, tuple[object, int]] = {}  # object id -> (the worker offered it, node)
+_WITHDRAWN: list = []  # [{worker: ids}] of arrays that died, not yet sent
 _WITHDRAW_LOCK = threading.Lock()
 
 
@@ -297,7 +326,8 @@ def offer_blocks(cluster, workers: list, blocks, array) -> None:
         return
     smallest = max(DIRECT_BYTES, cluster.inline_bytes + 1)
     itemsize = np.dtype(blocks.dtype).itemsize
-    epoch = cluster.workers_epoch
+    if np.dtype(blocks.dtype).kind not in SENT_KINDS:
+        return
     by_node: dict[int, list] = {}
     for coords, ref in blocks.refs.items():
         node = blocks.nodes.get(coords)
@@ -309,12 +339,13 @@ def offer_blocks(cluster, workers: list, blocks, array) -> None:
         return
     ids = {}
     for node, refs in by_node.items():
+        worker = workers[node]
         with contextlib.suppress(Exception):  # a worker gone: its blocks go through Ray
-            workers[node].offer.remote(refs)
-            ids[node] = [ref.binary() for ref in refs]
-            for found in ids[node]:
-                _OFFERS[found] = (epoch, node)
-    weakref.finalize(array, _withdrawn, epoch, ids)
+            worker.offer.remote(refs)
+            ids[worker] = [ref.binary() for ref in refs]
+            for found in ids[worker]:
+                _OFFERS[found] = (worker, node)
+    weakref.finalize(array, _withdrawn, ids)
 
 
 def _count(slices) -> int:
@@ -324,42 +355,44 @@ def _count(slices) -> int:
     return count
 
 
-def _withdrawn(epoch: int, ids: dict) -> None:
+def _withdrawn(ids: dict) -> None:
     """An offering array died (the garbage collector may call this: it only appends)."""
-    _WITHDRAWN.append((epoch, ids))
+    _WITHDRAWN.append(ids)
 
 
-def flush_withdraws(cluster, workers: list) -> None:
+def flush_withdraws() -> None:
     """Tell the workers to forget the blocks of offering arrays that died: one call per
     worker, not waited for. Callers send it after a submission's calls, so that it queues
     behind them: a worker letting go of borrowed refs tells their owner, which a call
     should not wait for (5-6 ms of a contraction at N = 256 on 4 nodes, sent before)."""
     if not _WITHDRAWN:
         return
-    by_node: dict[int, list[bytes]] = {}
+    by_worker: dict = {}
     with _WITHDRAW_LOCK:
         while _WITHDRAWN:
-            epoch, ids = _WITHDRAWN.pop()
-            for node, found in ids.items():
+            for worker, found in _WITHDRAWN.pop().items():
                 for one in found:
                     _OFFERS.pop(one, None)
-                if epoch == cluster.workers_epoch and node < len(workers):
-                    by_node.setdefault(node, []).extend(found)
-    for node, found in by_node.items():
-        with contextlib.suppress(Exception):  # a worker gone holds nothing
-            workers[node].withdraw.remote(found)
+                by_worker.setdefault(worker, []).extend(found)
+    for worker, found in by_worker.items():  # the worker that was offered them, even one
+        with contextlib.suppress(Exception):  # replaced since; a dead one holds nothing
+            worker.withdraw.remote(found)
 
 
-def direct(value, node: int, cluster, endpoints: list | None):
-    """``value`` as a call on ``node`` takes it: a :class:`PeerRead` for a block offered on
-    another node's worker (module docstring), else ``value``."""
+def direct(value, node: int, workers: list, endpoints: list | None):
+    """``value`` as a call on ``node`` takes it: a :class:`PeerRead` for a block offered to
+    the worker another node runs now (module docstring; ``workers`` and ``endpoints``: the
+    node workers and their block servers, in node order), else ``value``."""
     if endpoints is None or not hasattr(value, "binary"):
         return value
     offered = _OFFERS.get(value.binary())
-    if offered is None or offered[1] == node or offered[0] != cluster.workers_epoch:
+    if offered is None:
         return value
-    endpoint = endpoints[offered[1]] if offered[1] < len(endpoints) else None
-    return value if endpoint is None else PeerRead(endpoint, [value])
+    worker, holder = offered
+    if (holder == node or holder >= len(workers) or workers[holder] is not worker
+            or holder >= len(endpoints) or endpoints[holder] is None):
+        return value
+    return PeerRead(endpoints[holder], [value])
 
 
 def forget_offers() -> None:

@@ -5,7 +5,11 @@ one per node; as plain ``stage`` tasks when the schedule is not pinned (``ray_de
 after a node worker died. Every remote function returns two or more objects: the blocks,
 then the id of the node the worker ran on, so the executor can check placement. Blocks are plain
 numpy arrays; Ray stores them in the node's shared-memory object store and moves them when a
-task on another node reads them.
+task on another node reads them, except an offered input block that a staged call on another
+node reads as a :class:`~tensorc.runtime.ray.peer_blocks.PeerRead` argument: the call pulls
+it from the worker of the node holding it (:meth:`NodeWorker.endpoint` starts that
+worker's block server, :meth:`NodeWorker.offer` and :meth:`NodeWorker.withdraw` say what it
+serves; :mod:`~tensorc.runtime.ray.peer_blocks`).
 
 - ``generate(kind, shape, dtype, seed, value)`` — a block of ``tc.random`` (``seed`` is a
   tuple of ints; the generator is numpy's PCG64 seeded with it) or of a constant ``value``
@@ -78,7 +82,14 @@ from tensorc.codegen.sparse_loops import compile_loops, csr_times_dense
 from tensorc.planning.memory_fit import READ_OVERHEAD
 from tensorc.runtime.allocator import keep_freed_memory
 from tensorc.runtime.block_buffers import BlockBuffers, holds
-from tensorc.runtime.ray.peer_blocks import PeerRead, offer, pull, serve, take_counts, withdraw
+from tensorc.runtime.ray.peer_blocks import (
+    PeerRead,
+    offer,
+    pulled_args,
+    serve,
+    take_counts,
+    withdraw,
+)
 from tensorc.runtime.ray.stages import READ, RUN, Step
 from tensorc.runtime.resident import PeakResident
 from tensorc.runtime.task_pool import blas_controller, helper_pool
@@ -382,8 +393,9 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
             _PAYLOADS.pop(next(iter(_PAYLOADS)))
         _PAYLOADS[key] = found
     steps, exports, budget, *keeping = found
+    take_counts()  # a failed call's pulls are not the next call's
     if any(type(block) is PeerRead for block in blocks):
-        blocks = _pulled(blocks)
+        blocks = pulled_args(blocks)
     if any(type(block) in _READS_HERE for block in blocks):
         blocks = tuple(b.value() if type(b) in _READS_HERE else b for b in blocks)
     kept_in, keep_out, held_out = (*keeping, (), (), ())[:3]
@@ -404,13 +416,6 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
         return report
     return (*results[:len(exports)], report)
 
-
-def _pulled(blocks: tuple) -> tuple:
-    """``blocks`` with every :class:`~tensorc.runtime.ray.peer_blocks.PeerRead` replaced by
-    the block its holder sent (all holders asked at once)."""
-    at = [k for k, block in enumerate(blocks) if type(block) is PeerRead]
-    found = dict(zip(at, pull([blocks[k] for k in at]), strict=True))
-    return tuple(found.get(k, block) for k, block in enumerate(blocks))
 
 
 class HeldRead:

@@ -39,14 +39,14 @@ import scipy.linalg.blas
 
 _CODES = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
           np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
-_ROUTINES: dict[str, object] = {}
+_ROUTINES: dict[tuple[str, int], object] = {}
 
 
 def _exported(name: str, arguments: int = 11):
     """SciPy's Cython export of BLAS routine ``name`` as a ctypes function taking its
     ``arguments`` by address (Fortran's convention), or ``None`` when it cannot be read."""
-    if name in _ROUTINES:
-        return _ROUTINES[name]
+    if (name, arguments) in _ROUTINES:
+        return _ROUTINES[name, arguments]
     found = None
     try:
         from scipy.linalg import cython_blas
@@ -61,7 +61,7 @@ def _exported(name: str, arguments: int = 11):
             found = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * arguments)(address)
     except (ImportError, AttributeError, KeyError, ValueError):  # pragma: no cover
         found = None
-    _ROUTINES[name] = found
+    _ROUTINES[name, arguments] = found
     return found
 
 
@@ -105,7 +105,7 @@ def _triangular(name: str, alpha, a: np.ndarray, b: np.ndarray, side: int, lower
     out = b if in_place else np.array(b, dtype=kind, order="F", copy=True)
     if not rows or not cols:
         return out
-    if name == "trsm" and edge > TRSM_LEAF:
+    if name == "trsm" and edge > TRSM_LEAF and alpha != 0:  # alpha 0 reads no triangle
         gemm = _exported(_CODES[kind] + "gemm", 13)
         if gemm is not None:
             lower_now = bool(lower) != bool(trans_a)  # op(a)'s triangle
