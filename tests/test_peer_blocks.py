@@ -118,10 +118,11 @@ def test_with_the_direct_path_off_every_block_goes_through_ray(monkeypatch):
 
 @pytest.mark.usefixtures("ray_cluster")
 def test_an_array_that_dies_is_withdrawn_from_the_workers_and_small_blocks_are_not_offered():
-    from tensorc.runtime.ray.calls import submitted
+    from tensorc.runtime.ray.calls import node_workers
+    from tensorc.runtime.ray.cluster import connected
 
     gc.collect()
-    submitted()  # what died before is withdrawn
+    node_workers(connected())  # what died before is withdrawn
     before = _offered_counts()
     big = tc.asarray(RNG.random((512, 512)), block_shape=(128, 128))  # 128 KiB blocks
     small = tc.asarray(RNG.random((64, 64)), block_shape=(32, 32))  # 8 KiB: not offered
@@ -131,7 +132,7 @@ def test_an_array_that_dies_is_withdrawn_from_the_workers_and_small_blocks_are_n
     assert [n - b for n, b in zip(offered, before, strict=True)] == [4, 4, 4, 4]
     del big, small
     gc.collect()
-    submitted()  # what every submission does once its calls are sent: withdrawn then
+    node_workers(connected())  # every submission asks for the workers: withdrawn then
     assert _offered_counts() == before
 
 

@@ -72,7 +72,6 @@ from tensorc.runtime.ray.calls import (
     node_workers,
     peer_endpoints,
     submit_stage,
-    submitted,
 )
 from tensorc.runtime.ray.held import Held, read_in_place
 from tensorc.runtime.ray.inline import Inline, made_here
@@ -428,7 +427,6 @@ class Prepared:
             run = []
             if item:
                 waited += self._run_in_driver(cluster, item, refs)
-        submitted()
         waited += self._run_in_driver(cluster, self.driver, refs)  # for the caller alone
         for node, result, key, nbytes in self.held:
             refs[result] = Held(workers[node], prefix + key, nbytes)

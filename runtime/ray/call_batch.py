@@ -46,7 +46,6 @@ from tensorc.runtime.ray.calls import (
     node_workers,
     put_payloads,
     submit_stage,
-    submitted,
 )
 from tensorc.runtime.ray.held import Held, read_in_place
 from tensorc.runtime.ray.held import bind as bind_held
@@ -233,7 +232,6 @@ class CallBatch:
                 for entry in merged.entries:
                     results[(entry, REPORT)] = refs[-1]
                 reports.append(refs[-1])
-        submitted()
         return results, reports
 
 

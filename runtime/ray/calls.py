@@ -104,8 +104,10 @@ def node_workers(cluster: RayCluster) -> list:
     """The :class:`~tensorc.runtime.ray.tasks.NodeWorker` of every live node, started once
     per cluster membership (a node that died takes its worker's place in the order with
     it). Every submission asks for them: the held blocks of arrays that died are dropped
-    first (:func:`~tensorc.runtime.ray.held.flush_drops`)."""
+    first (:func:`~tensorc.runtime.ray.held.flush_drops`), and their offers withdrawn
+    (:func:`~tensorc.runtime.ray.peer_blocks.flush_withdraws`)."""
     flush_drops()
+    flush_withdraws()
     if cluster.workers_epoch != cluster.epoch or len(cluster.workers) != cluster.nodes:
         cluster.workers = [ray_tasks.node_worker(node) for node in cluster.node_ids]
         cluster.workers_epoch = cluster.epoch
@@ -113,11 +115,6 @@ def node_workers(cluster: RayCluster) -> list:
                              if offering(cluster) else [])
     return cluster.workers
 
-
-def submitted() -> None:
-    """What a submission does once its calls are sent: withdraw the offers of arrays that
-    died (:func:`~tensorc.runtime.ray.peer_blocks.flush_withdraws`), queued behind them."""
-    flush_withdraws()
 
 
 def peer_endpoints(cluster: RayCluster) -> list | None:
@@ -477,7 +474,6 @@ class CallRunner:
                 returned.append(submit_stage(
                     cluster, workers, call.node, key, payload,
                     [read_in_place(a) for a in args], len(call.exports) + 1, pinned))
-        submitted()
         return returned
 
     def _driver_folds(self, staged: StagedCalls) -> frozenset[int]:

@@ -33,7 +33,6 @@ from tensorc.runtime.ray.calls import (
     WorkerLost,
     node_workers,
     submit_stage,
-    submitted,
     wait_for_calls,
     worker_lost_errors,
 )
@@ -91,7 +90,6 @@ def run_node_calls(cluster: RayCluster, calls: Sequence[tuple[int, object, Seque
                                          refs, returns=2)
             results.append(value)
             reports.append(report)
-    submitted()
     epoch = cluster.epoch
     try:
         peaks = wait_for_calls(cluster, reports)

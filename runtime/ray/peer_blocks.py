@@ -22,11 +22,11 @@ as before, and the call still holds its ref. A block the holder cannot serve (no
 there, withdrawn, not a plain numpy array, its worker or node gone, a connection that
 fails or stalls for :data:`PULL_TIMEOUT` seconds) is read with ``ray.get`` instead, which
 rebuilds a lost block by lineage as a call's argument would. The offer lives as long as
-the array that made it: an array that dies has its blocks withdrawn once the next
-submission's calls are sent (:func:`flush_withdraws`, queued behind them), so the
-workers' borrowed refs keep a dead array's blocks in the object store until then, no
-longer. An offer is read only while the worker it was made to runs its node: after a
-worker restarts, reads of blocks offered before go through Ray.
+the array that made it: an array that dies has its blocks withdrawn at the next
+submission (:func:`flush_withdraws`), so the workers' borrowed refs keep a dead array's
+blocks in the object store until then, no longer. An offer is read only while the worker
+it was made to runs its node: after a worker restarts, reads of blocks offered before go
+through Ray.
 
 Each call counts what it pulled and what went through Ray instead (``PULLED``, reported
 back in :class:`~tensorc.runtime.ray.tasks.NodeReport`). ``TENSORC_RAY_DIRECT=0`` turns
@@ -362,9 +362,7 @@ def _withdrawn(ids: dict) -> None:
 
 def flush_withdraws() -> None:
     """Tell the workers to forget the blocks of offering arrays that died: one call per
-    worker, not waited for. Callers send it after a submission's calls, so that it queues
-    behind them: a worker letting go of borrowed refs tells their owner, which a call
-    should not wait for (5-6 ms of a contraction at N = 256 on 4 nodes, sent before)."""
+    worker, not waited for (every submission asks first, as it drops held blocks)."""
     if not _WITHDRAWN:
         return
     by_worker: dict = {}
