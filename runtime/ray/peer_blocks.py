@@ -39,6 +39,7 @@ system picks; like Ray's own ports, it asks for no credentials.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
 import struct
@@ -120,8 +121,9 @@ def _accept(listener: socket.socket) -> None:
 
 def _answer(connection: socket.socket) -> None:
     """Answer one peer's requests until it hangs up: each a count, then object ids; each
-    block goes back as a header (found or not, its dtype and shape) and its bytes."""
-    with connection:
+    block goes back as a header (found or not, its dtype and shape) and its bytes. A peer
+    that hangs up mid-answer ends this thread, not the server."""
+    with connection, contextlib.suppress(OSError):
         while True:
             head = _receive_exactly(connection, 4)
             if head is None:
@@ -322,19 +324,18 @@ def offering(cluster) -> bool:
 def offer_blocks(cluster, workers: list, blocks, array) -> None:
     """Offer ``blocks``' stored blocks of at least :data:`DIRECT_BYTES` (and over the
     cluster's inline size) to the workers of their nodes, until ``array`` dies."""
-    if not offering(cluster):
+    if not offering(cluster) or np.dtype(blocks.dtype).kind not in SENT_KINDS:
         return
     smallest = max(DIRECT_BYTES, cluster.inline_bytes + 1)
     itemsize = np.dtype(blocks.dtype).itemsize
-    if np.dtype(blocks.dtype).kind not in SENT_KINDS:
-        return
     by_node: dict[int, list] = {}
     for coords, ref in blocks.refs.items():
         node = blocks.nodes.get(coords)
-        if (node is None or not 0 <= node < len(workers) or not hasattr(ref, "binary")
-                or itemsize * _count(blocks.block_slices(coords)) < smallest):
+        if node is None or not 0 <= node < len(workers) or not hasattr(ref, "binary"):
             continue
-        by_node.setdefault(node, []).append(ref)
+        extent = (s.stop - s.start for s in blocks.block_slices(coords))
+        if itemsize * math.prod(extent) >= smallest:
+            by_node.setdefault(node, []).append(ref)
     if not by_node:
         return
     ids = {}
@@ -346,13 +347,6 @@ def offer_blocks(cluster, workers: list, blocks, array) -> None:
             for found in ids[worker]:
                 _OFFERS[found] = (worker, node)
     weakref.finalize(array, _withdrawn, ids)
-
-
-def _count(slices) -> int:
-    count = 1
-    for s in slices:
-        count *= s.stop - s.start
-    return count
 
 
 def _withdrawn(ids: dict) -> None:
