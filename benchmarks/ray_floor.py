@@ -18,7 +18,8 @@ measured is the object store's transfers and stores and the calls' latency. Per 
   holding them, as tensorc's calls pull input blocks (``runtime/ray/peer_blocks.py``);
 - ``solve`` (``--solve-sizes``): one call reading all 16 blocks (12 from other nodes: LU
   reads both triangles) and the right-hand side's 4, returning the solution's 4 blocks of
-  ``n / 4`` x 1; the same two ways;
+  ``n / 4`` x 1; the same two ways (the right-hand side's blocks, smaller than tensorc
+  offers, through Ray either way);
 - ``tsqr`` (``--tsqr-rows`` x ``--tsqr-cols`` in 8 row blocks, two on each node): the
   cheaper of the two ways any TSQR plan can go. *Gathered*: one call on node 0 reads all 8
   blocks (6 from other nodes), keeps them (Q's 8 blocks, held) and returns R. *Tree*: a
@@ -71,6 +72,7 @@ def node_actors():
     class Holder:
         def __init__(self) -> None:
             self.kept: list = []
+            self.pulled = (0, 0)
 
         def make(self, count: int, shape: tuple, seed: int):
             rng = np.random.default_rng(seed)
@@ -106,12 +108,18 @@ def node_actors():
             (tensorc's direct path)."""
             from tensorc.runtime.ray.peer_blocks import pulled_args
 
-            return self.leaf(cols, *pulled_args(blocks))
+            blocks, self.pulled = pulled_args(blocks)
+            return self.leaf(cols, *blocks)
 
         def pulled_small_blocks(self, outputs: int, shape: tuple, *blocks):
             from tensorc.runtime.ray.peer_blocks import pulled_args
 
-            return self.small_blocks(outputs, shape, *pulled_args(blocks))
+            blocks, self.pulled = pulled_args(blocks)
+            return self.small_blocks(outputs, shape, *blocks)
+
+        def last_pulled(self) -> tuple[int, int]:
+            """``(bytes pulled, blocks read through Ray)`` by its last pulling call."""
+            return self.pulled
 
         def finish(self, small):
             """The last call of a node's tree: its kept blocks stay held."""
@@ -209,7 +217,7 @@ def cholesky_floors(actors, n: int, repeats: int, solve: bool = False) -> dict[s
     ``tc.asarray`` has tensorc's node workers offer them (``direct``)."""
     import ray
 
-    from tensorc.runtime.ray.peer_blocks import PeerRead
+    from tensorc.runtime.ray.peer_blocks import DIRECT_BYTES, PeerRead
 
     edge = n // BLOCKS
     grid = _square_grid(len(actors))
@@ -221,11 +229,15 @@ def cholesky_floors(actors, n: int, repeats: int, solve: bool = False) -> dict[s
         if solve:
             blocks += _spread(actors, BLOCKS, (edge, 1), seed + 50)
         holders = nodes_of + [k % len(actors) for k in range(BLOCKS)] if solve else nodes_of
-        if direct:  # offered off the clock, as tc.asarray offers them
-            ray.get([actor.offer.remote([b for b, h in zip(blocks, holders, strict=True)
-                                         if h == k]) for k, actor in enumerate(actors)])
-            blocks = [PeerRead(endpoints[h], [b]) if h != 0 else b
-                      for b, h in zip(blocks, holders, strict=True)]
+        shapes = [(edge, edge)] * len(nodes_of) + [(edge, 1)] * (len(holders) - len(nodes_of))
+        if direct:  # offered off the clock, as tc.asarray offers them: big blocks only
+            pulled = [h != 0 and np.prod(shape) * 8 >= DIRECT_BYTES
+                      for h, shape in zip(holders, shapes, strict=True)]
+            ray.get([actor.offer.remote([b for b, h, p in zip(blocks, holders, pulled,
+                                                                strict=True) if h == k and p])
+                     for k, actor in enumerate(actors)])
+            blocks = [PeerRead(endpoints[h], [b]) if p else b
+                      for b, h, p in zip(blocks, holders, pulled, strict=True)]
 
         def timed():
             if solve:

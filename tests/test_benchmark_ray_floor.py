@@ -48,6 +48,12 @@ def test_each_floor_runs_and_the_cholesky_reads_the_lower_triangle(floor, monkey
     for runs in ways.values():
         assert len(runs) == 2 and len(runs.cpu) == 2 and min(runs.cpu) >= 0
     assert read == [(lower, (16, 16))] * 4  # each way: a warm-up and a timed run, 10 blocks
+    import ray
+
+    # blocks of 16 x 16 (2 KiB) are smaller than tensorc offers (64 KiB): through Ray
+    assert ray.get(actors[0].last_pulled.remote()) == (0, 0)
+    floor.cholesky_floors(actors, 512, repeats=1)  # blocks of 128 x 128: 128 KiB, pulled
+    assert ray.get(actors[0].last_pulled.remote()) == (7 * 128 * 128 * 8, 0)
     read.clear()
     floor.cholesky_floors(actors, 64, repeats=1, solve=True)
     assert read[0] == (list(grid.values()), (16, 16))  # LU reads all 16

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import scipy.linalg.blas
 
+from tensorc.codegen import blas_calls
 from tensorc.codegen.blas_calls import TRSM_LEAF, trmm, trsm
 
 RNG = np.random.default_rng(7)
@@ -38,13 +39,17 @@ def test_trsm_and_trmm_equal_scipy(call, dtype, side, trans_a, lower, diag, orde
     assert got.dtype == want.dtype and got.flags.f_contiguous
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 @pytest.mark.parametrize("side", [0, 1])
 @pytest.mark.parametrize("trans_a", [0, 1, 2])
 @pytest.mark.parametrize("lower,diag", [(1, 0), (0, 0), (1, 1), (0, 1)])
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_a_triangle_over_the_leaf_size_is_solved_in_halves_as_scipy_solves_it(
-        dtype, side, trans_a, lower, diag, order):
+        dtype, side, trans_a, lower, diag, order, monkeypatch):
+    halves = []
+    solve_halves = blas_calls._solve_halves
+    monkeypatch.setattr(blas_calls, "_solve_halves",
+                        lambda *args: (halves.append(args[7].shape), solve_halves(*args)))
     edge = 4 * TRSM_LEAF + 5  # halved three times, unevenly
     t = np.tril(RNG.random((edge, edge)) / (edge if diag else 1)) + edge * np.eye(edge)
     if np.dtype(dtype).kind == "c":
@@ -56,13 +61,25 @@ def test_a_triangle_over_the_leaf_size_is_solved_in_halves_as_scipy_solves_it(
         0.5, a, b, side=side, lower=lower, trans_a=trans_a, diag=diag)
     before = b.copy()
     got = trsm(0.5, a, b, side=side, lower=lower, trans_a=trans_a, diag=diag)
-    tolerance = 1e-5 if np.dtype(dtype) == np.float32 else 1e-12
+    tolerance = 1e-5 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
     np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
     np.testing.assert_array_equal(b, before)
+    assert halves[0] == (edge, edge) and len(halves) == 15  # 4 levels: 1 + 2 + 4 + 8 calls
     fortran = np.asfortranarray(b)
     assert trsm(0.5, a, fortran, side=side, lower=lower, trans_a=trans_a, diag=diag,
                 overwrite_b=True) is fortran  # the halves solved in place
     np.testing.assert_allclose(fortran, want, rtol=tolerance, atol=tolerance)
+
+
+def test_alpha_zero_reads_no_triangle_and_a_small_triangle_is_one_call(monkeypatch):
+    edge = 2 * TRSM_LEAF
+    a = np.full((edge, edge), np.nan)  # BLAS reads no triangle when alpha is 0
+    np.testing.assert_array_equal(trsm(0.0, a, np.ones((edge, 3))), np.zeros((edge, 3)))
+    monkeypatch.setattr(blas_calls, "_solve_halves", None)  # never called below the leaf
+    small = _triangle(TRSM_LEAF, np.float64)
+    np.testing.assert_allclose(trsm(1.0, small, np.ones((TRSM_LEAF, 2))),
+                               scipy.linalg.blas.dtrsm(1.0, small, np.ones((TRSM_LEAF, 2)),
+                                                       lower=0))
 
 
 @pytest.mark.parametrize("call", [trsm, trmm])

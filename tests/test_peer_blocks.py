@@ -55,6 +55,40 @@ def test_a_holder_that_hangs_up_mid_block_is_a_broken_connection():
             _receive_block(receiver)
 
 
+def test_a_holder_answers_a_request_with_one_reply_per_id_in_order():
+    # nothing is offered in this process: every id asked for is a miss, in the order asked
+    reader, holder = socket.socketpair()
+    with reader:
+        threading.Thread(target=peer_blocks._answer, args=(holder,), daemon=True).start()
+        ids = [b"\x01" * 28, b"\x02" * 28]
+        reader.sendall(struct.pack("<I", 2) + b"".join(bytes((28,)) + i for i in ids))
+        assert [_receive_block(reader) for _ in ids] == [None, None]
+        reader.sendall(struct.pack("<I", 1) + bytes((28,)) + ids[0])  # the connection lives on
+        assert _receive_block(reader) is None
+
+
+def test_a_silent_holder_is_passed_over_and_nobody_listening_too(monkeypatch):
+    monkeypatch.setattr(peer_blocks, "PULL_TIMEOUT", 0.2)
+    monkeypatch.setattr(peer_blocks, "_SHUNNED", {})
+
+    class Ref:
+        def binary(self):
+            return b"\x03" * 28
+
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts (the kernel does), never answers
+    with silent:
+        endpoint = silent.getsockname()
+        read = peer_blocks.PeerRead(endpoint, [Ref()])
+        assert peer_blocks._pull_from(endpoint, [read]) == [None]
+        assert endpoint not in peer_blocks._PEERS  # the half-used connection is dropped
+        assert peer_blocks._SHUNNED[endpoint] > 0
+    closed = socket.create_server(("127.0.0.1", 0))
+    gone = closed.getsockname()
+    closed.close()
+    assert peer_blocks._pull_from(gone, [peer_blocks.PeerRead(gone, [Ref()])]) == [None]
+    assert gone in peer_blocks._SHUNNED
+
+
 def _offered_counts() -> list[int]:
     import ray
 

@@ -361,7 +361,7 @@ def _offered(array: DistributedArray) -> DistributedArray:
     is made where the plan reads it."""
     cluster = ray_cluster()
     if offering(cluster):
-        offer_blocks(cluster, node_workers(cluster), array.layout, array)
+        offer_blocks(cluster, functools.partial(node_workers, cluster), array.layout, array)
     return array
 
 

@@ -56,13 +56,13 @@ them),
 ``memory_limit_bytes`` (the node budget LSHS placed within, where a node had room) and
 ``over_memory_limit_tasks`` (tasks placed over it), ``direct_bytes`` and
 ``direct_through_ray`` (input bytes the calls pulled from the workers of the nodes holding
-them, :mod:`~tensorc.runtime.ray.peer_blocks`, and input blocks they read through Ray
-instead; each call pulls its own copy, so a block several calls on one node read counts
-once for each), ``node_peak_rss_bytes`` (each node
-worker's measured high-water mark during its calls; ``None`` after a per-task rerun) and
-``peak_rss_bytes`` (the highest), ``peak_frontier``, ``run_seconds``, ``scheduler``,
-``per_task`` (whether the run fell back to one task each) and ``replayed`` (whether it
-submitted a recording; the placer's figures are then the recorded run's).
+them, :mod:`~tensorc.runtime.ray.peer_blocks`, and the pulls that fell back to Ray; each
+call pulls its own copy, so a block several calls on one node read counts once for each),
+``node_peak_rss_bytes`` (each node worker's measured high-water mark during its calls;
+``None`` after a per-task rerun) and ``peak_rss_bytes`` (the highest), ``peak_frontier``,
+``run_seconds``, ``scheduler``, ``per_task`` (whether the run fell back to one task each)
+and ``replayed`` (whether it submitted a recording; the placer's figures are then the
+recorded run's).
 """
 
 from __future__ import annotations

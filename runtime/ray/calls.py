@@ -79,9 +79,9 @@ from tensorc.runtime.ray.stages import INPUT, STORED, StagedCalls
 POLL_SECONDS = 1.0
 
 ENDPOINT_WAIT = 5.0
-"""Seconds a submission waits for node workers started moments ago to say where their
-block servers listen (the calls it submits wait for those workers to start anyway); one
-still starting after that is asked again at the next submission."""
+"""Seconds after node workers start within which a submission waits for them to say where
+their block servers listen (a worker starting takes a second or two here); after that, a
+worker that has not answered yet is passed over, not waited for, until it answers."""
 
 IN_NO_STORE = (Held, Inline)
 """Blocks no object store holds: a block held in its worker, and one kept in the driver
@@ -107,12 +107,13 @@ def node_workers(cluster: RayCluster) -> list:
     first (:func:`~tensorc.runtime.ray.held.flush_drops`), and their offers withdrawn
     (:func:`~tensorc.runtime.ray.peer_blocks.flush_withdraws`)."""
     flush_drops()
-    flush_withdraws()
     if cluster.workers_epoch != cluster.epoch or len(cluster.workers) != cluster.nodes:
         cluster.workers = [ray_tasks.node_worker(node) for node in cluster.node_ids]
         cluster.workers_epoch = cluster.epoch
         cluster.endpoints = ([worker.endpoint.remote() for worker in cluster.workers]
                              if offering(cluster) else [])
+        cluster.endpoints_by = time.monotonic() + ENDPOINT_WAIT
+    flush_withdraws(cluster.workers)
     return cluster.workers
 
 
@@ -120,16 +121,18 @@ def node_workers(cluster: RayCluster) -> list:
 def peer_endpoints(cluster: RayCluster) -> list | None:
     """The addresses of the node workers' block servers, in node order (``None`` for a
     worker that has not answered yet, or died; :mod:`~tensorc.runtime.ray.peer_blocks`),
-    or ``None`` when the node workers are not started or the direct path is off. Asked
-    once per set of workers, at their start (only where arrays offer their blocks:
-    several nodes, the path on); read here when a call needs them."""
+    or ``None`` when the node workers are not started, the direct path is off or no array
+    offers blocks. Asked once per set of workers, at their start (only where arrays offer
+    their blocks: several nodes, the path on); read here when a call needs them."""
     import ray
 
-    if not peer_blocks.ENABLED or not cluster.endpoints or cluster.workers_epoch != cluster.epoch:
+    if (not peer_blocks.ENABLED or not peer_blocks.offered_any() or not cluster.endpoints
+            or cluster.workers_epoch != cluster.epoch):
         return None
     asked = [found for found in cluster.endpoints if isinstance(found, ray.ObjectRef)]
-    if asked:  # answered by now, unless a worker is still starting: asked again next time
-        ready, _ = ray.wait(asked, num_returns=len(asked), timeout=ENDPOINT_WAIT)
+    if asked:  # answered by now, unless a worker is still starting: looked at again later
+        wait = max(0.0, cluster.endpoints_by - time.monotonic())
+        ready, _ = ray.wait(asked, num_returns=len(asked), timeout=wait)
         answered = set(ready)
         endpoints = []
         for found in cluster.endpoints:

@@ -68,6 +68,8 @@ class RayCluster:
     endpoints: list = field(default_factory=list, repr=False)
     """The node workers' block servers (``(host, port)``, or the refs of the answers not
     read yet: :func:`~tensorc.runtime.ray.calls.peer_endpoints`), in node order."""
+    endpoints_by: float = 0.0
+    """Until when (``time.monotonic()``) a submission waits for those answers."""
     measure: bool = False
     """Read Ray's object directory after every run for the bytes Ray moved (the session's
     ``tc.init(measure=...)``; a call's own ``measure=`` wins)."""

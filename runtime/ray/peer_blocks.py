@@ -28,8 +28,8 @@ blocks in the object store until then, no longer. An offer is read only while th
 it was made to runs its node: after a worker restarts, reads of blocks offered before go
 through Ray.
 
-Each call counts what it pulled and what went through Ray instead (``PULLED``, reported
-back in :class:`~tensorc.runtime.ray.tasks.NodeReport`). ``TENSORC_RAY_DIRECT=0`` turns
+Each call counts what it pulled and what went through Ray instead (:func:`pulled_args`,
+reported back in :class:`~tensorc.runtime.ray.tasks.NodeReport`). ``TENSORC_RAY_DIRECT=0`` turns
 the path off (every block through Ray, as before).
 
 The block server binds the node's IP address (Ray's own for the node) on a port the
@@ -51,8 +51,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 DIRECT_BYTES = 64 * 2**10
-"""Smallest block offered: below it Ray's own fixed costs are small, and blocks at most the
-cluster's inline size are never in an object store (they are not offered either)."""
+"""Smallest block offered, where the cluster's inline size is lower (blocks at most that
+size, 100 KiB by default, are never in an object store and are not offered): below it
+Ray's own fixed costs are small."""
 
 PULL_TIMEOUT = 30.0
 """Seconds a pull waits on a silent holder before reading its blocks through Ray; the
@@ -136,19 +137,21 @@ def _answer(connection: socket.socket) -> None:
                 if found is None:
                     return
                 ids.append(found)
+            deadline = time.monotonic() + HOLDER_TIMEOUT  # for the whole request
             for found in ids:
-                _send_block(connection, _offered_value(found))
+                _send_block(connection, _offered_value(found, deadline))
 
 
-def _offered_value(found: bytes):
-    """The offered block ``found`` as a C-ordered numpy array, or ``None``."""
+def _offered_value(found: bytes, deadline: float):
+    """The offered block ``found`` as a C-ordered numpy array, or ``None`` (not offered,
+    not made by ``deadline``, or not a block this path sends)."""
     ref = OFFERED.get(found)
     if ref is None:
         return None
     import ray
 
     try:
-        value = ray.get(ref, timeout=HOLDER_TIMEOUT)
+        value = ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
     except Exception:  # noqa: BLE001 - the reader falls back to Ray, which says why
         return None
     if (not isinstance(value, np.ndarray) or value.dtype.kind not in SENT_KINDS
@@ -182,10 +185,6 @@ def _receive_exactly(connection: socket.socket, count: int) -> bytes | None:
 
 # -- the reader's side (in the worker running the call) -------------------------------------
 
-PULLED = [0, 0]
-"""Bytes this worker pulled from peers, and blocks it read through Ray instead, since the
-counts were last taken (:func:`take_counts`)."""
-
 _PEERS: dict[tuple[str, int], socket.socket] = {}  # open connections, by holder address
 _SHUNNED: dict[tuple[str, int], float] = {}  # holder address -> passed over until then
 _PULLERS: list = []  # [a thread pool] for pulls from several holders at once
@@ -204,10 +203,11 @@ class PeerRead:
         return PeerRead, (self.endpoint, self.holder)
 
 
-def pull(reads: list[PeerRead]) -> list[np.ndarray]:
+def pull(reads: list[PeerRead]) -> tuple[list[np.ndarray], int, int]:
     """The blocks ``reads`` name, each holder asked once for all of its blocks, the holders
     at once; a block a holder did not send is read through Ray (module docstring). The
-    blocks are read-only, as Ray's are."""
+    blocks are read-only, as Ray's are. Returns them, the bytes pulled and how many blocks
+    were read through Ray."""
     by_holder: dict[tuple[str, int], list[int]] = {}
     for k, read in enumerate(reads):
         by_holder.setdefault(read.endpoint, []).append(k)
@@ -225,36 +225,29 @@ def pull(reads: list[PeerRead]) -> list[np.ndarray]:
         _place(values, found, _pull_from(endpoint, [reads[k] for k in found]))
     for (_, found), future in later:
         _place(values, found, future.result())
-    PULLED[0] += sum(value.nbytes for value in values if value is not None)
+    pulled = sum(value.nbytes for value in values if value is not None)
     missing = [k for k, value in enumerate(values) if value is None]
     if missing:
         import ray
 
-        got = ray.get([reads[k].holder[0] for k in missing])
-        for k, value in zip(missing, got, strict=True):
-            values[k] = value
-        PULLED[1] += len(missing)
-    return values
+        _place(values, missing, ray.get([reads[k].holder[0] for k in missing]))
+    return values, pulled, len(missing)
 
 
-def pulled_args(blocks: tuple) -> tuple:
+def pulled_args(blocks: tuple) -> tuple[tuple, tuple[int, int]]:
     """``blocks`` with every :class:`PeerRead` replaced by the block its holder sent (all
-    holders asked at once, :func:`pull`)."""
+    holders asked at once, :func:`pull`), and ``(bytes pulled, blocks read through Ray)``."""
     at = [k for k, block in enumerate(blocks) if type(block) is PeerRead]
-    found = dict(zip(at, pull([blocks[k] for k in at]), strict=True))
-    return tuple(found.get(k, block) for k, block in enumerate(blocks))
+    if not at:
+        return blocks, (0, 0)
+    values, pulled, missed = pull([blocks[k] for k in at])
+    found = dict(zip(at, values, strict=True))
+    return tuple(found.get(k, block) for k, block in enumerate(blocks)), (pulled, missed)
 
 
 def _place(values: list, at: list[int], got: list) -> None:
     for k, value in zip(at, got, strict=True):
         values[k] = value
-
-
-def take_counts() -> tuple[int, int]:
-    """``PULLED`` since it was last taken, and reset."""
-    counts = (PULLED[0], PULLED[1])
-    PULLED[0] = PULLED[1] = 0
-    return counts
 
 
 def _pull_from(endpoint: tuple[str, int], reads: list[PeerRead]) -> list:
@@ -264,26 +257,29 @@ def _pull_from(endpoint: tuple[str, int], reads: list[PeerRead]) -> list:
     :data:`SHUNNED_SECONDS`."""
     if _SHUNNED.get(endpoint, 0.0) > time.monotonic():
         return [None] * len(reads)
-    try:
-        connection = _PEERS.get(endpoint)
-        if connection is None:
+    connection = _PEERS.pop(endpoint, None)  # back in once its answers are read whole
+    if connection is None:
+        try:
             connection = socket.create_connection(endpoint, timeout=PULL_TIMEOUT)
             connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            _PEERS[endpoint] = connection
+        except OSError:  # nobody listens there (a worker gone): passed over for a while
+            _SHUNNED[endpoint] = time.monotonic() + SHUNNED_SECONDS
+            return [None] * len(reads)
+    try:
         request = [struct.pack("<I", len(reads))]
         for read in reads:
             found = read.holder[0].binary()
             request += [bytes((len(found),)), found]
         connection.sendall(b"".join(request))
-        return [_receive_block(connection) for _ in reads]
+        got = [_receive_block(connection) for _ in reads]
     except Exception as err:  # noqa: BLE001 - any failure is read through Ray
-        if isinstance(err, (TimeoutError, ConnectionRefusedError)):
+        if isinstance(err, TimeoutError):
             _SHUNNED[endpoint] = time.monotonic() + SHUNNED_SECONDS
-        broken = _PEERS.pop(endpoint, None)
-        if broken is not None:
-            with contextlib.suppress(OSError):
-                broken.close()
+        with contextlib.suppress(OSError):
+            connection.close()
         return [None] * len(reads)
+    _PEERS[endpoint] = connection
+    return got
 
 
 def _receive_block(connection: socket.socket) -> np.ndarray | None:
@@ -291,12 +287,16 @@ def _receive_block(connection: socket.socket) -> np.ndarray | None:
     if head is None:
         raise ConnectionResetError("the holder hung up")
     status, ndim, length = _HEADER.unpack(head)
-    if status != _FOUND:
+    if status == _MISS:
         return None
+    if status != _FOUND:
+        raise ValueError(f"a block server answered with status {status}")
     rest = _receive_exactly(connection, length + 8 * ndim)
     if rest is None:
         raise ConnectionResetError("the holder hung up")
     dtype = np.dtype(rest[:length].decode())
+    if dtype.kind not in SENT_KINDS:
+        raise ValueError(f"a block server sent a block of dtype {dtype}")
     shape = struct.unpack(f"<{ndim}q", rest[length:])
     block = np.empty(shape, dtype)
     view, got = memoryview(block.reshape(-1)).cast("B"), 0
@@ -311,8 +311,8 @@ def _receive_block(connection: socket.socket) -> np.ndarray | None:
 
 # -- the driver's side ---------------------------------------------------------------------
 
-_OFFERS: dict[bytes, tuple[object, int]] = {}  # object id -> (the worker offered it, node)
-_WITHDRAWN: list = []  # [{worker: ids}] of arrays that died, not yet sent
+_OFFERS: dict[bytes, tuple[bytes, int]] = {}  # object id -> (its worker's actor id, node)
+_WITHDRAWN: list = []  # [{actor id: object ids}] of arrays that died, not yet sent
 _WITHDRAW_LOCK = threading.Lock()
 
 
@@ -321,9 +321,16 @@ def offering(cluster) -> bool:
     return ENABLED and cluster.nodes > 1
 
 
-def offer_blocks(cluster, workers: list, blocks, array) -> None:
-    """Offer ``blocks``' stored blocks of at least :data:`DIRECT_BYTES` (and over the
-    cluster's inline size) to the workers of their nodes, until ``array`` dies."""
+def worker_id(worker) -> bytes:
+    """The actor id of a node worker's handle: what an offer remembers, so that it keeps
+    no handle (a replaced worker ends with its last handle, and its borrowed refs with it)."""
+    return worker._actor_id.binary()
+
+
+def offer_blocks(cluster, workers_of, blocks, array) -> None:
+    """Offer ``blocks``' stored blocks over the cluster's inline size and of at least
+    :data:`DIRECT_BYTES` to the workers of the nodes they were placed on (``workers_of()``:
+    the node workers, asked for only when a block is offered), until ``array`` dies."""
     if not offering(cluster) or np.dtype(blocks.dtype).kind not in SENT_KINDS:
         return
     smallest = max(DIRECT_BYTES, cluster.inline_bytes + 1)
@@ -331,21 +338,23 @@ def offer_blocks(cluster, workers: list, blocks, array) -> None:
     by_node: dict[int, list] = {}
     for coords, ref in blocks.refs.items():
         node = blocks.nodes.get(coords)
-        if node is None or not 0 <= node < len(workers) or not hasattr(ref, "binary"):
-            continue
         extent = (s.stop - s.start for s in blocks.block_slices(coords))
-        if itemsize * math.prod(extent) >= smallest:
+        if (node is not None and hasattr(ref, "binary")
+                and itemsize * math.prod(extent) >= smallest):
             by_node.setdefault(node, []).append(ref)
     if not by_node:
         return
+    workers = workers_of()
     ids = {}
     for node, refs in by_node.items():
-        worker = workers[node]
+        if not 0 <= node < len(workers):
+            continue
         with contextlib.suppress(Exception):  # a worker gone: its blocks go through Ray
-            worker.offer.remote(refs)
-            ids[worker] = [ref.binary() for ref in refs]
-            for found in ids[worker]:
-                _OFFERS[found] = (worker, node)
+            workers[node].offer.remote(refs)
+            actor = worker_id(workers[node])
+            ids[actor] = [ref.binary() for ref in refs]
+            for found in ids[actor]:
+                _OFFERS[found] = (actor, node)
     weakref.finalize(array, _withdrawn, ids)
 
 
@@ -354,37 +363,46 @@ def _withdrawn(ids: dict) -> None:
     _WITHDRAWN.append(ids)
 
 
-def flush_withdraws() -> None:
-    """Tell the workers to forget the blocks of offering arrays that died: one call per
-    worker, not waited for (every submission asks first, as it drops held blocks)."""
+def flush_withdraws(workers: list) -> None:
+    """Tell the node workers (``workers``, the live set) to forget the blocks of offering
+    arrays that died: one call per worker, not waited for (every submission asks first,
+    as it drops held blocks). A worker replaced since needs none: it ends with its last
+    handle, and its borrowed refs with it."""
     if not _WITHDRAWN:
         return
-    by_worker: dict = {}
+    by_actor: dict[bytes, list[bytes]] = {}
     with _WITHDRAW_LOCK:
         while _WITHDRAWN:
-            for worker, found in _WITHDRAWN.pop().items():
+            for actor, found in _WITHDRAWN.pop().items():
                 for one in found:
                     _OFFERS.pop(one, None)
-                by_worker.setdefault(worker, []).extend(found)
-    for worker, found in by_worker.items():  # the worker that was offered them, even one
-        with contextlib.suppress(Exception):  # replaced since; a dead one holds nothing
-            worker.withdraw.remote(found)
+                by_actor.setdefault(actor, []).extend(found)
+    for worker in workers:
+        found = by_actor.get(worker_id(worker))
+        if found:
+            with contextlib.suppress(Exception):  # a dead worker holds nothing
+                worker.withdraw.remote(found)
 
 
 def direct(value, node: int, workers: list, endpoints: list | None):
     """``value`` as a call on ``node`` takes it: a :class:`PeerRead` for a block offered to
     the worker another node runs now (module docstring; ``workers`` and ``endpoints``: the
     node workers and their block servers, in node order), else ``value``."""
-    if endpoints is None or not hasattr(value, "binary"):
+    if endpoints is None or not _OFFERS or not hasattr(value, "binary"):
         return value
     offered = _OFFERS.get(value.binary())
     if offered is None:
         return value
-    worker, holder = offered
-    if (holder == node or holder >= len(workers) or workers[holder] is not worker
-            or holder >= len(endpoints) or endpoints[holder] is None):
+    actor, holder = offered
+    if (holder == node or holder >= len(workers) or holder >= len(endpoints)
+            or endpoints[holder] is None or worker_id(workers[holder]) != actor):
         return value
     return PeerRead(endpoints[holder], [value])
+
+
+def offered_any() -> bool:
+    """Whether any live array offers blocks (a submission need not ask where to pull)."""
+    return bool(_OFFERS)
 
 
 def forget_offers() -> None:

@@ -83,11 +83,9 @@ from tensorc.planning.memory_fit import READ_OVERHEAD
 from tensorc.runtime.allocator import keep_freed_memory
 from tensorc.runtime.block_buffers import BlockBuffers, holds
 from tensorc.runtime.ray.peer_blocks import (
-    PeerRead,
     offer,
     pulled_args,
     serve,
-    take_counts,
     withdraw,
 )
 from tensorc.runtime.ray.stages import READ, RUN, Step
@@ -393,9 +391,7 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
             _PAYLOADS.pop(next(iter(_PAYLOADS)))
         _PAYLOADS[key] = found
     steps, exports, budget, *keeping = found
-    take_counts()  # a failed call's pulls are not the next call's
-    if any(type(block) is PeerRead for block in blocks):
-        blocks = pulled_args(blocks)
+    blocks, pulled = pulled_args(blocks)
     if any(type(block) in _READS_HERE for block in blocks):
         blocks = tuple(b.value() if type(b) in _READS_HERE else b for b in blocks)
     kept_in, keep_out, held_out = (*keeping, (), (), ())[:3]
@@ -411,7 +407,7 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
         if isinstance(value, np.ndarray):
             value.flags.writeable = False  # as a Ray object is: no later step writes it
         into[prefix + key] = value
-    report = NodeReport.of(node, resident.peak, take_counts())
+    report = NodeReport.of(node, resident.peak, pulled)
     if not exports:  # the report alone (all its results kept): one value, not a 1-tuple
         return report
     return (*results[:len(exports)], report)
