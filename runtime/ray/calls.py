@@ -117,7 +117,6 @@ def node_workers(cluster: RayCluster) -> list:
     return cluster.workers
 
 
-
 def peer_endpoints(cluster: RayCluster) -> list | None:
     """The addresses of the node workers' block servers, in node order (``None`` for a
     worker that has not answered yet, or died; :mod:`~tensorc.runtime.ray.peer_blocks`),

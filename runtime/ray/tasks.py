@@ -413,7 +413,6 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
     return (*results[:len(exports)], report)
 
 
-
 class HeldRead:
     """A call's argument that names a final block this worker holds
     (:mod:`~tensorc.runtime.ray.held`): the call reads it here, as it is, not stored and
