@@ -56,16 +56,21 @@ def test_a_holder_that_hangs_up_mid_block_is_a_broken_connection():
             _receive_block(receiver)
 
 
-def test_a_holder_answers_a_request_with_one_reply_per_id_in_order():
-    # nothing is offered in this process: every id asked for is a miss, in the order asked
+def test_a_holder_answers_a_request_with_one_reply_per_id_in_order(monkeypatch):
+    # the holder's store stands in as a dict: the first id is a block, the second a miss
+    served = {b"\x01" * 28: np.arange(6.0).reshape(2, 3)}
+    monkeypatch.setattr(peer_blocks, "_offered_value",
+                        lambda found, deadline: served.get(found))
     reader, holder = socket.socketpair()
     with reader:
         threading.Thread(target=peer_blocks._answer, args=(holder,), daemon=True).start()
-        ids = [b"\x01" * 28, b"\x02" * 28]
+        ids = [b"\x02" * 28, b"\x01" * 28]
         reader.sendall(struct.pack("<I", 2) + b"".join(bytes((28,)) + i for i in ids))
-        assert [_receive_block(reader) for _ in ids] == [None, None]
-        reader.sendall(struct.pack("<I", 1) + bytes((28,)) + ids[0])  # the connection lives on
-        assert _receive_block(reader) is None
+        missed, found = (_receive_block(reader) for _ in ids)
+        assert missed is None
+        np.testing.assert_array_equal(found, served[ids[1]])
+        reader.sendall(struct.pack("<I", 1) + bytes((28,)) + ids[1])  # the connection lives on
+        np.testing.assert_array_equal(_receive_block(reader), served[ids[1]])
 
 
 def test_a_silent_holder_is_passed_over_and_nobody_listening_too(monkeypatch):

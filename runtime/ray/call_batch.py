@@ -41,12 +41,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tensorc.placement.blocks import Blocks
-from tensorc.runtime.ray.calls import (
-    SUBMITTING,
-    node_workers,
-    put_payloads,
-    submit_stage,
-)
+from tensorc.runtime.ray.calls import SUBMITTING, node_workers, put_payloads, submit_stage
 from tensorc.runtime.ray.held import Held, read_in_place
 from tensorc.runtime.ray.held import bind as bind_held
 from tensorc.runtime.ray.inline import Inline

@@ -39,6 +39,7 @@ system picks; like Ray's own ports, it asks for no credentials.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import socket
@@ -187,7 +188,6 @@ def _receive_exactly(connection: socket.socket, count: int) -> bytes | None:
 
 _PEERS: dict[tuple[str, int], socket.socket] = {}  # open connections, by holder address
 _SHUNNED: dict[tuple[str, int], float] = {}  # holder address -> passed over until then
-_PULLERS: list = []  # [a thread pool] for pulls from several holders at once
 
 
 class PeerRead:
@@ -203,51 +203,44 @@ class PeerRead:
         return PeerRead, (self.endpoint, self.holder)
 
 
-def pull(reads: list[PeerRead]) -> tuple[list[np.ndarray], int, int]:
-    """The blocks ``reads`` name, each holder asked once for all of its blocks, the holders
-    at once; a block a holder did not send is read through Ray (module docstring). The
-    blocks are read-only, as Ray's are. Returns them, the bytes pulled and how many blocks
-    were read through Ray."""
+def pulled_args(blocks: tuple) -> tuple[tuple, tuple[int, int]]:
+    """``blocks`` with every :class:`PeerRead` replaced by the block its holder sent, each
+    holder asked once for all of its blocks, the holders at once; a block a holder did not
+    send is read through Ray (module docstring). The blocks are read-only, as Ray's are.
+    Returns them and ``(bytes pulled, blocks read through Ray)``."""
     by_holder: dict[tuple[str, int], list[int]] = {}
-    for k, read in enumerate(reads):
-        by_holder.setdefault(read.endpoint, []).append(k)
-    values: list = [None] * len(reads)
-    jobs = list(by_holder.items())
-    if len(jobs) > 1:
-        if not _PULLERS:
-            _PULLERS.append(ThreadPoolExecutor(8, thread_name_prefix="tensorc-pull"))
-        futures = [_PULLERS[0].submit(_pull_from, endpoint, [reads[k] for k in found])
-                   for endpoint, found in jobs[1:]]
-        jobs, later = jobs[:1], list(zip(jobs[1:], futures, strict=True))
-    else:
-        later = []
-    for endpoint, found in jobs:
-        _place(values, found, _pull_from(endpoint, [reads[k] for k in found]))
-    for (_, found), future in later:
-        _place(values, found, future.result())
-    pulled = sum(value.nbytes for value in values if value is not None)
-    missing = [k for k, value in enumerate(values) if value is None]
+    for k, block in enumerate(blocks):
+        if type(block) is PeerRead:
+            by_holder.setdefault(block.endpoint, []).append(k)
+    if not by_holder:
+        return blocks, (0, 0)
+    jobs = [(endpoint, found, [blocks[k] for k in found])
+            for endpoint, found in by_holder.items()]
+    later = [(found, _pullers().submit(_pull_from, endpoint, reads))
+             for endpoint, found, reads in jobs[1:]]
+    endpoint, found, reads = jobs[0]  # the first holder in this thread, meanwhile
+    done = [(found, _pull_from(endpoint, reads))]
+    done += [(found, future.result()) for found, future in later]
+    args = list(blocks)
+    for found, values in done:
+        for k, value in zip(found, values, strict=True):
+            args[k] = value
+    asked = [k for found in by_holder.values() for k in found]
+    missing = [k for k in asked if args[k] is None]
+    pulled = sum(args[k].nbytes for k in asked if args[k] is not None)
     if missing:
         import ray
 
-        _place(values, missing, ray.get([reads[k].holder[0] for k in missing]))
-    return values, pulled, len(missing)
+        for k, value in zip(missing, ray.get([blocks[k].holder[0] for k in missing]),
+                            strict=True):
+            args[k] = value
+    return tuple(args), (pulled, len(missing))
 
 
-def pulled_args(blocks: tuple) -> tuple[tuple, tuple[int, int]]:
-    """``blocks`` with every :class:`PeerRead` replaced by the block its holder sent (all
-    holders asked at once, :func:`pull`), and ``(bytes pulled, blocks read through Ray)``."""
-    at = [k for k, block in enumerate(blocks) if type(block) is PeerRead]
-    if not at:
-        return blocks, (0, 0)
-    values, pulled, missed = pull([blocks[k] for k in at])
-    found = dict(zip(at, values, strict=True))
-    return tuple(found.get(k, block) for k, block in enumerate(blocks)), (pulled, missed)
-
-
-def _place(values: list, at: list[int], got: list) -> None:
-    for k, value in zip(at, got, strict=True):
-        values[k] = value
+@functools.cache
+def _pullers() -> ThreadPoolExecutor:
+    """This worker's threads for pulls from several holders at once."""
+    return ThreadPoolExecutor(8, thread_name_prefix="tensorc-pull")
 
 
 def _pull_from(endpoint: tuple[str, int], reads: list[PeerRead]) -> list:

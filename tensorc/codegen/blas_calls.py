@@ -163,13 +163,12 @@ def _solve_halves(trsm, gemm, side: int, lower: int, lower_now: bool, trans_a: i
         off = a[h:, :h] if not trans_a else a[:h, h:]
     else:  # op(a)[:h, h:]
         off = a[:h, h:] if not trans_a else a[h:, :h]
-    first, second = (a[:h, :h], a[h:, h:])
+    triangles = (a[:h, :h], a[h:, h:])
     # op(a) X = B: X cut in rows; X op(a) = B: X cut in columns
     parts = (out[:h, :], out[h:, :]) if side == 0 else (out[:, :h], out[:, h:])
     # which half is solved first: the one whose rows of X need nothing from the other
     early = 0 if (side == 0) == lower_now else 1
     late = 1 - early
-    triangles = (first, second)
     _solve_halves(trsm, gemm, side, lower, lower_now, trans_a, diag, triangles[early],
                   parts[early], scale)
     # the late part's right-hand side: scale * B_late - (its product with the solved part)
