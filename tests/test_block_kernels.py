@@ -195,7 +195,7 @@ def test_chol_reads_the_lower_triangle_and_gives_numpys_factor(dtype):
     directly for a real block, numpy's for a complex one), C-ordered with a zero upper
     triangle, whatever the block's upper triangle holds; a block that is not positive
     definite raises numpy's message."""
-    from tensorc.codegen.block_kernels import _chol
+    from tensorc.codegen.block_kernels import cholesky_lower
 
     n = 96
     r = RNG.standard_normal((n, n)) + (1j * RNG.standard_normal((n, n))
@@ -205,11 +205,11 @@ def test_chol_reads_the_lower_triangle_and_gives_numpys_factor(dtype):
     garbage = a.copy()
     garbage[np.triu_indices(n, 1)] = 7.0
     for block in (a, garbage, np.asfortranarray(garbage)):
-        found = _chol(block)
+        found = cholesky_lower(block)
         assert found.dtype == dtype and found.flags.c_contiguous
         np.testing.assert_array_equal(np.triu(found, 1), 0)
         eps = np.finfo(dtype).eps
         assert np.abs(found - expected).max() < 50 * eps * np.abs(expected).max()
     with pytest.raises(LinAlgError, match="^Matrix is not positive definite$"):
-        _chol(-np.eye(3, dtype=dtype))
-    assert _chol(np.eye(0, dtype=dtype)).shape == (0, 0)
+        cholesky_lower(-np.eye(3, dtype=dtype))
+    assert cholesky_lower(np.eye(0, dtype=dtype)).shape == (0, 0)

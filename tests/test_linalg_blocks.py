@@ -28,6 +28,21 @@ def test_cholesky(n):
                                atol=1e-9)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_small_cholesky_reads_the_triangle_numpy_reads(dtype):
+    """One LAPACK ``potrf`` call below the block program's size: numpy's factor in the
+    operand's dtype, from the lower triangle (the upper one with ``upper=True``)."""
+    n = 200
+    garbage = spd(n).astype(dtype)
+    garbage[np.triu_indices(n, 1)] = 7.0
+    eps = np.finfo(dtype).eps
+    for upper in (False, True):
+        found = np.asarray(tc.linalg.cholesky(tc.asarray(garbage), upper=upper))
+        expected = np.linalg.cholesky(garbage, upper=upper)
+        assert found.dtype == dtype
+        assert np.abs(found - expected).max() < 50 * eps * np.abs(expected).max()
+
+
 def test_cholesky_of_a_lazy_array_evaluates_it_first():
     a = spd(50)
     lazy = tc.asarray(a) * 2.0

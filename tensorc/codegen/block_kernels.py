@@ -46,7 +46,7 @@ def _square(name: str, x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _chol(x):
+def cholesky_lower(x):
     """The lower Cholesky factor of a block, reading its lower triangle only. A real block
     goes to LAPACK's ``potrf`` directly: as the upper factor of ``x^T``, which is
     Fortran-ordered for a C-ordered block, so it is copied once as it lies. About twice as
@@ -272,7 +272,7 @@ def _eye(x):
 _ONE = {
     "neg": np.negative,
     "T": lambda x: _matrix("T", x).T,
-    "chol": _chol,
+    "chol": cholesky_lower,
     "qr_r": _qr_r,
     "inv": _inv,
     "zeros": np.zeros_like,
