@@ -89,6 +89,7 @@ from tensorc.runtime.ray.peer_blocks import (
     withdraw,
 )
 from tensorc.runtime.ray.stages import READ, RUN, Step
+from tensorc.runtime.ray.step_threads import WORKER_ENV, StepThreads
 from tensorc.runtime.resident import PeakResident
 from tensorc.runtime.task_pool import blas_controller, helper_pool
 
@@ -323,24 +324,36 @@ class _ThreadedCall:
         return [self.results[k] for k in self.exports]
 
     def _drive(self, pool, threads: int, running: dict) -> None:
-        """Run every step, at most ``threads`` at once, on ``pool``."""
-        while True:
-            while len(running) < threads:
-                taken = self._take(len(running))
-                if taken is None:
-                    break
-                j, reserved = taken
-                self.live += reserved
-                step, inputs = self.steps[j]
-                blocks = [self.args[k] if kind == "x" else self.results[k]
-                          for kind, k in inputs]
-                running[pool.submit(_step_value, step, blocks)] = (j, reserved)
-            if not running:
-                return
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                j, reserved = running.pop(future)
-                self._finish(j, future.result(), reserved)
+        """Run every step, at most ``threads`` at once, on ``pool``; a large step alone
+        gets all the cores' BLAS threads (:mod:`~tensorc.runtime.ray.step_threads`)."""
+        blas = StepThreads(os.cpu_count() or 1, threads)
+        try:
+            while True:
+                while len(running) < threads:
+                    taken = self._take(len(running))
+                    if taken is None:
+                        break
+                    j, reserved = taken
+                    self.live += reserved
+                    blocks = self._blocks(j)
+                    blas.starting(blocks, not running and not self.computes and not self.reads)
+                    running[pool.submit(_step_value, self.steps[j][0], blocks)] = (j, reserved)
+                if not running:
+                    return
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    j, reserved = running.pop(future)
+                    self._finish(j, future.result(), reserved)
+                if len(running) == 1 and not self.computes and not self.reads:
+                    (j, _), = running.values()
+                    blas.left(self._blocks(j))
+        finally:
+            blas.done()
+
+    def _blocks(self, j: int) -> list:
+        """The blocks step ``j`` reads."""
+        return [self.args[k] if kind == "x" else self.results[k]
+                for kind, k in self.steps[j][1]]
 
 
 _PAYLOADS: dict = {}
@@ -598,7 +611,8 @@ def node_worker(node_id: str):
         actor = ray.remote(num_cpus=0)(NodeWorker)
         _REMOTES["NodeWorker"] = actor
     strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
-    return actor.options(scheduling_strategy=strategy).remote()
+    return actor.options(scheduling_strategy=strategy,
+                         runtime_env={"env_vars": WORKER_ENV}).remote()
 
 
 def remote(name: str, returns: int = 2):

@@ -1,0 +1,98 @@
+"""A threaded call's BLAS threads (``runtime/ray/step_threads.py``): all the cores for a large
+step alone, one per step otherwise, the call's own count restored after; and node workers
+started with a short OpenBLAS spin (on Ray)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+from tensorc.runtime.ray.stages import RUN, Step
+from tensorc.runtime.ray.step_threads import ALONE_BYTES, OPENBLAS_TIMEOUT, StepThreads
+from tensorc.runtime.ray.tasks import run_steps
+from tensorc.runtime.task_pool import blas_controller
+
+CORES = os.cpu_count() or 1
+BIG = np.zeros(ALONE_BYTES // 8)
+SMALL = np.zeros(ALONE_BYTES // 8 - 1)
+
+pytestmark = pytest.mark.skipif(CORES < 2, reason="needs two cores to tell the counts apart")
+
+
+def blas_threads() -> int:
+    return max(library.num_threads for library in blas_controller().lib_controllers)
+
+
+def recorder(seen: list, name: str, wait_for=None):
+    """A step that records the BLAS thread count it ran with under ``name``; with
+    ``wait_for``, it first waits until that step has recorded, then until the count
+    changes (at most 5 s) and records the count it ends with."""
+
+    def step(*blocks):
+        if wait_for is not None:
+            deadline = time.monotonic() + 5
+            while wait_for not in dict(seen) and time.monotonic() < deadline:
+                time.sleep(0.001)
+            before = blas_threads()
+            while blas_threads() == before and time.monotonic() < deadline:
+                time.sleep(0.001)
+        seen.append((name, blas_threads()))
+        return blocks[0]
+
+    return Step(RUN, step)
+
+
+@pytest.mark.parametrize("case, inputs, expected", [
+    ("large alone", ((("x", 0),), (("t", 0),)), CORES),  # a chain: each step alone
+    ("side by side", ((("x", 0),), (("x", 1),)), 1),  # both ready at once
+    ("small alone", ((("x", 1),), (("t", 0),)), 1),
+])
+def test_a_large_step_alone_gets_every_core_and_others_one_each(case, inputs, expected):
+    seen: list = []
+    steps = tuple((recorder(seen, j), reads) for j, reads in enumerate(inputs))
+    with threadpool_limits(CORES, "blas"):
+        run_steps(steps, (BIG, SMALL), (1,), threads=2)
+        assert blas_threads() == CORES  # the caller's count is back
+    assert dict(seen) == {0: expected, 1: expected}
+
+
+def test_a_large_step_left_running_alone_takes_the_cores_for_its_later_calls():
+    seen: list = []
+    steps = (
+        (recorder(seen, "small"), (("x", 1),)),
+        (recorder(seen, "big", wait_for="small"), (("x", 0),)),
+    )
+    with threadpool_limits(1, "blas"):
+        run_steps(steps, (BIG, SMALL), (1,), threads=2)
+        assert blas_threads() == 1
+    assert dict(seen) == {"small": 1, "big": CORES}
+
+
+def test_step_threads_set_nothing_for_a_small_step_and_restore_the_share():
+    with threadpool_limits(1, "blas"):
+        threads = StepThreads(CORES, 2)
+        threads.starting([SMALL, "not an array"], alone=True)
+        assert blas_threads() == 1
+        threads.starting([BIG], alone=False)
+        assert blas_threads() == 1
+        threads.left([BIG])
+        assert blas_threads() == CORES
+        threads.done()
+        assert blas_threads() == 1
+
+
+def test_node_workers_start_with_a_short_openblas_spin(ray_cluster):
+    import ray
+
+    from tensorc.runtime.ray.calls import node_workers
+
+    def environment(self):
+        return os.environ.get("OPENBLAS_THREAD_TIMEOUT")
+
+    workers = node_workers(ray_cluster)
+    found = ray.get([worker.__ray_call__.remote(environment) for worker in workers])
+    assert found == [str(OPENBLAS_TIMEOUT)] * len(workers)
