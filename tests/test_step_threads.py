@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from threadpoolctl import threadpool_limits
+from threadpoolctl import OpenBLASController, threadpool_limits
 
 from tensorc.runtime.ray.stages import RUN, Step
 from tensorc.runtime.ray.step_threads import ALONE_BYTES, OPENBLAS_TIMEOUT, StepThreads
@@ -23,24 +23,41 @@ SMALL = np.zeros(ALONE_BYTES // 8 - 1)
 pytestmark = pytest.mark.skipif(CORES < 2, reason="needs two cores to tell the counts apart")
 
 
+@pytest.fixture(autouse=True)
+def blas_set_from_here():
+    """threadpoolctl lets one thread set OpenBLAS's threads (the first to, until it ends or
+    lets go; other tests may have left a kept pool thread in charge): this test's, as a
+    node worker's own thread is in its process."""
+    OpenBLASController.clear_controlling_thread(force=True)
+    yield
+    OpenBLASController.clear_controlling_thread(force=True)
+
+
 def blas_threads() -> int:
-    return max(library.num_threads for library in blas_controller().lib_controllers)
+    return max(library.num_threads for library in blas_controller().lib_controllers
+               if library.user_api == "blas")
 
 
-def recorder(seen: list, name: str, wait_for=None):
-    """A step that records the BLAS thread count it ran with under ``name``; with
-    ``wait_for``, it first waits until that step has recorded, then until the count
-    changes (at most 5 s) and records the count it ends with."""
+def _until(condition, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
+def recorder(seen: list, name, wait_for=None, hold_for=None):
+    """A step that records the BLAS thread count it runs with under ``name``. With
+    ``wait_for``, it first waits until that step has recorded and then until the count
+    changes (at most 5 s each), and records the count it ends with; with ``hold_for``, it
+    returns only once that step has recorded (so it cannot leave it alone before)."""
 
     def step(*blocks):
         if wait_for is not None:
-            deadline = time.monotonic() + 5
-            while wait_for not in dict(seen) and time.monotonic() < deadline:
-                time.sleep(0.001)
+            _until(lambda: wait_for in dict(seen))
             before = blas_threads()
-            while blas_threads() == before and time.monotonic() < deadline:
-                time.sleep(0.001)
+            _until(lambda: blas_threads() != before)
         seen.append((name, blas_threads()))
+        if hold_for is not None:
+            _until(lambda: hold_for in dict(seen))
         return blocks[0]
 
     return Step(RUN, step)
@@ -53,7 +70,9 @@ def recorder(seen: list, name: str, wait_for=None):
 ])
 def test_a_large_step_alone_gets_every_core_and_others_one_each(case, inputs, expected):
     seen: list = []
-    steps = tuple((recorder(seen, j), reads) for j, reads in enumerate(inputs))
+    side_by_side = case == "side by side"  # neither leaves the other alone before it records
+    steps = tuple((recorder(seen, j, hold_for=1 - j if side_by_side else None), reads)
+                  for j, reads in enumerate(inputs))
     with threadpool_limits(CORES, "blas"):
         run_steps(steps, (BIG, SMALL), (1,), threads=2)
         assert blas_threads() == CORES  # the caller's count is back

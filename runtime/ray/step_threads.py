@@ -48,7 +48,8 @@ class StepThreads:
 
     def __init__(self, cores: int, threads: int) -> None:
         self.cores, self.shared = cores, max(1, cores // threads)
-        self.libraries = blas_controller().lib_controllers
+        self.libraries = [library for library in blas_controller().lib_controllers
+                          if library.user_api == "blas"]  # not OpenMP's
         self.now = self.shared  # the call's own limit set it so
 
     def starting(self, blocks, alone: bool) -> None:
