@@ -143,8 +143,8 @@ def cholesky(x, /, *, upper: bool = False) -> Array:
     """The lower (or, with ``upper=True``, upper) Cholesky factor of a symmetric positive
     definite matrix; one triangle is read: the lower, or with ``upper=True`` the upper for a
     matrix of at most :data:`WHOLE_BYTES` (numpy's choice) and the lower for the block
-    program (the two agree on a symmetric matrix). A stack of matrices,
-    or an empty one, runs as one task."""
+    program (the two agree on a symmetric matrix). A stack of matrices, or an empty one,
+    runs as one task."""
     a = expr_of(x)
     _square(a, "cholesky")
     if a.ndim > 2 or a.shape[-1] == 0 or a.dtype.kind == "c":
