@@ -195,7 +195,7 @@ def test_chol_reads_the_lower_triangle_and_gives_numpys_factor(dtype):
     directly for a real block, numpy's for a complex one), C-ordered with a zero upper
     triangle, whatever the block's upper triangle holds; a block that is not positive
     definite raises numpy's message."""
-    from tensorc.codegen.block_kernels import cholesky_lower
+    from tensorc.codegen.block_kernels import cholesky_factor
 
     n = 96
     r = RNG.standard_normal((n, n)) + (1j * RNG.standard_normal((n, n))
@@ -205,11 +205,49 @@ def test_chol_reads_the_lower_triangle_and_gives_numpys_factor(dtype):
     garbage = a.copy()
     garbage[np.triu_indices(n, 1)] = 7.0
     for block in (a, garbage, np.asfortranarray(garbage)):
-        found = cholesky_lower(block)
+        found = cholesky_factor(block)
         assert found.dtype == dtype and found.flags.c_contiguous
         np.testing.assert_array_equal(np.triu(found, 1), 0)
         eps = np.finfo(dtype).eps
         assert np.abs(found - expected).max() < 50 * eps * np.abs(expected).max()
     with pytest.raises(LinAlgError, match="^Matrix is not positive definite$"):
-        cholesky_lower(-np.eye(3, dtype=dtype))
-    assert cholesky_lower(np.eye(0, dtype=dtype)).shape == (0, 0)
+        cholesky_factor(-np.eye(3, dtype=dtype))
+    assert cholesky_factor(np.eye(0, dtype=dtype)).shape == (0, 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_the_upper_factor_reads_the_upper_triangle_as_numpy_does(dtype):
+    """``cholesky_factor(x, upper=True)`` is numpy's ``cholesky(x, upper=True)``: ``U``
+    from the upper triangle (garbage below it is never read), C-ordered, zero below its
+    diagonal; not positive definite raises numpy's message."""
+    from tensorc.codegen.block_kernels import cholesky_factor
+
+    n = 80
+    r = RNG.standard_normal((n, n)) + (1j * RNG.standard_normal((n, n))
+                                       if np.dtype(dtype).kind == "c" else 0)
+    a = (r @ r.conj().T + n * np.eye(n)).astype(dtype)
+    garbage = a.copy()
+    garbage[np.tril_indices(n, -1)] = 7.0
+    expected = np.linalg.cholesky(garbage, upper=True)
+    eps = np.finfo(dtype).eps
+    for block in (garbage, np.asfortranarray(garbage)):
+        found = cholesky_factor(block, upper=True)
+        assert found.dtype == dtype and found.flags.c_contiguous
+        np.testing.assert_array_equal(np.tril(found, -1), 0)
+        assert np.abs(found - expected).max() < 50 * eps * np.abs(expected).max()
+    with pytest.raises(LinAlgError, match="^Matrix is not positive definite$"):
+        cholesky_factor(-np.eye(3, dtype=dtype), upper=True)
+
+
+def test_lu_runs_on_one_blas_thread_and_the_others_may_not():
+    """Which kernels keep one BLAS thread when their step is alone on a node: LU (many
+    small BLAS calls), wherever it sits in an expression; a Cholesky or a product does not."""
+    from tensorc.codegen.block_kernels import runs_one_thread
+    from tensorc.ir.block_program import BlockRef, Kernel, Read
+
+    a = Read(BlockRef("A", ()))
+    assert runs_one_thread(Kernel("lu", (a,)))
+    assert runs_one_thread(Kernel("neg", (Kernel("lu", (a,)),)))
+    assert not runs_one_thread(Kernel("chol", (a,)))
+    assert not runs_one_thread(Kernel("sub", (a, Kernel("matmul", (a, a)))))
+    assert not runs_one_thread(a)

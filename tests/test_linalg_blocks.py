@@ -39,8 +39,10 @@ def test_a_small_cholesky_reads_the_triangle_numpy_reads(dtype):
     for upper in (False, True):
         found = np.asarray(tc.linalg.cholesky(tc.asarray(garbage), upper=upper))
         expected = np.linalg.cholesky(garbage, upper=upper)
-        assert found.dtype == dtype
+        assert found.dtype == dtype and found.flags.c_contiguous
         assert np.abs(found - expected).max() < 50 * eps * np.abs(expected).max()
+    with pytest.raises(tc.LinAlgError, match="^Matrix is not positive definite$"):
+        tc.linalg.cholesky(tc.asarray(-np.eye(4, dtype=dtype)), upper=True)
 
 
 def test_cholesky_of_a_lazy_array_evaluates_it_first():

@@ -1,30 +1,39 @@
-"""BLAS threads for a threaded call's steps: all the cores for a large step left alone.
+"""BLAS threads for a node worker's threaded call: all the cores for a large step left alone.
 
-Contract: a node worker's call that runs its steps on several threads (``threads``, each step
-on ``cores // threads`` BLAS threads) keeps a :class:`StepThreads` on the thread that drives
-it — the worker's own thread, the one threadpoolctl lets change BLAS's thread count (it
-ignores the others). Before a step is started, :meth:`StepThreads.starting` gives BLAS all
-``cores`` when the step starts *alone* (no other step runs or is ready) and reads a block of
-at least :data:`ALONE_BYTES`, and ``cores // threads`` otherwise; after steps finish,
-:meth:`StepThreads.left` does the same for the one step still running when nothing else is
-ready (its later BLAS calls take the cores: a triangular solve in halves is many calls);
-:meth:`StepThreads.done` restores the call's count. No other step starts while a step
-holds all the cores, so BLAS's threads never outnumber them.
+Contract: a node worker's call that runs its steps on several threads (``threads``; each
+step's BLAS calls on ``cores // threads`` threads, one here) keeps a :class:`StepThreads` on
+the thread that drives it: the worker's own thread. threadpoolctl lets one thread at a time
+change OpenBLAS's thread count (the one that last took control; a limit entered and left
+gives it up) and silently ignores the others, and the call's own limit is entered there.
+Before a step starts, :meth:`StepThreads.starting` gives BLAS all ``cores`` when the step
+:func:`widens` (a compute step reading a block of at least :data:`ALONE_BYTES`, whose kernel
+is not one of :data:`~tensorc.codegen.block_kernels.ONE_THREAD_KERNELS`) and starts *alone*
+(no other step runs or is ready), and ``cores // threads`` otherwise; after steps finish,
+:meth:`StepThreads.left_alone` does the same for the one step still running when nothing
+else is ready (its later BLAS calls take the cores: a triangular solve in halves is many
+calls); :meth:`StepThreads.done` restores the call's count. No other step starts while a
+step holds all the cores, so BLAS's threads never outnumber them. Plain ``stage`` tasks
+(not node workers) run their steps without it: several may share a node, and they do not
+start with :data:`WORKER_ENV`.
 
 Why: a block program's chain of factorisations leaves one step running at a time at its
 head and tail (a 4096² Cholesky on one node, 4 x 4 blocks: the first diagonal factor, and
-the last factor, solve, update and factor), one core idle beside it. Small steps keep one
-thread: a BLAS call on two threads waits for its second thread at each of its barriers, and
+the last factor, solve, update and factor), one core idle beside it. Small steps keep their
+share: a BLAS call on two threads waits for its second thread at each of its barriers, and
 on cores that other nodes' processes share that thread is often not running (a 1536²
 Cholesky's 384² steps took up to 47 ms instead of 1 ms). OpenBLAS's idle threads spin for
 2^28 cycles (about 0.1 s) after each threaded call before they sleep, taking a core from
 the steps that follow: node workers are started with ``OPENBLAS_THREAD_TIMEOUT`` =
-:data:`OPENBLAS_TIMEOUT` (2^20 cycles, about 0.4 ms; :data:`WORKER_ENV`). Measured in
-docs/performance.md.
+:data:`OPENBLAS_TIMEOUT` (2^20 cycles, about 0.4 ms; :data:`WORKER_ENV`, the driver's own
+``OPENBLAS_THREAD_TIMEOUT`` when it has one). Measured in docs/performance.md.
 """
 
 from __future__ import annotations
 
+import os
+
+from tensorc.codegen.block_kernels import runs_one_thread
+from tensorc.runtime.ray.stages import RUN
 from tensorc.runtime.task_pool import blas_controller
 
 ALONE_BYTES = 4 * 2**20
@@ -34,13 +43,22 @@ cores when alone (a 724² float64 block; the Cholesky's 1024² steps do, its 384
 OPENBLAS_TIMEOUT = 20
 """log2 of the cycles an idle OpenBLAS thread spins before it sleeps, in node workers."""
 
-WORKER_ENV = {"OPENBLAS_THREAD_TIMEOUT": str(OPENBLAS_TIMEOUT)}
+WORKER_ENV = {"OPENBLAS_THREAD_TIMEOUT": os.environ.get("OPENBLAS_THREAD_TIMEOUT",
+                                                      str(OPENBLAS_TIMEOUT))}
 """Environment variables node workers are started with (read when BLAS loads)."""
 
 
-def largest(blocks) -> int:
-    """The bytes of the largest of ``blocks`` (0 for what is not an array)."""
-    return max((int(getattr(block, "nbytes", 0) or 0) for block in blocks), default=0)
+def widens(step, blocks) -> bool:
+    """Whether ``step`` (reading ``blocks``) may take all the cores when alone: a compute
+    step (a read from storage does no BLAS; its size is the file's) reading a block of at
+    least :data:`ALONE_BYTES`, whose kernel does not make many small BLAS calls."""
+    if step.kind != RUN:
+        return False
+    expr = getattr(step.kernel, "expr", None)  # a block program's kernel expression
+    if expr is not None and runs_one_thread(expr):
+        return False
+    return max((int(getattr(block, "nbytes", 0) or 0) for block in blocks),
+               default=0) >= ALONE_BYTES
 
 
 class StepThreads:
@@ -52,17 +70,18 @@ class StepThreads:
                           if library.user_api == "blas"]  # not OpenMP's
         self.now = self.shared  # the call's own limit set it so
 
-    def starting(self, blocks, alone: bool) -> None:
-        """Before a step reading ``blocks`` starts; ``alone``: nothing else runs or is
+    def starting(self, step, blocks, alone: bool) -> None:
+        """Before ``step`` (reading ``blocks``) starts; ``alone``: nothing else runs or is
         ready."""
-        self._set(self.cores if alone and largest(blocks) >= ALONE_BYTES else self.shared)
+        self._set(self.cores if alone and widens(step, blocks) else self.shared)
 
-    def left(self, blocks) -> None:
-        """One step, reading ``blocks``, runs on with nothing ready beside it."""
-        if largest(blocks) >= ALONE_BYTES:
+    def left_alone(self, step, blocks) -> None:
+        """``step`` (reading ``blocks``) runs on with nothing else running or ready."""
+        if widens(step, blocks):
             self._set(self.cores)
 
     def done(self) -> None:
+        """The call's own count back (its steps have ended, or failed)."""
         self._set(self.shared)
 
     def _set(self, count: int) -> None:

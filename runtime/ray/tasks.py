@@ -213,12 +213,14 @@ def _step_value(step, blocks: list):
 
 
 def run_steps(steps: tuple, args: tuple, exports: tuple[int, ...], threads: int = 1,
-              budget: int | None = None) -> list:
+              budget: int | None = None, widen: bool = False) -> list:
     """Run a call's steps (``steps[j] = (step, inputs)``, inputs ``("x", i)`` an argument or
     ``("t", k)`` step ``k``'s result) and return the ``exports`` steps' results. A result is
     dropped after its last use unless exported. With ``threads > 1`` independent steps run
     on that many threads (BLAS gets the node's cores divided among them), reads from
-    storage admitted within ``budget`` bytes (module docstring)."""
+    storage admitted within ``budget`` bytes (module docstring); ``widen``: a large step
+    left alone gets all the cores' BLAS threads (a node worker's calls:
+    :mod:`~tensorc.runtime.ray.step_threads`)."""
     last_use = {}
     for j, (_, inputs) in enumerate(steps):
         for kind, k in inputs:
@@ -239,7 +241,7 @@ def run_steps(steps: tuple, args: tuple, exports: tuple[int, ...], threads: int 
                     if k in buffers:
                         READ_BUFFERS.give(buffers.pop(k))
         return [results[k] for k in exports]
-    return _ThreadedCall(steps, args, exports, budget).run(threads)
+    return _ThreadedCall(steps, args, exports, budget, widen).run(threads)
 
 
 def _nbytes(value) -> int:
@@ -252,8 +254,9 @@ class _ThreadedCall:
     last use."""
 
     def __init__(self, steps: tuple, args: tuple, exports: tuple[int, ...],
-                 budget: int | None) -> None:
+                 budget: int | None, widen: bool = False) -> None:
         self.steps, self.args, self.exports, self.budget = steps, args, exports, budget
+        self.widen = widen
         self.waiting_on = [sum(1 for kind, _ in inputs if kind == "t") for _, inputs in steps]
         self.consumers: list[list[int]] = [[] for _ in steps]
         for j, (_, inputs) in enumerate(steps):
@@ -326,7 +329,7 @@ class _ThreadedCall:
     def _drive(self, pool, threads: int, running: dict) -> None:
         """Run every step, at most ``threads`` at once, on ``pool``; a large step alone
         gets all the cores' BLAS threads (:mod:`~tensorc.runtime.ray.step_threads`)."""
-        blas = StepThreads(os.cpu_count() or 1, threads)
+        blas = StepThreads(os.cpu_count() or 1, threads) if self.widen else None
         try:
             while True:
                 while len(running) < threads:
@@ -336,7 +339,9 @@ class _ThreadedCall:
                     j, reserved = taken
                     self.live += reserved
                     blocks = self._blocks(j)
-                    blas.starting(blocks, not running and not self.computes and not self.reads)
+                    if blas is not None:
+                        blas.starting(self.steps[j][0], blocks,
+                                      not running and self._nothing_ready())
                     running[pool.submit(_step_value, self.steps[j][0], blocks)] = (j, reserved)
                 if not running:
                     return
@@ -344,11 +349,15 @@ class _ThreadedCall:
                 for future in done:
                     j, reserved = running.pop(future)
                     self._finish(j, future.result(), reserved)
-                if len(running) == 1 and not self.computes and not self.reads:
+                if blas is not None and len(running) == 1 and self._nothing_ready():
                     (j, _), = running.values()
-                    blas.left(self._blocks(j))
+                    blas.left_alone(self.steps[j][0], self._blocks(j))
         finally:
-            blas.done()
+            if blas is not None:
+                blas.done()
+
+    def _nothing_ready(self) -> bool:
+        return not self.computes and not self.reads
 
     def _blocks(self, j: int) -> list:
         """The blocks step ``j`` reads."""
@@ -387,7 +396,8 @@ class NodeReport(str):
         return NodeReport.of, (str(self), self.peak_rss, (self.pulled, self.through_ray))
 
 
-def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.ndarray):
+def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.ndarray,
+           widen: bool = False):
     """One staged call (module docstring); ``key`` names a payload sent as a ref, and is
     the prefix of the kept results' keys for a wave's payload sent as bytes."""
     node = _worker_setup()
@@ -414,7 +424,7 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
                              for key, last in kept_in))
     with PeakResident() as resident:
         results = run_steps(steps, blocks, exports + tuple(step for step, _ in keep_out)
-                            + tuple(step for step, _ in held_out), threads, budget)
+                            + tuple(step for step, _ in held_out), threads, budget, widen)
     kept = [(KEPT, key) for _, key in keep_out] + [(HELD, key) for _, key in held_out]
     for (into, key), value in zip(kept, results[len(exports):], strict=True):
         if isinstance(value, np.ndarray):
@@ -481,7 +491,7 @@ class NodeWorker:
     re-runs the program as plain tasks, whose results Ray can rebuild by lineage."""
 
     def stage(self, key: str, payload: list, threads: int, *blocks: np.ndarray):
-        return _stage(key, payload, threads, *blocks)
+        return _stage(key, payload, threads, *blocks, widen=True)  # started with WORKER_ENV
 
     def node(self) -> str:
         return _worker_setup()

@@ -16,7 +16,9 @@ LAPACK's ``getrf`` factors when partial pivoting swapped no row (then they are t
 factors) and factors by recursive halves otherwise. A transposed operand is passed as a
 view, so ``T(lsolve(L, T(B)))`` (B L^-T) and ``X @ T(Y)`` copy nothing before BLAS.
 Numerical failures raise :class:`~tensorc.errors.LinAlgError` with numpy's wording
-("Matrix is not positive definite", "Singular matrix").
+("Matrix is not positive definite", "Singular matrix"). :func:`cholesky_factor` (the ``chol``
+kernel, and ``tc.linalg.cholesky``'s one LAPACK call on a small matrix) and
+:func:`runs_one_thread` (which kernels keep one BLAS thread) are used outside this module.
 """
 
 from __future__ import annotations
@@ -46,22 +48,25 @@ def _square(name: str, x: np.ndarray) -> np.ndarray:
     return x
 
 
-def cholesky_lower(x):
-    """The lower Cholesky factor of a block, reading its lower triangle only. A real block
-    goes to LAPACK's ``potrf`` directly: as the upper factor of ``x^T``, which is
-    Fortran-ordered for a C-ordered block, so it is copied once as it lies. About twice as
-    fast as ``np.linalg.cholesky`` here (one thread, alternated: 0.7-0.8 against 1.3-1.4 ms
-    at 384², 10.7-11.1 against 20.6-21.3 ms at 1024²)."""
+def cholesky_factor(x, upper: bool = False):
+    """The lower Cholesky factor ``L`` of a block, reading its lower triangle only; with
+    ``upper``, numpy's ``upper=True``: ``U = L^T``, reading the upper triangle only. A
+    C-ordered result with zeros in the other triangle. A real block goes to LAPACK's
+    ``potrf`` directly, on ``x^T`` (Fortran-ordered for a C-ordered block, so copied once as
+    it lies): its upper factor is ``L^T`` from ``x``'s lower triangle, its lower factor ``U^T``
+    from ``x``'s upper one, and either transposed is C-ordered. About twice as fast as
+    ``np.linalg.cholesky`` here (one thread, alternated: 0.7-0.8 against 1.3-1.4 ms at 384²,
+    10.7-11.1 against 20.6-21.3 ms at 1024²)."""
     x = _square("chol", x)
     if x.dtype.char in "fd" and x.size:  # LAPACK's real types
         potrf = scipy.linalg.lapack.get_lapack_funcs("potrf", (x,))
-        upper, info = potrf(x.T, lower=0, clean=1)  # x^T's upper triangle: x's lower one
+        factor, info = potrf(x.T, lower=int(upper), clean=1)
         if info > 0:
             raise LinAlgError("Matrix is not positive definite")
         if info == 0:
-            return upper.T
+            return factor.T
     try:
-        return np.linalg.cholesky(x)
+        return np.linalg.cholesky(x, upper=upper)
     except np.linalg.LinAlgError:
         raise LinAlgError("Matrix is not positive definite") from None
 
@@ -272,7 +277,7 @@ def _eye(x):
 _ONE = {
     "neg": np.negative,
     "T": lambda x: _matrix("T", x).T,
-    "chol": cholesky_lower,
+    "chol": cholesky_factor,
     "qr_r": _qr_r,
     "inv": _inv,
     "zeros": np.zeros_like,
@@ -407,6 +412,20 @@ def _own_flops(expr: Kernel, shapes) -> float:
 def result_flops(expr: BlockExpr, shapes: dict[BlockRef, tuple[int, ...]]) -> float:
     """Floating-point operations of one task (the cost model's compute estimate)."""
     return _flops_of(expr, shapes)
+
+
+ONE_THREAD_KERNELS = ("lu",)
+"""Kernels that run on one BLAS thread even when their step runs alone on a node
+(:mod:`tensorc.runtime.ray.step_threads`): LU without pivoting by recursive halves makes
+many small BLAS calls, each of which waits for every thread (a 1024² block that pivots:
+0.047-0.058 s on one thread, 0.098-0.164 s on two)."""
+
+
+def runs_one_thread(expr: BlockExpr) -> bool:
+    """Whether ``expr`` runs one of :data:`ONE_THREAD_KERNELS`."""
+    if not isinstance(expr, Kernel):
+        return False
+    return expr.name in ONE_THREAD_KERNELS or any(runs_one_thread(a) for a in expr.args)
 
 
 FACTORISATIONS = ("chol", "lu", "inv")
