@@ -13,7 +13,7 @@ from threadpoolctl import OpenBLASController, threadpool_limits
 
 from tensorc.runtime.ray.stages import READ, RUN, Step
 from tensorc.runtime.ray.step_threads import ALONE_BYTES, OPENBLAS_TIMEOUT, StepThreads
-from tensorc.runtime.ray.tasks import run_steps
+from tensorc.runtime.ray.tasks import _largest, run_steps
 from tensorc.runtime.task_pool import blas_controller
 
 CORES = os.cpu_count() or 1
@@ -133,15 +133,16 @@ def test_a_large_step_left_running_alone_takes_the_cores_for_its_later_calls():
 
 def test_step_threads_set_nothing_for_a_small_step_or_a_read_and_restore_the_share():
     run, read = Step(RUN, None), Step(READ, None)
+    assert _largest([SMALL, "not an array"]) == SMALL.nbytes
     with threadpool_limits(SHARED, "blas"):
         threads = StepThreads(CORES, 2)
-        threads.starting(run, [SMALL, "not an array"], alone=True)
+        threads.starting(run, SMALL.nbytes, alone=True)
         assert blas_threads() == SHARED
-        threads.starting(read, [BIG], alone=True)  # a read: no BLAS, its size the file's
+        threads.starting(read, BIG.nbytes, alone=True)  # a read: no BLAS, its size the file's
         assert blas_threads() == SHARED
-        threads.starting(run, [BIG], alone=False)
+        threads.starting(run, BIG.nbytes, alone=False)
         assert blas_threads() == SHARED
-        threads.left_alone(run, [BIG])
+        threads.left_alone(run, BIG.nbytes)
         assert blas_threads() == CORES
         threads.done()
         assert blas_threads() == SHARED

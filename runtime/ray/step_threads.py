@@ -48,17 +48,17 @@ WORKER_ENV = {"OPENBLAS_THREAD_TIMEOUT": os.environ.get("OPENBLAS_THREAD_TIMEOUT
 """Environment variables node workers are started with (read when BLAS loads)."""
 
 
-def widens(step, blocks) -> bool:
-    """Whether ``step`` (reading ``blocks``) may take all the cores when alone: a compute
-    step (a read from storage does no BLAS; its size is the file's) reading a block of at
-    least :data:`ALONE_BYTES`, whose kernel does not make many small BLAS calls."""
+def widens(step, largest: int) -> bool:
+    """Whether ``step`` (the largest block it reads: ``largest`` bytes) may take all the
+    cores when alone: a compute step (a read from storage does no BLAS; its size is the
+    file's) reading a block of at least :data:`ALONE_BYTES`, whose kernel does not make
+    many small BLAS calls."""
     if step.kind != RUN:
         return False
     expr = getattr(step.kernel, "expr", None)  # a block program's kernel expression
     if expr is not None and runs_one_thread(expr):
         return False
-    return max((int(getattr(block, "nbytes", 0) or 0) for block in blocks),
-               default=0) >= ALONE_BYTES
+    return largest >= ALONE_BYTES
 
 
 class StepThreads:
@@ -70,14 +70,15 @@ class StepThreads:
                           if library.user_api == "blas"]  # not OpenMP's
         self.now = self.shared  # the call's own limit set it so
 
-    def starting(self, step, blocks, alone: bool) -> None:
-        """Before ``step`` (reading ``blocks``) starts; ``alone``: nothing else runs or is
-        ready."""
-        self._set(self.cores if alone and widens(step, blocks) else self.shared)
+    def starting(self, step, largest: int, alone: bool) -> None:
+        """Before ``step`` (its largest block ``largest`` bytes) starts; ``alone``: nothing
+        else runs or is ready."""
+        self._set(self.cores if alone and widens(step, largest) else self.shared)
 
-    def left_alone(self, step, blocks) -> None:
-        """``step`` (reading ``blocks``) runs on with nothing else running or ready."""
-        if widens(step, blocks):
+    def left_alone(self, step, largest: int) -> None:
+        """``step`` (its largest block ``largest`` bytes) runs on with nothing else running
+        or ready."""
+        if widens(step, largest):
             self._set(self.cores)
 
     def done(self) -> None:

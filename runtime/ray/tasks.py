@@ -248,6 +248,11 @@ def _nbytes(value) -> int:
     return int(getattr(value, "nbytes", 0) or 0)
 
 
+def _largest(blocks) -> int:
+    """The bytes of the largest of ``blocks`` (0 for what is not an array)."""
+    return max(map(_nbytes, blocks), default=0)
+
+
 class _ThreadedCall:
     """One call's steps on several threads (module docstring): ready steps lowest first,
     computing before reading, reads admitted within the budget, results dropped after their
@@ -320,16 +325,16 @@ class _ThreadedCall:
         running: dict = {}  # future -> (step, bytes it reserved)
         with blas_controller().limit(limits=max(1, cores // threads), user_api="blas"):
             try:  # on the worker's kept threads (and so their allocator arenas)
-                self._drive(helper_pool(threads), threads, running)
+                self._drive(helper_pool(threads), threads, cores, running)
             except BaseException:
                 wait(running)  # a failed call's other steps end before it does, as they
                 raise  # did when the call had a pool of its own
         return [self.results[k] for k in self.exports]
 
-    def _drive(self, pool, threads: int, running: dict) -> None:
+    def _drive(self, pool, threads: int, cores: int, running: dict) -> None:
         """Run every step, at most ``threads`` at once, on ``pool``; a large step alone
         gets all the cores' BLAS threads (:mod:`~tensorc.runtime.ray.step_threads`)."""
-        blas = StepThreads(os.cpu_count() or 1, threads) if self.widen else None
+        blas = StepThreads(cores, threads) if self.widen else None
         try:
             while True:
                 while len(running) < threads:
@@ -340,7 +345,7 @@ class _ThreadedCall:
                     self.live += reserved
                     blocks = self._blocks(j)
                     if blas is not None:
-                        blas.starting(self.steps[j][0], blocks,
+                        blas.starting(self.steps[j][0], _largest(blocks),
                                       not running and self._nothing_ready())
                     running[pool.submit(_step_value, self.steps[j][0], blocks)] = (j, reserved)
                 if not running:
@@ -351,7 +356,7 @@ class _ThreadedCall:
                     self._finish(j, future.result(), reserved)
                 if blas is not None and len(running) == 1 and self._nothing_ready():
                     (j, _), = running.values()
-                    blas.left_alone(self.steps[j][0], self._blocks(j))
+                    blas.left_alone(self.steps[j][0], _largest(self._blocks(j)))
         finally:
             if blas is not None:
                 blas.done()
