@@ -103,19 +103,13 @@ def node_actors():
             peer_blocks.OFFERED.clear()
             return peer_blocks.offer(refs)
 
-        def pulled_leaf(self, cols: int, *blocks):
-            """:meth:`leaf` on blocks of which those other nodes hold are pulled from them
-            (tensorc's direct path)."""
+        def pulling(self, method: str, head: tuple, *blocks):
+            """``method`` (:meth:`leaf` or :meth:`small_blocks`) on ``head`` then
+            ``blocks``, those other nodes hold pulled from them (tensorc's direct path)."""
             from tensorc.runtime.ray.peer_blocks import pulled_args
 
             blocks, self.pulled = pulled_args(blocks)
-            return self.leaf(cols, *blocks)
-
-        def pulled_small_blocks(self, outputs: int, shape: tuple, *blocks):
-            from tensorc.runtime.ray.peer_blocks import pulled_args
-
-            blocks, self.pulled = pulled_args(blocks)
-            return self.small_blocks(outputs, shape, *blocks)
+            return getattr(self, method)(*head, *blocks)
 
         def last_pulled(self) -> tuple[int, int]:
             """``(bytes pulled, blocks read through Ray)`` by its last pulling call."""
@@ -240,12 +234,15 @@ def cholesky_floors(actors, n: int, repeats: int, solve: bool = False) -> dict[s
                       for b, h, p in zip(blocks, holders, pulled, strict=True)]
 
         def timed():
-            if solve:
-                call = actors[0].pulled_small_blocks if direct else actors[0].small_blocks
-                made = call.options(num_returns=BLOCKS).remote(BLOCKS, (edge, 1), *blocks)
+            method, head, returns = (("small_blocks", (BLOCKS, (edge, 1)), BLOCKS) if solve
+                                     else ("leaf", (1,), 1))
+            if direct:
+                made = actors[0].pulling.options(num_returns=returns).remote(
+                    method, head, *blocks)
             else:
-                made = [(actors[0].pulled_leaf if direct else actors[0].leaf).remote(
-                    1, *blocks)]
+                made = getattr(actors[0], method).options(num_returns=returns).remote(
+                    *head, *blocks)
+            made = list(made) if returns > 1 else [made]
             ray.wait(made, num_returns=len(made), fetch_local=False)
         return timed
 

@@ -73,7 +73,6 @@ from tensorc.runtime.ray.cluster import RayCluster
 from tensorc.runtime.ray.held import Held, flush_drops, read_in_place
 from tensorc.runtime.ray.held import bind as bind_held
 from tensorc.runtime.ray.inline import INLINE_BYTES, Inline, made_here
-from tensorc.runtime.ray.peer_blocks import flush_withdraws, offering
 from tensorc.runtime.ray.stages import INPUT, STORED, StagedCalls
 
 POLL_SECONDS = 1.0
@@ -111,9 +110,9 @@ def node_workers(cluster: RayCluster) -> list:
         cluster.workers = [ray_tasks.node_worker(node) for node in cluster.node_ids]
         cluster.workers_epoch = cluster.epoch
         cluster.endpoints = ([worker.endpoint.remote() for worker in cluster.workers]
-                             if offering(cluster) else [])
+                             if peer_blocks.offering(cluster) else [])
         cluster.endpoints_by = time.monotonic() + ENDPOINT_WAIT
-    flush_withdraws(cluster.workers)
+    peer_blocks.flush_withdraws(cluster.workers)
     return cluster.workers
 
 
