@@ -52,6 +52,7 @@ Arrays need a Ray session (``tc.init(backend="ray")`` or an address).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import threading
 import weakref
@@ -74,9 +75,10 @@ from tensorc.placement.layout import block_cyclic_node, node_grid
 from tensorc.placement.recipes import Recipe, random_piece
 from tensorc.runtime.ray.calls import SUBMITTING, node_workers, submit
 from tensorc.runtime.ray.cluster import connected as ray_cluster
-from tensorc.runtime.ray.held import Held, Unwritten, release
+from tensorc.runtime.ray.held import Held, Unwritten, made_by_workers, release
 from tensorc.runtime.ray.held import drop as drop_held
 from tensorc.runtime.ray.held import peek as peek_held
+from tensorc.runtime.ray.held import room as held_room
 from tensorc.runtime.ray.inline import INLINE_BYTES, Inline
 from tensorc.runtime.ray.peer_blocks import offer_blocks, offering
 
@@ -112,6 +114,12 @@ class DistributedArray:
         for block in self._held.values():  # a reader elsewhere releases them all, once
             block.owner = weakref.WeakMethod(self._release_held)
         self._relaid: dict[tuple, Blocks] = {}
+        self.making: list = []
+        """The refs of the node workers' calls making its held blocks (:func:`wait`)."""
+        self.makers: frozenset = frozenset()
+        """The node workers that made its blocks (:func:`_held_made`)."""
+        self._remake = None  # the recipe those blocks were made of: made_again
+        self._made_held: dict = {}  # the Held blocks they were made as
         self.origin: str | None = None
         """Where its layout came from, for ``explain()`` (``None``: a computed result)."""
 
@@ -221,7 +229,8 @@ class DistributedArray:
 
     def _release_held(self) -> None:
         """Store its held blocks in Ray (:func:`~tensorc.runtime.ray.held.release`), their
-        refs in place of the :class:`~tensorc.runtime.ray.held.Held` in its blocks."""
+        refs in place of the :class:`~tensorc.runtime.ray.held.Held` in its blocks. Blocks
+        it holds as made (:func:`_held_made`) whose worker died are made again instead."""
         if self._held:
             with SUBMITTING, _RELEASING:  # once, and never between a call's binding of a
                 # held block by key and the call's submission (calls.SUBMITTING)
@@ -231,6 +240,35 @@ class DistributedArray:
                         self._blocks.refs[coords] = held.ref
                     self._held = {}
                     self._unread.detach()
+
+    def made_again(self) -> None:
+        """Make its blocks again from its recipe, by tasks on the nodes alive now, which
+        Ray can rebuild (it was made by node workers, and one of them died: the blocks it
+        held, or stored when something read them, died with it). The values are the
+        recipe's, the same. In place: its :class:`~tensorc.placement.blocks.Blocks` (which
+        a run that binds it holds) gets the new refs and nodes, and each
+        :class:`~tensorc.runtime.ray.held.Held` it had the new ref (which a caller that
+        bound it reads)."""
+        with SUBMITTING, _RELEASING:  # as a release: no call binds its blocks meanwhile
+            if self._remake is None:
+                return
+            recipe, self._remake = self._remake, None
+            blocks = self._blocks
+            name, args_of = _recipe_arguments(recipe, blocks.bounds)
+            fresh = _spread(recipe.shape, recipe.dtype, blocks.bounds, name, args_of).layout
+            drop_held(self._held.values())  # not released: their bytes counted out
+            for coords, held in self._made_held.items():
+                held.ref = fresh.refs[coords]
+            for mine, new in ((blocks.refs, fresh.refs), (blocks.nodes, fresh.nodes),
+                              (blocks.reported, fresh.reported)):
+                mine.clear()
+                mine.update(new)
+            blocks.copies.clear()
+            blocks.epoch = fresh.epoch
+            self.node_grid = node_grid_for(blocks.grid, ray_cluster().nodes)
+            self._held, self._made_held, self.making, self.makers = {}, {}, [], frozenset()
+            if self._unread is not None:
+                self._unread.detach()
 
     @property
     def layout(self) -> Blocks:
@@ -281,6 +319,9 @@ class DistributedArray:
             found = ray.get([ref for _, ref in peeked] + [self._blocks.refs[k] for k in keys])
         except (ray.exceptions.ObjectLostError,  # made by a call on a node now gone
                 ray.exceptions.RayActorError) as err:  # or held by a worker now gone
+            if self._remake is not None:  # made by node workers: made again, same values
+                self.made_again()
+                return self.numpy()
             if not self._held_once and not isinstance(err, ray.exceptions.ObjectLostError):
                 raise  # a call's worker died while making it: its program runs again
             raise NodeLostError(f"a block of this {self.shape} array was lost with the node "
@@ -458,7 +499,8 @@ def wait(*arrays: DistributedArray) -> None:
     driver): what a benchmark does before starting its clock."""
     import ray
 
-    refs = list(dict.fromkeys(ref for array in arrays for ref in array.stored_refs()))
+    refs = list(dict.fromkeys(ref for array in arrays
+                              for ref in (*array.stored_refs(), *array.making)))
     if refs:  # once each: blocks of zeros may share one object; held blocks exist already
         ray.wait(refs, num_returns=len(refs), fetch_local=False)
 
@@ -493,33 +535,95 @@ def generate(recipe: Recipe, bounds: tuple[tuple[int, ...], ...],
              node_of=None) -> DistributedArray:
     """Make a :class:`~tensorc.placement.recipes.Recipe` on the nodes, cut at ``bounds``,
     block ``g`` on ``node_of[g]`` (the layout the plan reading it wants; block-cyclic where
-    it gives none): one task per node and batch of blocks (:func:`_spread`), nothing
-    through the driver but a ``data`` recipe's blocks (:func:`place`: batched per node).
-    Its values are the recipe's whatever ``bounds`` are (a ``random`` block that is not one
-    of its chunks draws the chunks it overlaps). The first array made is kept as ``recipe.made``."""
+    it gives none), nothing through the driver but a ``data`` recipe's blocks
+    (:func:`place`: batched per node). Blocks of ``random`` chunks and of ``full`` that
+    would not travel inside messages are made and held by the node workers
+    (:func:`_held_made`) when they have room; otherwise one task per node and batch of
+    blocks makes them (:func:`_spread`). Its values are the recipe's whatever ``bounds``
+    are (a ``random`` block that is not one of its chunks draws the chunks it overlaps).
+    The first array made is kept as ``recipe.made``."""
     if recipe.kind == "data":
         made = place(recipe.data, bounds, node_of)
-    elif recipe.kind == "full":
+    else:
+        name, args_of = _recipe_arguments(recipe, bounds)
+        made = ((_held_made(recipe, bounds, args_of, node_of) if name == "generate" else None)
+                or _spread(recipe.shape, recipe.dtype, bounds, name, args_of, node_of))
+    if recipe.made is None:
+        recipe.made = made
+        recipe.sent.clear()  # the blocks block programs sent from the driver: made now
+    return made
+
+
+def _recipe_arguments(recipe: Recipe, bounds) -> tuple[str, object]:
+    """The remote body (``generate`` or ``run``) that makes a ``random`` or ``full``
+    recipe's blocks cut at ``bounds``, and its arguments for each block (from its
+    coordinates and slices)."""
+    if recipe.kind == "full":
         def full_args(coords, slices):
             extent = tuple(s.stop - s.start for s in slices)
             return "full", extent, np.dtype(recipe.dtype).str, (0,), recipe.value
 
-        made = _spread(recipe.shape, recipe.dtype, bounds, "generate", full_args, node_of)
-    elif recipe.aligned(bounds):  # exactly its chunks: as tc.random makes them
+        return "generate", full_args
+    if recipe.aligned(bounds):  # exactly its chunks: as tc.random makes them
         def chunk_args(coords, slices):
             extent = tuple(s.stop - s.start for s in slices)
             return "random", extent, np.dtype(recipe.dtype).str, (int(recipe.seed), *coords), 0
 
-        made = _spread(recipe.shape, recipe.dtype, bounds, "generate", chunk_args, node_of)
-    else:
-        def piece_args(coords, slices):
-            return (functools.partial(random_piece, int(recipe.seed),
-                                      np.dtype(recipe.dtype).str, recipe.chunks, slices),)
+        return "generate", chunk_args
 
-        made = _spread(recipe.shape, recipe.dtype, bounds, "run", piece_args, node_of)
-    if recipe.made is None:
-        recipe.made = made
-        recipe.sent.clear()  # the blocks block programs sent from the driver: made now
+    def piece_args(coords, slices):
+        return (functools.partial(random_piece, int(recipe.seed),
+                                  np.dtype(recipe.dtype).str, recipe.chunks, slices),)
+
+    return "run", piece_args
+
+
+_MADE_HELD = itertools.count()  # numbers the arrays the node workers made and hold
+
+
+def _held_made(recipe: Recipe, bounds, args_of, node_of=None) -> DistributedArray | None:
+    """``recipe``'s blocks made by the node workers, one call per node, and held there
+    (:mod:`~tensorc.runtime.ray.held`): a call on the same node reads them in place, with
+    no object to fetch and deserialize (about 45 us a block argument in a worker and 15 in
+    the driver, here), and the calls start in about a millisecond where a task's lease
+    takes several. ``None`` (make them by tasks) when its largest block would travel
+    inside messages (at most :data:`~tensorc.runtime.ray.inline.INLINE_BYTES`) or some
+    node's worker has no room for its blocks. A held block dies with its worker; the
+    array then makes itself again from the recipe (:meth:`DistributedArray.made_again`)."""
+    cluster = ray_cluster()
+    blocks = Blocks(recipe.shape, recipe.dtype, bounds, epoch=cluster.epoch)
+    node_grid = node_grid_for(blocks.grid, cluster.nodes)
+    itemsize = np.dtype(recipe.dtype).itemsize
+    per_node: dict[int, list] = {}
+    largest = 0
+    for coords in np.ndindex(*blocks.grid):
+        node = blocks.nodes[coords] = _layout_node(coords, node_grid, node_of)
+        slices = blocks.block_slices(coords)
+        nbytes = itemsize * math.prod(s.stop - s.start for s in slices)
+        largest = max(largest, nbytes)
+        per_node.setdefault(node, []).append((coords, args_of(coords, slices), nbytes))
+    if largest <= INLINE_BYTES or not per_node:
+        return None
+    workers = node_workers(cluster)
+    share = cluster.node_store_bytes
+    if any(node >= len(workers) or sum(n for _, _, n in items) > held_room(workers[node], share)
+           for node, items in per_node.items()):
+        return None
+    prefix = f"made{next(_MADE_HELD)}/"
+    making = []
+    for node, items in per_node.items():
+        keys = [prefix + ",".join(map(str, coords)) for coords, _, _ in items]
+        report = workers[node].make.remote([(key, args) for key, (_, args, _)
+                                            in zip(keys, items, strict=True)])
+        making.append(report)
+        for key, (coords, _, nbytes) in zip(keys, items, strict=True):
+            blocks.refs[coords] = Held(workers[node], key, nbytes)
+            blocks.reported[coords] = report
+    made = DistributedArray(blocks, node_grid)
+    made.making = making
+    made.makers = frozenset(workers[node] for node in per_node)
+    made._remake, made._made_held = recipe, dict(made._held)  # noqa: SLF001 - its own
+    made_by_workers(made)
     return made
 
 

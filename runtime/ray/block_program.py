@@ -115,7 +115,7 @@ from tensorc.runtime.ray.block_waves import (
     call_budget,
 )
 from tensorc.runtime.ray.calls import WorkerLost, node_workers, submit, wait_for_calls
-from tensorc.runtime.ray.held import Unwritten
+from tensorc.runtime.ray.held import Unwritten, make_lost_again
 from tensorc.runtime.ray.held import bind as bind_held
 from tensorc.runtime.ray.held import drop as drop_held
 from tensorc.runtime.ray.held import room as held_room
@@ -151,6 +151,7 @@ def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, b
         except WorkerLost:
             forget(key)
             cluster.refresh()
+            make_lost_again()  # the arrays a dead worker made: made again by tasks
     outputs, stats = _RayDagRun(program, dag, inputs, bounds, cluster, scheduler, dtype,
                                 per_task=True, memory_limit=memory_limit).run(window)
     return outputs, stats

@@ -70,7 +70,7 @@ from tensorc.placement.blocks import Blocks
 from tensorc.runtime.ray import peer_blocks
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.cluster import RayCluster
-from tensorc.runtime.ray.held import Held, flush_drops, read_in_place
+from tensorc.runtime.ray.held import Held, flush_drops, make_lost_again, read_in_place
 from tensorc.runtime.ray.held import bind as bind_held
 from tensorc.runtime.ray.inline import INLINE_BYTES, Inline, made_here
 from tensorc.runtime.ray.stages import INPUT, STORED, StagedCalls
@@ -393,7 +393,9 @@ class CallRunner:
             except WorkerLost:
                 # a node (and its worker) died mid-run: run the calls again as plain
                 # tasks, soft-pinned, which Ray can rebuild by lineage when a block is lost
+                # (arrays the dead worker made are made again by tasks first)
                 cluster.refresh()
+                make_lost_again()
                 returned = self._submit(staged, inputs, payloads, None, pinned, stored, folds)
                 reports = [refs[-1] for refs in returned]
                 self._wait(staged, reports, dead_before, False)

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from collections import defaultdict
 
 import numpy as np
@@ -62,6 +63,7 @@ _HELD_BYTES: dict = defaultdict(int)  # worker handle -> bytes held, in this pro
 _DROPPED: list = []  # Helds whose arrays died unreleased, their bytes not yet counted out
 _UNSENT: dict = defaultdict(list)  # worker handle -> keys to drop, counted out, not yet sent
 _LOCK = threading.Lock()
+_MADE: weakref.WeakSet = weakref.WeakSet()  # arrays node workers made: made_by_workers
 
 
 class Held:
@@ -227,9 +229,46 @@ def flush_drops() -> None:
             worker.drop.remote(keys)
 
 
+def made_by_workers(array) -> None:
+    """Record ``array`` (a :class:`~tensorc.runtime.ray.arrays.DistributedArray` whose
+    blocks its ``makers``, node workers, made and hold) as one to make again if one of them
+    dies (:func:`make_lost_again`)."""
+    _MADE.add(array)
+
+
+def make_lost_again() -> int:
+    """Every array recorded by :func:`made_by_workers` whose makers include a worker that
+    died makes itself again (``made_again``: by tasks, the same values), in place: a run
+    that met a dead worker calls this before it runs again, so its calls read blocks Ray
+    can rebuild (blocks a worker held, or stored when something read them elsewhere, die
+    with it). Returns how many arrays were made again."""
+    arrays = list(_MADE)
+    dead = _dead({worker for array in arrays for worker in array.makers})
+    again = [array for array in arrays if array.makers & dead]
+    for array in again:
+        _MADE.discard(array)
+        array.made_again()
+    return len(again)
+
+
+def _dead(workers) -> set:
+    """Those of ``workers`` (node worker handles) that died: each is asked a question; one
+    that is still running calls answers after them."""
+    import ray
+
+    gone = set()
+    for worker in workers:
+        try:
+            ray.get(worker.holding.remote())
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError):
+            gone.add(worker)
+    return gone
+
+
 def forget_all() -> None:
     """Forget every count (the session ended: its workers are gone)."""
     with _LOCK:
         _HELD_BYTES.clear()
         _DROPPED.clear()
         _UNSENT.clear()
+        _MADE.clear()

@@ -306,7 +306,7 @@ def _bind_inputs(plan: Plan, operands, cluster, inlined: bool,
         if isinstance(operand, Recipe):  # not made yet: made where the plan reads it
             made = generate(operand, load_bounds(graph, position, operand.shape),
                             planned_nodes.get(position))
-            bound.inputs.append(made.blocks)
+            bound.inputs.append(made.blocks_in_place)  # held ones read where they are
             if inputs_used is not None:
                 inputs_used[position] = made
             continue

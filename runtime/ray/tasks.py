@@ -526,6 +526,17 @@ class NodeWorker:
         """How many final blocks it holds until read."""
         return len(HELD)
 
+    def make(self, made: list[tuple[str, tuple]]) -> str:
+        """Make blocks of ``tc.random``/``full`` here and hold them
+        (:mod:`~tensorc.runtime.ray.held`): ``made[k] = (key, generate's arguments)``.
+        Returns this node's id (the blocks' report)."""
+        node = _worker_setup()
+        for key, args in made:
+            block = _generate(*args)[0]
+            block.flags.writeable = False  # as a Ray object is: no later step writes it
+            HELD[key] = block
+        return node
+
     def release(self, keys: list[str]):
         """The held final blocks ``keys`` (:mod:`~tensorc.runtime.ray.held`), each returned
         as its own object (``num_returns`` is their count) and no longer held."""
