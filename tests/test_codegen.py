@@ -125,3 +125,27 @@ def test_a_graph_with_records_not_built_yet_pickles_with_its_records():
     copied = pickle.loads(pickle.dumps(graph.tasks))
     assert type(copied) is list and len(copied) == len(graph.tasks) == 10
     assert [t.key for t in copied] == [t.key for t in graph.tasks]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128", "int64"])
+@pytest.mark.parametrize(("keys", "output"), [
+    ([("j", "f"), ("k", "f")], ("j", "k", "f")),  # a Khatri-Rao block: broadcasts
+    ([("i", "j"), ("j",)], ("i", "j")),  # a row scaling: broadcasts
+    ([("i", "j"), ("i", "j")], ("i", "j")),  # one shape: no broadcast
+    ([("k", "f"), ("j", "f")], ("f", "j", "k")),  # broadcast into another axis order
+])
+def test_a_product_step_equals_numpy_s_multiply_in_its_dtype(dtype, keys, output):
+    from tensorc.codegen.kernels import EinsumBlock
+    from tensorc.ir.semantics import align
+
+    sizes = {"i": 5, "j": 6, "k": 7, "f": 3}
+    rng = np.random.default_rng(9)
+    blocks = [(rng.random(tuple(sizes[n] for n in key)) * 10).astype(dtype) for key in keys]
+    product = EinsumBlock(list(keys), list(output), [(0, 1)], sizes)
+    want = np.multiply(*(align(b, k, output) for b, k in zip(blocks, keys, strict=True)))
+    got = product(*blocks)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    out = np.empty_like(want)
+    assert product(*blocks, out=out) is out
+    np.testing.assert_array_equal(out, want)

@@ -546,7 +546,7 @@ def generate(recipe: Recipe, bounds: tuple[tuple[int, ...], ...],
         made = place(recipe.data, bounds, node_of)
     else:
         name, args_of = _recipe_arguments(recipe, bounds)
-        made = ((_held_made(recipe, bounds, args_of, node_of) if name == "generate" else None)
+        made = (_held_made(recipe, bounds, name, args_of, node_of)
                 or _spread(recipe.shape, recipe.dtype, bounds, name, args_of, node_of))
     if recipe.made is None:
         recipe.made = made
@@ -581,13 +581,15 @@ def _recipe_arguments(recipe: Recipe, bounds) -> tuple[str, object]:
 _MADE_HELD = itertools.count()  # numbers the arrays the node workers made and hold
 
 
-def _held_made(recipe: Recipe, bounds, args_of, node_of=None) -> DistributedArray | None:
-    """``recipe``'s blocks made by the node workers, one call per node, and held there
+def _held_made(recipe: Recipe, bounds, name: str, args_of,
+               node_of=None) -> DistributedArray | None:
+    """``recipe``'s blocks made by the node workers (by the body ``name`` with ``args_of``'s
+    arguments, :func:`_recipe_arguments`), one call per node, and held there
     (:mod:`~tensorc.runtime.ray.held`): a call on the same node reads them in place, with
     no object to fetch and deserialize (about 45 us a block argument in a worker and 15 in
     the driver, here), and the calls start in about a millisecond where a task's lease
     takes several. ``None`` (make them by tasks) when its largest block would travel
-    inside messages (at most :data:`~tensorc.runtime.ray.inline.INLINE_BYTES`) or some
+    inside Ray's messages (at most the cluster's inline size: no store to save) or some
     node's worker has no room for its blocks. A held block dies with its worker; the
     array then makes itself again from the recipe (:meth:`DistributedArray.made_again`)."""
     cluster = ray_cluster()
@@ -602,7 +604,7 @@ def _held_made(recipe: Recipe, bounds, args_of, node_of=None) -> DistributedArra
         nbytes = itemsize * math.prod(s.stop - s.start for s in slices)
         largest = max(largest, nbytes)
         per_node.setdefault(node, []).append((coords, args_of(coords, slices), nbytes))
-    if largest <= INLINE_BYTES or not per_node:
+    if largest <= cluster.inline_bytes or not per_node:
         return None
     workers = node_workers(cluster)
     share = cluster.node_store_bytes
@@ -613,8 +615,8 @@ def _held_made(recipe: Recipe, bounds, args_of, node_of=None) -> DistributedArra
     making = []
     for node, items in per_node.items():
         keys = [prefix + ",".join(map(str, coords)) for coords, _, _ in items]
-        report = workers[node].make.remote([(key, args) for key, (_, args, _)
-                                            in zip(keys, items, strict=True)])
+        report = workers[node].make.remote(name, [(key, args) for key, (_, args, _)
+                                                  in zip(keys, items, strict=True)])
         making.append(report)
         for key, (coords, _, nbytes) in zip(keys, items, strict=True):
             blocks.refs[coords] = Held(workers[node], key, nbytes)

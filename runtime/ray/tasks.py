@@ -526,13 +526,15 @@ class NodeWorker:
         """How many final blocks it holds until read."""
         return len(HELD)
 
-    def make(self, made: list[tuple[str, tuple]]) -> str:
-        """Make blocks of ``tc.random``/``full`` here and hold them
-        (:mod:`~tensorc.runtime.ray.held`): ``made[k] = (key, generate's arguments)``.
-        Returns this node's id (the blocks' report)."""
+    def make(self, name: str, made: list[tuple[str, tuple]]) -> str:
+        """Make blocks of ``tc.random``/``full`` here by the body of ``name`` (``generate``
+        or ``run``, as :func:`_make_many`) and hold them (:mod:`~tensorc.runtime.ray.held`):
+        ``made[k] = (key, that body's arguments)``. Returns this node's id (the blocks'
+        report)."""
         node = _worker_setup()
+        body = {"generate": _generate, "run": _run}[name]
         for key, args in made:
-            block = _generate(*args)[0]
+            block = body(*args)[0]
             block.flags.writeable = False  # as a Ray object is: no later step writes it
             HELD[key] = block
         return node
