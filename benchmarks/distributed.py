@@ -113,7 +113,6 @@ def system_name(scheduler: str, case: str) -> str:
 
 
 def run_tensorc(args) -> dict:
-    import ray
 
     import tensorc as tc
     from tensorc.runtime.ray import arrays
@@ -124,8 +123,7 @@ def run_tensorc(args) -> dict:
     serial = [0]
 
     def settle(made):
-        refs = [r for a in made for r in a.blocks.refs.values()]
-        ray.wait(refs, num_returns=len(refs), fetch_local=False)  # made, not fetched
+        tc.wait(*made)  # made on their nodes (held by the node workers), not fetched
         return made
 
     def not_made(names, seed):
