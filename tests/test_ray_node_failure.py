@@ -1,7 +1,8 @@
 """A node that dies mid-run does not lose the result (the shared cluster, last in the suite).
 
 Soft node affinity lets Ray run the dead node's tasks elsewhere, and lineage reconstruction
-recomputes the blocks that died with it — input blocks made by ``tc.random`` included.
+recomputes the blocks that died with it; input blocks ``tc.random`` made, held by the node
+workers that made them, are made again from their seed first.
 """
 
 from __future__ import annotations

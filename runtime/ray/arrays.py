@@ -8,9 +8,12 @@ count over the block grid, inner dimensions first:
 :func:`~tensorc.placement.layout.node_grid`). Contract:
 
 - :func:`random`, :func:`zeros`, :func:`ones`, :func:`full` make every block *on its node*
-  (one remote task per block; nothing passes through the driver). :func:`random` seeds
-  block ``g`` with ``(seed, *g)``, so its values depend on the seed and the blocking, not on
-  the cluster;
+  (nothing passes through the driver): blocks above the cluster's inline size by the
+  node's worker, which holds them (:func:`_held_made`, :mod:`~tensorc.runtime.ray.held`)
+  while it has room, else by one task per node and batch of blocks. An array made and
+  held so is made again by tasks, with the same values, when a worker that made it dies
+  (:meth:`DistributedArray.made_again`). :func:`random` seeds block ``g`` with
+  ``(seed, *g)``, so its values depend on the seed and the blocking, not on the cluster;
 - :func:`asarray` cuts a driver array into blocks and places each on its node;
 - :func:`join_columns` sets arrays cut in the same rows side by side without a copy, as one
   block program input;

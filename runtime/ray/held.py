@@ -1,6 +1,13 @@
 """Final blocks held in the node worker that made them, stored in Ray only when read; and
 blocks no statement wrote, made by no call (:class:`Unwritten`).
 
+Held blocks are of two kinds: a block program's final blocks (below), and the blocks of an
+array ``tc.random``, ``zeros``, ``ones`` or ``full`` made (:func:`made_by_workers`: the node
+workers made them, :meth:`~tensorc.runtime.ray.tasks.NodeWorker.make`). Both are read,
+peeked, released and dropped alike. Only the second kind outlives its worker:
+:func:`make_lost_again` (a run that met a dead worker calls it before it runs again) has
+every such array one of whose makers died make itself again by tasks, from its recipe.
+
 Contract: a block program's final output block that no later call reads may stay in the
 memory of the :class:`~tensorc.runtime.ray.tasks.NodeWorker` whose call made it (under a key
 in its ``HELD``, as results read by later calls on that node are kept in its ``KEPT``),
