@@ -194,6 +194,28 @@ def test_the_markers_a_call_resolves_in_its_worker_pickle_by_value():
     assert pickle.loads(pickle.dumps(HeldRead("7.3/0/1.0"))).key == "7.3/0/1.0"
 
 
+def test_a_call_s_held_reads_travel_as_one_argument_and_come_back_in_place(monkeypatch):
+    import pickle
+
+    from tensorc.runtime.ray import tasks
+    from tensorc.runtime.ray.tasks import HeldRead, HeldReads
+
+    first, second = [0.0, 1.0], [[1.0]]
+    monkeypatch.setitem(tasks.HELD, "made7/0", first)
+    monkeypatch.setitem(tasks.HELD, "made7/1", second)
+    args = ["ref a", HeldRead("made7/0"), "ref b", HeldRead("made7/1"), "ref c"]
+    packed = HeldReads.packed(args)
+    assert packed[:3] == ["ref a", "ref b", "ref c"] and len(packed) == 4
+    sent = pickle.loads(pickle.dumps(tuple(packed)))
+    got = HeldReads.unpacked(sent)
+    assert got[0] == "ref a" and got[2] == "ref b" and got[4] == "ref c"
+    assert got[1] is first and got[3] is second  # read in place, not copied
+    assert tasks.HELD["made7/0"] is first  # and still held
+    lone = ["ref a", HeldRead("made7/0")]
+    assert HeldReads.packed(lone) is lone  # one read stays one argument
+    assert HeldReads.unpacked(("ref a", "ref b")) == ("ref a", "ref b")
+
+
 def test_a_small_task_at_a_hop_runs_in_the_driver_between_two_levels_of_calls():
     # a TSQR's tree in miniature: leaves on nodes 0 and 1, their R factors merged in the
     # driver (DRIVER), the merged factor split in the driver again, and each node's last

@@ -316,6 +316,7 @@ def submit_stage(cluster: RayCluster, workers, node: int, key: str, payload: lis
     live = node < cluster.nodes
     if threads is None:
         threads = max(1, int(cluster.cpus[node])) if live else 1
+    args = ray_tasks.HeldReads.packed(args)  # the held blocks it reads: one argument
     if workers is not None and node < len(workers):
         refs = workers[node].stage.options(num_returns=returns).remote(
             key, payload, threads, *args)
