@@ -125,3 +125,29 @@ def test_an_einsum_on_an_array_whose_maker_died_makes_it_again_and_runs():
         assert x.value().held_blocks == 0
     finally:
         connected().restart_workers()
+
+
+def test_a_made_array_dies_with_its_last_reader_and_its_workers_drop_its_blocks():
+    import gc
+    import weakref
+
+    import ray
+
+    from tensorc.runtime.ray.calls import node_workers
+    from tensorc.runtime.ray.cluster import connected
+
+    def holding() -> int:
+        return sum(ray.get([w.holding.remote() for w in node_workers(connected())]))
+
+    before = holding()
+    gc.disable()  # no cycle collection: it must die by reference counting alone
+    try:
+        x = tc.random((512, 256), grid=(4, 2), seed=41)
+        tc.wait(x)
+        made = weakref.ref(x.value())
+        assert holding() == before + 8
+        del x
+        assert made() is None
+        assert holding() == before  # the drops went with the next submission (this ask)
+    finally:
+        gc.enable()

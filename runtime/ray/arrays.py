@@ -54,6 +54,7 @@ Arrays need a Ray session (``tc.init(backend="ray")`` or an address).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -627,7 +628,11 @@ def _held_made(recipe: Recipe, bounds, name: str, args_of,
     made = DistributedArray(blocks, node_grid)
     made.making = making
     made.makers = frozenset(workers[node] for node in per_node)
-    made._remake, made._made_held = recipe, dict(made._held)  # noqa: SLF001 - its own
+    # a copy of its recipe without the link back to what it made: no reference cycle, so
+    # the array dies (and its workers drop its blocks) as soon as its last reader lets go
+    made._remake = dataclasses.replace(recipe, made=None, made_for=None, sent={},  # noqa: SLF001
+                                       sent_on=None)
+    made._made_held = dict(made._held)  # noqa: SLF001 - this module's own
     made_by_workers(made)
     return made
 
