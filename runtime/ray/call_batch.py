@@ -213,6 +213,10 @@ class CallBatch:
         results: dict[tuple[int, int], object] = {}
         reports = []
         with SUBMITTING:
+            for merged in plan.calls:  # held blocks read on another node are released
+                for kind, entry, slot in merged.args:  # before any call queues on their
+                    if kind != "d":  # holder (a release after its call would wait for it)
+                        bind_held(self.calls[entry][1][slot], workers, merged.node)
             for merged, (key, payload) in zip(plan.calls, plan.payloads[1], strict=True):
                 args = []
                 for kind, entry, slot in merged.args:

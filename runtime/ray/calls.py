@@ -469,6 +469,11 @@ class CallRunner:
             return returned[source[1]][source[2]]
 
         with SUBMITTING:  # every worker's queue stays in one global topological order
+            for c, call in enumerate(staged.calls):  # held blocks read on another node are
+                if c not in folds:  # released first, before any call queues on their holder
+                    for source in call.args:  # (a release after its holder's call would
+                        if source[0] == INPUT:  # wait for that call to end)
+                            bind(source, call.node)
             for c, (call, (key, payload)) in enumerate(zip(staged.calls, payloads,
                                                            strict=True)):
                 if c in folds:
