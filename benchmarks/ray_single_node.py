@@ -18,11 +18,19 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
+from pathlib import Path
 
 import numpy as np
 from common import RAY_BENCHMARKS, measure, ray_inputs
 
 import tensorc as tc
+
+# common imported, this folder leaves the import path: it holds sparse.py and
+# distributed.py, which ``import dask.array`` would otherwise take for pydata's ``sparse``
+# and Dask's ``distributed``
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 
 
 def median_ms(fn, repeats: int) -> float:
