@@ -3,6 +3,8 @@ whose results equal the reference interpreter's, for every blocking."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -133,6 +135,7 @@ def test_a_graph_with_records_not_built_yet_pickles_with_its_records():
     ([("i", "j"), ("j",)], ("i", "j")),  # a row scaling: broadcasts
     ([("i", "j"), ("i", "j")], ("i", "j")),  # one shape: no broadcast
     ([("k", "f"), ("j", "f")], ("f", "j", "k")),  # broadcast into another axis order
+    ([("i",), ("j",), ("k",)], ("i", "j", "k")),  # three operands
 ])
 def test_a_product_step_equals_numpy_s_multiply_in_its_dtype(dtype, keys, output):
     from tensorc.codegen.kernels import EinsumBlock
@@ -141,11 +144,25 @@ def test_a_product_step_equals_numpy_s_multiply_in_its_dtype(dtype, keys, output
     sizes = {"i": 5, "j": 6, "k": 7, "f": 3}
     rng = np.random.default_rng(9)
     blocks = [(rng.random(tuple(sizes[n] for n in key)) * 10).astype(dtype) for key in keys]
-    product = EinsumBlock(list(keys), list(output), [(0, 1)], sizes)
-    want = np.multiply(*(align(b, k, output) for b, k in zip(blocks, keys, strict=True)))
+    product = EinsumBlock(list(keys), list(output), [tuple(range(len(keys)))], sizes)
+    views = [align(b, k, output) for b, k in zip(blocks, keys, strict=True)]
+    want = functools.reduce(np.multiply, views)
     got = product(*blocks)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
     out = np.empty_like(want)
     assert product(*blocks, out=out) is out
     np.testing.assert_array_equal(out, want)
+
+
+def test_a_product_step_of_two_dtypes_takes_numpy_s_result_type():
+    from tensorc.codegen.kernels import EinsumBlock
+
+    sizes = {"j": 6, "k": 7, "f": 3}
+    rng = np.random.default_rng(10)
+    b = rng.random((6, 3)).astype("float32")
+    c = rng.integers(0, 9, (7, 3))
+    got = EinsumBlock([("j", "f"), ("k", "f")], ["j", "k", "f"], [(0, 1)], sizes)(b, c)
+    want = b[:, None, :] * c[None, :, :]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

@@ -33,7 +33,8 @@ def test_random_blocks_are_made_and_held_by_the_node_workers():
     made = x.value()
     assert made.held_blocks == 8
     assert len(_workers_holding(made)) == 4  # block-cyclic over the 4 nodes
-    assert made.making and made.makers == frozenset(_workers_holding(made))
+    assert made.makers == _workers_holding(made) and len(made.made_on) == 4
+    assert len(made.making()) == 4  # one call per node made them: tc.wait waited for it
     np.testing.assert_array_equal(x.numpy(), _random_blocks(5, (4, 2), (128, 128)))
     assert made.held_blocks == 8  # a gather peeks: they stay held
 
@@ -44,7 +45,7 @@ def test_constant_blocks_are_held_too_and_small_blocks_are_made_by_tasks():
     small = tc.random((32, 16), grid=(4, 2), seed=3)  # 8 x 8 blocks travel in messages
     tc.wait(ones, seven, small)
     assert ones.value().held_blocks == seven.value().held_blocks == 8
-    assert small.value().held_blocks == 0 and not small.value().making
+    assert small.value().held_blocks == 0 and not small.value().made_on
     np.testing.assert_array_equal(ones.numpy(), np.ones((512, 256)))
     np.testing.assert_array_equal(seven.numpy(), np.full((512, 256), 7.0))
     np.testing.assert_array_equal(small.numpy(), _random_blocks(3, (4, 2), (8, 8)))
@@ -65,6 +66,7 @@ def test_an_array_a_program_makes_where_it_reads_it_is_held_and_read_in_place():
     product = tc.einsum("ij,jk->ik", x, y)  # neither made yet: made for this plan's blocks
     made = x.value()
     assert made.held_blocks == len(made.layout.refs) > 0  # read where they were made
+    assert made.origin.startswith("laid out for statement")
     np.testing.assert_allclose(product.numpy(),
                                _random_blocks(12, (4, 2), (128, 128))
                                @ _random_blocks(13, (2, 1), (128, 64)), rtol=1e-12)
@@ -74,7 +76,7 @@ def test_a_worker_without_room_leaves_the_array_to_tasks(monkeypatch):
     monkeypatch.setattr(held, "HELD_SHARE", 0.0)
     x = tc.random((512, 256), grid=(4, 2), seed=6)
     tc.wait(x)
-    assert x.value().held_blocks == 0 and not x.value().making
+    assert x.value().held_blocks == 0 and not x.value().made_on
     np.testing.assert_array_equal(x.numpy(), _random_blocks(6, (4, 2), (128, 128)))
 
 
@@ -102,7 +104,8 @@ def test_an_array_whose_maker_died_is_made_again_with_the_same_values():
     ray.kill(victim)
     try:
         np.testing.assert_array_equal(x.numpy(), _random_blocks(21, (4, 2), (128, 128)))
-        assert made.held_blocks == 0 and not made.makers  # made by tasks now
+        assert made.held_blocks == 0 and not made.made_on  # made by tasks now
+        assert made.origin.startswith("made again by tasks")
         assert all(isinstance(ref, ray.ObjectRef) for ref in made.layout.refs.values())
     finally:
         connected().restart_workers()  # the next runs start new workers
@@ -113,18 +116,60 @@ def test_an_einsum_on_an_array_whose_maker_died_makes_it_again_and_runs():
 
     from tensorc.runtime.ray.cluster import connected
 
+    before = held.held_bytes()
     x = tc.random((512, 256), grid=(4, 2), seed=31)
     y = tc.asarray(np.random.default_rng(32).random((256, 64)), grid=(2, 1))
     tc.wait(x, y)
+    assert held.held_bytes() == before + 512 * 256 * 8
     ray.kill(x.value().layout.refs[(0, 0)].worker)
     try:
         product = tc.einsum("ij,jk->ik", x, y)  # its calls meet the dead worker, run again
         np.testing.assert_allclose(product.numpy(),
                                    _random_blocks(31, (4, 2), (128, 128)) @ y.numpy(),
                                    rtol=1e-12)
-        assert x.value().held_blocks == 0
+        assert x.value().held_blocks == 0 and not x.value().made_on
+        assert held.held_bytes() == before  # its held blocks counted out
     finally:
         connected().restart_workers()
+
+
+def test_a_block_program_on_an_array_whose_maker_died_makes_it_again_and_runs():
+    import ray
+
+    from tensorc.runtime.ray.cluster import connected
+
+    x = tc.random((65536, 40), grid=(8, 1), seed=51)  # 20 MB: a block program on Ray
+    tc.wait(x)
+    ray.kill(x.value().layout.refs[(2, 0)].worker)
+    try:
+        q, r = tc.linalg.qr(x)  # its calls meet the dead worker: task by task, made again
+        tc.wait(q, r)
+        assert not x.value().made_on  # made again by the program's run, not by a gather
+        want = _random_blocks(51, (8, 1), (8192, 40))
+        np.testing.assert_allclose(q.numpy() @ r.numpy(), want, rtol=1e-10, atol=1e-12)
+    finally:
+        connected().restart_workers()
+
+
+def test_a_node_gone_makes_its_arrays_again_even_when_their_blocks_were_stored():
+    x = tc.random((512, 256), grid=(4, 2), seed=61)
+    tc.wait(x)
+    made = x.value()
+    assert made.blocks.refs and made.held_blocks == 0  # stored: released from the workers
+    gone = next(iter(made.made_on))
+    live = [node for node in made.made_on if node != gone]
+    assert held.make_lost_again(live) >= 1  # as a run does once it finds the node gone
+    assert not made.made_on
+    np.testing.assert_array_equal(x.numpy(), _random_blocks(61, (4, 2), (128, 128)))
+
+
+def test_arrays_whose_makers_live_are_not_made_again():
+    from tensorc.runtime.ray.cluster import connected
+
+    x = tc.random((512, 256), grid=(4, 2), seed=71)
+    tc.wait(x)
+    assert held.make_lost_again(connected().node_ids) == 0
+    assert x.value().held_blocks == 8 and len(x.value().made_on) == 4
 
 
 def test_a_made_array_dies_with_its_last_reader_and_its_workers_drop_its_blocks():

@@ -118,10 +118,13 @@ class DistributedArray:
         for block in self._held.values():  # a reader elsewhere releases them all, once
             block.owner = weakref.WeakMethod(self._release_held)
         self._relaid: dict[tuple, Blocks] = {}
-        self.making: list = []
-        """The refs of the node workers' calls making its held blocks (:func:`wait`)."""
+        self.made_on: frozenset = frozenset()
+        """The ids of the nodes whose workers made its blocks and held them
+        (:func:`_held_made`; empty once it is made again by tasks)."""
         self.makers: frozenset = frozenset()
-        """The node workers that made its blocks (:func:`_held_made`)."""
+        """Those workers' handles, kept while it lives (a worker replaced after a failure
+        lives on until the arrays it made die or are made again): a block one of them
+        held, or stored when something read it, is lost if it died."""
         self._remake = None  # the recipe those blocks were made of: made_again
         self._made_held: dict = {}  # the Held blocks they were made as
         self.origin: str | None = None
@@ -233,8 +236,7 @@ class DistributedArray:
 
     def _release_held(self) -> None:
         """Store its held blocks in Ray (:func:`~tensorc.runtime.ray.held.release`), their
-        refs in place of the :class:`~tensorc.runtime.ray.held.Held` in its blocks. Blocks
-        it holds as made (:func:`_held_made`) whose worker died are made again instead."""
+        refs in place of the :class:`~tensorc.runtime.ray.held.Held` in its blocks."""
         if self._held:
             with SUBMITTING, _RELEASING:  # once, and never between a call's binding of a
                 # held block by key and the call's submission (calls.SUBMITTING)
@@ -247,19 +249,22 @@ class DistributedArray:
 
     def made_again(self) -> None:
         """Make its blocks again from its recipe, by tasks on the nodes alive now, which
-        Ray can rebuild (it was made by node workers, and one of them died: the blocks it
-        held, or stored when something read them, died with it). The values are the
+        Ray can rebuild (node workers made it, and one of them died, or its node: the
+        blocks that worker held died with it, those it stored when something read them
+        with its node). All of them, block-cyclic over the nodes alive: the values are the
         recipe's, the same. In place: its :class:`~tensorc.placement.blocks.Blocks` (which
-        a run that binds it holds) gets the new refs and nodes, and each
-        :class:`~tensorc.runtime.ray.held.Held` it had the new ref (which a caller that
-        bound it reads)."""
+        a run that binds it holds) gets the new refs and nodes, each
+        :class:`~tensorc.runtime.ray.held.Held` it was made as the new ref (which a caller
+        that bound it reads), and its kept re-laid-out copies are forgotten. An array that
+        took some of its blocks by ref before (an einsum's result passing one through) is
+        not mended: its blocks die with their node as a block program's stored ones do."""
         with SUBMITTING, _RELEASING:  # as a release: no call binds its blocks meanwhile
             if self._remake is None:
                 return
-            recipe, self._remake = self._remake, None
             blocks = self._blocks
-            name, args_of = _recipe_arguments(recipe, blocks.bounds)
-            fresh = _spread(recipe.shape, recipe.dtype, blocks.bounds, name, args_of).layout
+            name, args_of = _recipe_arguments(self._remake, blocks.bounds)
+            fresh = _spread(self._remake.shape, self._remake.dtype, blocks.bounds, name,
+                            args_of).layout
             drop_held(self._held.values())  # not released: their bytes counted out
             for coords, held in self._made_held.items():
                 held.ref = fresh.refs[coords]
@@ -270,9 +275,15 @@ class DistributedArray:
             blocks.copies.clear()
             blocks.epoch = fresh.epoch
             self.node_grid = node_grid_for(blocks.grid, ray_cluster().nodes)
-            self._held, self._made_held, self.making, self.makers = {}, {}, [], frozenset()
+            self._held, self._made_held, self._remake = {}, {}, None
+            self.made_on = self.makers = frozenset()
+            self.origin = (f"made again by tasks when a node worker that made it died: "
+                           f"block-cyclic over node grid {self.node_grid}")
             if self._unread is not None:
                 self._unread.detach()
+            for entry in [e for e in _KEPT if e[0]() is self]:
+                _forget(entry)
+            self._relaid.clear()
 
     @property
     def layout(self) -> Blocks:
@@ -291,6 +302,13 @@ class DistributedArray:
         """Block ``coords`` if no statement wrote it (zeros a call makes where it reads
         them, whether or not they were put in Ray since)."""
         return self._zeros.get(coords)
+
+    def making(self) -> list:
+        """The reports of the calls that made its held blocks (each done once they exist):
+        what :func:`wait` waits for besides its stored blocks."""
+        reported = self._blocks.reported
+        return list(dict.fromkeys(reported[coords] for coords in self._held
+                                  if coords in reported))
 
     def stored_refs(self) -> list:
         """The ObjectRefs of its blocks made on the nodes (held blocks are not stored,
@@ -377,8 +395,14 @@ def _layout_node(coords, node_grid, node_of=None) -> int:
 def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> DistributedArray:
     """Blocks made by remote ``name`` (``generate`` or ``run``) on their layout nodes
     (block-cyclic, or ``node_of[coords]`` when a plan gives the nodes); ``args_of`` gives
-    each block's arguments from its coordinates and slices. A node's blocks are made in
-    batches (:func:`_batched`), each block its own return."""
+    each block's arguments from its coordinates and slices."""
+    return _made_by_tasks(name, *_laid_out(shape, dtype, bounds, args_of, node_of))
+
+
+def _laid_out(shape, dtype, bounds, args_of, node_of=None) -> tuple[Blocks, tuple, list]:
+    """The layout of blocks cut at ``bounds`` (:func:`_spread`): its
+    :class:`~tensorc.placement.blocks.Blocks` (nodes, no refs yet), its node grid, and each
+    block's ``(coordinates, arguments, bytes)``."""
     cluster = ray_cluster()
     blocks = Blocks(shape, dtype, bounds, epoch=cluster.epoch)
     node_grid = node_grid_for(blocks.grid, cluster.nodes)
@@ -389,6 +413,13 @@ def _spread(shape, dtype, bounds, name: str, args_of, node_of=None) -> Distribut
         slices = blocks.block_slices(coords)
         items.append((coords, args_of(coords, slices),
                       itemsize * math.prod(s.stop - s.start for s in slices)))
+    return blocks, node_grid, items
+
+
+def _made_by_tasks(name: str, blocks: Blocks, node_grid, items: list) -> DistributedArray:
+    """The blocks :func:`_laid_out` gave, made by remote ``name``: a node's blocks in
+    batches (:func:`_batched`), each block its own return."""
+    cluster = ray_cluster()
     _batched(cluster, blocks, items,
              lambda node, batch: submit(cluster, "make_many", node, name, batch,
                                         returns=len(batch) + 1))
@@ -504,8 +535,8 @@ def wait(*arrays: DistributedArray) -> None:
     import ray
 
     refs = list(dict.fromkeys(ref for array in arrays
-                              for ref in (*array.stored_refs(), *array.making)))
-    if refs:  # once each: blocks of zeros may share one object; held blocks exist already
+                              for ref in (*array.stored_refs(), *array.making())))
+    if refs:  # once each: blocks of zeros may share one object
         ray.wait(refs, num_returns=len(refs), fetch_local=False)
 
 
@@ -550,8 +581,8 @@ def generate(recipe: Recipe, bounds: tuple[tuple[int, ...], ...],
         made = place(recipe.data, bounds, node_of)
     else:
         name, args_of = _recipe_arguments(recipe, bounds)
-        made = (_held_made(recipe, bounds, name, args_of, node_of)
-                or _spread(recipe.shape, recipe.dtype, bounds, name, args_of, node_of))
+        laid = _laid_out(recipe.shape, recipe.dtype, bounds, args_of, node_of)
+        made = _held_made(recipe, name, *laid) or _made_by_tasks(name, *laid)
     if recipe.made is None:
         recipe.made = made
         recipe.sent.clear()  # the blocks block programs sent from the driver: made now
@@ -585,48 +616,39 @@ def _recipe_arguments(recipe: Recipe, bounds) -> tuple[str, object]:
 _MADE_HELD = itertools.count()  # numbers the arrays the node workers made and hold
 
 
-def _held_made(recipe: Recipe, bounds, name: str, args_of,
-               node_of=None) -> DistributedArray | None:
-    """``recipe``'s blocks made by the node workers (by the body ``name`` with ``args_of``'s
-    arguments, :func:`_recipe_arguments`), one call per node, and held there
+def _held_made(recipe: Recipe, name: str, blocks: Blocks, node_grid,
+               items: list) -> DistributedArray | None:
+    """``recipe``'s blocks (laid out by :func:`_laid_out`, made by the body ``name``:
+    :func:`_recipe_arguments`) made by the node workers, one call per node, and held there
     (:mod:`~tensorc.runtime.ray.held`): a call on the same node reads them in place, with
     no object to fetch and deserialize (about 45 us a block argument in a worker and 15 in
     the driver, here), and the calls start in about a millisecond where a task's lease
     takes several. ``None`` (make them by tasks) when its largest block would travel
-    inside Ray's messages (at most the cluster's inline size: no store to save) or some
-    node's worker has no room for its blocks. A held block dies with its worker; the
-    array then makes itself again from the recipe (:meth:`DistributedArray.made_again`)."""
+    inside Ray's messages (at most the cluster's inline size: no store to save; an array
+    held is held whole, its small edge blocks too) or some node's worker has no room for
+    its blocks. A held block dies with its worker; the array is then made again from the
+    recipe (:meth:`DistributedArray.made_again`)."""
     cluster = ray_cluster()
-    blocks = Blocks(recipe.shape, recipe.dtype, bounds, epoch=cluster.epoch)
-    node_grid = node_grid_for(blocks.grid, cluster.nodes)
-    itemsize = np.dtype(recipe.dtype).itemsize
-    per_node: dict[int, list] = {}
-    largest = 0
-    for coords in np.ndindex(*blocks.grid):
-        node = blocks.nodes[coords] = _layout_node(coords, node_grid, node_of)
-        slices = blocks.block_slices(coords)
-        nbytes = itemsize * math.prod(s.stop - s.start for s in slices)
-        largest = max(largest, nbytes)
-        per_node.setdefault(node, []).append((coords, args_of(coords, slices), nbytes))
-    if largest <= cluster.inline_bytes or not per_node:
+    if not items or max(nbytes for _, _, nbytes in items) <= cluster.inline_bytes:
         return None
+    per_node: dict[int, list] = {}
+    for item in items:
+        per_node.setdefault(blocks.nodes[item[0]], []).append(item)
     workers = node_workers(cluster)
     share = cluster.node_store_bytes
-    if any(node >= len(workers) or sum(n for _, _, n in items) > held_room(workers[node], share)
-           for node, items in per_node.items()):
+    if any(node >= len(workers) or sum(n for _, _, n in mine) > held_room(workers[node], share)
+           for node, mine in per_node.items()):
         return None
     prefix = f"made{next(_MADE_HELD)}/"
-    making = []
-    for node, items in per_node.items():
-        keys = [prefix + ",".join(map(str, coords)) for coords, _, _ in items]
+    for node, mine in per_node.items():
+        keys = [prefix + ",".join(map(str, coords)) for coords, _, _ in mine]
         report = workers[node].make.remote(name, [(key, args) for key, (_, args, _)
-                                                  in zip(keys, items, strict=True)])
-        making.append(report)
-        for key, (coords, _, nbytes) in zip(keys, items, strict=True):
+                                                  in zip(keys, mine, strict=True)])
+        for key, (coords, _, nbytes) in zip(keys, mine, strict=True):
             blocks.refs[coords] = Held(workers[node], key, nbytes)
             blocks.reported[coords] = report
     made = DistributedArray(blocks, node_grid)
-    made.making = making
+    made.made_on = frozenset(cluster.node_ids[node] for node in per_node)
     made.makers = frozenset(workers[node] for node in per_node)
     # a copy of its recipe without the link back to what it made: no reference cycle, so
     # the array dies (and its workers drop its blocks) as soon as its last reader lets go

@@ -151,7 +151,7 @@ def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, b
         except WorkerLost:
             forget(key)
             cluster.refresh()
-            make_lost_again()  # the arrays a dead worker made: made again by tasks
+            make_lost_again(cluster.node_ids)  # arrays a dead worker made: made again
     outputs, stats = _RayDagRun(program, dag, inputs, bounds, cluster, scheduler, dtype,
                                 per_task=True, memory_limit=memory_limit).run(window)
     return outputs, stats

@@ -213,16 +213,18 @@ class CallBatch:
         results: dict[tuple[int, int], object] = {}
         reports = []
         with SUBMITTING:
-            for merged in plan.calls:  # held blocks read on another node are released
-                for kind, entry, slot in merged.args:  # before any call queues on their
-                    if kind != "d":  # holder (a release after its call would wait for it)
-                        bind_held(self.calls[entry][1][slot], workers, merged.node)
-            for merged, (key, payload) in zip(plan.calls, plan.payloads[1], strict=True):
+            # blocks the calls were given bound first: a held block read on another node is
+            # released before any call queues on its holder (a release after its call
+            # would wait for it); one released since is read by its ref
+            given = [{k: bind_held(self.calls[entry][1][slot], workers, merged.node)
+                      for k, (kind, entry, slot) in enumerate(merged.args) if kind != "d"}
+                     for merged in plan.calls]
+            for merged, bound, (key, payload) in zip(plan.calls, given, plan.payloads[1],
+                                                     strict=True):
                 args = []
-                for kind, entry, slot in merged.args:
-                    value = (results[(entry, slot)] if kind == "d"
-                             else self.calls[entry][1][slot])
-                    args.append(bind_held(value, workers, merged.node))  # its ref if released since
+                for k, (kind, entry, slot) in enumerate(merged.args):
+                    args.append(bind_held(results[(entry, slot)], workers, merged.node)
+                                if kind == "d" else bound[k])
                 args = [read_in_place(a) for a in args]
                 refs = submit_stage(cluster, workers, merged.node, key, payload, args,
                                     len(merged.exports) + 1)

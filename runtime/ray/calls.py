@@ -396,7 +396,7 @@ class CallRunner:
                 # tasks, soft-pinned, which Ray can rebuild by lineage when a block is lost
                 # (arrays the dead worker made are made again by tasks first)
                 cluster.refresh()
-                make_lost_again()
+                make_lost_again(cluster.node_ids)
                 returned = self._submit(staged, inputs, payloads, None, pinned, stored, folds)
                 reports = [refs[-1] for refs in returned]
                 self._wait(staged, reports, dead_before, False)
@@ -469,17 +469,19 @@ class CallRunner:
             return returned[source[1]][source[2]]
 
         with SUBMITTING:  # every worker's queue stays in one global topological order
-            for c, call in enumerate(staged.calls):  # held blocks read on another node are
-                if c not in folds:  # released first, before any call queues on their holder
-                    for source in call.args:  # (a release after its holder's call would
-                        if source[0] == INPUT:  # wait for that call to end)
-                            bind(source, call.node)
+            # operand blocks bound first: a held block read on another node is released
+            # before any call queues on its holder (a release after its holder's call
+            # would wait for that call to end); one released since is read by its ref
+            inputs_bound = {(c, k): bind(source, call.node)
+                            for c, call in enumerate(staged.calls) if c not in folds
+                            for k, source in enumerate(call.args) if source[0] == INPUT}
             for c, (call, (key, payload)) in enumerate(zip(staged.calls, payloads,
                                                            strict=True)):
                 if c in folds:
                     returned.append([None] * (len(call.exports) + 1))
                     continue
-                args = [bind(s, call.node) for s in call.args]  # then held blocks read here
+                args = [inputs_bound[c, k] if source[0] == INPUT else bind(source, call.node)
+                        for k, source in enumerate(call.args)]  # then held blocks read here
                 returned.append(submit_stage(
                     cluster, workers, call.node, key, payload,
                     [read_in_place(a) for a in args], len(call.exports) + 1, pinned))

@@ -236,39 +236,52 @@ def flush_drops() -> None:
             worker.drop.remote(keys)
 
 
+DEAD_TIMEOUT = 10.0
+"""Seconds :func:`make_lost_again` waits for a holder's answer; one still busy after that
+(it answers after the calls queued before the question) counts as alive."""
+
+
 def made_by_workers(array) -> None:
     """Record ``array`` (a :class:`~tensorc.runtime.ray.arrays.DistributedArray` whose
-    blocks its ``makers``, node workers, made and hold) as one to make again if one of them
-    dies (:func:`make_lost_again`)."""
+    blocks the workers ``array.makers``, of the nodes ``array.made_on``, made and hold) as
+    one to make again if one of them dies (:func:`make_lost_again`)."""
     _MADE.add(array)
 
 
-def make_lost_again() -> int:
-    """Every array recorded by :func:`made_by_workers` whose makers include a worker that
-    died makes itself again (``made_again``: by tasks, the same values), in place: a run
-    that met a dead worker calls this before it runs again, so its calls read blocks Ray
-    can rebuild (blocks a worker held, or stored when something read them elsewhere, die
-    with it). Returns how many arrays were made again."""
+def make_lost_again(live_nodes) -> int:
+    """Every array recorded by :func:`made_by_workers` that a node no longer in
+    ``live_nodes`` (node ids) made, or a worker that died, makes itself again
+    (``made_again``: by tasks, the same values), in place: a run that met a dead worker
+    calls this before it runs again, so its calls read blocks Ray can rebuild (a held block
+    dies with its worker, and so does one it was asked to store after it died; one stored
+    before, an actor's result, dies with its node). Returns how many arrays were made
+    again."""
     arrays = list(_MADE)
+    live = set(live_nodes)
     dead = _dead({worker for array in arrays for worker in array.makers})
-    again = [array for array in arrays if array.makers & dead]
+    again = [array for array in arrays if array.made_on - live or array.makers & dead]
     for array in again:
-        _MADE.discard(array)
         array.made_again()
+        _MADE.discard(array)
     return len(again)
 
 
 def _dead(workers) -> set:
-    """Those of ``workers`` (node worker handles) that died: each is asked a question; one
-    that is still running calls answers after them."""
+    """Those of ``workers`` (node worker handles) that died: each is asked a question, all
+    at once, and one that fails it is dead (a worker still busy after
+    :data:`DEAD_TIMEOUT` is not)."""
+    if not workers:
+        return set()
     import ray
 
+    asked = {worker.holding.remote(): worker for worker in workers}
+    answered, _ = ray.wait(list(asked), num_returns=len(asked), timeout=DEAD_TIMEOUT)
     gone = set()
-    for worker in workers:
+    for ref in answered:
         try:
-            ray.get(worker.holding.remote())
+            ray.get(ref)
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError):
-            gone.add(worker)
+            gone.add(asked[ref])
     return gone
 
 

@@ -143,8 +143,12 @@ def _make_many(name: str, calls: list[tuple]):
     entry of ``calls`` (that body's arguments), each its own return, then the node id: one
     task for a node's batch of blocks, not one each."""
     node = _worker_setup()
-    body = {"generate": _generate, "run": _run}[name]
-    return (*(body(*args)[0] for args in calls), node)
+    return (*(_made(name, args) for args in calls), node)
+
+
+def _made(name: str, args: tuple) -> np.ndarray:
+    """One block made by the body of ``name`` (``generate`` or ``run``) on ``args``."""
+    return {"generate": _generate, "run": _run}[name](*args)[0]
 
 
 def _run_many(kernel, *args):
@@ -568,9 +572,8 @@ class NodeWorker:
         ``made[k] = (key, that body's arguments)``. Returns this node's id (the blocks'
         report)."""
         node = _worker_setup()
-        body = {"generate": _generate, "run": _run}[name]
         for key, args in made:
-            block = body(*args)[0]
+            block = _made(name, args)
             block.flags.writeable = False  # as a Ray object is: no later step writes it
             HELD[key] = block
         return node
