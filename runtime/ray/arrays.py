@@ -37,7 +37,7 @@ count over the block grid, inner dimensions first:
   :attr:`DistributedArray.layout` or :attr:`DistributedArray.blocks_in_place`, and a
   binding for any other node releases the array; readers of the bounds and nodes alone
   use :attr:`DistributedArray.layout`, which releases nothing), :func:`wait` waits for
-  nothing more;
+  the calls that made held blocks (:meth:`DistributedArray.making`) and nothing more;
 - the blocks of a small result whose last fold across nodes ran in the driver
   (:mod:`~tensorc.runtime.ray.calls`) stay there, each an
   :class:`~tensorc.runtime.ray.inline.Inline` recorded on the driver's node: a call reading

@@ -49,7 +49,14 @@ Policy:
   A :class:`~tensorc.errors.StorageError` a call raised (a missing or corrupt chunk, a
   store the node cannot open) is raised as it is, naming the path and chunk, not wrapped.
   Soft affinity lets Ray run a call elsewhere when its node is gone, and lineage
-  reconstruction (task retries are on) recomputes blocks lost with a node;
+  reconstruction (task retries are on) recomputes blocks lost with a node; a run that
+  meets a dead node worker runs its calls again as plain tasks, after the arrays the node
+  workers made and held whose worker or node died are made again by tasks
+  (:func:`~tensorc.runtime.ray.held.make_lost_again`);
+- a submission binds every call's operand blocks before it submits any call: a held block
+  read on another node is released (stored by its holder) before a call is queued on that
+  holder, where it would wait for the call to end. A call's held-block reads travel as
+  one argument (:class:`~tensorc.runtime.ray.tasks.HeldReads`);
 - transfers are always counted from the calls' arguments (``transfer_bytes``, free: the
   staged calls know them). With ``measure=True`` the executor also reads Ray's object
   directory before and after the run (``ray.experimental.get_object_locations``): a copy on a

@@ -42,13 +42,15 @@ ObjectRef would be:
 
 A held block dies with its worker, as a block a dead node stored does (unlike a stored
 block, it also dies with a worker killed on a living node, by Ray's memory monitor say,
-and lineage cannot rebuild it): a gather then raises
+and lineage cannot rebuild it). A block program's: a gather then raises
 :class:`~tensorc.errors.NodeLostError`; a later program reading it fails as one whose
-input block was lost does (its calls fall back to tasks, which raise Ray's error).
+input block was lost does (its calls fall back to tasks, which raise Ray's error). A made
+array's: it is made again (:func:`make_lost_again`, and a gather that meets a dead maker).
 Room is counted per worker: a node whose worker was replaced may hold its old worker's
-blocks beside the new one's share. Blocks small enough to travel in a call's reply are
-never held: they cost no store, and the reply keeps them in the driver, safe from their
-node's loss.
+blocks beside the new one's share. A block program's blocks small enough to travel in a
+call's reply are never held: they cost no store, and the reply keeps them in the driver,
+safe from their node's loss; a made array is held whole when its largest block is above
+the inline size (its small edge blocks too).
 """
 
 from __future__ import annotations

@@ -39,9 +39,11 @@ serves; :mod:`~tensorc.runtime.ray.peer_blocks`).
   read-only as a Ray object is) instead of being stored and read back, its call returning
   it under a key, the last call reading it taking it back (:class:`NodeWorker` calls of
   one submitter run in submission order); an output's final block *held* there
-  (:data:`HELD`, :mod:`~tensorc.runtime.ray.held`) has no last reader: later calls of its
-  run read it, a later program's call reads it by a :class:`HeldRead` argument (and makes
-  an output block no statement wrote where a :class:`ZerosRead` argument says),
+  (:data:`HELD`, :mod:`~tensorc.runtime.ray.held`), or a block of an array
+  ``tc.random``/``full`` made, which :meth:`NodeWorker.make` makes and holds, has no last
+  reader: later calls of its run read it, a later program's call reads it by a
+  :class:`HeldRead` argument (two or more travel as one :class:`HeldReads`; and makes an
+  output block no statement wrote where a :class:`ZerosRead` argument says),
   :meth:`NodeWorker.peek` returns it for a gather, :meth:`NodeWorker.release` when
   something else reads it, :meth:`NodeWorker.drop` forgets it. An argument may be a
   :class:`~tensorc.stored.StoredArray` (passed by value, as its path): the call's read steps
