@@ -282,8 +282,7 @@ class DistributedArray:
             if self._unread is not None:
                 self._unread.detach()
             for entry in [e for e in _KEPT if e[0]() is self]:
-                _forget(entry)
-            self._relaid.clear()
+                _forget(entry)  # each kept copy is in _KEPT: _forget drops it from _relaid
 
     @property
     def layout(self) -> Blocks:

@@ -145,12 +145,12 @@ def _make_many(name: str, calls: list[tuple]):
     entry of ``calls`` (that body's arguments), each its own return, then the node id: one
     task for a node's batch of blocks, not one each."""
     node = _worker_setup()
-    return (*(_made(name, args) for args in calls), node)
+    body = _MAKERS[name]
+    return (*(body(*args)[0] for args in calls), node)
 
 
-def _made(name: str, args: tuple) -> np.ndarray:
-    """One block made by the body of ``name`` (``generate`` or ``run``) on ``args``."""
-    return {"generate": _generate, "run": _run}[name](*args)[0]
+_MAKERS = {"generate": _generate, "run": _run}
+"""The bodies that make a block, by name (:func:`_make_many`, :meth:`NodeWorker.make`)."""
 
 
 def _run_many(kernel, *args):
@@ -574,8 +574,9 @@ class NodeWorker:
         ``made[k] = (key, that body's arguments)``. Returns this node's id (the blocks'
         report)."""
         node = _worker_setup()
+        body = _MAKERS[name]
         for key, args in made:
-            block = _made(name, args)
+            block = body(*args)[0]
             block.flags.writeable = False  # as a Ray object is: no later step writes it
             HELD[key] = block
         return node
