@@ -138,3 +138,58 @@ def test_complex_scale_and_strided_views():
     b = b.T[:, :6]
     want = scipy.linalg.blas.ztrsm(0.5 - 2j, a, b, side=0, lower=1, trans_a=2)
     np.testing.assert_array_equal(trsm(0.5 - 2j, a, b, side=0, lower=1, trans_a=2), want)
+
+
+def _orders(x: np.ndarray) -> list[np.ndarray]:
+    """``x`` C-ordered, Fortran-ordered, and as a strided view."""
+    wide = np.zeros((x.shape[0], 2 * x.shape[1]), dtype=x.dtype)
+    wide[:, ::2] = x
+    return [np.ascontiguousarray(x), np.asfortranarray(x), wide[:, ::2]]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("sign", [-1, 1])
+@pytest.mark.parametrize("form", ["x @ y", "x @ y.T"])
+def test_a_product_update_is_numpys_in_every_memory_order(dtype, sign, form):
+    m, k, n = 300, 260, 280
+    c = RNG.random((m, n)).astype(dtype)
+    x = RNG.random((m, k)).astype(dtype)
+    y = RNG.random((k, n) if form == "x @ y" else (n, k)).astype(dtype)
+    tolerance = 1e-4 if np.dtype(dtype).char in "fF" else 1e-12
+    for xs in _orders(x):
+        for ys in _orders(y):
+            right = ys if form == "x @ y" else ys.T
+            before = c.copy()
+            got = blas_calls.product_update(c, xs, right, sign)
+            np.testing.assert_allclose(got, c + sign * (x @ (y if form == "x @ y" else y.T)),
+                                       rtol=tolerance, atol=tolerance * k)
+            assert got.dtype == c.dtype and got.flags.c_contiguous
+            np.testing.assert_array_equal(c, before)  # c is copied, never written
+
+
+@pytest.mark.parametrize("n", [800, 1000])
+def test_a_symmetric_update_fills_both_triangles_of_a_matrix_that_is_not_symmetric(
+        monkeypatch, n):
+    """``c - x x^T`` by ``?syrk``, which writes one triangle: the other is completed from
+    ``c``'s own entries, not mirrored (``c`` need not be symmetric)."""
+    calls = []
+    original = blas_calls._exported
+    monkeypatch.setattr(blas_calls, "_exported",
+                        lambda name, *a: calls.append(name) or original(name, *a))
+    c = RNG.random((n, n))
+    x = RNG.random((n, 300))
+    got = blas_calls.product_update(c, x, x.T)
+    np.testing.assert_allclose(got, c - x @ x.T, rtol=1e-12, atol=1e-9)
+    assert calls == ["dsyrk"]
+
+
+def test_small_unconforming_or_mixed_updates_are_left_to_numpy():
+    big = RNG.random((300, 300))
+    assert blas_calls.product_update(big[:, :1], big, RNG.random((300, 1))) is None  # a column
+    small = RNG.random((100, 100))
+    assert blas_calls.product_update(small, small, small) is None  # under UPDATE_MIN
+    assert blas_calls.product_update(big, big, big.astype(np.float32)) is None  # two types
+    assert blas_calls.product_update(big, big, big[:, :299]) is None  # c is not x @ y's shape
+    assert blas_calls.product_update(big.astype(int), big.astype(int), big.astype(int)) is None
+    sym = RNG.random((300, 300))
+    assert blas_calls.product_update(sym, sym, sym.T) is None  # x x^T under SYRK_MIN

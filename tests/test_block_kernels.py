@@ -251,3 +251,39 @@ def test_lu_runs_on_one_blas_thread_and_the_others_may_not():
     assert not runs_one_thread(Kernel("chol", (a,)))
     assert not runs_one_thread(Kernel("sub", (a, Kernel("matmul", (a, a)))))
     assert not runs_one_thread(a)
+
+
+def test_an_update_task_is_one_blas_call_with_numpys_value(monkeypatch):
+    """``A - L @ T(L)`` and ``B - L @ X`` (a Cholesky's and a solve's trailing update)
+    run as one BLAS call on a copy of the updated block, with numpy's value; a small one
+    runs as numpy's product and subtraction."""
+    from tensorc.codegen import block_kernels
+
+    made = []
+    original = block_kernels.product_update
+    monkeypatch.setattr(block_kernels, "product_update",
+                        lambda *a: made.append(original(*a) is not None) or original(*a))
+    a, l_, x = BlockRef("A", ()), BlockRef("L", ()), BlockRef("X", ())
+    for n in (1024, 64):
+        blocks = {a: RNG.random((n, n)), l_: RNG.random((n, n)), x: RNG.random((n, n))}
+        cholesky = Kernel("sub", (Read(a), Kernel("matmul", (Read(l_), Kernel("T", (Read(l_),))))))
+        solve = Kernel("add", (Read(a), Kernel("matmul", (Read(l_), Read(x)))))
+        (got,) = evaluate_block_expr(cholesky, blocks)
+        np.testing.assert_allclose(got, blocks[a] - blocks[l_] @ blocks[l_].T, rtol=1e-12)
+        (got,) = evaluate_block_expr(solve, blocks)
+        np.testing.assert_allclose(got, blocks[a] + blocks[l_] @ blocks[x], rtol=1e-12)
+    assert made == [True, True, False, False]
+
+
+def test_a_tall_blocks_q_stays_fortran_ordered_and_a_transposed_input_is_copied():
+    """A task's result is C-ordered unless its kernel made it Fortran-ordered in memory of
+    its own (Cholesky QR's ``Q``): turning it costs a pass over the block. A view of an
+    input (``T(A)``) is copied, as every result that is not contiguous."""
+    a = BlockRef("A", ())
+    blocks = {a: RNG.random((4096, 24))}
+    q, r = evaluate_block_expr(Kernel("qr", (Read(a),)), blocks)
+    assert q.flags.f_contiguous and r.flags.c_contiguous
+    np.testing.assert_allclose(q @ r, blocks[a], atol=1e-12)
+    (t,) = evaluate_block_expr(Kernel("T", (Read(a),)), blocks)
+    assert t.flags.c_contiguous and t.flags.owndata
+    np.testing.assert_array_equal(t, blocks[a].T)
