@@ -142,20 +142,22 @@ def test_a_result_only_its_node_s_later_calls_read_is_kept_and_the_last_reader_t
     assert plain[0][4] == [(tall, 0), (small, 0)] and not plain[0][6]
 
 
-def test_a_calls_report_is_pickled_by_reference_not_by_code():
-    """Every node call returns a :class:`NodeReport`; Ray pickles it with cloudpickle, which
-    sent a classmethod's code by value (737 bytes a call). It now names a static method,
-    found by name: the node id, the peak and a reference, and it comes back equal, a
-    ``NodeReport``."""
-    from ray import cloudpickle
+def test_a_calls_report_travels_as_plain_values_and_reads_back_as_a_node_report():
+    """Every node call returns its report as a tuple of builtins (:func:`wire_report`),
+    which Ray sends with msgpack (a ``NodeReport`` went through cloudpickle at both ends);
+    :func:`read_report` gives back a ``NodeReport`` equal to the node id, carrying the
+    peak and the pulled counts, and leaves a node id or ``None`` as it is."""
+    import msgpack
 
-    from tensorc.runtime.ray.tasks import NodeReport
+    from tensorc.runtime.ray.tasks import NodeReport, read_report, wire_report
 
-    report = NodeReport.of("ab" * 28, 123_456_789)
-    sent = cloudpickle.dumps(report)
-    assert len(sent) < 200 and b"CodeType" not in sent
-    back = cloudpickle.loads(sent)
-    assert type(back) is NodeReport and back == report and back.peak_rss == 123_456_789
+    sent = wire_report("ab" * 28, 123_456_789, (4096, 2))
+    assert msgpack.unpackb(msgpack.packb(sent), use_list=False) == sent
+    back = read_report(sent)
+    assert type(back) is NodeReport and back == "ab" * 28
+    assert (back.peak_rss, back.pulled, back.through_ray) == (123_456_789, 4096, 2)
+    assert read_report(wire_report("cd", None, (0, 0))).peak_rss is None
+    assert read_report("ef") == "ef" and read_report(None) is None
 
 
 def test_a_held_final_block_stays_in_its_call_and_a_later_reader_on_its_node_leaves_it():

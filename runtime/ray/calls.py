@@ -241,7 +241,7 @@ def wait_for_calls(cluster: RayCluster, reports: list, pulled: list | None = Non
     import ray
 
     try:
-        reported = ray.get(reports)
+        reported = [ray_tasks.read_report(r) for r in ray.get(reports)]
     except worker_lost_errors() as err:
         cluster.refresh()
         cluster.restart_workers()  # a worker whose node lives may have died
@@ -414,7 +414,8 @@ class CallRunner:
                         "a block the driver's last stage reads was lost with its node, run "
                         f"again as tasks too: {first_line(err.__cause__)}") from err
             finished = time.perf_counter()
-            reported = ray.get([ref for ref in reports if ref is not None])
+            reported = [ray_tasks.read_report(r)
+                        for r in ray.get([ref for ref in reports if ref is not None])]
             nodes = iter(reported)
             driver = self.cluster.driver_index  # where the folds ran
             ran_on_call = [driver if ref is None else cluster.index_of(next(nodes))

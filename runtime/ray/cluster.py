@@ -107,10 +107,13 @@ class RayCluster:
         return 0 if found is None else found
 
     def locate(self, reported: list) -> list[int | None]:
-        """The node index each of ``reported`` (refs to node ids a task returned) names."""
+        """The node index each of ``reported`` (refs to node ids a task returned, or to
+        calls' reports) names."""
         import ray
 
-        return [self.index_of(node) for node in ray.get(list(reported))]
+        from tensorc.runtime.ray.tasks import read_report
+
+        return [self.index_of(read_report(node)) for node in ray.get(list(reported))]
 
     def refresh(self) -> list[str]:
         """Re-read the live nodes (their CPUs and object stores); returns the ids of nodes

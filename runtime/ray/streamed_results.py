@@ -31,6 +31,7 @@ import numpy as np
 
 from tensorc.runtime.ray.arrays import DistributedArray
 from tensorc.runtime.ray.storage_tasks import write_on_nodes
+from tensorc.runtime.ray.tasks import read_report
 from tensorc.runtime.statements import write_whole
 
 SETTLE_SECONDS = 60.0
@@ -57,7 +58,7 @@ def written_per_node(blocks, cluster) -> list[int]:
 
     keys = sorted(blocks.refs)
     counts = ray.get([blocks.refs[k] for k in keys])
-    reports = (ray.get([blocks.reported[k] for k in keys])
+    reports = ([read_report(r) for r in ray.get([blocks.reported[k] for k in keys])]
                if all(k in blocks.reported for k in keys) else [None] * len(keys))
     out = [0] * cluster.nodes
     for key, count, report in zip(keys, counts, reports, strict=True):
