@@ -542,15 +542,21 @@ def test_a_tsqr_s_small_tree_runs_in_the_driver_and_its_r_stays_there(monkeypatc
     assert _kept_in_workers() == [0, 0, 0, 0]
 
 
-def test_the_driver_waits_for_its_tasks_inputs_without_the_submission_lock(monkeypatch):
-    # while the driver fetches the leaves' R factors for the tree it runs, another thread
-    # may submit calls: the lock is let go, and taken again for the level's calls
+@pytest.mark.parametrize("handover", [True, False])
+def test_the_driver_waits_for_its_tasks_inputs_without_the_submission_lock(monkeypatch,
+                                                                           handover):
+    # while the driver gets the leaves' R factors for the tree it runs (pulled from their
+    # workers, or fetched through Ray), another thread may submit calls: the lock is let go
     import threading
 
     from tensorc.runtime.ray import block_waves
     from tensorc.runtime.ray.calls import SUBMITTING
 
-    free, fetch_results = [], block_waves.fetch_results
+    monkeypatch.setattr(block_waves, "HANDOVER", handover)
+    free = []
+    name = "_pulled" if handover else "fetch_results"
+    owner = block_waves.Prepared if handover else block_waves
+    original = getattr(owner, name)
 
     def fetched(*args, **kwargs):
         def other_thread():
@@ -562,32 +568,67 @@ def test_the_driver_waits_for_its_tasks_inputs_without_the_submission_lock(monke
         thread = threading.Thread(target=other_thread)
         thread.start()
         thread.join()
-        return fetch_results(*args, **kwargs)
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(block_waves, "fetch_results", fetched)
+    monkeypatch.setattr(owner, name, fetched)
     x = RNG.random((4096, 8))
     out, stats = _tsqr_q(x, monkeypatch)
     assert stats["driver_tasks"] > 0 and free and all(free)
     _check_qr(out["Q"].numpy(), out["R"].numpy(), x)
 
 
-def test_a_kernel_failing_in_the_driver_raises_the_numpy_error_and_drops_what_was_kept(
-        monkeypatch):
-    # FAILS_LATE with 4 columns: the Gram blocks (4 x 4) are summed across the nodes in
-    # the driver, where the Cholesky factor of their negated sum fails; the tall K blocks
-    # the nodes kept for their last calls are dropped
+def test_the_calls_reading_the_drivers_values_are_sent_before_it_runs_them(monkeypatch):
+    # handed over directly (runtime/ray/posted.py): every call of the wave is submitted
+    # before the driver runs its units, the leaves' R factors are pulled from the workers
+    # that posted them (none through Ray), and the calls reading the tree's factors pull
+    # them from the driver; Q and R are numpy's
     from tensorc.runtime.ray import block_waves
 
-    raised, run_in_driver = [], block_waves.Prepared._run_in_driver
+    sent_before, pulled, through_ray = [], [], []
+    run_posting, pull = block_waves.Prepared._run_posting, block_waves.peer_blocks.pull_posted
 
-    def recorded(self, cluster, units, refs):
+    def running(self, cluster, servers, prefix, refs):
+        sent_before.append((len(self.order) - sum(type(c) is tuple for c in self.order),
+                            len(self.calls)))
+        return run_posting(self, cluster, servers, prefix, refs)
+
+    def pulling(endpoint, keys, timeout):
+        pulled.extend(keys)
+        return pull(endpoint, keys, timeout)
+
+    monkeypatch.setattr(block_waves.Prepared, "_run_posting", running)
+    monkeypatch.setattr(block_waves.peer_blocks, "pull_posted", pulling)
+    monkeypatch.setattr(block_waves, "fetch_results",
+                        lambda *a, **k: through_ray.append(a) or [])
+    x = RNG.random((4096, 8))
+    out, stats = _tsqr_q(x, monkeypatch)
+    assert stats["driver_tasks"] > 0 and sent_before and not through_ray
+    assert all(sent == calls for sent, calls in sent_before)
+    assert pulled  # the leaves' factors, from their workers
+    _check_qr(out["Q"].numpy(), out["R"].numpy(), x)
+
+
+@pytest.mark.parametrize("handover", [True, False])
+def test_a_kernel_failing_in_the_driver_raises_the_numpy_error_and_drops_what_was_kept(
+        monkeypatch, handover):
+    # FAILS_LATE with 4 columns: the Gram blocks (4 x 4) are summed across the nodes in
+    # the driver, where the Cholesky factor of their negated sum fails; the tall K blocks
+    # the nodes kept for their last calls are dropped (handed over: the calls already
+    # waiting for the factor are told it will not come, and end)
+    from tensorc.runtime.ray import block_waves
+
+    monkeypatch.setattr(block_waves, "HANDOVER", handover)
+    name = "_run_posting" if handover else "_run_in_driver"
+    raised, run_in_driver = [], getattr(block_waves.Prepared, name)
+
+    def recorded(self, *args):
         try:
-            return run_in_driver(self, cluster, units, refs)
+            return run_in_driver(self, *args)
         except Exception as err:
             raised.append(err)
             raise
 
-    monkeypatch.setattr(block_waves.Prepared, "_run_in_driver", recorded)
+    monkeypatch.setattr(block_waves.Prepared, name, recorded)
     program = tc.compile(FAILS_LATE)
     placed = tc.asarray(RNG.random((4096, 4)), block_shape=(1024, 4)).value()
     with pytest.raises(np.linalg.LinAlgError, match="^Matrix is not positive definite$"):

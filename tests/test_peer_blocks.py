@@ -95,6 +95,59 @@ def test_a_silent_holder_is_passed_over_and_nobody_listening_too(monkeypatch):
     assert gone in peer_blocks._SHUNNED
 
 
+def _server() -> tuple[socket.socket, tuple[str, int]]:
+    """A block server on this machine's loopback, served by the real accept loop."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=peer_blocks._accept, args=(listener,), daemon=True).start()
+    return listener, listener.getsockname()
+
+
+def test_a_posted_value_is_pulled_once_per_reader_and_a_late_post_is_waited_for():
+    # runtime/ray/posted.py behind the block server: an array goes as a block, anything
+    # else pickled; a reader asking before the post waits for it; the value is dropped
+    # after its readers' pulls
+    from tensorc.runtime.ray import posted
+
+    listener, endpoint = _server()
+    with listener:
+        posted.post("run/a", np.arange(4.0), readers=2)
+        posted.post("run/b", {"not": "an array"})
+        got = peer_blocks.pull_posted(endpoint, ["run/a", "run/b"], timeout=5)
+        np.testing.assert_array_equal(got[0], np.arange(4.0))
+        assert got[1] == {"not": "an array"}
+        assert peer_blocks.pull_posted(endpoint, ["run/a"], timeout=5)[0].shape == (4,)
+        assert posted.take("run/a", time.monotonic())[1] is posted.MISSING  # used up
+        later = threading.Timer(0.3, posted.post, args=("run/c", np.ones((2, 2))))
+        later.start()
+        started = time.monotonic()
+        np.testing.assert_array_equal(
+            peer_blocks.pull_posted(endpoint, ["run/c"], timeout=5)[0], np.ones((2, 2)))
+        assert 0.2 < time.monotonic() - started < 5
+
+
+def test_a_value_marked_failed_or_never_posted_or_unreachable_is_a_failed_hand_over(
+        monkeypatch):
+    from tensorc.runtime.ray import posted
+
+    monkeypatch.setattr(peer_blocks, "HOLDER_TIMEOUT", 0.1)  # the server answers a miss
+    listener, endpoint = _server()
+    with listener:
+        posted.fail(["run/failed"])
+        started = time.monotonic()
+        with pytest.raises(peer_blocks.HandOverFailed, match="will not be posted"):
+            peer_blocks.pull_posted(endpoint, ["run/failed"], timeout=30)
+        assert time.monotonic() - started < 5  # told at once, not at the timeout
+        with pytest.raises(peer_blocks.HandOverFailed, match="not posted .* within 0.5 s"):
+            peer_blocks.pull_posted(endpoint, ["run/never"], timeout=0.5)
+        posted.drop_run("run/")
+        assert posted.take("run/failed", time.monotonic())[1] is posted.MISSING
+    closed = socket.create_server(("127.0.0.1", 0))
+    gone = closed.getsockname()
+    closed.close()
+    with pytest.raises(peer_blocks.HandOverFailed, match="no answer"):
+        peer_blocks.pull_posted(gone, ["run/x"], timeout=1)
+
+
 def _offered_counts() -> list[int]:
     import ray
 

@@ -59,13 +59,16 @@ data until the submission; it is the only part that talks to Ray.
 from __future__ import annotations
 
 import itertools
+import os
 import pickle
 import time
+from collections import Counter
 from operator import itemgetter
 
 import numpy as np
 
 from tensorc.codegen.block_kernels import evaluate_block_expr
+from tensorc.runtime.ray import peer_blocks, posted
 from tensorc.runtime.ray.calls import (
     SUBMITTING,
     fetch_results,
@@ -75,7 +78,7 @@ from tensorc.runtime.ray.calls import (
 )
 from tensorc.runtime.ray.held import Held, read_in_place
 from tensorc.runtime.ray.inline import Inline, made_here
-from tensorc.runtime.ray.peer_blocks import direct
+from tensorc.runtime.ray.peer_blocks import PostedRead, direct
 from tensorc.runtime.ray.stages import RUN, Step
 from tensorc.runtime.ray.tasks import stitch
 
@@ -87,6 +90,14 @@ NO_LAST_READER = -1
 
 DRIVER = -1
 """The node of a unit the driver runs itself (:meth:`Wave.add`), and the call it is in."""
+
+HANDOVER = os.environ.get("TENSORC_RAY_HANDOVER", "1") != "0"
+"""Whether a wave's :data:`DRIVER` units hand their values over directly
+(:meth:`Prepared.submit`); ``TENSORC_RAY_HANDOVER=0``: through Ray, the calls reading them
+sent once the driver has run them."""
+
+HANDOVER_WAIT = float(os.environ.get("TENSORC_RAY_TIMEOUT", "600"))
+"""Seconds the driver waits for a call's posted value before reading it through Ray."""
 
 CALL_STORE_SHARE = 0.7
 """The share of its node's object store a call's arguments from the store may take
@@ -346,7 +357,8 @@ class Wave:
         part = self.parts(level, call_budget(cluster), wanted, nodes_kept, held or {})
         return Prepared(self.calls(wanted, nodes_kept, held or {}, level, part), wanted,
                         held or {}, self.driver_units(),
-                        [key[0] for key in self._call_keys(level, part)])
+                        [key[0] for key in self._call_keys(level, part)],
+                        post=HANDOVER and peer_blocks.offering(cluster))
 
 
 class Prepared:
@@ -358,13 +370,23 @@ class Prepared:
     pickling its calls."""
 
     def __init__(self, calls: list, wanted, sizes: dict, driver: list = (),
-                 call_levels: list | None = None) -> None:
+                 call_levels: list | None = None, post: bool = False) -> None:
         self.wanted = frozenset(wanted)
         self.driver = {u: (kernel, args) for u, kernel, args in driver}
         self.order = self._order(calls, call_levels)
+        self.post = post and bool(self.driver)
+        driver_reads = {arg[1:] for _, args in self.driver.values() for arg in args
+                        if arg[0] == PENDING and arg[1] not in self.driver and self.post}
+        self.made_on = {result: call[0] for call in calls for result in call[4]}
+        self.readers = Counter(arg[1:] for call in calls for arg in call[2]
+                               if arg[0] == PENDING and arg[1] in self.driver)
         self.payloads = [_pickled((steps, exports, None, kept_in, keep_out,
-                                   tuple((step, key) for step, key, _ in held_out)))
-                         for _, steps, _, exports, _, kept_in, keep_out, held_out in calls]
+                                   tuple((step, key) for step, key, _ in held_out),
+                                   tuple((k, _posted_key(result))
+                                         for k, result in enumerate(exported)
+                                         if result in driver_reads)))
+                         for _, steps, _, exports, exported, kept_in, keep_out, held_out
+                         in calls]
         self.held = [(call[0], result, key, sizes[result])
                      for call in calls for _, key, result in call[7]]
         self.kept = sum(len(call[6]) for call in calls)
@@ -414,6 +436,10 @@ class Prepared:
         endpoints = peer_endpoints(cluster)
         refs: dict[tuple[int, int], object] = {}
         reports: list = []
+        handover = self._handover(cluster)
+        if handover is not None:
+            return self._submit_handing_over(cluster, workers, endpoints, handover, threads,
+                                             prefix, bind, refs, reports)
         waited = 0.0
         run: list[int] = []  # calls sent together under the lock, the driver's units between
         for item in [*self.order, ()]:
@@ -432,15 +458,103 @@ class Prepared:
             refs[result] = Held(workers[node], prefix + key, nbytes)
         return {r: refs[r] for r in self.wanted}, reports, waited
 
+    def _handover(self, cluster) -> tuple | None:
+        """``(driver's block server, the node workers' servers)`` when this wave's driver
+        units can hand their values over directly (:mod:`~tensorc.runtime.ray.posted`):
+        it has some, :data:`HANDOVER` is on, and the driver and every node worker serve;
+        else ``None``."""
+        if not (self.post and HANDOVER and peer_blocks.offering(cluster)):
+            return None
+        servers = peer_endpoints(cluster, offered_only=False)
+        if not servers or any(server is None for server in servers):
+            return None
+        try:
+            return peer_blocks.serve(), servers
+        except OSError:  # pragma: no cover - no address to serve on
+            return None
+
+    def _submit_handing_over(self, cluster, workers, endpoints, handover: tuple, threads,
+                             prefix: str, bind, refs: dict, reports: list
+                             ) -> tuple[dict, list, float]:
+        """:meth:`submit` with every call sent at once: a call reading a :data:`DRIVER`
+        unit's value pulls it from the driver's block server when it starts, where the
+        driver posts it once it has run the unit on the values the calls it reads post
+        (pulled from their workers; through Ray where a pull fails). A failure here
+        marks the driver's values failed, so that no call waits for them."""
+        driver_server, servers = handover
+        posted_reads = {(u, j): PostedRead(driver_server, prefix + "d" + _posted_key((u, j)))
+                        for (u, j) in self.readers}
+        with SUBMITTING:
+            for c in self.order:
+                if not isinstance(c, tuple):
+                    self._send(c, cluster, workers, endpoints, threads, prefix, bind, refs,
+                               reports, posted_reads)
+        try:
+            waited = self._run_posting(cluster, servers, prefix, refs)
+        except BaseException:
+            posted.fail([read.key for read in posted_reads.values()])
+            raise
+        for node, result, key, nbytes in self.held:
+            refs[result] = Held(workers[node], prefix + key, nbytes)
+        return {r: refs[r] for r in self.wanted}, reports, waited
+
+    def _run_posting(self, cluster, servers: list, prefix: str, refs: dict) -> float:
+        """Run every :data:`DRIVER` unit on the values its calls post, and post each value a
+        call reads for it (:meth:`_submit_handing_over`); returns the seconds spent waiting
+        for the calls' values."""
+        order = sorted(self.driver)  # wave order is topological
+        fetch = list(dict.fromkeys(arg[1:] for u in order for arg in self.driver[u][1]
+                                   if arg[1] not in self.driver))
+        started = time.perf_counter()
+        values = self._pulled(cluster, servers, prefix, fetch, refs)
+        waited = time.perf_counter() - started
+        made_values = []
+        for u in order:
+            kernel, args = self.driver[u]
+            made = kernel(*(refs[arg[1:]].value if arg[1] in self.driver else values[arg[1:]]
+                            for arg in args))
+            for j, result in enumerate(made if kernel.results > 1 else (made,)):
+                refs[(u, j)] = made_here(result)
+                if (u, j) in self.readers:
+                    made_values.append((prefix + "d" + _posted_key((u, j)),
+                                        refs[(u, j)].value, self.readers[(u, j)]))
+        posted.post_many(made_values)
+        return waited
+
+    def _pulled(self, cluster, servers: list, prefix: str, fetch: list, refs: dict) -> dict:
+        """The values of the calls' results ``fetch``, pulled from the workers that post
+        them, a node's at once; through Ray where a pull fails."""
+        by_node: dict[int, list] = {}
+        for result in fetch:
+            by_node.setdefault(self.made_on[result], []).append(result)
+        values: dict = {}
+        missed: list = []
+        for node, results in by_node.items():
+            try:
+                found = peer_blocks.pull_posted(servers[node],
+                                                [prefix + _posted_key(r) for r in results],
+                                                HANDOVER_WAIT)
+            except peer_blocks.HandOverFailed:
+                missed.extend(results)
+                continue
+            values.update(zip(results, found, strict=True))
+        if missed:  # Ray says why, or brings them
+            values.update(zip(missed, fetch_results(cluster, [refs[r] for r in missed],
+                                                    "a block program's task in the driver",
+                                                    timed=False), strict=True))
+        return values
+
     def _send(self, c: int, cluster, workers, endpoints, threads, prefix: str, bind,
-              refs: dict, reports: list) -> None:
+              refs: dict, reports: list, posted_reads: dict | None = None) -> None:
         """Submit call ``c`` (:meth:`submit`), its wave results bound from ``refs``, an
         input block offered by another node's worker pulled from it (``endpoints``:
         :func:`~tensorc.runtime.ray.peer_blocks.direct`)."""
         node, args, exports, exported = self.calls[c]
-        bound = [refs[arg[1:]] if arg[0] == PENDING else bind(arg, node)
+        bound = [posted_reads[arg[1:]] if posted_reads and arg[0] == PENDING
+                 and arg[1] in self.driver
+                 else refs[arg[1:]] if arg[0] == PENDING else bind(arg, node)
                  for arg in args]  # then a held block, still held, is read there
-        bound = [b.value if type(b) is Inline
+        bound = [b.value if type(b) is Inline else b if type(b) is PostedRead
                  else direct(read_in_place(b), node, workers, endpoints) for b in bound]
         returned = submit_stage(cluster, workers, node, prefix, self.payloads[c], bound,
                                 exports + 1, threads=threads[node] if threads else None)
@@ -479,6 +593,11 @@ class Prepared:
             for j, result in enumerate(made if kernel.results > 1 else (made,)):
                 refs[(u, j)] = made_here(result)
         return waited
+
+
+def _posted_key(result: tuple[int, int]) -> str:
+    """The key, relative to a run's prefix, a unit's result is posted under."""
+    return f"{result[0]}.{result[1]}"
 
 
 def _pickled(payload) -> bytes:

@@ -123,15 +123,18 @@ def node_workers(cluster: RayCluster) -> list:
     return cluster.workers
 
 
-def peer_endpoints(cluster: RayCluster) -> list | None:
+def peer_endpoints(cluster: RayCluster, offered_only: bool = True) -> list | None:
     """The addresses of the node workers' block servers, in node order (``None`` for a
     worker that has not answered yet, or died; :mod:`~tensorc.runtime.ray.peer_blocks`),
     or ``None`` when the node workers are not started, the direct path is off or no array
     offers blocks. Asked once per set of workers, at their start (only where arrays offer
-    their blocks: several nodes, the path on); read here when a call needs them."""
+    their blocks: several nodes, the path on); read here when a call needs them.
+    ``offered_only=False``: whether or not an array offers blocks (a block program's
+    driver hands values over through them, :mod:`~tensorc.runtime.ray.posted`)."""
     import ray
 
-    if (not peer_blocks.ENABLED or not peer_blocks.offered_any() or not cluster.endpoints
+    if (not peer_blocks.ENABLED or (offered_only and not peer_blocks.offered_any())
+            or not cluster.endpoints
             or cluster.workers_epoch != cluster.epoch):
         return None
     asked = [found for found in cluster.endpoints if isinstance(found, ray.ObjectRef)]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from tensorc.errors import ExecutionError
 from tensorc.runtime.ray.held import forget_all
 from tensorc.runtime.ray.peer_blocks import forget_offers
+from tensorc.runtime.ray.tasks import read_report
 
 LOCAL_NODE_MEMORY = 512 * 1024 * 1024
 """Object store per node of a private multi-node cluster (bytes)."""
@@ -110,8 +111,6 @@ class RayCluster:
         """The node index each of ``reported`` (refs to node ids a task returned, or to
         calls' reports) names."""
         import ray
-
-        from tensorc.runtime.ray.tasks import read_report
 
         return [self.index_of(read_report(node)) for node in ray.get(list(reported))]
 

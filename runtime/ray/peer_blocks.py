@@ -42,6 +42,7 @@ import contextlib
 import functools
 import math
 import os
+import pickle
 import socket
 import struct
 import threading
@@ -50,6 +51,8 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+from tensorc.runtime.ray import posted
 
 DIRECT_BYTES = 64 * 2**10
 """Smallest block offered, where the cluster's inline size is lower (blocks at most that
@@ -68,8 +71,12 @@ SENT_KINDS = "biufc"
 
 ENABLED = os.environ.get("TENSORC_RAY_DIRECT", "1") != "0"
 
-_MISS, _FOUND = 0, 1
+_MISS, _FOUND, _PICKLED, _FAILED = 0, 1, 2, 3
 _HEADER = struct.Struct("<BBB")  # status, ndim, length of the dtype's text
+_LENGTH = struct.Struct("<Q")  # a pickled value's length, after its header
+POSTED_ID = b"P:"
+"""How a request names a posted value (:mod:`~tensorc.runtime.ray.posted`): this, then its
+key; any other id is an offered block's object id."""
 
 # -- the holder's side (in a node worker) --------------------------------------------------
 
@@ -140,7 +147,11 @@ def _answer(connection: socket.socket) -> None:
                 ids.append(found)
             deadline = time.monotonic() + HOLDER_TIMEOUT  # for the whole request
             for found in ids:
-                _send_block(connection, _offered_value(found, deadline))
+                if found.startswith(POSTED_ID):
+                    _send_posted(connection, *posted.take(found[len(POSTED_ID):].decode(),
+                                                          deadline))
+                else:
+                    _send_block(connection, _offered_value(found, deadline))
 
 
 def _offered_value(found: bytes, deadline: float):
@@ -170,6 +181,20 @@ def _send_block(connection: socket.socket, value) -> None:
                        + struct.pack(f"<{value.ndim}q", *value.shape))
     if value.nbytes:
         connection.sendall(memoryview(value.reshape(-1)).cast("B"))
+
+
+def _send_posted(connection: socket.socket, found: bool, value) -> None:
+    """A posted value as a block (a number array, C-ordered) or pickled; a key marked
+    failed, or not posted in time, as its status alone."""
+    if not found:
+        connection.sendall(_HEADER.pack(_MISS if value is posted.MISSING else _FAILED, 0, 0))
+        return
+    if (isinstance(value, np.ndarray) and value.dtype.kind in SENT_KINDS
+            and value.flags.c_contiguous):
+        _send_block(connection, value)
+        return
+    data = pickle.dumps(value, protocol=5)
+    connection.sendall(_HEADER.pack(_PICKLED, 0, 0) + _LENGTH.pack(len(data)) + data)
 
 
 def _receive_exactly(connection: socket.socket, count: int) -> bytes | None:
@@ -282,6 +307,14 @@ def _receive_block(connection: socket.socket) -> np.ndarray | None:
     status, ndim, length = _HEADER.unpack(head)
     if status == _MISS:
         return None
+    if status == _FAILED:
+        return _NEVER
+    if status == _PICKLED:
+        size = _receive_exactly(connection, _LENGTH.size)
+        data = _receive_exactly(connection, _LENGTH.unpack(size)[0]) if size else None
+        if data is None:
+            raise ConnectionResetError("the holder hung up")
+        return pickle.loads(data)  # from a process of this cluster's own, as Ray's are
     if status != _FOUND:
         raise ValueError(f"a block server answered with status {status}")
     rest = _receive_exactly(connection, length + 8 * ndim)
@@ -300,6 +333,84 @@ def _receive_block(connection: socket.socket) -> np.ndarray | None:
         got += received
     block.flags.writeable = False
     return block
+
+
+# -- posted values (:mod:`~tensorc.runtime.ray.posted`) ---------------------------------------
+
+_NEVER = object()  # what a pull of a key marked failed receives
+
+
+class PostedRead:
+    """A call's argument that is a value another process posts under ``key`` (a block
+    program's driver unit, :mod:`~tensorc.runtime.ray.block_waves`), pulled from the block
+    server at ``endpoint`` when the call starts, waiting for it to be posted."""
+
+    __slots__ = ("endpoint", "key")
+
+    def __init__(self, endpoint: tuple[str, int], key: str) -> None:
+        self.endpoint, self.key = endpoint, key
+
+    def __reduce__(self):
+        return PostedRead, (self.endpoint, self.key)
+
+
+class HandOverFailed(Exception):
+    """A posted value that will not come: its poster failed (or said so), or its server
+    could not be reached or did not post it within the wait."""
+
+
+def pull_posted(endpoint: tuple[str, int], keys: list[str], timeout: float) -> list:
+    """The values posted under ``keys`` at ``endpoint``, asking again while they are not
+    posted yet, for at most ``timeout`` seconds; raises :class:`HandOverFailed`."""
+    deadline = time.monotonic() + timeout
+    values: dict[str, object] = {}
+    while len(values) < len(keys):
+        left = [key for key in keys if key not in values]
+        connection = _PEERS.pop(endpoint, None)
+        try:
+            if connection is None:
+                connection = socket.create_connection(endpoint, timeout=PULL_TIMEOUT)
+                connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            connection.settimeout(HOLDER_TIMEOUT + PULL_TIMEOUT)
+            request = [struct.pack("<I", len(left))]
+            for key in left:
+                found = POSTED_ID + key.encode()
+                request += [bytes((len(found),)), found]
+            connection.sendall(b"".join(request))
+            got = [_receive_block(connection) for _ in left]
+        except Exception as err:  # noqa: BLE001 - the caller says what it was for
+            with contextlib.suppress(OSError, AttributeError):
+                connection.close()
+            raise HandOverFailed(f"no answer from {endpoint[0]}:{endpoint[1]}: "
+                                 f"{type(err).__name__}: {err}") from err
+        _PEERS[endpoint] = connection
+        for key, value in zip(left, got, strict=True):
+            if value is _NEVER:
+                raise HandOverFailed(f"the value {key!r} will not be posted (its poster "
+                                     "failed)")
+            if value is not None:
+                values[key] = value
+        if len(values) < len(keys) and time.monotonic() > deadline:
+            raise HandOverFailed(f"{len(keys) - len(values)} value(s) not posted at "
+                                 f"{endpoint[0]}:{endpoint[1]} within {timeout:g} s")
+    return [values[key] for key in keys]
+
+
+def posted_args(blocks: tuple, timeout: float) -> tuple:
+    """``blocks`` with every :class:`PostedRead` replaced by its value (each server asked
+    once for all of its keys); raises :class:`HandOverFailed`."""
+    by_server: dict[tuple[str, int], list[int]] = {}
+    for k, block in enumerate(blocks):
+        if type(block) is PostedRead:
+            by_server.setdefault(block.endpoint, []).append(k)
+    if not by_server:
+        return blocks
+    args = list(blocks)
+    for endpoint, found in by_server.items():
+        values = pull_posted(endpoint, [blocks[k].key for k in found], timeout)
+        for k, value in zip(found, values, strict=True):
+            args[k] = value
+    return tuple(args)
 
 
 # -- the driver's side ---------------------------------------------------------------------

@@ -85,8 +85,11 @@ from tensorc.codegen.sparse_loops import compile_loops, csr_times_dense
 from tensorc.planning.memory_fit import READ_OVERHEAD
 from tensorc.runtime.allocator import keep_freed_memory
 from tensorc.runtime.block_buffers import BlockBuffers, holds
+from tensorc.runtime.ray import posted
 from tensorc.runtime.ray.peer_blocks import (
+    PostedRead,
     offer,
+    posted_args,
     pulled_args,
     serve,
     withdraw,
@@ -97,6 +100,9 @@ from tensorc.runtime.resident import PeakResident
 from tensorc.runtime.task_pool import blas_controller, helper_pool
 
 MAX_RETRIES = 3
+HANDOVER_TIMEOUT = float(os.environ.get("TENSORC_RAY_TIMEOUT", "600"))
+"""Seconds a call waits for a value the driver posts for it
+(:mod:`~tensorc.runtime.ray.posted`): the driver posts it once the calls it reads from end."""
 
 READ_BUFFERS = BlockBuffers(keep_bytes=256 * 2**20)
 """The buffers this worker's read steps read stored blocks into, reused by later reads and
@@ -443,10 +449,27 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
             _PAYLOADS.pop(next(iter(_PAYLOADS)))
         _PAYLOADS[key] = found
     steps, exports, budget, *keeping = found
+    kept_in, keep_out, held_out, post_out = (*keeping, (), (), (), ())[:4]
+    if post_out:  # the driver waits for these: told at once if the call fails
+        try:
+            return _staged(node, prefix, steps, exports, budget, threads, widen, blocks,
+                           kept_in, keep_out, held_out, post_out)
+        except BaseException:
+            posted.fail([prefix + key for _, key in post_out])
+            raise
+    return _staged(node, prefix, steps, exports, budget, threads, widen, blocks, kept_in,
+                   keep_out, held_out, post_out)
+
+
+def _staged(node: str, prefix: str, steps, exports, budget, threads: int, widen: bool,
+            blocks: tuple, kept_in, keep_out, held_out, post_out):
+    """:func:`_stage` once its payload is read: the arguments bound, the steps run, the
+    results kept, held and posted, the exports and the report returned."""
     blocks, pulled = pulled_args(HeldReads.unpacked(blocks))
+    if any(type(block) is PostedRead for block in blocks):
+        blocks = posted_args(blocks, HANDOVER_TIMEOUT)
     if any(type(block) in _READS_HERE for block in blocks):
         blocks = tuple(b.value() if type(b) in _READS_HERE else b for b in blocks)
-    kept_in, keep_out, held_out = (*keeping, (), (), ())[:3]
     if kept_in:  # kept results read, after the arguments (the last reader takes them)
         blocks = (*blocks, *(HELD[prefix + key] if prefix + key in HELD
                              else KEPT.pop(prefix + key) if last else KEPT[prefix + key]
@@ -459,6 +482,8 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
         if isinstance(value, np.ndarray):
             value.flags.writeable = False  # as a Ray object is: no later step writes it
         into[prefix + key] = value
+    for k, key in post_out:  # for the driver's units (block_waves), before the reply
+        posted.post(prefix + key, results[k])
     report = wire_report(node, resident.peak, pulled)
     if not exports:  # the report alone (all its results kept): one value, not a 1-tuple
         return report
@@ -580,6 +605,7 @@ class NodeWorker:
         for found in (KEPT, HELD):
             for key in [key for key in found if key.startswith(prefix)]:
                 del found[key]
+        posted.drop_run(prefix)
         return len(KEPT)
 
     def holding(self) -> int:
