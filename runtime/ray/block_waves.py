@@ -32,9 +32,15 @@ submits, as many times as a recording replays it:
   like a task's, placed by the driver;
 - a unit on the :data:`DRIVER` (a small task at a hop, which the driver runs itself: the
   caller decides which) is in no call: its level is one above the node units it reads,
-  and a unit reading it is at least at its level. The driver runs it before the first call
-  of that level is sent, on the results it reads, fetched at once, and a call reads its
-  results inside its message;
+  and a unit reading it is at least at its level. Its values are handed over directly
+  (:mod:`~tensorc.runtime.ray.posted`, :meth:`Prepared.submit`): the calls whose results
+  it reads post them in their workers, every call is submitted at once, the driver pulls
+  those results from the workers' block servers, runs its units and posts what calls read,
+  and a call reading it pulls it from the driver's block server when it starts. Where
+  that cannot be (one node, the direct path off, a worker not serving,
+  ``TENSORC_RAY_HANDOVER=0``), the driver runs it before the first call of that level is
+  sent, on the results it reads, fetched at once through Ray, and a call reads its results
+  inside its message;
 - calls are submitted in (level, node, part) order under the process-wide submission lock
   (let go only while the driver runs its units; a node's later parts of a level wait with
   its part that reads the driver's), so every worker's queue follows one topological
@@ -425,10 +431,12 @@ class Prepared:
         CPUs), their kept results under the key ``prefix``; an argument that is not a
         result of the wave is ``bind(argument, node)`` (a held input block that a call on its
         holder's node reads is bound as its ``Held``, read there if still held once all the
-        call's arguments are bound). The :data:`DRIVER` units run here before the first call
-        of the level that reads them (after the level's calls that read none), with the
-        submission lock let go while their inputs are fetched (the calls sent so far read
-        nothing sent later, whatever other threads send meanwhile). Returns ``({(unit, j):
+        call's arguments are bound). The :data:`DRIVER` units run here, handed over
+        directly (:meth:`_submit_handing_over`) where :meth:`_handover` allows, else before
+        the first call of the level that reads them (after the level's calls that read
+        none), with the submission lock let go while their inputs are fetched (the calls
+        sent so far read nothing sent later, whatever other threads send meanwhile).
+        Returns ``({(unit, j):
         ref} for the wanted results, a :class:`~tensorc.runtime.ray.held.Held` for a held
         one, an :class:`~tensorc.runtime.ray.inline.Inline` for a driver unit's; the
         calls' report refs; the seconds the driver waited for its units' inputs)``."""
