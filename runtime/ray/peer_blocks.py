@@ -32,6 +32,13 @@ Each call counts what it pulled and what went through Ray instead (:func:`pulled
 reported back in :class:`~tensorc.runtime.ray.tasks.NodeReport`). ``TENSORC_RAY_DIRECT=0`` turns
 the path off (every block through Ray, as before).
 
+The same server answers pulls of *posted* values by key (:mod:`~tensorc.runtime.ray.posted`:
+a request id of :data:`POSTED_ID` and the key), waiting for the post: a block program's
+driver units and the calls around them hand small values over this way
+(:func:`pull_posted`, :class:`PostedRead`, :func:`posted_args`); a value that is not a
+number array travels pickled, between processes of the cluster's own, as Ray's do. The
+driver serves its own values on a server of its own.
+
 The block server binds the node's IP address (Ray's own for the node) on a port the
 system picks; like Ray's own ports, it asks for no credentials.
 """

@@ -48,7 +48,11 @@ serves; :mod:`~tensorc.runtime.ray.peer_blocks`).
   :meth:`NodeWorker.peek` returns it for a gather, :meth:`NodeWorker.release` when
   something else reads it, :meth:`NodeWorker.drop` forgets it. An argument may be a
   :class:`~tensorc.stored.StoredArray` (passed by value, as its path): the call's read steps
-  read their blocks from it, here.
+  read their blocks from it, here. A wave's payload may end with the exports to *post*
+  (``post_out``: ``(export, key)`` pairs): results the driver's units read, posted in this
+  worker (:mod:`~tensorc.runtime.ray.posted`) before the call replies, or marked failed if
+  the call fails; an argument may be a :class:`~tensorc.runtime.ray.peer_blocks.PostedRead`,
+  a value the driver posts, pulled when the call starts.
 
 Memory in a call (:func:`run_steps`): a step's result is dropped after its last use in the
 call (unless the call returns it); a block read from storage is read into a buffer of the
