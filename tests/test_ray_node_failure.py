@@ -141,6 +141,35 @@ def test_node_removed_mid_cholesky_runs_it_again_task_by_task(dying_cluster):
 
 
 @pytest.mark.last
+def test_node_removed_mid_tsqr_with_its_tree_handed_over_loses_nothing(dying_cluster):
+    """A TSQR's tree runs in the driver, its values handed over directly
+    (runtime/ray/posted.py): the calls waiting for the driver's values, and the driver
+    waiting for theirs, are not left waiting when a node dies; every call gives numpy's
+    factors."""
+    session = dying_cluster
+    local = session.cluster.local_cluster
+    for _ in range(2):  # the tests before removed nodes: 2 nodes or more are left after
+        local.add_node(num_cpus=1, object_store_memory=LOCAL_NODE_MEMORY)
+    session.cluster.refresh()
+    rng = np.random.default_rng(61)
+    a = rng.random((32768, 8))  # R factors of 8 x 8: under the tests' inline size
+    x = tc.asarray(a, block_shape=(4096, 8)).value()
+
+    def factors():
+        done, started = [], time.monotonic()
+        while time.monotonic() - started < 2.0 or len(done) < 3:
+            out = shipped("tsqr_q").run(A=x, MB=8)
+            done.append((out["Q"].numpy(), out["R"].numpy(), tc.last_stats()))
+        return done
+
+    done = _value_despite_a_node_death(session, factors, after=0.5)
+    assert session.cluster.nodes >= 2 and done[-1][2]["driver_tasks"] > 0
+    for q, r, _ in done:
+        np.testing.assert_allclose(q @ r, a, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(q.T @ q, np.eye(8), atol=1e-12)
+
+
+@pytest.mark.last
 def test_node_removed_mid_sparse_call_splits_the_work_again_over_the_nodes_left(dying_cluster,
                                                                               stated_machine):
     """A sparse einsum's node calls die with their node: the call cuts its work again over
