@@ -581,21 +581,27 @@ def test_the_calls_reading_the_drivers_values_are_sent_before_it_runs_them(monke
     # handed over directly (runtime/ray/posted.py): every call of the wave is submitted
     # before the driver runs its units, the leaves' R factors are pulled from the workers
     # that posted them (none through Ray), and the calls reading the tree's factors pull
-    # them from the driver; Q and R are numpy's
+    # them from the driver (a node's leaves and its Q blocks are one call where both are
+    # placed there: tests/test_block_waves.py); Q and R are numpy's
     from tensorc.runtime.ray import block_waves
 
-    sent_before, pulled, through_ray = [], [], []
+    sent, sent_before, pulled, through_ray = [], [], [], []
     run_posting, pull = block_waves.Prepared._run_posting, block_waves.peer_blocks.pull_posted
+    send = block_waves.Prepared._send
+
+    def sending(self, c, *args):
+        sent.append(c)
+        return send(self, c, *args)
 
     def running(self, cluster, servers, prefix, refs):
-        sent_before.append((len(self.order) - sum(type(c) is tuple for c in self.order),
-                            len(self.calls)))
+        sent_before.append((len(sent), len(self.calls)))
         return run_posting(self, cluster, servers, prefix, refs)
 
     def pulling(endpoint, keys, timeout):
         pulled.extend(keys)
         return pull(endpoint, keys, timeout)
 
+    monkeypatch.setattr(block_waves.Prepared, "_send", sending)
     monkeypatch.setattr(block_waves.Prepared, "_run_posting", running)
     monkeypatch.setattr(block_waves.peer_blocks, "pull_posted", pulling)
     monkeypatch.setattr(block_waves, "fetch_results",
@@ -603,7 +609,7 @@ def test_the_calls_reading_the_drivers_values_are_sent_before_it_runs_them(monke
     x = RNG.random((4096, 8))
     out, stats = _tsqr_q(x, monkeypatch)
     assert stats["driver_tasks"] > 0 and sent_before and not through_ray
-    assert all(sent == calls for sent, calls in sent_before)
+    assert all(before == calls for before, calls in sent_before)
     assert pulled  # the leaves' factors, from their workers
     _check_qr(out["Q"].numpy(), out["R"].numpy(), x)
 

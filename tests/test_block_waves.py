@@ -246,6 +246,35 @@ def test_a_small_task_at_a_hop_runs_in_the_driver_between_two_levels_of_calls():
     assert prepared.order == [0, 1, (split, split), 2, 3]
 
 
+def test_handed_over_a_tree_in_the_driver_leaves_one_call_per_node():
+    # the same tree with the driver's values handed over (runtime/ray/posted.py): the
+    # driver units sit at their inputs' level, so each node's leaf and last unit are one
+    # call; the leaf's R is posted by the step right after it is made, and the split's
+    # value is pulled by a step just before the last unit reads it
+    from tensorc.runtime.ray.block_waves import DRIVER, PULL, Post, Prepared
+
+    wave = Wave()
+    leaf0 = wave.add(0, kernel(results=2), [(REF, "a0")])
+    leaf1 = wave.add(1, kernel(results=2), [(REF, "a1")])
+    merged = wave.add(DRIVER, kernel(results=2), [(PENDING, leaf0, 1), (PENDING, leaf1, 1)])
+    split = wave.add(DRIVER, kernel(results=2), [(PENDING, merged, 0)])
+    last0 = wave.add(0, kernel(), [(PENDING, leaf0, 0), (PENDING, split, 0)])
+    wave.add(1, kernel(), [(PENDING, leaf1, 0), (PENDING, split, 1)])
+    assert wave.levels(handed_over=True) == [0] * 6
+    calls = wave.calls(wanted={(last0, 0)}, nodes_kept=range(2), handed_over=True)
+    assert [call[0] for call in calls] == [0, 1]
+    steps = [(step.kernel, inputs) for step, inputs in calls[0][1]]
+    kinds = [type(k).__name__ if isinstance(k, Post) else k for k, _ in steps]
+    # leaf, its two results, R posted, the split's value pulled, the last unit
+    assert kinds[3] == "Post" and steps[3][0].key == f"{leaf0}.1"
+    assert steps[3][1] == (("t", 2),)
+    assert kinds[4] is PULL and calls[0][2][steps[4][1][0][1]] == (PENDING, split, 0)
+    assert steps[5][1] == (("t", 1), ("t", 4))  # the leaf's Q, then the pulled value
+    assert calls[0][4] == [(leaf0, 1), (last0, 0)]  # R still returned (the call's reply)
+    prepared = Prepared(calls, {(last0, 0)}, {}, wave.driver_units(), [0, 0], post=True)
+    assert prepared.order == [0, 1] and prepared.readers == {(split, 0): 1, (split, 1): 1}
+
+
 def test_a_level_s_calls_that_read_nothing_of_the_driver_go_before_it_runs():
     from tensorc.runtime.ray.block_waves import DRIVER, Prepared
 

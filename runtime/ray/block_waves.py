@@ -33,14 +33,16 @@ submits, as many times as a recording replays it:
 - a unit on the :data:`DRIVER` (a small task at a hop, which the driver runs itself: the
   caller decides which) is in no call: its level is one above the node units it reads,
   and a unit reading it is at least at its level. Its values are handed over directly
-  (:mod:`~tensorc.runtime.ray.posted`, :meth:`Prepared.submit`): the calls whose results
-  it reads post them in their workers, every call is submitted at once, the driver pulls
-  those results from the workers' block servers, runs its units and posts what calls read,
-  and a call reading it pulls it from the driver's block server when it starts. Where
-  that cannot be (one node, the direct path off, a worker not serving,
-  ``TENSORC_RAY_HANDOVER=0``), the driver runs it before the first call of that level is
-  sent, on the results it reads, fetched at once through Ray, and a call reads its results
-  inside its message;
+  where the cluster allows (:mod:`~tensorc.runtime.ray.posted`, :meth:`Prepared.submit`;
+  several nodes, every one with a worker, the direct path on): it is then at the level of
+  the units it reads (so a node's units before and after it may be one call), the step
+  making a result it reads is followed by a :class:`~tensorc.runtime.ray.tasks.Post` step,
+  a unit reading it is preceded by a ``pull`` step (:data:`PULL`) that waits for the
+  driver's post, every call is submitted at once, and the driver pulls what it reads from
+  the workers' block servers, runs its units and posts what calls read. Otherwise
+  (``TENSORC_RAY_HANDOVER=0`` too) the driver runs it before the first call of that level
+  is sent, on the results it reads, fetched at once through Ray, and a call reads its
+  results inside its message;
 - calls are submitted in (level, node, part) order under the process-wide submission lock
   (let go only while the driver runs its units; a node's later parts of a level wait with
   its part that reads the driver's), so every worker's queue follows one topological
@@ -77,6 +79,7 @@ from tensorc.codegen.block_kernels import evaluate_block_expr
 from tensorc.runtime.ray import peer_blocks, posted
 from tensorc.runtime.ray.calls import (
     SUBMITTING,
+    WorkerLost,
     fetch_results,
     node_workers,
     peer_endpoints,
@@ -86,7 +89,8 @@ from tensorc.runtime.ray.held import Held, read_in_place
 from tensorc.runtime.ray.inline import Inline, made_here
 from tensorc.runtime.ray.peer_blocks import PostedRead, direct
 from tensorc.runtime.ray.stages import RUN, Step
-from tensorc.runtime.ray.tasks import stitch
+from tensorc.runtime.ray.tasks import Post, stitch
+from tensorc.runtime.ray.tasks import pull as PULL
 
 REF, PENDING = "ref", "w"
 """Argument kinds: a block already in Ray, or a result of a task earlier in the wave."""
@@ -179,10 +183,13 @@ class Wave:
         self.nbytes.append(tuple(nbytes) if nbytes is not None else (0,) * len(args))
         return len(self.node) - 1
 
-    def levels(self) -> list[int]:
+    def levels(self, handed_over: bool = False) -> list[int]:
         """Each unit's level (module docstring). A :data:`DRIVER` unit is one level above
         the node units it reads, and a unit reading one is at least at its level: the
-        driver runs it between the submissions of the two levels."""
+        driver runs it between the submissions of the two levels. ``handed_over``: the
+        driver's values travel inside the calls (:meth:`Prepared.submit`), so a driver
+        unit is at the level of the units it reads, and so may be a unit reading it: one
+        call posts what the driver reads and pulls what it makes, in step order."""
         level = [0] * len(self.node)
         floor: dict[int, int] = {}  # per node, the level its next units start at
         for u, args in enumerate(self.args):
@@ -192,7 +199,7 @@ class Wave:
                 if arg[0] != PENDING:
                     continue
                 a = arg[1]
-                if self.node[a] in (node, DRIVER):
+                if self.node[a] in (node, DRIVER) or (handed_over and node == DRIVER):
                     level[u] = max(level[u], level[a])
                     continue
                 level[u] = max(level[u], level[a] + 1)
@@ -262,7 +269,7 @@ class Wave:
                 for u, node in enumerate(self.node) if node == DRIVER]
 
     def calls(self, wanted: set, nodes_kept=(), held=(), level: list[int] | None = None,
-              part: list[int] | None = None
+              part: list[int] | None = None, handed_over: bool = False
               ) -> list[tuple[int, tuple, tuple, tuple, list, tuple, tuple, tuple]]:
         """The wave as calls: ``(node, steps, args, exports, exported results, kept_in,
         keep_out, held_out)`` in submission order; ``args[i]`` is ``(PENDING, unit,
@@ -278,7 +285,7 @@ class Wave:
         call's ``held_out`` holds ``(step, key, result)``; ``level``: :meth:`levels`, when
         the caller has it; ``part``: :meth:`parts` (default: one part per node and
         level)."""
-        level = self.levels() if level is None else level
+        level = self.levels(handed_over) if level is None else level
         part = [0] * len(self.node) if part is None else part
         keys = self._call_keys(level, part)
         call_index = {key: c for c, key in enumerate(keys)}
@@ -314,11 +321,21 @@ class Wave:
             args: list = []
             arg_index: dict = {}
             kept_in: dict[str, bool] = {}  # key -> whether this call is its last reader
+            pulled: dict[tuple, int] = {}  # a driver value this call pulls -> its step
             for u in members[c]:
                 inputs = []
                 for arg in self.args[u]:
                     if arg[0] == PENDING and call_of[arg[1]] == c:
                         inputs.append(("t", step_of[arg[1:]]))
+                        continue
+                    if handed_over and arg[0] == PENDING and call_of[arg[1]] == DRIVER:
+                        if arg not in pulled:  # pulled just before its first reader
+                            if arg not in arg_index:
+                                arg_index[arg] = len(args)
+                                args.append(arg)
+                            steps.append((Step(RUN, PULL), (("x", arg_index[arg]),)))
+                            pulled[arg] = len(steps) - 1
+                        inputs.append(("t", pulled[arg]))
                         continue
                     if arg[0] == PENDING and arg[1:] in kept:
                         key, last = kept[arg[1:]]
@@ -333,12 +350,17 @@ class Wave:
                 steps.append((Step(RUN, kernel), tuple(inputs)))
                 if kernel.results == 1:
                     step_of[(u, 0)] = len(steps) - 1
-                    continue
-                whole = len(steps) - 1
-                for j in range(kernel.results):
-                    if (u, j) in read_by_call or (u, j) in wanted:
-                        steps.append((Step(RUN, itemgetter(j)), (("t", whole),)))
-                        step_of[(u, j)] = len(steps) - 1
+                else:
+                    whole = len(steps) - 1
+                    for j in range(kernel.results):
+                        if (u, j) in read_by_call or (u, j) in wanted:
+                            steps.append((Step(RUN, itemgetter(j)), (("t", whole),)))
+                            step_of[(u, j)] = len(steps) - 1
+                if handed_over:  # what the driver reads leaves as soon as it is made
+                    for j in range(kernel.results):
+                        if DRIVER in read_by_call.get((u, j), ()):
+                            steps.append((Step(RUN, Post(_posted_key((u, j)))),
+                                          (("t", step_of[(u, j)]),)))
             if kept_in:  # kept results follow the arguments
                 after = {key: len(args) + k for k, key in enumerate(kept_in)}
                 steps = [(step, tuple(("x", after[k]) if kind == "k" else (kind, k)
@@ -359,12 +381,13 @@ class Wave:
         their payloads pickled, ready to submit; ``held``: the results that may stay in
         their worker until read, with their sizes in bytes."""
         nodes_kept = range(min(len(node_workers(cluster)), cluster.nodes))
-        level = self.levels()
+        post = HANDOVER and peer_blocks.offering(cluster) and len(nodes_kept) == cluster.nodes
+        level = self.levels(handed_over=post)
         part = self.parts(level, call_budget(cluster), wanted, nodes_kept, held or {})
-        return Prepared(self.calls(wanted, nodes_kept, held or {}, level, part), wanted,
-                        held or {}, self.driver_units(),
-                        [key[0] for key in self._call_keys(level, part)],
-                        post=HANDOVER and peer_blocks.offering(cluster))
+        return Prepared(self.calls(wanted, nodes_kept, held or {}, level, part,
+                                   handed_over=post),
+                        wanted, held or {}, self.driver_units(),
+                        [key[0] for key in self._call_keys(level, part)], post=post)
 
 
 class Prepared:
@@ -379,8 +402,8 @@ class Prepared:
                  call_levels: list | None = None, post: bool = False) -> None:
         self.wanted = frozenset(wanted)
         self.driver = {u: (kernel, args) for u, kernel, args in driver}
-        self.order = self._order(calls, call_levels)
-        self.post = post and bool(self.driver)
+        self.post = post and bool(self.driver)  # handed over: every call sent at once
+        self.order = list(range(len(calls))) if self.post else self._order(calls, call_levels)
         driver_reads = {arg[1:] for _, args in self.driver.values() for arg in args
                         if arg[0] == PENDING and arg[1] not in self.driver and self.post}
         self.made_on = {result: call[0] for call in calls for result in call[4]}
@@ -471,15 +494,12 @@ class Prepared:
         units can hand their values over directly (:mod:`~tensorc.runtime.ray.posted`):
         it has some, :data:`HANDOVER` is on, and the driver and every node worker serve;
         else ``None``."""
-        if not (self.post and HANDOVER and peer_blocks.offering(cluster)):
+        if not self.post:
             return None
         servers = peer_endpoints(cluster, offered_only=False)
         if not servers or any(server is None for server in servers):
-            return None
-        try:
-            return peer_blocks.serve(), servers
-        except OSError:  # pragma: no cover - no address to serve on
-            return None
+            raise WorkerLost("a node worker's block server did not answer")
+        return peer_blocks.serve(), servers
 
     def _submit_handing_over(self, cluster, workers, endpoints, handover: tuple, threads,
                              prefix: str, bind, refs: dict, reports: list
@@ -494,9 +514,8 @@ class Prepared:
                         for (u, j) in self.readers}
         with SUBMITTING:
             for c in self.order:
-                if not isinstance(c, tuple):
-                    self._send(c, cluster, workers, endpoints, threads, prefix, bind, refs,
-                               reports, posted_reads)
+                self._send(c, cluster, workers, endpoints, threads, prefix, bind, refs,
+                           reports, posted_reads)
         try:
             waited = self._run_posting(cluster, servers, prefix, refs)
         except BaseException:
@@ -531,7 +550,12 @@ class Prepared:
 
     def _pulled(self, cluster, servers: list, prefix: str, fetch: list, refs: dict) -> dict:
         """The values of the calls' results ``fetch``, pulled from the workers that post
-        them, a node's at once; through Ray where a pull fails."""
+        them, a node's at once. Where a pull fails, the calls waiting for the driver's
+        values are told first (a call posts its results before it waits for those, and
+        replies only at its end), then Ray says why: the call's own error, or
+        :class:`~tensorc.runtime.ray.calls.WorkerLost` for a dead worker; a hand-over
+        that failed while Ray has the values is a lost worker too (the program runs again
+        task by task)."""
         by_node: dict[int, list] = {}
         for result in fetch:
             by_node.setdefault(self.made_on[result], []).append(result)
@@ -546,10 +570,12 @@ class Prepared:
                 missed.extend(results)
                 continue
             values.update(zip(results, found, strict=True))
-        if missed:  # Ray says why, or brings them
-            values.update(zip(missed, fetch_results(cluster, [refs[r] for r in missed],
-                                                    "a block program's task in the driver",
-                                                    timed=False), strict=True))
+        if missed:
+            posted.fail([prefix + "d" + _posted_key(r) for r in self.readers])
+            fetch_results(cluster, [refs[r] for r in missed],
+                          "a block program's task in the driver", timed=False)
+            raise WorkerLost(f"{len(missed)} value(s) the driver's tasks read were not "
+                             "handed over")
         return values
 
     def _send(self, c: int, cluster, workers, endpoints, threads, prefix: str, bind,

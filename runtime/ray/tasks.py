@@ -470,14 +470,13 @@ def _staged(node: str, prefix: str, steps, exports, budget, threads: int, widen:
     """:func:`_stage` once its payload is read: the arguments bound, the steps run, the
     results kept, held and posted, the exports and the report returned."""
     blocks, pulled = pulled_args(HeldReads.unpacked(blocks))
-    if any(type(block) is PostedRead for block in blocks):
-        blocks = posted_args(blocks, HANDOVER_TIMEOUT)
     if any(type(block) in _READS_HERE for block in blocks):
         blocks = tuple(b.value() if type(b) in _READS_HERE else b for b in blocks)
     if kept_in:  # kept results read, after the arguments (the last reader takes them)
         blocks = (*blocks, *(HELD[prefix + key] if prefix + key in HELD
                              else KEPT.pop(prefix + key) if last else KEPT[prefix + key]
                              for key, last in kept_in))
+    _RUN_PREFIX[0] = prefix  # for its Post steps (one call at a time in a worker)
     with PeakResident() as resident:
         results = run_steps(steps, blocks, exports + tuple(step for step, _ in keep_out)
                             + tuple(step for step, _ in held_out), threads, budget, widen)
@@ -486,12 +485,39 @@ def _staged(node: str, prefix: str, steps, exports, budget, threads: int, widen:
         if isinstance(value, np.ndarray):
             value.flags.writeable = False  # as a Ray object is: no later step writes it
         into[prefix + key] = value
-    for k, key in post_out:  # for the driver's units (block_waves), before the reply
-        posted.post(prefix + key, results[k])
     report = wire_report(node, resident.peak, pulled)
     if not exports:  # the report alone (all its results kept): one value, not a 1-tuple
         return report
     return (*results[:len(exports)], report)
+
+
+_RUN_PREFIX = [""]  # the prefix of the call running in this worker (_staged)
+
+
+class Post:
+    """A call's step that posts the result it reads for the driver
+    (:mod:`~tensorc.runtime.ray.posted`), under ``key`` relative to the call's run
+    prefix, as soon as it is made: the call may go on to wait for the driver's values."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __call__(self, value) -> None:
+        posted.post(_RUN_PREFIX[0] + self.key, value)
+
+    def __reduce__(self):
+        return Post, (self.key,)
+
+
+def pull(value):
+    """A call's step that pulls a :class:`~tensorc.runtime.ray.peer_blocks.PostedRead`
+    argument from its poster (waiting for the post), just before the first step reading
+    it; any other argument is the value itself."""
+    if type(value) is PostedRead:
+        return posted_args((value,), HANDOVER_TIMEOUT)[0]
+    return value
 
 
 class HeldRead:
