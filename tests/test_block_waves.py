@@ -218,11 +218,11 @@ def test_a_call_s_held_reads_travel_as_one_argument_and_come_back_in_place(monke
     assert HeldReads.unpacked(("ref a", "ref b")) == ("ref a", "ref b")
 
 
-def test_a_small_task_at_a_hop_runs_in_the_driver_between_two_levels_of_calls():
-    # a TSQR's tree in miniature: leaves on nodes 0 and 1, their R factors merged in the
-    # driver (DRIVER), the merged factor split in the driver again, and each node's last
-    # call reading its leaf (kept on its node) and its part of the split (a value)
-    from tensorc.runtime.ray.block_waves import DRIVER, Prepared
+def _tree_in_the_driver() -> tuple[Wave, tuple[int, ...]]:
+    """A TSQR's tree in miniature: leaves on nodes 0 and 1, their R factors merged in the
+    driver, the merged factor split there again, and each node's last unit reading its
+    leaf and its part of the split. Returns the wave and its units in that order."""
+    from tensorc.runtime.ray.block_waves import DRIVER
 
     wave = Wave()
     leaf0 = wave.add(0, kernel(results=2), [(REF, "a0")])
@@ -231,6 +231,16 @@ def test_a_small_task_at_a_hop_runs_in_the_driver_between_two_levels_of_calls():
     split = wave.add(DRIVER, kernel(results=2), [(PENDING, merged, 0)])
     last0 = wave.add(0, kernel(), [(PENDING, leaf0, 0), (PENDING, split, 0)])
     last1 = wave.add(1, kernel(), [(PENDING, leaf1, 0), (PENDING, split, 1)])
+    return wave, (leaf0, leaf1, merged, split, last0, last1)
+
+
+def test_a_small_task_at_a_hop_runs_in_the_driver_between_two_levels_of_calls():
+    # a TSQR's tree in miniature: leaves on nodes 0 and 1, their R factors merged in the
+    # driver (DRIVER), the merged factor split in the driver again, and each node's last
+    # call reading its leaf (kept on its node) and its part of the split (a value)
+    from tensorc.runtime.ray.block_waves import Prepared
+
+    wave, (leaf0, leaf1, merged, split, last0, last1) = _tree_in_the_driver()
     level = wave.levels()
     assert level[merged] == level[split] == 1  # one above the leaves it reads
     assert level[last0] == level[last1] == 1  # submitted once the driver ran both
@@ -251,15 +261,9 @@ def test_handed_over_a_tree_in_the_driver_leaves_one_call_per_node():
     # driver units sit at their inputs' level, so each node's leaf and last unit are one
     # call; the leaf's R is posted by the step right after it is made, and the split's
     # value is pulled by a step just before the last unit reads it
-    from tensorc.runtime.ray.block_waves import DRIVER, PULL, Post, Prepared
+    from tensorc.runtime.ray.block_waves import PULL, Post, Prepared
 
-    wave = Wave()
-    leaf0 = wave.add(0, kernel(results=2), [(REF, "a0")])
-    leaf1 = wave.add(1, kernel(results=2), [(REF, "a1")])
-    merged = wave.add(DRIVER, kernel(results=2), [(PENDING, leaf0, 1), (PENDING, leaf1, 1)])
-    split = wave.add(DRIVER, kernel(results=2), [(PENDING, merged, 0)])
-    last0 = wave.add(0, kernel(), [(PENDING, leaf0, 0), (PENDING, split, 0)])
-    wave.add(1, kernel(), [(PENDING, leaf1, 0), (PENDING, split, 1)])
+    wave, (leaf0, _, _, split, last0, _) = _tree_in_the_driver()
     assert wave.levels(handed_over=True) == [0] * 6
     calls = wave.calls(wanted={(last0, 0)}, nodes_kept=range(2), handed_over=True)
     assert [call[0] for call in calls] == [0, 1]

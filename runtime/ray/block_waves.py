@@ -530,23 +530,29 @@ class Prepared:
         call reads for it (:meth:`_submit_handing_over`); returns the seconds spent waiting
         for the calls' values."""
         order = sorted(self.driver)  # wave order is topological
-        fetch = list(dict.fromkeys(arg[1:] for u in order for arg in self.driver[u][1]
-                                   if arg[1] not in self.driver))
         started = time.perf_counter()
-        values = self._pulled(cluster, servers, prefix, fetch, refs)
+        values = self._pulled(cluster, servers, prefix, self._inputs_of(order), refs)
         waited = time.perf_counter() - started
-        made_values = []
+        self._run_units(order, values, refs)
+        posted.post_many([(prefix + "d" + _posted_key(result), refs[result].value, readers)
+                          for result, readers in self.readers.items()])
+        return waited
+
+    def _inputs_of(self, order: list[int]) -> list[tuple[int, int]]:
+        """The results of calls the :data:`DRIVER` units ``order`` read, each once."""
+        return list(dict.fromkeys(arg[1:] for u in order for arg in self.driver[u][1]
+                                  if arg[1] not in self.driver))
+
+    def _run_units(self, order: list[int], values: dict, refs: dict) -> None:
+        """Run the :data:`DRIVER` units ``order`` (in wave order) on ``values`` (the calls'
+        results they read) and each other's results, kept in ``refs`` as
+        :class:`~tensorc.runtime.ray.inline.Inline` values (read-only, as a Ray object is)."""
         for u in order:
             kernel, args = self.driver[u]
             made = kernel(*(refs[arg[1:]].value if arg[1] in self.driver else values[arg[1:]]
                             for arg in args))
             for j, result in enumerate(made if kernel.results > 1 else (made,)):
                 refs[(u, j)] = made_here(result)
-                if (u, j) in self.readers:
-                    made_values.append((prefix + "d" + _posted_key((u, j)),
-                                        refs[(u, j)].value, self.readers[(u, j)]))
-        posted.post_many(made_values)
-        return waited
 
     def _pulled(self, cluster, servers: list, prefix: str, fetch: list, refs: dict) -> dict:
         """The values of the calls' results ``fetch``, pulled from the workers that post
@@ -613,19 +619,13 @@ class Prepared:
         if not todo:
             return 0.0
         order = sorted(todo)  # wave order is topological
-        fetch = list(dict.fromkeys(arg[1:] for u in order for arg in self.driver[u][1]
-                                   if arg[1] not in self.driver))
+        fetch = self._inputs_of(order)
         started = time.perf_counter()
         values = dict(zip(fetch, fetch_results(cluster, [refs[r] for r in fetch],
                                                "a block program's task in the driver",
                                                timed=False), strict=True))
         waited = time.perf_counter() - started
-        for u in order:
-            kernel, args = self.driver[u]
-            made = kernel(*(refs[arg[1:]].value if arg[1] in self.driver else values[arg[1:]]
-                            for arg in args))
-            for j, result in enumerate(made if kernel.results > 1 else (made,)):
-                refs[(u, j)] = made_here(result)
+        self._run_units(order, values, refs)
         return waited
 
 
