@@ -183,6 +183,23 @@ def test_a_symmetric_update_fills_both_triangles_of_a_matrix_that_is_not_symmetr
     assert calls == ["dsyrk"]
 
 
+def test_a_symmetric_updates_lower_triangle_reads_nothing_of_the_upper_one():
+    """A Cholesky reads only its blocks' lower triangle: NaN or huge values above the
+    diagonal stay there (numpy's ``c - x x^T`` gives the same), and the lower triangle is
+    exactly numpy's."""
+    n = 800
+    x = RNG.random((n, 256))
+    c = RNG.random((n, n))
+    lower, upper = np.tril_indices(n), np.triu_indices(n, 1)
+    for garbage in (np.nan, 1e17):
+        dirty = c.copy()
+        dirty[upper] = garbage
+        got = blas_calls.product_update(dirty, x, x.T)
+        want = dirty - x @ x.T
+        np.testing.assert_allclose(got[lower], want[lower], rtol=1e-13, atol=1e-10)
+        np.testing.assert_allclose(got[upper], want[upper], rtol=1e-13)
+
+
 def test_small_unconforming_or_mixed_updates_are_left_to_numpy():
     big = RNG.random((300, 300))
     assert blas_calls.product_update(big[:, :1], big, RNG.random((300, 1))) is None  # a column

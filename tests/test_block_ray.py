@@ -417,6 +417,97 @@ for i in 0:MB {
 """
 
 
+CHOLESKY_QR2 = """
+size M, N
+blocks MB of M
+input  A : f64[M, N]
+output Y : f64[M, N]
+tensor G : f64
+tensor S : f64
+tensor F : f64
+tensor X : f64
+tensor H : f64
+tensor P : f64
+tensor E : f64
+for i in 0:MB {
+  G{i, 0} = T(A{i, 0}) @ A{i, 0}
+}
+S{0, 0} = G{0, 0}
+for i in 1:MB {
+  S{0, 0} = S{0, 0} + G{i, 0}
+}
+F{0, 0} = inv(T(chol(S{0, 0})))
+for i in 0:MB {
+  X{i, 0} = A{i, 0} @ F{0, 0}
+  H{i, 0} = T(X{i, 0}) @ X{i, 0}
+}
+P{0, 0} = H{0, 0}
+for i in 1:MB {
+  P{0, 0} = P{0, 0} + H{i, 0}
+}
+E{0, 0} = inv(T(chol(P{0, 0})))
+for i in 0:MB {
+  Y{i, 0} = X{i, 0} @ E{0, 0}
+}
+"""
+
+
+@pytest.mark.parametrize("handover", [True, False])
+def test_two_hops_through_the_driver_in_one_call_a_node_do_not_wait_on_each_other(
+        monkeypatch, handover):
+    # Cholesky QR twice: each node's Gram block is summed and factored in the driver, the
+    # nodes go on with that factor to a second Gram block, summed and factored in the
+    # driver again. Handed over, a node's work is one call that posts G, pulls F, posts H
+    # and pulls E: the driver must post F before it waits for any H
+    from tensorc.runtime.ray import block_program, block_waves
+
+    monkeypatch.setattr(block_waves, "HANDOVER", handover)
+    monkeypatch.setattr(block_program, "recorded", lambda key: None)
+    a = RNG.random((65536, 8))
+    placed = tc.asarray(a, block_shape=(8192, 8)).value()
+    started = time.monotonic()
+    y = tc.compile(CHOLESKY_QR2).run(A=placed, MB=8)["Y"].numpy()
+    assert time.monotonic() - started < 60
+    assert tc.last_stats()["driver_tasks"] > 0
+    np.testing.assert_allclose(y.T @ y, np.eye(8), atol=1e-10)
+    np.testing.assert_allclose(np.abs(y), np.abs(np.linalg.qr(a)[0]), atol=1e-8)
+
+
+FAILS_ON_THE_NODES = """
+size M, N
+blocks MB of M
+input  A : f64[M, N]
+output S : f64[N, N]
+tensor G : f64
+for i in 0:MB {
+  G{i, 0} = chol(-(T(A{i, 0}) @ A{i, 0}))
+}
+S{0, 0} = G{0, 0}
+for i in 1:MB {
+  S{0, 0} = S{0, 0} + G{i, 0}
+}
+"""
+
+
+def test_a_call_failing_before_it_posts_for_the_driver_raises_its_own_error_at_once():
+    # the nodes' factors of negative definite blocks fail where they are made, before
+    # the calls post them for the driver's sum: the driver hears so from the workers and
+    # Ray gives the kernel's error, without waiting for a post that will not come
+    from tensorc.runtime.ray import block_program
+
+    program = tc.compile(FAILS_ON_THE_NODES)
+    placed = tc.asarray(RNG.random((65536, 8)), block_shape=(8192, 8)).value()
+    original = block_program.recorded
+    block_program.recorded = lambda key: None
+    try:
+        started = time.monotonic()
+        with pytest.raises(np.linalg.LinAlgError, match="^Matrix is not positive definite$"):
+            program.run(A=placed, MB=8)
+        assert time.monotonic() - started < 30
+    finally:
+        block_program.recorded = original
+
+
 def test_a_run_that_fails_after_keeping_results_leaves_none_in_the_workers():
     # each tall K is kept on its node for the node's last call, which reads the Cholesky
     # factor of a negative definite matrix: that factor fails where the sum is, the last
@@ -593,11 +684,11 @@ def test_the_calls_reading_the_drivers_values_are_sent_before_it_runs_them(monke
         sent.append(c)
         return send(self, c, *args)
 
-    def running(self, cluster, servers, prefix, refs):
+    def running(self, cluster, servers, prefix, refs, producers):
         sent_before.append((len(sent), len(self.calls)))
-        return run_posting(self, cluster, servers, prefix, refs)
+        return run_posting(self, cluster, servers, prefix, refs, producers)
 
-    def pulling(endpoint, keys, timeout):
+    def pulling(endpoint, keys, timeout=None):
         pulled.extend(keys)
         return pull(endpoint, keys, timeout)
 

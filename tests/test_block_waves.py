@@ -305,3 +305,28 @@ def test_a_block_the_driver_made_is_kept_read_only():
     kept = made_here(block)
     assert type(kept) is Inline and kept.value is block and not block.flags.writeable
     assert made_here(2.5).value == 2.5  # a scalar result is kept as it is
+
+
+def test_a_call_that_pulls_the_drivers_values_runs_its_steps_in_order(monkeypatch):
+    # on threads, a pull could take a thread at once and keep a failing step's error
+    # waiting behind it (the driver waits for that call's posts, the pull for the driver's):
+    # such a call runs on one thread; a failing one marks what it would have posted failed
+    import pickle
+
+    from tensorc.runtime.ray import posted, tasks
+    from tensorc.runtime.ray.stages import RUN, Step
+
+    seen = []
+
+    def failing_run_steps(steps, blocks, exports, threads, budget, widen):
+        seen.append(threads)
+        raise RuntimeError("a step failed")
+
+    monkeypatch.setattr(tasks, "_worker_setup", lambda: "node")
+    monkeypatch.setattr(tasks, "run_steps", failing_run_steps)
+    steps = ((Step(RUN, tasks.Post("0.1")), (("x", 0),)), (Step(RUN, tasks.pull), (("x", 1),)))
+    payload = pickle.dumps((steps, (), None, (), (), (), ((0, "0.1"),)))
+    with pytest.raises(RuntimeError, match="a step failed"):
+        tasks._stage("run/", payload, 2, "a value", "a posted read")
+    assert seen == [1]
+    assert posted.take("run/0.1", 0.0) == (False, None)  # marked failed, not missing

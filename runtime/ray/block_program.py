@@ -71,6 +71,7 @@ import contextlib
 import itertools
 import math
 import os
+import secrets
 import time
 from collections import Counter, deque
 from functools import partial
@@ -93,6 +94,7 @@ from tensorc.runtime.block_frontier import (
     _output_arrays,
     _output_dtype,
 )
+from tensorc.runtime.ray import posted
 from tensorc.runtime.ray import tasks as ray_tasks
 from tensorc.runtime.ray.arrays import DistributedArray, sent_block
 from tensorc.runtime.ray.block_replay import (
@@ -126,6 +128,12 @@ WAVES_IN_FLIGHT = 2
 DRIVER_FLOPS = 32 * 2**20
 """The most flops of a block task the driver runs itself (:meth:`_RayDagRun._in_driver`)."""
 _RUNS = itertools.count()
+_SALT = secrets.token_hex(4)  # two drivers with one pid (in two containers) differ
+
+
+def _run_token() -> str:
+    """A run's key prefix, its own among every driver's on the cluster."""
+    return f"{os.getpid()}.{_SALT}.{next(_RUNS)}/"
 
 
 def run_block_dag_on_ray(program: BlockProgramIR, dag: BlockDag, inputs: dict, bounds, cluster,
@@ -197,7 +205,7 @@ class _RayDagRun:
         self.waves = 0
         self.calls = 0
         self.threads: list[int] = []  # per node, the most threads a call of it ran on
-        self.token = f"{os.getpid()}.{next(_RUNS)}/"  # the key prefix of its kept results
+        self.token = _run_token()  # the key prefix of its kept results
         self.kept = 0  # results kept in node workers (read only by their node's later calls)
         self.held: list = []  # final blocks held in node workers until read
         self.driver_tasks = 0  # tasks run in the driver (_in_driver)
@@ -484,7 +492,7 @@ def _replay(recording: Recording, program: BlockProgramIR, inputs: dict, bounds,
     :mod:`~tensorc.runtime.ray.block_replay`): no DAG walk, no placement, no call formed
     or pickled. A run that fails leaves no result kept in a node worker."""
     started = time.perf_counter()
-    token = f"{os.getpid()}.{next(_RUNS)}/"
+    token = _run_token()
     binding = _Binding(program, inputs, bounds, cluster)
     in_flight = _WavesInFlight(cluster)
     held = []
@@ -569,6 +577,7 @@ def _forget_kept(cluster, token: str, held: list) -> None:
     for worker in cluster.workers:
         with contextlib.suppress(Exception):  # the error that failed the run matters more
             worker.forget.remote(token)
+    posted.drop_run(token)  # the driver's values the run handed over
     drop_held(held)
 
 

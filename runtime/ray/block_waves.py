@@ -106,9 +106,6 @@ HANDOVER = os.environ.get("TENSORC_RAY_HANDOVER", "1") != "0"
 (:meth:`Prepared.submit`); ``TENSORC_RAY_HANDOVER=0``: through Ray, the calls reading them
 sent once the driver has run them."""
 
-HANDOVER_WAIT = float(os.environ.get("TENSORC_RAY_TIMEOUT", "600"))
-"""Seconds the driver waits for a call's posted value before reading it through Ray."""
-
 CALL_STORE_SHARE = 0.7
 """The share of its node's object store a call's arguments from the store may take
 together (:meth:`Wave.parts`): a call pins them all while it runs, and Ray spills a node's
@@ -381,7 +378,8 @@ class Wave:
         their payloads pickled, ready to submit; ``held``: the results that may stay in
         their worker until read, with their sizes in bytes."""
         nodes_kept = range(min(len(node_workers(cluster)), cluster.nodes))
-        post = HANDOVER and peer_blocks.offering(cluster) and len(nodes_kept) == cluster.nodes
+        post = (HANDOVER and peer_blocks.offering(cluster) and len(nodes_kept) == cluster.nodes
+                and _handover_reaches(cluster))
         level = self.levels(handed_over=post)
         part = self.parts(level, call_budget(cluster), wanted, nodes_kept, held or {})
         return Prepared(self.calls(wanted, nodes_kept, held or {}, level, part,
@@ -505,19 +503,21 @@ class Prepared:
                              prefix: str, bind, refs: dict, reports: list
                              ) -> tuple[dict, list, float]:
         """:meth:`submit` with every call sent at once: a call reading a :data:`DRIVER`
-        unit's value pulls it from the driver's block server when it starts, where the
-        driver posts it once it has run the unit on the values the calls it reads post
-        (pulled from their workers; through Ray where a pull fails). A failure here
-        marks the driver's values failed, so that no call waits for them."""
+        unit's value pulls it from the driver's block server (waiting for the post), where
+        the driver posts it once it has run the unit on the values the calls post
+        (:meth:`_run_posting`). Any failure here, the submission's own included, marks the
+        driver's values failed, so that no call waits for them."""
         driver_server, servers = handover
         posted_reads = {(u, j): PostedRead(driver_server, prefix + "d" + _posted_key((u, j)))
                         for (u, j) in self.readers}
-        with SUBMITTING:
-            for c in self.order:
-                self._send(c, cluster, workers, endpoints, threads, prefix, bind, refs,
-                           reports, posted_reads)
+        producers: dict = {}  # a call's exported result -> that call's report ref
         try:
-            waited = self._run_posting(cluster, servers, prefix, refs)
+            with SUBMITTING:
+                for c in self.order:
+                    self._send(c, cluster, workers, endpoints, threads, prefix, bind, refs,
+                               reports, posted_reads)
+                    producers.update(dict.fromkeys(self.calls[c][3], reports[-1]))
+            waited = self._run_posting(cluster, servers, prefix, refs, producers)
         except BaseException:
             posted.fail([read.key for read in posted_reads.values()])
             raise
@@ -525,18 +525,81 @@ class Prepared:
             refs[result] = Held(workers[node], prefix + key, nbytes)
         return {r: refs[r] for r in self.wanted}, reports, waited
 
-    def _run_posting(self, cluster, servers: list, prefix: str, refs: dict) -> float:
-        """Run every :data:`DRIVER` unit on the values its calls post, and post each value a
-        call reads for it (:meth:`_submit_handing_over`); returns the seconds spent waiting
-        for the calls' values."""
-        order = sorted(self.driver)  # wave order is topological
-        started = time.perf_counter()
-        values = self._pulled(cluster, servers, prefix, self._inputs_of(order), refs)
-        waited = time.perf_counter() - started
-        self._run_units(order, values, refs)
-        posted.post_many([(prefix + "d" + _posted_key(result), refs[result].value, readers)
-                          for result, readers in self.readers.items()])
+    def _run_posting(self, cluster, servers: list, prefix: str, refs: dict,
+                     producers: dict) -> float:
+        """Run the :data:`DRIVER` units one by one in wave order, each on the calls' values
+        it reads (pulled when it first needs them: :meth:`_pulled`) and on the units' before
+        it, posting the values calls read before waiting for any more: a call posts what
+        the driver reads as it makes it and waits only for values of units earlier in wave
+        order, so every value a pull waits for comes. Returns the seconds spent waiting for
+        the calls' values."""
+        values: dict = {}
+        made: list = []  # (key, value, readers) not posted yet
+        waited = 0.0
+        for u in sorted(self.driver):  # wave order is topological
+            missing = [r for r in self._inputs_of([u]) if r not in values]
+            if missing:
+                posted.post_many(made)
+                made = []
+                started = time.perf_counter()
+                values.update(self._pulled(cluster, servers, prefix, missing, refs,
+                                           producers))
+                waited += time.perf_counter() - started
+            self._run_units([u], values, refs)
+            made += [(prefix + "d" + _posted_key((u, j)), refs[(u, j)].value,
+                      self.readers[(u, j)])
+                     for j in range(self.driver[u][0].results) if (u, j) in self.readers]
+        posted.post_many(made)
         return waited
+
+    def _pulled(self, cluster, servers: list, prefix: str, fetch: list, refs: dict,
+                producers: dict) -> dict:
+        """The values of the calls' results ``fetch``, pulled from the workers that post
+        them (a node's at once), asking again while their calls run. A call that ended
+        without posting (it failed, or its worker died) is read through Ray, which raises
+        its error (a dead worker: :class:`~tensorc.runtime.ray.calls.WorkerLost`). A
+        worker that cannot be reached marks the driver's values failed first (its calls
+        may be waiting for them), then Ray says why; where Ray has the values after all,
+        the run is a lost worker's (it runs again task by task)."""
+        import ray
+
+        pending: dict[int, list] = {}
+        for result in fetch:
+            pending.setdefault(self.made_on[result], []).append(result)
+        values: dict = {}
+        while pending:
+            for node, results in list(pending.items()):
+                try:
+                    found = peer_blocks.pull_posted(
+                        servers[node], [prefix + _posted_key(r) for r in results],
+                        peer_blocks.POSTED_WAIT)
+                except peer_blocks.HandOverFailed as err:
+                    if not err.waiting:  # unreachable, or the call said it failed
+                        if not err.failed:
+                            posted.fail([prefix + "d" + _posted_key(r) for r in self.readers])
+                        got = fetch_results(cluster, [refs[r] for r in results],
+                                            "a block program's task in the driver",
+                                            timed=False)
+                        if not err.failed:
+                            raise WorkerLost(f"values on node {node} were not handed "
+                                             "over") from err
+                        values.update(zip(results, got, strict=True))
+                        del pending[node]
+                    continue
+                values.update(zip(results, found, strict=True))
+                del pending[node]
+            ended = {r for results in pending.values() for r in results
+                     if ray.wait([producers[r]], timeout=0)[0]}
+            for node, results in list(pending.items()):
+                done = [r for r in results if r in ended]
+                if done:  # ended without posting: Ray has its error (or its values)
+                    values.update(zip(done, fetch_results(
+                        cluster, [refs[r] for r in done],
+                        "a block program's task in the driver", timed=False), strict=True))
+                    pending[node] = [r for r in results if r not in ended]
+                    if not pending[node]:
+                        del pending[node]
+        return values
 
     def _inputs_of(self, order: list[int]) -> list[tuple[int, int]]:
         """The results of calls the :data:`DRIVER` units ``order`` read, each once."""
@@ -553,36 +616,6 @@ class Prepared:
                             for arg in args))
             for j, result in enumerate(made if kernel.results > 1 else (made,)):
                 refs[(u, j)] = made_here(result)
-
-    def _pulled(self, cluster, servers: list, prefix: str, fetch: list, refs: dict) -> dict:
-        """The values of the calls' results ``fetch``, pulled from the workers that post
-        them, a node's at once. Where a pull fails, the calls waiting for the driver's
-        values are told first (a call posts its results before it waits for those, and
-        replies only at its end), then Ray says why: the call's own error, or
-        :class:`~tensorc.runtime.ray.calls.WorkerLost` for a dead worker; a hand-over
-        that failed while Ray has the values is a lost worker too (the program runs again
-        task by task)."""
-        by_node: dict[int, list] = {}
-        for result in fetch:
-            by_node.setdefault(self.made_on[result], []).append(result)
-        values: dict = {}
-        missed: list = []
-        for node, results in by_node.items():
-            try:
-                found = peer_blocks.pull_posted(servers[node],
-                                                [prefix + _posted_key(r) for r in results],
-                                                HANDOVER_WAIT)
-            except peer_blocks.HandOverFailed:
-                missed.extend(results)
-                continue
-            values.update(zip(results, found, strict=True))
-        if missed:
-            posted.fail([prefix + "d" + _posted_key(r) for r in self.readers])
-            fetch_results(cluster, [refs[r] for r in missed],
-                          "a block program's task in the driver", timed=False)
-            raise WorkerLost(f"{len(missed)} value(s) the driver's tasks read were not "
-                             "handed over")
-        return values
 
     def _send(self, c: int, cluster, workers, endpoints, threads, prefix: str, bind,
               refs: dict, reports: list, posted_reads: dict | None = None) -> None:
@@ -627,6 +660,33 @@ class Prepared:
         waited = time.perf_counter() - started
         self._run_units(order, values, refs)
         return waited
+
+
+_REACHES: dict[tuple, bool] = {}  # (cluster, its workers' epoch, servers) -> checked
+
+
+def _handover_reaches(cluster) -> bool:
+    """Whether the driver and the node workers reach each other's block servers (checked
+    once per set of workers: the driver connects to each worker's, one worker to the
+    driver's); a driver that cannot (a client of a remote cluster, a firewall) hands
+    nothing over."""
+    import ray
+
+    servers = peer_endpoints(cluster, offered_only=False)
+    if not servers or any(server is None for server in servers):
+        return False
+    key = (id(cluster), cluster.workers_epoch, tuple(servers))
+    if key not in _REACHES:
+        found = all(peer_blocks.reachable(server) for server in servers)
+        if found:
+            try:
+                found = bool(ray.get(node_workers(cluster)[0].reaches.remote(
+                    peer_blocks.serve()), timeout=10))
+            except (OSError, ray.exceptions.RayError):
+                found = False
+        _REACHES.clear()  # one cluster at a time
+        _REACHES[key] = found
+    return _REACHES[key]
 
 
 def _posted_key(result: tuple[int, int]) -> str:

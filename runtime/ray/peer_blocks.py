@@ -69,6 +69,10 @@ Ray's own fixed costs are small."""
 PULL_TIMEOUT = 30.0
 """Seconds a pull waits on a silent holder before reading its blocks through Ray; the
 holder is then passed over (its blocks read through Ray) for :data:`SHUNNED_SECONDS`."""
+POSTED_WAIT = 1.0
+"""Seconds a server waits for a value to be posted before answering that it has none yet
+(the reader asks again: a driver looks between asks whether the call that posts it still
+runs)."""
 HOLDER_TIMEOUT = 10.0
 """Seconds a holder waits for an offered block to be made before answering that it has
 none (shorter than :data:`PULL_TIMEOUT`: the reader hears the answer)."""
@@ -153,10 +157,11 @@ def _answer(connection: socket.socket) -> None:
                     return
                 ids.append(found)
             deadline = time.monotonic() + HOLDER_TIMEOUT  # for the whole request
+            posted_by = time.monotonic() + POSTED_WAIT
             for found in ids:
                 if found.startswith(POSTED_ID):
                     _send_posted(connection, *posted.take(found[len(POSTED_ID):].decode(),
-                                                          deadline))
+                                                          posted_by))
                 else:
                     _send_block(connection, _offered_value(found, deadline))
 
@@ -362,14 +367,21 @@ class PostedRead:
 
 
 class HandOverFailed(Exception):
-    """A posted value that will not come: its poster failed (or said so), or its server
-    could not be reached or did not post it within the wait."""
+    """Posted values not handed over: ``failed``, their poster said they will not come;
+    ``waiting``, not posted within the wait (asked again, they may come); neither, the
+    server could not be reached or answered wrongly."""
+
+    def __init__(self, message: str, failed: bool = False, waiting: bool = False) -> None:
+        super().__init__(message)
+        self.failed, self.waiting = failed, waiting
 
 
-def pull_posted(endpoint: tuple[str, int], keys: list[str], timeout: float) -> list:
-    """The values posted under ``keys`` at ``endpoint``, asking again while they are not
-    posted yet, for at most ``timeout`` seconds; raises :class:`HandOverFailed`."""
-    deadline = time.monotonic() + timeout
+def pull_posted(endpoint: tuple[str, int], keys: list[str], timeout: float | None = None
+                ) -> list:
+    """The values posted under ``keys`` at ``endpoint``, asking again (every
+    :data:`POSTED_WAIT` seconds) while they are not posted yet, for at most ``timeout``
+    seconds (``None``: while the server answers); raises :class:`HandOverFailed`."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     values: dict[str, object] = {}
     while len(values) < len(keys):
         left = [key for key in keys if key not in values]
@@ -378,7 +390,7 @@ def pull_posted(endpoint: tuple[str, int], keys: list[str], timeout: float) -> l
             if connection is None:
                 connection = socket.create_connection(endpoint, timeout=PULL_TIMEOUT)
                 connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connection.settimeout(HOLDER_TIMEOUT + PULL_TIMEOUT)
+            connection.settimeout(POSTED_WAIT + PULL_TIMEOUT)
             request = [struct.pack("<I", len(left))]
             for key in left:
                 found = POSTED_ID + key.encode()
@@ -394,16 +406,27 @@ def pull_posted(endpoint: tuple[str, int], keys: list[str], timeout: float) -> l
         for key, value in zip(left, got, strict=True):
             if value is _NEVER:
                 raise HandOverFailed(f"the value {key!r} will not be posted (its poster "
-                                     "failed)")
+                                     "failed)", failed=True)
             if value is not None:
                 values[key] = value
-        if len(values) < len(keys) and time.monotonic() > deadline:
+        if (len(values) < len(keys) and deadline is not None
+                and time.monotonic() >= deadline):
             raise HandOverFailed(f"{len(keys) - len(values)} value(s) not posted at "
-                                 f"{endpoint[0]}:{endpoint[1]} within {timeout:g} s")
+                                 f"{endpoint[0]}:{endpoint[1]} within {timeout:g} s",
+                                 waiting=True)
     return [values[key] for key in keys]
 
 
-def posted_args(blocks: tuple, timeout: float) -> tuple:
+def reachable(endpoint: tuple[str, int], timeout: float = 2.0) -> bool:
+    """Whether a connection to the block server at ``endpoint`` opens."""
+    try:
+        socket.create_connection(endpoint, timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+def posted_args(blocks: tuple, timeout: float | None = None) -> tuple:
     """``blocks`` with every :class:`PostedRead` replaced by its value (each server asked
     once for all of its keys); raises :class:`HandOverFailed`."""
     by_server: dict[tuple[str, int], list[int]] = {}

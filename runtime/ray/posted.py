@@ -7,8 +7,8 @@ dropped); :func:`fail(keys) <fail>` marks keys whose value will never come (the 
 driver run that would have posted them failed), so that a reader stops waiting. The block
 server of :mod:`~tensorc.runtime.ray.peer_blocks` answers a pull by key with :func:`take`,
 which waits for the post up to a deadline. :func:`drop_run(prefix) <drop_run>` drops a
-run's keys. At most :data:`KEPT` keys are kept: a value posted for a reader that never came
-(a run that fell back to Ray) is dropped with the oldest.
+run's values (a run that failed), its keys marked failed. At most :data:`KEPT` keys are kept: a value posted for a
+reader that never came (the driver read it through Ray) is dropped with the oldest.
 
 Why: a block program's small tasks at a hop run in the driver (a TSQR's tree above its
 leaves). Through Ray, their inputs come back in the calls' replies, and the calls reading
@@ -25,8 +25,10 @@ import threading
 import time
 from collections import OrderedDict
 
-KEPT = 512
-"""The most keys a process keeps posted (values are at most the cluster's inline size)."""
+KEPT = 4096
+"""The most keys a process keeps posted (values are at most the cluster's inline size): a
+wave of at most 1,024 tasks, two in flight, posts fewer. A run's values go as their
+readers pull them, or with the run when it fails (:func:`drop_run`)."""
 
 _FAILED = object()
 _VALUES: OrderedDict[str, list] = OrderedDict()  # key -> [value, readers left]
@@ -63,10 +65,12 @@ def fail(keys) -> None:
 
 
 def drop_run(prefix: str) -> None:
-    """Drop every key starting with ``prefix``."""
+    """Drop the values of every key starting with ``prefix`` (a run that failed), each
+    marked failed instead, so that a reader asking later is answered at once."""
     with _CHANGED:
         for key in [key for key in _VALUES if key.startswith(prefix)]:
-            del _VALUES[key]
+            _VALUES[key] = [_FAILED, 1]
+        _CHANGED.notify_all()
 
 
 def take(key: str, deadline: float) -> tuple[bool, object]:

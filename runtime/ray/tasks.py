@@ -95,6 +95,7 @@ from tensorc.runtime.ray.peer_blocks import (
     offer,
     posted_args,
     pulled_args,
+    reachable,
     serve,
     withdraw,
 )
@@ -104,9 +105,6 @@ from tensorc.runtime.resident import PeakResident
 from tensorc.runtime.task_pool import blas_controller, helper_pool
 
 MAX_RETRIES = 3
-HANDOVER_TIMEOUT = float(os.environ.get("TENSORC_RAY_TIMEOUT", "600"))
-"""Seconds a call waits for a value the driver posts for it
-(:mod:`~tensorc.runtime.ray.posted`): the driver posts it once the calls it reads from end."""
 
 READ_BUFFERS = BlockBuffers(keep_bytes=256 * 2**20)
 """The buffers this worker's read steps read stored blocks into, reused by later reads and
@@ -477,6 +475,8 @@ def _staged(node: str, prefix: str, steps, exports, budget, threads: int, widen:
                              else KEPT.pop(prefix + key) if last else KEPT[prefix + key]
                              for key, last in kept_in))
     _RUN_PREFIX[0] = prefix  # for its Post steps (one call at a time in a worker)
+    if threads > 1 and any(step.kernel is pull for step, _ in steps):
+        threads = 1  # in step order: a failing step is not kept waiting behind a pull
     with PeakResident() as resident:
         results = run_steps(steps, blocks, exports + tuple(step for step, _ in keep_out)
                             + tuple(step for step, _ in held_out), threads, budget, widen)
@@ -513,10 +513,11 @@ class Post:
 
 def pull(value):
     """A call's step that pulls a :class:`~tensorc.runtime.ray.peer_blocks.PostedRead`
-    argument from its poster (waiting for the post), just before the first step reading
-    it; any other argument is the value itself."""
+    argument from its poster (the driver), just before the first step reading it, waiting
+    for the post as long as the driver's server answers; any other argument is the value
+    itself."""
     if type(value) is PostedRead:
-        return posted_args((value,), HANDOVER_TIMEOUT)[0]
+        return posted_args((value,))[0]
     return value
 
 
@@ -623,6 +624,11 @@ class NodeWorker:
     def offer(self, refs: list) -> int:
         """Serve the blocks ``refs`` (stored on this node) to calls on other nodes."""
         return offer(refs)
+
+    def reaches(self, endpoint: tuple[str, int]) -> bool:
+        """Whether this worker can connect to the block server at ``endpoint`` (the
+        driver's: :mod:`~tensorc.runtime.ray.posted`)."""
+        return reachable(endpoint)
 
     def withdraw(self, ids: list[bytes]) -> int:
         """Stop serving the blocks ``ids``."""

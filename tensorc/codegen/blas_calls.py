@@ -219,10 +219,10 @@ def product_update(c: np.ndarray, x: np.ndarray, y: np.ndarray, sign: int = -1
                    ) -> np.ndarray | None:
     """``c + sign * (x @ y)`` (``sign`` -1 or 1) as a new C-ordered array, by one BLAS call
     on a copy of ``c``: ``?gemm`` with ``beta = 1``, or ``?syrk`` when ``y`` is ``x``'s
-    transpose (the same memory: a Cholesky or Gram update ``A - L L^T``), whose one
-    triangle is then copied into the other. Where numpy forms the product in a block of
-    its own and then subtracts (and, for ``x @ x.T``, copies the triangle element by
-    element), this reads and writes ``c``'s copy once. ``None`` when the operands are not
+    transpose (the same memory: a Cholesky or Gram update ``A - L L^T``), which writes the
+    lower triangle, the upper one then completed from it. Where numpy forms the product in
+    a block of its own and then subtracts (and, for ``x @ x.T``, copies the triangle
+    element by element), this reads and writes ``c``'s copy once. ``None`` when the operands are not
     2-D blocks of one BLAS type whose shapes conform (``c`` exactly ``x @ y``'s shape), an
     edge is under :data:`UPDATE_MIN` (or ``y is x.T`` under :data:`SYRK_MIN`), or BLAS's
     export cannot be read: the caller computes it its own way. Two threads each updating,
@@ -232,6 +232,8 @@ def product_update(c: np.ndarray, x: np.ndarray, y: np.ndarray, sign: int = -1
         return None
     kind = c.dtype
     if kind not in _CODES or x.dtype != kind or y.dtype != kind or sign not in (-1, 1):
+        return None
+    if not (x.flags.aligned and y.flags.aligned):  # BLAS reads them as they lie
         return None
     (m, k), (k2, n) = x.shape, y.shape
     if k2 != k or c.shape != (m, n) or min(m, n, k) < UPDATE_MIN or max(m, n, k) >= 2**31:
@@ -249,8 +251,8 @@ def product_update(c: np.ndarray, x: np.ndarray, y: np.ndarray, sign: int = -1
     x_t, trans_x = _column_major_transpose(x)  # x^T as BLAS reads it, or x with "T"
     alpha, beta = np.array(sign, dtype=kind), np.array(1, dtype=kind)
     flag = ctypes.c_char_p
-    if symmetric:  # out^T += sign (x^T)^T (x^T) = sign x x^T: the column-major lower half
-        routine(flag(b"L"), flag(b"N" if trans_x else b"T"), _count(m), _count(k),
+    if symmetric:  # out^T += sign (x^T)^T (x^T) = sign x x^T: the column-major upper half
+        routine(flag(b"U"), flag(b"N" if trans_x else b"T"), _count(m), _count(k),
                 _pointer(alpha), _pointer(x_t), _count(_ld(x_t)), _pointer(beta),
                 _pointer(out.T), _count(m))
         _other_triangle(out, c)
@@ -272,16 +274,18 @@ def _column_major_transpose(x: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def _other_triangle(out: np.ndarray, c: np.ndarray) -> None:
-    """Complete ``out = c + D`` for a symmetric ``D`` of which ``?syrk`` wrote only the upper
-    triangle of the C-ordered square ``out`` (the lower of its column-major transpose): the
-    lower triangle still holds ``c``'s and gains ``D``'s lower half, the transpose of the
-    upper's ``out - c`` (``c`` itself need not be symmetric), in cached square pieces."""
+    """Complete ``out = c + D`` for a symmetric ``D`` of which ``?syrk`` wrote only the lower
+    triangle of the C-ordered square ``out`` (the upper of its column-major transpose), in
+    cached square pieces: the upper triangle still holds ``c``'s and gains ``D``'s upper
+    half, the transpose of the lower's ``out - c``. The lower triangle, what a Cholesky
+    reads, is BLAS's own sum, whatever ``c``'s upper triangle holds (NaN, say); ``c`` need
+    not be symmetric."""
     n = out.shape[0]
     step = MIRROR_BLOCK
     for i in range(0, n, step):
         top = slice(i, min(i + step, n))
         corner = out[top, top]
-        corner += np.tril((corner - c[top, top]).T, -1)  # its upper part gains 0
+        corner += np.triu((corner - c[top, top]).T, 1)  # its lower part gains 0
         for j in range(i + step, n, step):
             side = slice(j, min(j + step, n))
-            out[side, top] += (out[top, side] - c[top, side]).T
+            out[top, side] += (out[side, top] - c[side, top]).T
