@@ -7,8 +7,9 @@ dropped); :func:`fail(keys) <fail>` marks keys whose value will never come (the 
 driver run that would have posted them failed), so that a reader stops waiting. The block
 server of :mod:`~tensorc.runtime.ray.peer_blocks` answers a pull by key with :func:`take`,
 which waits for the post up to a deadline. :func:`drop_run(prefix) <drop_run>` drops a
-run's values (a run that failed), its keys marked failed. At most :data:`KEPT` keys are kept: a value posted for a
-reader that never came (the driver read it through Ray) is dropped with the oldest.
+run's values (a run that failed), its keys marked failed. At most :data:`KEPT` keys are
+kept: a value posted for a reader that never came (the driver read it through Ray) is
+dropped with the oldest.
 
 Why: a block program's small tasks at a hop run in the driver (a TSQR's tree above its
 leaves). Through Ray, their inputs come back in the calls' replies, and the calls reading
