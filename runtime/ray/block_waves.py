@@ -392,9 +392,11 @@ class Prepared:
     """A wave's calls (:meth:`Wave.calls`, kept as ``calls[c] = (node, args, number of
     exports, exported results)``) and each call's payload, pickled once: a call sends bytes, not
     objects Ray pickles again for every call (``(steps, exports, None, kept_in, keep_out,
-    held_out)``, :func:`~tensorc.runtime.ray.tasks.run_steps`'s inputs), so a recorded
-    wave (:mod:`~tensorc.runtime.ray.block_replay`) is submitted again without forming or
-    pickling its calls."""
+    held_out, post_out)``, :func:`~tensorc.runtime.ray.tasks.run_steps`'s inputs and,
+    handed over (``post``), the exports the driver reads, whose keys a failing call marks
+    failed), so a recorded wave (:mod:`~tensorc.runtime.ray.block_replay`) is submitted
+    again without forming or pickling its calls. ``readers``: how many calls read each
+    driver unit's result; ``made_on``: the node of the call exporting each result."""
 
     def __init__(self, calls: list, wanted, sizes: dict, driver: list = (),
                  call_levels: list | None = None, post: bool = False) -> None:
