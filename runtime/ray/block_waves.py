@@ -405,7 +405,8 @@ class Prepared:
         self.post = post and bool(self.driver)  # handed over: every call sent at once
         self.order = list(range(len(calls))) if self.post else self._order(calls, call_levels)
         driver_reads = {arg[1:] for _, args in self.driver.values() for arg in args
-                        if arg[0] == PENDING and arg[1] not in self.driver and self.post}
+                        if arg[0] == PENDING and arg[1] not in self.driver
+                        } if self.post else set()
         self.made_on = {result: call[0] for call in calls for result in call[4]}
         self.readers = Counter(arg[1:] for call in calls for arg in call[2]
                                if arg[0] == PENDING and arg[1] in self.driver)
@@ -485,15 +486,18 @@ class Prepared:
             if item:
                 waited += self._run_in_driver(cluster, item, refs)
         waited += self._run_in_driver(cluster, self.driver, refs)  # for the caller alone
+        return self._results(workers, prefix, refs), reports, waited
+
+    def _results(self, workers: list, prefix: str, refs: dict) -> dict:
+        """The wanted results, a held one as its :class:`~tensorc.runtime.ray.held.Held`."""
         for node, result, key, nbytes in self.held:
             refs[result] = Held(workers[node], prefix + key, nbytes)
-        return {r: refs[r] for r in self.wanted}, reports, waited
+        return {r: refs[r] for r in self.wanted}
 
     def _handover(self, cluster) -> tuple | None:
-        """``(driver's block server, the node workers' servers)`` when this wave's driver
-        units can hand their values over directly (:mod:`~tensorc.runtime.ray.posted`):
-        it has some, :data:`HANDOVER` is on, and the driver and every node worker serve;
-        else ``None``."""
+        """``(driver's block server, the node workers' servers)`` when this wave hands its
+        driver units' values over directly (``post``, chosen when it was prepared), else
+        ``None``; a worker whose server does not answer now is a lost worker."""
         if not self.post:
             return None
         servers = peer_endpoints(cluster, offered_only=False)
@@ -510,8 +514,8 @@ class Prepared:
         (:meth:`_run_posting`). Any failure here, the submission's own included, marks the
         driver's values failed, so that no call waits for them."""
         driver_server, servers = handover
-        posted_reads = {(u, j): PostedRead(driver_server, prefix + "d" + _posted_key((u, j)))
-                        for (u, j) in self.readers}
+        posted_reads = {result: PostedRead(driver_server, _driver_key(prefix, result))
+                        for result in self.readers}
         producers: dict = {}  # a call's exported result -> that call's report ref
         try:
             with SUBMITTING:
@@ -523,9 +527,7 @@ class Prepared:
         except BaseException:
             posted.fail([read.key for read in posted_reads.values()])
             raise
-        for node, result, key, nbytes in self.held:
-            refs[result] = Held(workers[node], prefix + key, nbytes)
-        return {r: refs[r] for r in self.wanted}, reports, waited
+        return self._results(workers, prefix, refs), reports, waited
 
     def _run_posting(self, cluster, servers: list, prefix: str, refs: dict,
                      producers: dict) -> float:
@@ -548,8 +550,7 @@ class Prepared:
                                            producers))
                 waited += time.perf_counter() - started
             self._run_units([u], values, refs)
-            made += [(prefix + "d" + _posted_key((u, j)), refs[(u, j)].value,
-                      self.readers[(u, j)])
+            made += [(_driver_key(prefix, (u, j)), refs[(u, j)].value, self.readers[(u, j)])
                      for j in range(self.driver[u][0].results) if (u, j) in self.readers]
         posted.post_many(made)
         return waited
@@ -576,29 +577,25 @@ class Prepared:
                         servers[node], [prefix + _posted_key(r) for r in results],
                         peer_blocks.POSTED_WAIT)
                 except peer_blocks.HandOverFailed as err:
-                    if not err.waiting:  # unreachable, or the call said it failed
-                        if not err.failed:
-                            posted.fail([prefix + "d" + _posted_key(r) for r in self.readers])
-                        got = fetch_results(cluster, [refs[r] for r in results],
-                                            "a block program's task in the driver",
-                                            timed=False)
-                        if not err.failed:
-                            raise WorkerLost(f"values on node {node} were not handed "
-                                             "over") from err
-                        values.update(zip(results, got, strict=True))
-                        del pending[node]
-                    continue
+                    if err.waiting:
+                        continue
+                    if not err.failed:  # unreachable: its calls may wait for the driver
+                        posted.fail([_driver_key(prefix, r) for r in self.readers])
+                    found = _through_ray(cluster, [refs[r] for r in results])
+                    if not err.failed:
+                        raise WorkerLost(f"values on node {node} were not handed "
+                                         "over") from err
                 values.update(zip(results, found, strict=True))
                 del pending[node]
-            ended = {r for results in pending.values() for r in results
-                     if ray.wait([producers[r]], timeout=0)[0]}
+            reports = list({producers[r] for results in pending.values() for r in results})
+            ended = set(ray.wait(reports, num_returns=len(reports), timeout=0)[0]
+                        if reports else ())
             for node, results in list(pending.items()):
-                done = [r for r in results if r in ended]
+                done = [r for r in results if producers[r] in ended]
                 if done:  # ended without posting: Ray has its error (or its values)
-                    values.update(zip(done, fetch_results(
-                        cluster, [refs[r] for r in done],
-                        "a block program's task in the driver", timed=False), strict=True))
-                    pending[node] = [r for r in results if r not in ended]
+                    values.update(zip(done, _through_ray(cluster, [refs[r] for r in done]),
+                                      strict=True))
+                    pending[node] = [r for r in results if r not in done]
                     if not pending[node]:
                         del pending[node]
         return values
@@ -656,9 +653,7 @@ class Prepared:
         order = sorted(todo)  # wave order is topological
         fetch = self._inputs_of(order)
         started = time.perf_counter()
-        values = dict(zip(fetch, fetch_results(cluster, [refs[r] for r in fetch],
-                                               "a block program's task in the driver",
-                                               timed=False), strict=True))
+        values = dict(zip(fetch, _through_ray(cluster, [refs[r] for r in fetch]), strict=True))
         waited = time.perf_counter() - started
         self._run_units(order, values, refs)
         return waited
@@ -692,8 +687,20 @@ def _handover_reaches(cluster) -> bool:
 
 
 def _posted_key(result: tuple[int, int]) -> str:
-    """The key, relative to a run's prefix, a unit's result is posted under."""
+    """The key, relative to a run's prefix, a call posts a unit's result under."""
     return f"{result[0]}.{result[1]}"
+
+
+def _driver_key(prefix: str, result: tuple[int, int]) -> str:
+    """The key the driver posts a :data:`DRIVER` unit's result under, in the run
+    ``prefix``."""
+    return prefix + "d" + _posted_key(result)
+
+
+def _through_ray(cluster, refs: list) -> list:
+    """The calls' results ``refs`` the driver's units read, through Ray, waiting for their
+    calls (:func:`~tensorc.runtime.ray.calls.fetch_results`)."""
+    return fetch_results(cluster, refs, "a block program's task in the driver", timed=False)
 
 
 def _pickled(payload) -> bytes:

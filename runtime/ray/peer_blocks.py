@@ -35,7 +35,7 @@ the path off (every block through Ray, as before).
 The same server answers pulls of *posted* values by key (:mod:`~tensorc.runtime.ray.posted`:
 a request id of :data:`POSTED_ID` and the key), waiting for the post: a block program's
 driver units and the calls around them hand small values over this way
-(:func:`pull_posted`, :class:`PostedRead`, :func:`posted_args`); a value that is not a
+(:func:`pull_posted`, :class:`PostedRead`); a value that is not a
 number array travels pickled, between processes of the cluster's own, as Ray's do. The
 driver serves its own values on a server of its own.
 
@@ -287,21 +287,13 @@ def _pull_from(endpoint: tuple[str, int], reads: list[PeerRead]) -> list:
     :data:`SHUNNED_SECONDS`."""
     if _SHUNNED.get(endpoint, 0.0) > time.monotonic():
         return [None] * len(reads)
-    connection = _PEERS.pop(endpoint, None)  # back in once its answers are read whole
-    if connection is None:
-        try:
-            connection = socket.create_connection(endpoint, timeout=PULL_TIMEOUT)
-            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:  # nobody listens there (a worker gone): passed over for a while
-            _SHUNNED[endpoint] = time.monotonic() + SHUNNED_SECONDS
-            return [None] * len(reads)
     try:
-        request = [struct.pack("<I", len(reads))]
-        for read in reads:
-            found = read.holder[0].binary()
-            request += [bytes((len(found),)), found]
-        connection.sendall(b"".join(request))
-        got = [_receive_block(connection) for _ in reads]
+        connection = _connection(endpoint, PULL_TIMEOUT)
+    except OSError:  # nobody listens there (a worker gone): passed over for a while
+        _SHUNNED[endpoint] = time.monotonic() + SHUNNED_SECONDS
+        return [None] * len(reads)
+    try:
+        got = _exchange(connection, [read.holder[0].binary() for read in reads])
     except Exception as err:  # noqa: BLE001 - any failure is read through Ray
         if isinstance(err, TimeoutError):
             _SHUNNED[endpoint] = time.monotonic() + SHUNNED_SECONDS
@@ -310,6 +302,28 @@ def _pull_from(endpoint: tuple[str, int], reads: list[PeerRead]) -> list:
         return [None] * len(reads)
     _PEERS[endpoint] = connection
     return got
+
+
+def _connection(endpoint: tuple[str, int], timeout: float) -> socket.socket:
+    """This worker's kept connection to the server at ``endpoint`` (taken out of
+    :data:`_PEERS` until its answers are read whole: the caller puts it back), or a new
+    one; replies wait at most ``timeout`` seconds. Raises ``OSError`` when none opens."""
+    connection = _PEERS.pop(endpoint, None)
+    if connection is None:
+        connection = socket.create_connection(endpoint, timeout=timeout)
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    connection.settimeout(timeout)
+    return connection
+
+
+def _exchange(connection: socket.socket, ids: list[bytes]) -> list:
+    """Ask a server for ``ids`` (a count, then each id after its length) and read its
+    answers, one each, in order (:func:`_receive_block`)."""
+    request = [struct.pack("<I", len(ids))]
+    for found in ids:
+        request += [bytes((len(found),)), found]
+    connection.sendall(b"".join(request))
+    return [_receive_block(connection) for _ in ids]
 
 
 def _receive_block(connection: socket.socket) -> np.ndarray | None:
@@ -385,18 +399,10 @@ def pull_posted(endpoint: tuple[str, int], keys: list[str], timeout: float | Non
     values: dict[str, object] = {}
     while len(values) < len(keys):
         left = [key for key in keys if key not in values]
-        connection = _PEERS.pop(endpoint, None)
+        connection = None
         try:
-            if connection is None:
-                connection = socket.create_connection(endpoint, timeout=PULL_TIMEOUT)
-                connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connection.settimeout(POSTED_WAIT + PULL_TIMEOUT)
-            request = [struct.pack("<I", len(left))]
-            for key in left:
-                found = POSTED_ID + key.encode()
-                request += [bytes((len(found),)), found]
-            connection.sendall(b"".join(request))
-            got = [_receive_block(connection) for _ in left]
+            connection = _connection(endpoint, POSTED_WAIT + PULL_TIMEOUT)
+            got = _exchange(connection, [POSTED_ID + key.encode() for key in left])
         except Exception as err:  # noqa: BLE001 - the caller says what it was for
             with contextlib.suppress(OSError, AttributeError):
                 connection.close()
@@ -424,23 +430,6 @@ def reachable(endpoint: tuple[str, int], timeout: float = 2.0) -> bool:
     except OSError:
         return False
     return True
-
-
-def posted_args(blocks: tuple, timeout: float | None = None) -> tuple:
-    """``blocks`` with every :class:`PostedRead` replaced by its value (each server asked
-    once for all of its keys); raises :class:`HandOverFailed`."""
-    by_server: dict[tuple[str, int], list[int]] = {}
-    for k, block in enumerate(blocks):
-        if type(block) is PostedRead:
-            by_server.setdefault(block.endpoint, []).append(k)
-    if not by_server:
-        return blocks
-    args = list(blocks)
-    for endpoint, found in by_server.items():
-        values = pull_posted(endpoint, [blocks[k].key for k in found], timeout)
-        for k, value in zip(found, values, strict=True):
-            args[k] = value
-    return tuple(args)
 
 
 # -- the driver's side ---------------------------------------------------------------------

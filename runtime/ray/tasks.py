@@ -50,9 +50,10 @@ serves; :mod:`~tensorc.runtime.ray.peer_blocks`).
   :class:`~tensorc.stored.StoredArray` (passed by value, as its path): the call's read steps
   read their blocks from it, here. A wave's payload may end with the exports to *post*
   (``post_out``: ``(export, key)`` pairs): results the driver's units read, posted in this
-  worker (:mod:`~tensorc.runtime.ray.posted`) before the call replies, or marked failed if
-  the call fails; an argument may be a :class:`~tensorc.runtime.ray.peer_blocks.PostedRead`,
-  a value the driver posts, pulled when the call starts.
+  worker (:mod:`~tensorc.runtime.ray.posted`) by a :class:`Post` step as soon as they are
+  made, and marked failed if the call fails; an argument may be a
+  :class:`~tensorc.runtime.ray.peer_blocks.PostedRead`, a value the driver posts, pulled by
+  a :func:`pull` step just before its first reader.
 
 Memory in a call (:func:`run_steps`): a step's result is dropped after its last use in the
 call (unless the call returns it); a block read from storage is read into a buffer of the
@@ -93,7 +94,7 @@ from tensorc.runtime.ray import posted
 from tensorc.runtime.ray.peer_blocks import (
     PostedRead,
     offer,
-    posted_args,
+    pull_posted,
     pulled_args,
     reachable,
     serve,
@@ -452,21 +453,20 @@ def _stage(key: str, payload: list | tuple | bytes, threads: int, *blocks: np.nd
         _PAYLOADS[key] = found
     steps, exports, budget, *keeping = found
     kept_in, keep_out, held_out, post_out = (*keeping, (), (), (), ())[:4]
-    if post_out:  # the driver waits for these: told at once if the call fails
-        try:
-            return _staged(node, prefix, steps, exports, budget, threads, widen, blocks,
-                           kept_in, keep_out, held_out, post_out)
-        except BaseException:
+    try:
+        return _staged(node, prefix, steps, exports, budget, threads, widen, blocks,
+                       kept_in, keep_out, held_out)
+    except BaseException:
+        if post_out:  # the driver waits for these: told at once that they will not come
             posted.fail([prefix + key for _, key in post_out])
-            raise
-    return _staged(node, prefix, steps, exports, budget, threads, widen, blocks, kept_in,
-                   keep_out, held_out, post_out)
+        raise
 
 
 def _staged(node: str, prefix: str, steps, exports, budget, threads: int, widen: bool,
-            blocks: tuple, kept_in, keep_out, held_out, post_out):
-    """:func:`_stage` once its payload is read: the arguments bound, the steps run, the
-    results kept, held and posted, the exports and the report returned."""
+            blocks: tuple, kept_in, keep_out, held_out):
+    """:func:`_stage` once its payload is read: the arguments bound, the steps run (their
+    ``Post`` steps posting for the driver), the results kept and held, the exports and the
+    report returned."""
     blocks, pulled = pulled_args(HeldReads.unpacked(blocks))
     if any(type(block) in _READS_HERE for block in blocks):
         blocks = tuple(b.value() if type(b) in _READS_HERE else b for b in blocks)
@@ -517,7 +517,7 @@ def pull(value):
     for the post as long as the driver's server answers; any other argument is the value
     itself."""
     if type(value) is PostedRead:
-        return posted_args((value,))[0]
+        return pull_posted(value.endpoint, [value.key])[0]
     return value
 
 
